@@ -1,0 +1,115 @@
+"""Scoring, verdict and quarantine constants, overridable in `[tool.flaketui]` of pyproject.toml."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flaketui.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every tunable constant, with the defaults of the spec and the seed articles."""
+
+    z: float = 1.96  # Wilson interval, ~95 %
+    n_min: int = 10  # fewer runs than this: verdict 'insufficient'
+    window_days: int = 90
+    half_life_days: float = 14.0  # recency score decay (seed 004)
+    main_weight: float = 3.0
+    other_weight: float = 1.0
+    laplace_alpha: float = 2.0
+    blast_radius_main: float = 4.0  # gates merges on the default branch
+    blast_radius_branch: float = 2.0  # gates merges on feature branches only
+    blast_radius_nongating: float = 1.0  # runs only in non-gating suites
+    non_gating_suites: tuple[str, ...] = ("nightly",)
+    default_branches: tuple[str, ...] = ("main", "master")
+    regression_low: float = 0.70  # Wilson low at or above: failing almost always
+    flaky_low_max: float = 0.50  # seed 000's flaky band upper edge on the Wilson low
+    healthy_high: float = 0.10
+    alternating_flip_rate: float = 0.80
+    watch_threshold: float = 0.15
+    quarantine_threshold: float = 0.30
+    suite_thresholds: dict[str, float] = field(default_factory=dict)
+    release_threshold: float = 0.10  # leave warning/watching below this (hysteresis)
+    warning_days: int = 3
+    auto_quarantine_days: int = 7
+    fix_or_delete_days: int = 30
+    removal_days: int = 60
+    release_clean_runs: int = 10
+    grace_days: int = 7
+    skip_expiry_days: int = 30
+    skip_file: str | None = None
+    mask_patterns: tuple[str, ...] = ()
+    owner_fallback: str | None = None  # suite owner of last resort
+    suite_owners: dict[str, str] = field(default_factory=dict)
+    rotation: tuple[str, ...] = ()
+
+    def threshold_for(self, suite: str) -> float:
+        """The quarantine threshold of one suite."""
+        return self.suite_thresholds.get(suite, self.quarantine_threshold)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy, reported with results."""
+        out = dataclasses.asdict(self)
+        return {key: list(val) if isinstance(val, tuple) else val for key, val in out.items()}
+
+
+def _coerce(name: str, default: Any, value: Any) -> Any:
+    """Check one configured value against the default's type."""
+    if isinstance(default, bool) or default is None:
+        return value
+    if isinstance(default, tuple):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"[tool.flaketui] {name} must be a list of strings")
+        return tuple(value)
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise ConfigError(f"[tool.flaketui] {name} must be a table")
+        return dict(value)
+    if isinstance(default, float) and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(default, int) and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ConfigError(f"[tool.flaketui] {name} must be a {type(default).__name__}, got {value!r}")
+
+
+def config_from_mapping(table: dict[str, Any]) -> Config:
+    """Build a Config from a `[tool.flaketui]` table, refusing unknown keys and wrong types."""
+    known = {f.name: f for f in dataclasses.fields(Config)}
+    defaults = Config()
+    values: dict[str, Any] = {}
+    for name, value in table.items():
+        key = name.replace("-", "_")
+        if key not in known:
+            raise ConfigError(f"[tool.flaketui] unknown setting {name!r}")
+        values[key] = _coerce(key, getattr(defaults, key), value)
+    return dataclasses.replace(defaults, **values)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above start."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(start: Path | None = None) -> Config:
+    """Read `[tool.flaketui]` from the nearest pyproject.toml, or the defaults."""
+    pyproject = find_pyproject(start or Path.cwd())
+    if pyproject is None:
+        return Config()
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{pyproject}: cannot read ({exc})") from exc
+    table = data.get("tool", {}).get("flaketui", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.flaketui] must be a table")
+    return config_from_mapping(table)

@@ -1,0 +1,34 @@
+"""User-facing errors: each carries a one-line message and never a traceback."""
+
+from __future__ import annotations
+
+
+class FlaketuiError(Exception):
+    """An error caused by user input, shown to the user as one line."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        # Keep the message to one line whatever the cause looked like.
+        super().__init__(" ".join(str(message).split()))
+
+    @property
+    def message(self) -> str:
+        """The one-line message."""
+        return str(self.args[0])
+
+
+class ReportError(FlaketuiError):
+    """A report file that cannot be ingested (not XML, truncated, hostile, unknown shape)."""
+
+
+class HistoryError(FlaketuiError):
+    """A history database that cannot be opened or used (not SQLite, newer schema, read-only)."""
+
+
+class SkipFileError(FlaketuiError):
+    """A skip file that cannot be read or written."""
+
+
+class ConfigError(FlaketuiError):
+    """An invalid `[tool.flaketui]` configuration value."""

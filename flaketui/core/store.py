@@ -1,0 +1,239 @@
+"""Open, create and migrate the SQLite history (schema versioned by `PRAGMA user_version`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlite_utils
+
+from flaketui.core.errors import HistoryError
+
+BUSY_TIMEOUT_MS = 30_000
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Each migration takes the history from version i to i + 1; never edit a released one.
+SCHEMA_V1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE runs (
+    id            INTEGER PRIMARY KEY,
+    run_id        TEXT NOT NULL UNIQUE,
+    suite         TEXT NOT NULL DEFAULT 'default',
+    branch        TEXT,
+    branch_kind   TEXT NOT NULL DEFAULT 'pr' CHECK (branch_kind IN ('main', 'pr', 'release')),
+    commit_sha    TEXT,
+    ts            TEXT NOT NULL,            -- ISO 8601 UTC, 'YYYY-MM-DDTHH:MM:SSZ'
+    worker_count  INTEGER NOT NULL DEFAULT 1,
+    runner_host   TEXT,
+    ci_url        TEXT,
+    incident      TEXT,                     -- incident tag, or NULL
+    source        TEXT NOT NULL,            -- 'junit' | 'pytest' | 'merge'
+    finished      INTEGER NOT NULL DEFAULT 1 -- 0 while recording or when interrupted
+);
+CREATE INDEX runs_ts ON runs (ts);
+CREATE TABLE run_files (
+    run           INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    content_hash  TEXT NOT NULL,            -- sha256 of a report file ingested into this run
+    PRIMARY KEY (run, content_hash)
+) WITHOUT ROWID;
+CREATE TABLE run_changed_files (
+    run   INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    path  TEXT NOT NULL,
+    PRIMARY KEY (run, path)
+) WITHOUT ROWID;
+CREATE TABLE tests (
+    id          INTEGER PRIMARY KEY,
+    test_id     TEXT NOT NULL UNIQUE,       -- pytest node id, else 'classname::name'
+    parent      TEXT NOT NULL,              -- test_id with its trailing [params] stripped
+    test_file   TEXT,
+    first_seen  TEXT NOT NULL
+);
+CREATE INDEX tests_parent ON tests (parent);
+CREATE TABLE signatures (
+    id       INTEGER PRIMARY KEY,
+    hash     TEXT NOT NULL UNIQUE,
+    text     TEXT NOT NULL,                 -- normalised message with <NUM>, <HEX>, <PATH>, ...
+    example  TEXT NOT NULL                  -- one raw (masked, capped) message
+);
+CREATE TABLE results (
+    run          INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    test         INTEGER NOT NULL REFERENCES tests (id),
+    attempt      INTEGER NOT NULL,          -- 1 = first attempt
+    outcome      TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'error', 'skipped')),
+    worker_id    TEXT,
+    duration_ms  INTEGER,
+    message      TEXT,                      -- capped, secrets masked
+    signature    INTEGER REFERENCES signatures (id),
+    PRIMARY KEY (run, test, attempt)
+) WITHOUT ROWID;
+CREATE INDEX results_test ON results (test);
+-- One row per (test, run): the run-level outcome of section 4, maintained with the results.
+CREATE TABLE test_runs (
+    test        INTEGER NOT NULL REFERENCES tests (id),
+    run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    ts          TEXT NOT NULL,              -- copy of runs.ts, for (test, ts) ordered scans
+    outcome     TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'flaky', 'skipped')),
+    bad         INTEGER NOT NULL,           -- first attempt failed or errored
+    attempts    INTEGER NOT NULL,
+    failed_attempts INTEGER NOT NULL,
+    worker_id   TEXT,                       -- worker of the first attempt
+    signature   INTEGER REFERENCES signatures (id), -- first failure's signature
+    edited      INTEGER NOT NULL DEFAULT 0, -- the run's commit changed this test's file
+    PRIMARY KEY (test, run)
+) WITHOUT ROWID;
+CREATE INDEX test_runs_run ON test_runs (run);
+CREATE INDEX test_runs_test_ts ON test_runs (test, ts);
+CREATE TABLE incidents (
+    id          INTEGER PRIMARY KEY,
+    tag         TEXT NOT NULL,
+    start_ts    TEXT,                       -- window incidents: [start_ts, end_ts]
+    end_ts      TEXT,
+    signature   TEXT,                       -- signature incidents: a signature hash
+    created_at  TEXT NOT NULL,
+    note        TEXT
+);
+CREATE TABLE audit_log (
+    id          INTEGER PRIMARY KEY,
+    ts          TEXT NOT NULL,
+    who         TEXT NOT NULL,
+    action      TEXT NOT NULL,              -- quarantine | release | lifecycle:<from>-><to> | ...
+    test_id     TEXT NOT NULL,
+    mode        TEXT,
+    reason      TEXT,
+    ticket      TEXT,
+    scores      TEXT,                       -- JSON of the scores at that moment
+    source      TEXT NOT NULL DEFAULT 'cli' -- cli | app | lifecycle
+);
+CREATE INDEX audit_log_test ON audit_log (test_id, ts);
+"""
+
+
+def _execute_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run statements one by one (executescript would commit the open transaction)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+
+
+def _migrate_to_1(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V1)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_to_1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _check_is_sqlite(path: Path) -> None:
+    """Refuse a path that is a directory or a non-empty file without the SQLite header."""
+    if path.is_dir():
+        raise HistoryError(f"{path}: is a directory, not a history file")
+    if not path.exists():
+        return
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise HistoryError(f"{path}: cannot read ({exc.strerror})") from exc
+    if head and head != SQLITE_MAGIC:
+        raise HistoryError(f"{path}: not a SQLite database")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version stored in the file."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def open_history(
+    path: str | Path,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+) -> sqlite_utils.Database:
+    """Open a history, creating and migrating it as needed; raise HistoryError on bad input."""
+    path = Path(path)
+    _check_is_sqlite(path)
+    if not path.exists() or path.stat().st_size == 0:
+        if not create or readonly:
+            reason = "does not exist" if not path.exists() else "is empty"
+            raise HistoryError(f"{path}: {reason}; ingest a report first (flaketui ingest)")
+        if not path.parent.exists():
+            raise HistoryError(f"{path}: directory {path.parent} does not exist")
+    try:
+        if readonly:
+            conn = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+            )
+        else:
+            # Autocommit mode: every write goes through `transaction()` explicitly.
+            conn = sqlite3.connect(
+                str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        version = schema_version(conn)
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise HistoryError(
+            f"{path}: history schema version {version} is newer than this flaketui supports "
+            f"({SCHEMA_VERSION}); upgrade flaketui"
+        )
+    conn.execute("PRAGMA foreign_keys = ON")
+    if not readonly:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            _migrate(conn, version)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            raise HistoryError(f"{path}: cannot write ({exc})") from exc
+    elif version < SCHEMA_VERSION:
+        conn.close()
+        raise HistoryError(f"{path}: history needs an upgrade but is opened read-only")
+    return sqlite_utils.Database(conn)
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Apply pending migrations, each in its own transaction."""
+    for target in range(version, SCHEMA_VERSION):
+        with transaction(conn):
+            MIGRATIONS[target](conn)
+            conn.execute(f"PRAGMA user_version = {target + 1}")
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """An immediate (write-locking) transaction committed on success, rolled back on error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    else:
+        conn.execute("COMMIT")
+
+
+def get_meta(db: sqlite_utils.Database, key: str) -> str | None:
+    """Read one value from the meta table."""
+    row = db.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(db: sqlite_utils.Database, key: str, value: str) -> None:
+    """Write one value to the meta table (inside the caller's transaction, if any)."""
+    db.conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
