@@ -1,0 +1,78 @@
+"""Result types of scoring: what `flaketui report`, the app and the lifecycle consume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+VERDICTS = ("insufficient", "healthy", "flaky", "regression")
+
+
+@dataclass(slots=True)
+class Scores:
+    """Every score of section 5 for one test or one pooled group (family or signature)."""
+
+    runs: int = 0  # counted runs in the window (skipped, incident and edited runs excluded)
+    flaky_runs: int = 0  # runs where a failed attempt was followed by a passing one
+    failed_runs: int = 0  # bad runs: the first attempt failed or errored
+    fail_rate: float = 0.0  # failed_runs / runs
+    wilson_low: float = 0.0  # Wilson interval of fail_rate
+    wilson_high: float = 0.0
+    flip_rate: float = 0.0
+    flip_rate_low: float = 0.0
+    flake_rate_low: float = 0.0  # Wilson low of the flake evidence used by damage
+    runs_per_week: float = 0.0
+    blast_radius: float = 0.0
+    damage: float = 0.0  # expected blocked merges per week
+    recency_score: float = 0.0  # seed 004's score, in [0, 1)
+    last_failure_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class TestVerdict:
+    """One test's scores, verdict and explanation."""
+
+    test_id: str
+    parent: str
+    suite: str
+    test_file: str | None
+    scores: Scores
+    verdict: str  # one of VERDICTS
+    reason: str
+    flags: list[str] = field(default_factory=list)
+    rank: int | None = None  # position in the flaky triage list
+    regression_rank: int | None = None
+    signature: str | None = None  # hash of the most frequent signature in the window
+    signature_text: str | None = None
+    owner: str | None = None
+    first_bad_commit: str | None = None
+    last_good_commit: str | None = None
+    daily_scores: list[float] = field(default_factory=list)  # recency score per day, oldest first
+
+
+@dataclass(slots=True)
+class GroupVerdict:
+    """A pooled group: a parametrized family or the tests sharing a failure signature."""
+
+    key: str  # family parent id, or signature hash
+    label: str  # parent id, or signature text
+    members: list[str]  # test ids
+    scores: Scores
+    verdict: str
+    reason: str
+    rank: int | None = None
+    owner: str | None = None
+
+
+@dataclass(slots=True)
+class Report:
+    """The ranked, explained triage list for one history as of `now`."""
+
+    now: datetime
+    window_days: int
+    config: dict[str, Any]
+    tests: list[TestVerdict]
+    families: list[GroupVerdict]
+    signatures: list[GroupVerdict]
+    now_was_clamped: bool = False  # history older than the window: shown as of its newest run
