@@ -31,21 +31,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="flaketui_skip_file",
         default=None,
         metavar="PATH",
-        help="honour this quarantine skip file (default: discovered .quarantine.json).",
+        help="honour this quarantine skip file (default: $FLAKETUI_SKIP_FILE, ini "
+        "flaketui_skip_file, [tool.flaketui] skip_file, else <rootdir>/.quarantine.json).",
     )
     group.addoption(
         "--flaketui-quarantined-only",
         dest="flaketui_quarantined_only",
         action="store_true",
         default=False,
-        help="run only the quarantined tests (the nightly 'is it fixed yet' job).",
+        help="run only the quarantined tests, both modes, without failing on them "
+        "(the nightly 'is it fixed yet' job).",
     )
     group.addoption(
         "--flaketui-no-skip-file",
         dest="flaketui_no_skip_file",
         action="store_true",
         default=False,
-        help="ignore any skip file.",
+        help="ignore any skip file (run every test).",
     )
     parser.addini("flaketui_db", "record every test attempt into this flaketui history")
     parser.addini("flaketui_suite", "suite name of the recorded run")

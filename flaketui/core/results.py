@@ -63,6 +63,8 @@ class GroupVerdict:
     reason: str
     rank: int | None = None
     owner: str | None = None
+    flags: list[str] = field(default_factory=list)
+    regression_rank: int | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,37 @@
+"""`flaketui open HISTORY` (also `flaketui HISTORY`): the keyboard-driven triage app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.core.config import load_config
+from flaketui.core.store import open_history
+from flaketui.core.timeutil import parse_iso
+
+
+def check_history(path: Path) -> None:
+    """Refuse a missing, non-SQLite, newer-schema or unreadable history before any screen."""
+    db = open_history(path, create=False, readonly=True)
+    db.conn.close()
+
+
+@cli.command("open")
+@click.argument("history", type=click.Path(path_type=Path))
+@click.option("--now", "now_text", metavar="ISO", help="Score as of this UTC time.")
+@click.option(
+    "--skip-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Skip file to read and write (default: .quarantine.json at the repository root).",
+)
+def open_command(history: Path, now_text: str | None, skip_file: Path | None) -> None:
+    """Open the triage app on HISTORY (a flaketui SQLite history)."""
+    now = parse_iso(now_text) if now_text else None
+    check_history(history)
+    config = load_config(Path.cwd())
+    # Textual loads only now that the input is known to be good.
+    from flaketui.tui.app import make_app
+
+    make_app(history, now=now, skip_file=skip_file, config=config).run()

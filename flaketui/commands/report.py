@@ -1,0 +1,52 @@
+"""`flaketui report`: the ranked, explained triage list, headless (table, JSON, CSV, Markdown)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.core.config import load_config
+from flaketui.core.models import BRANCH_KINDS
+from flaketui.core.owners import find_repo_root
+from flaketui.core.report import build_report
+from flaketui.core.report_formats import FORMATS, GROUP_BYS, render
+from flaketui.core.store import open_history
+from flaketui.core.timeutil import parse_iso
+
+
+@cli.command("report")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--now", metavar="ISO", help="Score as of this time (default: now, see README).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Show the first N only.")
+@click.option("--suite", metavar="S", help="Only runs of this suite (ranks are computed over it).")
+@click.option("--branch-kind", type=click.Choice(BRANCH_KINDS), help="Only runs of this kind.")
+@click.option("--group-by", type=click.Choice(GROUP_BYS), help="List families or signatures.")
+def report_command(
+    db: Path,
+    now: str | None,
+    fmt: str,
+    limit: int | None,
+    suite: str | None,
+    branch_kind: str | None,
+    group_by: str | None,
+) -> None:
+    """Rank the flaky tests of history DB by damage, with verdicts and reasons."""
+    config = load_config()
+    moment = parse_iso(now) if now is not None else None
+    history = open_history(db, create=False, readonly=True)
+    try:
+        report = build_report(
+            history,
+            now=moment,
+            config=config,
+            suite=suite,
+            branch_kind=branch_kind,
+            repo_root=find_repo_root(Path.cwd()),
+        )
+    finally:
+        history.conn.close()
+    threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
+    click.echo(render(report, fmt, group_by=group_by, limit=limit, threshold=threshold), nl=False)

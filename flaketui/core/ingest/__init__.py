@@ -1,0 +1,1 @@
+"""Getting data in: streaming JUnit XML parsing and pytest node id recovery."""

@@ -1,0 +1,363 @@
+"""Stream test cases out of JUnit XML reports, refusing DTDs and entities.
+
+Parsing uses expat directly, fed 64 KiB at a time, so memory stays constant in the file size: only
+the open test case is held, and captured failure texts stop growing at 64 KiB. Any DOCTYPE, entity
+declaration or external entity is refused before it is expanded or fetched. (Attribute values,
+such as googletest's multi-KB ``message``, arrive whole from expat; only text is cut while read.)
+``report_timestamp`` raises ReportError like ``iter_cases`` when the file breaks before any
+plausible timestamp, and returns None when the whole file has none.
+
+Decisions where producers disagree:
+- Roots: ``<testsuites>``, ``<testsuite>`` and Eclipse ``<testrun>``; suites nest to any depth;
+  anything else is "not a JUnit report". A report with no test case yields nothing.
+- Whitespace before the ``<?xml ...?>`` declaration (strict parsers refuse it) is accepted: it is
+  moved after the declaration, which keeps every later line number right.
+- Outcome: the first ``<failure>``/``<error>`` child decides fail/error and every such child's
+  message is joined into the one attempt; else ``<skipped>``; else a ``status``/``result``
+  attribute (``disabled``, ``skipped``, ``notrun``... = skipped; ``failed`` = fail; ``errored`` =
+  error); else pass. Retries: each ``flakyFailure``/``flakyError`` is a failed attempt BEFORE the
+  case's own attempt, each ``rerunFailure``/``rerunError`` one AFTER it.
+- ``<error>``/``<failure>`` directly inside a ``<testsuite>`` (no test case) is ignored: there is
+  no test identity to record it against. Suite-level counts are ignored; test cases are the truth.
+- A test case repeated in one report is yielded again; the writer merges repeats.
+- Message: the ``message`` attribute, else the element's own text (``system-out``/``system-err``
+  inside it excluded), stripped; None when both are empty. Skipped attempts keep the skip reason.
+- Duration: ``time`` in seconds (``"0."``, ``"2,503.1"`` and ``"1,234"`` as thousands, ``"0,25"``
+  as a decimal comma). Negative, non-numeric,
+  non-finite or above 7 days gives None -- this drops container-structure-test's nanosecond
+  values, which would otherwise read as decades.
+- Test ids: see ``pytest_ids`` for pytest reports (suite named ``pytest`` or ``file`` ending in
+  ``.py``); otherwise ``classname::name``; without classname the nearest named suite stands in
+  for it (jest-junit writes ``classname=""`` and same-named tests in different files must not
+  merge), ``name`` alone when there is none; ``classname`` alone for an empty name (JUnit 5
+  class-level failures); ``(unnamed)`` when all are empty.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.parsers.expat
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO, NoReturn
+
+from flaketui.core.errors import ReportError
+from flaketui.core.ingest.pytest_ids import pytest_node_id
+from flaketui.core.ingest.report_time import parse_report_timestamp, plausible
+from flaketui.core.models import Attempt, CaseResult
+
+CHUNK_BYTES = 64 * 1024
+MESSAGE_CAP_CHARS = 64 * 1024
+MAX_DURATION_SECONDS = 7 * 24 * 3600
+
+ROOT_TAGS = frozenset({"testsuites", "testsuite", "testrun"})
+SUITE_TAGS = ROOT_TAGS
+CAPTURE_OUTCOMES = {
+    "failure": "fail",
+    "error": "error",
+    "skipped": "skipped",
+    "flakyFailure": "fail",
+    "flakyError": "error",
+    "rerunFailure": "fail",
+    "rerunError": "error",
+}
+MUTED_TAGS = frozenset({"system-out", "system-err"})
+SKIPPED_STATUSES = frozenset(
+    {"skipped", "skip", "disabled", "notrun", "not run", "not_run", "ignored", "pending"}
+)
+FAILED_STATUSES = frozenset({"fail", "failed", "failure"})
+ERROR_STATUSES = frozenset({"error", "errored"})
+_THOUSANDS = re.compile(r"^[1-9]\d{0,2}(,\d{3})+(\.\d*)?$")
+
+
+def _local(tag: str) -> str:
+    """The element name without any namespace prefix."""
+    return tag.rpartition(":")[2]
+
+
+def _refuse(label: str) -> ReportError:
+    """The error for any DTD or entity declaration."""
+    return ReportError(f"{label}: refused: DTDs and entities are not allowed")
+
+
+def parse_duration_ms(text: str | None) -> int | None:
+    """Milliseconds from a JUnit ``time`` in seconds, or None when it is not a sane duration."""
+    if text is None:
+        return None
+    cleaned = text.strip()
+    if _THOUSANDS.match(cleaned) or ("," in cleaned and "." in cleaned):
+        cleaned = cleaned.replace(",", "")
+    else:
+        cleaned = cleaned.replace(",", ".")  # decimal comma from some locales
+    try:
+        seconds = float(cleaned)
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_DURATION_SECONDS:
+        return None
+    return round(seconds * 1000)
+
+
+class _Capture:
+    """Text and attributes of one failure/error/skipped/retry element being read."""
+
+    __slots__ = ("chunks", "kind", "message_attr", "size", "time")
+
+    def __init__(self, kind: str, attrs: dict[str, str]) -> None:
+        self.kind = kind
+        self.message_attr = attrs.get("message")
+        self.time = attrs.get("time")
+        self.chunks: list[str] = []
+        self.size = 0
+
+    def add(self, text: str) -> None:
+        # Truncate while reading so a multi-megabyte stack trace never sits in memory.
+        room = MESSAGE_CAP_CHARS - self.size
+        if room > 0:
+            self.chunks.append(text[:room])
+            self.size += min(len(text), room)
+
+    def message(self) -> str | None:
+        for candidate in (self.message_attr, "".join(self.chunks)):
+            if candidate and candidate.strip():
+                return candidate.strip()[:MESSAGE_CAP_CHARS]
+        return None
+
+
+class _OpenCase:
+    """A test case whose end tag has not been seen yet."""
+
+    def __init__(self, attrs: dict[str, str], depth: int, suite_names: list[str]) -> None:
+        self.attrs = attrs
+        self.depth = depth
+        self.in_pytest_suite = "pytest" in suite_names
+        self.suite_name = suite_names[-1] if suite_names else ""
+        self.results: list[_Capture] = []  # failure/error children
+        self.skips: list[_Capture] = []
+        self.flaky: list[_Capture] = []
+        self.reruns: list[_Capture] = []
+        self.worker_id: str | None = None
+
+    def _own_outcome(self) -> tuple[str, str | None]:
+        if self.results:
+            messages = [m for m in (c.message() for c in self.results) if m]
+            return CAPTURE_OUTCOMES[self.results[0].kind], "\n".join(messages) or None
+        if self.skips:
+            return "skipped", self.skips[0].message()
+        status = (self.attrs.get("status") or self.attrs.get("result") or "").strip().lower()
+        if status in SKIPPED_STATUSES:
+            return "skipped", None
+        if status in FAILED_STATUSES:
+            return "fail", None
+        if status in ERROR_STATUSES:
+            return "error", None
+        return "pass", None
+
+    def _retry(self, capture: _Capture) -> Attempt:
+        return Attempt(
+            outcome=CAPTURE_OUTCOMES[capture.kind],
+            duration_ms=parse_duration_ms(capture.time),
+            message=capture.message(),
+            worker_id=self.worker_id,
+        )
+
+    def _identity(self) -> tuple[str, str | None]:
+        classname = (self.attrs.get("classname") or "").strip()
+        name = self.attrs.get("name") or ""
+        file = self.attrs.get("file") or None
+        if self.in_pytest_suite or (file or "").endswith(".py"):
+            return pytest_node_id(classname, name, file)
+        # Without a classname, the suite (a jest file, a mocha describe) keeps same-named tests
+        # of different files apart; otherwise they would merge into fake retries.
+        scope = classname or self.suite_name.strip()
+        if scope and name:
+            return f"{scope}::{name}", file
+        return (name or scope or "(unnamed)"), file
+
+    def result(self) -> CaseResult:
+        outcome, message = self._own_outcome()
+        own = Attempt(
+            outcome=outcome,
+            duration_ms=parse_duration_ms(self.attrs.get("time")),
+            message=message,
+            worker_id=self.worker_id,
+        )
+        attempts = [self._retry(c) for c in self.flaky] + [own]
+        attempts += [self._retry(c) for c in self.reruns]
+        test_id, test_file = self._identity()
+        return CaseResult(test_id=test_id, test_file=test_file, attempts=attempts)
+
+
+class _CaseReader:
+    """Expat handlers that turn element events into finished CaseResults."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.depth = 0
+        self.suite_depths: list[int] = []  # depths of the open named suites
+        self.suite_names: list[str] = []
+        self.case: _OpenCase | None = None
+        self.capture: _Capture | None = None
+        self.capture_depth = 0
+        self.muted_depth = 0  # depth of an open system-out/err inside a capture, else 0
+        self.done: list[CaseResult] = []
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        self.depth += 1
+        name = _local(tag)
+        if self.depth == 1 and name not in ROOT_TAGS:
+            raise ReportError(f"{self.label}: not a JUnit report (root element <{tag}>)")
+        case = self.case
+        if case is None:
+            if name in SUITE_TAGS and attrs.get("name"):
+                self.suite_depths.append(self.depth)
+                self.suite_names.append(attrs["name"])
+            elif name == "testcase":
+                self.case = _OpenCase(attrs, self.depth, self.suite_names)
+            return
+        relative = self.depth - case.depth
+        if relative == 1 and name in CAPTURE_OUTCOMES:
+            self.capture = _Capture(name, attrs)
+            self.capture_depth = self.depth
+            if name.startswith("flaky"):
+                case.flaky.append(self.capture)
+            elif name.startswith("rerun"):
+                case.reruns.append(self.capture)
+            elif name == "skipped":
+                case.skips.append(self.capture)
+            else:
+                case.results.append(self.capture)
+        elif self.capture is not None and name in MUTED_TAGS and not self.muted_depth:
+            self.muted_depth = self.depth
+        elif relative == 2 and name == "property" and attrs.get("name") == "worker_id":
+            case.worker_id = attrs.get("value") or case.worker_id
+
+    def end(self, tag: str) -> None:
+        if self.case is not None:
+            if self.depth == self.muted_depth:
+                self.muted_depth = 0
+            elif self.depth == self.capture_depth:
+                self.capture = None
+                self.capture_depth = 0
+            elif self.depth == self.case.depth:
+                self.done.append(self.case.result())
+                self.case = None
+        elif self.suite_depths and self.suite_depths[-1] == self.depth:
+            self.suite_depths.pop()
+            self.suite_names.pop()
+        self.depth -= 1
+
+    def text(self, data: str) -> None:
+        if self.capture is not None and not self.muted_depth:
+            self.capture.add(data)
+
+
+def _new_parser(label: str) -> xml.parsers.expat.XMLParserType:
+    """An expat parser that refuses DTDs, entity declarations and external entities."""
+    parser = xml.parsers.expat.ParserCreate()
+
+    def refuse(*_args: object) -> NoReturn:
+        raise _refuse(label)
+
+    parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.UnparsedEntityDeclHandler = refuse
+    parser.ExternalEntityRefHandler = refuse
+    return parser
+
+
+def _fix_prolog(chunk: bytes) -> bytes:
+    """Move whitespace found before the XML declaration to just after it."""
+    bom = b"\xef\xbb\xbf" if chunk.startswith(b"\xef\xbb\xbf") else b""
+    body = chunk[len(bom) :]
+    stripped = body.lstrip(b" \t\r\n")
+    if len(stripped) == len(body) or not stripped.startswith(b"<?xml"):
+        return chunk
+    end = stripped.find(b"?>")
+    if end < 0:
+        return chunk
+    leading = body[: len(body) - len(stripped)]
+    return bom + stripped[: end + 2] + leading + stripped[end + 2 :]
+
+
+def _open(path: Path, label: str) -> BinaryIO:
+    """Open a report for binary reading; ReportError when that is impossible."""
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise ReportError(f"{label}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _feed(path: Path, label: str, parser: xml.parsers.expat.XMLParserType) -> Iterator[None]:
+    """Feed the file to the parser chunk by chunk, yielding after each chunk."""
+    with _open(path, label) as stream:
+        first = True
+        while True:
+            try:
+                chunk = stream.read(CHUNK_BYTES)
+            except OSError as exc:
+                raise ReportError(f"{label}: cannot read ({exc.strerror or exc})") from exc
+            if first:
+                if not chunk:
+                    raise ReportError(f"{label}: empty file")
+                chunk = _fix_prolog(chunk)
+                first = False
+            try:
+                parser.Parse(chunk, not chunk)
+            except xml.parsers.expat.ExpatError as exc:
+                reason = xml.parsers.expat.ErrorString(exc.code)
+                raise ReportError(f"{label}:{exc.lineno}: {reason}") from None
+            except (LookupError, UnicodeError, ValueError) as exc:
+                # An encoding declaration expat or Python does not know.
+                raise ReportError(f"{label}: unreadable encoding ({exc})") from None
+            yield
+            if not chunk:
+                return
+
+
+def iter_cases(path: Path) -> Iterator[CaseResult]:
+    """Stream one JUnit report's test cases in document order; raise ReportError on bad input."""
+    label = str(path)
+    parser = _new_parser(label)
+    reader = _CaseReader(label)
+    parser.StartElementHandler = reader.start
+    parser.EndElementHandler = reader.end
+    parser.CharacterDataHandler = reader.text
+    for _ in _feed(Path(path), label, parser):
+        if reader.done:
+            finished, reader.done = reader.done, []
+            yield from finished
+
+
+# ---- timestamps -------------------------------------------------------------------------------
+
+
+class _Found(Exception):
+    """Stops parsing once a plausible timestamp is seen."""
+
+    def __init__(self, moment: datetime) -> None:
+        super().__init__()
+        self.moment = moment
+
+
+def report_timestamp(path: Path) -> datetime | None:
+    """The report's first plausible suite timestamp (aware UTC), reading only as far as needed."""
+    label = str(path)
+    parser = _new_parser(label)
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        if _local(tag) in SUITE_TAGS and "timestamp" in attrs:
+            moment = parse_report_timestamp(attrs["timestamp"])
+            if moment is not None and plausible(moment):
+                raise _Found(moment)
+
+    parser.StartElementHandler = start
+    try:
+        for _ in _feed(Path(path), label, parser):
+            pass
+    except _Found as found:
+        return found.moment
+    return None

@@ -1,0 +1,238 @@
+"""Bulk backfill: ingest a JSON-lines manifest of archived reports, one atomic run at a time.
+
+Decisions where the issue is silent:
+- Unknown keys refuse their line (a typo such as ``brnach`` must not silently drop data); blank
+  lines are ignored.
+- Lines sharing a ``run_id`` are shards of one run and land together, in one transaction: if any
+  of them is refused, the whole run is refused (every one of its lines is reported). The run's
+  metadata is taken key by key from the first line that gives it; changed files are unioned.
+- A run whose lines give no ``timestamp`` takes its reports' own suite timestamps (when
+  plausible: after 2000 and not in the future; the first line's wins); a line with neither is
+  refused. One explicit ``timestamp`` on any shard line dates the whole run.
+- Lines without ``run_id`` are runs of their own, named from their files' content hashes.
+- No environment or git detection; runner_host stays unknown unless given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.ingest.junit import report_timestamp
+from flaketui.core.ingest.writer import file_sha256, ingest_reports
+from flaketui.core.models import BRANCH_KINDS, RunMeta
+from flaketui.core.timeutil import parse_iso
+
+STRING_KEYS = ("run_id", "suite", "branch", "commit", "incident", "runner_host", "ci_url")
+KNOWN_KEYS = frozenset(
+    {*STRING_KEYS, "file", "files", "branch_kind", "timestamp", "worker_count", "changed_files"}
+)
+
+
+@dataclass
+class ManifestSummary:
+    """What a manifest backfill landed and refused."""
+
+    runs_landed: int = 0
+    results_landed: int = 0
+    runs_already_present: int = 0
+    refused: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
+    runs_empty: int = 0  # runs whose reports held no test case (nothing stored)
+
+
+@dataclass
+class _Line:
+    number: int
+    files: list[Path]
+    meta: RunMeta
+    group: str  # run_id, or a per-line key for lines without one
+
+
+def _strings(value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise FlaketuiError(f"{key!r} must be a non-empty list of strings")
+    return list(value)
+
+
+def _parse_line(number: int, text: str, base: Path) -> _Line:
+    """Validate one manifest line into files and metadata; FlaketuiError says why not."""
+    try:
+        entry = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FlaketuiError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(entry, dict):
+        raise FlaketuiError("not a JSON object")
+    unknown = sorted(set(entry) - KNOWN_KEYS)
+    if unknown:
+        raise FlaketuiError(f"unknown key(s) {', '.join(map(repr, unknown))}")
+    for key in STRING_KEYS:
+        if key in entry and entry[key] is not None and not isinstance(entry[key], str):
+            raise FlaketuiError(f"{key!r} must be a string")
+    if ("file" in entry) == ("files" in entry):
+        raise FlaketuiError("give exactly one of 'file' or 'files'")
+    names = [entry["file"]] if "file" in entry else _strings(entry["files"], "files")
+    if not all(isinstance(n, str) and n for n in names):
+        raise FlaketuiError("'file' must be a non-empty string")
+    files = [p if p.is_absolute() else base / p for p in map(Path, names)]
+    for path in files:
+        file_sha256(path)  # missing, directory or unreadable: refused with the path
+    kind = entry.get("branch_kind")
+    if kind is not None and kind not in BRANCH_KINDS:
+        raise FlaketuiError(f"'branch_kind' must be one of {', '.join(BRANCH_KINDS)}")
+    workers = entry.get("worker_count")
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise FlaketuiError("'worker_count' must be an integer of at least 1")
+    changed = entry.get("changed_files") or []
+    if changed:
+        changed = _strings(changed, "changed_files")
+    ts = entry.get("timestamp")
+    if ts is not None and not isinstance(ts, str):
+        raise FlaketuiError("'timestamp' must be an ISO 8601 string")
+    meta = RunMeta(
+        run_id=entry.get("run_id") or None,
+        suite=entry.get("suite"),
+        branch=entry.get("branch"),
+        branch_kind=kind,
+        commit_sha=entry.get("commit"),
+        ts=parse_iso(ts) if ts is not None else None,
+        worker_count=workers,
+        runner_host=entry.get("runner_host"),
+        ci_url=entry.get("ci_url"),
+        incident=entry.get("incident"),
+        changed_files=changed,
+    )
+    return _Line(number, files, meta, meta.run_id or f"\0line {number}")
+
+
+def _report_timestamps(lines: list[_Line]) -> None:
+    """Give each line without a timestamp its report's; FlaketuiError names a line without."""
+    for line in lines:
+        try:
+            if line.meta.ts is None:
+                line.meta.ts = next(filter(None, map(report_timestamp, line.files)), None)
+        except FlaketuiError as exc:  # an unreadable report
+            raise _LineRefused(line.number, exc.message) from None
+        if line.meta.ts is None:
+            raise _LineRefused(
+                line.number, "no 'timestamp' and the report has no plausible timestamp of its own"
+            )
+
+
+class _LineRefused(FlaketuiError):
+    """A manifest line refused while its run is assembled."""
+
+    def __init__(self, number: int, message: str) -> None:
+        super().__init__(message)
+        self.number = number
+
+
+def _merge_meta(lines: list[_Line]) -> RunMeta:
+    """One run's metadata: per key the first line's value that is set; changed files unioned."""
+    meta = RunMeta()
+    for line in lines:
+        for name in (
+            "run_id", "suite", "branch", "branch_kind", "commit_sha", "ts",
+            "worker_count", "runner_host", "ci_url", "incident",
+        ):  # fmt: skip
+            if getattr(meta, name) is None:
+                setattr(meta, name, getattr(line.meta, name))
+        for path in line.meta.changed_files:
+            if path not in meta.changed_files:
+                meta.changed_files.append(path)
+    return meta
+
+
+def read_manifest(manifest: Path) -> tuple[list[list[_Line]], list[tuple[int, str]]]:
+    """The manifest's runs (lines grouped by run_id, in first-seen order) and refused lines."""
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FlaketuiError(f"{manifest}: no such manifest") from None
+    except IsADirectoryError:
+        raise FlaketuiError(f"{manifest}: is a directory, not a manifest") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FlaketuiError(f"{manifest}: cannot read ({exc})") from None
+    groups: dict[str, list[_Line]] = {}
+    refused: list[tuple[int, str]] = []
+    refused_groups: dict[str, int] = {}
+    base = manifest.resolve().parent
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = _parse_line(number, raw, base)
+        except FlaketuiError as exc:
+            refused.append((number, exc.message))
+            group = _run_id_of(raw)
+            if group is not None:
+                refused_groups.setdefault(group, number)
+            continue
+        groups.setdefault(line.group, []).append(line)
+    runs: list[list[_Line]] = []
+    for group, lines in groups.items():
+        if group not in refused_groups and not any(line.meta.ts for line in lines):
+            # No explicit timestamp in the whole run: each line takes its report's own.
+            try:
+                _report_timestamps(lines)
+            except _LineRefused as exc:
+                refused.append((exc.number, exc.message))
+                refused_groups[group] = exc.number
+        if group in refused_groups:
+            bad = refused_groups[group]
+            refused.extend(
+                (line.number, f"run {group!r} not ingested: its line {bad} was refused")
+                for line in lines
+                if line.number != bad
+            )
+        else:
+            runs.append(lines)
+    return runs, refused
+
+
+def _run_id_of(raw: str) -> str | None:
+    """The run_id of a refused line, when it has a readable one (its run is refused too)."""
+    try:
+        entry = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    run_id = entry.get("run_id") if isinstance(entry, dict) else None
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
+def ingest_manifest(
+    db: sqlite_utils.Database,
+    manifest: Path,
+    *,
+    config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
+    progress: Callable[[int, int], None] | None = None,
+) -> ManifestSummary:
+    """Ingest every run a manifest names, each atomically; refused lines are listed, not raised."""
+    runs, refused = read_manifest(manifest)
+    summary = ManifestSummary(refused=refused)
+    for done, lines in enumerate(runs, start=1):
+        files = [path for line in lines for path in line.files]
+        try:
+            result = ingest_reports(db, files, _merge_meta(lines), config=config)
+        except FlaketuiError as exc:  # ReportError, bad metadata
+            summary.refused.extend((line.number, exc.message) for line in lines)
+        else:
+            if result.empty:
+                summary.runs_empty += 1
+            elif result.created or result.results:
+                summary.runs_landed += 1
+                summary.results_landed += result.results
+            else:
+                summary.runs_already_present += 1
+        if progress is not None:
+            progress(done, len(runs))
+    summary.refused.sort()
+    return summary

@@ -1,0 +1,99 @@
+"""Clean failure messages before storage: mask common secret shapes, then cap the size.
+
+The cap is MAX_MESSAGE_BYTES (8 KiB of UTF-8): a longer message keeps its head and ends with
+"…[truncated N bytes]", where N counts the UTF-8 bytes dropped. Masking runs before the cap (on
+at most PRE_MASK_BYTES, so a huge message cannot make the regexes slow), so a secret is never
+half-kept at the cut.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_MESSAGE_BYTES = 8 * 1024
+PRE_MASK_BYTES = 64 * 1024
+REDACTED = "<REDACTED>"
+TRUNCATION_MARKER = "…[truncated {dropped} bytes]"
+
+# The key starts at a word start and is at most ~40 characters before its secret word: without
+# both bounds a long run of letters makes the lazy prefix quadratic.
+_SECRET_KEY = (
+    r"(?<![\w.-])[\w.-]{0,40}?(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|client[_-]?secret)"
+)
+
+# (pattern, replacement) in order: whole blocks and headers first, then token shapes, then
+# key=value pairs (whose value may already be a mask).
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"
+            r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)",
+            re.DOTALL,
+        ),
+        REDACTED,
+    ),
+    # Credentials in URLs: scheme://user:password@host keeps the scheme and the host.
+    (
+        re.compile(r"(?<![a-zA-Z0-9+.-])([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^\s/@:]*:[^\s/@]*@"),
+        r"\1" + REDACTED + "@",
+    ),
+    (
+        re.compile(
+            r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?)"
+            r"(?:(bearer|basic|token|digest|negotiate)\s+)?[^\s\"',;]+"
+        ),
+        r"\1\2 " + REDACTED,
+    ),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"), REDACTED),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{16,}"), REDACTED),
+    (re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{8,}"), REDACTED),
+    (
+        re.compile(
+            r"(?i)(" + _SECRET_KEY + r")([\"']?\s*[=:]\s*)"
+            r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&)}\]]+)"
+        ),
+        r"\1\2" + REDACTED,
+    ),
+)
+
+
+def mask_secrets(message: str) -> str:
+    """Replace credentials, tokens and key blocks with <REDACTED>."""
+    for pattern, replacement in _RULES:
+        message = pattern.sub(replacement, message)
+    # The Authorization rule leaves a double space when no scheme was given.
+    return message.replace(":  " + REDACTED, ": " + REDACTED)
+
+
+def _head_bytes(text: str, limit: int) -> tuple[str, int]:
+    """The longest head of text within limit UTF-8 bytes, and how many bytes were dropped."""
+    raw = text.encode("utf-8", errors="replace")
+    if len(raw) <= limit:
+        return text, 0
+    head = raw[:limit].decode("utf-8", errors="ignore")
+    return head, len(raw) - len(head.encode("utf-8"))
+
+
+def cap_message(message: str, limit: int = MAX_MESSAGE_BYTES, already_dropped: int = 0) -> str:
+    """Cap a message to limit UTF-8 bytes, marker included, keeping its head."""
+    raw_len = len(message.encode("utf-8", errors="replace"))
+    if raw_len <= limit and not already_dropped:
+        return message
+    total = raw_len + already_dropped
+    # Reserve room for the marker at its widest for this message.
+    reserve = len(TRUNCATION_MARKER.format(dropped=total).encode("utf-8"))
+    head, _ = _head_bytes(message, max(limit - reserve, 0))
+    dropped = total - len(head.encode("utf-8"))
+    return head + TRUNCATION_MARKER.format(dropped=dropped)
+
+
+def clean_message(message: str | None) -> str | None:
+    """Mask secrets and cap the size of a failure message; None stays None."""
+    if message is None:
+        return None
+    head, pre_dropped = _head_bytes(message, PRE_MASK_BYTES)
+    return cap_message(mask_secrets(head), already_dropped=pre_dropped)

@@ -1,0 +1,281 @@
+"""Run metadata: fill what the flags left unknown from CI variables, then git, then defaults.
+
+Run ids from CI are chosen so that the shards of one CI job (matrix / parallel copies) share one
+run, while different jobs of a pipeline are different runs:
+- GitHub Actions: ``github-<GITHUB_RUN_ID>-<GITHUB_RUN_ATTEMPT>-<GITHUB_JOB>`` (matrix jobs share
+  the job key);
+- GitLab CI: ``gitlab-<CI_PIPELINE_ID>-<CI_JOB_NAME without a trailing " N/M">`` (``parallel:``
+  jobs are named ``rspec 1/3``, ``rspec 2/3``...);
+- Buildkite: ``buildkite-<BUILDKITE_BUILD_ID>-<BUILDKITE_STEP_KEY or BUILDKITE_STEP_ID>``;
+- CircleCI: ``circleci-<CIRCLE_WORKFLOW_ID>-<CIRCLE_JOB>`` (parallel nodes share both), else
+  ``circleci-<CIRCLE_BUILD_NUM>``;
+- Jenkins: ``BUILD_TAG`` (``jenkins-<job>-<number>``), else ``jenkins-<BUILD_ID>``.
+A pull/merge request is always branch kind ``pr``, whatever its source branch is called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+import socket
+import subprocess
+from collections.abc import Mapping
+from datetime import UTC
+from pathlib import Path
+
+from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.models import BRANCH_KINDS, RunMeta
+from flaketui.core.timeutil import utc_now
+
+GIT_TIMEOUT_SECONDS = 3.0
+DEFAULT_SUITE = "default"
+_SHARD_SUFFIX = re.compile(r"\s+\d+/\d+$")
+
+
+class RunMetaError(FlaketuiError):
+    """Run metadata that cannot be stored (unknown branch kind, worker count below 1...)."""
+
+
+def branch_kind_for(branch: str | None, config: Config) -> str:
+    """'main' for a configured default branch, 'release' for release/*, else 'pr'."""
+    if branch is None:
+        return "pr"
+    name = branch.strip()
+    for prefix in ("refs/heads/", "origin/"):
+        name = name.removeprefix(prefix)
+    if name in config.default_branches:
+        return "main"
+    if name.startswith("release/"):
+        return "release"
+    return "pr"
+
+
+def normalise_path(path: str) -> str:
+    """A repository-relative path in one spelling: forward slashes, no './', no 'a/../'."""
+    text = path.strip().replace("\\", "/")
+    if not text:
+        return text
+    normal = posixpath.normpath(text)
+    return normal.removeprefix("./")
+
+
+def file_of_test(test_id: str, test_file: str | None) -> str | None:
+    """The test's file: the parser's, else the part of a pytest id before the first '::'."""
+    if test_file:
+        return normalise_path(test_file)
+    head, sep, _ = test_id.partition("::")
+    if sep and ("/" in head or head.endswith(".py")):
+        return normalise_path(head)
+    return None
+
+
+# ---- CI environments --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Detected:
+    run_id: str | None = None
+    branch: str | None = None
+    commit_sha: str | None = None
+    ci_url: str | None = None
+    suite: str | None = None
+    is_pr: bool = False
+
+
+def _get(env: Mapping[str, str], *names: str) -> str | None:
+    """The first non-empty value among names."""
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _github(env: Mapping[str, str]) -> _Detected:
+    run = _get(env, "GITHUB_RUN_ID")
+    job = _get(env, "GITHUB_JOB")
+    head = _get(env, "GITHUB_HEAD_REF")
+    server, repo = _get(env, "GITHUB_SERVER_URL"), _get(env, "GITHUB_REPOSITORY")
+    workflow = _get(env, "GITHUB_WORKFLOW")
+    return _Detected(
+        run_id=None
+        if run is None
+        else "-".join(p for p in ("github", run, _get(env, "GITHUB_RUN_ATTEMPT") or "1", job) if p),
+        branch=head or _get(env, "GITHUB_REF_NAME"),
+        commit_sha=_get(env, "GITHUB_SHA"),
+        ci_url=f"{server}/{repo}/actions/runs/{run}" if server and repo and run else None,
+        suite="/".join(p for p in (workflow, job) if p) or None,
+        is_pr=head is not None or (_get(env, "GITHUB_EVENT_NAME") or "").startswith("pull_request"),
+    )
+
+
+def _gitlab(env: Mapping[str, str]) -> _Detected:
+    pipeline = _get(env, "CI_PIPELINE_ID")
+    job_name = _get(env, "CI_JOB_NAME")
+    base_name = _SHARD_SUFFIX.sub("", job_name) if job_name else None
+    job_id = _get(env, "CI_JOB_ID")
+    run_id = None
+    if pipeline:
+        run_id = "-".join(p for p in ("gitlab", pipeline, base_name) if p)
+    elif job_id:
+        run_id = f"gitlab-job-{job_id}"
+    mr_branch = _get(env, "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME")
+    return _Detected(
+        run_id=run_id,
+        branch=mr_branch or _get(env, "CI_COMMIT_REF_NAME"),
+        commit_sha=_get(env, "CI_COMMIT_SHA"),
+        ci_url=_get(env, "CI_JOB_URL", "CI_PIPELINE_URL"),
+        suite=base_name,
+        is_pr=mr_branch is not None or _get(env, "CI_MERGE_REQUEST_IID") is not None,
+    )
+
+
+def _buildkite(env: Mapping[str, str]) -> _Detected:
+    build = _get(env, "BUILDKITE_BUILD_ID")
+    step = _get(env, "BUILDKITE_STEP_KEY", "BUILDKITE_STEP_ID")
+    pull = _get(env, "BUILDKITE_PULL_REQUEST")
+    return _Detected(
+        run_id=None if build is None else "-".join(p for p in ("buildkite", build, step) if p),
+        branch=_get(env, "BUILDKITE_BRANCH"),
+        commit_sha=_get(env, "BUILDKITE_COMMIT"),
+        ci_url=_get(env, "BUILDKITE_BUILD_URL"),
+        suite=_get(env, "BUILDKITE_STEP_KEY"),
+        is_pr=pull is not None and pull.lower() != "false",
+    )
+
+
+def _circleci(env: Mapping[str, str]) -> _Detected:
+    workflow, job = _get(env, "CIRCLE_WORKFLOW_ID"), _get(env, "CIRCLE_JOB")
+    build_num = _get(env, "CIRCLE_BUILD_NUM")
+    run_id = None
+    if workflow:
+        run_id = "-".join(p for p in ("circleci", workflow, job) if p)
+    elif build_num:
+        run_id = f"circleci-{build_num}"
+    return _Detected(
+        run_id=run_id,
+        branch=_get(env, "CIRCLE_BRANCH"),
+        commit_sha=_get(env, "CIRCLE_SHA1"),
+        ci_url=_get(env, "CIRCLE_BUILD_URL"),
+        suite=job,
+        is_pr=_get(env, "CIRCLE_PULL_REQUEST", "CIRCLE_PR_NUMBER") is not None,
+    )
+
+
+def _jenkins(env: Mapping[str, str]) -> _Detected:
+    tag, build_id = _get(env, "BUILD_TAG"), _get(env, "BUILD_ID")
+    change = _get(env, "CHANGE_ID")
+    branch = _get(env, "CHANGE_BRANCH") if change else None
+    branch = branch or _get(env, "BRANCH_NAME", "GIT_BRANCH")
+    return _Detected(
+        run_id=tag or (f"jenkins-{build_id}" if build_id else None),
+        branch=branch.removeprefix("origin/") if branch else None,
+        commit_sha=_get(env, "GIT_COMMIT"),
+        ci_url=_get(env, "BUILD_URL"),
+        is_pr=change is not None,
+    )
+
+
+def detect_ci(env: Mapping[str, str]) -> _Detected | None:
+    """What the CI variables say about this run, or None outside a known CI."""
+    if _get(env, "GITHUB_ACTIONS"):
+        return _github(env)
+    if _get(env, "GITLAB_CI", "CI_PIPELINE_ID", "CI_JOB_ID"):
+        return _gitlab(env)
+    if _get(env, "BUILDKITE", "BUILDKITE_BUILD_ID"):
+        return _buildkite(env)
+    if _get(env, "CIRCLECI", "CIRCLE_WORKFLOW_ID", "CIRCLE_BUILD_NUM"):
+        return _circleci(env)
+    if _get(env, "JENKINS_URL", "JENKINS_HOME", "BUILD_TAG"):
+        return _jenkins(env)
+    return None
+
+
+# ---- git ----------------------------------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    """Output of one git command, or None when git is absent, slow or fails."""
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def detect_git(cwd: Path) -> tuple[str | None, str | None, list[str]]:
+    """HEAD's commit, branch (None when detached) and changed files, from git in cwd."""
+    head = _git(cwd, "rev-parse", "HEAD")
+    if head is None:
+        return None, None, []
+    branch = (_git(cwd, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    changed = _git(cwd, "show", "--name-only", "--format=", "--no-renames", "HEAD") or ""
+    files = [line.strip() for line in changed.splitlines() if line.strip()]
+    return head.strip() or None, (branch if branch and branch != "HEAD" else None), files
+
+
+# ---- resolution ---------------------------------------------------------------------------------
+
+
+def apply_defaults(meta: RunMeta, config: Config, *, fallback_run_id: str | None = None) -> RunMeta:
+    """Validate meta and fill suite, branch kind, ts, worker count and run id defaults."""
+    run_id = (meta.run_id or "").strip() or fallback_run_id
+    kind = meta.branch_kind or branch_kind_for(meta.branch, config)
+    if kind not in BRANCH_KINDS:
+        raise RunMetaError(f"branch kind must be one of {', '.join(BRANCH_KINDS)}, got {kind!r}")
+    workers = 1 if meta.worker_count is None else meta.worker_count
+    if workers < 1:
+        raise RunMetaError(f"worker count must be at least 1, got {workers}")
+    ts = meta.ts or utc_now()
+    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    return dataclasses.replace(
+        meta,
+        run_id=run_id,
+        suite=(meta.suite or "").strip() or DEFAULT_SUITE,
+        branch_kind=kind,
+        worker_count=workers,
+        ts=ts,
+        changed_files=list(meta.changed_files),
+    )
+
+
+def resolve_run_meta(
+    meta: RunMeta,
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    config: Config,
+    detect: bool = True,
+    fallback_run_id: str | None = None,
+) -> RunMeta:
+    """Fill what the flags left None from CI variables and git (detect=False: defaults only)."""
+    if not detect:
+        return apply_defaults(meta, config, fallback_run_id=fallback_run_id)
+    filled = dataclasses.replace(meta, changed_files=list(meta.changed_files))
+    ci = detect_ci(env)
+    if ci is not None:
+        filled.run_id = filled.run_id or ci.run_id
+        filled.branch = filled.branch or ci.branch
+        filled.commit_sha = filled.commit_sha or ci.commit_sha
+        filled.ci_url = filled.ci_url or ci.ci_url
+        filled.suite = filled.suite or ci.suite
+        if ci.is_pr and filled.branch_kind is None:
+            filled.branch_kind = "pr"
+    if filled.commit_sha is None or filled.branch is None or not filled.changed_files:
+        commit, branch, changed = detect_git(cwd)
+        filled.commit_sha = filled.commit_sha or commit
+        filled.branch = filled.branch or branch
+        if not filled.changed_files:
+            filled.changed_files = changed
+    if filled.runner_host is None:
+        filled.runner_host = socket.gethostname() or None
+    return apply_defaults(filled, config, fallback_run_id=fallback_run_id)

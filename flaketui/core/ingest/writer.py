@@ -1,0 +1,487 @@
+"""Write test results into the history: one run per transaction, idempotent per report file.
+
+Decisions where the spec is silent:
+- A run's metadata is fixed by the ingest that creates it; later shards only add results.
+- Repeats of a test id within a run (in one file, across shard files or across recorder batches)
+  become successive attempts: numbering continues from the run's highest attempt for that test.
+- A run's per-test outcome mixing passes and failures in any order is ``flaky``; ``bad`` is the
+  first non-skipped attempt failing or erroring.
+- Reports with no test case create no run (``IngestResult.empty``); a case-less shard of an
+  existing run is recorded as ingested.
+- Without a run id the run is named ``report-<16 hex>`` from the sha256 of its files' hashes, so
+  the same file set always maps to the same run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from flaketui.core.config import Config
+from flaketui.core.errors import ReportError
+from flaketui.core.ingest.junit import iter_cases
+from flaketui.core.ingest.redact import clean_message
+from flaketui.core.ingest.runmeta import apply_defaults, normalise_path, file_of_test
+from flaketui.core.models import OUTCOMES, CaseResult, RunMeta
+from flaketui.core.signatures import sign
+from flaketui.core.store import transaction
+from flaketui.core.timeutil import to_iso, utc_now
+
+BATCH_CASES = 2_000
+HASH_CHUNK_BYTES = 1 << 20
+MAX_CACHED_IDS = 200_000  # keeps memory flat on huge reports
+# Page cache while writing: the default 2 MB spills index pages mid-transaction on big runs.
+WRITE_CACHE_KIB = 64 * 1024
+FAILED = frozenset({"fail", "error"})
+
+
+@dataclass
+class IngestResult:
+    """What one ingest did to the history."""
+
+    run_id: str
+    created: bool  # the run did not exist before
+    files_ingested: int
+    files_skipped: int  # already ingested into this run
+    results: int  # result rows (attempts) added
+    tests: int  # distinct tests in the run after the ingest
+    empty: bool = False  # no test case at all: no run was created
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a report file; ReportError when it is missing or not a file."""
+    if path.is_dir():
+        raise ReportError(f"{path}: is a directory, not a report file")
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(HASH_CHUNK_BYTES):
+                digest.update(chunk)
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read ({exc.strerror})") from None
+    return digest.hexdigest()
+
+
+def content_run_id(hashes: Iterable[str]) -> str:
+    """A run id derived from the content hashes of a run's report files."""
+    joined = "\n".join(sorted(set(hashes)))
+    return "report-" + hashlib.sha256(joined.encode("ascii")).hexdigest()[:16]
+
+
+def parent_of(test_id: str) -> str:
+    """The test id with one trailing ``[...]`` parameter block (brackets may nest) stripped."""
+    if not test_id.endswith("]"):
+        return test_id
+    depth = 0
+    for index in range(len(test_id) - 1, -1, -1):
+        char = test_id[index]
+        if char == "]":
+            depth += 1
+        elif char == "[":
+            depth -= 1
+            if depth == 0:
+                return test_id[:index] if index > 0 else test_id
+    return test_id
+
+
+# ---- run rows -------------------------------------------------------------------------------
+
+
+def _find_run(conn: sqlite3.Connection, run_id: str) -> tuple[int, str] | None:
+    row = conn.execute("SELECT id, ts FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def _create_run(conn: sqlite3.Connection, meta: RunMeta, source: str, finished: int) -> int:
+    """Insert a run with its changed files and incident tag; meta has its defaults applied."""
+    assert meta.run_id is not None and meta.ts is not None
+    cursor = conn.execute(
+        "INSERT INTO runs (run_id, suite, branch, branch_kind, commit_sha, ts, worker_count,"
+        " runner_host, ci_url, incident, source, finished)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            meta.run_id,
+            meta.suite,
+            meta.branch,
+            meta.branch_kind,
+            meta.commit_sha,
+            to_iso(meta.ts),
+            meta.worker_count,
+            meta.runner_host,
+            meta.ci_url,
+            meta.incident,
+            source,
+            finished,
+        ),
+    )
+    run_pk = int(cursor.lastrowid or 0)
+    paths = sorted({normalise_path(p) for p in meta.changed_files if p.strip()})
+    conn.executemany(
+        "INSERT OR IGNORE INTO run_changed_files (run, path) VALUES (?, ?)",
+        [(run_pk, p) for p in paths],
+    )
+    if meta.incident:
+        conn.execute(
+            "INSERT INTO incidents (tag, created_at, note)"
+            " SELECT ?, ?, 'tagged at ingest'"
+            " WHERE NOT EXISTS (SELECT 1 FROM incidents WHERE tag = ?)",
+            (meta.incident, to_iso(utc_now()), meta.incident),
+        )
+    return run_pk
+
+
+# ---- per (test, run) outcome ------------------------------------------------------------------
+
+_REFRESH_SQL = """
+INSERT OR REPLACE INTO test_runs
+    (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited)
+SELECT a.test, :run, :ts,
+    CASE WHEN a.failed + a.passed = 0 THEN 'skipped'
+         WHEN a.failed = 0 THEN 'pass'
+         WHEN a.passed = 0 THEN 'fail'
+         ELSE 'flaky' END,
+    coalesce(a.first_fail = a.first_real, 0),
+    a.attempts, a.failed,
+    (SELECT r.worker_id FROM results r
+      WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_attempt),
+    (SELECT r.signature FROM results r
+      WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_fail),
+    EXISTS (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = :run AND c.path = t.test_file
+             WHERE t.id = a.test)
+FROM (
+    SELECT test,
+        count(*) AS attempts,
+        sum(outcome IN ('fail', 'error')) AS failed,
+        sum(outcome = 'pass') AS passed,
+        min(attempt) AS first_attempt,
+        min(CASE WHEN outcome != 'skipped' THEN attempt END) AS first_real,
+        min(CASE WHEN outcome IN ('fail', 'error') THEN attempt END) AS first_fail
+    FROM results
+    WHERE {where}
+    GROUP BY test
+) AS a
+"""
+_REFRESH_RUN_SQL = _REFRESH_SQL.format(where="run = :run")
+# With a list of tests, search the (run, test) primary key instead of scanning the whole run.
+_REFRESH_TESTS_SQL = _REFRESH_SQL.format(
+    where="run = :run AND test IN (SELECT value FROM json_each(:tests))"
+)
+
+
+def refresh_test_runs(
+    conn: sqlite3.Connection, run_pk: int, ts: str, tests: Iterable[int] | None = None
+) -> None:
+    """Recompute the test_runs rows of one run (of the given test row ids, or all of them)."""
+    if tests is None:
+        conn.execute(_REFRESH_RUN_SQL, {"run": run_pk, "ts": ts})
+    else:
+        test_list = json.dumps(sorted(set(tests)))
+        conn.execute(_REFRESH_TESTS_SQL, {"run": run_pk, "ts": ts, "tests": test_list})
+
+
+# ---- result rows ------------------------------------------------------------------------------
+
+_INSERT_RESULT_SQL = (
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature)"
+    " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
+    " + 1, ?3, ?4, ?5, ?6, ?7)"
+)
+
+
+class _RunWriter:
+    """Appends attempts to one run, resolving test and signature ids through bounded caches."""
+
+    def __init__(self, conn: sqlite3.Connection, run_pk: int, ts: str, config: Config) -> None:
+        _grow_cache(conn)
+        self.conn = conn
+        self.run_pk = run_pk
+        self.ts = ts
+        self.mask_patterns = config.mask_patterns
+        # test_id -> row id, for rows this run's ts and files leave unchanged
+        self.test_ids: dict[str, int] = {}
+        self.fileless: set[str] = set()  # cached tests whose stored test_file is NULL
+        self.signature_ids: dict[str, int] = {}
+        # cleaned message -> signature hash and text (None: no signature)
+        self.signed: dict[str, tuple[str, str] | None] = {}
+        self._preload_tests()
+
+    def forget(self) -> None:
+        """Drop the cached row ids (after a rollback they may name rows that no longer exist)."""
+        self.test_ids.clear()
+        self.fileless.clear()
+        self.signature_ids.clear()
+
+    def write(self, cases: Iterable[CaseResult]) -> tuple[int, set[int]]:
+        """Insert every attempt of cases; return the rows added and the test row ids touched."""
+        added = 0
+        touched: set[int] = set()
+        for batch in _batched(cases, BATCH_CASES):
+            added += self._write_batch(batch, touched)
+        return added, touched
+
+    def _write_batch(self, batch: list[CaseResult], touched: set[int]) -> int:
+        test_pks = self._resolve_tests(batch)
+        rows: list[tuple[object, ...]] = []
+        pending_signatures: dict[str, tuple[str, str]] = {}
+        prepared: list[tuple[int, str, str | None, int | None, str | None, str | None]] = []
+        for case, test_pk in zip(batch, test_pks, strict=True):
+            touched.add(test_pk)
+            for attempt in case.attempts:
+                if attempt.outcome not in OUTCOMES:
+                    raise ReportError(f"{case.test_id}: unknown outcome {attempt.outcome!r}")
+                message = clean_message(attempt.message)
+                sig_hash = None
+                if attempt.outcome in FAILED and message is not None:
+                    signed = self._sign(message)
+                    if signed is not None:
+                        sig_hash = signed[0]
+                        if sig_hash not in self.signature_ids:
+                            pending_signatures.setdefault(sig_hash, (signed[1], message))
+                prepared.append(
+                    (
+                        test_pk,
+                        attempt.outcome,
+                        attempt.worker_id,
+                        attempt.duration_ms,
+                        message,
+                        sig_hash,
+                    )
+                )
+        if pending_signatures:
+            self._insert_signatures(pending_signatures)
+        for test_pk, outcome, worker_id, duration_ms, message, sig_hash in prepared:
+            signature_pk = None if sig_hash is None else self.signature_ids[sig_hash]
+            rows.append(
+                (self.run_pk, test_pk, outcome, worker_id, duration_ms, message, signature_pk)
+            )
+        self.conn.executemany(_INSERT_RESULT_SQL, rows)
+        return len(rows)
+
+    def _sign(self, message: str) -> tuple[str, str] | None:
+        if message not in self.signed:
+            if len(self.signed) > MAX_CACHED_IDS:
+                self.signed.clear()
+            signature = sign(message, self.mask_patterns)
+            self.signed[message] = None if signature is None else (signature.hash, signature.text)
+        return self.signed[message]
+
+    def _insert_signatures(self, pending: dict[str, tuple[str, str]]) -> None:
+        """Insert new signatures (the first example wins) and cache their row ids."""
+        if len(self.signature_ids) > MAX_CACHED_IDS:
+            self.signature_ids.clear()
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO signatures (hash, text, example) VALUES (?, ?, ?)",
+            [(h, text, example) for h, (text, example) in pending.items()],
+        )
+        for pk, sig_hash in self.conn.execute(
+            "SELECT id, hash FROM signatures WHERE hash IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(pending)),),
+        ):
+            self.signature_ids[sig_hash] = int(pk)
+
+    def _preload_tests(self) -> None:
+        """Cache every test row this run cannot change, when the table is small enough."""
+        count = int(self.conn.execute("SELECT count(*) FROM tests").fetchone()[0])
+        if count > MAX_CACHED_IDS:
+            return
+        for test_id, pk, fileless in self.conn.execute(
+            "SELECT test_id, id, test_file IS NULL FROM tests WHERE first_seen <= ?", (self.ts,)
+        ):
+            self.test_ids[test_id] = int(pk)
+            if fileless:
+                self.fileless.add(test_id)
+
+    def _resolve_tests(self, batch: list[CaseResult]) -> list[int]:
+        """Row ids of the batch's tests, upserting unseen ones (first_seen = earliest run ts)."""
+        missing: dict[str, tuple[str, str | None]] = {}
+        for case in batch:
+            test_id = case.test_id
+            if test_id in missing:
+                continue
+            if test_id in self.test_ids:
+                if test_id not in self.fileless:
+                    continue
+                test_file = file_of_test(test_id, case.test_file)
+                if test_file is None:
+                    continue
+                # A stored test without a file learns it from this case.
+                self.fileless.discard(test_id)
+                missing[test_id] = (parent_of(test_id), test_file)
+            else:
+                missing[test_id] = (parent_of(test_id), file_of_test(test_id, case.test_file))
+        if missing:
+            if len(self.test_ids) > MAX_CACHED_IDS:
+                self.test_ids.clear()
+                self.fileless.clear()
+            self.conn.executemany(
+                "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (test_id) DO UPDATE SET"
+                " first_seen = min(first_seen, excluded.first_seen),"
+                " test_file = coalesce(test_file, excluded.test_file)"
+                " WHERE first_seen > excluded.first_seen"
+                " OR (test_file IS NULL AND excluded.test_file IS NOT NULL)",
+                [(tid, parent, tfile, self.ts) for tid, (parent, tfile) in missing.items()],
+            )
+            for pk, test_id, fileless in self.conn.execute(
+                "SELECT id, test_id, test_file IS NULL FROM tests"
+                " WHERE test_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(missing)),),
+            ):
+                self.test_ids[test_id] = int(pk)
+                if fileless:
+                    self.fileless.add(test_id)
+        return [self.test_ids[case.test_id] for case in batch]
+
+
+def _grow_cache(conn: sqlite3.Connection) -> None:
+    """Raise the connection's page cache to WRITE_CACHE_KIB unless it is already larger."""
+    size = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+    current_kib = -size if size < 0 else size * 4  # positive values count pages (~4 KiB)
+    if current_kib < WRITE_CACHE_KIB:
+        conn.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
+
+
+def _batched(cases: Iterable[CaseResult], size: int) -> Iterator[list[CaseResult]]:
+    batch: list[CaseResult] = []
+    for case in cases:
+        batch.append(case)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# ---- public API -------------------------------------------------------------------------------
+
+
+def ingest_reports(
+    db: sqlite_utils.Database,
+    paths: Sequence[Path],
+    meta: RunMeta,
+    *,
+    config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
+    source: str = "junit",
+) -> IngestResult:
+    """Ingest report files as ONE run, atomically and idempotently; ReportError on bad input."""
+    if not paths:
+        raise ReportError("no report file given")
+    hashes: dict[str, Path] = {}
+    for path in paths:
+        hashes.setdefault(file_sha256(Path(path)), Path(path))
+    full = apply_defaults(meta, config, fallback_run_id=content_run_id(hashes))
+    assert full.run_id is not None and full.ts is not None
+    conn = db.conn
+    with transaction(conn):
+        found = _find_run(conn, full.run_id)
+        known: set[str] = set()
+        if found is not None:
+            known = {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT content_hash FROM run_files WHERE run = ?", (found[0],)
+                )
+            }
+        new_files = [(h, p) for h, p in hashes.items() if h not in known]
+        skipped = len(hashes) - len(new_files)
+        run_pk, ts = found if found is not None else (None, to_iso(full.ts))
+        writer: _RunWriter | None = None
+        added = 0
+        for _, path in new_files:
+            cases = iter_cases(path)
+            first = next(cases, None)
+            if first is None:
+                continue
+            if run_pk is None:
+                run_pk = _create_run(conn, full, source, finished=1)
+            if writer is None:
+                writer = _RunWriter(conn, run_pk, ts, config)
+            count, _ = writer.write(_chain(first, cases))
+            added += count
+        if run_pk is None:
+            # No test case anywhere: leave the history untouched.
+            return IngestResult(full.run_id, False, 0, skipped, 0, 0, empty=True)
+        conn.executemany(
+            "INSERT OR IGNORE INTO run_files (run, content_hash) VALUES (?, ?)",
+            [(run_pk, h) for h, _ in new_files],
+        )
+        if added:
+            refresh_test_runs(conn, run_pk, ts)
+        tests = int(
+            conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
+        )
+    return IngestResult(full.run_id, found is None, len(new_files), skipped, added, tests)
+
+
+def _chain(first: CaseResult, rest: Iterator[CaseResult]) -> Iterator[CaseResult]:
+    yield first
+    yield from rest
+
+
+class RunRecorder:
+    """Incremental writer for one run, as the pytest plugin records it (finished=0 until finish()).
+
+    The run row is created by the first add() with cases (an empty session leaves no run); a run
+    id that already exists is appended to (sharded sessions sharing a CI run id) and marked
+    unfinished until finish().
+    """
+
+    def __init__(
+        self,
+        db: sqlite_utils.Database,
+        meta: RunMeta,
+        *,
+        source: str = "pytest",
+        config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
+    ) -> None:
+        self.db = db
+        self.config = config
+        self.source = source
+        self.meta = apply_defaults(meta, config, fallback_run_id=f"pytest-{uuid.uuid4().hex[:16]}")
+        self.run_id: str = self.meta.run_id or ""
+        self._writer: _RunWriter | None = None
+        self.results = 0
+
+    def _start(self, conn: sqlite3.Connection) -> _RunWriter:
+        found = _find_run(conn, self.run_id)
+        if found is None:
+            assert self.meta.ts is not None
+            run_pk, ts = _create_run(conn, self.meta, self.source, finished=0), to_iso(self.meta.ts)
+        else:
+            run_pk, ts = found
+            conn.execute("UPDATE runs SET finished = 0 WHERE id = ?", (run_pk,))
+        return _RunWriter(conn, run_pk, ts, self.config)
+
+    def add(self, cases: Iterable[CaseResult]) -> None:
+        """Record a batch of attempts in one transaction; later attempts of a test append."""
+        batch = list(cases)
+        if not batch or not any(case.attempts for case in batch):
+            return
+        conn = self.db.conn
+        with transaction(conn):
+            writer = self._writer if self._writer is not None else self._start(conn)
+            try:
+                added, touched = writer.write(batch)
+                refresh_test_runs(conn, writer.run_pk, writer.ts, touched)
+            except BaseException:
+                writer.forget()  # its cached ids may name rows being rolled back
+                raise
+        self._writer = writer
+        self.results += added
+
+    def finish(self) -> None:
+        """Mark the run finished (a session that never calls this stays 'interrupted')."""
+        if self._writer is None:
+            return
+        conn = self.db.conn
+        with transaction(conn):
+            conn.execute("UPDATE runs SET finished = 1 WHERE id = ?", (self._writer.run_pk,))

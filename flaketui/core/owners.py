@@ -1,0 +1,126 @@
+"""Test owners from CODEOWNERS (GitHub/GitLab syntax), then suite owners, then a rotation."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from codeowners import CodeOwners
+
+from flaketui.core.config import Config
+
+# GitHub's search order (first found wins); GitLab also reads .gitlab/CODEOWNERS.
+CODEOWNERS_LOCATIONS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS", ".gitlab/CODEOWNERS")
+
+# GitLab section header: `[Name]`, optional `^` (optional section), optional `[N]` approvals,
+# optional default owners. A GitHub pattern such as `[ab]*.py @x` has no space after `]`.
+_SECTION = re.compile(r"^\^?\[(?P<name>[^\]]+)\](?:\[\d+\])?(?:\s+(?P<owners>.*))?$")
+
+
+@dataclass(slots=True)
+class _Section:
+    """One GitLab section (or the whole file when there are none), ready for matching."""
+
+    name: str | None
+    rules: CodeOwners
+
+
+def find_repo_root(start: Path) -> Path | None:
+    """The nearest folder at or above start that holds a `.git` (folder or worktree file)."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def find_codeowners(root: Path) -> Path | None:
+    """The CODEOWNERS file GitHub would use for this repository root, if any."""
+    for relative in CODEOWNERS_LOCATIONS:
+        candidate = root / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _has_owner(line: str) -> bool:
+    """Whether a rule line names at least one owner after its pattern."""
+    parts = line.replace("\\ ", "_").split()
+    return len(parts) > 1
+
+
+def parse_sections(text: str) -> list[_Section]:
+    """Split CODEOWNERS text into GitLab sections, giving ownerless rules the section default."""
+    sections: list[tuple[str | None, str, list[str]]] = [(None, "", [])]
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        header = _SECTION.match(line)
+        if header:
+            sections.append((header["name"].strip().lower(), (header["owners"] or "").strip(), []))
+            continue
+        name, default_owners, lines = sections[-1]
+        if default_owners and not _has_owner(line):
+            line = f"{line} {default_owners}"
+        lines.append(line)
+    # GitLab merges sections that share a name (case-insensitively).
+    merged: dict[str | None, list[str]] = {}
+    for name, _default, lines in sections:
+        merged.setdefault(name, []).extend(lines)
+    return [_Section(name, CodeOwners("\n".join(lines))) for name, lines in merged.items() if lines]
+
+
+def _normalise_path(test_file: str) -> str:
+    """A repository-relative POSIX path as CODEOWNERS patterns expect it."""
+    path = test_file.replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return str(PurePosixPath(path)).lstrip("/")
+
+
+class OwnerResolver:
+    """Resolve a test's owner: CODEOWNERS, then the suite owner, the fallback, the rotation."""
+
+    def __init__(self, root: Path | None, config: Config) -> None:
+        """Load the repository's CODEOWNERS (if any) once."""
+        self.config = config
+        self.codeowners_path = find_codeowners(root) if root is not None else None
+        self._sections: list[_Section] = []
+        if self.codeowners_path is not None:
+            try:
+                text = self.codeowners_path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                # An unreadable CODEOWNERS degrades to the configured fallbacks.
+                text = ""
+            self._sections = parse_sections(text)
+
+    def codeowners_of(self, test_file: str) -> list[str]:
+        """Owners from CODEOWNERS: the last matching rule (per GitLab section, combined)."""
+        path = _normalise_path(test_file)
+        owners: list[str] = []
+        for section in self._sections:
+            for _kind, owner in section.rules.of(path):
+                if owner not in owners:
+                    owners.append(owner)
+        return owners
+
+    def owner_of(self, test_file: str | None, suite: str) -> str | None:
+        """The owners of a test as one space-joined string, or None when nothing is configured."""
+        if test_file:
+            owners = self.codeowners_of(test_file)
+            if owners:
+                return " ".join(owners)
+        suite_owner = self.config.suite_owners.get(suite)
+        if suite_owner:
+            return suite_owner
+        if self.config.owner_fallback:
+            return self.config.owner_fallback
+        if self.config.rotation:
+            key = (test_file or suite).encode("utf-8")
+            # sha256, not hash(): the choice must not change between processes.
+            index = int.from_bytes(hashlib.sha256(key).digest()[:8], "big")
+            return self.config.rotation[index % len(self.config.rotation)]
+        return None

@@ -1,0 +1,226 @@
+"""Daily series: the recency score as of each day's end, and the verdict changes between days.
+
+The recency weight of a run decays as 0.5 ** (age / half_life), so it factors into a part that
+depends only on the run (its weight as of `now`) and one that depends only on the as-of time:
+weight(as_of) = weight(now) * 2 ** ((now - as_of) / half_life). SQLite therefore sums weights as
+of `now` per (test, day), once, and each day's score is a sum over the days in its window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+import sqlite_utils
+
+from flaketui.core.config import Config
+from flaketui.core.detail import Target, resolve_target
+from flaketui.core.evidence import (
+    _ANALYSIS,
+    LN2,
+    Evidence,
+    _analysis_params,
+    counted_runs_cte,
+    ensure_sql_functions,
+)
+from flaketui.core.evidence import _FAMILY_UNITS as _EVIDENCE_FAMILY_UNITS
+from flaketui.core.evidence import _TEST_UNITS as _EVIDENCE_TEST_UNITS
+from flaketui.core.scoring import recency_score
+from flaketui.core.timeutil import days_between, parse_iso, to_iso
+from flaketui.core.verdicts import compute_scores, judge
+
+
+@dataclass(slots=True, frozen=True)
+class VerdictChange:
+    """A test's verdict changed during `day` (judged as of that day's end)."""
+
+    day: date
+    before: str  # the verdict as of the previous day's end
+    after: str
+    reason: str  # the reason of the new verdict
+
+
+# One row per (key, run): a family pools its params by run, as the scorer does.
+_TEST_UNITS = """
+units AS (
+    SELECT t.test_id AS key, c.run, c.ts, c.outcome <> 'pass' AS failed_any, c.branch_kind
+    FROM counted c JOIN tests t ON t.id = c.test
+    WHERE :keys IS NULL OR t.test_id IN (SELECT value FROM json_each(:keys))
+)"""
+
+_FAMILY_UNITS = """
+units AS (
+    SELECT t.parent AS key, c.run, min(c.ts) AS ts, max(c.outcome <> 'pass') AS failed_any,
+           min(c.branch_kind) AS branch_kind
+    FROM counted c JOIN tests t ON t.id = c.test
+    WHERE t.test_id <> t.parent
+      AND (:keys IS NULL OR t.parent IN (SELECT value FROM json_each(:keys)))
+    GROUP BY t.parent, c.run
+)"""
+
+# A day's bucket holds the runs of (its previous midnight, its own end at the next midnight],
+# so that "as of the end of day D" covers whole buckets; `recent` marks the runs inside the
+# window as of `now` itself, whose start falls inside a bucket.
+_DAILY = """
+SELECT key,
+    CASE WHEN substr(ts, 12, 8) = '00:00:00' THEN date(ts, '-1 day') ELSE substr(ts, 1, 10) END
+        AS day,
+    ts > :now_start AS recent,
+    sum(weight * failed_any) AS weighted_bad, sum(weight) AS weighted_total
+FROM (
+    SELECT key, ts, failed_any,
+        exp(:neg_ln2_per_half_life * max(0.0, julianday(:now) - julianday(ts)))
+            * CASE WHEN branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS weight
+    FROM units
+)
+GROUP BY key, day, recent
+"""
+
+
+def _day_ends(now: datetime, days: int) -> list[datetime]:
+    """The as-of times: the end of each of the last `days` days, the last one being `now`."""
+    today = now.astimezone(UTC).date()
+    ends = [
+        datetime.combine(today - timedelta(days=back - 1), time(0), tzinfo=UTC)
+        for back in range(days - 1, 0, -1)
+    ]
+    return [*ends, now]
+
+
+def daily_recency_scores(
+    db: sqlite_utils.Database,
+    test_ids: Sequence[str] | None,
+    *,
+    now: datetime,
+    days: int,
+    config: Config,
+    family: bool = False,
+) -> dict[str, list[float]]:
+    """Recency score as of the end of each of the last `days` days (oldest first; last = now).
+
+    Keys are test ids (or family parents with family=True); test_ids None means every test (or
+    family) with a counted run in the widened window. Requested ids without runs get zeros.
+    """
+    if days < 1:
+        return {key: [] for key in test_ids or ()}
+    # One CTE wide enough for the oldest day's window; each day then picks its own buckets.
+    wide = dataclasses.replace(config, window_days=config.window_days + days)
+    cte, params = counted_runs_cte(now, wide)
+    params.update(
+        {
+            "keys": None if test_ids is None else json.dumps(list(test_ids)),
+            "now": to_iso(now),
+            "now_start": to_iso(now - timedelta(days=config.window_days)),
+            "neg_ln2_per_half_life": -LN2 / config.half_life_days,
+            "main_weight": config.main_weight,
+            "other_weight": config.other_weight,
+        }
+    )
+    units = _FAMILY_UNITS if family else _TEST_UNITS
+    ensure_sql_functions(db.conn)
+    # key -> day -> [weighted_bad, weighted_total]; key -> the same sums as of `now` exactly.
+    per_day: dict[str, dict[date, list[float]]] = {}
+    at_now: dict[str, list[float]] = {}
+    for key, day, recent, w_bad, w_total in db.conn.execute(
+        f"WITH {cte}, {units} {_DAILY}", params
+    ):
+        sums = per_day.setdefault(key, {}).setdefault(date.fromisoformat(day), [0.0, 0.0])
+        sums[0] += w_bad
+        sums[1] += w_total
+        if recent:
+            now_sums = at_now.setdefault(key, [0.0, 0.0])
+            now_sums[0] += w_bad
+            now_sums[1] += w_total
+    ends = _day_ends(now, days)
+    # Buckets from the oldest window's first day on; prefix sums give each window in O(1).
+    origin = ends[0].date() - timedelta(days=config.window_days)
+    span = (ends[-1].date() - origin).days + 1
+    keys = list(test_ids) if test_ids is not None else sorted(per_day)
+    out: dict[str, list[float]] = {}
+    for key in keys:
+        cum_bad = [0.0] * (span + 1)
+        cum_total = [0.0] * (span + 1)
+        for day, (bad, total) in per_day.get(key, {}).items():
+            index = (day - origin).days
+            if 0 <= index < span:
+                cum_bad[index + 1] += bad
+                cum_total[index + 1] += total
+        for index in range(span):
+            cum_bad[index + 1] += cum_bad[index]
+            cum_total[index + 1] += cum_total[index]
+        series = []
+        for as_of in ends[:-1]:
+            last = (as_of.date() - origin).days  # the bucket ending at as_of, plus one
+            first = last - config.window_days
+            series.append(
+                _score_as_of(
+                    cum_bad[last] - cum_bad[first],
+                    cum_total[last] - cum_total[first],
+                    days_between(as_of, now),
+                    config,
+                )
+            )
+        now_bad, now_total = at_now.get(key, [0.0, 0.0])
+        series.append(recency_score(now_bad, now_total, config.laplace_alpha))
+        out[key] = series
+    return out
+
+
+def _score_as_of(w_bad: float, w_total: float, days_before_now: float, config: Config) -> float:
+    """The score from weights taken as of `now`, rescaled to an earlier as-of time."""
+    scale = math.exp(LN2 * days_before_now / config.half_life_days)
+    return recency_score(max(0.0, w_bad) * scale, max(0.0, w_total) * scale, config.laplace_alpha)
+
+
+def _judge_as_of(
+    db: sqlite_utils.Database,
+    target: Target,
+    first_seen: datetime,
+    as_of: datetime,
+    config: Config,
+) -> tuple[str, str]:
+    """(verdict, reason) of one test or family as of a moment, by the report's rules."""
+    cte, params = counted_runs_cte(as_of, config, test_ids=target.test_ids)
+    params.update(_analysis_params(as_of, config))
+    units = _EVIDENCE_FAMILY_UNITS if target.kind == "family" else _EVIDENCE_TEST_UNITS
+    cursor = db.conn.execute(f"WITH {cte},{units},{_ANALYSIS}", params)
+    names = [col[0] for col in cursor.description]
+    rows = cursor.fetchall()
+    if not rows:
+        return "insufficient", "no counted runs"
+    ev = Evidence(**dict(zip(names, rows[0], strict=True)))
+    # Retries only change the damage score, never the verdict.
+    retries = ev.max_attempts > 1
+    scores = compute_scores(ev, retries=retries, first_seen=first_seen, now=as_of, config=config)
+    judgement = judge(ev, scores, retries=retries, first_seen=first_seen, now=as_of, config=config)
+    return judgement.verdict, judgement.reason
+
+
+def verdict_changes(
+    db: sqlite_utils.Database, test_id: str, *, now: datetime, days: int, config: Config
+) -> list[VerdictChange]:
+    """Verdict changes of a test (or family) over the last `days` days, oldest first.
+
+    The test is re-judged as of each day's end (and as of `now` for today); a change is
+    reported on the day whose end first shows the new verdict.
+    """
+    target = resolve_target(db, test_id)
+    first_seen_text = db.conn.execute(
+        "SELECT min(first_seen) FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(target.test_ids),),
+    ).fetchone()[0]
+    first_seen = parse_iso(str(first_seen_text))
+    ensure_sql_functions(db.conn)
+    # One extra point before the first day gives that day's starting verdict.
+    ends = _day_ends(now, days + 1)
+    judged = [_judge_as_of(db, target, first_seen, as_of, config) for as_of in ends]
+    changes = []
+    for (before, _), (after, reason), as_of in zip(judged, judged[1:], ends[1:], strict=False):
+        if before != after:
+            day = (as_of - timedelta(seconds=1)).date()
+            changes.append(VerdictChange(day, before, after, reason))
+    return changes

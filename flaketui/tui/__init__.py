@@ -1,0 +1,1 @@
+"""The Textual triage app (`flaketui HISTORY.db`); the only package that imports textual."""

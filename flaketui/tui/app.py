@@ -1,0 +1,221 @@
+"""The app shell: screens, the history watcher and the write actions; no I/O on the UI thread."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.timeutil import utc_now
+from flaketui.tui.commands import FlaketuiCommands
+from flaketui.tui.loaders import (
+    QuarantineRequest,
+    Source,
+    export_tests,
+    history_stamp,
+    quarantine_test,
+    release_test,
+)
+from flaketui.tui.messages import HistoryChanged, WriteDone
+from flaketui.tui.screens.detail import DetailScreen
+from flaketui.tui.screens.export_modal import ExportModal
+from flaketui.tui.screens.help import HelpScreen
+from flaketui.tui.screens.main import MainScreen
+from flaketui.tui.screens.quarantine_modal import QuarantineModal
+from flaketui.tui.viewmodel import quarantine_reason
+
+POLL_SECONDS = 2.0
+
+
+class FlaketuiApp(App[None]):
+    """Triage flaky tests: a ranked list, a detail screen, quarantine and release."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "flaketui"
+    COMMANDS = App.COMMANDS | {FlaketuiCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", tooltip="Leave flaketui", priority=True)
+    ]
+
+    def __init__(self, source: Source, *, cursor_blink: bool = True, watch: bool = True) -> None:
+        super().__init__()
+        self.source = source
+        self.cursor_blink = cursor_blink
+        self.poll_history = watch
+        self.last_stamp: tuple[int, ...] | None = None
+        self.main_screen = MainScreen()
+
+    def on_mount(self) -> None:
+        """Show the list and start watching the history file."""
+        self.sub_title = self.source.display
+        self.push_screen(self.main_screen)
+        if self.poll_history:
+            self.set_interval(POLL_SECONDS, self.check_history)
+
+    # ---- the history watcher ----------------------------------------------------------------
+
+    def check_history(self) -> None:
+        """Look for a change of the history file, off the UI thread."""
+        if self.last_stamp is not None:
+            self._stat_history(self.last_stamp)
+
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
+    def _stat_history(self, known: tuple[int, ...]) -> None:
+        if history_stamp(self.source.path) != known:
+            self.post_message(HistoryChanged())
+
+    @on(HistoryChanged)
+    def _history_changed(self) -> None:
+        self.last_stamp = None  # the reload records the new stamp
+        self.notify("The history changed: reloading", timeout=3)
+        self.main_screen.reload()
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def write_now(self) -> datetime:
+        """The audit clock: the requested --now (reproducible runs), else the wall clock."""
+        return self.source.requested_now or utc_now()
+
+    def _target(self) -> tuple[str, object] | None:
+        """The test or family the active screen points at, with its report item."""
+        screen = self.screen
+        if isinstance(screen, DetailScreen):
+            return screen.key, screen.item
+        if screen is self.main_screen:
+            row = self.main_screen.query_one("#table").current_row  # type: ignore[attr-defined]
+            test_id = self.main_screen.current_test_id()
+            return (test_id, self.main_screen.item_for(row)) if test_id else None
+        return None
+
+    def _writable(self) -> bool:
+        if self.source.readonly:
+            self.notify("The history is read-only: quarantine needs write access", severity="error")
+            return False
+        return True
+
+    def action_quarantine(self) -> None:
+        """Ask for the entry's details, then write it in a worker."""
+        target = self._target()
+        if target is None:
+            self.notify("Put the cursor on a test or a family first", severity="warning")
+            return
+        if not self._writable():
+            return
+        test_id, item = target
+        reason = quarantine_reason(item) if item is not None else ""  # type: ignore[arg-type]
+
+        def done(request: QuarantineRequest | None) -> None:
+            if request is not None:
+                self.run_write(lambda: quarantine_test(self.source, request, self.write_now()))
+
+        self.push_screen(
+            QuarantineModal(
+                test_id,
+                reason=reason,
+                expires_days=self.source.config.skip_expiry_days,
+                skip_file=self.source.skip_display or str(self.source.skip_path),
+                blink=self.cursor_blink,
+            ),
+            done,
+        )
+
+    def action_release(self) -> None:
+        """Remove the entry of the test under the cursor from the skip file."""
+        target = self._target()
+        if target is None:
+            self.notify("Put the cursor on a test or a family first", severity="warning")
+            return
+        if not self._writable():
+            return
+        test_id = target[0]
+        self.run_write(lambda: release_test(self.source, test_id, self.write_now()))
+
+    def action_export(self) -> None:
+        """Ask for format and path, then export the tests of the current view."""
+        main = self.main_screen
+        if main.data is None:
+            return
+        tests = main.visible_tests()
+        report = main.data.report
+
+        def done(choice: tuple[str, Path] | None) -> None:
+            if choice is not None:
+                fmt, path = choice
+                self.run_write(lambda: export_tests(tests, report, fmt, path), reload=False)
+
+        self.push_screen(
+            ExportModal(main.state.view, len(tests), Path.cwd(), blink=self.cursor_blink), done
+        )
+
+    def action_help(self) -> None:
+        """Show keys and column meanings."""
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def run_write(self, job: Callable[[], str], *, reload: bool = True) -> None:
+        """Run a write in its own worker group, which no load cancels."""
+        self._write(job, reload)
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def _write(self, job: Callable[[], str], reload: bool) -> None:
+        try:
+            text = job()
+        except FlaketuiError as exc:
+            self.post_message(WriteDone(exc.message, ok=False))
+            return
+        self.post_message(WriteDone(text, reload=reload))
+
+    @on(WriteDone)
+    def _written(self, event: WriteDone) -> None:
+        if not event.ok:
+            self.notify(event.text, title="Not written", severity="error")
+            return
+        self.notify(event.text, title="Done")
+        if event.reload:
+            self.main_screen.reload()
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the current directory when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def make_app(
+    path: str | Path,
+    now: datetime | None = None,
+    skip_file: str | Path | None = None,
+    *,
+    config: Config | None = None,
+    cursor_blink: bool = True,
+    watch: bool = True,
+) -> FlaketuiApp:
+    """Build the app for one history (used by `flaketui open`, the tests and the benchmark)."""
+    from flaketui.core.owners import find_repo_root
+    from flaketui.core.skipfile import resolve_skip_file
+
+    config = config if config is not None else Config()
+    history = Path(path).absolute()
+    root = find_repo_root(Path.cwd())
+    skip_path = resolve_skip_file(skip_file, env=os.environ, config=config, root=root)
+    source = Source(
+        path=history,
+        skip_path=skip_path,
+        display=str(path),
+        skip_display=_shown(skip_path),
+        requested_now=now,
+        config=config,
+        readonly=not os.access(history, os.W_OK),
+        repo_root=root,
+    )
+    return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)

@@ -1,0 +1,286 @@
+"""Thin glue run inside the app's thread workers: each function opens its own connection."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.results import GroupVerdict, Report, TestVerdict
+from flaketui.core.skipfile import SkipFileError, read_skip_file
+from flaketui.core.store import open_history
+from flaketui.tui.viewmodel import (
+    QuarantineRow,
+    pool_by_run,
+    repro_command,
+    worst_worker_count,
+)
+
+DAILY_DAYS = 30
+
+
+@dataclass(slots=True)
+class Source:
+    """Where the app reads and writes: the history, the skip file, the clock and the config."""
+
+    path: Path
+    skip_path: Path
+    display: str = ""  # the history's path as the user typed it, for the header
+    skip_display: str = ""  # the skip file, relative to the current directory when inside it
+    requested_now: datetime | None = None
+    config: Config = field(default_factory=Config)
+    readonly: bool = False
+    repo_root: Path | None = None
+
+
+@dataclass(slots=True)
+class MainData:
+    """Everything the main screen shows, read in one worker call."""
+
+    report: Report
+    lifecycle: dict[str, str]
+    quarantine: list[QuarantineRow]
+    suites: list[str]
+    stamp: tuple[int, ...]
+    skip_problem: str | None = None
+
+
+@dataclass(slots=True)
+class DetailData:
+    """Everything the detail screen shows for one test or family."""
+
+    key: str
+    kind: str  # test | family
+    verdict: str
+    reason: str
+    outcomes: list[Any]
+    signatures: list[Any]
+    pivot: Any
+    daily_scores: list[float]
+    members: list[TestVerdict]
+    repro: str
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite_utils.Database]:
+    """A read-only connection owned by the calling thread, closed on exit."""
+    db = open_history(path, create=False, readonly=True)
+    try:
+        yield db
+    finally:
+        db.conn.close()
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[sqlite_utils.Database]:
+    """A writable connection owned by the calling thread, closed on exit."""
+    db = open_history(path, create=False)
+    try:
+        yield db
+    finally:
+        db.conn.close()
+
+
+def _core(name: str) -> Any:
+    """A core module, imported when first needed (the app starts before heavy modules load)."""
+    return importlib.import_module(f"flaketui.core.{name}")
+
+
+def history_stamp(path: Path) -> tuple[int, ...]:
+    """Size and mtime of the history and its WAL: changes whenever another process commits."""
+    stamp: list[int] = []
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        try:
+            info = candidate.stat()
+        except OSError:
+            stamp.extend((0, 0))
+            continue
+        # A reader opening the history may create an empty WAL: that is not a change.
+        stamp.extend((info.st_mtime_ns, info.st_size) if info.st_size else (0, 0))
+    return tuple(stamp)
+
+
+def _lifecycle_states(db: sqlite_utils.Database, report: Report, source: Source) -> dict[str, str]:
+    """Each test's lifecycle state, when the lifecycle module exists."""
+    try:
+        lifecycle = _core("lifecycle")
+    except ImportError:
+        return {}
+    states_of = getattr(lifecycle, "lifecycle_states", None)
+    if states_of is None:
+        return {}
+    states = states_of(db, report=report, now=report.now, config=source.config)
+    return {key: str(getattr(value, "state", value)) for key, value in states.items()}
+
+
+def quarantine_rows(skip_path: Path) -> tuple[list[QuarantineRow], str | None]:
+    """The skip file's entries, or a one-line problem when it cannot be read."""
+    try:
+        skip = read_skip_file(skip_path, explicit=False)
+    except SkipFileError as exc:
+        return [], exc.message
+    if skip is None:
+        return [], None
+    rows = [
+        QuarantineRow(
+            test_id=entry.test_id,
+            mode=entry.mode,
+            reason=entry.reason,
+            owner=entry.owner,
+            ticket=entry.ticket,
+            quarantined_at=entry.quarantined_at,
+            expires=entry.expires,
+            hand_added=entry.added_by != "flaketui",
+        )
+        for entry in skip.entries.values()
+    ]
+    return sorted(rows, key=lambda r: r.test_id), None
+
+
+def suites_of(db: sqlite_utils.Database) -> list[str]:
+    """The suites present in the history."""
+    return [str(r[0]) for r in db.conn.execute("SELECT DISTINCT suite FROM runs ORDER BY suite")]
+
+
+def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> MainData:
+    """Score the history as of the effective now, with lifecycle states and the skip file."""
+    report_mod = _core("report")
+    stamp = history_stamp(source.path)
+    with reading(source.path) as db:
+        # build_report applies the SPEC §1 clock itself (and flags a clamped now).
+        report: Report = report_mod.build_report(
+            db,
+            now=source.requested_now,
+            config=source.config,
+            suite=suite,
+            branch_kind=branch_kind,
+            repo_root=source.repo_root,
+        )
+        lifecycle = _lifecycle_states(db, report, source)
+        suites = suites_of(db)
+    rows, problem = quarantine_rows(source.skip_path)
+    return MainData(report, lifecycle, rows, suites, stamp, problem)
+
+
+def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:
+    """The outcome sequence, signatures, worker pivot and trend of one test or family."""
+    detail = _core("detail")
+    pivot_mod = _core("pivot")
+    is_test = isinstance(item, TestVerdict)
+    key = item.test_id if isinstance(item, TestVerdict) else item.key
+    config = source.config
+    with reading(source.path) as db:
+        outcomes = detail.outcome_sequence(db, key, now=report.now, config=config)
+        if not is_test:
+            outcomes = pool_by_run(outcomes)
+        signatures = detail.signatures_of(db, key, now=report.now, config=config)
+        pivot = pivot_mod.worker_pivot(db, key, now=report.now, config=config)
+        if is_test:
+            daily = list(item.daily_scores)  # type: ignore[union-attr]
+        else:
+            series = _core("series")
+            daily_map = series.daily_recency_scores(
+                db, [key], now=report.now, days=DAILY_DAYS, config=config, family=True
+            )
+            daily = list(daily_map.get(key, []))
+    members_tv: list[TestVerdict] = []
+    if not is_test:
+        wanted = set(item.members)  # type: ignore[union-attr]
+        members_tv = sorted(
+            (t for t in report.tests if t.test_id in wanted), key=lambda t: -t.scores.damage
+        )
+    first_bad = getattr(item, "first_bad_commit", None)
+    last_good = getattr(item, "last_good_commit", None)
+    repro = repro_command(
+        key,
+        item.verdict,
+        first_bad=first_bad,
+        last_good=last_good,
+        worst_worker_count=worst_worker_count(pivot.by_worker_count),
+    )
+    return DetailData(
+        key=key,
+        kind="test" if is_test else "family",
+        verdict=item.verdict,
+        reason=item.reason,
+        outcomes=outcomes,
+        signatures=signatures,
+        pivot=pivot,
+        daily_scores=daily,
+        members=members_tv,
+        repro=repro,
+    )
+
+
+@dataclass(slots=True)
+class QuarantineRequest:
+    """What the quarantine modal collected."""
+
+    test_id: str
+    reason: str
+    mode: str = "skip"
+    expires_days: int | None = None
+    ticket: str | None = None
+
+
+def who() -> str | None:
+    """None lets the core writer pick git's user.name or the login name."""
+    return os.environ.get("FLAKETUI_WHO") or None
+
+
+def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -> str:
+    """Write the skip-file entry and its audit row; return the notification text."""
+    quarantine_mod = _core("quarantine")
+    with writing(source.path) as db:
+        written = quarantine_mod.quarantine(
+            db,
+            source.skip_path,
+            request.test_id,
+            reason=request.reason,
+            mode=request.mode,
+            expires_days=request.expires_days,
+            ticket=request.ticket or None,
+            now=now,
+            who=who(),
+            source="app",
+            config=source.config,
+        )
+    what = request.test_id if len(written) == 1 else f"{len(written)} params of {request.test_id}"
+    return f"Quarantined {what} ({request.mode}) in {source.skip_display or source.skip_path}"
+
+
+def release_test(source: Source, test_id: str, now: datetime) -> str:
+    """Remove the skip-file entry and append the audit row; return the notification text."""
+    quarantine_mod = _core("quarantine")
+    with writing(source.path) as db:
+        removed = quarantine_mod.release(
+            db, source.skip_path, test_id, reason="released from the app", now=now,
+            who=who(), source="app",
+        )  # fmt: skip
+    what = test_id if len(removed) == 1 else f"{len(removed)} params of {test_id}"
+    return f"Released {what} from {source.skip_display or source.skip_path}"
+
+
+EXPORT_FORMATS = ("json", "csv", "markdown", "deselect", "list")
+
+
+def export_tests(tests: list[TestVerdict], report: Report, fmt: str, path: Path) -> str:
+    """Render the listed tests with the core exporter and write them; return the notification."""
+    if fmt not in EXPORT_FORMATS:
+        raise FlaketuiError(f"unknown export format {fmt!r} (one of {', '.join(EXPORT_FORMATS)})")
+    exports = _core("exports")
+    text = exports.render_tests(tests, fmt, report=report)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise FlaketuiError(f"{path}: cannot write ({exc.strerror})") from exc
+    return f"Exported {len(tests)} tests as {fmt} to {path}"

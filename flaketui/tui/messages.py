@@ -1,0 +1,45 @@
+"""Messages that thread workers post back to the UI thread."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from flaketui.tui.loaders import DetailData, MainData
+
+
+class MainLoaded(Message):
+    """The ranked report and its companions are ready."""
+
+    def __init__(self, data: MainData) -> None:
+        self.data = data
+        super().__init__()
+
+
+class DetailLoaded(Message):
+    """One test's or family's detail is ready."""
+
+    def __init__(self, data: DetailData) -> None:
+        self.data = data
+        super().__init__()
+
+
+class LoadFailed(Message):
+    """A read failed with a one-line message for the user."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__()
+
+
+class HistoryChanged(Message):
+    """The history file changed underneath the app (CI wrote into it)."""
+
+
+class WriteDone(Message):
+    """A quarantine, release or export finished; `ok` is False when it failed."""
+
+    def __init__(self, text: str, *, ok: bool = True, reload: bool = True) -> None:
+        self.text = text
+        self.ok = ok
+        self.reload = reload
+        super().__init__()

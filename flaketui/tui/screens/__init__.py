@@ -1,0 +1,1 @@
+"""The app's screens: the ranked list, one test's detail, and the modals."""

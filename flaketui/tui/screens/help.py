@@ -1,0 +1,56 @@
+"""The `?` help screen: what each key does and what the columns mean."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# flaketui
+
+**Keys — list**
+
+| key | action |
+|---|---|
+| `↑ ↓ PgUp PgDn` | move |
+| `Enter` | detail of the test or family (expands a signature group) |
+| `1` `2` `3` `4` | views: Flaky, Regressions, Quarantined, All |
+| `/` | filter by test id, owner or signature (`Esc` clears) |
+| `g` / `f` | group by failure signature / by family (again: ungroup) |
+| `Space` | expand or collapse a group |
+| `s` / `S` | sort by the next column / reverse (or click a header) |
+| `t` / `b` | cycle the suite / branch-kind filter |
+| `q` / `u` | quarantine / release (writes the skip file and the audit log) |
+| `e` | export the current view |
+| `r` | reload (the app also reloads when CI writes into the history) |
+| `Ctrl+P` | command palette: every action |
+| `Ctrl+Q` | quit |
+
+**Keys — detail**: `c` copies the reproduction command, `Esc` goes back.
+
+**Columns**: *Damage* is expected blocked merges per week (flake-rate lower bound × runs per
+week × blast radius), the default ranking. *Recency* is the decayed score (14-day half-life)
+that drives the lifecycle. *Wilson* is the 95 % interval of the failure rate. *Flip* is the share
+of good↔bad transitions between consecutive runs. *State* is the lifecycle state.
+
+Press `Esc` to close.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and column meanings."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("question_mark", "dismiss", "Close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        """One scrollable Markdown page."""
+        with VerticalScroll(id="help-dialog", classes="dialog"):
+            yield Markdown(HELP)

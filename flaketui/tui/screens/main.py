@@ -1,0 +1,325 @@
+"""The main screen: the header, the view tabs, the filter and the ranked list."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Sparkline, Static, Tab, Tabs
+
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.results import GroupVerdict, TestVerdict
+from flaketui.tui.loaders import MainData, load_main
+from flaketui.tui.messages import LoadFailed, MainLoaded
+from flaketui.tui.viewmodel import (
+    BRANCH_KIND_CYCLE,
+    VIEW_TITLES,
+    VIEWS,
+    Row,
+    ViewContext,
+    ViewState,
+    build_rows,
+    columns_for,
+    next_in_cycle,
+)
+from flaketui.tui.widgets.fields import text_input
+from flaketui.tui.widgets.flake_table import FlakeTable
+from flaketui.tui.widgets.header import HistoryHeader
+
+if TYPE_CHECKING:
+    from flaketui.tui.app import FlaketuiApp
+
+
+class MainScreen(Screen[None]):
+    """The ranked triage list with its views, grouping, filter and sort."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "enter", "open_detail", "Detail", tooltip="Open the test or family under the cursor"
+        ),
+        Binding(
+            "slash", "filter", "Filter", key_display="/", tooltip="Filter by test, owner, signature"
+        ),
+        Binding("1", "view('flaky')", "Flaky", show=False),
+        Binding("2", "view('regressions')", "Regressions", show=False),
+        Binding("3", "view('quarantined')", "Quarantined", show=False),
+        Binding("4", "view('all')", "All", show=False),
+        Binding("g", "group('signature')", "Signatures", tooltip="Group by failure signature"),
+        Binding("f", "group('family')", "Families", tooltip="Group parametrized families"),
+        Binding("space", "toggle_group", "Expand", tooltip="Expand or collapse the group"),
+        Binding("s", "sort_next", "Sort", tooltip="Sort by the next column (click a header too)"),
+        Binding("S", "sort_reverse", "Reverse", show=False),
+        Binding("t", "cycle_suite", "Suite", tooltip="Cycle the suite filter"),
+        Binding("b", "cycle_branch", "Branch", tooltip="Cycle the branch-kind filter"),
+        Binding("q", "app.quarantine", "Quarantine", tooltip="Quarantine the test (skip file)"),
+        Binding("u", "app.release", "Release", tooltip="Remove the test from the skip file"),
+        Binding("e", "app.export", "Export", tooltip="Export the current view to a file"),
+        Binding("r", "reload", "Reload", tooltip="Read the history again"),
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: MainData | None = None
+        self.state = ViewState()
+        self.suite: str | None = None
+        self.branch_kind: str | None = None
+        self._pending_reload = False
+
+    @property
+    def flaketui(self) -> FlaketuiApp:
+        """The app, typed."""
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        """Header, tabs, filter, table, the highlighted test's reason and trend, footer."""
+        yield HistoryHeader(id="header")
+        yield Tabs(
+            *(Tab(f"{i} {VIEW_TITLES[v]}", id=v) for i, v in enumerate(VIEWS, start=1)),
+            id="views",
+        )
+        yield text_input(
+            placeholder="filter: test id, owner or signature (Enter keeps it, Esc clears)",
+            id="filter",
+            classes="hidden",
+            blink=self.flaketui.cursor_blink,
+        )
+        yield FlakeTable(id="table")
+        with Horizontal(id="selection"):
+            yield Static(id="reason")
+            yield Sparkline([], id="spark")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Start the first load."""
+        self.query_one(HistoryHeader).show_loading(self.flaketui.source)
+        self.query_one(FlakeTable).loading = True
+        self.reload()
+
+    # ---- loading ----------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Read the history again in a worker; a newer load replaces an older one."""
+        self.query_one(FlakeTable).loading = self.data is None
+        self._load(self.suite, self.branch_kind)
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _load(self, suite: str | None, branch_kind: str | None) -> None:
+        try:
+            data = load_main(self.flaketui.source, suite=suite, branch_kind=branch_kind)
+        except FlaketuiError as exc:
+            self.post_message(LoadFailed(exc.message))
+            return
+        self.post_message(MainLoaded(data))
+
+    @on(MainLoaded)
+    def _loaded(self, event: MainLoaded) -> None:
+        self.data = event.data
+        self.flaketui.last_stamp = event.data.stamp
+        self.query_one(FlakeTable).loading = False
+        self.query_one(HistoryHeader).show(
+            event.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
+        )
+        self.refresh_table()
+
+    @on(LoadFailed)
+    def _failed(self, event: LoadFailed) -> None:
+        self.query_one(FlakeTable).loading = False
+        self.notify(event.message, title="Cannot read the history", severity="error")
+
+    # ---- rendering --------------------------------------------------------------------------
+
+    def refresh_table(self) -> None:
+        """Rebuild the rows from the loaded data and the view state (no I/O)."""
+        if self.data is None:
+            return
+        ctx = ViewContext(now=self.data.report.now, lifecycle=self.data.lifecycle)
+        columns = columns_for(self.state.view)
+        rows = build_rows(self.data.report, self.state, ctx, self.data.quarantine)
+        table = self.query_one(FlakeTable)
+        table.show(rows, columns, sort_key=self.state.sort_column)
+        self._show_selection(table.current_row)
+
+    def _show_selection(self, row: Row | None) -> None:
+        reason = self.query_one("#reason", Static)
+        spark = self.query_one("#spark", Sparkline)
+        item = self.item_for(row)
+        if item is None:
+            reason.update(Text("no test under the cursor" if row is None else row.target, "dim"))
+            spark.data = []
+            return
+        title = item.test_id if isinstance(item, TestVerdict) else item.label.splitlines()[0]
+        reason.update(Text.assemble((title, "bold"), "  ", item.reason))
+        spark.data = list(getattr(item, "daily_scores", [])) or [0.0]
+
+    def item_for(self, row: Row | None) -> TestVerdict | GroupVerdict | None:
+        """The report item behind a table row."""
+        if row is None or self.data is None:
+            return None
+        report = self.data.report
+        if row.kind == "group":
+            groups = report.families if row.family else report.signatures
+            return next((g for g in groups if g.key == row.target), None)
+        return next((t for t in report.tests if t.test_id == row.target), None)
+
+    def current_test_id(self) -> str | None:
+        """The test (or family parent) under the cursor, for quarantine and release."""
+        row = self.query_one(FlakeTable).current_row
+        if row is None:
+            return None
+        if row.kind == "group" and not row.family:
+            return None
+        return row.target
+
+    def visible_tests(self) -> list[TestVerdict]:
+        """The tests the current view shows (group members included), for export."""
+        if self.data is None:
+            return []
+        wanted: list[str] = []
+        expanded_state = ViewState(
+            view=self.state.view,
+            filter_text=self.state.filter_text,
+            grouping="none",
+            sort_column=self.state.sort_column,
+            sort_reverse=self.state.sort_reverse,
+        )
+        ctx = ViewContext(now=self.data.report.now, lifecycle=self.data.lifecycle)
+        for row in build_rows(self.data.report, expanded_state, ctx, self.data.quarantine):
+            wanted.append(row.target)
+        by_id = {t.test_id: t for t in self.data.report.tests}
+        return [by_id[w] for w in wanted if w in by_id]
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_selection(self.query_one(FlakeTable).current_row)
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_detail()
+
+    @on(DataTable.HeaderSelected)
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        if self.state.sort_column == key:
+            self.state.sort_reverse = not self.state.sort_reverse
+        else:
+            self.state.sort_column = key
+            self.state.sort_reverse = key not in ("rank", "test", "owner")
+        self.refresh_table()
+
+    @on(Tabs.TabActivated)
+    def _tab(self, event: Tabs.TabActivated) -> None:
+        view = event.tab.id or "flaky"
+        if view != self.state.view:
+            self.state.view = view
+            self.state.sort_column = None
+            self.state.sort_reverse = False
+            self.refresh_table()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.state.filter_text = event.value
+        self.refresh_table()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        if not event.value:
+            self.query_one("#filter").add_class("hidden")
+        self.query_one(FlakeTable).focus()
+
+    # ---- actions ----------------------------------------------------------------------------
+
+    def action_open_detail(self) -> None:
+        """Open the detail screen of the test or family under the cursor."""
+        table = self.query_one(FlakeTable)
+        row = table.current_row
+        if row is None or self.data is None:
+            return
+        if row.kind == "group" and not row.family:
+            self.action_toggle_group()
+            return
+        item = self.item_for(row)
+        if item is None:
+            self.notify(f"{row.target} is not scored in this window", severity="warning")
+            return
+        from flaketui.tui.screens.detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(item, self.data.report))
+
+    def action_filter(self) -> None:
+        """Show and focus the filter box."""
+        box = self.query_one("#filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        """Clear and hide the filter."""
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.add_class("hidden")
+        self.state.filter_text = ""
+        self.refresh_table()
+        self.query_one(FlakeTable).focus()
+
+    def action_view(self, view: str) -> None:
+        """Switch to one of the views."""
+        self.query_one(Tabs).active = view
+
+    def action_group(self, grouping: str) -> None:
+        """Toggle grouping by signature or family."""
+        self.state.grouping = "none" if self.state.grouping == grouping else grouping
+        self.state.expanded.clear()
+        self.refresh_table()
+        label = {"none": "not grouped", "signature": "by signature", "family": "by family"}
+        self.notify(f"Grouping {label[self.state.grouping]}", timeout=2)
+
+    def action_toggle_group(self) -> None:
+        """Expand or collapse the group under (or around) the cursor."""
+        row = self.query_one(FlakeTable).current_row
+        if row is None or row.kind == "test":
+            return
+        key = row.target if row.kind == "group" else row.key.split(":", 2)[1]
+        if key in self.state.expanded:
+            self.state.expanded.discard(key)
+        else:
+            self.state.expanded.add(key)
+        self.refresh_table()
+        table = self.query_one(FlakeTable)
+        table.move_cursor(row=table.get_row_index(f"g:{key}"), animate=False)
+
+    def action_sort_next(self) -> None:
+        """Sort by the next column of the view."""
+        keys = [c.key for c in columns_for(self.state.view)]
+        current = self.state.sort_column
+        self.state.sort_column = keys[(keys.index(current) + 1) % len(keys)] if current else keys[0]
+        self.state.sort_reverse = self.state.sort_column not in ("rank", "test", "owner")
+        self.refresh_table()
+
+    def action_sort_reverse(self) -> None:
+        """Reverse the sort order."""
+        self.state.sort_reverse = not self.state.sort_reverse
+        self.refresh_table()
+
+    def action_cycle_suite(self) -> None:
+        """Show one suite after another, then all."""
+        suites: list[Any] = [None, *(self.data.suites if self.data else [])]
+        self.suite = next_in_cycle(suites, self.suite)
+        self.notify(f"Suite: {self.suite or 'all'}", timeout=2)
+        self.reload()
+
+    def action_cycle_branch(self) -> None:
+        """Show main, pr, release branches in turn, then all."""
+        self.branch_kind = next_in_cycle(list(BRANCH_KIND_CYCLE), self.branch_kind)
+        self.notify(f"Branch kind: {self.branch_kind or 'all'}", timeout=2)
+        self.reload()
+
+    def action_reload(self) -> None:
+        """Read the history again."""
+        self.notify("Reloading the history", timeout=2)
+        self.reload()

@@ -1,0 +1,535 @@
+"""Pure view logic of the main list: views, filtering, grouping, sorting and cell text."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
+
+VIEWS = ("flaky", "regressions", "quarantined", "all")
+VIEW_TITLES = {
+    "flaky": "Flaky",
+    "regressions": "Regressions",
+    "quarantined": "Quarantined",
+    "all": "All",
+}
+GROUPINGS = ("none", "signature", "family")
+SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
+TEST_ID_WIDTH = 48  # long node ids keep their informative tail
+
+
+@dataclass(slots=True)
+class QuarantineRow:
+    """One skip-file entry as the Quarantined view shows it."""
+
+    test_id: str
+    mode: str
+    reason: str
+    owner: str | None
+    ticket: str | None
+    quarantined_at: datetime | None
+    expires: datetime | None
+    hand_added: bool
+
+
+@dataclass(slots=True)
+class ViewState:
+    """What the user chose: view, filter text, grouping, expanded groups and sort order."""
+
+    view: str = "flaky"
+    filter_text: str = ""
+    grouping: str = "none"
+    expanded: set[str] = field(default_factory=set)
+    sort_column: str | None = None  # None: the view's natural ranking
+    sort_reverse: bool = False
+
+
+@dataclass(slots=True)
+class Row:
+    """One table row: a test, a group, or a member inside an expanded group."""
+
+    key: str  # unique row key: "t:<id>", "g:<group key>" or "m:<group key>:<id>"
+    kind: str  # test | group | member
+    target: str  # test id, or the group key
+    cells: tuple[str, ...]
+    style: str  # verdict (or quarantine mode) that colours the row's verdict cell
+    family: bool = False  # a family group (Enter opens its detail)
+
+
+@dataclass(slots=True)
+class Column:
+    """A column: its label, key and how to read its sort value and text from an item."""
+
+    key: str
+    label: str
+    value: Callable[[Any, ViewContext], Any]
+    text: Callable[[Any, ViewContext], str]
+
+
+@dataclass(slots=True)
+class ViewContext:
+    """What the columns need besides the item: the clock and lifecycle states."""
+
+    now: datetime
+    lifecycle: dict[str, str] = field(default_factory=dict)
+
+
+# ---- formatting -------------------------------------------------------------------------------
+
+
+def relative_time(moment: datetime | None, now: datetime) -> str:
+    """'3h ago', '2d ago', '5w ago' relative to the report's clock (not the wall clock)."""
+    if moment is None:
+        return "—"
+    seconds = (now - moment).total_seconds()
+    if seconds < 0:
+        return "in future"
+    for unit_seconds, unit in ((7 * 86400, "w"), (86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= unit_seconds * (2 if unit == "w" else 1):
+            return f"{int(seconds // unit_seconds)}{unit} ago"
+    return "just now"
+
+
+def sparkline(values: Sequence[float]) -> str:
+    """A unicode block sparkline on a fixed 0..1 scale so rows compare by eye."""
+    if not values:
+        return ""
+    top = len(SPARK_BLOCKS) - 1
+    return "".join(SPARK_BLOCKS[max(0, min(top, round(v * top)))] for v in values)
+
+
+# Braille dots filling a column from the bottom: left column, then right column.
+_LEFT_DOTS = (0x40, 0x04, 0x02, 0x01)
+_RIGHT_DOTS = (0x80, 0x20, 0x10, 0x08)
+
+
+def _dots(value: float, column: tuple[int, ...]) -> int:
+    level = 1 + max(0, min(3, round(value * 3)))  # one dot is the baseline: zero stays visible
+    return sum(column[:level])
+
+
+def braille_sparkline(values: Sequence[float]) -> str:
+    """Two values per character (0..1 scale, 4 levels): a 30-day trend in 15 cells."""
+    cells = []
+    for start in range(0, len(values), 2):
+        left = _dots(values[start], _LEFT_DOTS)
+        right = _dots(values[start + 1], _RIGHT_DOTS) if start + 1 < len(values) else 0
+        cells.append(chr(0x2800 + left + right))
+    return "".join(cells)
+
+
+def short_id(test_id: str, width: int = TEST_ID_WIDTH) -> str:
+    """Trim a long id from the left: the test name at the end is what people read."""
+    return test_id if len(test_id) <= width else "…" + test_id[-(width - 1) :]
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}"
+
+
+def _interval(scores: Scores) -> str:
+    return f"{scores.wilson_low:.2f}–{scores.wilson_high:.2f}"
+
+
+def _scores(item: TestVerdict | GroupVerdict) -> Scores:
+    return item.scores
+
+
+def _name(item: Any) -> str:
+    if isinstance(item, TestVerdict):
+        return item.test_id
+    if isinstance(item, GroupVerdict):
+        return item.label
+    return str(item.test_id)
+
+
+def _lifecycle(item: Any, ctx: ViewContext) -> str:
+    if isinstance(item, TestVerdict):
+        return ctx.lifecycle.get(item.test_id, "—")
+    return ""
+
+
+# ---- columns ----------------------------------------------------------------------------------
+
+_SCORE_COLUMNS: list[Column] = [
+    Column("rank", "#", lambda i, c: i.rank, lambda i, c: "" if i.rank is None else str(i.rank)),
+    Column("test", "Test", lambda i, c: _name(i), lambda i, c: short_id(_name(i))),
+    Column("verdict", "Verdict", lambda i, c: i.verdict, lambda i, c: i.verdict),
+    Column("lifecycle", "State", _lifecycle, _lifecycle),
+    Column(
+        "damage", "Damage", lambda i, c: _scores(i).damage, lambda i, c: _num(_scores(i).damage)
+    ),
+    Column(
+        "recency",
+        "Recency",
+        lambda i, c: _scores(i).recency_score,
+        lambda i, c: _num(_scores(i).recency_score),
+    ),
+    Column(
+        "wilson", "Wilson", lambda i, c: _scores(i).wilson_low, lambda i, c: _interval(i.scores)
+    ),
+    Column(
+        "flip", "Flip", lambda i, c: _scores(i).flip_rate, lambda i, c: _num(i.scores.flip_rate)
+    ),
+    Column("runs", "Runs", lambda i, c: _scores(i).runs, lambda i, c: str(i.scores.runs)),
+    Column(
+        "last_failure",
+        "Last fail",
+        lambda i, c: _scores(i).last_failure_at,
+        lambda i, c: relative_time(i.scores.last_failure_at, c.now),
+    ),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
+    Column(
+        "trend",
+        "30 days",
+        lambda i, c: sum(getattr(i, "daily_scores", []) or [0.0]),
+        lambda i, c: braille_sparkline(getattr(i, "daily_scores", [])),
+    ),
+]
+
+_REGRESSION_COLUMNS: list[Column] = [
+    Column(
+        "rank",
+        "#",
+        lambda i, c: getattr(i, "regression_rank", i.rank),
+        lambda i, c: str(getattr(i, "regression_rank", i.rank) or ""),
+    ),
+    Column("test", "Test", lambda i, c: _name(i), lambda i, c: short_id(_name(i))),
+    Column("verdict", "Verdict", lambda i, c: i.verdict, lambda i, c: i.verdict),
+    Column(
+        "first_bad",
+        "First bad",
+        lambda i, c: getattr(i, "first_bad_commit", None) or "",
+        lambda i, c: (getattr(i, "first_bad_commit", None) or "—")[:12],
+    ),
+    Column(
+        "last_good",
+        "Last good",
+        lambda i, c: getattr(i, "last_good_commit", None) or "",
+        lambda i, c: (getattr(i, "last_good_commit", None) or "—")[:12],
+    ),
+    Column(
+        "fail_rate",
+        "Fail rate",
+        lambda i, c: _scores(i).fail_rate,
+        lambda i, c: _num(_scores(i).fail_rate),
+    ),
+    Column(
+        "wilson", "Wilson", lambda i, c: _scores(i).wilson_low, lambda i, c: _interval(i.scores)
+    ),
+    Column("runs", "Runs", lambda i, c: _scores(i).runs, lambda i, c: str(i.scores.runs)),
+    Column(
+        "last_failure",
+        "Last fail",
+        lambda i, c: _scores(i).last_failure_at,
+        lambda i, c: relative_time(i.scores.last_failure_at, c.now),
+    ),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
+]
+
+
+def _days_left(row: QuarantineRow, now: datetime) -> float | None:
+    return None if row.expires is None else (row.expires - now).total_seconds() / 86400
+
+
+def _days_left_text(row: QuarantineRow, ctx: ViewContext) -> str:
+    left = _days_left(row, ctx.now)
+    if left is None:
+        return "—"
+    return "expired" if left < 0 else f"{int(left)}d"
+
+
+_QUARANTINE_COLUMNS: list[Column] = [
+    Column("test", "Test", lambda i, c: i.test_id, lambda i, c: short_id(i.test_id)),
+    Column("mode", "Mode", lambda i, c: i.mode, lambda i, c: i.mode),
+    Column(
+        "expires",
+        "Expires",
+        lambda i, c: i.expires,
+        lambda i, c: i.expires.strftime("%Y-%m-%d") if i.expires else "—",
+    ),
+    Column("days_left", "Days left", lambda i, c: _days_left(i, c.now), _days_left_text),
+    Column(
+        "added",
+        "Added",
+        lambda i, c: i.hand_added,
+        lambda i, c: "by hand ✎" if i.hand_added else "flaketui",
+    ),
+    Column("reason", "Reason", lambda i, c: i.reason, lambda i, c: i.reason[:60]),
+    Column("ticket", "Ticket", lambda i, c: i.ticket or "", lambda i, c: i.ticket or "—"),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
+]
+
+
+def columns_for(view: str) -> list[Column]:
+    """The columns of one view."""
+    if view == "regressions":
+        return _REGRESSION_COLUMNS
+    if view == "quarantined":
+        return _QUARANTINE_COLUMNS
+    return _SCORE_COLUMNS
+
+
+# ---- building rows ----------------------------------------------------------------------------
+
+
+def tests_in_view(report: Report, view: str) -> list[TestVerdict]:
+    """The tests one view lists, in its natural order."""
+    if view == "flaky":
+        chosen = [t for t in report.tests if t.verdict == "flaky"]
+        return sorted(chosen, key=lambda t: (t.rank is None, t.rank or 0, -t.scores.damage))
+    if view == "regressions":
+        chosen = [t for t in report.tests if t.verdict == "regression"]
+        return sorted(
+            chosen,
+            key=lambda t: (
+                t.regression_rank is None,
+                t.regression_rank or 0,
+                -t.scores.fail_rate,
+            ),
+        )
+    return sorted(report.tests, key=lambda t: (-t.scores.damage, t.test_id))
+
+
+def _matches(needle: str, *haystacks: str | None) -> bool:
+    return any(needle in (h or "").lower() for h in haystacks)
+
+
+def test_matches(test: TestVerdict, needle: str) -> bool:
+    """The `/` filter: a substring of the test id, owner or signature text."""
+    return not needle or _matches(
+        needle, test.test_id, test.owner, test.signature_text, test.signature
+    )
+
+
+def _sort_key(column: Column, ctx: ViewContext) -> Callable[[Any], tuple[bool, Any]]:
+    def key(item: Any) -> tuple[bool, Any]:
+        value = column.value(item, ctx)
+        # None sorts last in either direction's natural reading.
+        return (value is None, value if value is not None else 0)
+
+    return key
+
+
+def _sorted(
+    items: list[Any], state: ViewState, columns: list[Column], ctx: ViewContext
+) -> list[Any]:
+    if state.sort_column is None:
+        return list(reversed(items)) if state.sort_reverse else items
+    column = next((c for c in columns if c.key == state.sort_column), None)
+    if column is None:
+        return items
+    present = [i for i in items if column.value(i, ctx) is not None]
+    missing = [i for i in items if column.value(i, ctx) is None]
+    return sorted(present, key=_sort_key(column, ctx), reverse=state.sort_reverse) + missing
+
+
+def _cells(item: Any, columns: list[Column], ctx: ViewContext) -> tuple[str, ...]:
+    return tuple(column.text(item, ctx) for column in columns)
+
+
+def _groups(report: Report, grouping: str) -> list[GroupVerdict]:
+    if grouping == "signature":
+        return report.signatures
+    if grouping == "family":
+        return [g for g in report.families if len(g.members) > 1]
+    return []
+
+
+def _group_order(group: GroupVerdict) -> tuple[bool, int, float]:
+    return (group.rank is None, group.rank or 0, -group.scores.damage)
+
+
+def build_rows(
+    report: Report,
+    state: ViewState,
+    ctx: ViewContext,
+    quarantine: Sequence[QuarantineRow] = (),
+) -> list[Row]:
+    """The rows of the table for the current view, filter, grouping and sort."""
+    columns = columns_for(state.view)
+    needle = state.filter_text.strip().lower()
+    if state.view == "quarantined":
+        by_id = {t.test_id: t for t in report.tests}
+        entries = [
+            q
+            for q in quarantine
+            if not needle
+            or _matches(needle, q.test_id, q.owner, q.reason)
+            or (q.test_id in by_id and test_matches(by_id[q.test_id], needle))
+        ]
+        entries = _sorted(entries, state, columns, ctx)
+        return [
+            Row(f"t:{q.test_id}", "test", q.test_id, _cells(q, columns, ctx), q.mode)
+            for q in entries
+        ]
+    tests = tests_in_view(report, state.view)
+    visible = {t.test_id: t for t in tests}
+    groups = _groups(report, state.grouping)
+    top: list[Any] = []
+    members_of: dict[str, list[TestVerdict]] = {}
+    grouped: set[str] = set()
+    for group in sorted(groups, key=_group_order):
+        in_view = [visible[m] for m in group.members if m in visible]
+        if not in_view:
+            continue
+        grouped.update(t.test_id for t in in_view)
+        if needle and not _matches(needle, group.label, group.key, group.owner):
+            in_view = [t for t in in_view if test_matches(t, needle)]
+            if not in_view:
+                continue
+        members_of[group.key] = in_view
+        top.append(group)
+    top.extend(t for t in tests if t.test_id not in grouped and test_matches(t, needle))
+    if state.sort_column is None and groups:
+        # Natural order with groups: the pooled damage ranks groups among lone tests.
+        top.sort(key=lambda i: -i.scores.damage)
+    top = _sorted(top, state, columns, ctx)
+    rows: list[Row] = []
+    for item in top:
+        if isinstance(item, GroupVerdict):
+            count = len(members_of[item.key])
+            marker = "▾" if item.key in state.expanded else "▸"
+            cells = list(_cells(item, columns, ctx))
+            label = item.label.splitlines()[0] if item.label else item.key
+            cells[1] = f"{marker} {short_id(label, TEST_ID_WIDTH - 8)} ({count})"
+            rows.append(
+                Row(
+                    f"g:{item.key}",
+                    "group",
+                    item.key,
+                    tuple(cells),
+                    item.verdict,
+                    family=state.grouping == "family",
+                )
+            )
+            if item.key in state.expanded:
+                for member in _sorted(members_of[item.key], state, columns, ctx):
+                    cells = list(_cells(member, columns, ctx))
+                    cells[1] = "  └ " + short_id(member.test_id, TEST_ID_WIDTH - 4)
+                    rows.append(
+                        Row(
+                            f"m:{item.key}:{member.test_id}",
+                            "member",
+                            member.test_id,
+                            tuple(cells),
+                            member.verdict,
+                        )
+                    )
+        else:
+            rows.append(
+                Row(
+                    f"t:{item.test_id}",
+                    "test",
+                    item.test_id,
+                    _cells(item, columns, ctx),
+                    item.verdict,
+                )
+            )
+    return rows
+
+
+def verdict_counts(report: Report) -> dict[str, int]:
+    """How many tests carry each verdict."""
+    counts = {"flaky": 0, "regression": 0, "healthy": 0, "insufficient": 0}
+    for test in report.tests:
+        counts[test.verdict] = counts.get(test.verdict, 0) + 1
+    return counts
+
+
+# ---- detail helpers ---------------------------------------------------------------------------
+
+
+def repro_command(
+    test_id: str,
+    verdict: str,
+    *,
+    first_bad: str | None = None,
+    last_good: str | None = None,
+    worst_worker_count: int | None = None,
+    repeat: int = 50,
+) -> str:
+    """A copyable command that reproduces the problem: a repeat run, or a git bisect."""
+    quoted = shlex.quote(test_id)
+    if verdict == "regression" and first_bad and last_good:
+        return f"git bisect start {first_bad} {last_good} && git bisect run pytest {quoted}"
+    workers = f" -n {worst_worker_count}" if worst_worker_count and worst_worker_count > 1 else ""
+    return f"pytest {quoted} --count={repeat}{workers} -p no:randomly"
+
+
+def worker_count_of(row: Any) -> int:
+    """The worker count of a pivot row (its key is the count as text)."""
+    key = str(getattr(row, "key", ""))
+    return int(key) if key.isdigit() else 0
+
+
+def worst_worker_count(rows: Sequence[Any]) -> int | None:
+    """The worker count whose runs fail most often (ties: the larger count)."""
+    candidates = [r for r in rows if getattr(r, "runs", 0) > 0]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda r: (r.fail_rate, r.wilson_low, worker_count_of(r)))
+    return worker_count_of(best)
+
+
+BRANCH_KIND_CYCLE: tuple[str | None, ...] = (None, "main", "pr", "release")
+
+
+def next_in_cycle(options: Sequence[Any], current: Any) -> Any:
+    """The option after `current`, wrapping around (the first when current is unknown)."""
+    if current not in options:
+        return options[0] if options else None
+    return options[(list(options).index(current) + 1) % len(options)]
+
+
+def quarantine_reason(item: TestVerdict | GroupVerdict) -> str:
+    """The prefilled quarantine reason: the verdict's own reason and the headline scores."""
+    scores = item.scores
+    return (
+        f"{item.verdict}: {item.reason}; damage {scores.damage:.2f}/wk, "
+        f"recency {scores.recency_score:.2f}"
+    )
+
+
+EXPORT_EXTENSIONS = {
+    "json": "json",
+    "csv": "csv",
+    "markdown": "md",
+    "deselect": "txt",
+    "list": "txt",
+}
+
+
+def default_export_name(view: str, fmt: str) -> str:
+    """A file name for an export of one view."""
+    return f"flaketui-{view}.{EXPORT_EXTENSIONS.get(fmt, 'txt')}"
+
+
+_SEVERITY = {"fail": 3, "flaky": 2, "pass": 1, "skipped": 0}
+
+
+def pool_by_run(outcomes: Sequence[Any]) -> list[Any]:
+    """A family's outcomes pooled per run, as the scorer pools them: the worst param wins.
+
+    The pooled row keeps the worst param's fields; its test_id names that param and how many
+    other params of the run were bad.
+    """
+    pooled: list[Any] = []
+    by_run: dict[str, list[Any]] = {}
+    order: list[str] = []
+    for outcome in outcomes:
+        if outcome.run_id not in by_run:
+            by_run[outcome.run_id] = []
+            order.append(outcome.run_id)
+        by_run[outcome.run_id].append(outcome)
+    for run_id in order:
+        members = by_run[run_id]
+        worst = max(members, key=lambda o: _SEVERITY.get(o.outcome, 0))
+        bad = sum(1 for o in members if o.outcome in ("fail", "flaky"))
+        label = worst.test_id + (f" (+{bad - 1} more)" if bad > 1 else "")
+        pooled.append(replace(worst, test_id=label))
+    return pooled

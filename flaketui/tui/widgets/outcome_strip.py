@@ -1,0 +1,67 @@
+"""The outcome sequence as a coloured strip, newest at the right, with a legend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from flaketui.tui.widgets.palette import OUTCOME_GLYPHS, OUTCOME_STYLES
+
+
+def outcome_kind(outcome: Any) -> str:
+    """How one run is drawn: an incident or an edited run is greyed whatever its outcome."""
+    if outcome.incident:
+        return "incident"
+    if outcome.edited:
+        return "edited"
+    return str(outcome.outcome)
+
+
+def render_strip(outcomes: Sequence[Any], width: int) -> Text:
+    """The newest `width` outcomes, oldest first, one cell each."""
+    strip = Text()
+    shown = list(outcomes)[-width:] if width > 0 else []
+    for outcome in shown:
+        kind = outcome_kind(outcome)
+        strip.append(OUTCOME_GLYPHS.get(kind, "?"), style=OUTCOME_STYLES.get(kind, ""))
+    return strip
+
+
+def legend(outcomes: Sequence[Any]) -> Text:
+    """Counts per kind, each in its colour."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        kind = outcome_kind(outcome)
+        counts[kind] = counts.get(kind, 0) + 1
+    text = Text()
+    for kind in OUTCOME_STYLES:
+        text.append(f"{OUTCOME_GLYPHS[kind]} {kind} {counts.get(kind, 0)}   ", OUTCOME_STYLES[kind])
+    return text
+
+
+class OutcomeStrip(Static):
+    """Re-renders to its own width, so the newest runs are always visible at the right."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.outcomes: list[Any] = []
+
+    def set_outcomes(self, outcomes: Sequence[Any]) -> None:
+        """Show a new sequence."""
+        self.outcomes = list(outcomes)
+        self._draw()
+
+    def on_resize(self) -> None:
+        """Fit the strip to the new width."""
+        self._draw()
+
+    def _draw(self) -> None:
+        width = max(self.size.width, 1)
+        shown = min(len(self.outcomes), width)
+        note = Text(f"{shown} of {len(self.outcomes)} runs, oldest left, newest right", style="dim")
+        self.update(
+            Text("\n").join([render_strip(self.outcomes, width), legend(self.outcomes), note])
+        )

@@ -1,0 +1,55 @@
+"""Plotext plots of the detail screen: the worker-count interval plot and the score trend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from textual_plotext import PlotextPlot
+
+
+class PivotPlot(PlotextPlot):
+    """One Wilson interval per worker count, with the observed failure rate as a point."""
+
+    def show(self, rows: Sequence[Any]) -> None:
+        """Draw pivot rows (key = worker count, fail_rate, wilson_low, wilson_high)."""
+        plt = self.plt
+        plt.clear_figure()
+        plt.title("failure rate by worker count (Wilson 95 %)")
+        rows = [r for r in rows if getattr(r, "runs", 0) > 0]
+        if not rows:
+            self.refresh()
+            return
+        positions = [float(x) for x in range(1, len(rows) + 1)]
+        top = min(1.0, max(0.1, max(r.wilson_high for r in rows) * 1.15))
+        steps = max(2, self.size.height * 2)
+        for x, row in zip(positions, rows, strict=True):
+            # A vertical bar with caps: plotext has no asymmetric error bars.
+            low, high = row.wilson_low, row.wilson_high
+            ys = [low + (high - low) * i / (steps - 1) for i in range(steps)]
+            plt.scatter([x] * steps, ys, marker="│", color="orange")
+            plt.scatter([x, x], [low, high], marker="─", color="orange")
+        plt.scatter(positions, [r.fail_rate for r in rows], color="red", marker="●")
+        plt.xticks(positions, [f"n={r.key}" for r in rows])
+        plt.xlim(0.5, len(rows) + 0.5)
+        plt.ylim(0, top)
+        plt.ylabel("fail rate")
+        self.refresh()
+
+
+class TrendPlot(PlotextPlot):
+    """The daily recency score over the last days, oldest first."""
+
+    def show(self, scores: Sequence[float], *, threshold: float | None = None) -> None:
+        """Draw the daily series and, when given, the quarantine threshold."""
+        plt = self.plt
+        plt.clear_figure()
+        plt.title(f"recency score, last {len(scores)} days")
+        if scores:
+            days = list(range(-len(scores) + 1, 1))
+            plt.plot(days, list(scores), color="cyan", marker="braille")
+            if threshold is not None:
+                plt.hline(threshold, color="red")
+            plt.ylim(0, max(1.0, max(scores)))
+            plt.xlabel("days before now")
+        self.refresh()

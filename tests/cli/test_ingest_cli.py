@@ -1,0 +1,306 @@
+"""`flaketui ingest` through click's CliRunner: reports, metadata, bad input and --manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from flaketui.commands import cli
+from flaketui.core.store import open_history
+
+CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BUILD_", "GIT_")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No CI variables, no git repository, no pyproject.toml: each test sets what it needs."""
+    for name in list(os.environ):
+        if name.startswith(CI_PREFIXES) or name in ("CI", "CIRCLECI", "BRANCH_NAME", "CHANGE_ID"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def junit(path: Path, *cases: str, timestamp: str | None = None) -> Path:
+    stamp = f' timestamp="{timestamp}"' if timestamp else ""
+    path.write_text(f'<?xml version="1.0"?>\n<testsuite name="s"{stamp}>{"".join(cases)}</testsuite>\n')
+    return path
+
+
+def case(name: str, outcome: str = "pass", cls: str = "pkg.Mod") -> str:
+    inner = {"pass": "", "fail": '<failure message="boom"/>', "skip": "<skipped/>"}[outcome]
+    return f'<testcase classname="{cls}" name="{name}" time="0.01">{inner}</testcase>'
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(cli, ["ingest", *map(str, args)], env=env)
+
+
+def dump(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def query(db: Path, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return [tuple(r) for r in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+def test_ingest_one_report_prints_a_summary(tmp_path: Path) -> None:
+    report = junit(tmp_path / "r.xml", case("a"), case("b", "fail"), case("a", "pass"))
+    result = run(tmp_path / "h.db", report, "--no-detect")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("\n") == 1
+    assert "new run" in result.output and "3 result(s) added" in result.output
+    assert query(tmp_path / "h.db", "SELECT count(*) FROM tests") == [(2,)]
+
+
+def test_same_report_twice_changes_nothing(tmp_path: Path) -> None:
+    db, report = tmp_path / "h.db", junit(tmp_path / "r.xml", case("a"), case("b", "fail"))
+    assert run(db, report).exit_code == 0
+    before = dump(db)
+    again = run(db, report)
+    assert again.exit_code == 0 and "1 already ingested" in again.output
+    assert dump(db) == before
+    assert run(db, report, "--run-id", "R1").exit_code == 0
+    with_id = dump(db)
+    assert run(db, report, "--run-id", "R1", "--suite", "changed").exit_code == 0
+    assert dump(db) == with_id
+
+
+def test_three_shards_with_one_run_id_form_one_run(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    shards = [junit(tmp_path / f"s{n}.xml", case(f"t{n}"), case("shared")) for n in range(3)]
+    for shard in shards:
+        assert run(db, shard, "--run-id", "build-7").exit_code == 0
+    assert query(db, "SELECT run_id FROM runs") == [("build-7",)]
+    assert query(db, "SELECT count(*) FROM test_runs") == [(4,)]
+    assert query(db, "SELECT max(attempt) FROM results") == [(3,)]  # 'shared' ran in each shard
+    settled = dump(db)
+    for shard in shards:
+        assert run(db, shard, "--run-id", "build-7").exit_code == 0
+    assert dump(db) == settled
+
+
+def test_shards_of_one_ci_job_share_the_run_from_ci_variables(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    env = {"GITLAB_CI": "true", "CI_PIPELINE_ID": "88", "CI_COMMIT_REF_NAME": "main"}
+    for n in (1, 2):
+        report = junit(tmp_path / f"s{n}.xml", case(f"t{n}"))
+        result = run(db, report, env={**env, "CI_JOB_NAME": f"pytest {n}/2", "CI_JOB_ID": str(n)})
+        assert result.exit_code == 0, result.output
+    assert query(db, "SELECT run_id, branch_kind FROM runs") == [("gitlab-88-pytest", "main")]
+
+
+def test_metadata_flags_are_stored(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    report = junit(tmp_path / "r.xml", case("test_a", cls="tests.test_x"))
+    args = [
+        "--run-id", "R", "--suite", "nightly", "--branch", "release/2", "--commit", "c0ffee",
+        "--timestamp", "2026-10-01T08:30:00+02:00", "--worker-count", "8",
+        "--changed-file", "src/a.py", "--changed-file", "./src/b.py", "--incident", "outage",
+        "--runner-host", "box-1", "--ci-url", "https://ci/1", "--no-detect",
+    ]  # fmt: skip
+    result = run(db, report, *args)
+    assert result.exit_code == 0, result.output
+    assert query(
+        db,
+        "SELECT run_id, suite, branch, branch_kind, commit_sha, ts, worker_count, runner_host,"
+        " ci_url, incident, source, finished FROM runs",
+    ) == [
+        (
+            "R", "nightly", "release/2", "release", "c0ffee", "2026-10-01T06:30:00Z", 8, "box-1",
+            "https://ci/1", "outage", "junit", 1,
+        )
+    ]  # fmt: skip
+    assert query(db, "SELECT path FROM run_changed_files ORDER BY path") == [
+        ("src/a.py",),
+        ("src/b.py",),
+    ]
+    assert query(db, "SELECT tag, note FROM incidents") == [("outage", "tagged at ingest")]
+
+
+def test_report_without_test_cases_is_a_note(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    open_history(db).conn.close()
+    before = dump(db)
+    result = run(db, junit(tmp_path / "empty.xml"))
+    assert result.exit_code == 0
+    assert "no test cases" in result.output and result.output.count("\n") == 1
+    assert dump(db) == before
+
+
+def _bad_input(tmp_path: Path, kind: str) -> tuple[list[str | Path], Path]:
+    """Arguments for one kind of bad input, and the database path they use."""
+    db = tmp_path / "h.db"
+    good = junit(tmp_path / "good.xml", case("a"))
+    if kind == "missing":
+        return [db, tmp_path / "nope.xml"], db
+    if kind == "directory":
+        return [db, tmp_path], db
+    if kind == "non-xml":
+        (tmp_path / "x.xml").write_text("this is not xml\n")
+        return [db, good, tmp_path / "x.xml"], db
+    if kind == "truncated":
+        many = "".join(case(f"t{n}") for n in range(3000))
+        (tmp_path / "t.xml").write_text(f"<testsuite>{many}<testcase name='x'")
+        return [db, tmp_path / "t.xml"], db
+    if kind == "not-sqlite":
+        (tmp_path / "notes.txt").write_text("hello\n")
+        return [tmp_path / "notes.txt", good], tmp_path / "notes.txt"
+    if kind == "db-is-directory":
+        return [tmp_path, good], db
+    flags = {
+        "timestamp": ["--timestamp", "yesterday"],
+        "branch-kind": ["--branch-kind", "feature"],
+        "worker-count": ["--worker-count", "many"],
+        "worker-count-zero": ["--worker-count", "0"],
+        "nothing": [],
+    }[kind]
+    return ([db, good, *flags] if kind != "nothing" else [db]), db
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "missing", "directory", "non-xml", "truncated", "not-sqlite", "db-is-directory",
+        "timestamp", "branch-kind", "worker-count", "worker-count-zero", "nothing",
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_leaves_the_database_unchanged(
+    tmp_path: Path, kind: str
+) -> None:
+    junit(tmp_path / "seed.xml", case("seed"))
+    assert run(tmp_path / "h.db", tmp_path / "seed.xml").exit_code == 0
+    args, db = _bad_input(tmp_path, kind)
+    before = db.read_bytes() if db.is_file() and db.suffix != ".db" else dump(tmp_path / "h.db")
+    result = run(*args)
+    assert result.exit_code != 0
+    assert result.output.startswith("Error: ")
+    assert result.output.count("\n") == 1, result.output
+    assert "Traceback" not in result.output
+    after = db.read_bytes() if db.is_file() and db.suffix != ".db" else dump(tmp_path / "h.db")
+    assert after == before
+
+
+def test_missing_report_does_not_create_the_database(tmp_path: Path) -> None:
+    result = run(tmp_path / "new.db", tmp_path / "nope.xml")
+    assert result.exit_code == 1 and "nope.xml" in result.output
+    assert not (tmp_path / "new.db").exists()
+
+
+# ---- --manifest -------------------------------------------------------------------------------
+
+
+def write_manifest(path: Path, entries: list[dict[str, object] | str]) -> Path:
+    path.write_text(
+        "".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in entries)
+    )
+    return path
+
+
+def test_manifest_of_500_runs_lands_in_one_command_and_is_idempotent(tmp_path: Path) -> None:
+    reports = tmp_path / "artifacts"
+    reports.mkdir()
+    entries: list[dict[str, object] | str] = []
+    for n in range(500):
+        junit(reports / f"r{n}.xml", case("test_a"), case("test_b", "fail" if n % 7 == 0 else "pass"))
+        entries.append(
+            {
+                "file": f"artifacts/r{n}.xml",
+                "run_id": f"run-{n}",
+                "branch": "main",
+                "timestamp": f"2026-09-{1 + n % 28:02d}T{n % 24:02d}:00:00Z",
+            }
+        )
+    manifest = write_manifest(tmp_path / "runs.jsonl", entries)
+    db = tmp_path / "h.db"
+    result = run(db, "--manifest", manifest)
+    assert result.exit_code == 0, result.output
+    assert "500 run(s) landed with 1000 result(s)" in result.output
+    assert query(db, "SELECT count(*), count(DISTINCT branch_kind) FROM runs") == [(500, 1)]
+    before = dump(db)
+    again = run(db, "--manifest", manifest)
+    assert again.exit_code == 0
+    assert "0 run(s) landed" in again.output and "500 already present" in again.output
+    assert dump(db) == before
+
+
+def test_manifest_refuses_bad_lines_by_number_and_lands_the_rest(tmp_path: Path) -> None:
+    junit(tmp_path / "ok1.xml", case("a"))
+    junit(tmp_path / "ok2.xml", case("b"), timestamp="2026-08-01T10:00:00")
+    junit(tmp_path / "shard1.xml", case("c"))
+    junit(tmp_path / "shard2.xml", case("d"))
+    (tmp_path / "broken.xml").write_text("<testsuite><testcase name='x'>")
+    (tmp_path / "sub").mkdir()
+    junit(tmp_path / "sub" / "rel.xml", case("e"))
+    ts = "2026-08-02T00:00:00Z"
+    manifest = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {"file": "ok1.xml", "run_id": "one", "timestamp": ts, "changed_files": ["x.py"]},
+            {"file": "missing.xml", "run_id": "two", "timestamp": ts},  # line 2
+            {"file": "ok2.xml", "suite": "unit"},  # takes the report's timestamp
+            {"file": "broken.xml", "run_id": "four", "timestamp": ts},  # line 4
+            "",
+            {"files": ["shard1.xml"], "run_id": "S", "timestamp": ts, "worker_count": 4},
+            {"file": "shard2.xml", "run_id": "S"},
+            {"file": "ok1.xml", "brnach": "main", "timestamp": ts},  # line 8: a typo
+            "{not json",  # line 9
+            {"file": "ok1.xml"},  # line 10: no timestamp anywhere
+            {"file": "ok1.xml", "timestamp": "soon"},  # line 11
+            {"file": "sub/rel.xml", "run_id": "rel", "timestamp": ts, "branch_kind": "x"},  # 12
+        ],
+    )
+    db = tmp_path / "h.db"
+    result = run(db, "--manifest", manifest)
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    refused = sorted(int(line.split(":")[0].split()[1]) for line in result.output.splitlines() if line.startswith("line "))
+    assert refused == [2, 4, 8, 9, 10, 11, 12]
+    assert "missing.xml" in result.output and "broken.xml" in result.output
+    assert "3 run(s) landed with 4 result(s)" in result.output
+    runs = query(db, "SELECT run_id, suite, ts, worker_count FROM runs ORDER BY id")
+    assert runs[0] == ("one", "default", "2026-08-02T00:00:00Z", 1)
+    assert runs[1][1:3] == ("unit", "2026-08-01T10:00:00Z")
+    assert runs[2] == ("S", "default", "2026-08-02T00:00:00Z", 4)
+    assert query(db, "SELECT count(*) FROM test_runs WHERE run = 3") == [(2,)]
+
+
+def test_manifest_run_with_a_refused_shard_is_refused_whole(tmp_path: Path) -> None:
+    junit(tmp_path / "a.xml", case("a"))
+    manifest = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {"file": "a.xml", "run_id": "S", "timestamp": "2026-08-02T00:00:00Z"},
+            {"file": "gone.xml", "run_id": "S"},
+        ],
+    )
+    db = tmp_path / "h.db"
+    result = run(db, "--manifest", manifest)
+    assert result.exit_code == 1
+    assert "line 1: run 'S' not ingested: its line 2 was refused" in result.output
+    assert query(db, "SELECT count(*) FROM runs") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--manifest", "nowhere.jsonl"], "no such manifest"),
+        (["x.xml", "--manifest", "m.jsonl"], "not both"),
+    ],
+)
+def test_manifest_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run(tmp_path / "h.db", *args)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and message in result.output

@@ -1,0 +1,187 @@
+"""`flaketui quarantine` and `flaketui release` against a real history and a real git repository."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from flaketui.commands import cli
+from flaketui.core.store import open_history
+from tests.core.history_builder import HistoryBuilder, utc
+
+T0 = utc(2026, 2, 1)
+NOW = "2026-03-01T12:00:00Z"
+FLAKY = "tests/test_a.py::test_a"
+OTHER = "tests/test_b.py::test_b"
+FAMILY = "tests/test_f.py::test_f"
+PARAMS = [f"{FAMILY}[x]", f"{FAMILY}[y]"]
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git repository with a history; the current directory is a subfolder of it."""
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    if shutil.which("git"):
+        git(root, "init", "-q")
+    db = open_history(root / "history.db")
+    hb = HistoryBuilder(db)
+    hb.sequence(FLAKY, "PRPPRPPPRPPRPPP", start=T0, step=timedelta(hours=12))
+    hb.sequence(OTHER, "PPPPPPPPPPPP", start=T0, step=timedelta(hours=12))
+    run = hb.run(ts=T0)
+    for param in PARAMS:
+        run.result(param, ["pass"])
+    db.conn.close()
+    monkeypatch.chdir(root / "tests")
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    monkeypatch.setenv("FLAKETUI_WHO", "unused-by-the-cli")
+    return root
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def audit(root: Path) -> list[tuple[object, ...]]:
+    db = open_history(root / "history.db")
+    try:
+        return [
+            tuple(row)
+            for row in db.conn.execute(
+                "SELECT action, test_id, mode, reason, ticket, source FROM audit_log ORDER BY id"
+            )
+        ]
+    finally:
+        db.conn.close()
+
+
+@needs_git
+def test_quarantine_writes_at_the_git_root_and_release_restores_bytes(repo: Path) -> None:
+    db = str(repo / "history.db")
+    assert invoke("quarantine", db, OTHER, "--reason", "base", "--now", NOW).exit_code == 0
+    skip = repo / ".quarantine.json"
+    git(repo, "add", ".quarantine.json")
+    git(repo, "commit", "-q", "-m", "base")
+    committed = skip.read_bytes()
+
+    result = invoke(
+        "quarantine", db, FLAKY, "--reason", "flaky on main", "--mode", "run",
+        "--expires", "14", "--ticket", "https://example.org/7", "--now", NOW,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"quarantined (run, until 2026-03-15T12:00:00Z): {FLAKY}" in result.output
+    diff = git(repo, "diff", "-U0", "--", ".quarantine.json").splitlines()
+    changed = [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    removed = [line[1:] for line in changed if line.startswith("-")]
+    added = [line[1:] for line in changed if line.startswith("+")]
+    entry = json.loads(skip.read_text())["tests"][FLAKY]
+    # The entry's own lines (its key, its fields, its closing brace), nothing else.
+    rendered = json.dumps({FLAKY: entry}, indent=2, sort_keys=True).splitlines()[1:-1]
+    assert removed == []
+    assert added == [f"  {line}" for line in rendered[:-1]] + ["    },"]  # OTHER sorts after it
+    assert entry["mode"] == "run" and entry["ticket"] == "https://example.org/7"
+
+    result = invoke("release", db, FLAKY, "--reason", "fixed", "--now", NOW)
+    assert result.exit_code == 0, result.output
+    assert f"released: {FLAKY}" in result.output
+    assert skip.read_bytes() == committed
+    assert git(repo, "status", "--porcelain", "--", ".quarantine.json") == ""
+    assert audit(repo) == [
+        ("quarantine", OTHER, "skip", "base", None, "cli"),
+        ("quarantine", FLAKY, "run", "flaky on main", "https://example.org/7", "cli"),
+        ("release", FLAKY, "run", "fixed", "https://example.org/7", "cli"),
+    ]
+
+
+def test_family_parent_writes_every_param(repo: Path) -> None:
+    result = invoke("quarantine", str(repo / "history.db"), FAMILY, "--reason", "r", "--now", NOW)
+    assert result.exit_code == 0, result.output
+    tests = json.loads((repo / ".quarantine.json").read_text())["tests"]
+    assert sorted(tests) == PARAMS
+    assert "2 entries in" in result.output
+
+
+def test_unknown_test_is_a_one_line_error_unless_forced(repo: Path) -> None:
+    db = str(repo / "history.db")
+    result = invoke("quarantine", db, "tests/test_z.py::nope", "--reason", "r")
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1
+    assert result.output.startswith("Error: no test or family named 'tests/test_z.py::nope'")
+    assert not (repo / ".quarantine.json").exists()
+    forced = invoke("quarantine", db, "tests/test_z.py::nope", "--reason", "r", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert "tests/test_z.py::nope" in json.loads((repo / ".quarantine.json").read_text())["tests"]
+
+
+def test_releasing_what_is_not_quarantined_is_a_one_line_error(repo: Path) -> None:
+    result = invoke("release", str(repo / "history.db"), FLAKY)
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1
+    assert "is not quarantined in" in result.output
+
+
+def test_reason_is_required_and_expiry_positive(repo: Path) -> None:
+    db = str(repo / "history.db")
+    assert invoke("quarantine", db, FLAKY).exit_code == 2
+    assert invoke("quarantine", db, FLAKY, "--reason", "r", "--expires", "0").exit_code == 2
+
+
+def test_skip_file_option_and_environment(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = str(repo / "history.db")
+    target = repo / "ci" / "q.json"
+    target.parent.mkdir()
+    assert (
+        invoke("quarantine", db, FLAKY, "--reason", "r", "--skip-file", str(target)).exit_code == 0
+    )
+    entry = json.loads(target.read_text())["tests"][FLAKY]
+    # Without --now an old history is scored as of its newest run, yet the entry is dated today.
+    assert entry["scores"]["runs"] == 15
+    assert entry["quarantined_at"] > "2026-03"
+    monkeypatch.setenv("FLAKETUI_SKIP_FILE", str(target))
+    assert invoke("release", db, FLAKY).exit_code == 0
+    assert json.loads(target.read_text())["tests"] == {}
+    assert not (repo / ".quarantine.json").exists()
+
+
+def test_pyproject_skip_file_is_relative_to_its_folder(repo: Path) -> None:
+    (repo / "pyproject.toml").write_text('[tool.flaketui]\nskip_file = "quarantine/q.json"\n')
+    (repo / "quarantine").mkdir()
+    assert invoke("quarantine", str(repo / "history.db"), FLAKY, "--reason", "r").exit_code == 0
+    assert FLAKY in json.loads((repo / "quarantine" / "q.json").read_text())["tests"]
+
+
+def test_broken_skip_file_is_a_one_line_error_and_untouched(repo: Path) -> None:
+    skip = repo / ".quarantine.json"
+    skip.write_text('{"format": "flaketui-skip-file", "version": 1, "tests": {"a": 1')
+    result = invoke("quarantine", str(repo / "history.db"), FLAKY, "--reason", "r")
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {skip}: not valid JSON")
+    assert skip.read_text().endswith('"a": 1')
+    assert audit(repo) == []
+
+
+def test_missing_history_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("quarantine", str(tmp_path / "none.db"), FLAKY, "--reason", "r")
+    assert result.exit_code == 1
+    assert "does not exist" in result.output

@@ -1,0 +1,163 @@
+"""`flaketui report`: formats parse back, options apply, reads never write, errors are one line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.commands import cli
+from flaketui.core.store import open_history
+from tests.core.history_builder import HistoryBuilder, utc
+
+T0 = utc(2026, 10, 1)
+NOW = "2026-11-01T00:00:00Z"
+FLAKY = "tests/test_db.py::test_pool"
+BROKEN = "tests/test_core.py::test_sum"
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    path = tmp_path / "history.db"
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    for day in range(20):
+        run = hb.run(ts=T0 + timedelta(days=day), commit=f"c{day:02d}")
+        run.result(FLAKY, ["fail", "pass"] if day % 3 == 0 else ["pass"], message="Timeout 5s")
+        run.result(f"{FLAKY}[x]", ["fail", "pass"] if day % 4 == 0 else ["pass"])
+        run.result(BROKEN, ["fail"] if day >= 15 else ["pass"], message="assert 4 == 5")
+    hb.sequence("tests/test_n.py::test_nightly", "PRPPR" * 3, start=T0, suite="nightly")
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+    return path
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # no pyproject.toml above: default config
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, *args: str) -> str:
+    result = runner.invoke(cli, ["report", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_json_parses_and_is_byte_stable(runner: CliRunner, history: Path) -> None:
+    first = invoke(runner, str(history), "--now", NOW, "--format", "json")
+    second = invoke(runner, str(history), "--now", NOW, "--format", "json")
+    assert first == second
+    data = json.loads(first)
+    assert data["now"] == NOW
+    ranked = {t["test_id"]: (t["verdict"], t["rank"], t["regression_rank"]) for t in data["tests"]}
+    assert ranked[BROKEN] == ("regression", None, 1)
+    assert ranked[FLAKY][0] == "flaky" and ranked[FLAKY][1] is not None
+
+
+def test_csv_parses_back(runner: CliRunner, history: Path) -> None:
+    out = invoke(runner, str(history), "--now", NOW, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    data = json.loads(invoke(runner, str(history), "--now", NOW, "--format", "json"))
+    assert [r["test_id"] for r in rows] == [t["test_id"] for t in data["tests"]]
+    broken = next(r for r in rows if r["test_id"] == BROKEN)
+    assert (broken["rank"], broken["regression_rank"]) == ("", "1")
+    assert broken["first_bad_commit"] == "c15"
+    assert float(broken["fail_rate"]) == pytest.approx(0.25)
+
+
+def test_markdown_and_table(runner: CliRunner, history: Path) -> None:
+    markdown = invoke(runner, str(history), "--now", NOW, "--format", "markdown")
+    assert "| Rank |" in markdown and f"`{FLAKY}`" in markdown
+    table = invoke(runner, str(history), "--now", NOW)
+    assert table.startswith(f"flaketui report as of {NOW}")
+    assert BROKEN in table
+
+
+def test_limit_suite_and_group_by(runner: CliRunner, history: Path) -> None:
+    data = json.loads(
+        invoke(
+            runner,
+            str(history),
+            "--now",
+            NOW,
+            "--format",
+            "json",
+            "--suite",
+            "nightly",
+            "--limit",
+            "1",
+        )
+    )
+    assert [(t["test_id"], t["rank"]) for t in data["tests"]] == [
+        ("tests/test_n.py::test_nightly", 1)
+    ]
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                invoke(
+                    runner, str(history), "--now", NOW, "--format", "csv", "--group-by", "family"
+                )
+            )
+        )
+    )
+    assert [(r["parent"], r["params"]) for r in rows] == [(FLAKY, "2")]
+    pr_only = json.loads(
+        invoke(runner, str(history), "--now", NOW, "--format", "json", "--branch-kind", "pr")
+    )
+    assert pr_only["tests"] == []
+
+
+def test_config_from_pyproject_is_used_and_reported(
+    runner: CliRunner, history: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "work" / "pyproject.toml").write_text("[tool.flaketui]\nn_min = 50\n")
+    data = json.loads(invoke(runner, str(history), "--now", NOW, "--format", "json"))
+    assert data["config"]["n_min"] == 50
+    assert {t["verdict"] for t in data["tests"]} == {"insufficient"}
+
+
+def test_reading_never_writes(runner: CliRunner, history: Path) -> None:
+    before = history.read_bytes()
+    mtime = os.stat(history).st_mtime_ns
+    invoke(runner, str(history), "--now", NOW, "--format", "json")
+    assert history.read_bytes() == before
+    assert os.stat(history).st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.db"], "does not exist"),
+        (["{db}", "--now", "yesterday"], "not an ISO 8601 timestamp"),
+    ],
+)
+def test_bad_input_is_one_line(
+    runner: CliRunner, history: Path, args: list[str], message: str
+) -> None:
+    result = runner.invoke(cli, ["report", *[a.format(db=history) for a in args]])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_not_a_database_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.db"
+    bogus.write_text("hello")
+    result = runner.invoke(cli, ["report", str(bogus)])
+    assert result.exit_code == 1
+    assert "not a SQLite database" in result.output
+    assert bogus.read_text() == "hello"
+
+
+def test_limit_must_be_positive(runner: CliRunner, history: Path) -> None:
+    result = runner.invoke(cli, ["report", str(history), "--limit", "0"])
+    assert result.exit_code == 2

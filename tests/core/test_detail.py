@@ -1,0 +1,99 @@
+"""Per-test detail: the outcome sequence with excluded runs marked, signatures, families."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+from history_builder import HistoryBuilder
+
+from flaketui.core.config import Config
+from flaketui.core.detail import UnknownTestError, family_members, outcome_sequence, signatures_of
+from flaketui.core.incidents import add_incident
+from flaketui.core.signatures import sign
+from flaketui.core.store import open_history
+
+T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+TEST = "tests/test_a.py::test_a"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> sqlite_utils.Database:
+    return open_history(tmp_path / "history.db")
+
+
+def test_sequence_is_ordered_and_keeps_excluded_runs(db: sqlite_utils.Database) -> None:
+    hb = HistoryBuilder(db)
+    # Inserted out of time order on purpose.
+    hb.run(ts=T0 + 3 * HOUR, worker_count=4, commit="c3").result(
+        TEST, ["fail", "pass"], message="AssertionError: got 7", worker_id="gw2"
+    )
+    hb.run(ts=T0 + HOUR, commit="c1", branch_kind="pr").result(TEST, ["pass"])
+    hb.run(ts=T0 + 2 * HOUR, changed_files=["tests/test_a.py"]).result(
+        TEST, ["fail"], message="AssertionError: edited"
+    )
+    hb.run(ts=T0 + 4 * HOUR).result(TEST, ["skipped"])
+    hb.run(ts=T0 + 5 * HOUR).result(TEST, ["error", "error"], message="TimeoutError: 30 s")
+    hb.run(ts=T0 - 100 * 24 * HOUR).result(TEST, ["fail"])  # outside the 90-day window
+    add_incident(db, "outage", start=T0 + 5 * HOUR, end=T0 + 5 * HOUR)
+
+    seq = outcome_sequence(db, TEST, now=T0 + 6 * HOUR, config=Config())
+    assert [(o.ts, o.run_id, o.outcome) for o in seq] == [
+        (T0 + HOUR, "run-00002", "pass"),
+        (T0 + 2 * HOUR, "run-00003", "fail"),
+        (T0 + 3 * HOUR, "run-00001", "flaky"),
+        (T0 + 4 * HOUR, "run-00004", "skipped"),
+        (T0 + 5 * HOUR, "run-00005", "fail"),
+    ]
+    assert [(o.incident, o.edited, o.counted) for o in seq] == [
+        (None, False, True),
+        (None, True, False),
+        (None, False, True),
+        (None, False, False),
+        ("outage", False, False),
+    ]
+    flaky = seq[2]
+    assert (flaky.commit, flaky.worker_count, flaky.worker_id, flaky.attempts, flaky.bad) == (
+        "c3",
+        4,
+        "gw2",
+        2,
+        True,
+    )
+    assert flaky.message == "AssertionError: got 7"
+    assert flaky.signature == sign("AssertionError: got 7").hash  # type: ignore[union-attr]
+    assert (seq[0].branch_kind, seq[0].branch, seq[0].message) == ("pr", "feature", None)
+    assert seq[4].message == "TimeoutError: 30 s"
+
+
+def test_signatures_count_attempts_and_runs(db: sqlite_utils.Database) -> None:
+    hb = HistoryBuilder(db)
+    hb.run(ts=T0).result(TEST, ["fail", "fail"], message="TimeoutError: 30 s")
+    hb.run(ts=T0 + HOUR).result(TEST, ["fail", "pass"], message="TimeoutError: 31 s")
+    hb.run(ts=T0 + 2 * HOUR).result(TEST, ["fail", "pass"], message="KeyError: 'x'")
+    sigs = signatures_of(db, TEST, now=T0 + 3 * HOUR, config=Config())
+    assert [(s.text, s.count, s.runs) for s in sigs] == [
+        ("TimeoutError: <NUM> s", 3, 2),
+        ("KeyError: 'x'", 1, 1),
+    ]
+    assert sigs[0].example == "TimeoutError: 30 s"
+
+
+def test_family_sequence_and_members(db: sqlite_utils.Database) -> None:
+    hb = HistoryBuilder(db)
+    hb.run(ts=T0).result("t.py::test_x[b]", ["pass"]).result("t.py::test_x[a]", ["fail"])
+    hb.run(ts=T0 + HOUR).result("t.py::test_x[a]", ["pass"])
+    hb.run(ts=T0).result("t.py::test_xy", ["pass"])
+    assert family_members(db, "t.py::test_x") == ["t.py::test_x[a]", "t.py::test_x[b]"]
+    seq = outcome_sequence(db, "t.py::test_x", now=T0 + 2 * HOUR, config=Config())
+    assert [(o.run_id, o.test_id, o.outcome) for o in seq] == [
+        ("run-00001", "t.py::test_x[a]", "fail"),
+        ("run-00001", "t.py::test_x[b]", "pass"),
+        ("run-00002", "t.py::test_x[a]", "pass"),
+    ]
+    with pytest.raises(UnknownTestError, match=re.escape("no test or family named 't.py::nope'")):
+        outcome_sequence(db, "t.py::nope", now=T0, config=Config())

@@ -1,0 +1,252 @@
+"""build_report: pooling, ranking, filters, the clock rule and the rendered formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from flaketui.core.config import Config
+from flaketui.core.report import build_report, effective_now
+from flaketui.core.report_formats import (
+    FAMILY_KEYS,
+    SIGNATURE_KEYS,
+    TEST_KEYS,
+    render,
+    render_json,
+    sparkline,
+)
+from flaketui.core.store import open_history
+from tests.core.history_builder import HistoryBuilder, utc
+
+T0 = utc(2026, 10, 1)
+NOW = utc(2026, 11, 1)
+FAM = "tests/test_bill.py::test_rollup"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> sqlite_utils.Database:
+    return open_history(tmp_path / "history.db")
+
+
+@pytest.fixture
+def hb(db: sqlite_utils.Database) -> HistoryBuilder:
+    return HistoryBuilder(db)
+
+
+def build_mixed_history(hb: HistoryBuilder) -> None:
+    """A family of three params in shared runs, two flaky tests sharing a signature, a
+    regression, and a test in another suite."""
+    for day in range(30):
+        run = hb.run(ts=T0 + timedelta(days=day), commit=f"d{day:02d}")
+        for param in ("a", "b", "c"):
+            # Each param flakes rarely on its own day; pooled, the family flakes often.
+            flaky = (day + "abc".index(param)) % 9 == 0
+            run.result(
+                f"{FAM}[{param}]",
+                ["fail", "pass"] if flaky else ["pass"],
+                message=f"KeyError: 'row {day}'",
+            )
+        run.result(
+            "tests/test_db.py::test_one",
+            ["fail", "pass"] if day % 4 == 0 else ["pass"],
+            message="TimeoutError: pool exhausted after 30s",
+        )
+        run.result(
+            "tests/test_db.py::test_two",
+            ["fail", "pass"] if day % 5 == 1 else ["pass"],
+            message="TimeoutError: pool exhausted after 31s",
+        )
+        run.result(
+            "tests/test_core.py::test_broken",
+            ["fail", "fail"] if day >= 25 else ["pass"],
+            message="AssertionError: expected 3",
+        )
+    for day in range(12):
+        hb.run(ts=T0 + timedelta(days=day, hours=2), suite="integration").result(
+            "tests/test_api.py::test_api", ["fail", "pass"] if day % 2 else ["pass"]
+        )
+
+
+def test_family_is_pooled_by_run(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    (family,) = report.families
+    assert family.key == FAM
+    assert len(family.members) == 3
+    # 30 runs, not 90: a family run is a run in which any param ran.
+    assert family.scores.runs == 30
+    flaky_days = {d for d in range(30) for p in range(3) if (d + p) % 9 == 0}
+    assert family.scores.flaky_runs == len(flaky_days)
+    assert family.verdict == "flaky" and family.rank == 1
+
+
+def test_signature_groups_pool_tests_sharing_their_signature(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    by_text = {g.label: g for g in report.signatures}
+    pool = by_text["TimeoutError: pool exhausted after <NUM>s"]
+    assert pool.members == ["tests/test_db.py::test_one", "tests/test_db.py::test_two"]
+    days = {d for d in range(30) if d % 4 == 0 or d % 5 == 1}
+    assert pool.scores.flaky_runs == len(days)
+    assert pool.verdict == "flaky"
+    tests = {t.test_id: t for t in report.tests}
+    assert tests["tests/test_db.py::test_one"].signature == pool.key
+    assert tests["tests/test_db.py::test_one"].signature_text == pool.label
+
+
+def test_ranks_follow_damage_and_regressions_rank_apart(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    flaky = [t for t in report.tests if t.verdict == "flaky"]
+    assert [t.rank for t in flaky] == list(range(1, len(flaky) + 1))
+    damages = [t.scores.damage for t in flaky]
+    assert damages == sorted(damages, reverse=True)
+    broken = next(t for t in report.tests if t.test_id == "tests/test_core.py::test_broken")
+    assert broken.verdict == "regression"
+    assert (broken.rank, broken.regression_rank) == (None, 1)
+    assert broken.first_bad_commit == "d25" and broken.last_good_commit == "d24"
+    assert all(t.rank is None for t in report.tests if t.verdict != "flaky")
+
+
+def test_suite_filter_recomputes_ranks(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW, suite="integration")
+    assert [(t.test_id, t.rank) for t in report.tests] == [("tests/test_api.py::test_api", 1)]
+    assert report.families == []
+    main_only = build_report(db, now=NOW, branch_kind="pr")
+    assert main_only.tests == []
+
+
+def test_dead_tests_are_not_listed(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    hb.sequence("tests/test_gone.py::test_gone", "R" * 12, start=T0 - timedelta(days=200))
+    hb.sequence("tests/test_live.py::test_live", "P" * 12, start=T0)
+    report = build_report(db, now=NOW)
+    assert [t.test_id for t in report.tests] == ["tests/test_live.py::test_live"]
+
+
+def test_effective_now_clamps_an_old_history(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    hb.sequence("tests/test_a.py::test_a", "PPR", start=utc(2020, 1, 1))
+    moment, clamped = effective_now(db, None, Config())
+    assert (moment, clamped) == (utc(2020, 1, 1, 2), True)
+    assert effective_now(db, NOW, Config()) == (NOW, False)
+    report = build_report(db)
+    assert report.now_was_clamped and report.now == utc(2020, 1, 1, 2)
+    assert [t.test_id for t in report.tests] == ["tests/test_a.py::test_a"]
+    assert "shown as of its newest run" in render(report, "table")
+
+
+def test_effective_now_keeps_the_clock_for_a_recent_history(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    from flaketui.core.timeutil import utc_now
+
+    hb.sequence("tests/test_a.py::test_a", "P", start=utc_now() - timedelta(days=1))
+    assert effective_now(db, None, Config())[1] is False
+    empty = open_history(Path(db.conn.execute("PRAGMA database_list").fetchone()[2] + "2"))
+    assert effective_now(empty, None, Config())[1] is False
+
+
+def test_json_is_byte_stable_and_has_exact_keys(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    build_mixed_history(hb)
+    first = render_json(build_report(db, now=NOW))
+    second = render_json(build_report(db, now=NOW))
+    assert first == second
+    data = json.loads(first)
+    assert list(data) == sorted(
+        ["schema_version", "now", "window_days", "config", "tests", "families", "signatures"]
+    )
+    assert data["now"] == "2026-11-01T00:00:00Z"
+    assert data["schema_version"] == 1 and data["window_days"] == 90
+    assert data["config"]["z"] == 1.96
+    assert all(set(t) == set(TEST_KEYS) for t in data["tests"])
+    assert all(set(f) == set(FAMILY_KEYS) for f in data["families"])
+    assert all(set(s) == set(SIGNATURE_KEYS) for s in data["signatures"])
+    assert data["families"][0]["params"] == 3
+    for entry in data["tests"]:
+        for key in ("damage", "wilson_low", "flip_rate", "runs_per_week", "recency_score"):
+            assert entry[key] == round(entry[key], 6)
+        assert entry["last_failure_at"] is None or entry["last_failure_at"].endswith("Z")
+
+
+def test_limit_only_truncates(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    full = json.loads(render(report, "json"))
+    cut = json.loads(render(report, "json", limit=2))
+    assert cut["tests"] == full["tests"][:2]
+    rows = list(csv.DictReader(io.StringIO(render(report, "csv", limit=1))))
+    assert [r["test_id"] for r in rows] == [full["tests"][0]["test_id"]]
+
+
+def test_group_by_changes_the_listing(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    rows = list(csv.DictReader(io.StringIO(render(report, "csv", group_by="family"))))
+    assert [r["parent"] for r in rows] == [FAM]
+    assert rows[0]["params"] == "3"
+    table = render(report, "table", group_by="signature")
+    assert "TimeoutError: pool exhausted after <NUM>s (2 tests)" in table
+    markdown = render(report, "markdown", group_by="family")
+    assert f"`{FAM} (3 params)`" in markdown
+
+
+def test_markdown_has_sparklines_and_escapes_pipes(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(
+        "tests/test_a.py::test_a[x|y]",
+        "PRPPRPPRPPRP",
+        start=NOW - timedelta(days=12),
+        step=timedelta(days=1),
+    )
+    text = render(build_report(db, now=NOW), "markdown")
+    assert "x\\|y" in text
+    (row,) = [line for line in text.splitlines() if "test_a" in line]
+    trend = row.split(" | ")[5]
+    assert len(trend) == 30 and set(trend) <= set("▁▂▃▄▅▆▇█")
+    assert trend[0] == "▁" and trend[-1] != "▁"
+
+
+def test_sparkline_scaling() -> None:
+    assert sparkline([]) == ""
+    assert sparkline([0.0, 0.0]) == "▁▁"
+    assert sparkline([0.0, 0.5, 1.0]) == "▁▅█"
+    # A low flat series stays low against the quarantine threshold.
+    assert sparkline([0.03, 0.03], floor_max=0.3) == "▂▂"
+
+
+def test_table_lists_every_entry_aligned(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    lines = render(report, "table").splitlines()
+    assert lines[0].startswith("flaketui report as of 2026-11-01T00:00:00Z")
+    header = lines[2]
+    assert header.split() == [
+        "RANK",
+        "VERDICT",
+        "DAMAGE",
+        "SCORE",
+        "RUNS",
+        "BAD",
+        "FLAKY",
+        "FLIP",
+        "FLAGS",
+        "TEST",
+    ]
+    body = lines[3:]
+    assert len(body) == len(report.tests)
+    column = header.index("TEST")
+    assert {line[column:] for line in body} == {t.test_id for t in report.tests}
+    assert "R1" in {line.split()[0] for line in body}

@@ -1,0 +1,151 @@
+"""Pure scoring functions: hand-computed values and properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flaketui.core.config import Config
+from flaketui.core.scoring import (
+    blast_radius,
+    damage,
+    flip_count,
+    flip_rate,
+    flip_rate_interval,
+    is_gating,
+    recency_score,
+    recency_weight,
+    runs_per_week,
+    wilson_interval,
+    wilson_low,
+)
+
+Z2 = 1.96**2
+
+
+def test_wilson_all_failures_matches_closed_form() -> None:
+    # k = n: lo = n / (n + z^2); the spec's corrected figure for 10/10 is 0.72.
+    low, high = wilson_interval(10, 10)
+    assert low == pytest.approx(10 / (10 + Z2))
+    assert round(low, 2) == 0.72
+    assert high == 1.0
+
+
+def test_wilson_no_failures_in_20_runs_has_high_0_16() -> None:
+    low, high = wilson_interval(0, 20)
+    assert low == 0.0
+    assert high == pytest.approx(Z2 / (20 + Z2))
+    assert round(high, 2) == 0.16
+
+
+def test_wilson_one_in_four_hand_computed() -> None:
+    low, high = wilson_interval(1, 4)
+    assert low == pytest.approx(0.04559, abs=1e-4)
+    assert high == pytest.approx(0.69936, abs=1e-4)
+
+
+def test_wilson_seed_000_bands() -> None:
+    # seed 000: N = 10 separates p = 0.1 (lo 0.02, hi 0.44) and p = 0.8 (lo 0.44, hi 0.98)
+    assert wilson_interval(1, 10) == pytest.approx((0.0179, 0.4042), abs=1e-3)
+    assert wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-3)
+
+
+def test_wilson_without_runs_is_uninformative() -> None:
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_low(0, 0) == 0.0
+
+
+def test_wilson_rejects_impossible_counts() -> None:
+    with pytest.raises(ValueError):
+        wilson_interval(5, 3)
+
+
+@given(st.integers(min_value=1, max_value=5000), st.data())
+def test_wilson_bounds_contain_the_estimate(n: int, data: st.DataObject) -> None:
+    k = data.draw(st.integers(min_value=0, max_value=n))
+    low, high = wilson_interval(k, n)
+    assert 0.0 <= low <= k / n <= high <= 1.0
+
+
+@given(
+    st.integers(min_value=1, max_value=500),
+    st.integers(min_value=0, max_value=500),
+    st.integers(min_value=2, max_value=20),
+)
+def test_wilson_narrows_with_more_runs_at_the_same_rate(n: int, k_raw: int, factor: int) -> None:
+    k = k_raw % (n + 1)
+    low, high = wilson_interval(k, n)
+    low_more, high_more = wilson_interval(k * factor, n * factor)
+    assert high_more - low_more < high - low
+
+
+def test_flips_of_seed_003_sequences() -> None:
+    # Sequences exactly as printed in seed 003 (its 10/13 counts for B are off by its own data).
+    a = [c == "F" for c in "PPPPPPPPPPFFFFFFFFFF"]
+    b = [c == "F" for c in "PFPPFPFPFPPFPFPFPPFF"]
+    assert flip_count(a) == 1
+    assert flip_rate(a) == pytest.approx(1 / 19)
+    assert flip_count(b) == 15
+    assert flip_rate(b) == pytest.approx(15 / 19)
+
+
+def test_flip_rate_edges() -> None:
+    assert flip_rate([]) == 0.0
+    assert flip_rate([True]) == 0.0
+    assert flip_rate([True, False, True, False]) == 1.0
+    assert flip_rate_interval(0, 1) == (0.0, 1.0)  # no transition observed
+
+
+@given(st.lists(st.booleans(), max_size=200))
+def test_flip_rate_is_a_rate_and_symmetric(bad: list[bool]) -> None:
+    rate = flip_rate(bad)
+    assert 0.0 <= rate <= 1.0
+    assert flip_count(bad) <= max(0, len(bad) - 1)
+    assert rate == flip_rate([not x for x in bad])  # swapping good and bad changes nothing
+    assert rate == flip_rate(bad[::-1])  # direction of time does not matter to the count
+
+
+def test_recency_weight_half_life_and_branch() -> None:
+    config = Config()
+    assert recency_weight(0.0, "main", config) == 3.0
+    assert recency_weight(14.0, "main", config) == pytest.approx(1.5)
+    assert recency_weight(28.0, "pr", config) == pytest.approx(0.25)
+    assert recency_weight(7.0, "release", config) == pytest.approx(2**-0.5)
+    assert recency_weight(-1.0, "pr", config) == 1.0
+
+
+def test_recency_score_hand_computed() -> None:
+    config = Config()
+    # A main failure today (weight 3) and a PR pass 14 days ago (weight 0.5), alpha 2.
+    bad = recency_weight(0, "main", config)
+    total = bad + recency_weight(14, "pr", config)
+    assert recency_score(bad, total, config.laplace_alpha) == pytest.approx(3 / 5.5)
+    assert recency_score(0.0, 0.0, 0.0) == 0.0
+
+
+@given(st.floats(0, 1e6), st.floats(0, 1e6))
+def test_recency_score_in_unit_interval(bad: float, extra: float) -> None:
+    assert 0.0 <= recency_score(bad, bad + extra, 2.0) < 1.0
+
+
+def test_blast_radius_levels() -> None:
+    config = Config()
+    assert blast_radius(True, True, config) == 4.0
+    assert blast_radius(False, True, config) == 2.0
+    assert blast_radius(False, False, config) == 1.0
+    assert not is_gating("nightly", config)
+    assert is_gating("unit", config)
+
+
+def test_runs_per_week_uses_shorter_of_window_and_age() -> None:
+    assert runs_per_week(90, days_seen=200.0, window_days=90) == pytest.approx(7.0)
+    assert runs_per_week(10, days_seen=5.0, window_days=90) == pytest.approx(14.0)
+    assert runs_per_week(3, days_seen=0.1, window_days=90) == pytest.approx(21.0)  # >= 1 day
+
+
+def test_damage_is_a_product() -> None:
+    assert damage(0.05, 70.0, 4.0) == pytest.approx(14.0)
+    assert math.isclose(damage(0.0, 70.0, 4.0), 0.0)

@@ -1,0 +1,134 @@
+"""Daily recency series (equal to the report's score as of each day) and verdict changes."""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+from history_builder import PATTERN_ATTEMPTS, HistoryBuilder
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flaketui.core.config import Config
+from flaketui.core.incidents import add_incident
+from flaketui.core.report import build_report
+from flaketui.core.series import VerdictChange, daily_recency_scores, verdict_changes
+from flaketui.core.store import open_history
+
+T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+TEST = "tests/test_a.py::test_a"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> sqlite_utils.Database:
+    return open_history(tmp_path / "history.db")
+
+
+def test_hand_computed_scores(db: sqlite_utils.Database) -> None:
+    now = T0 + 20 * DAY + 12 * HOUR
+    hb = HistoryBuilder(db)
+    # A flaky main run exactly one half-life (14 days) old: weight 0.5 * 3 = 1.5.
+    hb.run(ts=now - 14 * DAY, branch_kind="main").result(TEST, ["fail", "pass"])
+    # A passing PR run at `now`: weight 1.
+    hb.run(ts=now, branch_kind="pr").result(TEST, ["pass"])
+    series = daily_recency_scores(db, [TEST, "unknown"], now=now, days=3, config=Config())
+    # The end of the day before yesterday is 36 h before now: the flaky run is 12.5 days
+    # old then, weight 3 * 0.5 ** (12.5 / 14) = 1.6155; the PR run has not happened yet.
+    assert series[TEST][0] == pytest.approx(1.6155 / (1.6155 + 2), abs=1e-4)  # 0.4468
+    # The end of yesterday, 12 h before now: 13.5 days old.
+    weight = 3 * 0.5 ** (13.5 / 14)
+    assert series[TEST][1] == pytest.approx(weight / (weight + 2))
+    assert series[TEST][2] == pytest.approx(1.5 / (1.5 + 1 + 2))  # 0.3333
+    assert series["unknown"] == [0.0, 0.0, 0.0]
+
+
+def varied_history(db: sqlite_utils.Database) -> None:
+    hb = HistoryBuilder(db)
+    patterns = {"P": ["pass"], "F": ["fail"], "R": ["fail", "pass"], "E": ["error"]}
+    letters = "PPRPFPPPEPRPPPPFPRRP"
+    for index in range(130):
+        # Every 17 h, so runs land at every hour of the day, some exactly at midnight.
+        ts = T0 + index * 17 * HOUR
+        kind = "main" if index % 3 else "pr"
+        run = hb.run(ts=ts, branch_kind=kind, changed_files=["t.py"] if index == 7 else ())
+        run.result(TEST, patterns[letters[index % len(letters)]])
+        run.result("t.py::test_p[a]", patterns[letters[(index * 7) % len(letters)]])
+        run.result("t.py::test_p[b]", patterns[letters[(index * 3 + 1) % len(letters)]])
+        run.result("tests/test_c.py::test_c", ["skipped"] if index % 5 == 0 else ["pass"])
+
+
+def test_series_matches_the_report_on_every_day(db: sqlite_utils.Database) -> None:
+    varied_history(db)
+    add_incident(db, "outage", start=T0 + 40 * DAY, end=T0 + 41 * DAY)
+    # The window edge (now - 90 days) falls inside the history and inside a day.
+    now = T0 + 92 * DAY + 7 * HOUR + 13 * timedelta(minutes=1)
+    config = Config()
+    days = 5
+    tests = daily_recency_scores(db, None, now=now, days=days, config=config)
+    families = daily_recency_scores(db, None, now=now, days=days, config=config, family=True)
+    assert set(families) == {"t.py::test_p"}
+    ends = [datetime(2027, 1, 29, tzinfo=UTC) + k * DAY for k in range(days - 1)] + [now]
+    for position, as_of in enumerate(ends):
+        report = build_report(db, now=as_of, config=config)
+        for test in report.tests:
+            assert tests[test.test_id][position] == pytest.approx(
+                test.scores.recency_score, rel=1e-9, abs=1e-12
+            ), (test.test_id, as_of)
+        family = next(f for f in report.families if f.key == "t.py::test_p")
+        assert families["t.py::test_p"][position] == pytest.approx(
+            family.scores.recency_score, rel=1e-9
+        )
+    assert tests[TEST][-1] > 0.0
+
+
+def test_verdict_changes_flaky_then_resolved(db: sqlite_utils.Database) -> None:
+    hb = HistoryBuilder(db)
+    # 30 runs every 2 h with a flaky run in every 3 (ending at 58 h), then clean runs every 6 h.
+    hb.sequence(TEST, "PRPPRP" * 5, start=T0, step=2 * HOUR)
+    hb.sequence(TEST, "P" * 20, start=T0 + 60 * HOUR, step=6 * HOUR)
+    now = T0 + 8 * DAY + 12 * HOUR
+    changes = verdict_changes(db, TEST, now=now, days=10, config=Config())
+    # Nov 1: 13 runs by its end, 4 flaky. Nov 5: the 10th clean run since the last flaky one
+    # (at 108 h) makes the failures history.
+    assert [(c.day, c.before, c.after) for c in changes] == [
+        (date(2026, 11, 1), "insufficient", "flaky"),
+        (date(2026, 11, 5), "flaky", "healthy"),
+    ]
+    assert isinstance(changes[1], VerdictChange)
+    assert "clean runs since" in changes[1].reason
+    # A window that starts after the last change shows none.
+    assert verdict_changes(db, TEST, now=now, days=2, config=Config()) == []
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=100 * 24),  # hours after T0
+            st.sampled_from(["main", "pr", "release"]),
+            st.sampled_from(sorted(PATTERN_ATTEMPTS)),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(min_value=0, max_value=24 * 60 - 1),
+)
+def test_last_value_is_the_report_score(
+    runs: list[tuple[int, str, str]], minute_of_day: int
+) -> None:
+    now = T0 + 100 * DAY + minute_of_day * timedelta(minutes=1)
+    with tempfile.TemporaryDirectory() as folder:
+        db = open_history(Path(folder) / "h.db")
+        hb = HistoryBuilder(db)
+        for hours, kind, letter in runs:
+            hb.run(ts=T0 + hours * HOUR, branch_kind=kind).result(TEST, PATTERN_ATTEMPTS[letter])
+        series = daily_recency_scores(db, [TEST], now=now, days=3, config=Config())
+        report = build_report(db, now=now, config=Config())
+        expected = [t.scores.recency_score for t in report.tests if t.test_id == TEST] or [0.0]
+        assert series[TEST][-1] == pytest.approx(expected[0], rel=1e-9, abs=1e-12)
+        db.conn.close()

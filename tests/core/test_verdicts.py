@@ -1,0 +1,273 @@
+"""Each verdict rule of SPEC §6 on a synthetic history, with hand-checked numbers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from flaketui.core import results
+from flaketui.core.config import Config
+from flaketui.core.report import build_report
+from flaketui.core.scoring import wilson_interval
+from flaketui.core.store import open_history
+from tests.core.history_builder import HistoryBuilder, utc
+
+T0 = utc(2026, 10, 1)
+NOW = utc(2026, 11, 1)
+A = "tests/test_seed.py::test_a"
+B = "tests/test_seed.py::test_b"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> sqlite_utils.Database:
+    return open_history(tmp_path / "history.db")
+
+
+@pytest.fixture
+def hb(db: sqlite_utils.Database) -> HistoryBuilder:
+    return HistoryBuilder(db)
+
+
+def report(db: sqlite_utils.Database, now=NOW, **kwargs) -> results.Report:  # type: ignore[no-untyped-def]
+    return build_report(db, now=now, **kwargs)
+
+
+def verdict(db: sqlite_utils.Database, test_id: str, **kwargs) -> results.TestVerdict:  # type: ignore[no-untyped-def]
+    return next(t for t in report(db, **kwargs).tests if t.test_id == test_id)
+
+
+def test_seed_003_a_is_a_regression_and_b_is_flaky(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    commits_a = [f"a{i:02d}" for i in range(1, 21)]
+    hb.sequence(A, "PPPPPPPPPPFFFFFFFFFF", start=T0, step=timedelta(hours=6), commits=commits_a)
+    hb.sequence(B, "PFPPFPFPFPPFPFPFPPFF", start=T0, step=timedelta(hours=6))
+    a, b = verdict(db, A), verdict(db, B)
+    assert a.verdict == "regression"
+    assert (a.first_bad_commit, a.last_good_commit) == ("a11", "a10")
+    assert a.regression_rank == 1 and a.rank is None
+    assert a.scores.fail_rate == 0.5
+    assert b.verdict == "flaky" and b.rank == 1
+    assert b.scores.flip_rate == pytest.approx(15 / 19)
+    assert b.scores.flip_rate_low == pytest.approx(wilson_interval(15, 19)[0])
+    # No retries in this suite: damage uses the flip-rate lower bound.
+    # 20 runs, first seen 31 days before now -> 20 / 31 * 7 runs a week; gating on main -> 4.
+    expected = wilson_interval(15, 19)[0] * (20 / 31 * 7) * 4
+    assert b.scores.damage == pytest.approx(expected, rel=1e-3)
+    assert b.scores.damage > 0
+    assert "no-retry" in b.flags
+    assert "15 flips in 20 main runs" in b.reason
+
+
+def test_main_regression_not_rescued_by_passing_pr_runs(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    test = "tests/test_pay.py::test_settle"
+    for day in range(20):
+        ts = T0 + timedelta(days=day)
+        main_bad = day >= 12
+        hb.run(ts=ts, branch_kind="main", commit=f"m{day:02d}").result(
+            test, ["fail"] if main_bad else ["pass"]
+        )
+        if main_bad:
+            # PR runs based on older commits: half still pass.
+            outcome = ["pass"] if day % 2 else ["fail"]
+            hb.run(ts=ts + timedelta(hours=3), branch_kind="pr", commit=f"p{day:02d}").result(
+                test, outcome
+            )
+    result = verdict(db, test)
+    assert result.verdict == "regression"
+    assert result.first_bad_commit == "m12"
+    assert result.last_good_commit == "m11"
+    assert "bad on main for the last 8 runs since commit m12" in result.reason
+
+
+def test_flaky_40_days_ago_and_clean_for_30_days_is_healthy(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    test = "tests/test_old.py::test_fixed"
+    hb.sequence(test, "PRPRRPRP", start=NOW - timedelta(days=45), step=timedelta(days=1))
+    hb.sequence(test, "P" * 30, start=NOW - timedelta(days=30), step=timedelta(days=1))
+    result = verdict(db, test)
+    assert result.verdict == "healthy"
+    assert "resolved" in result.flags
+    assert "the last on 2026-09-23; 31 clean runs since" in result.reason
+    assert result.rank is None
+
+
+def test_no_failure_in_20_runs_is_healthy_not_flaky(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(A, "P" * 20, start=T0)
+    result = verdict(db, A)
+    assert result.verdict == "healthy"
+    assert result.reason == "0 bad runs of 20"
+    assert result.scores.wilson_high == pytest.approx(0.1611, abs=1e-4)
+
+
+def test_fewer_than_n_min_runs_is_insufficient(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(A, "FRFRFRFRF", start=T0)
+    result = verdict(db, A)
+    assert result.verdict == "insufficient"
+    assert result.reason == "9 counted runs; 10 needed"
+
+
+def test_error_only_flakes_are_flaky(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    for day in range(24):
+        outcomes = ["error", "pass"] if day % 6 == 0 else ["pass"]
+        hb.run(ts=T0 + timedelta(days=day)).result(A, outcomes, message="MemoryError: oom")
+    # Same in a suite without retries: errors interleaved with passes on main.
+    hb.sequence(B, "PPPEPPPPEPPPPPEPPPP", start=T0, suite="e2e", message="Killed")
+    a, b = verdict(db, A), verdict(db, B)
+    assert a.verdict == "flaky"
+    assert a.scores.flaky_runs == 4
+    assert "4 flaky runs of 24 on main" in a.reason
+    assert b.verdict == "flaky"
+    assert "no-retry" in b.flags
+
+
+def test_failures_only_in_pr_runs_that_edited_the_test_are_healthy(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(A, "P" * 15, start=T0, step=timedelta(days=1))
+    for day in range(6):
+        hb.run(
+            ts=T0 + timedelta(days=day, hours=5),
+            branch_kind="pr",
+            changed_files=["tests/test_seed.py"],
+        ).result(A, ["fail"])
+    result = verdict(db, A)
+    assert result.verdict == "healthy"
+    assert result.scores.runs == 15
+    assert result.scores.failed_runs == 0
+
+
+def test_nightly_only_test_ranks_below_main_gating_test(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    nightly, gating = "tests/test_n.py::test_nightly", "tests/test_g.py::test_gating"
+    for day in range(30):
+        ts = T0 + timedelta(days=day)
+        hb.run(ts=ts, suite="nightly").result(
+            nightly, ["fail", "pass"] if day % 3 == 0 else ["pass"]
+        )
+        for run in range(10):
+            outcome = ["fail", "pass"] if (day * 10 + run) % 33 == 0 else ["pass"]
+            hb.run(ts=ts + timedelta(minutes=30 * run + 1)).result(gating, outcome)
+    by_id = {t.test_id: t for t in report(db).tests}
+    low_rate, high_rate = by_id[gating], by_id[nightly]
+    assert high_rate.scores.fail_rate > 5 * low_rate.scores.fail_rate
+    assert (high_rate.verdict, low_rate.verdict) == ("flaky", "flaky")
+    assert high_rate.scores.blast_radius == 1.0 and "nightly-only" in high_rate.flags
+    assert low_rate.scores.blast_radius == 4.0
+    assert low_rate.rank == 1 and high_rate.rank == 2
+
+
+def test_failing_almost_always_is_a_regression(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(A, "F" * 12, start=T0)
+    result = verdict(db, A)
+    assert result.verdict == "regression"
+    assert result.reason.startswith("failing almost always: 12 bad runs of 12")
+
+
+def test_band_between_050_and_070_depends_on_flake_evidence(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    # 17 of 20 bad: Wilson low 0.64. With retries passing it is flaky at a high rate.
+    hb.sequence(A, "RRRRPRRRRPRRRRPRRRRR", start=T0)
+    # Same count with every attempt failing on PR commits, no flips on main: regression.
+    hb.sequence(B, "PPP", start=T0)
+    hb.sequence(B, "X" * 17, start=T0 + timedelta(days=1), branch_kind="pr")
+    a, b = verdict(db, A), verdict(db, B)
+    assert 0.5 <= a.scores.wilson_low < 0.7
+    assert a.verdict == "flaky" and "high-rate" in a.flags
+    assert 0.5 <= b.scores.wilson_low < 0.7
+    assert b.verdict == "regression"
+    assert "no flake evidence" in b.reason
+
+
+def test_very_rare_failure_without_flake_evidence_is_healthy(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(A, "P" * 55, start=T0)
+    hb.sequence(A, "X", start=T0 + timedelta(days=3), branch_kind="pr")
+    hb.sequence(A, "P" * 4, start=T0 + timedelta(days=4))
+    result = verdict(db, A)
+    assert result.scores.wilson_high < 0.10
+    assert result.verdict == "healthy"
+    assert result.reason.startswith("rare: 1 bad run of 60")
+
+
+def test_rare_flake_with_evidence_stays_flaky(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    # seed 003: a 3 % flake on a busy gating test is a standing tax, not noise.
+    hb.sequence(A, ("P" * 32 + "R") * 3, start=T0, step=timedelta(minutes=30))
+    result = verdict(db, A)
+    assert result.scores.wilson_high < 0.10
+    assert result.verdict == "flaky"
+
+
+def test_same_commit_pass_and_fail_is_flake_evidence(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    commits = [f"s{i // 2:02d}" for i in range(20)]  # each commit runs twice
+    hb.sequence(A, "PPFPPPPPPFPPPPPPFPPP", start=T0, commits=commits, branch_kind="pr")
+    result = verdict(db, A)
+    assert result.verdict == "flaky"
+    assert result.reason == "same-commit pass and fail 3 times"
+    assert "pr-only" in result.flags
+
+
+def test_alternating_sequence_is_flagged(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    hb.sequence(A, "PF" * 8 + "P", start=T0)
+    result = verdict(db, A)
+    assert result.verdict == "flaky"
+    assert result.scores.flip_rate == 1.0
+    assert "alternating" in result.flags
+
+
+def test_short_trailing_break_on_main_is_a_suspected_regression(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(A, "P" * 20 + "XX", start=T0, commits=[f"k{i}" for i in range(22)])
+    result = verdict(db, A)
+    assert result.verdict == "regression"
+    assert "suspected" in result.flags
+    assert result.first_bad_commit == "k20"
+
+
+def test_flaky_streak_on_main_is_not_a_change_point(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.sequence(A, "P" * 15 + "RRRR", start=T0)
+    result = verdict(db, A)
+    assert result.verdict == "flaky"
+    assert result.first_bad_commit is None
+
+
+def test_incident_runs_are_not_counted(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    hb.sequence(A, "P" * 12, start=T0)
+    for hour in range(3):
+        hb.run(ts=T0 + timedelta(days=2, hours=hour), incident="outage").result(A, ["fail"])
+    result = verdict(db, A)
+    assert result.scores.runs == 12
+    assert result.verdict == "healthy"
+
+
+def test_new_flag_during_grace_period(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    hb.sequence(A, "P" * 12, start=NOW - timedelta(days=3), step=timedelta(hours=2))
+    assert "new" in verdict(db, A).flags
+
+
+def test_config_thresholds_are_honoured(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:
+    hb.sequence(A, "FRFRFRFR", start=T0)
+    assert verdict(db, A).verdict == "insufficient"
+    assert verdict(db, A, config=Config(n_min=5)).verdict != "insufficient"

@@ -1,0 +1,349 @@
+"""The history writer: runs, attempts, per-run outcomes, idempotence and atomicity."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flaketui.core.errors import FlaketuiError, ReportError
+from flaketui.core.ingest.runmeta import RunMetaError
+from flaketui.core.ingest.writer import (
+    RunRecorder,
+    content_run_id,
+    ingest_reports,
+    parent_of,
+)
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.store import open_history
+
+TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def dump(db: sqlite_utils.Database) -> list[str]:
+    return list(db.conn.iterdump())
+
+
+def rows(db: sqlite_utils.Database, sql: str, *params: object) -> list[tuple[object, ...]]:
+    return [tuple(r) for r in db.conn.execute(sql, params)]
+
+
+def case(test_id: str, *outcomes: str, message: str | None = "boom", worker: str | None = None):
+    return CaseResult(
+        test_id,
+        None,
+        [Attempt(o, 10, message if o in ("fail", "error") else None, worker) for o in outcomes],
+    )
+
+
+def report(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(f'<?xml version="1.0"?>\n<testsuite name="s">{body}</testsuite>\n')
+    return path
+
+
+def tc(cls: str, name: str, inner: str = "") -> str:
+    return f'<testcase classname="{cls}" name="{name}" time="0.1">{inner}</testcase>'
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> sqlite_utils.Database:
+    return open_history(tmp_path / "history.db")
+
+
+def test_parent_strips_one_trailing_param_block() -> None:
+    assert parent_of("t.py::test_x[a-b]") == "t.py::test_x"
+    assert parent_of("t.py::test_x[a[1]]") == "t.py::test_x"
+    assert parent_of("t.py::test_x[1][2]") == "t.py::test_x[1]"
+    assert parent_of("t.py::test_x") == "t.py::test_x"
+    assert parent_of("[odd]") == "[odd]"
+
+
+def reference_outcome(outcomes: list[str]) -> tuple[str, int]:
+    """SPEC §4 per-run outcome and 'bad', spelled out independently of the SQL."""
+    real = [o for o in outcomes if o != "skipped"]
+    if not real:
+        return "skipped", 0
+    failed = [o in ("fail", "error") for o in real]
+    if not any(failed):
+        return "pass", 0
+    if all(failed):
+        return "fail", 1
+    return "flaky", int(failed[0])
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected", "bad"),
+    [
+        (["pass"], "pass", 0),
+        (["fail"], "fail", 1),
+        (["error", "fail"], "fail", 1),
+        (["fail", "pass"], "flaky", 1),
+        (["error", "error", "pass"], "flaky", 1),
+        (["skipped"], "skipped", 0),
+        (["skipped", "pass"], "pass", 0),
+        (["skipped", "fail", "pass"], "flaky", 1),
+        (["pass", "fail"], "flaky", 0),  # mixed in any order: flaky, but not a bad run
+    ],
+)
+def test_per_run_outcome(
+    db: sqlite_utils.Database, outcomes: list[str], expected: str, bad: int
+) -> None:
+    recorder = RunRecorder(db, RunMeta(run_id="r", ts=TS))
+    recorder.add([case("t.py::test_a", *outcomes, worker="gw3")])
+    [row] = rows(db, "SELECT outcome, bad, attempts, failed_attempts, worker_id, ts FROM test_runs")
+    failed = sum(o in ("fail", "error") for o in outcomes)
+    assert row == (expected, bad, len(outcomes), failed, "gw3", "2026-11-01T12:00:00Z")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["pass", "fail", "error", "skipped"]), min_size=1, max_size=3),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_attempts_over_batches_match_the_rules(batches: list[list[str]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        _check_batches(open_history(Path(folder) / "h.db"), batches)
+
+
+def _check_batches(db: sqlite_utils.Database, batches: list[list[str]]) -> None:
+    recorder = RunRecorder(db, RunMeta(run_id="r", ts=TS))
+    for index, outcomes in enumerate(batches):
+        messages = [f"E{index}-{n}" for n in range(len(outcomes))]
+        recorder.add(
+            [
+                CaseResult(
+                    "t.py::t",
+                    None,
+                    [Attempt(o, None, m) for o, m in zip(outcomes, messages, strict=True)],
+                )
+            ]
+        )
+    flat = [o for batch in batches for o in batch]
+    [(outcome, bad, attempts, failed, sig_text)] = rows(
+        db,
+        "SELECT tr.outcome, tr.bad, tr.attempts, tr.failed_attempts, s.text"
+        " FROM test_runs tr LEFT JOIN signatures s ON s.id = tr.signature",
+    )
+    assert (outcome, bad) == reference_outcome(flat)
+    assert (attempts, failed) == (len(flat), sum(o in ("fail", "error") for o in flat))
+    numbers = [r[0] for r in rows(db, "SELECT attempt FROM results ORDER BY attempt")]
+    assert numbers == list(range(1, len(flat) + 1))
+    first_fail = next((i for i, o in enumerate(flat) if o in ("fail", "error")), None)
+    if first_fail is None:
+        assert sig_text is None
+    else:
+        # The first failure's message, normalised: E<NUM>-<NUM>.
+        assert sig_text == "E<NUM>-<NUM>"
+
+
+def test_recorder_marks_the_run_finished_only_at_finish(db: sqlite_utils.Database) -> None:
+    recorder = RunRecorder(db, RunMeta(run_id="session", ts=TS))
+    recorder.add([])
+    assert rows(db, "SELECT count(*) FROM runs") == [(0,)]  # empty session: no run
+    recorder.add([case("t.py::a", "fail")])
+    assert rows(db, "SELECT source, finished FROM runs") == [("pytest", 0)]
+    recorder.add([case("t.py::a", "pass"), case("t.py::b", "pass")])
+    assert rows(db, "SELECT outcome, attempts FROM test_runs ORDER BY test") == [
+        ("flaky", 2),
+        ("pass", 1),
+    ]
+    recorder.finish()
+    assert rows(db, "SELECT finished FROM runs") == [(1,)]
+
+
+def test_recorder_batch_with_bad_outcome_rolls_back_and_recovers(
+    db: sqlite_utils.Database,
+) -> None:
+    recorder = RunRecorder(db, RunMeta(run_id="session", ts=TS))
+    recorder.add([case("t.py::a", "pass")])
+    before = dump(db)
+    with pytest.raises(ReportError):
+        recorder.add([case("t.py::new", "pass"), case("t.py::a", "exploded")])
+    assert dump(db) == before
+    recorder.add([case("t.py::new", "fail")])  # the rolled-back test id is not cached
+    assert rows(db, "SELECT test_id FROM tests ORDER BY id") == [("t.py::a",), ("t.py::new",)]
+
+
+def test_rows_of_a_run(db: sqlite_utils.Database) -> None:
+    meta = RunMeta(
+        run_id="ci-1",
+        suite="unit",
+        branch="main",
+        commit_sha="abc",
+        ts=TS,
+        worker_count=4,
+        changed_files=["./tests\\test_a.py", "src/x.py"],
+        incident="outage-1",
+    )
+    recorder = RunRecorder(db, meta, source="pytest")
+    recorder.add(
+        [
+            CaseResult(
+                "tests/test_a.py::test_x[1]", None, [Attempt("fail", 5, "E: password=hunter2")]
+            ),
+            CaseResult("tests/test_b.py::test_y", None, [Attempt("pass", 1)]),
+        ]
+    )
+    assert rows(
+        db,
+        "SELECT run_id, suite, branch, branch_kind, commit_sha, worker_count, incident FROM runs",
+    ) == [("ci-1", "unit", "main", "main", "abc", 4, "outage-1")]
+    assert rows(db, "SELECT path FROM run_changed_files ORDER BY path") == [
+        ("src/x.py",),
+        ("tests/test_a.py",),
+    ]
+    assert rows(db, "SELECT test_id, parent, test_file FROM tests ORDER BY id") == [
+        ("tests/test_a.py::test_x[1]", "tests/test_a.py::test_x", "tests/test_a.py"),
+        ("tests/test_b.py::test_y", "tests/test_b.py::test_y", "tests/test_b.py"),
+    ]
+    assert rows(db, "SELECT edited FROM test_runs ORDER BY test") == [(1,), (0,)]
+    assert rows(db, "SELECT message FROM results WHERE outcome = 'fail'") == [
+        ("E: password=<REDACTED>",)
+    ]
+    assert rows(db, "SELECT tag, note FROM incidents") == [("outage-1", "tagged at ingest")]
+
+
+def test_first_seen_moves_to_an_earlier_run_and_signatures_keep_first_example(
+    db: sqlite_utils.Database,
+) -> None:
+    late = RunRecorder(db, RunMeta(run_id="late", ts=TS))
+    late.add([case("t.py::a", "fail", message="Timeout after 30s")])
+    early = RunRecorder(db, RunMeta(run_id="early", ts=datetime(2026, 10, 1, tzinfo=UTC)))
+    early.add([case("t.py::a", "fail", message="Timeout after 45s")])
+    assert rows(db, "SELECT first_seen FROM tests") == [("2026-10-01T00:00:00Z",)]
+    assert rows(db, "SELECT text, example FROM signatures") == [
+        ("Timeout after <NUM>s", "Timeout after 30s")
+    ]
+    assert rows(db, "SELECT count(DISTINCT signature) FROM results") == [(1,)]
+
+
+def test_same_report_twice_is_idempotent_with_and_without_run_id(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    path = report(tmp_path, "r.xml", tc("a.B", "t1") + tc("a.B", "t2", "<failure message='x'/>"))
+    first = ingest_reports(db, [path], RunMeta(ts=TS))
+    assert (first.created, first.results, first.tests) == (True, 2, 2)
+    assert first.run_id == content_run_id([_sha(path)])
+    after_first = dump(db)
+    again = ingest_reports(db, [path], RunMeta())
+    assert (again.created, again.files_skipped, again.results) == (False, 1, 0)
+    assert dump(db) == after_first
+    ingest_reports(db, [path], RunMeta(run_id="named", ts=TS))
+    after_named = dump(db)
+    ingest_reports(db, [path], RunMeta(run_id="named", suite="other", ts=TS))
+    assert dump(db) == after_named
+    assert rows(db, "SELECT suite FROM runs WHERE run_id = 'named'") == [("default",)]
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_three_shards_form_one_run_and_attempts_continue(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    shards = [
+        report(tmp_path, "s1.xml", tc("a.B", "t1", "<failure message='x'/>") + tc("a.B", "t2")),
+        report(tmp_path, "s2.xml", tc("a.B", "t1") + tc("a.C", "t3")),
+        report(tmp_path, "s3.xml", tc("a.D", "t4", "<skipped/>")),
+    ]
+    results = [ingest_reports(db, [s], RunMeta(run_id="R", ts=TS)) for s in shards]
+    assert [r.created for r in results] == [True, False, False]
+    assert rows(db, "SELECT count(*) FROM runs") == [(1,)]
+    assert rows(db, "SELECT count(*) FROM run_files") == [(3,)]
+    assert rows(
+        db,
+        "SELECT t.test_id, r.attempt, r.outcome FROM results r JOIN tests t ON t.id = r.test"
+        " WHERE t.test_id = 'a.B::t1' ORDER BY r.attempt",
+    ) == [("a.B::t1", 1, "fail"), ("a.B::t1", 2, "pass")]
+    assert rows(
+        db, "SELECT outcome FROM test_runs JOIN tests ON tests.id = test ORDER BY test_id"
+    ) == [
+        ("flaky",),
+        ("pass",),
+        ("pass",),
+        ("skipped",),
+    ]
+    assert results[-1].tests == 4
+    settled = dump(db)
+    for shard in shards:
+        again = ingest_reports(db, [shard], RunMeta(run_id="R", ts=TS))
+        assert (again.files_skipped, again.results) == (1, 0)
+    assert ingest_reports(db, shards, RunMeta(run_id="R")).files_skipped == 3
+    assert dump(db) == settled
+
+
+def test_truncated_report_leaves_the_database_unchanged(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    good = report(tmp_path, "good.xml", tc("a.B", "t1"))
+    ingest_reports(db, [good], RunMeta(run_id="R", ts=TS))
+    before = dump(db)
+    many = "".join(tc("a.B", f"t{n}") for n in range(5000))
+    truncated = tmp_path / "bad.xml"
+    truncated.write_text(f"<testsuite>{many}<testcase name='x'")
+    for run_id in ("R", "new", None):  # an existing run, a new one, a content-hash one
+        with pytest.raises(ReportError):
+            ingest_reports(db, [good, truncated], RunMeta(run_id=run_id, ts=TS))
+        assert dump(db) == before
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [RunMeta(run_id="m", branch_kind="feature"), RunMeta(run_id="m", worker_count=0)],
+)
+def test_bad_metadata_is_refused_before_writing(
+    db: sqlite_utils.Database, tmp_path: Path, meta: RunMeta
+) -> None:
+    path = report(tmp_path, "r.xml", tc("a.B", "t1"))
+    before = dump(db)
+    with pytest.raises(RunMetaError):
+        ingest_reports(db, [path], meta)
+    assert dump(db) == before
+
+
+def test_report_without_cases_creates_no_run(db: sqlite_utils.Database, tmp_path: Path) -> None:
+    empty = report(tmp_path, "empty.xml", "")
+    before = dump(db)
+    result = ingest_reports(db, [empty], RunMeta(ts=TS))
+    assert result.empty and not result.created and result.results == 0
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory"])
+def test_missing_or_directory_report_is_refused(
+    db: sqlite_utils.Database, tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "nope.xml"
+    if kind == "directory":
+        path.mkdir()
+    with pytest.raises(ReportError, match=r"nope\.xml"):
+        ingest_reports(db, [path], RunMeta())
+    assert rows(db, "SELECT count(*) FROM runs") == [(0,)]
+
+
+def test_errors_are_user_errors() -> None:
+    assert issubclass(RunMetaError, FlaketuiError)
+    assert issubclass(ReportError, FlaketuiError)
+
+
+def test_concurrent_writer_sees_committed_rows(tmp_path: Path) -> None:
+    first = open_history(tmp_path / "h.db")
+    second = open_history(tmp_path / "h.db")
+    RunRecorder(first, RunMeta(run_id="a", ts=TS)).add([case("t.py::x", "pass")])
+    RunRecorder(second, RunMeta(run_id="b", ts=TS)).add([case("t.py::x", "fail")])
+    assert rows(first, "SELECT count(*) FROM tests") == [(1,)]
+    assert rows(first, "SELECT count(*) FROM test_runs") == [(2,)]
+    assert isinstance(first.conn, sqlite3.Connection)

@@ -1,0 +1,201 @@
+"""The recorder's attempt assembly and batching, driven with hand-made reports and a fake writer."""
+
+from __future__ import annotations
+
+import sqlite3
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from flaketui import plugin_recording
+from flaketui.core.models import CaseResult
+from flaketui.plugin_recording import Recorder
+
+
+class FakeRun:
+    """Stands in for RunRecorder: remembers each batch; can fail its first add() calls."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.batches: list[list[tuple[str, list[str], list[str | None]]]] = []
+        self.failures = failures
+        self.finished = False
+
+    def add(self, cases: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise sqlite3.OperationalError("database is locked")
+        batch: list[CaseResult] = list(cases)
+        self.batches.append(
+            [
+                (
+                    case.test_id,
+                    [a.outcome for a in case.attempts],
+                    [a.worker_id for a in case.attempts],
+                )
+                for case in batch
+            ]
+        )
+
+    def finish(self) -> None:
+        self.finished = True
+
+    def sizes(self) -> list[int]:
+        return [sum(len(outcomes) for _, outcomes, _ in batch) for batch in self.batches]
+
+    def outcomes_of(self, test_id: str) -> list[str]:
+        return [
+            o for batch in self.batches for tid, outs, _ in batch if tid == test_id for o in outs
+        ]
+
+
+def _recorder(run: FakeRun) -> Recorder:
+    config: Any = SimpleNamespace(pluginmanager=SimpleNamespace(getplugin=lambda name: None))
+    recorder = Recorder(config, db=None, settings=None, meta=None)  # type: ignore[arg-type]
+    recorder.run = run  # type: ignore[assignment]
+    return recorder
+
+
+def _report(
+    nodeid: str, when: str, outcome: str = "passed", longrepr: str | None = None, **extra: Any
+) -> pytest.TestReport:
+    # Outcome "rerun" and phase "???" are outside TestReport's annotations but do occur.
+    make: Any = pytest.TestReport
+    report: pytest.TestReport = make(
+        nodeid, (nodeid, 0, nodeid), {}, outcome, longrepr, when, duration=0.01, **extra
+    )
+    return report
+
+
+def _attempt(recorder: Recorder, nodeid: str, call: str = "passed", **extra: Any) -> None:
+    longrepr = "boom" if call in ("failed", "rerun") else None
+    recorder.pytest_runtest_logreport(_report(nodeid, "setup", **extra))
+    recorder.pytest_runtest_logreport(_report(nodeid, "call", call, longrepr, **extra))
+    recorder.pytest_runtest_logreport(_report(nodeid, "teardown", **extra))
+
+
+@pytest.fixture
+def no_timed_flush(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches are cut by size only, so the test does not depend on the clock."""
+    monkeypatch.setattr(plugin_recording, "FLUSH_EVERY_SECONDS", float("inf"))
+
+
+@pytest.mark.usefixtures("no_timed_flush")
+def test_batches_are_cut_at_200_attempts_and_the_rest_written_at_the_end() -> None:
+    run = FakeRun()
+    recorder = _recorder(run)
+    for n in range(450):
+        _attempt(recorder, f"test_m.py::test_{n}")
+    assert run.sizes() == [200, 200]
+    recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
+    assert run.sizes() == [200, 200, 50]
+    assert run.finished
+
+
+@pytest.mark.usefixtures("no_timed_flush")
+def test_attempts_of_one_test_continue_across_batches() -> None:
+    run = FakeRun()
+    recorder = _recorder(run)
+    for n in range(199):
+        _attempt(recorder, f"test_m.py::test_{n}")
+    for call in ("rerun", "rerun", "passed"):
+        _attempt(recorder, "test_m.py::test_flaky", call)
+    recorder.pytest_sessionfinish(session=Any, exitstatus=1)  # type: ignore[arg-type]
+    assert run.sizes() == [200, 2]
+    assert run.outcomes_of("test_m.py::test_flaky") == ["fail", "fail", "pass"]
+    assert run.batches[1] == [("test_m.py::test_flaky", ["fail", "pass"], [None, None])]
+
+
+@pytest.mark.usefixtures("no_timed_flush")
+def test_a_locked_history_warns_once_and_is_retried_at_the_end(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = FakeRun(failures=1)
+    recorder = _recorder(run)
+    for n in range(450):
+        _attempt(recorder, f"test_m.py::test_{n}")
+    assert run.batches == []  # the failed batch is kept, later batches wait for the end
+    recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
+    assert run.sizes() == [450]
+    assert run.finished
+    assert capsys.readouterr().err.count("flaketui: cannot write to the history") == 1
+
+
+@pytest.mark.usefixtures("no_timed_flush")
+def test_a_history_locked_for_good_never_fails_the_session_nor_looks_finished(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = FakeRun(failures=10**6)
+    recorder = _recorder(run)
+    for n in range(450):
+        _attempt(recorder, f"test_m.py::test_{n}")
+    recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
+    assert run.batches == []
+    assert not run.finished
+    err = capsys.readouterr().err
+    assert err.count("flaketui:") == 1
+    assert "database is locked" in err
+
+
+def test_subtest_reports_are_not_attempts() -> None:
+    # Shaped like pytest-subtests' and pytest 9's subtest reports (TestReport is final to mypy).
+    subtest_report: Any = type("SubtestReport", (pytest.TestReport,), {})
+    run = FakeRun()
+    recorder = _recorder(run)
+    recorder.pytest_runtest_logreport(_report("test_m.py::test_sub", "setup"))
+    sub = subtest_report(
+        "test_m.py::test_sub", ("test_m.py", 0, "x"), {}, "failed", "sub failed", "call"
+    )
+    recorder.pytest_runtest_logreport(sub)
+    recorder.pytest_runtest_logreport(_report("test_m.py::test_sub", "call"))
+    recorder.pytest_runtest_logreport(_report("test_m.py::test_sub", "teardown"))
+    recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
+    assert run.outcomes_of("test_m.py::test_sub") == ["pass"]
+
+
+def test_a_crashed_xdist_worker_is_an_error_attempt_on_that_worker() -> None:
+    run = FakeRun()
+    recorder = _recorder(run)
+    recorder.pytest_runtest_logreport(_report("test_m.py::test_oom", "setup", worker_id="gw1"))
+    crash = _report("test_m.py::test_oom", "???", "rerun", "worker 'gw1' crashed")
+    crash.node = SimpleNamespace(gateway=SimpleNamespace(id="gw1"))  # type: ignore[attr-defined]
+    recorder.pytest_runtest_logreport(crash)
+    _attempt(recorder, "test_m.py::test_oom", worker_id="gw0")
+    recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
+    [batch] = run.batches
+    assert batch == [("test_m.py::test_oom", ["error", "pass"], ["gw1", "gw0"])]
+
+
+def test_interleaved_workers_running_the_same_test_keep_their_attempts_apart() -> None:
+    run = FakeRun()
+    recorder = _recorder(run)
+    for when in ("setup", "call", "teardown"):
+        fail = when == "call"
+        recorder.pytest_runtest_logreport(
+            _report("test_m.py::t", when, "failed" if fail else "passed", "x", worker_id="gw0")
+        )
+        recorder.pytest_runtest_logreport(_report("test_m.py::t", when, worker_id="gw1"))
+    recorder.pytest_sessionfinish(session=Any, exitstatus=1)  # type: ignore[arg-type]
+    assert run.batches == [[("test_m.py::t", ["fail", "pass"], ["gw0", "gw1"])]]
+
+
+@pytest.mark.parametrize("exitstatus", [2, 3])
+def test_an_interrupted_session_is_flushed_but_not_finished(exitstatus: int) -> None:
+    run = FakeRun()
+    recorder = _recorder(run)
+    _attempt(recorder, "test_m.py::test_done")
+    recorder.pytest_runtest_logreport(_report("test_m.py::test_cut", "setup"))
+    recorder.pytest_sessionfinish(session=Any, exitstatus=exitstatus)  # type: ignore[arg-type]
+    assert run.batches == [[("test_m.py::test_done", ["pass"], [None])]]
+    assert not run.finished
+
+
+def test_a_teardown_error_after_a_pass_is_an_error_and_durations_add_up() -> None:
+    run = FakeRun()
+    recorder = _recorder(run)
+    recorder.pytest_runtest_logreport(_report("test_m.py::t", "setup"))
+    recorder.pytest_runtest_logreport(_report("test_m.py::t", "call"))
+    recorder.pytest_runtest_logreport(_report("test_m.py::t", "teardown", "failed", "bad"))
+    assert [a.outcome for _, a in recorder.done] == ["error"]
+    assert [a.duration_ms for _, a in recorder.done] == [30]
+    assert [a.message for _, a in recorder.done] == ["bad"]

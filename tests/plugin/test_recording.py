@@ -1,0 +1,415 @@
+"""The recording plugin writes one row per attempt, from the xdist controller only, in batches."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from recording_helpers import PLUGIN_ARGS, attempts, outcomes, query, runs
+
+pytestmark = pytest.mark.usefixtures("recording_env")
+
+OUTCOMES_SUITE = """
+import pytest
+
+@pytest.fixture
+def broken_setup():
+    raise RuntimeError("setup exploded")
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown exploded")
+
+def test_pass():
+    pass
+
+def test_fail():
+    assert 1 == 2
+
+def test_setup_error(broken_setup):
+    pass
+
+def test_teardown_error(broken_teardown):
+    pass
+
+def test_skip_call():
+    pytest.skip("not today")
+
+@pytest.mark.skip(reason="marked")
+def test_skip_marker():
+    pass
+
+@pytest.mark.xfail(reason="known")
+def test_xfail():
+    assert False
+
+@pytest.mark.xfail(reason="known")
+def test_xpass():
+    pass
+
+@pytest.mark.xfail(reason="known", strict=True)
+def test_xpass_strict():
+    pass
+
+class TestGroup:
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_param(self, n):
+        assert n
+"""
+
+# Fails on its first two attempts, passes on the third (the counter survives across processes).
+RERUN_SUITE = """
+from pathlib import Path
+import pytest
+
+COUNTER = Path(__file__).with_name("counter.txt")
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("no database")
+
+def test_flaky():
+    runs = int(COUNTER.read_text()) if COUNTER.exists() else 0
+    COUNTER.write_text(str(runs + 1))
+    assert runs >= 2, "not yet"
+
+def test_always_fails():
+    assert False, "always"
+
+def test_setup_always_errors(broken):
+    pass
+
+def test_steady():
+    pass
+"""
+
+# Each test notes the xdist worker it ran on, to compare with what the controller recorded.
+WORKER_SUITE = """
+import os
+from pathlib import Path
+import pytest
+
+WHERE = Path(__file__).with_name("where")
+
+@pytest.mark.parametrize("n", range(8))
+def test_spread(n):
+    WHERE.mkdir(exist_ok=True)
+    (WHERE / str(n)).write_text(os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+# test_d waits until a, b and c are in the history, then SIGKILLs the process writing it
+# (the xdist controller, or the session itself).
+KILLED_SUITE = """
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+DB = Path(__file__).with_name("history.db")
+
+def test_a():
+    pass
+
+def test_b():
+    pass
+
+def test_c():
+    time.sleep(1.2)  # past the recorder's flush interval: a, b and c are written next
+
+def _recorded():
+    try:
+        conn = sqlite3.connect(DB)
+        try:
+            rows = conn.execute("SELECT test_id FROM tests JOIN results ON results.test = tests.id")
+            return {test_id.rsplit("::", 1)[1] for (test_id,) in rows}
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return set()
+
+def test_d():
+    deadline = time.monotonic() + 30
+    while not {"test_a", "test_b", "test_c"} <= _recorded() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    writer = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+    os.kill(writer, signal.SIGKILL)
+    os._exit(0)
+
+def test_e():
+    pass
+"""
+
+
+def _db(pytester: pytest.Pytester) -> Path:
+    return pytester.path / "history.db"
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """An in-process session recording into history.db."""
+    return pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)), *args)
+
+
+def _run_subprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A subprocess session recording into history.db (xdist and killed sessions need one)."""
+    return pytester.runpytest_subprocess(
+        *PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)), *args, timeout=120
+    )
+
+
+def test_serial_session_records_each_outcome(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_outcomes=OUTCOMES_SUITE)
+    result = _run(pytester)
+    result.assert_outcomes(passed=4, failed=2, errors=2, skipped=2, xfailed=1, xpassed=1)
+    db = _db(pytester)
+    assert outcomes(db) == {
+        "test_outcomes.py::test_pass": ["pass"],
+        "test_outcomes.py::test_fail": ["fail"],
+        "test_outcomes.py::test_setup_error": ["error"],
+        "test_outcomes.py::test_teardown_error": ["error"],
+        "test_outcomes.py::test_skip_call": ["skipped"],
+        "test_outcomes.py::test_skip_marker": ["skipped"],
+        "test_outcomes.py::test_xfail": ["skipped"],
+        "test_outcomes.py::test_xpass": ["skipped"],
+        "test_outcomes.py::test_xpass_strict": ["fail"],
+        "test_outcomes.py::TestGroup::test_param[1]": ["pass"],
+        "test_outcomes.py::TestGroup::test_param[2]": ["pass"],
+    }
+    assert {row[2] for rows in attempts(db).values() for row in rows} == {None}
+    [(run_id, suite, worker_count, source, finished)] = runs(db)
+    assert (suite, worker_count, source, finished) == ("default", 1, "pytest", 1)
+    assert len(str(run_id)) == 32  # a fresh uuid4: each local session is its own run
+    files = query(db, "SELECT DISTINCT test_file FROM tests")
+    assert files == [("test_outcomes.py",)]
+    parents = dict(query(db, "SELECT test_id, parent FROM tests"))
+    assert parents["test_outcomes.py::TestGroup::test_param[2]"] == (
+        "test_outcomes.py::TestGroup::test_param"
+    )
+
+
+def test_failure_messages_lead_with_exception_type(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_outcomes=OUTCOMES_SUITE)
+    _run(pytester)
+    messages = dict(
+        query(
+            _db(pytester),
+            "SELECT t.test_id, r.message FROM results r JOIN tests t ON t.id = r.test",
+        )
+    )
+    fail = str(messages["test_outcomes.py::test_fail"])
+    assert fail.splitlines()[0] == "AssertionError: assert 1 == 2"
+    assert "def test_fail():" in fail  # pytest's long report follows the crash line
+    setup = str(messages["test_outcomes.py::test_setup_error"])
+    assert setup.startswith("RuntimeError: setup exploded")
+    teardown = str(messages["test_outcomes.py::test_teardown_error"])
+    assert teardown.startswith("RuntimeError: teardown exploded")
+    assert messages["test_outcomes.py::test_pass"] is None
+    assert messages["test_outcomes.py::test_skip_call"] is None
+    signed = query(
+        _db(pytester),
+        "SELECT count(*) FROM results WHERE outcome IN ('fail', 'error') AND signature IS NULL",
+    )
+    assert signed == [(0,)]
+    durations = query(_db(pytester), "SELECT count(*) FROM results WHERE duration_ms IS NULL")
+    assert durations == [(0,)]
+
+
+def test_each_session_is_a_new_run_and_suite_is_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    _run(pytester).assert_outcomes(passed=1)
+    _run(pytester, "--flaketui-suite", "nightly").assert_outcomes(passed=1)
+    recorded = runs(_db(pytester))
+    assert [row[1] for row in recorded] == ["default", "nightly"]
+    assert recorded[0][0] != recorded[1][0]
+    assert [row[4] for row in recorded] == [1, 1]
+    per_run = query(
+        _db(pytester),
+        "SELECT ru.run_id, r.attempt, r.outcome FROM results r JOIN runs ru ON ru.id = r.run"
+        " ORDER BY ru.id",
+    )
+    assert per_run == [(recorded[0][0], 1, "pass"), (recorded[1][0], 1, "pass")]
+
+
+def test_ini_options_record_relative_to_the_ini_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nflaketui_db = data/ci.db\nflaketui_suite = smoke\n")
+    (pytester.path / "data").mkdir()
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    monkeypatch.chdir(pytester.mkdir("elsewhere"))
+    pytester.runpytest(*PLUGIN_ARGS, str(pytester.path)).assert_outcomes(passed=1)
+    db = pytester.path / "data" / "ci.db"
+    assert [row[1] for row in runs(db)] == ["smoke"]
+    assert outcomes(db) == {"test_one.py::test_ok": ["pass"]}
+
+
+def test_inactive_without_the_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    before = set(pytester.path.iterdir())
+    pytester.runpytest(*PLUGIN_ARGS, "--flaketui-suite", "x").assert_outcomes(passed=1)
+    created = {p.name for p in set(pytester.path.iterdir()) - before}
+    assert not any(name.endswith((".db", ".db-wal", ".db-shm")) for name in created)
+    config = pytester.parseconfigure(*PLUGIN_ARGS)
+    assert config.pluginmanager.get_plugin("flaketui-recorder") is None
+
+
+def test_option_registers_the_recorder(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfigure(*PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)))
+    assert config.pluginmanager.get_plugin("flaketui-recorder") is not None
+
+
+def test_an_xdist_worker_only_annotates_and_never_opens_the_history(
+    pytester: pytest.Pytester,
+) -> None:
+    from flaketui.plugin_recording import register_recorder
+
+    config = pytester.parseconfig(*PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)))
+    config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]
+    register_recorder(config)
+    assert config.pluginmanager.get_plugin("flaketui-recorder") is None
+    assert config.pluginmanager.get_plugin("flaketui-exception-type") is not None
+    assert not _db(pytester).exists()
+
+
+def test_reruns_record_every_attempt_in_order(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_reruns=RERUN_SUITE)
+    result = _run(pytester, "--reruns", "2")
+    assert result.parseoutcomes() == {"passed": 2, "failed": 1, "errors": 1, "rerun": 6}
+    db = _db(pytester)
+    assert outcomes(db) == {
+        "test_reruns.py::test_flaky": ["fail", "fail", "pass"],
+        "test_reruns.py::test_always_fails": ["fail", "fail", "fail"],
+        "test_reruns.py::test_setup_always_errors": ["error", "error", "error"],
+        "test_reruns.py::test_steady": ["pass"],
+    }
+    assert [a for a, _, _ in attempts(db)["test_reruns.py::test_flaky"]] == [1, 2, 3]
+    per_run = dict(
+        query(db, "SELECT t.test_id, tr.outcome FROM test_runs tr JOIN tests t ON t.id = tr.test")
+    )
+    assert per_run["test_reruns.py::test_flaky"] == "flaky"
+    assert per_run["test_reruns.py::test_always_fails"] == "fail"
+    assert per_run["test_reruns.py::test_steady"] == "pass"
+    first_message = query(
+        db,
+        "SELECT r.message FROM results r JOIN tests t ON t.id = r.test"
+        " WHERE t.test_id = 'test_reruns.py::test_flaky' AND r.attempt = 1",
+    )
+    assert str(first_message[0][0]).startswith("AssertionError: not yet")
+
+
+def test_xdist_with_reruns_records_worker_ids_and_count(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_spread=WORKER_SUITE, test_reruns=RERUN_SUITE)
+    result = _run_subprocess(pytester, "-n", "2", "--reruns", "2")
+    assert result.parseoutcomes() == {"passed": 10, "failed": 1, "errors": 1, "rerun": 6}
+    db = _db(pytester)
+    recorded = attempts(db)
+    ran_on = {
+        f"test_spread.py::test_spread[{p.name}]": p.read_text()
+        for p in (pytester.path / "where").iterdir()
+    }
+    assert len(ran_on) == 8
+    assert {tid: recorded[tid] for tid in ran_on} == {
+        tid: [(1, "pass", worker)] for tid, worker in ran_on.items()
+    }
+    assert outcomes(db)["test_reruns.py::test_flaky"] == ["fail", "fail", "pass"]
+    assert outcomes(db)["test_reruns.py::test_setup_always_errors"] == ["error"] * 3
+    # xdist's first scheduling round gives each worker tests, so both ids appear.
+    workers = {row[2] for rows in recorded.values() for row in rows}
+    assert workers == {"gw0", "gw1"}
+    flaky = query(
+        db,
+        "SELECT tr.outcome FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        " WHERE t.test_id = 'test_reruns.py::test_flaky'",
+    )
+    assert flaky == [("flaky",)]
+    assert [(row[2], row[4]) for row in runs(db)] == [(2, 1)]
+
+
+@pytest.mark.parametrize("xdist_args", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_killed_session_stays_unfinished(
+    pytester: pytest.Pytester, xdist_args: tuple[str, ...]
+) -> None:
+    pytester.makepyfile(test_killed=KILLED_SUITE)
+    result = _run_subprocess(pytester, *xdist_args)
+    assert result.ret == -9
+    db = _db(pytester)
+    [(_, _, _, _, finished)] = runs(db)
+    assert finished == 0
+    recorded = outcomes(db)
+    for name in ("test_a", "test_b", "test_c"):
+        assert recorded[f"test_killed.py::{name}"] == ["pass"]
+    assert "test_killed.py::test_d" not in recorded
+
+
+def test_keyboard_interrupt_flushes_but_leaves_the_run_unfinished(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_interrupted="""
+        def test_a():
+            pass
+
+        def test_b():
+            assert False
+
+        def test_c():
+            raise KeyboardInterrupt
+
+        def test_d():
+            pass
+        """
+    )
+    reprec = pytester.inline_run(
+        *PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)), no_reraise_ctrlc=True
+    )
+    assert reprec.ret == pytest.ExitCode.INTERRUPTED
+    db = _db(pytester)
+    assert outcomes(db) == {
+        "test_interrupted.py::test_a": ["pass"],
+        "test_interrupted.py::test_b": ["fail"],
+    }
+    assert [row[4] for row in runs(db)] == [0]
+
+
+def test_a_normal_session_is_finished_even_with_failures(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="def test_bad():\n    assert False\n")
+    result = _run(pytester, "-x")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert [row[4] for row in runs(_db(pytester))] == [1]
+
+
+def _not_sqlite(path: Path) -> None:
+    path.write_text("name,value\nnot,a database\n")
+
+
+def _newer_schema(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 999")
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_not_sqlite, "not a SQLite database"),
+        (_newer_schema, "is newer than this flaketui supports"),
+    ],
+    ids=["not-sqlite", "newer-schema"],
+)
+def test_unusable_history_is_a_one_line_usage_error(
+    pytester: pytest.Pytester, make: object, expected: str
+) -> None:
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    db = _db(pytester)
+    assert callable(make)
+    make(db)
+    before = db.read_bytes()
+    result = _run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1
+    assert errors[0].startswith(f"ERROR: flaketui: {db}: ")
+    assert expected in errors[0]
+    assert db.read_bytes() == before

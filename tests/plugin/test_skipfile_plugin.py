@@ -1,0 +1,378 @@
+"""The plugin honours the skip file: deselects, forgives, reports; in one process and with -n 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import xml.etree.ElementTree as ET
+from collections.abc import Collection
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from flaketui.core.skipfile import SkipEntry, update_skip_file
+from flaketui.core.timeutil import utc_now
+
+# Only the plugins the sessions need: the installed entry points cost seconds per subprocess.
+PLUGIN_ARGS = ("-p", "xdist.plugin", "-p", "flaketui.pytest_plugin")
+
+SUITE = """
+import pytest
+
+def test_pass():
+    pass
+
+def test_quarantined_skip():
+    raise AssertionError("a skip entry must never run")
+
+def test_run_fails():
+    assert False, "quarantined but still run"
+
+def test_run_passes():
+    pass
+
+@pytest.mark.parametrize("x", [1, 2])
+def test_param(x):
+    pass
+
+def test_param_slow():
+    pass
+"""
+SKIP = "test_suite.py::test_quarantined_skip"
+RUN_FAILS = "test_suite.py::test_run_fails"
+RUN_PASSES = "test_suite.py::test_run_passes"
+ALL_IDS = {
+    "test_suite.py::test_pass",
+    SKIP,
+    RUN_FAILS,
+    RUN_PASSES,
+    "test_suite.py::test_param[1]",
+    "test_suite.py::test_param[2]",
+    "test_suite.py::test_param_slow",
+}
+
+
+@pytest.fixture(autouse=True)
+def quiet_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No plugin autoloading, no inherited options, no skip file from the environment."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    for name in ("PYTEST_ADDOPTS", "FLAKETUI_SKIP_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.startswith("PYTEST_XDIST"):
+            monkeypatch.delenv(name, raising=False)
+
+
+def recorded_outcomes(db_path: Path) -> dict[str, list[str]]:
+    """test_id -> outcomes of its attempts, from a history the recorder wrote."""
+    conn = sqlite3.connect(db_path)
+    try:
+        rows = conn.execute(
+            "SELECT t.test_id, r.outcome FROM results r JOIN tests t ON t.id = r.test"
+            " ORDER BY t.test_id, r.attempt"
+        ).fetchall()
+    finally:
+        conn.close()
+    found: dict[str, list[str]] = {}
+    for test_id, outcome in rows:
+        found.setdefault(str(test_id), []).append(str(outcome))
+    return found
+
+
+class Runner:
+    """Runs pytest on the suite in-process, or in a subprocess with two xdist workers."""
+
+    def __init__(self, pytester: pytest.Pytester, xdist: bool) -> None:
+        self.pytester = pytester
+        self.xdist = xdist
+
+    def __call__(self, *args: str) -> pytest.RunResult:
+        if self.xdist:
+            return self.pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "2", *args)
+        return self.pytester.runpytest(*PLUGIN_ARGS, *args)
+
+    def deselected(self, count: int) -> int:
+        """The deselected count pytest reports (the xdist controller never sees deselection)."""
+        return 0 if self.xdist else count
+
+
+@pytest.fixture(params=["single", "xdist"])
+def run(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Runner:
+    """The acceptance checks run twice: in one process and with -n 2."""
+    pytester.makepyfile(test_suite=SUITE)
+    return Runner(pytester, request.param == "xdist")
+
+
+@pytest.fixture
+def single(pytester: pytest.Pytester) -> Runner:
+    """In-process only, for behaviour xdist does not change."""
+    pytester.makepyfile(test_suite=SUITE)
+    return Runner(pytester, xdist=False)
+
+
+def write_skip_file(path: Path, entries: dict[str, str], *, expired: Collection[str] = ()) -> Path:
+    """A real skip file with test id -> mode entries."""
+    now = utc_now()
+
+    def mutate(current: dict[str, SkipEntry]) -> None:
+        for test_id, mode in entries.items():
+            current[test_id] = SkipEntry(
+                test_id=test_id,
+                mode=mode,
+                reason=f"flaky ({mode})",
+                quarantined_at=now - timedelta(days=40),
+                expires=now + (timedelta(days=-1) if test_id in expired else timedelta(days=20)),
+            )
+
+    update_skip_file(path, mutate)
+    return path
+
+
+def ran_ids(xml_path: Path) -> dict[str, str]:
+    """Node id -> outcome of every test case in a JUnit report (pytest's xunit2 naming)."""
+    found: dict[str, str] = {}
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        found[test_id] = (
+            "failed"
+            if kinds & {"failure", "error"}
+            else "skipped"
+            if "skipped" in kinds
+            else "passed"
+        )
+    return found
+
+
+def test_skip_run_expired_and_unmatched_entries(run: Runner, pytester: pytest.Pytester) -> None:
+    write_skip_file(
+        pytester.path / ".quarantine.json",
+        {SKIP: "skip", RUN_FAILS: "run", RUN_PASSES: "run", "test_gone.py::test_gone": "skip"},
+        expired={SKIP},
+    )
+    result = run("--junitxml", "out.xml")
+    # The skip entry is not run; the failing run entry fails in every report but not the session.
+    result.assert_outcomes(passed=5, failed=1, deselected=run.deselected(1))
+    assert result.ret == pytest.ExitCode.OK
+    junit = ran_ids(pytester.path / "out.xml")
+    assert SKIP not in junit
+    assert junit[RUN_FAILS] == "failed"
+    assert junit[RUN_PASSES] == "passed"
+    assert set(junit) == ALL_IDS - {SKIP}
+    assert "a skip entry must never run" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*= flaketui quarantine =*",
+            "deselected 1 quarantined test(s) (mode skip):",
+            f"  {SKIP}  (flaky (skip); until *",
+            "1 quarantined test(s) failed; their failures are reported but do not fail the sess*",
+            f"  {RUN_FAILS}",
+            "EXPIRED: 1 quarantine entry past the expiry date (still honoured; release, fix *",
+            f"  {SKIP}  (*",
+            "1 skip-file entry matches no collected test (renamed or deleted? release them):",
+            "  test_gone.py::test_gone",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [f"*FlaketuiSkipFileWarning: flaketui: quarantine of {SKIP} expired*"]
+    )
+
+
+def test_a_real_failure_still_fails_the_session(run: Runner, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_other="def test_broken():\n    assert False\n")
+    write_skip_file(pytester.path / ".quarantine.json", {RUN_FAILS: "run", SKIP: "skip"})
+    result = run()
+    result.assert_outcomes(passed=5, failed=2, deselected=run.deselected(1))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_quarantined_only_runs_exactly_the_quarantined_tests(
+    run: Runner, pytester: pytest.Pytester
+) -> None:
+    write_skip_file(
+        pytester.path / ".quarantine.json",
+        {SKIP: "skip", RUN_FAILS: "run", "test_suite.py::test_param[2]": "run"},
+    )
+    result = run("--flaketui-quarantined-only", "--junitxml", "out.xml")
+    assert ran_ids(pytester.path / "out.xml") == {
+        SKIP: "failed",
+        RUN_FAILS: "failed",
+        "test_suite.py::test_param[2]": "passed",
+    }
+    result.assert_outcomes(passed=1, failed=2, deselected=run.deselected(4))
+    assert result.ret == pytest.ExitCode.OK  # the nightly job gathers evidence, it does not gate
+    result.stdout.fnmatch_lines(
+        [
+            "quarantined tests only: ran 3, deselected 4 other test(s)",
+            "passed this session (release candidates): 1",
+            "  test_suite.py::test_param[2]",
+            "still failing: 2",
+        ]
+    )
+
+
+def test_broken_marked_skip_file_stops_the_session(run: Runner, pytester: pytest.Pytester) -> None:
+    path = pytester.path / ".quarantine.json"
+    text = '{"format": "flaketui-skip-file", "version": 1, "tests": {'
+    path.write_text(text, encoding="utf-8")
+    result = run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*flaketui skip file: {path}: not valid JSON (line 1, column *"])
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_foreign_discovered_file_is_ignored_with_a_warning(
+    run: Runner, pytester: pytest.Pytester
+) -> None:
+    (pytester.path / ".quarantine.json").write_text(json.dumps({"quarantined": [SKIP]}))
+    result = run()
+    result.assert_outcomes(passed=5, failed=2)
+    result.stdout.fnmatch_lines(
+        ["*FlaketuiSkipFileWarning: flaketui: ignoring *.quarantine.json: not a flaketui skip*"]
+    )
+    assert "flaketui quarantine" not in result.stdout.str()
+
+
+# --- the rest does not depend on xdist: one process is enough --------------------------------
+
+
+def test_family_entries_are_full_ids_without_prefix_matching(
+    single: Runner, pytester: pytest.Pytester
+) -> None:
+    write_skip_file(
+        pytester.path / ".quarantine.json",
+        {"test_suite.py::test_param[1]": "skip", "test_suite.py::test_param": "skip"},
+    )
+    result = single("--junitxml", "out.xml")
+    ran = ran_ids(pytester.path / "out.xml")
+    assert set(ran) == ALL_IDS - {"test_suite.py::test_param[1]"}
+    result.assert_outcomes(passed=4, failed=2, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["1 skip-file entry matches no collected test*", "  test_suite.py::test_param"]
+    )
+
+
+def test_entries_not_collected_in_a_partial_session(
+    single: Runner, pytester: pytest.Pytester
+) -> None:
+    write_skip_file(
+        pytester.path / ".quarantine.json", {SKIP: "skip", "test_gone.py::test_gone": "skip"}
+    )
+    partial = single("test_suite.py::test_pass")
+    partial.assert_outcomes(passed=1)
+    partial.stdout.fnmatch_lines(["2 skip-file entries not collected in this session"])
+    assert "no collected test" not in partial.stdout.str()
+    # -k drops tests after the skip file is matched against the whole collection.
+    by_keyword = single("-k", "test_pass")
+    by_keyword.assert_outcomes(passed=1, deselected=6)
+    by_keyword.stdout.fnmatch_lines(["1 skip-file entry matches no collected test*"])
+
+
+def test_broken_entry_in_a_marked_file_names_the_problem(
+    single: Runner, pytester: pytest.Pytester
+) -> None:
+    path = pytester.path / ".quarantine.json"
+    path.write_text(
+        '{"format": "flaketui-skip-file", "version": 1, "tests": {"t": {"mode": "x"}}}',
+        encoding="utf-8",
+    )
+    result = single()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{path}: tests['t'].mode: expected 'skip' or 'run', got 'x'" in result.stderr.str()
+
+
+def test_explicit_unreadable_file_is_a_usage_error(
+    single: Runner, pytester: pytest.Pytester
+) -> None:
+    foreign = pytester.path / "foreign.json"
+    foreign.write_text("[]", encoding="utf-8")
+    result = single("--flaketui-skip-file", str(foreign))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{foreign}: not a flaketui skip file*"])
+    missing = single("--flaketui-skip-file", "missing.json")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*missing.json (--flaketui-skip-file): file not found*"])
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester
+
+
+def test_env_var_ini_and_pyproject_choose_the_file(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_skip_file(suite.path / "by_env.json", {SKIP: "skip"})
+    (suite.path / "ci").mkdir()
+    write_skip_file(suite.path / "ci" / "by_ini.json", {SKIP: "skip"})
+    write_skip_file(suite.path / "by_pyproject.json", {SKIP: "skip"})
+    (suite.path / ".quarantine.json").write_text("broken on purpose")  # must not be read
+    suite.makepyprojecttoml(
+        '[tool.pytest.ini_options]\nflaketui_skip_file = "ci/by_ini.json"\n'
+        '[tool.flaketui]\nskip_file = "by_pyproject.json"\n'
+    )
+    monkeypatch.setenv("FLAKETUI_SKIP_FILE", str(suite.path / "by_env.json"))
+    suite.runpytest(*PLUGIN_ARGS).stdout.fnmatch_lines(
+        ["flaketui: skip file *by_env.json (FLAKETUI_SKIP_FILE; 1 skip, 0 run)"]
+    )
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE")
+    suite.runpytest(*PLUGIN_ARGS).stdout.fnmatch_lines(
+        ["flaketui: skip file *ci/by_ini.json (ini option*"]
+    )
+    suite.makepyprojecttoml('[tool.flaketui]\nskip_file = "by_pyproject.json"\n')
+    result = suite.runpytest(*PLUGIN_ARGS)
+    result.stdout.fnmatch_lines(
+        ["flaketui: skip file *by_pyproject.json ([[]tool.flaketui] skip_file*"]
+    )
+    result.assert_outcomes(passed=5, failed=1, deselected=1)
+
+
+def test_no_skip_file_option_ignores_everything(suite: pytest.Pytester) -> None:
+    (suite.path / ".quarantine.json").write_text("broken on purpose")
+    suite.runpytest(*PLUGIN_ARGS, "--flaketui-no-skip-file").assert_outcomes(passed=5, failed=2)
+
+
+def test_without_a_skip_file_the_plugin_stays_silent(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*PLUGIN_ARGS)
+    result.assert_outcomes(passed=5, failed=2)
+    assert "flaketui" not in result.stdout.str()
+
+
+def test_hand_added_entry_is_honoured(suite: pytest.Pytester) -> None:
+    (suite.path / ".quarantine.json").write_text(
+        json.dumps({"format": "flaketui-skip-file", "version": 1, "tests": {SKIP: {}}})
+    )
+    result = suite.runpytest(*PLUGIN_ARGS)
+    result.assert_outcomes(passed=5, failed=1, deselected=1)
+    result.stdout.fnmatch_lines([f"  {SKIP}  (no reason given; hand-added)"])
+
+
+def test_recording_and_honouring_in_one_session(suite: pytest.Pytester) -> None:
+    write_skip_file(suite.path / ".quarantine.json", {SKIP: "skip", RUN_FAILS: "run"})
+    db = suite.path / "history.db"
+    result = suite.runpytest_subprocess(*PLUGIN_ARGS, "-n", "2", "--flaketui-db", str(db))
+    assert result.ret == pytest.ExitCode.OK
+    recorded = recorded_outcomes(db)
+    assert SKIP not in recorded  # deselected tests are simply not run, so not recorded
+    assert recorded[RUN_FAILS] == ["fail"]
+    assert set(recorded) == ALL_IDS - {SKIP}
+
+
+def test_quarantined_only_with_nothing_quarantined_succeeds(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*PLUGIN_ARGS, "--flaketui-quarantined-only")
+    result.assert_outcomes(deselected=7)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["quarantined tests only: ran 0, deselected 7 other test(s)"])
+
+
+def test_broken_tool_flaketui_table_matters_only_when_it_is_used(suite: pytest.Pytester) -> None:
+    suite.makepyprojecttoml("[tool.flaketui]\nno_such_setting = 1\n")
+    result = suite.runpytest(*PLUGIN_ARGS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*flaketui: *unknown setting 'no_such_setting'*"])
+    write_skip_file(suite.path / "q.json", {SKIP: "skip"})
+    given = suite.runpytest(*PLUGIN_ARGS, "--flaketui-skip-file", "q.json")
+    given.assert_outcomes(passed=5, failed=1, deselected=1)

@@ -1,0 +1,236 @@
+"""Pilot tests of the app: every action against a small real history."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from pathlib import Path
+
+from textual.widgets import Input, Select
+from tui_history import AUTH, BILLING, CART, NOW, SEARCH, record_run
+
+from flaketui.core.skipfile import read_skip_file
+from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.screens.detail import DetailScreen
+from flaketui.tui.screens.export_modal import ExportModal
+from flaketui.tui.screens.quarantine_modal import QuarantineModal
+from flaketui.tui.widgets.flake_table import FlakeTable
+
+SIZE = (160, 48)
+
+
+def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
+    return make_app(
+        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
+    )
+
+
+async def _settle(pilot: object) -> None:
+    """Wait until every worker is done and the messages they posted are handled."""
+    app = pilot.app  # type: ignore[attr-defined]
+    for _ in range(3):
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+
+
+def _targets(app: FlaketuiApp) -> list[str]:
+    table = app.main_screen.query_one(FlakeTable)
+    return [table.rows_by_key[str(key.value)].target for key in table.rows]
+
+
+def _audit(history: Path) -> list[tuple[str, str, str]]:
+    conn = sqlite3.connect(history)
+    try:
+        return conn.execute("SELECT action, test_id, source FROM audit_log ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+async def test_list_views_filter_and_sort(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        # Ranked by damage; regressions and healthy tests are not in the flaky list.
+        targets = _targets(app)
+        assert targets[0] == f"{BILLING}[gbp]" and AUTH in targets and len(targets) == 5
+        assert SEARCH not in targets and CART not in targets
+        damages = [t.scores.damage for t in app.main_screen.visible_tests()]
+        assert damages == sorted(damages, reverse=True)
+        # Views.
+        await pilot.press("2")
+        assert _targets(app) == [SEARCH]
+        await pilot.press("4")
+        assert len(_targets(app)) == 7
+        await pilot.press("3")
+        assert _targets(app) == []
+        await pilot.press("1")
+        # The filter narrows by id, then by signature text; Esc clears it.
+        await pilot.press("slash", *"login")
+        assert _targets(app) == [AUTH]
+        await pilot.press("escape")
+        assert len(_targets(app)) == 5
+        await pilot.press("slash", *"database is locked", "enter")
+        assert sorted(_targets(app)) == sorted(
+            f"{BILLING}[{p}]" for p in ("usd", "eur", "gbp", "jpy")
+        )
+        await pilot.press("escape")
+        # Sort by a column, then reverse it.
+        await pilot.press("s", "s")  # rank, then test id
+        assert app.main_screen.state.sort_column == "test"
+        assert _targets(app) == sorted(_targets(app))
+        await pilot.press("S")
+        assert _targets(app) == sorted(_targets(app), reverse=True)
+
+
+async def test_grouping_toggles_and_expands(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("f")
+        assert _targets(app) == [BILLING, AUTH]  # the pooled family outranks the lone test
+        await pilot.press("space")
+        assert len(_targets(app)) == 6
+        assert all(t.startswith(BILLING) for t in _targets(app)[:5])
+        await pilot.press("space")
+        assert len(_targets(app)) == 2
+        await pilot.press("f")
+        assert len(_targets(app)) == 5
+        await pilot.press("g")
+        table = app.main_screen.query_one(FlakeTable)
+        kinds = [table.rows_by_key[str(k.value)].kind for k in table.rows]
+        assert kinds == ["group", "group"]
+        await pilot.press("enter")  # Enter on a signature group expands it
+        assert len(_targets(app)) == 6
+        assert not isinstance(app.screen, DetailScreen)
+
+
+async def test_enter_opens_detail_family_pivot_rises_with_workers(
+    history: Path, tmp_path: Path
+) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("f", "enter")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        assert screen.data is not None
+        rows = screen.data.pivot.by_worker_count
+        assert [r.key for r in rows] == ["1", "4", "8", "16"]
+        rates = [r.fail_rate for r in rows]
+        assert rates == sorted(rates) and rates[-1] > rates[0]
+        assert "-n 16" in screen.data.repro
+        assert screen.data.members[0].test_id == f"{BILLING}[gbp]"
+        await pilot.press("c")
+        assert app.clipboard == screen.data.repro
+        await pilot.press("escape")
+        assert app.screen is app.main_screen
+        # A regression's detail offers a bisect between its last good and first bad commits.
+        await pilot.press("f", "2", "enter")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen) and screen.data is not None
+        assert screen.data.repro.startswith("git bisect start 0040")
+        assert "0039" in screen.data.repro
+        assert len(screen.data.outcomes) == 60
+
+
+async def test_quarantine_then_release_from_the_list(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    skip_path = tmp_path / "quarantine.json"
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        # Cancelling writes nothing.
+        await pilot.press("q", "escape")
+        await _settle(pilot)
+        assert not skip_path.exists() and _audit(history) == []
+        # Quarantine the top test with a ticket.
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuarantineModal)
+        await pilot.click("#ticket")
+        await pilot.press(*"JIRA-7", "ctrl+s")
+        await _settle(pilot)
+        skip = read_skip_file(skip_path, explicit=True)
+        assert skip is not None
+        entry = skip.entries[f"{BILLING}[gbp]"]
+        assert entry.mode == "skip" and entry.ticket == "JIRA-7"
+        assert "flaky runs" in entry.reason
+        assert _audit(history) == [("quarantine", f"{BILLING}[gbp]", "app")]
+        assert any("quarantine.json" in n.message for n in app._notifications)
+        # The Quarantined view lists it; release removes it.
+        await pilot.press("3")
+        assert _targets(app) == [f"{BILLING}[gbp]"]
+        await pilot.press("u")
+        await _settle(pilot)
+        skip = read_skip_file(skip_path, explicit=True)
+        assert skip is not None and skip.entries == {}
+        assert [a[0] for a in _audit(history)] == ["quarantine", "release"]
+        assert _targets(app) == []
+
+
+async def test_readonly_history_refuses_quarantine(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    app.source.readonly = True
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, QuarantineModal)
+        assert "read-only" in str(app.main_screen.query_one("#header").render())
+        assert _audit(history) == []
+
+
+async def test_export_writes_parseable_files(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        for fmt in ("json", "csv"):
+            await pilot.press("e")
+            await pilot.pause()
+            modal = app.screen
+            assert isinstance(modal, ExportModal)
+            modal.query_one("#format", Select).value = fmt
+            await pilot.pause()
+            modal.query_one("#path", Input).value = str(tmp_path / f"out.{fmt}")
+            await pilot.press("ctrl+s")
+            await _settle(pilot)
+    doc = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    ids = [item["test_id"] for item in doc["items"]]
+    assert ids[0] == f"{BILLING}[gbp]" and len(ids) == 5
+    rows = list(csv.DictReader((tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()))
+    assert [row["test_id"] for row in rows] == ids
+
+
+async def test_refresh_picks_up_a_run_ingested_while_open(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        data = app.main_screen.data
+        assert data is not None
+        app.check_history()  # nothing changed: no reload
+        await _settle(pilot)
+        assert app.main_screen.data is data
+        before = next(t for t in data.report.tests if t.test_id == CART).scores.runs
+        record_run(history, 60, NOW.replace(hour=17))
+        app.check_history()
+        await _settle(pilot)
+        data = app.main_screen.data
+        assert data is not None
+        assert next(t for t in data.report.tests if t.test_id == CART).scores.runs == before + 1
+
+
+async def test_command_palette_and_help(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("ctrl+p", *"group by family")
+        await pilot.pause(0.3)  # the palette searches in a task of its own
+        await pilot.press("enter")
+        await _settle(pilot)
+        assert app.main_screen.state.grouping == "family"
+        await pilot.press("question_mark")
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape")
+        assert app.screen is app.main_screen

@@ -1,0 +1,77 @@
+"""`flaketui open` validates the history before any screen appears."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.commands import cli
+from flaketui.core.store import SCHEMA_VERSION
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def _error_line(output: str) -> str:
+    lines = output.strip().splitlines()
+    assert len(lines) == 1, output
+    assert lines[0].startswith("Error: "), output
+    return lines[0]
+
+
+def test_missing_history_is_one_line_error(tmp_path: Path) -> None:
+    code, output = _run(str(tmp_path / "nope.db"))
+    assert code == 1
+    assert "does not exist" in _error_line(output)
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_directory_is_refused(tmp_path: Path) -> None:
+    code, output = _run("open", str(tmp_path))
+    assert code == 1
+    assert "directory" in _error_line(output)
+
+
+def test_non_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    path.write_text("not a database\n")
+    code, output = _run(str(path))
+    assert code == 1
+    assert "not a SQLite database" in _error_line(output)
+    assert path.read_text() == "not a database\n"
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    code, output = _run(str(path))
+    assert code == 1
+    assert "newer" in _error_line(output)
+
+
+def test_bad_now_is_refused(tmp_path: Path) -> None:
+    code, output = _run(str(tmp_path / "x.db"), "--now", "yesterday")
+    assert code == 1
+    assert "ISO 8601" in _error_line(output)
+
+
+def test_valid_history_starts_the_app(monkeypatch: pytest.MonkeyPatch, history: Path) -> None:
+    started: list[object] = []
+    from flaketui.tui.app import FlaketuiApp
+
+    monkeypatch.setattr(FlaketuiApp, "run", lambda self: started.append(self))
+    code, output = _run(str(history), "--now", "2026-11-30T18:00:00Z", "--skip-file", "q.json")
+    assert code == 0, output
+    app = started[0]
+    assert isinstance(app, FlaketuiApp)
+    assert app.source.requested_now is not None
+    assert app.source.skip_path.name == "q.json"

@@ -1,0 +1,84 @@
+"""Snapshots of the app on the committed sample history (fixed size, fixed now, no blink)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from flaketui.core.timeutil import parse_iso
+from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.widgets.flake_table import FlakeTable
+
+SIZE = (160, 48)
+NOW = parse_iso("2026-11-30T18:00:00Z")
+
+
+@pytest.fixture
+def sample_app(
+    sample_history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> FlaketuiApp:
+    """The app on a copy of the sample history, opened by relative paths (stable text)."""
+    shutil.copyfile(sample_history, tmp_path / "history.db")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    return make_app(
+        "history.db",
+        now=NOW,
+        skip_file="quarantine.json",
+        cursor_blink=False,
+        watch=False,
+    )
+
+
+async def _settle(pilot: Pilot[Any]) -> None:
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+async def _focus_row(pilot: Pilot[Any], needle: str) -> None:
+    app: FlaketuiApp = pilot.app  # type: ignore[assignment]
+    table = app.main_screen.query_one(FlakeTable)
+    keys = [str(key.value) for key in table.rows]
+    index = next(i for i, key in enumerate(keys) if needle in key)
+    table.move_cursor(row=index, animate=False)
+    await pilot.pause()
+
+
+def test_main_list(snap_compare: Any, sample_app: FlaketuiApp) -> None:
+    assert snap_compare(sample_app, terminal_size=SIZE, run_before=_settle)
+
+
+def test_grouped_by_family(snap_compare: Any, sample_app: FlaketuiApp) -> None:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _settle(pilot)
+        await pilot.press("4", "f")
+        await _focus_row(pilot, "g:tests/billing/")
+        await pilot.press("space")
+        await pilot.pause()
+
+    assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_detail_of_the_billing_family(snap_compare: Any, sample_app: FlaketuiApp) -> None:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _settle(pilot)
+        await pilot.press("4", "f")
+        await _focus_row(pilot, "g:tests/billing/")
+        await pilot.press("enter")
+        await _settle(pilot)
+
+    assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_quarantine_modal(snap_compare: Any, sample_app: FlaketuiApp) -> None:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _settle(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+
+    assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)

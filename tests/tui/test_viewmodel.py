@@ -1,0 +1,163 @@
+"""The view logic of the list, without Textual: formatting, filter, grouping, sort, repro."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flaketui.core import results
+from flaketui.core.results import GroupVerdict, Report, Scores
+from flaketui.tui.viewmodel import (
+    SPARK_BLOCKS,
+    ViewContext,
+    ViewState,
+    build_rows,
+    next_in_cycle,
+    relative_time,
+    repro_command,
+    short_id,
+    sparkline,
+    worst_worker_count,
+)
+
+NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+
+
+def _test(
+    test_id: str, verdict: str, damage: float, rank: int | None, owner: str = ""
+) -> results.TestVerdict:
+    return results.TestVerdict(
+        test_id=test_id,
+        parent=test_id.split("[")[0],
+        suite="unit",
+        test_file=None,
+        scores=Scores(runs=20, damage=damage),
+        verdict=verdict,
+        reason="r",
+        rank=rank,
+        owner=owner or None,
+        signature_text="TimeoutError" if "net" in test_id else "AssertionError",
+    )
+
+
+def _report() -> Report:
+    tests = [
+        _test("t.py::fam[a]", "flaky", 3.0, 2, "@pay"),
+        _test("t.py::fam[b]", "flaky", 4.0, 1, "@pay"),
+        _test("t.py::net", "flaky", 1.0, 3, "@net"),
+        _test("t.py::broken", "regression", 0.5, None),
+        _test("t.py::ok", "healthy", 0.0, None),
+    ]
+    family = GroupVerdict(
+        "t.py::fam",
+        "t.py::fam",
+        ["t.py::fam[a]", "t.py::fam[b]"],
+        Scores(damage=6.0),
+        "flaky",
+        "r",
+        1,
+    )
+    return Report(NOW, 90, {}, tests, [family], [])
+
+
+def _targets(state: ViewState) -> list[str]:
+    return [r.target for r in build_rows(_report(), state, ViewContext(NOW))]
+
+
+def test_flaky_view_is_ranked_and_excludes_other_verdicts() -> None:
+    assert _targets(ViewState()) == ["t.py::fam[b]", "t.py::fam[a]", "t.py::net"]
+    assert _targets(ViewState(view="regressions")) == ["t.py::broken"]
+    assert len(_targets(ViewState(view="all"))) == 5
+
+
+def test_filter_matches_id_owner_and_signature() -> None:
+    assert _targets(ViewState(filter_text="NET")) == ["t.py::net"]
+    assert _targets(ViewState(filter_text="@pay")) == ["t.py::fam[b]", "t.py::fam[a]"]
+    assert _targets(ViewState(filter_text="timeouterror")) == ["t.py::net"]
+
+
+def test_family_grouping_collapses_and_expands() -> None:
+    state = ViewState(grouping="family")
+    assert _targets(state) == ["t.py::fam", "t.py::net"]
+    state.expanded.add("t.py::fam")
+    rows = build_rows(_report(), state, ViewContext(NOW))
+    assert [r.kind for r in rows] == ["group", "member", "member", "test"]
+    assert rows[0].cells[1].startswith("▾")
+
+
+def test_sort_by_column_and_reverse() -> None:
+    assert _targets(ViewState(sort_column="damage")) == [
+        "t.py::net",
+        "t.py::fam[a]",
+        "t.py::fam[b]",
+    ]
+    state = ViewState(sort_column="damage", sort_reverse=True)
+    assert _targets(state)[0] == "t.py::fam[b]"
+
+
+def test_relative_time() -> None:
+    assert relative_time(None, NOW) == "—"
+    assert relative_time(NOW - timedelta(minutes=5), NOW) == "5m ago"
+    assert relative_time(NOW - timedelta(hours=3), NOW) == "3h ago"
+    assert relative_time(NOW - timedelta(days=3), NOW) == "3d ago"
+    assert relative_time(NOW - timedelta(days=30), NOW) == "4w ago"
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1), max_size=40))
+def test_sparkline_has_one_block_per_value(values: list[float]) -> None:
+    line = sparkline(values)
+    assert len(line) == len(values)
+    assert set(line) <= set(SPARK_BLOCKS)
+
+
+@given(st.text(min_size=1, max_size=200))
+def test_short_id_keeps_the_tail(test_id: str) -> None:
+    shown = short_id(test_id, 20)
+    assert len(shown) <= max(20, len(test_id) if len(test_id) <= 20 else 20)
+    assert test_id.endswith(shown.lstrip("…"))
+
+
+def test_repro_commands() -> None:
+    assert repro_command("t.py::x[a b]", "flaky", worst_worker_count=16) == (
+        "pytest 't.py::x[a b]' --count=50 -n 16 -p no:randomly"
+    )
+    assert repro_command("t.py::x", "flaky", worst_worker_count=1) == (
+        "pytest t.py::x --count=50 -p no:randomly"
+    )
+    assert repro_command("t.py::x", "regression", first_bad="abc", last_good="def") == (
+        "git bisect start abc def && git bisect run pytest t.py::x"
+    )
+
+
+def test_worst_worker_count_prefers_the_highest_rate() -> None:
+    class Row:
+        def __init__(self, key: str, runs: int, rate: float) -> None:
+            self.key, self.runs, self.fail_rate, self.wilson_low = key, runs, rate, rate / 2
+
+    assert worst_worker_count([Row("1", 10, 0.0), Row("8", 10, 0.5), Row("16", 0, 0.0)]) == 8
+    assert worst_worker_count([]) is None
+
+
+def test_next_in_cycle_wraps() -> None:
+    assert next_in_cycle([None, "a", "b"], None) == "a"
+    assert next_in_cycle([None, "a", "b"], "b") is None
+    assert next_in_cycle([None, "a"], "gone") is None
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1), max_size=40))
+def test_braille_sparkline_packs_two_values_per_cell(values: list[float]) -> None:
+    from flaketui.tui.viewmodel import braille_sparkline
+
+    line = braille_sparkline(values)
+    assert len(line) == (len(values) + 1) // 2
+    assert all(0x2800 < ord(ch) <= 0x28FF for ch in line)
+
+
+def test_braille_sparkline_rises_with_the_score() -> None:
+    from flaketui.tui.viewmodel import braille_sparkline
+
+    low, high = braille_sparkline([0.0, 0.0]), braille_sparkline([1.0, 1.0])
+    assert bin(ord(low) - 0x2800).count("1") == 2
+    assert bin(ord(high) - 0x2800).count("1") == 8
