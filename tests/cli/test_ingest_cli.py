@@ -27,7 +27,9 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def junit(path: Path, *cases: str, timestamp: str | None = None) -> Path:
     stamp = f' timestamp="{timestamp}"' if timestamp else ""
-    path.write_text(f'<?xml version="1.0"?>\n<testsuite name="s"{stamp}>{"".join(cases)}</testsuite>\n')
+    path.write_text(
+        f'<?xml version="1.0"?>\n<testsuite name="s"{stamp}>{"".join(cases)}</testsuite>\n'
+    )
     return path
 
 
@@ -177,9 +179,7 @@ def _bad_input(tmp_path: Path, kind: str) -> tuple[list[str | Path], Path]:
         "timestamp", "branch-kind", "worker-count", "worker-count-zero", "nothing",
     ],
 )  # fmt: skip
-def test_bad_input_is_one_line_and_leaves_the_database_unchanged(
-    tmp_path: Path, kind: str
-) -> None:
+def test_bad_input_is_one_line_and_leaves_the_database_unchanged(tmp_path: Path, kind: str) -> None:
     junit(tmp_path / "seed.xml", case("seed"))
     assert run(tmp_path / "h.db", tmp_path / "seed.xml").exit_code == 0
     args, db = _bad_input(tmp_path, kind)
@@ -203,9 +203,7 @@ def test_missing_report_does_not_create_the_database(tmp_path: Path) -> None:
 
 
 def write_manifest(path: Path, entries: list[dict[str, object] | str]) -> Path:
-    path.write_text(
-        "".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in entries)
-    )
+    path.write_text("".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in entries))
     return path
 
 
@@ -214,7 +212,9 @@ def test_manifest_of_500_runs_lands_in_one_command_and_is_idempotent(tmp_path: P
     reports.mkdir()
     entries: list[dict[str, object] | str] = []
     for n in range(500):
-        junit(reports / f"r{n}.xml", case("test_a"), case("test_b", "fail" if n % 7 == 0 else "pass"))
+        junit(
+            reports / f"r{n}.xml", case("test_a"), case("test_b", "fail" if n % 7 == 0 else "pass")
+        )
         entries.append(
             {
                 "file": f"artifacts/r{n}.xml",
@@ -266,7 +266,11 @@ def test_manifest_refuses_bad_lines_by_number_and_lands_the_rest(tmp_path: Path)
     result = run(db, "--manifest", manifest)
     assert result.exit_code == 1
     assert "Traceback" not in result.output
-    refused = sorted(int(line.split(":")[0].split()[1]) for line in result.output.splitlines() if line.startswith("line "))
+    refused = sorted(
+        int(line.split(":")[0].split()[1])
+        for line in result.output.splitlines()
+        if line.startswith("line ")
+    )
     assert refused == [2, 4, 8, 9, 10, 11, 12]
     assert "missing.xml" in result.output and "broken.xml" in result.output
     assert "3 run(s) landed with 4 result(s)" in result.output

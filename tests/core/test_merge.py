@@ -22,7 +22,9 @@ def record(db: sqlite_utils.Database, run_id: str, hours: int, cases: dict[str, 
         db, RunMeta(run_id=run_id, ts=T0 + timedelta(hours=hours), changed_files=["t/a.py"])
     )
     recorder.add(
-        CaseResult(tid, None, [Attempt(o, 1, f"Error {tid} 42" if o == "fail" else None) for o in outs])
+        CaseResult(
+            tid, None, [Attempt(o, 1, f"Error {tid} 42" if o == "fail" else None) for o in outs]
+        )
         for tid, outs in cases.items()
     )
     recorder.finish()

@@ -13,9 +13,9 @@ from flaketui.core.config import Config
 from flaketui.core.ingest.runmeta import (
     RunMetaError,
     branch_kind_for,
+    file_of_test,
     normalise_path,
     resolve_run_meta,
-    file_of_test,
 )
 from flaketui.core.models import RunMeta
 
@@ -135,7 +135,11 @@ def test_circleci(no_git: Path) -> None:
         "CIRCLE_BUILD_URL": "https://circleci.com/55",
     }
     meta = resolve(env, no_git)
-    assert (meta.run_id, meta.branch_kind, meta.commit_sha) == ("circleci-wf-test", "release", "aaa")
+    assert (meta.run_id, meta.branch_kind, meta.commit_sha) == (
+        "circleci-wf-test",
+        "release",
+        "aaa",
+    )
     without_workflow = {k: v for k, v in env.items() if k != "CIRCLE_WORKFLOW_ID"}
     assert resolve(without_workflow, no_git).run_id == "circleci-55"
 

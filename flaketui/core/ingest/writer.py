@@ -28,7 +28,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
 from flaketui.core.ingest.junit import iter_cases
 from flaketui.core.ingest.redact import clean_message
-from flaketui.core.ingest.runmeta import apply_defaults, normalise_path, file_of_test
+from flaketui.core.ingest.runmeta import apply_defaults, file_of_test, normalise_path
 from flaketui.core.models import OUTCOMES, CaseResult, RunMeta
 from flaketui.core.signatures import sign
 from flaketui.core.store import transaction
