@@ -42,7 +42,7 @@ def day_at(day: int, hhmm: str) -> datetime:
     return midnight + timedelta(days=day, hours=hours, minutes=minutes)
 
 
-# ---- the stories (issue 2): every fact later tests assert on lives here -----------------------
+# ---- the stories: every fact later tests assert on lives here -----------------------
 STORY: dict[str, dict[str, Any]] = {
     "regression": {
         "test_id": "tests/api/test_orders.py::test_order_total_includes_discount",
@@ -107,7 +107,7 @@ STORY: dict[str, dict[str, Any]] = {
         "test_id": "tests/api/test_rate_limit.py::test_burst_limit_per_token",
         "added_at": day_at(-3, "10:20"),
         "changed_files": ["src/acme/api/rate_limit.py", "tests/api/test_rate_limit.py"],
-        "flaky_executions": [2, 6],  # 0-based executions that fail once, then pass
+        "flaky_executions": [4, 13],  # 0-based executions that fail once, then pass
     },
     "pr_edits_test": {
         "test_id": "tests/billing/test_tax.py::test_vat_rounding_half_even",
@@ -160,20 +160,13 @@ EXPECT: dict[str, str] = {
     "provider_outage": "runs tagged provider-outage at ingest: excluded from scoring, greyed",
     "crash": "verdict flaky; its failures are errors (flakyError), passing on retry",
     "new_test": "first seen on added_at; inside the 7-day grace (flag new), a flake or two",
-    "pr_edits_test": "not flaky: its only failures are in runs whose commit edited its file",
+    "pr_edits_test": "not flaky: outside the outage it fails only where the commit edited its file",
     "shared_signature": "the listed tests share one signature; other_cause_test_id does not",
     "disk_full": "untagged run where most unit tests errored: an incident proposal",
     "skipped": "always skipped: no counted runs",
 }
 
 # ---- writing -----------------------------------------------------------------------------------
-
-SAMPLE_REPORTS = {  # file name in reports/ -> how to pick the run
-    "main-unit.xml": "main unit run with 4 workers and at least one retried test",
-    "pr-unit-retries.xml": "PR unit run in which a test failed and passed on retry",
-    "nightly-16-workers.xml": "nightly run (16 workers, suite nightly)",
-    "outage-unit.xml": "main unit run during the provider outage (incident provider-outage)",
-}
 
 
 def manifest_entry(run: Run, files: list[str]) -> dict[str, object]:
@@ -222,6 +215,7 @@ def write_reports(runs: list[Run], folder: Path) -> tuple[Path, dict[str, Run], 
 
 
 def _pick_sample(samples: dict[str, Run], run: Run, cases: list) -> None:
+    """Keep the first outage unit run, a recent nightly, main unit and PR unit run with retries."""
     retried = any(len(c.attempts) > 1 and c.attempts[-1][0] == "pass" for c in cases)
     if run.incident and run.suite == "unit":
         samples.setdefault("outage-unit.xml", run)

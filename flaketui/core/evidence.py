@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,18 +41,26 @@ def counted_runs_cte(
     suite: str | None = None,
     branch_kind: str | None = None,
     test_ids: Sequence[str] | None = None,
+    test_pks: Sequence[int] | None = None,
     name: str = "counted",
 ) -> tuple[str, dict[str, Any]]:
     """CTE text `<name>_runs AS (...), <name> AS (...)` and its named parameters.
 
     Use it as `f"WITH {cte} SELECT ... FROM {name} ..."`. Columns of `<name>`: test (tests.id),
     run (runs.id), ts, outcome, bad, attempts, failed_attempts, worker_id, signature
-    (signatures.id), suite, branch_kind, commit_sha, worker_count. Parameters are named
+    (signatures.id), suite, branch_kind, commit_sha, worker_count, and per run: weight (seed
+    004's recency weight as of now), is_main (0/1), gating (0/1: suite not non-gating).
+    `test_ids` (tests.test_id) or `test_pks` (tests.id) restrict it to some tests and drive the
+    scan from them (index range reads instead of a full scan). Parameters are named
     `:<name>_...` so several CTEs can share one statement.
     """
     params: dict[str, Any] = {
         f"{name}_start": to_iso(now - timedelta(days=config.window_days)),
         f"{name}_end": to_iso(now),
+        f"{name}_decay": -LN2 / config.half_life_days,
+        f"{name}_main_weight": config.main_weight,
+        f"{name}_other_weight": config.other_weight,
+        f"{name}_non_gating": json.dumps(list(config.non_gating_suites)),
     }
     run_filters = ""
     if suite is not None:
@@ -61,26 +69,39 @@ def counted_runs_cte(
     if branch_kind is not None:
         run_filters += f" AND r.branch_kind = :{name}_branch_kind"
         params[f"{name}_branch_kind"] = branch_kind
-    test_filter = ""
-    if test_ids is not None:
-        test_filter = (
-            f" AND tr.test IN (SELECT id FROM tests WHERE test_id IN "
-            f"(SELECT value FROM json_each(:{name}_tests)))"
+    focus = ""
+    source = f"test_runs tr CROSS JOIN {name}_runs cr ON cr.id = tr.run"
+    if test_ids is not None or test_pks is not None:
+        if test_ids is not None:
+            params[f"{name}_tests"] = json.dumps(list(test_ids))
+            picked = f"SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(:{name}_tests))"
+        else:
+            params[f"{name}_pks"] = json.dumps([int(pk) for pk in test_pks or ()])
+            picked = f"SELECT DISTINCT value FROM json_each(:{name}_pks)"
+        focus = f"{name}_focus(test) AS MATERIALIZED ({picked}),"
+        # CROSS JOIN fixes the join order: focused tests first, then their rows by key.
+        source = (
+            f"{name}_focus f CROSS JOIN test_runs tr ON tr.test = f.test "
+            f"CROSS JOIN {name}_runs cr ON cr.id = tr.run"
         )
-        params[f"{name}_tests"] = json.dumps(list(test_ids))
-    sql = f"""
-{name}_runs AS (
-    SELECT r.id, r.suite, r.branch_kind, r.commit_sha, r.worker_count
+    sql = f"""{focus}
+{name}_runs AS MATERIALIZED (
+    SELECT r.id, r.suite, r.branch_kind, r.commit_sha, r.worker_count,
+        r.branch_kind = 'main' AS is_main,
+        r.suite NOT IN (SELECT value FROM json_each(:{name}_non_gating)) AS gating,
+        exp(:{name}_decay * max(0.0, julianday(:{name}_end) - julianday(r.ts)))
+            * CASE WHEN r.branch_kind = 'main' THEN :{name}_main_weight
+                   ELSE :{name}_other_weight END AS weight
     FROM runs r
     WHERE r.ts > :{name}_start AND r.ts <= :{name}_end AND r.incident IS NULL{run_filters}
 ),
 {name} AS (
     SELECT tr.test, tr.run, tr.ts, tr.outcome, tr.bad, tr.attempts, tr.failed_attempts,
            tr.worker_id, tr.signature, cr.suite, cr.branch_kind, cr.commit_sha,
-           cr.worker_count
-    FROM test_runs tr JOIN {name}_runs cr ON cr.id = tr.run
+           cr.worker_count, cr.weight, cr.is_main, cr.gating
+    FROM {source}
     WHERE tr.ts > :{name}_start AND tr.ts <= :{name}_end
-      AND tr.outcome <> 'skipped' AND tr.edited = 0{test_filter}
+      AND tr.outcome <> 'skipped' AND tr.edited = 0
 )"""
     return sql, params
 
@@ -106,7 +127,9 @@ units AS (
 )"""
 
 _SIGNATURE_UNITS = """
-members AS (SELECT CAST(key AS INTEGER) AS test, value AS sig FROM json_each(:members)),
+members AS MATERIALIZED (
+    SELECT CAST(key AS INTEGER) AS test, value AS sig FROM json_each(:members)
+),
 units AS (
     SELECT m.sig AS key, c.run, min(c.ts) AS ts, max(c.bad) AS bad,
            max(c.outcome = 'flaky') AS flaky, max(c.outcome <> 'pass') AS failed_any,
@@ -218,6 +241,8 @@ class Evidence:
     first_bad_at: str | None
     last_good_commit: str | None
     last_good_at: str | None
+    suite_min: str | None = None  # first and last suite name among the runs (tests only)
+    suite_max: str | None = None
 
 
 def ensure_sql_functions(conn: sqlite3.Connection) -> None:
@@ -238,86 +263,164 @@ def _analysis_params(now: datetime, config: Config) -> dict[str, Any]:
     }
 
 
-def _run_analysis(
-    db: sqlite_utils.Database,
-    units_sql: str,
-    extra: Mapping[str, Any],
-    now: datetime,
-    config: Config,
-    suite: str | None,
-    branch_kind: str | None,
-) -> dict[Any, Evidence]:
-    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind)
-    params.update(_analysis_params(now, config))
-    params.update(extra)
-    ensure_sql_functions(db.conn)
-    cursor = db.conn.execute(f"WITH {cte},{units_sql},{_ANALYSIS}", params)
+# Stage 1: one grouped scan for every key; the sequence analysis then runs on failing keys only.
+_BASE_COLUMNS = """
+    count(*) AS runs, sum(flaky) AS flaky_runs, sum(bad) AS failed_runs,
+    sum(failed_any) AS failed_any_runs,
+    sum(weight * failed_any) AS weighted_bad, sum(weight) AS weighted_total,
+    min(ts) AS first_ts, max(ts) AS last_ts,
+    max(CASE WHEN failed_any THEN ts END) AS last_failure_at,
+    max(attempts) AS max_attempts, max(is_main AND gating) AS gates_main,
+    max(NOT is_main AND gating) AS gates_branch, sum(is_main) AS main_runs,
+    min(suite) AS suite_min, max(suite) AS suite_max"""
+
+_TEST_BASE = f"""
+base_units AS (
+    SELECT test AS key, run, ts, bad, outcome = 'flaky' AS flaky, outcome <> 'pass' AS failed_any,
+           attempts, weight, is_main, gating, suite
+    FROM counted
+)
+SELECT key, {_BASE_COLUMNS} FROM base_units GROUP BY key"""
+
+_POOLED_BASE_UNITS = """
+    SELECT {key} AS key, c.run, min(c.ts) AS ts, max(c.bad) AS bad,
+           max(c.outcome = 'flaky') AS flaky, max(c.outcome <> 'pass') AS failed_any,
+           max(c.attempts) AS attempts, min(c.weight) AS weight, min(c.is_main) AS is_main,
+           min(c.gating) AS gating, min(c.suite) AS suite
+    FROM counted c {join}
+    GROUP BY {key}, c.run"""
+
+_FAMILY_BASE = f"""
+base_units AS ({_POOLED_BASE_UNITS.format(key="t.parent", join="JOIN tests t ON t.id = c.test")})
+SELECT key, {_BASE_COLUMNS} FROM base_units GROUP BY key"""
+
+_SIGNATURE_BASE = f"""
+members AS MATERIALIZED (
+    SELECT CAST(key AS INTEGER) AS test, value AS sig FROM json_each(:members)
+),
+base_units AS ({_POOLED_BASE_UNITS.format(key="m.sig", join="JOIN members m ON m.test = c.test")})
+SELECT key, {_BASE_COLUMNS} FROM base_units GROUP BY key"""
+
+
+def _from_base(row: Mapping[str, Any]) -> Evidence:
+    """Evidence of a key without any failed run: the sequence facts follow from the counts."""
+    return Evidence(
+        key=row["key"], runs=row["runs"], flaky_runs=row["flaky_runs"],
+        failed_runs=row["failed_runs"], flips=0, clean_tail=row["runs"],
+        weighted_bad=row["weighted_bad"], weighted_total=row["weighted_total"],
+        first_ts=row["first_ts"], last_ts=row["last_ts"], last_failure_at=None,
+        max_attempts=row["max_attempts"], gates_main=row["gates_main"],
+        gates_branch=row["gates_branch"], mixed_commits=0, main_runs=row["main_runs"],
+        main_bad=0, main_bad_streaks=0, main_recoveries=0, main_flips=0,
+        good_rn=row["main_runs"], streak=0, streak_flaky=0, first_bad_commit=None,
+        first_bad_at=None, last_good_commit=None, last_good_at=None,
+        suite_min=row["suite_min"], suite_max=row["suite_max"],
+    )
+
+
+def _rows(db: sqlite_utils.Database, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    cursor = db.conn.execute(sql, params)
     names = [col[0] for col in cursor.description]
-    out: dict[Any, Evidence] = {}
-    for row in cursor:
-        evidence = Evidence(**dict(zip(names, row, strict=True)))
-        out[evidence.key] = evidence
+    return [dict(zip(names, row, strict=True)) for row in cursor]
+
+
+def _collect(
+    db: sqlite_utils.Database, base_sql: str, units_sql: str, extra: Mapping[str, Any],
+    now: datetime, config: Config, suite: str | None, branch_kind: str | None,
+    scope: Sequence[int] | None, members_of: Callable[[list[Any]], list[int]],
+) -> dict[Any, Evidence]:
+    """Stage 1 over `scope` (tests.id, None = all tests), stage 2 on the keys that failed."""
+    ensure_sql_functions(db.conn)
+    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
+                                   test_pks=scope)
+    joiner = "," if not base_sql.lstrip().startswith("SELECT") else ""
+    base = _rows(db, f"WITH {cte}{joiner}{base_sql}", {**params, **extra})
+    out = {row["key"]: _from_base(row) for row in base}
+    failing = [row["key"] for row in base if row["failed_any_runs"]]
+    if not failing:
+        return out
+    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
+                                   test_pks=members_of(failing))
+    params.update(_analysis_params(now, config))
+    for row in _rows(db, f"WITH {cte},{units_sql},{_ANALYSIS}", {**params, **extra}):
+        if row["key"] in out:
+            known = out[row["key"]]
+            out[row["key"]] = Evidence(**row, suite_min=known.suite_min, suite_max=known.suite_max)
     return out
 
 
 def test_evidence(
-    db: sqlite_utils.Database,
-    now: datetime,
-    config: Config,
-    suite: str | None = None,
-    branch_kind: str | None = None,
+    db: sqlite_utils.Database, now: datetime, config: Config,
+    suite: str | None = None, branch_kind: str | None = None,
 ) -> dict[int, Evidence]:
     """Evidence per test (keyed by tests.id) for every test with a counted run."""
-    return _run_analysis(db, _TEST_UNITS, {}, now, config, suite, branch_kind)
+    return _collect(db, _TEST_BASE, _TEST_UNITS, {}, now, config, suite, branch_kind, None,
+                    lambda keys: [int(k) for k in keys])
 
 
 def family_evidence(
-    db: sqlite_utils.Database,
-    now: datetime,
-    config: Config,
-    suite: str | None = None,
-    branch_kind: str | None = None,
+    db: sqlite_utils.Database, now: datetime, config: Config,
+    suite: str | None = None, branch_kind: str | None = None,
 ) -> dict[str, Evidence]:
     """Evidence per parametrized family (keyed by parent id), pooled by run."""
-    return _run_analysis(db, _FAMILY_UNITS, {}, now, config, suite, branch_kind)
+
+    def members_of(parents: list[Any]) -> list[int]:
+        rows = db.conn.execute(
+            "SELECT id FROM tests WHERE parent IN (SELECT value FROM json_each(?))",
+            (json.dumps(parents),),
+        )
+        return [int(pk) for (pk,) in rows]
+
+    scope = [
+        int(pk) for (pk,) in db.conn.execute(
+            "SELECT id FROM tests WHERE parent IN "
+            "(SELECT parent FROM tests WHERE test_id <> parent)"
+        )
+    ]
+    if not scope:
+        return {}
+    return _collect(db, _FAMILY_BASE, _FAMILY_UNITS, {}, now, config, suite, branch_kind,
+                    scope, members_of)
 
 
 def signature_evidence(
-    db: sqlite_utils.Database,
-    members: Mapping[int, str],
-    now: datetime,
-    config: Config,
-    suite: str | None = None,
-    branch_kind: str | None = None,
+    db: sqlite_utils.Database, members: Mapping[int, str], now: datetime, config: Config,
+    suite: str | None = None, branch_kind: str | None = None,
 ) -> dict[str, Evidence]:
     """Evidence per signature group (keyed by hash), pooled by run; members: tests.id -> hash."""
+    if not members:
+        return {}
     extra = {"members": json.dumps({str(test): sig for test, sig in members.items()})}
-    return _run_analysis(db, _SIGNATURE_UNITS, extra, now, config, suite, branch_kind)
+
+    def members_of(hashes: list[Any]) -> list[int]:
+        wanted = set(hashes)
+        return [test for test, sig in members.items() if sig in wanted]
+
+    return _collect(db, _SIGNATURE_BASE, _SIGNATURE_UNITS, extra, now, config, suite,
+                    branch_kind, list(members), members_of)
 
 
 def suite_counts(
-    db: sqlite_utils.Database,
-    now: datetime,
-    config: Config,
-    suite: str | None = None,
-    branch_kind: str | None = None,
+    db: sqlite_utils.Database, now: datetime, config: Config,
+    suite: str | None = None, branch_kind: str | None = None,
+    test_pks: Sequence[int] | None = None,
 ) -> list[tuple[int, str, int, int]]:
     """(tests.id, suite, counted runs, most attempts) per test and suite."""
-    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind)
+    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
+                                   test_pks=test_pks)
     sql = f"""WITH {cte}
         SELECT test, suite, count(*), max(attempts) FROM counted GROUP BY test, suite"""
     return [(int(t), str(s), int(n), int(a)) for t, s, n, a in db.conn.execute(sql, params)]
 
 
 def signature_counts(
-    db: sqlite_utils.Database,
-    now: datetime,
-    config: Config,
-    suite: str | None = None,
-    branch_kind: str | None = None,
+    db: sqlite_utils.Database, now: datetime, config: Config,
+    suite: str | None = None, branch_kind: str | None = None,
+    test_pks: Sequence[int] | None = None,
 ) -> list[tuple[int, str, str, int, str]]:
     """(tests.id, signature hash, text, counted runs with it, latest ts) per test and signature."""
-    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind)
+    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
+                                   test_pks=test_pks)
     sql = f"""WITH {cte}
         SELECT c.test, s.hash, s.text, count(*), max(c.ts)
         FROM counted c JOIN signatures s ON s.id = c.signature

@@ -18,7 +18,7 @@ Choices where the spec leaves room:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -39,6 +39,7 @@ from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.core.verdicts import compute_scores, judge
 
+DAILY_DAYS = 30
 VERDICT_ORDER = {"flaky": 0, "regression": 1, "insufficient": 2, "healthy": 3}
 T = TypeVar("T")
 
@@ -74,42 +75,48 @@ class _TestInfo:
 
 
 def _test_infos(
-    db: sqlite_utils.Database,
-    pks: Iterable[int],
-    now: datetime,
-    config: Config,
-    suite: str | None,
-    branch_kind: str | None,
+    db: sqlite_utils.Database, evidence: dict[int, Evidence], now: datetime, config: Config,
+    suite: str | None, branch_kind: str | None,
 ) -> dict[int, _TestInfo]:
     """Identity, main suite, retry status and top signature of every listed test."""
-    wanted = set(pks)
-    per_suite: dict[int, dict[str, int]] = defaultdict(dict)
+    per_suite: dict[int, dict[str, int]] = {}
     retry_suites: set[str] = set()
-    for pk, suite_name, runs, attempts in suite_counts(db, now, config, suite, branch_kind):
-        per_suite[pk][suite_name] = runs
-        if attempts > 1:
-            retry_suites.add(suite_name)
+    multi_suite = []
+    for pk, ev in evidence.items():
+        if ev.suite_min == ev.suite_max and ev.suite_min is not None:
+            per_suite[pk] = {ev.suite_min: ev.runs}
+            if ev.max_attempts > 1:
+                retry_suites.add(ev.suite_min)
+        else:
+            multi_suite.append(pk)
+    # Only tests seen in several suites need the per-suite split (a focused query).
+    if multi_suite:
+        for pk, name, runs, attempts in suite_counts(
+            db, now, config, suite, branch_kind, test_pks=multi_suite
+        ):
+            per_suite.setdefault(pk, {})[name] = runs
+            if attempts > 1:
+                retry_suites.add(name)
     infos: dict[int, _TestInfo] = {}
     rows = db.conn.execute("SELECT id, test_id, parent, test_file, first_seen FROM tests")
     for pk, test_id, parent, test_file, first_seen in rows:
-        if pk not in wanted:
+        if pk not in evidence:
             continue
         suites = per_suite.get(pk, {})
         main_suite = min(suites, key=lambda s: (-suites[s], s)) if suites else "default"
         infos[pk] = _TestInfo(
-            pk,
-            test_id,
-            parent,
-            test_file,
-            parse_iso(first_seen),
-            main_suite,
+            pk, test_id, parent, test_file, parse_iso(first_seen), main_suite,
             any(s in retry_suites for s in suites),
         )
+    failing = [pk for pk, ev in evidence.items() if ev.last_failure_at is not None]
     best: dict[int, tuple[int, str, str, str]] = {}
-    for pk, sig_hash, text, runs, last in signature_counts(db, now, config, suite, branch_kind):
-        key = (runs, last, sig_hash, text)
-        if pk in infos and (pk not in best or key > best[pk]):
-            best[pk] = key
+    if failing:
+        for pk, sig_hash, text, runs, last in signature_counts(
+            db, now, config, suite, branch_kind, test_pks=failing
+        ):
+            key = (runs, last, sig_hash, text)
+            if pk in infos and (pk not in best or key > best[pk]):
+                best[pk] = key
     for pk, (_runs, _last, sig_hash, text) in best.items():
         infos[pk].signature, infos[pk].signature_text = sig_hash, text
     return infos
@@ -164,14 +171,14 @@ def _owner_lookup(
 def _daily_scores(
     db: sqlite_utils.Database, test_ids: list[str], now: datetime, config: Config
 ) -> dict[str, list[float]]:
-    """Daily recency scores (30 days, oldest first) from flaketui.core.series, when present."""
+    """Daily recency scores (oldest first) from flaketui.core.series, when present."""
     try:
         from flaketui.core.series import daily_recency_scores
     except ImportError:
         return {}
     if not test_ids:
         return {}
-    return dict(daily_recency_scores(db, test_ids, now=now, days=30, config=config))
+    return dict(daily_recency_scores(db, test_ids, now=now, days=DAILY_DAYS, config=config))
 
 
 def _group(
@@ -273,9 +280,12 @@ def build_report(
         set_rank,
         set_regression_rank,
     )
-    daily = _daily_scores(db, [t.test_id for t in tests], now, config)
+    # A test without a failure in the window scores 0 on every day of the series (its older
+    # failures weigh under 5 % each by then), so only failing tests are asked for.
+    failing = [t.test_id for t in tests if t.scores.last_failure_at is not None]
+    daily = _daily_scores(db, failing, now, config)
     for test in tests:
-        test.daily_scores = list(daily.get(test.test_id, []))
+        test.daily_scores = list(daily.get(test.test_id, [0.0] * DAILY_DAYS))
 
     by_parent: dict[str, list[_TestInfo]] = defaultdict(list)
     by_signature: dict[str, list[_TestInfo]] = defaultdict(list)

@@ -38,7 +38,8 @@ def sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         report = tmp_path / f"r{n}.xml"
         report.write_text(
             f'<testsuite><testcase classname="m.C" name="t{n}"/>'
-            f'<testcase classname="m.C" name="shared"><failure message="E {n}"/></testcase></testsuite>'
+            f'<testcase classname="m.C" name="shared"><failure message="E {n}"/></testcase>'
+            "</testsuite>"
         )
         ingest(tmp_path / f"job{n}.db", report, f"run-{n}")
         paths.append(tmp_path / f"job{n}.db")

@@ -33,7 +33,8 @@ def record(db: sqlite_utils.Database, run_id: str, hours: int, cases: dict[str, 
 def audit(db: sqlite_utils.Database, ts: str, test_id: str) -> None:
     with transaction(db.conn):
         db.conn.execute(
-            "INSERT INTO audit_log (ts, who, action, test_id, reason) VALUES (?, 'ana', 'quarantine', ?, 'flaky')",
+            "INSERT INTO audit_log (ts, who, action, test_id, reason)"
+            " VALUES (?, 'ana', 'quarantine', ?, 'flaky')",
             (ts, test_id),
         )
 

@@ -70,7 +70,7 @@ def wait_for_file(path: Path) -> list[str]:
     while time.monotonic() < deadline:
         if path.exists():
             doc = json.loads(path.read_text(encoding="utf-8"))
-            entries = doc.get("entries", doc)
+            entries = doc.get("tests", doc)
             print("ok   quarantine: skip file written")
             return sorted(entries)
         time.sleep(0.25)

@@ -190,6 +190,31 @@ def refresh_test_runs(
 
 # ---- result rows ------------------------------------------------------------------------------
 
+# A (test, run) row written from one case; a second case of the same test in the run (a repeat,
+# a later shard or recorder batch) marks it dirty instead, and refresh_dirty recomputes it.
+DIRTY_ATTEMPTS = -1
+_UPSERT_TEST_RUN_SQL = (
+    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
+    " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, EXISTS (SELECT 1 FROM tests t"
+    " JOIN run_changed_files c ON c.run = ?2 AND c.path = t.test_file WHERE t.id = ?1))"
+    f" ON CONFLICT (test, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
+)
+_UPSERT_TEST_RUN_UNEDITED_SQL = (
+    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
+    " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"
+    f" ON CONFLICT (test, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
+)
+
+
+def _run_outcome(failed: int, passed: int) -> str:
+    """SPEC §4 outcome of one test in one run from its attempt counts (mixed = flaky)."""
+    if failed + passed == 0:
+        return "skipped"
+    if failed == 0:
+        return "pass"
+    return "fail" if passed == 0 else "flaky"
+
+
 _INSERT_RESULT_SQL = (
     "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature)"
     " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
@@ -212,6 +237,12 @@ class _RunWriter:
         self.signature_ids: dict[str, int] = {}
         # cleaned message -> signature hash and text (None: no signature)
         self.signed: dict[str, tuple[str, str] | None] = {}
+        self.has_changed_files = (
+            conn.execute(
+                "SELECT 1 FROM run_changed_files WHERE run = ? LIMIT 1", (run_pk,)
+            ).fetchone()
+            is not None
+        )
         self._preload_tests()
 
     def forget(self) -> None:
@@ -220,51 +251,100 @@ class _RunWriter:
         self.fileless.clear()
         self.signature_ids.clear()
 
-    def write(self, cases: Iterable[CaseResult]) -> tuple[int, set[int]]:
-        """Insert every attempt of cases; return the rows added and the test row ids touched."""
+    def write(self, cases: Iterable[CaseResult], touched: set[int] | None = None) -> int:
+        """Insert every attempt of cases and their per-run rows (repeats are marked dirty, see
+        refresh_dirty); return the rows added, collecting the test row ids into touched."""
         added = 0
-        touched: set[int] = set()
         for batch in _batched(cases, BATCH_CASES):
             added += self._write_batch(batch, touched)
-        return added, touched
+        return added
 
-    def _write_batch(self, batch: list[CaseResult], touched: set[int]) -> int:
+    def _write_batch(self, batch: list[CaseResult], touched: set[int] | None) -> int:
+        if len(self.test_ids) > MAX_CACHED_IDS or len(self.signature_ids) > MAX_CACHED_IDS:
+            self.forget()  # bound memory; before any lookup, so this batch's ids stay cached
         test_pks = self._resolve_tests(batch)
-        rows: list[tuple[object, ...]] = []
+        if touched is not None:
+            touched.update(test_pks)
         pending_signatures: dict[str, tuple[str, str]] = {}
         prepared: list[tuple[int, str, str | None, int | None, str | None, str | None]] = []
+        summaries: list[tuple[int, str, int, int, int, str | None, str | None]] = []
         for case, test_pk in zip(batch, test_pks, strict=True):
-            touched.add(test_pk)
+            first_failure: str | None = None
+            failed = passed = 0
+            bad = -1  # unknown until the first non-skipped attempt
             for attempt in case.attempts:
-                if attempt.outcome not in OUTCOMES:
-                    raise ReportError(f"{case.test_id}: unknown outcome {attempt.outcome!r}")
+                outcome = attempt.outcome
+                if outcome not in OUTCOMES:
+                    raise ReportError(f"{case.test_id}: unknown outcome {outcome!r}")
                 message = clean_message(attempt.message)
                 sig_hash = None
-                if attempt.outcome in FAILED and message is not None:
-                    signed = self._sign(message)
-                    if signed is not None:
-                        sig_hash = signed[0]
-                        if sig_hash not in self.signature_ids:
-                            pending_signatures.setdefault(sig_hash, (signed[1], message))
+                if outcome in FAILED:
+                    failed += 1
+                    if bad < 0:
+                        bad = 1
+                    if message is not None:
+                        signed = self._sign(message)
+                        if signed is not None:
+                            sig_hash = signed[0]
+                            if sig_hash not in self.signature_ids:
+                                pending_signatures.setdefault(sig_hash, (signed[1], message))
+                    if failed == 1:
+                        first_failure = sig_hash
+                elif outcome == "pass":
+                    passed += 1
+                    if bad < 0:
+                        bad = 0
                 prepared.append(
+                    (test_pk, outcome, attempt.worker_id, attempt.duration_ms, message, sig_hash)
+                )
+            if case.attempts:
+                summaries.append(
                     (
                         test_pk,
-                        attempt.outcome,
-                        attempt.worker_id,
-                        attempt.duration_ms,
-                        message,
-                        sig_hash,
+                        _run_outcome(failed, passed),
+                        max(bad, 0),
+                        len(case.attempts),
+                        failed,
+                        case.attempts[0].worker_id,
+                        first_failure,
                     )
                 )
         if pending_signatures:
             self._insert_signatures(pending_signatures)
-        for test_pk, outcome, worker_id, duration_ms, message, sig_hash in prepared:
-            signature_pk = None if sig_hash is None else self.signature_ids[sig_hash]
-            rows.append(
-                (self.run_pk, test_pk, outcome, worker_id, duration_ms, message, signature_pk)
-            )
-        self.conn.executemany(_INSERT_RESULT_SQL, rows)
-        return len(rows)
+        signature_ids = self.signature_ids
+        self.conn.executemany(
+            _INSERT_RESULT_SQL,
+            [
+                (self.run_pk, test_pk, outcome, worker, duration, message,
+                 None if sig is None else signature_ids[sig])
+                for test_pk, outcome, worker, duration, message, sig in prepared
+            ],
+        )  # fmt: skip
+        self.conn.executemany(
+            _UPSERT_TEST_RUN_SQL if self.has_changed_files else _UPSERT_TEST_RUN_UNEDITED_SQL,
+            [
+                (test_pk, self.run_pk, self.ts, outcome, bad, attempts, failed, worker,
+                 None if sig is None else signature_ids[sig])
+                for test_pk, outcome, bad, attempts, failed, worker, sig in summaries
+            ],
+        )  # fmt: skip
+        return len(prepared)
+
+    def refresh_dirty(self, tests: Iterable[int] | None = None) -> None:
+        """Recompute the per-run rows a repeated test marked dirty (of tests, or the whole run)."""
+        if tests is None:
+            dirty = self.conn.execute(
+                "SELECT test FROM test_runs WHERE run = ? AND attempts = ?",
+                (self.run_pk, DIRTY_ATTEMPTS),
+            ).fetchall()
+        else:
+            dirty = self.conn.execute(
+                "SELECT test FROM test_runs WHERE run = ? AND attempts = ?"
+                " AND test IN (SELECT value FROM json_each(?))",
+                (self.run_pk, DIRTY_ATTEMPTS, json.dumps(sorted(set(tests)))),
+            ).fetchall()
+        if dirty:
+            refresh_test_runs(self.conn, self.run_pk, self.ts, [int(row[0]) for row in dirty])
 
     def _sign(self, message: str) -> tuple[str, str] | None:
         if message not in self.signed:
@@ -276,8 +356,6 @@ class _RunWriter:
 
     def _insert_signatures(self, pending: dict[str, tuple[str, str]]) -> None:
         """Insert new signatures (the first example wins) and cache their row ids."""
-        if len(self.signature_ids) > MAX_CACHED_IDS:
-            self.signature_ids.clear()
         self.conn.executemany(
             "INSERT OR IGNORE INTO signatures (hash, text, example) VALUES (?, ?, ?)",
             [(h, text, example) for h, (text, example) in pending.items()],
@@ -319,9 +397,6 @@ class _RunWriter:
             else:
                 missing[test_id] = (parent_of(test_id), file_of_test(test_id, case.test_file))
         if missing:
-            if len(self.test_ids) > MAX_CACHED_IDS:
-                self.test_ids.clear()
-                self.fileless.clear()
             self.conn.executemany(
                 "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (test_id) DO UPDATE SET"
@@ -405,7 +480,7 @@ def ingest_reports(
                 run_pk = _create_run(conn, full, source, finished=1)
             if writer is None:
                 writer = _RunWriter(conn, run_pk, ts, config)
-            count, _ = writer.write(_chain(first, cases))
+            count = writer.write(_chain(first, cases))
             added += count
         if run_pk is None:
             # No test case anywhere: leave the history untouched.
@@ -414,8 +489,8 @@ def ingest_reports(
             "INSERT OR IGNORE INTO run_files (run, content_hash) VALUES (?, ?)",
             [(run_pk, h) for h, _ in new_files],
         )
-        if added:
-            refresh_test_runs(conn, run_pk, ts)
+        if writer is not None:
+            writer.refresh_dirty()
         tests = int(
             conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
         )
@@ -470,8 +545,9 @@ class RunRecorder:
         with transaction(conn):
             writer = self._writer if self._writer is not None else self._start(conn)
             try:
-                added, touched = writer.write(batch)
-                refresh_test_runs(conn, writer.run_pk, writer.ts, touched)
+                touched: set[int] = set()
+                added = writer.write(batch, touched)
+                writer.refresh_dirty(touched)
             except BaseException:
                 writer.forget()  # its cached ids may name rows being rolled back
                 raise

@@ -64,6 +64,8 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
+    AUTO_FOCUS = "#table"
+
     def __init__(self) -> None:
         super().__init__()
         self.data: MainData | None = None

@@ -33,6 +33,8 @@ class PivotPlot(PlotextPlot):
         plt.xticks(positions, [f"n={r.key}" for r in rows])
         plt.xlim(0.5, len(rows) + 0.5)
         plt.ylim(0, top)
+        ticks = [top * i / 4 for i in range(5)]
+        plt.yticks(ticks, [f"{tick:.2f}" for tick in ticks])
         plt.ylabel("fail rate")
         self.refresh()
 
@@ -46,10 +48,12 @@ class TrendPlot(PlotextPlot):
         plt.clear_figure()
         plt.title(f"recency score, last {len(scores)} days")
         if scores:
-            days = list(range(-len(scores) + 1, 1))
+            days = [float(d) for d in range(-len(scores) + 1, 1)]
             plt.plot(days, list(scores), color="cyan", marker="braille")
             if threshold is not None:
                 plt.hline(threshold, color="red")
             plt.ylim(0, max(1.0, max(scores)))
-            plt.xlabel("days before now")
+            plt.yticks([0.0, 0.25, 0.5, 0.75, 1.0], ["0", "0.25", "0.50", "0.75", "1"])
+            marks = [float(d) for d in (-28, -21, -14, -7, 0) if d >= days[0]]
+            plt.xticks(marks, [f"{d:.0f} d" if d else "now" for d in marks])
         self.refresh()

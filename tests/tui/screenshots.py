@@ -1,0 +1,69 @@
+"""Regenerate the README screenshots (docs/main.png, docs/detail.png) from the sample history.
+
+Usage: python tests/tui/screenshots.py   (needs rsvg-convert, Debian package librsvg2-bin)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from flaketui.core.timeutil import parse_iso
+from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.widgets.flake_table import FlakeTable
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SIZE = (160, 48)
+
+
+async def _settle(app: FlaketuiApp, pilot: object) -> None:
+    for _ in range(3):
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+
+
+async def shoot(work: Path) -> dict[str, Path]:
+    """Save SVG screenshots of the list and of the billing family's detail."""
+    app = make_app(
+        "history.db",
+        now=parse_iso("2026-11-30T18:00:00Z"),
+        skip_file="quarantine.json",
+        cursor_blink=False,
+        watch=False,
+    )
+    shots: dict[str, Path] = {}
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        shots["main"] = Path(app.save_screenshot("main.svg", str(work)))
+        await pilot.press("4", "f")
+        table = app.main_screen.query_one(FlakeTable)
+        keys = [str(key.value) for key in table.rows]
+        table.move_cursor(row=next(i for i, k in enumerate(keys) if "g:tests/billing/" in k))
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        shots["detail"] = Path(app.save_screenshot("detail.svg", str(work)))
+    return shots
+
+
+def main() -> int:
+    """Write docs/main.png and docs/detail.png."""
+    DOCS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="flaketui-shots-") as tmp:
+        work = Path(tmp)
+        shutil.copyfile(ROOT / "sample_data" / "history.db", work / "history.db")
+        os.chdir(work)
+        for name, svg in asyncio.run(shoot(work)).items():
+            target = DOCS / f"{name}.png"
+            subprocess.run(["rsvg-convert", "-w", "1600", str(svg), "-o", str(target)], check=True)
+            print(target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
