@@ -79,6 +79,10 @@ def ingest_command(
     if manifest is not None:
         if reports:
             raise FlaketuiError("give report files or --manifest, not both")
+        flags = (run_id, suite, branch, branch_kind, commit_sha, timestamp, worker_count,
+                 incident, runner_host, ci_url)  # fmt: skip
+        if changed_files or any(flag is not None for flag in flags):
+            raise FlaketuiError("with --manifest, run metadata comes from the manifest's lines")
         _ingest_manifest(db, manifest)
         return
     if not reports:

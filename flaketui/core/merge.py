@@ -24,7 +24,7 @@ from pathlib import Path
 import sqlite_utils
 
 from flaketui.core.errors import HistoryError
-from flaketui.core.ingest.writer import refresh_test_runs
+from flaketui.core.ingest.rows import refresh_test_runs
 from flaketui.core.store import open_history, transaction
 
 RUN_COLUMNS = (

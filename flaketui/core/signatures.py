@@ -14,11 +14,17 @@ MAX_SIGNATURE_TEXT = 240
 
 # Order matters: specific shapes first, so a UUID is not eaten as hex and digits.
 _MASKS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("<UUID>", re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")),
+    (
+        "<UUID>",
+        re.compile(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+        ),
+    ),
     (
         "<TS>",
         re.compile(
-            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+            r"\b\d{4}-\d{2}-\d{2}"
+            r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
             r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
         ),
     ),
@@ -31,8 +37,18 @@ _MASKS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|(?<![\w.])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?"  # POSIX path
         ),
     ),
-    ("<HEX>", re.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b")),
-    ("<TOKEN>", re.compile(r"(?<![\w+/])(?=[A-Za-z0-9+/_-]*\d)(?=[A-Za-z0-9+/_-]*[A-Za-z])[A-Za-z0-9+/_-]{20,}={0,2}")),
+    (
+        "<HEX>",
+        re.compile(
+            r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"
+        ),
+    ),
+    (
+        "<TOKEN>",
+        re.compile(
+            r"(?<![\w+/])(?=[A-Za-z0-9+/_-]*\d)(?=[A-Za-z0-9+/_-]*[A-Za-z])[A-Za-z0-9+/_-]{20,}={0,2}"
+        ),
+    ),
     ("<PORT>", re.compile(r"(?<=[\w>\]]):\d{2,5}\b")),
     ("<NUM>", re.compile(r"\d+(?:\.\d+)?")),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -169,15 +170,14 @@ def open_history(
     try:
         if readonly:
             conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                f"{path.resolve().as_uri()}?mode=ro",
+                uri=True,
                 timeout=BUSY_TIMEOUT_MS / 1000,
                 isolation_level=None,
             )
         else:
             # Autocommit mode: every write goes through `transaction()` explicitly.
-            conn = sqlite3.connect(
-                str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
-            )
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
@@ -190,6 +190,9 @@ def open_history(
         )
     conn.execute("PRAGMA foreign_keys = ON")
     if not readonly:
+        if path.exists() and not os.access(path, os.W_OK):
+            conn.close()
+            raise HistoryError(f"{path}: read-only; it can be read (report, open) but not written")
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -207,6 +210,8 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     """Apply pending migrations, each in its own transaction."""
     for target in range(version, SCHEMA_VERSION):
         with transaction(conn):
+            if schema_version(conn) > target:
+                continue  # another process migrated it since the version was read
             MIGRATIONS[target](conn)
             conn.execute(f"PRAGMA user_version = {target + 1}")
 

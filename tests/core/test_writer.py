@@ -347,3 +347,35 @@ def test_concurrent_writer_sees_committed_rows(tmp_path: Path) -> None:
     assert rows(first, "SELECT count(*) FROM tests") == [(1,)]
     assert rows(first, "SELECT count(*) FROM test_runs") == [(2,)]
     assert isinstance(first.conn, sqlite3.Connection)
+
+
+def test_repeats_in_one_report_are_attempts_of_one_test(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    body = (
+        tc("a.B", "t1", "<failure message='first'/>")
+        + tc("a.B", "t2")
+        + tc("a.B", "t1", "<error message='second'/>")
+        + tc("a.B", "t1")
+    )
+    result = ingest_reports(db, [report(tmp_path, "r.xml", body)], RunMeta(run_id="R", ts=TS))
+    assert (result.results, result.tests) == (4, 2)
+    assert rows(
+        db,
+        "SELECT t.test_id, tr.outcome, tr.bad, tr.attempts, tr.failed_attempts, s.example"
+        " FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        " LEFT JOIN signatures s ON s.id = tr.signature ORDER BY t.test_id",
+    ) == [("a.B::t1", "flaky", 1, 3, 2, "first"), ("a.B::t2", "pass", 0, 1, 0, None)]
+
+
+def test_edited_is_set_for_a_later_shard_of_a_run_with_changed_files(
+    db: sqlite_utils.Database,
+) -> None:
+    recorder = RunRecorder(db, RunMeta(run_id="R", ts=TS, changed_files=["tests/test_a.py"]))
+    recorder.add([case("tests/test_b.py::test_y", "pass")])
+    recorder.add([case("tests/test_a.py::test_x", "fail"), case("tests/test_a.py::test_x", "pass")])
+    assert rows(
+        db,
+        "SELECT t.test_id, tr.edited, tr.outcome FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        " ORDER BY t.test_id",
+    ) == [("tests/test_a.py::test_x", 1, "flaky"), ("tests/test_b.py::test_y", 0, "pass")]

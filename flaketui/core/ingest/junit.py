@@ -49,6 +49,7 @@ from flaketui.core.ingest.report_time import parse_report_timestamp, plausible
 from flaketui.core.models import Attempt, CaseResult
 
 CHUNK_BYTES = 64 * 1024
+MAX_CHUNK_BYTES = 16 * 1024 * 1024
 MESSAGE_CAP_CHARS = 64 * 1024
 MAX_DURATION_SECONDS = 7 * 24 * 3600
 
@@ -295,9 +296,14 @@ def _feed(path: Path, label: str, parser: xml.parsers.expat.XMLParserType) -> It
     """Feed the file to the parser chunk by chunk, yielding after each chunk."""
     with _open(path, label) as stream:
         first = True
+        size, fed = CHUNK_BYTES, 0
         while True:
+            # Expat rescans an unfinished token (a huge attribute) on every feed: while one is
+            # open, double the read size so that costs O(n) instead of O(n^2).
+            stuck = fed - parser.CurrentByteIndex
+            size = min(size * 2, MAX_CHUNK_BYTES) if stuck > 2 * size else CHUNK_BYTES
             try:
-                chunk = stream.read(CHUNK_BYTES)
+                chunk = stream.read(size)
             except OSError as exc:
                 raise ReportError(f"{label}: cannot read ({exc.strerror or exc})") from exc
             if first:
@@ -305,6 +311,7 @@ def _feed(path: Path, label: str, parser: xml.parsers.expat.XMLParserType) -> It
                     raise ReportError(f"{label}: empty file")
                 chunk = _fix_prolog(chunk)
                 first = False
+            fed += len(chunk)
             try:
                 parser.Parse(chunk, not chunk)
             except xml.parsers.expat.ExpatError as exc:

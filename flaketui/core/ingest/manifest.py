@@ -26,7 +26,7 @@ import sqlite_utils
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.ingest.junit import report_timestamp
-from flaketui.core.ingest.writer import file_sha256, ingest_reports
+from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
 
@@ -81,8 +81,11 @@ def _parse_line(number: int, text: str, base: Path) -> _Line:
     if not all(isinstance(n, str) and n for n in names):
         raise FlaketuiError("'file' must be a non-empty string")
     files = [p if p.is_absolute() else base / p for p in map(Path, names)]
-    for path in files:
-        file_sha256(path)  # missing, directory or unreadable: refused with the path
+    for path in files:  # cheap checks here; the ingest reads (and hashes) each file once
+        if path.is_dir():
+            raise FlaketuiError(f"{path}: is a directory, not a report file")
+        if not path.is_file():
+            raise FlaketuiError(f"{path}: no such file")
     kind = entry.get("branch_kind")
     if kind is not None and kind not in BRANCH_KINDS:
         raise FlaketuiError(f"'branch_kind' must be one of {', '.join(BRANCH_KINDS)}")

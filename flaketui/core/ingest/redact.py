@@ -51,6 +51,10 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"), REDACTED),
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{16,}"), REDACTED),
     (re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{8,}"), REDACTED),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
+    # Azure storage / Service Bus connection strings and SAS signatures.
+    (re.compile(r"(?i)\b((?:account|sharedaccess)key\s*=\s*)[^;\s\"']+"), r"\1" + REDACTED),
+    (re.compile(r"([?&]sig=)[^&\s\"']+"), r"\1" + REDACTED),
     (
         re.compile(
             r"(?i)(" + _SECRET_KEY + r")([\"']?\s*[=:]\s*)"

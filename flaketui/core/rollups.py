@@ -1,0 +1,277 @@
+"""Per test, per UTC day, per suite rollups of the counted runs, so ranking reads tests x days rows.
+
+A rollup row sums the counted test-runs (SPEC §4: not skipped, the commit did not edit the test,
+the run is no incident) of one (test, day, suite). Recency weights stay exact per bucket: a run's
+decay weight 2^(-(now - ts)/h) is 2^(-(now - day)/h) * 2^((ts - day)/h), so the row stores
+sums of 2^((ts - day)/h) (main and other branches apart) and the reader multiplies by the
+day's factor. The half-life h the sums were made with is kept in `meta`; another half-life, a
+branch-kind filter, or a history without rollups makes `test_base` return None (raw scan).
+
+Maintenance (always inside the caller's transaction): the writer refreshes the (test, day) pairs
+of the run it wrote (`after_write`; a history without rollups gets them built at its first
+write); incident tagging refreshes the days of the runs it tags; prune drops the days it removes.
+Each refresh recomputes its rows from the raw test_runs, so it is exact whatever happened before
+(attempts appended across batches, a test-run replaced). Any other writer of test_runs or
+runs.incident must call `refresh_run(s)` too (or `rebuild`).
+
+Reading (`test_base`): whole days strictly inside the window come from the rollups; the two edge
+days (the window starts and ends mid-day) come from the raw rows, so the result equals a scan of
+the raw rows over the window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from flaketui.core.config import Config
+from flaketui.core.evidence import ensure_sql_functions
+from flaketui.core.timeutil import to_iso
+
+META_KEY = "rollup_half_life_days"
+UNIX_EPOCH_JD = 2440587.5  # julianday('1970-01-01')
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS test_day_rollups (
+    test            INTEGER NOT NULL REFERENCES tests (id),
+    day             TEXT NOT NULL,          -- 'YYYY-MM-DD' (UTC) of the runs' ts
+    suite           TEXT NOT NULL,
+    runs            INTEGER NOT NULL,       -- counted test-runs
+    main_runs       INTEGER NOT NULL,
+    flaky_runs      INTEGER NOT NULL,
+    failed_runs     INTEGER NOT NULL,       -- bad: first attempt failed
+    failed_any_runs INTEGER NOT NULL,       -- outcome other than pass
+    max_attempts    INTEGER NOT NULL,
+    first_ts        TEXT NOT NULL,
+    last_ts         TEXT NOT NULL,
+    last_failure_ts TEXT,
+    main_w          REAL NOT NULL,          -- sum of 2^((ts - day)/h) over main runs
+    main_w_bad      REAL NOT NULL,          -- ... over main runs that failed in any attempt
+    other_w         REAL NOT NULL,
+    other_w_bad     REAL NOT NULL,
+    PRIMARY KEY (test, suite, day)  -- scans come out grouped by (test, suite)
+) WITHOUT ROWID
+"""
+
+# Aggregates of counted raw rows in the rollup's shape; {where} narrows the raw rows.
+_AGGREGATE = """
+SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
+    count(*) AS runs,
+    sum(r.branch_kind = 'main') AS main_runs,
+    sum(tr.outcome = 'flaky') AS flaky_runs,
+    sum(tr.bad) AS failed_runs,
+    sum(tr.outcome <> 'pass') AS failed_any_runs,
+    max(tr.attempts) AS max_attempts,
+    min(tr.ts) AS first_ts,
+    max(tr.ts) AS last_ts,
+    max(CASE WHEN tr.outcome <> 'pass' THEN tr.ts END) AS last_failure_ts,
+    total(CASE WHEN r.branch_kind = 'main' THEN {w} END) AS main_w,
+    total(CASE WHEN r.branch_kind = 'main' AND tr.outcome <> 'pass' THEN {w} END) AS main_w_bad,
+    total(CASE WHEN r.branch_kind <> 'main' THEN {w} END) AS other_w,
+    total(CASE WHEN r.branch_kind <> 'main' AND tr.outcome <> 'pass' THEN {w} END) AS other_w_bad
+FROM test_runs tr JOIN runs r ON r.id = tr.run
+WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0 AND {where}
+GROUP BY tr.test, substr(tr.ts, 1, 10), r.suite
+""".replace("{w}", "exp(:ln2_per_h * (julianday(tr.ts) - julianday(substr(tr.ts, 1, 10))))")
+
+_COLUMNS = (
+    "test, day, suite, runs, main_runs, flaky_runs, failed_runs, failed_any_runs, max_attempts,"
+    " first_ts, last_ts, last_failure_ts, main_w, main_w_bad, other_w, other_w_bad"
+)
+
+
+def _half_life(conn: sqlite3.Connection) -> float | None:
+    """The half-life the rollups were built with; None when the history has none."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return None if row is None else float(row[0])
+
+
+def enabled(conn: sqlite3.Connection) -> bool:
+    """Whether this history maintains rollups."""
+    return _half_life(conn) is not None
+
+
+def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life_days) -> int:
+    """(Re)create every rollup row from the raw rows, inside the caller's transaction."""
+    ensure_sql_functions(conn)
+    conn.execute(_SCHEMA)
+    conn.execute("DELETE FROM test_day_rollups")
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (META_KEY, repr(half_life_days))
+    )
+    sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where="1")
+    conn.execute(sql, {"ln2_per_h": math.log(2.0) / half_life_days})
+    return int(conn.execute("SELECT count(*) FROM test_day_rollups").fetchone()[0])
+
+
+def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
+    """Recompute the rollup rows of `tests` on one day (no-op when rollups are off)."""
+    half_life = _half_life(conn)
+    if half_life is None:
+        return
+    ensure_sql_functions(conn)
+    test_list = json.dumps(sorted(set(tests)))
+    params = {"day": day, "tests": test_list, "ln2_per_h": math.log(2.0) / half_life}
+    conn.execute(
+        "DELETE FROM test_day_rollups WHERE day = :day"
+        " AND test IN (SELECT value FROM json_each(:tests))",
+        params,
+    )
+    where = (
+        "tr.test IN (SELECT value FROM json_each(:tests))"
+        " AND tr.ts >= :day AND tr.ts < date(:day, '+1 day')"
+    )
+    conn.execute(
+        f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where=where), params
+    )
+
+
+def refresh_run(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | None = None) -> None:
+    """Refresh the rollups a run's test-runs feed (all its tests, or the given ones)."""
+    if not enabled(conn):
+        return
+    row = conn.execute("SELECT substr(ts, 1, 10) FROM runs WHERE id = ?", (run_pk,)).fetchone()
+    if row is None:
+        return
+    if tests is None:
+        tests = [t for (t,) in conn.execute("SELECT test FROM test_runs WHERE run = ?", (run_pk,))]
+    refresh(conn, str(row[0]), tests)
+
+
+def after_write(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | None = None) -> None:
+    """The writer's hook: refresh what a run feeds; a history without rollups gets them built."""
+    if enabled(conn):
+        refresh_run(conn, run_pk, tests)
+    else:
+        rebuild(conn)  # once per history: its first write after rollups existed
+
+
+def refresh_runs(conn: sqlite3.Connection, run_pks: Sequence[int]) -> None:
+    """Refresh the rollups of several runs (an incident tag set or cleared on them)."""
+    if not run_pks or not enabled(conn):
+        return
+    rows = conn.execute(
+        "SELECT substr(r.ts, 1, 10), tr.test FROM runs r JOIN test_runs tr ON tr.run = r.id"
+        " WHERE r.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(run_pks)),),
+    )
+    by_day: dict[str, set[int]] = {}
+    for day, test in rows:
+        by_day.setdefault(str(day), set()).add(int(test))
+    for day, tests in sorted(by_day.items()):
+        refresh(conn, day, tests)
+
+
+def drop_days_before(conn: sqlite3.Connection, day: str) -> int:
+    """Delete the rollup rows of days before `day` (prune); returns the rows deleted."""
+    if not enabled(conn):
+        return 0
+    return conn.execute("DELETE FROM test_day_rollups WHERE day < ?", (day,)).rowcount
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+# Per (test, suite) sums over day rows that carry their decay factor f; used for the rollup days
+# (a scan in primary-key order, no sort) and for the raw edge days, then merged (a few rows).
+_PER_SUITE = """
+    SELECT test, suite, sum(runs) AS runs, sum(main_runs) AS main_runs,
+        sum(flaky_runs) AS flaky_runs, sum(failed_runs) AS failed_runs,
+        sum(failed_any_runs) AS failed_any_runs, max(max_attempts) AS max_attempts,
+        min(first_ts) AS first_ts, max(last_ts) AS last_ts,
+        max(last_failure_ts) AS last_failure_ts,
+        -- each day's sums times that day's decay factor: exact per bucket
+        total(f * (:main_weight * main_w_bad + :other_weight * other_w_bad)) AS weighted_bad,
+        total(f * (:main_weight * main_w + :other_weight * other_w)) AS weighted_total
+    FROM (
+        SELECT *, exp(-:ln2_per_h * (:now_jd - julianday(day))) AS f FROM {source}
+    )
+    GROUP BY test, suite"""
+
+_ROLLUP_DAYS = "test_day_rollups WHERE day > :first_day AND day < :last_day{suite_rollup}"
+_BASE = f"""
+WITH per_suite AS (
+    SELECT test, suite, sum(runs) AS runs, sum(main_runs) AS main_runs,
+        sum(flaky_runs) AS flaky_runs, sum(failed_runs) AS failed_runs,
+        sum(failed_any_runs) AS failed_any_runs, max(max_attempts) AS max_attempts,
+        min(first_ts) AS first_ts, max(last_ts) AS last_ts,
+        max(last_failure_ts) AS last_failure_ts,
+        total(weighted_bad) AS weighted_bad, total(weighted_total) AS weighted_total
+    FROM (
+        {_PER_SUITE.format(source=_ROLLUP_DAYS)}
+        UNION ALL
+        {_PER_SUITE.format(source="({edges})")}
+    )
+    GROUP BY test, suite
+)
+SELECT test AS key, sum(runs) AS runs, sum(flaky_runs) AS flaky_runs,
+    sum(failed_runs) AS failed_runs, sum(failed_any_runs) AS failed_any_runs,
+    total(weighted_bad) AS weighted_bad, total(weighted_total) AS weighted_total,
+    min(first_ts) AS first_ts, max(last_ts) AS last_ts,
+    max(last_failure_ts) AS last_failure_at, max(max_attempts) AS max_attempts,
+    max(main_runs > 0 AND gating) AS gates_main, max(runs > main_runs AND gating) AS gates_branch,
+    sum(main_runs) AS main_runs, min(suite) AS suite_min, max(suite) AS suite_max,
+    json_group_object(suite, json_array(runs, max_attempts)) AS suites_json
+FROM (
+    SELECT *, suite NOT IN (SELECT value FROM json_each(:non_gating)) AS gating FROM per_suite
+)
+GROUP BY test
+"""
+
+
+def test_base(
+    conn: sqlite3.Connection,
+    now: datetime,
+    config: Config,
+    *,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> list[dict[str, Any]] | None:
+    """Stage-1 facts per test over the window, from rollups plus the raw edge days.
+
+    Keys: key (tests.id), runs, flaky_runs, failed_runs, failed_any_runs, weighted_bad,
+    weighted_total, first_ts, last_ts, last_failure_at, max_attempts, gates_main,
+    gates_branch, main_runs, suite_min, suite_max, suites ({suite: (runs, max attempts)}).
+    None when the rollups cannot answer exactly (none kept, other half-life, branch filter).
+    """
+    half_life = _half_life(conn)
+    if half_life is None or half_life != config.half_life_days or branch_kind is not None:
+        return None
+    ensure_sql_functions(conn)
+    start = now - timedelta(days=config.window_days)
+    params: dict[str, Any] = {
+        "start": to_iso(start),
+        "now": to_iso(now),
+        "now_jd": now.timestamp() / 86400.0 + UNIX_EPOCH_JD,
+        "first_day": to_iso(start)[:10],
+        "last_day": to_iso(now)[:10],
+        "ln2_per_h": math.log(2.0) / half_life,
+        "main_weight": config.main_weight,
+        "other_weight": config.other_weight,
+        "non_gating": json.dumps(list(config.non_gating_suites)),
+    }
+    suite_raw = suite_rollup = ""
+    if suite is not None:
+        params["suite"] = suite
+        suite_rollup, suite_raw = " AND suite = :suite", " AND r.suite = :suite"
+    # Edge days from raw rows: the window's first day after `start`, its last day up to `now`.
+    edge_where = (
+        "r.ts > :start AND r.ts <= :now"
+        " AND (r.ts < date(:first_day, '+1 day') OR r.ts >= :last_day)" + suite_raw
+    )
+    sql = _BASE.format(suite_rollup=suite_rollup, edges=_AGGREGATE.format(where=edge_where))
+    cursor = conn.execute(sql, params)
+    names = [col[0] for col in cursor.description]
+    out = []
+    for row in cursor:
+        item = dict(zip(names, row, strict=True))
+        suites = json.loads(item.pop("suites_json"))
+        item["suites"] = {name: (int(v[0]), int(v[1])) for name, v in suites.items()}
+        out.append(item)
+    return out
