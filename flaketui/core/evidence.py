@@ -1,7 +1,9 @@
 """The SQL that selects counted runs and aggregates them per test, per family, per signature.
 
 Everything here aggregates inside SQLite (GROUP BY and window functions); Python only sees
-one row per test or group.
+one row per test or group. flaketui.core.aggregates runs it over a whole history; `_ANALYSIS`
+over `_TEST_UNITS` / `_FAMILY_UNITS` also judges one target (flaketui.core.series does).
+Sequences are ordered by (ts, run id); ties in time are broken by ingest order.
 
 Counted runs (SPEC §4), as of `now`:
 - the run's `ts` lies in the window `(now - window_days, now]`;
@@ -21,12 +23,10 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-
-import sqlite_utils
 
 from flaketui.core.config import Config
 from flaketui.core.timeutil import to_iso
@@ -74,7 +74,10 @@ def counted_runs_cte(
     if test_ids is not None or test_pks is not None:
         if test_ids is not None:
             params[f"{name}_tests"] = json.dumps(list(test_ids))
-            picked = f"SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(:{name}_tests))"
+            picked = (
+                f"SELECT id FROM tests WHERE test_id IN "
+                f"(SELECT value FROM json_each(:{name}_tests))"
+            )
         else:
             params[f"{name}_pks"] = json.dumps([int(pk) for pk in test_pks or ()])
             picked = f"SELECT DISTINCT value FROM json_each(:{name}_pks)"
@@ -243,6 +246,7 @@ class Evidence:
     last_good_at: str | None
     suite_min: str | None = None  # first and last suite name among the runs (tests only)
     suite_max: str | None = None
+    suites: dict[str, tuple[int, int]] = field(default_factory=dict)  # suite -> (runs, attempts)
 
 
 def ensure_sql_functions(conn: sqlite3.Connection) -> None:
@@ -261,170 +265,3 @@ def _analysis_params(now: datetime, config: Config) -> dict[str, Any]:
         "other_weight": config.other_weight,
         "non_gating": json.dumps(list(config.non_gating_suites)),
     }
-
-
-# Stage 1: one grouped scan for every key; the sequence analysis then runs on failing keys only.
-_BASE_COLUMNS = """
-    count(*) AS runs, sum(flaky) AS flaky_runs, sum(bad) AS failed_runs,
-    sum(failed_any) AS failed_any_runs,
-    sum(weight * failed_any) AS weighted_bad, sum(weight) AS weighted_total,
-    min(ts) AS first_ts, max(ts) AS last_ts,
-    max(CASE WHEN failed_any THEN ts END) AS last_failure_at,
-    max(attempts) AS max_attempts, max(is_main AND gating) AS gates_main,
-    max(NOT is_main AND gating) AS gates_branch, sum(is_main) AS main_runs,
-    min(suite) AS suite_min, max(suite) AS suite_max"""
-
-_TEST_BASE = f"""
-base_units AS (
-    SELECT test AS key, run, ts, bad, outcome = 'flaky' AS flaky, outcome <> 'pass' AS failed_any,
-           attempts, weight, is_main, gating, suite
-    FROM counted
-)
-SELECT key, {_BASE_COLUMNS} FROM base_units GROUP BY key"""
-
-_POOLED_BASE_UNITS = """
-    SELECT {key} AS key, c.run, min(c.ts) AS ts, max(c.bad) AS bad,
-           max(c.outcome = 'flaky') AS flaky, max(c.outcome <> 'pass') AS failed_any,
-           max(c.attempts) AS attempts, min(c.weight) AS weight, min(c.is_main) AS is_main,
-           min(c.gating) AS gating, min(c.suite) AS suite
-    FROM counted c {join}
-    GROUP BY {key}, c.run"""
-
-_FAMILY_BASE = f"""
-base_units AS ({_POOLED_BASE_UNITS.format(key="t.parent", join="JOIN tests t ON t.id = c.test")})
-SELECT key, {_BASE_COLUMNS} FROM base_units GROUP BY key"""
-
-_SIGNATURE_BASE = f"""
-members AS MATERIALIZED (
-    SELECT CAST(key AS INTEGER) AS test, value AS sig FROM json_each(:members)
-),
-base_units AS ({_POOLED_BASE_UNITS.format(key="m.sig", join="JOIN members m ON m.test = c.test")})
-SELECT key, {_BASE_COLUMNS} FROM base_units GROUP BY key"""
-
-
-def _from_base(row: Mapping[str, Any]) -> Evidence:
-    """Evidence of a key without any failed run: the sequence facts follow from the counts."""
-    return Evidence(
-        key=row["key"], runs=row["runs"], flaky_runs=row["flaky_runs"],
-        failed_runs=row["failed_runs"], flips=0, clean_tail=row["runs"],
-        weighted_bad=row["weighted_bad"], weighted_total=row["weighted_total"],
-        first_ts=row["first_ts"], last_ts=row["last_ts"], last_failure_at=None,
-        max_attempts=row["max_attempts"], gates_main=row["gates_main"],
-        gates_branch=row["gates_branch"], mixed_commits=0, main_runs=row["main_runs"],
-        main_bad=0, main_bad_streaks=0, main_recoveries=0, main_flips=0,
-        good_rn=row["main_runs"], streak=0, streak_flaky=0, first_bad_commit=None,
-        first_bad_at=None, last_good_commit=None, last_good_at=None,
-        suite_min=row["suite_min"], suite_max=row["suite_max"],
-    )
-
-
-def _rows(db: sqlite_utils.Database, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    cursor = db.conn.execute(sql, params)
-    names = [col[0] for col in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor]
-
-
-def _collect(
-    db: sqlite_utils.Database, base_sql: str, units_sql: str, extra: Mapping[str, Any],
-    now: datetime, config: Config, suite: str | None, branch_kind: str | None,
-    scope: Sequence[int] | None, members_of: Callable[[list[Any]], list[int]],
-) -> dict[Any, Evidence]:
-    """Stage 1 over `scope` (tests.id, None = all tests), stage 2 on the keys that failed."""
-    ensure_sql_functions(db.conn)
-    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
-                                   test_pks=scope)
-    joiner = "," if not base_sql.lstrip().startswith("SELECT") else ""
-    base = _rows(db, f"WITH {cte}{joiner}{base_sql}", {**params, **extra})
-    out = {row["key"]: _from_base(row) for row in base}
-    failing = [row["key"] for row in base if row["failed_any_runs"]]
-    if not failing:
-        return out
-    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
-                                   test_pks=members_of(failing))
-    params.update(_analysis_params(now, config))
-    for row in _rows(db, f"WITH {cte},{units_sql},{_ANALYSIS}", {**params, **extra}):
-        if row["key"] in out:
-            known = out[row["key"]]
-            out[row["key"]] = Evidence(**row, suite_min=known.suite_min, suite_max=known.suite_max)
-    return out
-
-
-def test_evidence(
-    db: sqlite_utils.Database, now: datetime, config: Config,
-    suite: str | None = None, branch_kind: str | None = None,
-) -> dict[int, Evidence]:
-    """Evidence per test (keyed by tests.id) for every test with a counted run."""
-    return _collect(db, _TEST_BASE, _TEST_UNITS, {}, now, config, suite, branch_kind, None,
-                    lambda keys: [int(k) for k in keys])
-
-
-def family_evidence(
-    db: sqlite_utils.Database, now: datetime, config: Config,
-    suite: str | None = None, branch_kind: str | None = None,
-) -> dict[str, Evidence]:
-    """Evidence per parametrized family (keyed by parent id), pooled by run."""
-
-    def members_of(parents: list[Any]) -> list[int]:
-        rows = db.conn.execute(
-            "SELECT id FROM tests WHERE parent IN (SELECT value FROM json_each(?))",
-            (json.dumps(parents),),
-        )
-        return [int(pk) for (pk,) in rows]
-
-    scope = [
-        int(pk) for (pk,) in db.conn.execute(
-            "SELECT id FROM tests WHERE parent IN "
-            "(SELECT parent FROM tests WHERE test_id <> parent)"
-        )
-    ]
-    if not scope:
-        return {}
-    return _collect(db, _FAMILY_BASE, _FAMILY_UNITS, {}, now, config, suite, branch_kind,
-                    scope, members_of)
-
-
-def signature_evidence(
-    db: sqlite_utils.Database, members: Mapping[int, str], now: datetime, config: Config,
-    suite: str | None = None, branch_kind: str | None = None,
-) -> dict[str, Evidence]:
-    """Evidence per signature group (keyed by hash), pooled by run; members: tests.id -> hash."""
-    if not members:
-        return {}
-    extra = {"members": json.dumps({str(test): sig for test, sig in members.items()})}
-
-    def members_of(hashes: list[Any]) -> list[int]:
-        wanted = set(hashes)
-        return [test for test, sig in members.items() if sig in wanted]
-
-    return _collect(db, _SIGNATURE_BASE, _SIGNATURE_UNITS, extra, now, config, suite,
-                    branch_kind, list(members), members_of)
-
-
-def suite_counts(
-    db: sqlite_utils.Database, now: datetime, config: Config,
-    suite: str | None = None, branch_kind: str | None = None,
-    test_pks: Sequence[int] | None = None,
-) -> list[tuple[int, str, int, int]]:
-    """(tests.id, suite, counted runs, most attempts) per test and suite."""
-    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
-                                   test_pks=test_pks)
-    sql = f"""WITH {cte}
-        SELECT test, suite, count(*), max(attempts) FROM counted GROUP BY test, suite"""
-    return [(int(t), str(s), int(n), int(a)) for t, s, n, a in db.conn.execute(sql, params)]
-
-
-def signature_counts(
-    db: sqlite_utils.Database, now: datetime, config: Config,
-    suite: str | None = None, branch_kind: str | None = None,
-    test_pks: Sequence[int] | None = None,
-) -> list[tuple[int, str, str, int, str]]:
-    """(tests.id, signature hash, text, counted runs with it, latest ts) per test and signature."""
-    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind,
-                                   test_pks=test_pks)
-    sql = f"""WITH {cte}
-        SELECT c.test, s.hash, s.text, count(*), max(c.ts)
-        FROM counted c JOIN signatures s ON s.id = c.signature
-        GROUP BY c.test, c.signature"""
-    return [
-        (int(t), str(h), str(x), int(n), str(ts)) for t, h, x, n, ts in db.conn.execute(sql, params)
-    ]

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import sqlite_utils
 
+from flaketui.core import rollups
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.store import transaction
@@ -98,6 +99,7 @@ def _set_incident(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | N
     """
     pks = list(run_pks)
     conn.executemany("UPDATE runs SET incident = ? WHERE id = ?", [(tag, pk) for pk in pks])
+    rollups.refresh_runs(conn, pks)
     return len(pks)
 
 

@@ -20,21 +20,21 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
 import sqlite_utils
 
-from flaketui.core.config import Config
-from flaketui.core.evidence import (
-    Evidence,
-    family_evidence,
+from flaketui.core.aggregates import (
+    per_family_evidence,
+    per_signature_evidence,
+    per_test_evidence,
     signature_counts,
-    signature_evidence,
     suite_counts,
-    test_evidence,
 )
+from flaketui.core.config import Config
+from flaketui.core.evidence import Evidence
 from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.core.verdicts import compute_scores, judge
@@ -50,7 +50,10 @@ def effective_now(
     """SPEC §1 clock: `requested`, else now, else the newest run when the history is older
     than the window; the flag says the clock was moved back to the newest run."""
     if requested is not None:
-        return requested, False
+        # A naive time means UTC, like every timestamp flaketui reads.
+        if requested.tzinfo is None:
+            requested = requested.replace(tzinfo=UTC)
+        return requested.astimezone(UTC), False
     current = utc_now()
     row = db.conn.execute("SELECT max(ts) FROM runs").fetchone()
     if row is None or row[0] is None:
@@ -75,15 +78,22 @@ class _TestInfo:
 
 
 def _test_infos(
-    db: sqlite_utils.Database, evidence: dict[int, Evidence], now: datetime, config: Config,
-    suite: str | None, branch_kind: str | None,
+    db: sqlite_utils.Database,
+    evidence: dict[int, Evidence],
+    now: datetime,
+    config: Config,
+    suite: str | None,
+    branch_kind: str | None,
 ) -> dict[int, _TestInfo]:
     """Identity, main suite, retry status and top signature of every listed test."""
     per_suite: dict[int, dict[str, int]] = {}
     retry_suites: set[str] = set()
     multi_suite = []
     for pk, ev in evidence.items():
-        if ev.suite_min == ev.suite_max and ev.suite_min is not None:
+        if ev.suites:
+            per_suite[pk] = {name: runs for name, (runs, _attempts) in ev.suites.items()}
+            retry_suites.update(name for name, (_runs, most) in ev.suites.items() if most > 1)
+        elif ev.suite_min == ev.suite_max and ev.suite_min is not None:
             per_suite[pk] = {ev.suite_min: ev.runs}
             if ev.max_attempts > 1:
                 retry_suites.add(ev.suite_min)
@@ -105,7 +115,12 @@ def _test_infos(
         suites = per_suite.get(pk, {})
         main_suite = min(suites, key=lambda s: (-suites[s], s)) if suites else "default"
         infos[pk] = _TestInfo(
-            pk, test_id, parent, test_file, parse_iso(first_seen), main_suite,
+            pk,
+            test_id,
+            parent,
+            test_file,
+            parse_iso(first_seen),
+            main_suite,
             any(s in retry_suites for s in suites),
         )
     failing = [pk for pk, ev in evidence.items() if ev.last_failure_at is not None]
@@ -236,7 +251,7 @@ def build_report(
     """Score, judge and rank every live test, family and signature group as of `now`."""
     config = config or Config()
     now, clamped = effective_now(db, now, config)
-    evidence = test_evidence(db, now, config, suite, branch_kind)
+    evidence = per_test_evidence(db, now, config, suite, branch_kind)
     infos = _test_infos(db, evidence, now, config, suite, branch_kind)
     owner_of = _owner_lookup(repo_root, config)
     tests: list[TestVerdict] = []
@@ -295,7 +310,7 @@ def build_report(
             by_signature[info.signature].append(info)
     families = [
         _group(parent, parent, by_parent[parent], ev, now, config, owner_of)
-        for parent, ev in family_evidence(db, now, config, suite, branch_kind).items()
+        for parent, ev in per_family_evidence(db, now, config, suite, branch_kind).items()
         if by_parent.get(parent)
     ]
     members = {info.pk: info.signature for info in infos.values() if info.signature}
@@ -309,7 +324,7 @@ def build_report(
             config,
             owner_of,
         )
-        for sig, ev in signature_evidence(db, members, now, config, suite, branch_kind).items()
+        for sig, ev in per_signature_evidence(db, members, now, config, suite, branch_kind).items()
         if by_signature.get(sig)
     ]
     return Report(

@@ -139,6 +139,7 @@ def test_effective_now_clamps_an_old_history(db: sqlite_utils.Database, hb: Hist
     moment, clamped = effective_now(db, None, Config())
     assert (moment, clamped) == (utc(2020, 1, 1, 2), True)
     assert effective_now(db, NOW, Config()) == (NOW, False)
+    assert effective_now(db, NOW.replace(tzinfo=None), Config()) == (NOW, False)
     report = build_report(db)
     assert report.now_was_clamped and report.now == utc(2020, 1, 1, 2)
     assert [t.test_id for t in report.tests] == ["tests/test_a.py::test_a"]
@@ -250,3 +251,32 @@ def test_table_lists_every_entry_aligned(db: sqlite_utils.Database, hb: HistoryB
     column = header.index("TEST")
     assert {line[column:] for line in body} == {t.test_id for t in report.tests}
     assert "R1" in {line.split()[0] for line in body}
+
+
+@pytest.mark.parametrize("suite_columns", [16, 0])
+def test_suite_is_the_most_frequent_and_retries_are_per_suite(
+    db: sqlite_utils.Database,
+    hb: HistoryBuilder,
+    monkeypatch: pytest.MonkeyPatch,
+    suite_columns: int,
+) -> None:
+    from flaketui.core import aggregates
+
+    monkeypatch.setattr(aggregates, "MAX_SUITE_COLUMNS", suite_columns)
+    both = "tests/test_x.py::test_both"
+    hb.sequence(both, "PPFPPPPFPPPP", start=T0, suite="ci")
+    hb.sequence(both, "PPP", start=T0 + timedelta(days=1), suite="nightly")
+    hb.sequence("tests/test_y.py::test_retried", "PPRPPPPPPPPP", start=T0, suite="nightly")
+    tests = {t.test_id: t for t in build_report(db, now=NOW).tests}
+    assert tests[both].suite == "ci"
+    # `nightly` retries (another test's flaky run), so the flaky-run bound is used for damage
+    # only when the test has flaky runs; this one has none, so flips drive it.
+    assert tests[both].scores.flaky_runs == 0
+    assert tests[both].scores.damage == pytest.approx(
+        tests[both].scores.flip_rate_low
+        * tests[both].scores.runs_per_week
+        * tests[both].scores.blast_radius
+    )
+    assert tests["tests/test_y.py::test_retried"].suite == "nightly"
+    assert "no-retry" not in tests["tests/test_y.py::test_retried"].flags
+    assert "no-retry" not in tests[both].flags
