@@ -1,0 +1,166 @@
+"""`flaketui lifecycle`: dry run, --apply, JSON output and the gating exit status bits."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from flaketui.commands import cli
+from flaketui.core.store import open_history
+from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, utc
+
+T0 = utc(2026, 1, 1)
+FLAKY = "tests/test_a.py::test_a"
+BROKEN = "tests/test_r.py::test_r"
+STEADY = "tests/test_s.py::test_s"
+NOW = "2026-02-10T23:00:00Z"  # day 40
+
+
+def build(path: Path, *, broken: bool = False) -> None:
+    """A flaky test (quarantined by the lifecycle on day 35), a steady one, maybe a regression."""
+    hb = HistoryBuilder(open_history(path))
+    for day in range(41):
+        for index, letter in enumerate("PP" if day < 20 else "RRP"):
+            hb.run(ts=T0 + timedelta(days=day, hours=6 + index)).result(
+                FLAKY, PATTERN_ATTEMPTS[letter]
+            )
+        hb.run(ts=T0 + timedelta(days=day, hours=12)).result(STEADY, ["pass"])
+        if broken:
+            outcome = ["pass"] if day < 20 else ["fail", "fail"]
+            hb.run(ts=T0 + timedelta(days=day, hours=13)).result(BROKEN, outcome)
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    return tmp_path
+
+
+def invoke(work: Path, *args: str) -> Result:
+    skip = str(work / "skip.json")
+    return CliRunner().invoke(cli, ["lifecycle", str(work / "h.db"), "--skip-file", skip, *args])
+
+
+def audit(work: Path) -> list[tuple[str, str, str]]:
+    db = open_history(work / "h.db")
+    rows = db.conn.execute("SELECT action, test_id, source FROM audit_log ORDER BY id")
+    return [(str(a), str(t), str(s)) for a, t, s in rows]
+
+
+def write_skip(work: Path, tests: dict[str, dict[str, str]]) -> None:
+    doc = {"format": "flaketui-skip-file", "version": 1, "tests": tests}
+    (work / "skip.json").write_text(json.dumps(doc))
+
+
+def test_dry_run_prints_transitions_and_writes_nothing(work: Path) -> None:
+    build(work / "h.db")
+    result = invoke(work, "--now", NOW)
+    assert result.exit_code == 0, result.output
+    assert "Would apply as of 2026-02-10T23:00:00Z: 3" in result.output
+    lines = result.output.splitlines()
+    assert any(FLAKY in line and "warning" in line and "quarantined" in line for line in lines)
+    assert any("2026-02-05" in line and "7 days in warning" in line for line in lines)
+    assert "Gate:\n  ok" in result.output
+    assert audit(work) == []
+    assert not (work / "skip.json").exists()
+
+
+def test_apply_writes_then_a_second_apply_writes_nothing(work: Path) -> None:
+    build(work / "h.db")
+    result = invoke(work, "--now", NOW, "--apply", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["applied"] is True
+    assert [(t["from"], t["to"], t["day"]) for t in doc["transitions"]] == [
+        ("none", "watching", "2026-01-23"),
+        ("watching", "warning", "2026-01-29"),
+        ("warning", "quarantined", "2026-02-05"),
+    ]
+    assert doc["effects"]["quarantined"] == [FLAKY]
+    assert [s["state"] for s in doc["states"]] == ["quarantined"]
+    skip = json.loads((work / "skip.json").read_text())
+    assert skip["tests"][FLAKY]["mode"] == "skip"
+    assert audit(work) == [
+        ("lifecycle:none->watching", FLAKY, "lifecycle"),
+        ("lifecycle:watching->warning", FLAKY, "lifecycle"),
+        ("quarantine", FLAKY, "lifecycle"),
+        ("lifecycle:warning->quarantined", FLAKY, "lifecycle"),
+    ]
+    again = invoke(work, "--now", NOW, "--apply")
+    assert again.exit_code == 0, again.output
+    assert "Applied as of 2026-02-10T23:00:00Z: 0" in again.output
+    assert len(audit(work)) == 4
+    listed = invoke(work, "--now", NOW, "--all")
+    assert "Transitions as of" in listed.output and "(pending)" not in listed.output
+
+
+def test_new_regressions_exit_4_until_applied(work: Path) -> None:
+    build(work / "h.db", broken=True)
+    result = invoke(work, "--now", NOW, "--format", "json")
+    assert result.exit_code == 4
+    doc = json.loads(result.output)
+    assert [r["test_id"] for r in doc["gate"]["new_regressions"]] == [BROKEN]
+    assert doc["gate"]["exit_code"] == 4
+    assert all(t["test_id"] != BROKEN for t in doc["transitions"])
+    # The nightly --apply reports it once and acknowledges it.
+    applied = invoke(work, "--now", NOW, "--apply")
+    assert applied.exit_code == 4
+    assert f"new regression: {BROKEN}" in applied.output
+    assert ("regression-noted", BROKEN, "lifecycle") in audit(work)
+    assert invoke(work, "--now", NOW).exit_code == 0
+
+
+def test_expired_entries_exit_8(work: Path) -> None:
+    build(work / "h.db")
+    write_skip(work, {STEADY: {"expires": "2026-02-01T00:00:00Z"}})
+    result = invoke(work, "--now", NOW)
+    assert result.exit_code == 8
+    assert f"expired entry: {STEADY} (expired 2026-02-01T00:00:00Z)" in result.output
+
+
+def test_entries_matching_no_test_exit_16(work: Path) -> None:
+    build(work / "h.db")
+    write_skip(work, {"tests/test_gone.py::test_gone": {}, STEADY: {}})
+    result = invoke(work, "--now", NOW)
+    assert result.exit_code == 16
+    assert "entry matching no test: tests/test_gone.py::test_gone" in result.output
+    assert f"entry matching no test: {STEADY}" not in result.output
+
+
+def test_bits_combine_and_no_gate_exits_0(work: Path) -> None:
+    build(work / "h.db", broken=True)
+    write_skip(
+        work,
+        {
+            STEADY: {"expires": "2026-02-01T00:00:00Z"},
+            "tests/test_gone.py::test_gone": {},
+        },
+    )
+    assert invoke(work, "--now", NOW).exit_code == 4 | 8 | 16
+    quiet = invoke(work, "--now", NOW, "--no-gate", "--format", "json")
+    assert quiet.exit_code == 0
+    assert json.loads(quiet.output)["gate"]["exit_code"] == 0
+
+
+def test_help_documents_the_exit_status() -> None:
+    result = CliRunner().invoke(cli, ["lifecycle", "--help"])
+    assert result.exit_code == 0
+    for text in ("--apply", "--no-gate", "new regressions", "expired", "matching no test"):
+        assert text in result.output
+    assert " 4 " in result.output and " 8 " in result.output and " 16 " in result.output
+
+
+def test_bad_input_is_one_line(work: Path) -> None:
+    build(work / "h.db")
+    result = invoke(work, "--now", "yesterday")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and "Traceback" not in result.output
+    (work / "skip.json").write_text('{"format": "flaketui-skip-file", broken')
+    result = invoke(work, "--now", NOW)
+    assert result.exit_code == 1
+    assert "skip.json" in result.output and "not valid JSON" in result.output
