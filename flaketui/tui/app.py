@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from textual.binding import Binding, BindingType
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.timeutil import utc_now
+from flaketui.tui.actionmodel import quarantine_reason
 from flaketui.tui.commands import FlaketuiCommands
 from flaketui.tui.loaders import (
     QuarantineRequest,
@@ -30,7 +32,6 @@ from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.help import HelpScreen
 from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
-from flaketui.tui.viewmodel import quarantine_reason
 
 POLL_SECONDS = 2.0
 
@@ -183,6 +184,15 @@ class FlaketuiApp(App[None]):
             self.main_screen.reload()
 
 
+def _read_only(path: Path) -> bool:
+    """No write access, or no write bit at all (root may write anyway, but should not)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return True
+    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
 def _shown(path: Path) -> str:
     """A path relative to the current directory when it lies inside it."""
     try:
@@ -215,7 +225,7 @@ def make_app(
         skip_display=_shown(skip_path),
         requested_now=now,
         config=config,
-        readonly=not os.access(history, os.W_OK),
+        readonly=_read_only(history),
         repo_root=root,
     )
     return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)

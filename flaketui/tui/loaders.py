@@ -16,14 +16,10 @@ import sqlite_utils
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, Report, TestVerdict
-from flaketui.core.skipfile import SkipFileError, read_skip_file
+from flaketui.core.skipfile import SkipFile, SkipFileError, read_skip_file
 from flaketui.core.store import open_history
-from flaketui.tui.viewmodel import (
-    QuarantineRow,
-    pool_by_run,
-    repro_command,
-    worst_worker_count,
-)
+from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
+from flaketui.tui.viewmodel import QuarantineRow
 
 DAILY_DAYS = 30
 
@@ -109,27 +105,29 @@ def history_stamp(path: Path) -> tuple[int, ...]:
     return tuple(stamp)
 
 
-def _lifecycle_states(db: sqlite_utils.Database, report: Report, source: Source) -> dict[str, str]:
-    """Each test's lifecycle state, when the lifecycle module exists."""
-    try:
-        lifecycle = _core("lifecycle")
-    except ImportError:
-        return {}
-    states_of = getattr(lifecycle, "lifecycle_states", None)
-    if states_of is None:
-        return {}
-    states = states_of(db, report=report, now=report.now, config=source.config)
-    return {key: str(getattr(value, "state", value)) for key, value in states.items()}
+def _lifecycle_states(
+    db: sqlite_utils.Database, report: Report, source: Source, skip: SkipFile | None
+) -> dict[str, str]:
+    """Each tracked test's lifecycle state (tests in state `none` are absent)."""
+    lifecycle = _core("lifecycle")
+    states = lifecycle.lifecycle_states(
+        db, report=report, now=report.now, config=source.config, skip=skip
+    )
+    return {key: str(value.state) for key, value in states.items()}
 
 
-def quarantine_rows(skip_path: Path) -> tuple[list[QuarantineRow], str | None]:
-    """The skip file's entries, or a one-line problem when it cannot be read."""
+def read_skip(skip_path: Path) -> tuple[SkipFile | None, str | None]:
+    """The skip file (None when absent), or a one-line problem when it cannot be read."""
     try:
-        skip = read_skip_file(skip_path, explicit=False)
+        return read_skip_file(skip_path, explicit=False), None
     except SkipFileError as exc:
-        return [], exc.message
+        return None, exc.message
+
+
+def quarantine_rows(skip: SkipFile | None) -> list[QuarantineRow]:
+    """The skip file's entries as the Quarantined view lists them."""
     if skip is None:
-        return [], None
+        return []
     rows = [
         QuarantineRow(
             test_id=entry.test_id,
@@ -143,7 +141,7 @@ def quarantine_rows(skip_path: Path) -> tuple[list[QuarantineRow], str | None]:
         )
         for entry in skip.entries.values()
     ]
-    return sorted(rows, key=lambda r: r.test_id), None
+    return sorted(rows, key=lambda r: r.test_id)
 
 
 def suites_of(db: sqlite_utils.Database) -> list[str]:
@@ -155,6 +153,7 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
     """Score the history as of the effective now, with lifecycle states and the skip file."""
     report_mod = _core("report")
     stamp = history_stamp(source.path)
+    skip, problem = read_skip(source.skip_path)
     with reading(source.path) as db:
         # build_report applies the SPEC §1 clock itself (and flags a clamped now).
         report: Report = report_mod.build_report(
@@ -165,10 +164,9 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
             branch_kind=branch_kind,
             repo_root=source.repo_root,
         )
-        lifecycle = _lifecycle_states(db, report, source)
+        lifecycle = _lifecycle_states(db, report, source, skip)
         suites = suites_of(db)
-    rows, problem = quarantine_rows(source.skip_path)
-    return MainData(report, lifecycle, rows, suites, stamp, problem)
+    return MainData(report, lifecycle, quarantine_rows(skip), suites, stamp, problem)
 
 
 def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:

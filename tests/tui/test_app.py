@@ -234,3 +234,13 @@ async def test_command_palette_and_help(history: Path, tmp_path: Path) -> None:
         assert type(app.screen).__name__ == "HelpScreen"
         await pilot.press("escape")
         assert app.screen is app.main_screen
+
+
+async def test_read_only_file_opens_read_only(history: Path, tmp_path: Path) -> None:
+    history.chmod(0o444)
+    app = _app(history, tmp_path)
+    assert app.source.readonly
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        assert app.main_screen.data is not None  # it still reads
+        assert "read-only" in str(app.main_screen.query_one("#header").render())

@@ -9,17 +9,15 @@ from hypothesis import strategies as st
 
 from flaketui.core import results
 from flaketui.core.results import GroupVerdict, Report, Scores
+from flaketui.tui.actionmodel import next_in_cycle, repro_command, worst_worker_count
 from flaketui.tui.viewmodel import (
     SPARK_BLOCKS,
     ViewContext,
     ViewState,
     build_rows,
-    next_in_cycle,
     relative_time,
-    repro_command,
     short_id,
     sparkline,
-    worst_worker_count,
 )
 
 NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
@@ -161,3 +159,29 @@ def test_braille_sparkline_rises_with_the_score() -> None:
     low, high = braille_sparkline([0.0, 0.0]), braille_sparkline([1.0, 1.0])
     assert bin(ord(low) - 0x2800).count("1") == 2
     assert bin(ord(high) - 0x2800).count("1") == 8
+
+
+def test_pool_by_run_keeps_the_worst_param_of_each_run() -> None:
+    from dataclasses import dataclass
+
+    from flaketui.tui.actionmodel import pool_by_run
+
+    @dataclass
+    class Outcome:
+        run_id: str
+        test_id: str
+        outcome: str
+
+    pooled = pool_by_run(
+        [
+            Outcome("r1", "f[a]", "pass"),
+            Outcome("r1", "f[b]", "flaky"),
+            Outcome("r1", "f[c]", "fail"),
+            Outcome("r2", "f[a]", "pass"),
+            Outcome("r2", "f[b]", "skipped"),
+        ]
+    )
+    assert [(p.run_id, p.outcome, p.test_id) for p in pooled] == [
+        ("r1", "fail", "f[c] (+1 more)"),
+        ("r2", "pass", "f[a]"),
+    ]

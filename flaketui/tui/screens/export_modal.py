@@ -12,8 +12,8 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
+from flaketui.tui.actionmodel import default_export_name
 from flaketui.tui.loaders import EXPORT_FORMATS
-from flaketui.tui.viewmodel import default_export_name
 from flaketui.tui.widgets.fields import text_input
 
 

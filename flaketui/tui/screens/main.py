@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -10,14 +11,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Sparkline, Static, Tab, Tabs
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, TestVerdict
+from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
 from flaketui.tui.loaders import MainData, load_main
 from flaketui.tui.messages import LoadFailed, MainLoaded
 from flaketui.tui.viewmodel import (
-    BRANCH_KIND_CYCLE,
     VIEW_TITLES,
     VIEWS,
     Row,
@@ -25,7 +27,6 @@ from flaketui.tui.viewmodel import (
     ViewState,
     build_rows,
     columns_for,
-    next_in_cycle,
 )
 from flaketui.tui.widgets.fields import text_input
 from flaketui.tui.widgets.flake_table import FlakeTable
@@ -72,7 +73,8 @@ class MainScreen(Screen[None]):
         self.state = ViewState()
         self.suite: str | None = None
         self.branch_kind: str | None = None
-        self._pending_reload = False
+        self._loading_since = 0.0
+        self._loading_timer: Timer | None = None
 
     @property
     def flaketui(self) -> FlaketuiApp:
@@ -92,6 +94,7 @@ class MainScreen(Screen[None]):
             classes="hidden",
             blink=self.flaketui.cursor_blink,
         )
+        yield Static(id="loading")
         yield FlakeTable(id="table")
         with Horizontal(id="selection"):
             yield Static(id="reason")
@@ -101,15 +104,31 @@ class MainScreen(Screen[None]):
     def on_mount(self) -> None:
         """Start the first load."""
         self.query_one(HistoryHeader).show_loading(self.flaketui.source)
-        self.query_one(FlakeTable).loading = True
         self.reload()
 
     # ---- loading ----------------------------------------------------------------------------
 
     def reload(self) -> None:
         """Read the history again in a worker; a newer load replaces an older one."""
-        self.query_one(FlakeTable).loading = self.data is None
+        self._loading_since = time.monotonic()
+        self._show_loading()
+        if self._loading_timer is None:
+            # A static line updated once a second: an animated spinner would cost the event
+            # loop a full repaint per frame while the history is read.
+            self._loading_timer = self.set_interval(1.0, self._show_loading)
         self._load(self.suite, self.branch_kind)
+
+    def _show_loading(self) -> None:
+        elapsed = time.monotonic() - self._loading_since
+        box = self.query_one("#loading", Static)
+        box.update(f"⏳ reading {self.flaketui.source.display} … {elapsed:.0f} s")
+        box.display = True
+
+    def _stop_loading(self) -> None:
+        if self._loading_timer is not None:
+            self._loading_timer.stop()
+            self._loading_timer = None
+        self.query_one("#loading", Static).display = False
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def _load(self, suite: str | None, branch_kind: str | None) -> None:
@@ -124,7 +143,7 @@ class MainScreen(Screen[None]):
     def _loaded(self, event: MainLoaded) -> None:
         self.data = event.data
         self.flaketui.last_stamp = event.data.stamp
-        self.query_one(FlakeTable).loading = False
+        self._stop_loading()
         self.query_one(HistoryHeader).show(
             event.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
         )
@@ -132,7 +151,7 @@ class MainScreen(Screen[None]):
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
-        self.query_one(FlakeTable).loading = False
+        self._stop_loading()
         self.notify(event.message, title="Cannot read the history", severity="error")
 
     # ---- rendering --------------------------------------------------------------------------
