@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import NOW, emit, log, out_dir, timed  # noqa: E402
+from common import NOW, emit, log, out_dir, timed
 
-from flaketui.core.ingest.writer import RunRecorder  # noqa: E402
-from flaketui.core.models import Attempt, CaseResult, RunMeta  # noqa: E402
-from flaketui.core.store import open_history  # noqa: E402
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.store import open_history
 
 DAYS = 90
 MAIN_PER_DAY, PR_PER_DAY, NIGHTLY_PER_DAY = 10, 10, 1
@@ -92,9 +92,11 @@ def _schedule(runs: int, rng: random.Random) -> list[tuple[str, float]]:
     """(kind, days before NOW) of every run, oldest first: main, pr and nightly in proportion."""
     per_day = MAIN_PER_DAY + PR_PER_DAY + NIGHTLY_PER_DAY
     kinds = ["main"] * MAIN_PER_DAY + ["pr"] * PR_PER_DAY + ["nightly"] * NIGHTLY_PER_DAY
+    small = ["nightly"] + ["main", "pr"] * MAIN_PER_DAY
     out = []
     for index in range(runs):
-        kind = kinds[index % per_day] if runs >= per_day * 2 else rng.choice(kinds)
+        # Tiny histories still get every kind: the nightly first, then main and PR alternating.
+        kind = kinds[index % per_day] if runs >= per_day * 2 else small[index % per_day]
         age = rng.uniform(0.01, DAYS - 0.01)
         if kind == "nightly":
             age = int(age) + (18 - 3.28) / 24  # 03:17 UTC, NOW being 18:00
@@ -123,10 +125,12 @@ def _attempts(test: _Test, kind: str, main_index: int, rng: random.Random) -> li
     return attempts
 
 
-def generate(path: Path, results: int, *, seed: int = 6) -> dict[str, int]:
-    """Write a history of about `results` result rows to a new file at path."""
+def generate(
+    path: Path, results: int, *, seed: int = 6, tests_count: int | None = None
+) -> dict[str, int]:
+    """Write a history of about `results` result rows (tests_count tests) to a new file."""
     rng = random.Random(seed)
-    tests = _suite_tests(tests_for(results), rng)
+    tests = _suite_tests(tests_count or tests_for(results), rng)
     runs = max(2, round(results / len(tests)))
     schedule = _schedule(runs, rng)
     main_runs = sum(1 for kind, _ in schedule if kind == "main")

@@ -1,0 +1,241 @@
+"""Benchmark JUnit ingest against a bare streaming parse of the same files (SPEC §9).
+
+Usage: python bench/ingest.py --results 100000 [--repeat 3] [--seed 6]
+       python bench/ingest.py --report-mb 500      (one big report: peak memory)
+
+Default mode: writes about N results as pytest-style JUnit files (one file per CI run, every test
+of the suite in each, failure messages with volatile parts), then medians of --repeat rounds of
+- ingest_s: `ingest_reports` of every file (one run each) into a fresh history, in this process;
+- parse_s: the anchor, expat fed 64 KiB chunks with one start-element handler counting
+  <testcase>: the floor of reading the same bytes as XML, nothing built or stored.
+--report-mb M: one report of about M MB is ingested by a child process; peak_rss_mb is that
+child's peak resident set (import_rss_mb: the same child doing nothing but the imports).
+The last stdout line is one JSON object: results, results_per_s, parse_ratio (ingest / parse,
+target <= 2.5) and, with --report-mb, report_mb and peak_rss_mb (target < 200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import xml.parsers.expat
+from datetime import timedelta
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import NOW, emit, log, machine, median, out_dir, peak_rss_mb, timed
+from generate import _message, _suite_tests, tests_for
+
+CHUNK_BYTES = 64 * 1024
+TRACEBACK = "".join(f'    frame {i}: File "src/app/mod{i}.py", line {i * 7}\n' for i in range(30))
+
+
+def _case_xml(test_id: str, test_file: str, outcome: str, message: str | None, secs: float) -> str:
+    module, _, name = test_id.partition("::")
+    classname = module.removesuffix(".py").replace("/", ".")
+    head = (
+        f'<testcase classname="{classname}" name={quoteattr(name)} file="{test_file}"'
+        f' time="{secs:.3f}"'
+    )
+    if outcome == "pass":
+        return head + "/>\n"
+    if outcome == "skipped":
+        return head + '><skipped message="not on this platform"/></testcase>\n'
+    tag = "failure" if outcome == "fail" else "error"
+    body = f"{message}\n{TRACEBACK}".replace("&", "&amp;").replace("<", "&lt;")
+    return f"{head}><{tag} message={quoteattr(message or '')}>{body}</{tag}></testcase>\n"
+
+
+def write_report(path: Path, cases: list[str], ts: str) -> None:
+    """One pytest-style JUnit file."""
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>')
+        fh.write(f'<testsuite name="pytest" tests="{len(cases)}" timestamp="{ts}">\n')
+        fh.writelines(cases)
+        fh.write("</testsuite></testsuites>\n")
+
+
+def _outcome(fail_p: float, skipped: bool, rng: random.Random) -> tuple[str, str | None]:
+    if skipped:
+        return "skipped", None
+    if fail_p and rng.random() < fail_p:
+        return ("fail" if rng.random() < 0.8 else "error"), _message(rng)
+    return "pass", None
+
+
+def ensure_reports(results: int, seed: int) -> list[Path]:
+    """Cached JUnit files of about `results` cases: one per run, every test in each."""
+    folder = out_dir() / f"junit-{results}-s{seed}"
+    done = folder / "DONE"
+    if done.exists():
+        return sorted(folder.glob("run-*.xml"))
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    tests = _suite_tests(tests_for(results), rng)
+    runs = max(1, round(results / len(tests)))
+    for index in range(runs):
+        ts = (NOW - timedelta(days=90 * (runs - index) / runs)).strftime("%Y-%m-%dT%H:%M:%S")
+        cases = []
+        for test in tests:
+            outcome, message = _outcome(test.fail_p, test.skipped, rng)
+            cases.append(_case_xml(test.test_id, test.test_file, outcome, message, 0.01))
+        write_report(folder / f"run-{index:05d}.xml", cases, ts)
+    done.touch()
+    return sorted(folder.glob("run-*.xml"))
+
+
+def ensure_big_report(megabytes: int, seed: int) -> Path:
+    """One report of about `megabytes` MB with distinct test ids (a huge sharded suite)."""
+    path = out_dir() / f"junit-big-{megabytes}mb-s{seed}.xml"
+    if path.exists():
+        return path
+    rng = random.Random(seed)
+    target = megabytes * 1_000_000
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>')
+        fh.write(f'<testsuite name="pytest" timestamp="{NOW:%Y-%m-%dT%H:%M:%S}">\n')
+        index = 0
+        while fh.tell() < target:
+            module = index // 50
+            test_file = f"tests/big/pkg{module % 97}/test_m{module}.py"
+            test_id = f"{test_file}::test_case_{index % 50}[p{index}]"
+            outcome, message = _outcome(0.04, index % 100 == 0, rng)
+            fh.write(_case_xml(test_id, test_file, outcome, message, 0.002))
+            index += 1
+        fh.write("</testsuite></testsuites>\n")
+    tmp.rename(path)
+    return path
+
+
+def bare_parse(paths: list[Path]) -> int:
+    """The anchor: expat over every file, counting <testcase> starts."""
+    count = 0
+
+    def start(name: str, _attrs: dict[str, str]) -> None:
+        nonlocal count
+        if name == "testcase":
+            count += 1
+
+    for path in paths:
+        parser = xml.parsers.expat.ParserCreate()
+        parser.StartElementHandler = start
+        with path.open("rb") as fh:
+            while chunk := fh.read(CHUNK_BYTES):
+                parser.Parse(chunk, False)
+        parser.Parse(b"", True)
+    return count
+
+
+def ingest_all(paths: list[Path], db_path: Path) -> int:
+    """Ingest each file as its own run into a fresh history; returns the result rows added."""
+    from flaketui.core.ingest.writer import ingest_reports
+    from flaketui.core.models import RunMeta
+    from flaketui.core.store import open_history
+
+    db = open_history(db_path)
+    added = 0
+    try:
+        for index, path in enumerate(paths):
+            meta = RunMeta(
+                run_id=f"ingest-{index}",
+                suite="ci",
+                branch="main",
+                branch_kind="main",
+                ts=NOW - timedelta(hours=len(paths) - index),
+            )
+            added += ingest_reports(db, [path], meta).results
+    finally:
+        db.conn.close()
+    return added
+
+
+def _child(argv: list[str]) -> None:
+    """Child process of --report-mb: ingest one file (or only import) and print the results."""
+    if argv[0] == "imports":
+        import flaketui.core.ingest.writer
+        import flaketui.core.store  # noqa: F401
+
+        print(0)
+        return
+    print(ingest_all([Path(argv[0])], Path(argv[1])))
+
+
+def _big(megabytes: int, seed: int) -> dict[str, object]:
+    path = ensure_big_report(megabytes, seed)
+    script = str(Path(__file__).resolve())
+    subprocess.run([sys.executable, script, "--child", "imports"], check=True, capture_output=True)
+    import_rss = peak_rss_mb(children=True)  # RUSAGE_CHILDREN: the max over waited-for children
+    with tempfile.TemporaryDirectory() as tmp:
+        db_path = Path(tmp) / "big.db"
+        ingest_s, proc = timed(
+            lambda: subprocess.run(
+                [sys.executable, script, "--child", str(path), str(db_path)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+        )
+    rss = peak_rss_mb(children=True)  # the max over children: the ingest child is the larger
+    parse_s, results = timed(lambda: bare_parse([path]))
+    return {
+        "report_mb": round(path.stat().st_size / 1e6, 1),
+        "results": int(proc.stdout.strip().splitlines()[-1]),
+        "cases": results,
+        "ingest_s": round(ingest_s, 2),
+        "parse_s": round(parse_s, 2),
+        "parse_ratio": round(ingest_s / parse_s, 3),
+        "results_per_s": round(results / ingest_s),
+        "peak_rss_mb": rss,
+        "import_rss_mb": import_rss,
+    }
+
+
+def main() -> None:
+    """Command line: run the rounds and print the JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--report-mb", type=int, default=0)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child)
+        return
+    if args.report_mb:
+        emit({"bench": "ingest-big", **_big(args.report_mb, args.seed), "machine": machine()})
+        return
+    paths = ensure_reports(args.results, args.seed)
+    ingest_times, parse_times = [], []
+    results = 0
+    for round_ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            seconds, results = timed(lambda: ingest_all(paths, Path(tmp) / "h.db"))
+        ingest_times.append(seconds)
+        parse_times.append(timed(lambda: bare_parse(paths))[0])
+        log(f"round {round_ + 1}: ingest {ingest_times[-1]:.3f}s parse {parse_times[-1]:.3f}s")
+    ingest_s, parse_s = median(ingest_times), median(parse_times)
+    emit(
+        {
+            "bench": "ingest",
+            "results": results,
+            "files": len(paths),
+            "repeat": args.repeat,
+            "ingest_s": ingest_s,
+            "parse_s": parse_s,
+            "results_per_s": round(results / ingest_s),
+            "parse_ratio": round(ingest_s / parse_s, 3),
+            "peak_rss_mb": peak_rss_mb(),
+            "machine": machine(),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

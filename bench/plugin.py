@@ -1,0 +1,104 @@
+"""Benchmark the recording plugin's overhead on a generated N-test suite (SPEC §9).
+
+Usage: python bench/plugin.py --tests 5000 [--repeat 5]
+
+Writes a suite of N trivial tests (a third parametrized, 2 % failing), then runs it --repeat
+times as pairs, in alternating order within each pair: `pytest -p no:cacheprovider` without
+recording (the flaketui plugin is installed but inactive) and with `--flaketui-db` into a fresh
+history. overhead is the median over pairs of (recording wall time / plain wall time) - 1; both
+include interpreter start-up and collection, as a CI job pays them. Last stdout line: JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import emit, log, machine, median
+
+TESTS_PER_FILE = 500
+
+
+def write_suite(root: Path, tests: int) -> None:
+    """N tests over files of TESTS_PER_FILE: plain functions and parametrized ones."""
+    written = file_index = 0
+    while written < tests:
+        lines = ["import pytest", ""]
+        in_file = 0
+        while in_file < TESTS_PER_FILE and written < tests:
+            name = f"test_f{file_index}_{in_file}"
+            if in_file % 30 == 0 and tests - written >= 10:
+                lines += ["@pytest.mark.parametrize('x', range(10))", f"def {name}(x):"]
+                lines.append("    assert x >= 0")
+                count = 10
+            elif written % 50 == 7:
+                lines += [f"def {name}():", "    assert 1 + 1 == 3, 'volatile 0x7f00'"]
+                count = 1
+            else:
+                lines += [f"def {name}():", "    assert True"]
+                count = 1
+            lines.append("")
+            in_file += count
+            written += count
+        (root / f"test_gen_{file_index}.py").write_text("\n".join(lines), encoding="utf-8")
+        file_index += 1
+    (root / "pytest.ini").write_text("[pytest]\naddopts = -q -p no:cacheprovider\n")
+
+
+def run_suite(root: Path, db: Path | None) -> float:
+    """Wall time of one pytest run of the suite (failures expected)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(root)]
+    if db is not None:
+        command += ["--flaketui-db", str(db)]
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    """Command line: run the pairs and print the JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "suite"
+        root.mkdir()
+        write_suite(root, args.tests)
+        run_suite(root, None)  # warm the OS cache and the .pyc files
+        plain, recorded, ratios = [], [], []
+        for pair in range(args.repeat):
+            db = Path(tmp) / f"h{pair}.db"
+            if pair % 2 == 0:
+                p, r = run_suite(root, None), run_suite(root, db)
+            else:
+                r, p = run_suite(root, db), run_suite(root, None)
+            plain.append(p)
+            recorded.append(r)
+            ratios.append(r / p)
+            log(f"pair {pair + 1}: plain {p:.3f}s recording {r:.3f}s ratio {r / p:.3f}")
+    emit(
+        {
+            "bench": "plugin",
+            "tests": args.tests,
+            "repeat": args.repeat,
+            "plain_s": median(plain),
+            "recording_s": median(recorded),
+            "overhead": round(statistics.median(ratios) - 1.0, 4),
+            "machine": machine(),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Tiny runs of every benchmark script: each works and prints one JSON object as its last line.
+
+No timing assertions (SPEC §9: figures go to BENCHMARKS.md, never into tests).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """Import a bench script by name with its cache under tmp_path."""
+    monkeypatch.setenv("FLAKETUI_BENCH_OUT", str(tmp_path / "out"))
+    monkeypatch.syspath_prepend(str(BENCH))
+
+    def load(name: str) -> ModuleType:
+        __import__(name)
+        return sys.modules[name]
+
+    return load
+
+
+def run_main(
+    module: ModuleType, args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> dict[str, Any]:
+    """Call module.main() with args; return the JSON object of its last stdout line."""
+    monkeypatch.setattr(sys, "argv", [f"{module.__name__}.py", *args])
+    module.main()
+    lines = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(lines[-1])
+    assert isinstance(result, dict)
+    return result
+
+
+def test_generate_writes_a_ci_shaped_history(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    out = run_main(bench("generate"), ["--results", "2000"], monkeypatch, capsys)
+    assert 1800 <= out["results"] <= 2400 and out["runs"] >= 10
+    conn = sqlite3.connect(out["path"])
+    kinds = dict(conn.execute("SELECT branch_kind, count(*) FROM runs GROUP BY 1").fetchall())
+    suites = {s for (s,) in conn.execute("SELECT DISTINCT suite FROM runs")}
+    outcomes = {o for (o,) in conn.execute("SELECT DISTINCT outcome FROM test_runs")}
+    (tagged,) = conn.execute("SELECT count(*) FROM runs WHERE incident IS NOT NULL").fetchone()
+    (messages,) = conn.execute("SELECT count(DISTINCT message) FROM results").fetchone()
+    (sigs,) = conn.execute("SELECT count(*) FROM signatures").fetchone()
+    conn.close()
+    assert set(kinds) == {"main", "pr"} and suites == {"ci", "nightly"}
+    assert {"pass", "fail", "skipped"} <= outcomes
+    assert tagged == 1
+    # Volatile parts make messages distinct while signatures collapse them.
+    assert messages > sigs > 0
+    again = run_main(bench("generate"), ["--results", "2000"], monkeypatch, capsys)
+    assert again["cached"] is True and again["path"] == out["path"]
+
+
+def test_scoring_prints_ratios_and_agrees_with_pandas(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    out = run_main(bench("scoring"), ["--results", "2000", "--repeat", "1"], monkeypatch, capsys)
+    for key in ("results", "rescore_s", "scan_s", "pandas_s", "scan_ratio", "pandas_speedup"):
+        assert out[key] > 0
+    # The pandas anchor computes the same recency scores as flaketui, and so do the rollups.
+    assert out["recency_max_diff"] < 1e-9
+    assert out["rollup_recency_max_diff"] < 1e-9
+    assert out["rollup_s"] > 0 and out["rollup_scan_ratio"] > 0
+
+
+def test_ingest_prints_rate_and_parse_ratio(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    out = run_main(bench("ingest"), ["--results", "600", "--repeat", "1"], monkeypatch, capsys)
+    assert out["results"] == 600
+    for key in ("results_per_s", "parse_ratio", "peak_rss_mb"):
+        assert out[key] > 0
+
+
+def test_ingest_big_report_measures_a_child(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    out = run_main(bench("ingest"), ["--report-mb", "1"], monkeypatch, capsys)
+    assert out["report_mb"] >= 1.0
+    assert out["results"] == out["cases"] > 1000
+    assert out["peak_rss_mb"] > 0 and out["parse_ratio"] > 0
+
+
+def test_plugin_prints_overhead(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    out = run_main(bench("plugin"), ["--tests", "30", "--repeat", "1"], monkeypatch, capsys)
+    assert out["tests"] == 30
+    assert isinstance(out["overhead"], float)
+    assert out["plain_s"] > 0 and out["recording_s"] > 0
