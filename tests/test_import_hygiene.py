@@ -43,6 +43,8 @@ def test_no_ui_import_statement_in_core_source() -> None:
         str(path)
         for path in core.rglob("*.py")
         for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip().startswith(tuple(f"{kw} {lib}" for kw in ("import", "from") for lib in UI_LIBRARIES))
+        if line.strip().startswith(
+            tuple(f"{kw} {lib}" for kw in ("import", "from") for lib in UI_LIBRARIES)
+        )
     ]
     assert offenders == []

@@ -70,7 +70,11 @@ def _coerce(name: str, default: Any, value: Any) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"[tool.flaketui] {name} must be a table")
         return dict(value)
-    if isinstance(default, float) and isinstance(value, int | float) and not isinstance(value, bool):
+    if (
+        isinstance(default, float)
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
         return float(value)
     if isinstance(default, int) and isinstance(value, int) and not isinstance(value, bool):
         return value
