@@ -173,6 +173,8 @@ def derive(
         test_id: entry
         for test_id, entry in (skip.entries.items() if skip is not None else ())
         if test_id in first_seen
+        # Replaying an earlier `now` (--now): an entry written after it did not exist yet.
+        and (entry.quarantined_at is None or entry.quarantined_at <= now)
         and (entry.hand_added or not any(_enters_quarantine(ev) for ev in audit_events[test_id]))
     }
     tracked = {t for t, v in verdicts.items() if v.verdict == "flaky"}

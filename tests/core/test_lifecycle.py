@@ -301,6 +301,25 @@ def test_a_hand_written_entry_counts_as_quarantined(
     assert plan.states[FLAKY].quarantined_by == "hand"
 
 
+def test_an_entry_written_after_now_is_not_replayed(
+    db: sqlite_utils.Database, skip_path: Path
+) -> None:
+    """With an earlier --now, an entry quarantined later did not exist yet: no state, no release."""
+    flaky_timeline(HistoryBuilder(db), last_day=23)
+    skip_path.write_text(
+        json.dumps(
+            {
+                "format": "flaketui-skip-file",
+                "version": 1,
+                "tests": {FLAKY: {"quarantined_at": at(70).strftime("%Y-%m-%dT%H:%M:%SZ")}},
+            }
+        )
+    )
+    plan = derive(db, now=at(60), config=Config(), skip=read_skip_file(skip_path, explicit=True))
+    assert plan.states[FLAKY].quarantined_by != "hand"
+    assert not [t for t in plan.transitions if t.by == "hand"]
+
+
 # --- who enters --------------------------------------------------------------------------------
 
 
