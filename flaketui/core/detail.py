@@ -87,8 +87,30 @@ def resolve_target(db: sqlite_utils.Database, test_or_parent: str) -> Target:
         "SELECT id, test_id FROM tests WHERE parent = ? ORDER BY test_id", (test_or_parent,)
     ).fetchall()
     if not rows:
-        raise UnknownTestError(f"no test or family named {test_or_parent!r}")
+        raise UnknownTestError(
+            f"no test or family named {test_or_parent!r}{did_you_mean(db, test_or_parent)}"
+        )
     return Target(test_or_parent, "family", [int(r[0]) for r in rows], [str(r[1]) for r in rows])
+
+
+def did_you_mean(db: sqlite_utils.Database, text: str, limit: int = 3) -> str:
+    """A '; did you mean ...' suffix naming tests or families that contain `text`, or ''."""
+    # A bare function name or a partial path is the usual typo: offer what contains it.
+    needle = text.strip().split("::")[-1] if "::" in text else text.strip()
+    if not needle:
+        return ""
+    rows = db.conn.execute(
+        # `parent` is the test id itself for unparametrized tests, so this lists both kinds.
+        "SELECT DISTINCT parent FROM tests WHERE instr(lower(parent), lower(?)) > 0"
+        " ORDER BY length(parent), parent LIMIT ?",
+        (needle, limit + 1),
+    ).fetchall()
+    names = [str(r[0]) for r in rows]
+    if not names:
+        return ""
+    shown = ", ".join(repr(n) for n in names[:limit])
+    more = " or more" if len(names) > limit else ""
+    return f"; did you mean {shown}{more}?"
 
 
 def family_members(db: sqlite_utils.Database, parent: str) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 import sqlite_utils
 
 from flaketui.core.config import Config
+from flaketui.core.detail import did_you_mean
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.ingest.writer import parent_of
 from flaketui.core.owners import find_repo_root
@@ -185,8 +186,9 @@ def quarantine(
     if not test_ids:
         if not force:
             raise QuarantineError(
-                f"no test or family named {test_id_or_parent!r} in the history "
-                "(use --force to quarantine a test the history has not seen)"
+                f"no test or family named {test_id_or_parent!r} in the history"
+                f"{did_you_mean(db, test_id_or_parent)}"
+                " (use --force to quarantine a test the history has not seen)"
             )
         test_ids = [test_id_or_parent]
     if repo_root is None:

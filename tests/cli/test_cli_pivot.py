@@ -75,3 +75,10 @@ def test_unknown_test_and_read_only(history: Path) -> None:
     assert history.read_bytes() == before
     code, out = invoke("pivot", "missing.db", FAMILY)
     assert code == 1 and out.startswith("Error: missing.db: does not exist")
+
+
+def test_a_partial_name_is_answered_with_what_contains_it(history: Path) -> None:
+    short = FAMILY.split("::")[-1]
+    code, out = invoke("pivot", str(history), short, "--now", "2026-11-02T00:00:00Z")
+    assert code == 1
+    assert out == f"Error: no test or family named {short!r}; did you mean {FAMILY!r}?\n"
