@@ -8,14 +8,14 @@ import click
 
 from flaketui.cli import cli
 from flaketui.core.config import load_config
-from flaketui.core.store import open_history
 from flaketui.core.timeutil import parse_iso
+from flaketui.tui.history_access import open_reader
 
 
 def check_history(path: Path) -> None:
     """Refuse a missing, non-SQLite, newer-schema or unreadable history before any screen."""
-    db = open_history(path, create=False, readonly=True)
-    db.conn.close()
+    # The app's own reader: it leaves a WAL-mode history without stray -wal/-shm files.
+    open_reader(path).conn.close()
 
 
 @cli.command("open")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.timeutil import utc_now
 from flaketui.tui.actionmodel import quarantine_reason
 from flaketui.tui.commands import FlaketuiCommands
+from flaketui.tui.history_access import is_read_only
 from flaketui.tui.loaders import (
     QuarantineRequest,
     Source,
@@ -34,6 +34,13 @@ from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 
 POLL_SECONDS = 2.0
+# Quarantine and release refuse on a read-only history rather than write the skip file alone:
+# the audit log in the history is what the lifecycle and `flaketui lifecycle` read back.
+READ_ONLY_NOTICE = "Opened read-only (no write permission): quarantine and release are off"
+READ_ONLY_REFUSAL = (
+    "The history is read-only: quarantine and release also write an audit row into it, "
+    "so nothing was written (make the file writable, or use a writable copy)"
+)
 
 
 class FlaketuiApp(App[None]):
@@ -58,6 +65,8 @@ class FlaketuiApp(App[None]):
         """Show the list and start watching the history file."""
         self.sub_title = self.source.display
         self.push_screen(self.main_screen)
+        if self.source.readonly:
+            self.notify(READ_ONLY_NOTICE, title="Read-only history", timeout=8)
         if self.poll_history:
             self.set_interval(POLL_SECONDS, self.check_history)
 
@@ -97,8 +106,9 @@ class FlaketuiApp(App[None]):
         return None
 
     def _writable(self) -> bool:
+        """Refuse a write on a read-only history: the audit row could not land beside the entry."""
         if self.source.readonly:
-            self.notify("The history is read-only: quarantine needs write access", severity="error")
+            self.notify(READ_ONLY_REFUSAL, title="Not written", severity="error")
             return False
         return True
 
@@ -184,15 +194,6 @@ class FlaketuiApp(App[None]):
             self.main_screen.reload()
 
 
-def _read_only(path: Path) -> bool:
-    """No write access, or no write bit at all (root may write anyway, but should not)."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return True
-    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-
-
 def _shown(path: Path) -> str:
     """A path relative to the current directory when it lies inside it."""
     try:
@@ -225,7 +226,7 @@ def make_app(
         skip_display=_shown(skip_path),
         requested_now=now,
         config=config,
-        readonly=_read_only(history),
+        readonly=is_read_only(history),
         repo_root=root,
     )
     return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)

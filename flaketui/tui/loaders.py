@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,8 +15,8 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.skipfile import SkipFile, SkipFileError, read_skip_file
-from flaketui.core.store import open_history
 from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
+from flaketui.tui.history_access import reading, writing
 from flaketui.tui.viewmodel import QuarantineRow
 
 DAILY_DAYS = 30
@@ -64,26 +62,6 @@ class DetailData:
     daily_scores: list[float]
     members: list[TestVerdict]
     repro: str
-
-
-@contextmanager
-def reading(path: Path) -> Iterator[sqlite_utils.Database]:
-    """A read-only connection owned by the calling thread, closed on exit."""
-    db = open_history(path, create=False, readonly=True)
-    try:
-        yield db
-    finally:
-        db.conn.close()
-
-
-@contextmanager
-def writing(path: Path) -> Iterator[sqlite_utils.Database]:
-    """A writable connection owned by the calling thread, closed on exit."""
-    db = open_history(path, create=False)
-    try:
-        yield db
-    finally:
-        db.conn.close()
 
 
 def _core(name: str) -> Any:

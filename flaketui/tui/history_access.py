@@ -1,0 +1,137 @@
+"""How the app opens the history: readers that leave the file untouched, writers only to write."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlite_utils
+
+from flaketui.core.errors import HistoryError
+from flaketui.core.store import (
+    BUSY_TIMEOUT_MS,
+    SCHEMA_VERSION,
+    SQLITE_MAGIC,
+    open_history,
+    schema_version,
+)
+
+# Bytes 18 and 19 of a SQLite file: 1 for a rollback journal, 2 for write-ahead logging.
+JOURNAL_MODE_OFFSET = 18
+WAL_FORMAT = 2
+
+
+def is_read_only(path: Path) -> bool:
+    """No write access, or no write bit at all (root may write anyway, but should not)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return True
+    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
+def uses_wal(path: Path) -> bool:
+    """Whether the file's header says write-ahead logging."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(JOURNAL_MODE_OFFSET)
+            return fh.read(1) == bytes([WAL_FORMAT])
+    except OSError:
+        return False
+
+
+def _pending_wal(path: Path) -> bool:
+    """A non-empty -wal beside the file: commits that live only there until a checkpoint."""
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _check_file(path: Path) -> None:
+    """The core's one-line refusals of a missing, empty, directory or non-SQLite path."""
+    if path.is_dir():
+        raise HistoryError(f"{path}: is a directory, not a history file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        message = f"{path}: does not exist; ingest a report first (flaketui ingest)"
+        raise HistoryError(message) from None
+    except OSError as exc:
+        raise HistoryError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not head:
+        raise HistoryError(f"{path}: is empty; ingest a report first (flaketui ingest)")
+    if head != SQLITE_MAGIC:
+        raise HistoryError(f"{path}: not a SQLite database")
+
+
+def _connect(path: Path, how: str) -> sqlite_utils.Database:
+    """A connection in one of three ways (see open_reader), refusing other schema versions."""
+    try:
+        if how == "plain":
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.execute("PRAGMA query_only = ON")
+        else:
+            query = "mode=ro&immutable=1" if how == "immutable" else "mode=ro"
+            conn = sqlite3.connect(
+                f"{path.resolve().as_uri()}?{query}",
+                uri=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+            )
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        version = schema_version(conn)
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc
+    if version != SCHEMA_VERSION:
+        conn.close()
+        newer = version > SCHEMA_VERSION
+        raise HistoryError(
+            f"{path}: history schema version {version} is newer than this flaketui supports "
+            f"({SCHEMA_VERSION}); upgrade flaketui"
+            if newer
+            else f"{path}: history needs an upgrade; run any writing command (e.g. flaketui ingest)"
+        )
+    return sqlite_utils.Database(conn)
+
+
+def open_reader(path: Path) -> sqlite_utils.Database:
+    """A connection that only reads and leaves no -wal or -shm file behind.
+
+    - a file nobody may write, with no pending WAL: `immutable=1`, which touches nothing at all;
+    - a writable WAL-mode file: an ordinary connection with `query_only`, because a `mode=ro`
+      connection creates the -wal and -shm files but cannot remove them, while the last ordinary
+      connection to close removes them, as any SQLite client does;
+    - otherwise (a rollback-journal file, such as the committed sample): `mode=ro`.
+    """
+    _check_file(path)
+    if is_read_only(path) and not _pending_wal(path):
+        return _connect(path, "immutable")
+    if uses_wal(path) and not is_read_only(path):
+        return _connect(path, "plain")
+    return _connect(path, "ro")
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite_utils.Database]:
+    """A reader owned by the calling thread, closed on exit."""
+    db = open_reader(path)
+    try:
+        yield db
+    finally:
+        db.conn.close()
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[sqlite_utils.Database]:
+    """A writable connection owned by the calling thread, closed on exit (writes only)."""
+    db = open_history(path, create=False)
+    try:
+        yield db
+    finally:
+        db.conn.close()

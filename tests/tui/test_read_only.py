@@ -1,0 +1,141 @@
+"""Opening a history only to read it leaves the file and its directory exactly as they were."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from tui_history import NOW
+
+from flaketui.core.errors import HistoryError
+from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp, make_app
+from flaketui.tui.history_access import open_reader, uses_wal
+from flaketui.tui.screens.quarantine_modal import QuarantineModal
+
+SIZE = (160, 48)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _sidecars(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name + "-"))
+
+
+def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
+    return make_app(
+        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
+    )
+
+
+async def _open_and_quit(app: FlaketuiApp, *keys: str) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert app.main_screen.data is not None
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        await pilot.press("ctrl+q")
+
+
+def _copy_sample(sample_history: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "sample" / "history.db"
+    target.parent.mkdir()
+    shutil.copyfile(sample_history, target)
+    return target
+
+
+async def test_the_sample_opens_and_quits_unchanged(sample_history: Path, tmp_path: Path) -> None:
+    history = _copy_sample(sample_history, tmp_path)
+    before = _digest(history)
+    app = _app(history, tmp_path)
+    await _open_and_quit(app, "down", "down")
+    assert not app.source.readonly
+    assert _digest(history) == before
+    assert _sidecars(history) == []
+
+
+async def test_a_wal_history_leaves_no_wal_or_shm(history: Path, tmp_path: Path) -> None:
+    # Histories written by ingest are in WAL mode; a mode=ro reader would leave -wal and -shm.
+    assert uses_wal(history)
+    before = _digest(history)
+    await _open_and_quit(_app(history, tmp_path))
+    assert _digest(history) == before
+    assert _sidecars(history) == []
+
+
+async def test_after_a_quarantine_no_wal_or_shm_is_left(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuarantineModal)
+        await pilot.press("ctrl+s")
+        for _ in range(3):  # the write, then the reload it triggers
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert app.main_screen.data is not None
+        assert app.main_screen.data.quarantine  # the reload saw the entry
+    assert (tmp_path / "quarantine.json").exists()
+    assert _sidecars(history) == []
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback-journal", "wal"])
+async def test_a_chmod_444_history_opens_read_only_and_says_so(
+    sample_history: Path, tmp_path: Path, wal: bool
+) -> None:
+    history = _copy_sample(sample_history, tmp_path)
+    if wal:
+        import sqlite3
+
+        conn = sqlite3.connect(history)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.close()
+    history.chmod(0o444)
+    before = _digest(history)
+    app = _app(history, tmp_path)
+    assert app.source.readonly
+    notices: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        notices.extend(n.message for n in app._notifications)
+        assert app.main_screen.data is not None  # it still reads
+        assert "read-only" in str(app.main_screen.query_one("#header").render())
+        await pilot.press("q")  # quarantine is refused with a message, nothing written
+        await pilot.pause()
+        assert not isinstance(app.screen, QuarantineModal)
+        notices.extend(n.message for n in app._notifications)
+    assert READ_ONLY_NOTICE in notices
+    assert any("nothing was written" in n for n in notices)
+    assert not (tmp_path / "quarantine.json").exists()
+    assert _digest(history) == before
+    assert _sidecars(history) == []  # immutable=1: not even a -shm
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "does not exist"), (b"", "is empty"), (b"not sqlite at all", "not a SQLite")],
+)
+def test_the_reader_refuses_bad_files_in_one_line(
+    tmp_path: Path, content: bytes | None, message: str
+) -> None:
+    path = tmp_path / "history.db"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(HistoryError, match=message):
+        open_reader(path)
+    if content is not None:
+        assert path.read_bytes() == content
