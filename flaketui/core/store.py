@@ -7,10 +7,12 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from flaketui.core.errors import HistoryError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 BUSY_TIMEOUT_MS = 30_000
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -159,6 +161,20 @@ def open_history(
     readonly: bool = False,
 ) -> sqlite_utils.Database:
     """Open a history, creating and migrating it as needed; raise HistoryError on bad input."""
+    # Imported here: sqlite-utils pulls in pandas and numpy (~0.3 s), which the recording
+    # pytest plugin, on plain sqlite3 through open_connection, must not pay.
+    import sqlite_utils
+
+    return sqlite_utils.Database(open_connection(path, create=create, readonly=readonly))
+
+
+def open_connection(
+    path: str | Path,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+) -> sqlite3.Connection:
+    """open_history's plain sqlite3 connection (autocommit; write through `transaction()`)."""
     path = Path(path)
     _check_is_sqlite(path)
     if not path.exists() or path.stat().st_size == 0:
@@ -203,7 +219,7 @@ def open_history(
     elif version < SCHEMA_VERSION:
         conn.close()
         raise HistoryError(f"{path}: history needs an upgrade but is opened read-only")
-    return sqlite_utils.Database(conn)
+    return conn
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:

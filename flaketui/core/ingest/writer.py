@@ -20,8 +20,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from flaketui.core import rollups
 from flaketui.core.config import Config
@@ -38,6 +37,9 @@ from flaketui.core.ingest.runmeta import apply_defaults
 from flaketui.core.models import CaseResult, RunMeta
 from flaketui.core.store import transaction
 from flaketui.core.timeutil import to_iso
+
+if TYPE_CHECKING:
+    import sqlite_utils  # annotations only: the recording plugin must not import it
 
 __all__ = [
     "IngestResult",
@@ -164,13 +166,14 @@ class RunRecorder:
 
     def __init__(
         self,
-        db: sqlite_utils.Database,
+        db: sqlite_utils.Database | sqlite3.Connection,
         meta: RunMeta,
         *,
         source: str = "pytest",
         config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
     ) -> None:
-        self.db = db
+        # A plain connection is what the pytest plugin passes (no sqlite-utils import there).
+        self.conn: sqlite3.Connection = db if isinstance(db, sqlite3.Connection) else db.conn
         self.config = config
         self.source = source
         self.meta = apply_defaults(meta, config, fallback_run_id=f"pytest-{uuid.uuid4().hex[:16]}")
@@ -193,7 +196,7 @@ class RunRecorder:
         batch = list(cases)
         if not batch or not any(case.attempts for case in batch):
             return
-        conn = self.db.conn
+        conn = self.conn
         with transaction(conn):
             writer = self._writer if self._writer is not None else self._start(conn)
             try:
@@ -211,6 +214,6 @@ class RunRecorder:
         """Mark the run finished (a session that never calls this stays 'interrupted')."""
         if self._writer is None:
             return
-        conn = self.db.conn
+        conn = self.conn
         with transaction(conn):
             conn.execute("UPDATE runs SET finished = 1 WHERE id = ?", (self._writer.run_pk,))
