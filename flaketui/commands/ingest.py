@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.commands.resign import resign_if_stale
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
@@ -115,6 +116,7 @@ def ingest_command(
     )
     history = open_history(db)
     result = ingest_reports(history, list(reports), resolved, config=config)
+    resign_if_stale(history, config.mask_patterns)
     if result.empty:
         click.echo(f"no test cases in {len(reports)} report(s): no run recorded")
         return
@@ -143,6 +145,7 @@ def _ingest_manifest(db: Path, manifest: Path) -> None:
     else:
         summary = ingest_manifest(history, manifest, config=config)
     _print_summary(summary)
+    resign_if_stale(history, config.mask_patterns)
     if summary.refused:
         raise SystemExit(1)
 

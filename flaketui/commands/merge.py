@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.core.config import load_config
 from flaketui.core.merge import merge_histories
+from flaketui.core.resign import is_current, resign
 from flaketui.core.store import open_history
 
 
@@ -16,10 +18,18 @@ from flaketui.core.store import open_history
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
 def merge_command(dest: Path, sources: tuple[Path, ...]) -> None:
     """Copy into history DEST the runs of each SRC history it does not have yet (idempotent)."""
+    patterns = load_config().mask_patterns
+    foreign = False
     for source in sources:  # refuse a bad source before DEST is created
-        open_history(source, create=False, readonly=True).conn.close()
+        source_db = open_history(source, create=False, readonly=True)
+        foreign |= not is_current(source_db, patterns)
+        source_db.conn.close()
     history = open_history(dest)
     summary = merge_histories(history, list(sources))
+    # A source signed with another scheme would split groups: sign everything with this one.
+    if foreign or not is_current(history, patterns):
+        summary_resign = resign(history, patterns)
+        click.echo(f"re-signed {summary_resign.messages} failure message(s) for this scheme")
     click.echo(
         f"merged {summary.sources} history(ies): {summary.runs_added} run(s) added, "
         f"{summary.runs_extended} extended, {summary.runs_unchanged} already present; "

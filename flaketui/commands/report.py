@@ -12,6 +12,7 @@ from flaketui.core.models import BRANCH_KINDS
 from flaketui.core.owners import find_repo_root
 from flaketui.core.report import build_report
 from flaketui.core.report_formats import FORMATS, GROUP_BYS, render
+from flaketui.core.resign import stale_note
 from flaketui.core.store import open_history
 from flaketui.core.timeutil import parse_iso
 
@@ -46,7 +47,10 @@ def report_command(
             branch_kind=branch_kind,
             repo_root=find_repo_root(Path.cwd()),
         )
+        note = stale_note(history, config.mask_patterns)
     finally:
         history.conn.close()
+    if note is not None:
+        click.echo(note, err=True)
     threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
     click.echo(render(report, fmt, group_by=group_by, limit=limit, threshold=threshold), nl=False)
