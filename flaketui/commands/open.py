@@ -26,7 +26,14 @@ def check_history(path: Path) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Skip file to read and write (default: .quarantine.json at the repository root).",
 )
-def open_command(history: Path, now_text: str | None, skip_file: Path | None) -> None:
+@click.option(
+    "--codeowners",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="CODEOWNERS file for owners (default: the git root's, else the one beside HISTORY).",
+)
+def open_command(
+    history: Path, now_text: str | None, skip_file: Path | None, codeowners: Path | None
+) -> None:
     """Open the triage app on HISTORY (a flaketui SQLite history)."""
     now = parse_iso(now_text) if now_text else None
     check_history(history)
@@ -34,4 +41,4 @@ def open_command(history: Path, now_text: str | None, skip_file: Path | None) ->
     # Textual loads only now that the input is known to be good.
     from flaketui.tui.app import make_app
 
-    make_app(history, now=now, skip_file=skip_file, config=config).run()
+    make_app(history, now=now, skip_file=skip_file, config=config, codeowners=codeowners).run()

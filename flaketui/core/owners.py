@@ -45,6 +45,27 @@ def find_codeowners(root: Path) -> Path | None:
     return None
 
 
+def locate_codeowners(
+    history: Path | None = None, *, cwd: Path | None = None, explicit: Path | None = None
+) -> Path | None:
+    """The CODEOWNERS to use: `explicit`, else the git root's, else the one beside the history.
+
+    Each folder is searched GitHub's way (.github/, the folder itself, docs/). The history's
+    folder is the fallback because a history is often kept beside the project it records
+    (the committed sample keeps sample_data/CODEOWNERS next to sample_data/history.db).
+    """
+    if explicit is not None:
+        return explicit
+    folders = [find_repo_root(cwd if cwd is not None else Path.cwd())]
+    if history is not None:
+        folders.append(history.absolute().parent)
+    for folder in folders:
+        found = find_codeowners(folder) if folder is not None else None
+        if found is not None:
+            return found
+    return None
+
+
 def _has_owner(line: str) -> bool:
     """Whether a rule line names at least one owner after its pattern."""
     parts = line.replace("\\ ", "_").split()
@@ -85,9 +106,14 @@ class OwnerResolver:
     """Resolve a test's owner: CODEOWNERS, then the suite owner, the fallback, the rotation."""
 
     def __init__(self, root: Path | None, config: Config) -> None:
-        """Load the repository's CODEOWNERS (if any) once."""
+        """Load CODEOWNERS once: `root` is a folder searched GitHub's way, or the file itself."""
         self.config = config
-        self.codeowners_path = find_codeowners(root) if root is not None else None
+        if root is None:
+            self.codeowners_path: Path | None = None
+        elif root.is_file():
+            self.codeowners_path = root
+        else:
+            self.codeowners_path = find_codeowners(root)
         self._sections: list[_Section] = []
         if self.codeowners_path is not None:
             try:

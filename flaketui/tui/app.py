@@ -32,6 +32,7 @@ from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.help import HelpScreen
 from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
+from flaketui.tui.viewmodel import shown_path
 
 POLL_SECONDS = 2.0
 # Quarantine and release refuse on a read-only history rather than write the skip file alone:
@@ -194,14 +195,6 @@ class FlaketuiApp(App[None]):
             self.main_screen.reload()
 
 
-def _shown(path: Path) -> str:
-    """A path relative to the current directory when it lies inside it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def make_app(
     path: str | Path,
     now: datetime | None = None,
@@ -210,23 +203,28 @@ def make_app(
     config: Config | None = None,
     cursor_blink: bool = True,
     watch: bool = True,
+    codeowners: str | Path | None = None,
 ) -> FlaketuiApp:
     """Build the app for one history (used by `flaketui open`, the tests and the benchmark)."""
-    from flaketui.core.owners import find_repo_root
+    from flaketui.core.owners import find_repo_root, locate_codeowners
     from flaketui.core.skipfile import resolve_skip_file
 
     config = config if config is not None else Config()
     history = Path(path).absolute()
     root = find_repo_root(Path.cwd())
+    owners = locate_codeowners(
+        history, explicit=Path(codeowners).absolute() if codeowners else None
+    )
     skip_path = resolve_skip_file(skip_file, env=os.environ, config=config, root=root)
     source = Source(
         path=history,
         skip_path=skip_path,
         display=str(path),
-        skip_display=_shown(skip_path),
+        skip_display=shown_path(skip_path),
         requested_now=now,
         config=config,
         readonly=is_read_only(history),
-        repo_root=root,
+        owners_from=owners,
+        owners_display=shown_path(owners) if owners else "",
     )
     return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)

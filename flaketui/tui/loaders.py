@@ -33,7 +33,8 @@ class Source:
     requested_now: datetime | None = None
     config: Config = field(default_factory=Config)
     readonly: bool = False
-    repo_root: Path | None = None
+    owners_from: Path | None = None  # the CODEOWNERS file (or a folder to search) for owners
+    owners_display: str = ""  # that file as the header names it
 
 
 @dataclass(slots=True)
@@ -140,7 +141,7 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
             config=source.config,
             suite=suite,
             branch_kind=branch_kind,
-            repo_root=source.repo_root,
+            repo_root=source.owners_from,  # build_report reads owners from here only
         )
         lifecycle = _lifecycle_states(db, report, source, skip)
         suites = suites_of(db)
@@ -229,6 +230,7 @@ def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -
             who=who(),
             source="app",
             config=source.config,
+            repo_root=source.owners_from,
         )
     what = request.test_id if len(written) == 1 else f"{len(written)} params of {request.test_id}"
     return f"Quarantined {what} ({request.mode}) in {source.skip_display or source.skip_path}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
@@ -124,6 +125,14 @@ def braille_sparkline(values: Sequence[float]) -> str:
 def short_id(test_id: str, width: int = TEST_ID_WIDTH) -> str:
     """Trim a long id from the left: the test name at the end is what people read."""
     return test_id if len(test_id) <= width else "…" + test_id[-(width - 1) :]
+
+
+def shown_path(path: Path) -> str:
+    """A path relative to the current directory when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _num(value: float, digits: int = 2) -> str:

@@ -21,8 +21,9 @@ NOW = parse_iso("2026-11-30T18:00:00Z")
 def sample_app(
     sample_history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> FlaketuiApp:
-    """The app on a copy of the sample history, opened by relative paths (stable text)."""
+    """The app on a copy of the sample history and its CODEOWNERS, by relative paths."""
     shutil.copyfile(sample_history, tmp_path / "history.db")
+    shutil.copyfile(sample_history.with_name("CODEOWNERS"), tmp_path / "CODEOWNERS")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
     return make_app(

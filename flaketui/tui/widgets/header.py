@@ -41,6 +41,7 @@ class HistoryHeader(Static):
             line2.append(f"{count}   ", style="bold")
         line2.append(f"suite: {suite or 'all'}   branch: {branch_kind or 'all'}   ", "dim")
         line2.append(f"skip file: {source.skip_path.name}", "dim")
+        line2.append(f"   owners: {source.owners_display or 'no CODEOWNERS'}", "dim")
         if data.skip_problem:
             line2.append(f"   ⚠ {data.skip_problem}", "bold red")
         self.update(Text("\n").join([line1, line2]))
