@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.commands.open import CODEOWNERS_OPTION
 from flaketui.commands.quarantine import NOW_OPTION, SKIP_FILE_OPTION, skip_path_for
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import SkipFileError
 from flaketui.core.exports import FORMATS, decisions, render_decisions
-from flaketui.core.owners import find_repo_root
+from flaketui.core.owners import locate_codeowners
 from flaketui.core.skipfile import read_skip_file
 from flaketui.core.store import open_history
 from flaketui.core.timeutil import parse_iso, utc_now
@@ -37,6 +38,7 @@ DEFAULT_MODE = {"deselect": "skip", "list": "skip"}
 )
 @SKIP_FILE_OPTION
 @NOW_OPTION
+@CODEOWNERS_OPTION
 def export_command(
     db: Path,
     fmt: str,
@@ -45,6 +47,7 @@ def export_command(
     output: Path | None,
     skip_file: str | None,
     now: str | None,
+    codeowners: Path | None,
 ) -> None:
     """Export the quarantine decisions: skip-file entries with their current verdict and owner."""
     from flaketui.core.report import build_report, effective_now
@@ -61,7 +64,10 @@ def export_command(
     report = None
     if skip is not None and skip.entries:
         report = build_report(
-            history, now=moment, config=config, repo_root=find_repo_root(path.parent)
+            history,
+            now=moment,
+            config=config,
+            repo_root=locate_codeowners(db, cwd=path.parent, explicit=codeowners),
         )
     chosen = mode or DEFAULT_MODE.get(fmt, "all")
     found = decisions(

@@ -18,6 +18,14 @@ def check_history(path: Path) -> None:
     open_reader(path).conn.close()
 
 
+# Shared by open, report and export: where owners come from.
+CODEOWNERS_OPTION = click.option(
+    "--codeowners",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="CODEOWNERS file for owners (default: the git root's, else the one beside the history).",
+)
+
+
 @cli.command("open")
 @click.argument("history", type=click.Path(path_type=Path))
 @click.option("--now", "now_text", metavar="ISO", help="Score as of this UTC time.")
@@ -26,11 +34,7 @@ def check_history(path: Path) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Skip file to read and write (default: .quarantine.json at the repository root).",
 )
-@click.option(
-    "--codeowners",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="CODEOWNERS file for owners (default: the git root's, else the one beside HISTORY).",
-)
+@CODEOWNERS_OPTION
 def open_command(
     history: Path, now_text: str | None, skip_file: Path | None, codeowners: Path | None
 ) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.commands.open import CODEOWNERS_OPTION
 from flaketui.core.config import load_config
 from flaketui.core.models import BRANCH_KINDS
-from flaketui.core.owners import find_repo_root
+from flaketui.core.owners import locate_codeowners
 from flaketui.core.report import build_report
 from flaketui.core.report_formats import FORMATS, GROUP_BYS, render
 from flaketui.core.resign import stale_note
@@ -25,6 +26,7 @@ from flaketui.core.timeutil import parse_iso
 @click.option("--suite", metavar="S", help="Only runs of this suite (ranks are computed over it).")
 @click.option("--branch-kind", type=click.Choice(BRANCH_KINDS), help="Only runs of this kind.")
 @click.option("--group-by", type=click.Choice(GROUP_BYS), help="List families or signatures.")
+@CODEOWNERS_OPTION
 def report_command(
     db: Path,
     now: str | None,
@@ -33,6 +35,7 @@ def report_command(
     suite: str | None,
     branch_kind: str | None,
     group_by: str | None,
+    codeowners: Path | None,
 ) -> None:
     """Rank the flaky tests of history DB by damage, with verdicts and reasons."""
     config = load_config()
@@ -45,7 +48,7 @@ def report_command(
             config=config,
             suite=suite,
             branch_kind=branch_kind,
-            repo_root=find_repo_root(Path.cwd()),
+            repo_root=locate_codeowners(db, explicit=codeowners),
         )
         note = stale_note(history, config.mask_patterns)
     finally:

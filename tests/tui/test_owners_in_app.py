@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -87,3 +88,23 @@ def test_open_passes_codeowners_and_refuses_a_missing_one(
     missing = CliRunner().invoke(cli, ["open", str(history), "--codeowners", str(tmp_path / "no")])
     assert missing.exit_code == 2 and "does not exist" in missing.output
     assert not started[1:]
+
+
+def _report_owners(history: Path, *extra: str) -> set[str | None]:
+    result = CliRunner().invoke(
+        cli, ["report", str(history), "--format", "json", "--now", "2026-11-30T18:00:00Z", *extra]
+    )
+    assert result.exit_code == 0, result.output
+    return {item["owner"] for item in json.loads(result.stdout)["tests"]}
+
+
+def test_report_reads_codeowners_beside_the_history_or_the_given_file(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # outside any git repository
+    assert _report_owners(history) == {None}
+    (history.parent / "CODEOWNERS").write_text("* @beside\n", encoding="utf-8")
+    assert _report_owners(history) == {"@beside"}
+    explicit = tmp_path / "owners.txt"
+    explicit.write_text("* @explicit\n", encoding="utf-8")
+    assert _report_owners(history, "--codeowners", str(explicit)) == {"@explicit"}
