@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SESSION = "flaketui-smoke"
 NOW = "2026-11-30T18:00:00Z"
 TIMEOUT_S = 90.0
+FIRST_ROW = re.compile(r"^\s*1\s{2,}\S")
 
 
 def tmux(*args: str) -> str:
@@ -96,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="flaketui-smoke-") as tmp:
         work = Path(tmp)
         shutil.copyfile(args.history, work / "history.db")
+        owners = args.history.with_name("CODEOWNERS")
+        if owners.exists():  # the sample keeps its CODEOWNERS beside the history
+            shutil.copyfile(owners, work / "CODEOWNERS")
         skip_file = work / "q.json"
         command = f"cd {work} && {flaketui} history.db --now {NOW} --skip-file q.json"
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
@@ -103,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             wait_for("open: header", "as of 2026-11-30T18:00:00Z", "1 Flaky")
             text = wait_for("open: ranked list", " 1  ", "flaky ")
-            first_line = next(line for line in text.splitlines() if line.startswith(" 1  "))
+            if owners.exists():
+                wait_for("open: owners from the CODEOWNERS beside the history", "@acme/")
+            # The rank column is right-aligned: "  1  tests/…" once ranks reach two digits.
+            first_line = next(line for line in text.splitlines() if FIRST_ROW.match(line))
             before = selection_line(text)
             keys("Down")
             moved_to(before)
@@ -118,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
             wait_for("quarantine confirmed", "Done")
             keys("3")
             wait_for("quarantined view lists it", "Days left", "30d")
-            print(f"ok   skip file holds {entries}")
+            shown = first_line.split()[1].lstrip("…")  # the id's tail, as the list shows it
+            if entries != [e for e in entries if e.endswith(shown)] or not entries:
+                print(f"FAIL quarantine: {entries} is not the highlighted test …{shown}")
+                return 1
+            print(f"ok   skip file holds the highlighted test: {entries}")
             keys("C-q")
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
@@ -132,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
                 print("FAIL quit: the app is still running")
                 return 1
             print("ok   quit")
+            left = sorted(p.name for p in work.glob("history.db-*"))
+            if left:
+                print(f"FAIL quit: the app left {left} beside the history")
+                return 1
+            print("ok   no -wal/-shm left beside the history")
             print(f"(first row was: {first_line.strip()[:100]})")
         finally:
             if not args.keep:
