@@ -10,6 +10,7 @@ from flaketui.cli import cli
 from flaketui.core.config import load_config
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.history_access import open_reader
+from flaketui.tui.startup import Preload, make_source
 
 
 def check_history(path: Path) -> None:
@@ -42,7 +43,9 @@ def open_command(
     now = parse_iso(now_text) if now_text else None
     check_history(history)
     config = load_config(Path.cwd())
-    # Textual loads only now that the input is known to be good.
-    from flaketui.tui.app import make_app
+    source = make_source(history, now, skip_file, config=config, codeowners=codeowners)
+    # The ranking starts loading now, in a thread; Textual is imported while it reads.
+    preload = Preload(source)
+    from flaketui.tui.app import FlaketuiApp
 
-    make_app(history, now=now, skip_file=skip_file, config=config, codeowners=codeowners).run()
+    FlaketuiApp(source, preload=preload).run()

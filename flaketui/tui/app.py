@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +16,6 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.timeutil import utc_now
 from flaketui.tui.actionmodel import quarantine_reason
 from flaketui.tui.commands import FlaketuiCommands
-from flaketui.tui.history_access import is_read_only
 from flaketui.tui.loaders import (
     QuarantineRequest,
     Source,
@@ -32,7 +30,7 @@ from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.help import HelpScreen
 from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
-from flaketui.tui.viewmodel import shown_path
+from flaketui.tui.startup import Preload, make_source
 
 POLL_SECONDS = 2.0
 # Quarantine and release refuse on a read-only history rather than write the skip file alone:
@@ -54,9 +52,17 @@ class FlaketuiApp(App[None]):
         Binding("ctrl+q", "quit", "Quit", tooltip="Leave flaketui", priority=True)
     ]
 
-    def __init__(self, source: Source, *, cursor_blink: bool = True, watch: bool = True) -> None:
+    def __init__(
+        self,
+        source: Source,
+        *,
+        cursor_blink: bool = True,
+        watch: bool = True,
+        preload: Preload | None = None,
+    ) -> None:
         super().__init__()
         self.source = source
+        self.preload = preload  # the first ranking, already being read (see startup.py)
         self.cursor_blink = cursor_blink
         self.poll_history = watch
         self.last_stamp: tuple[int, ...] | None = None
@@ -204,27 +210,12 @@ def make_app(
     cursor_blink: bool = True,
     watch: bool = True,
     codeowners: str | Path | None = None,
+    preload: bool = True,
 ) -> FlaketuiApp:
-    """Build the app for one history (used by `flaketui open`, the tests and the benchmark)."""
-    from flaketui.core.owners import find_repo_root, locate_codeowners
-    from flaketui.core.skipfile import resolve_skip_file
+    """Build the app for one history (used by `flaketui open`, the tests and the benchmark).
 
-    config = config if config is not None else Config()
-    history = Path(path).absolute()
-    root = find_repo_root(Path.cwd())
-    owners = locate_codeowners(
-        history, explicit=Path(codeowners).absolute() if codeowners else None
-    )
-    skip_path = resolve_skip_file(skip_file, env=os.environ, config=config, root=root)
-    source = Source(
-        path=history,
-        skip_path=skip_path,
-        display=str(path),
-        skip_display=shown_path(skip_path),
-        requested_now=now,
-        config=config,
-        readonly=is_read_only(history),
-        owners_from=owners,
-        owners_display=shown_path(owners) if owners else "",
-    )
-    return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)
+    With preload, the first ranking starts loading now, before the app runs.
+    """
+    source = make_source(path, now, skip_file, config=config, codeowners=codeowners)
+    first = Preload(source) if preload else None
+    return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch, preload=first)

@@ -8,8 +8,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from flaketui.core.errors import HistoryError
 from flaketui.core.store import (
@@ -19,6 +18,9 @@ from flaketui.core.store import (
     open_history,
     schema_version,
 )
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # Bytes 18 and 19 of a SQLite file: 1 for a rollback journal, 2 for write-ahead logging.
 JOURNAL_MODE_OFFSET = 18
@@ -97,6 +99,9 @@ def _connect(path: Path, how: str) -> sqlite_utils.Database:
             if newer
             else f"{path}: history needs an upgrade; run any writing command (e.g. flaketui ingest)"
         )
+    # Imported here: sqlite-utils pulls in pandas and numpy, which the UI thread must not wait for.
+    import sqlite_utils
+
     return sqlite_utils.Database(conn)
 
 

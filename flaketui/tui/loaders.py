@@ -7,9 +7,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
@@ -18,6 +16,9 @@ from flaketui.core.skipfile import SkipFile, SkipFileError, read_skip_file
 from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
 from flaketui.tui.history_access import reading, writing
 from flaketui.tui.viewmodel import QuarantineRow
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 DAILY_DAYS = 30
 
@@ -47,6 +48,16 @@ class MainData:
     suites: list[str]
     stamp: tuple[int, ...]
     skip_problem: str | None = None
+    skip: SkipFile | None = None
+    extras_loaded: bool = False  # lifecycle states and suites arrived (load_extras)
+
+
+@dataclass(slots=True)
+class Extras:
+    """What the list shows beside the ranking, read after the first screen is up."""
+
+    lifecycle: dict[str, str]
+    suites: list[str]
 
 
 @dataclass(slots=True)
@@ -129,7 +140,11 @@ def suites_of(db: sqlite_utils.Database) -> list[str]:
 
 
 def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> MainData:
-    """Score the history as of the effective now, with lifecycle states and the skip file."""
+    """What the first screen needs: the ranked report as of the effective now, and the skip file.
+
+    Lifecycle states and the suite list come after, from load_extras: replaying the lifecycle
+    is a long pure-Python walk the ranked list need not wait for.
+    """
     report_mod = _core("report")
     stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
@@ -143,9 +158,15 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
             branch_kind=branch_kind,
             repo_root=source.owners_from,  # build_report reads owners from here only
         )
-        lifecycle = _lifecycle_states(db, report, source, skip)
+    return MainData(report, {}, quarantine_rows(skip), [], stamp, problem, skip)
+
+
+def load_extras(source: Source, data: MainData) -> Extras:
+    """Lifecycle states of the loaded report's tests, and the suites of the history."""
+    with reading(source.path) as db:
+        lifecycle = _lifecycle_states(db, data.report, source, data.skip)
         suites = suites_of(db)
-    return MainData(report, lifecycle, quarantine_rows(skip), suites, stamp, problem)
+    return Extras(lifecycle, suites)
 
 
 def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:

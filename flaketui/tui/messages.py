@@ -5,13 +5,30 @@ from __future__ import annotations
 from textual.message import Message
 
 from flaketui.tui.loaders import DetailData, MainData
+from flaketui.tui.viewmodel import ViewState
+from flaketui.tui.widgets.flake_table import PreparedRows
 
 
 class MainLoaded(Message):
-    """The ranked report and its companions are ready."""
+    """The ranked report is ready, with the rows built for the view state of `state`."""
 
-    def __init__(self, data: MainData) -> None:
+    def __init__(self, data: MainData, state: ViewState, rows: PreparedRows) -> None:
         self.data = data
+        self.state = state
+        self.rows = rows
+        super().__init__()
+
+
+class ExtrasLoaded(Message):
+    """Lifecycle states and suites of the report in `before` are ready, merged into `data`."""
+
+    def __init__(
+        self, before: MainData, data: MainData, state: ViewState, rows: PreparedRows
+    ) -> None:
+        self.before = before
+        self.data = data
+        self.state = state
+        self.rows = rows
         super().__init__()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,10 @@ class ViewState:
     expanded: set[str] = field(default_factory=set)
     sort_column: str | None = None  # None: the view's natural ranking
     sort_reverse: bool = False
+
+    def copy(self) -> ViewState:
+        """A snapshot a worker can build rows for while the user changes the original."""
+        return replace(self, expanded=set(self.expanded))
 
 
 @dataclass(slots=True)

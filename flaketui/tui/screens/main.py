@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -17,8 +18,9 @@ from textual.widgets import DataTable, Footer, Input, Sparkline, Static, Tab, Ta
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
-from flaketui.tui.loaders import MainData, load_main
-from flaketui.tui.messages import LoadFailed, MainLoaded
+from flaketui.tui.gcpause import gc_paused
+from flaketui.tui.loaders import MainData, load_extras, load_main
+from flaketui.tui.messages import ExtrasLoaded, LoadFailed, MainLoaded
 from flaketui.tui.viewmodel import (
     VIEW_TITLES,
     VIEWS,
@@ -29,11 +31,12 @@ from flaketui.tui.viewmodel import (
     columns_for,
 )
 from flaketui.tui.widgets.fields import text_input
-from flaketui.tui.widgets.flake_table import FlakeTable
+from flaketui.tui.widgets.flake_table import FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
 
 if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
+    from flaketui.tui.startup import Preload
 
 
 class MainScreen(Screen[None]):
@@ -130,24 +133,71 @@ class MainScreen(Screen[None]):
             self._loading_timer = None
         self.query_one("#loading", Static).display = False
 
-    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _take_preload(self, suite: str | None, branch_kind: str | None) -> Preload | None:
+        """The load started before the UI, when it is what this load asks for (once)."""
+        preload, self.flaketui.preload = self.flaketui.preload, None
+        return preload if suite is None and branch_kind is None else None
+
     def _load(self, suite: str | None, branch_kind: str | None) -> None:
+        preload = self._take_preload(suite, branch_kind)
+        self._load_worker(suite, branch_kind, preload, self.state.copy())
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _load_worker(
+        self,
+        suite: str | None,
+        branch_kind: str | None,
+        preload: Preload | None,
+        state: ViewState,
+    ) -> None:
+        source = self.flaketui.source
         try:
-            data = load_main(self.flaketui.source, suite=suite, branch_kind=branch_kind)
+            with gc_paused():
+                if preload is not None:
+                    data = preload.result()
+                else:
+                    data = load_main(source, suite=suite, branch_kind=branch_kind)
+                rows = prepare_rows(data, state)
         except FlaketuiError as exc:
             self.post_message(LoadFailed(exc.message))
             return
-        self.post_message(MainLoaded(data))
+        self.post_message(MainLoaded(data, state, rows))
 
     @on(MainLoaded)
     def _loaded(self, event: MainLoaded) -> None:
         self.data = event.data
         self.flaketui.last_stamp = event.data.stamp
         self._stop_loading()
-        self.query_one(HistoryHeader).show(
-            event.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
-        )
-        self.refresh_table()
+        self._show_header()
+        self._show_rows(event.state, event.rows)
+        self._load_extras(event.data, self.state.copy())
+
+    def _show_header(self) -> None:
+        if self.data is not None:
+            self.query_one(HistoryHeader).show(
+                self.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
+            )
+
+    @work(thread=True, exclusive=True, group="extras", exit_on_error=False)
+    def _load_extras(self, data: MainData, state: ViewState) -> None:
+        try:
+            with gc_paused():
+                extras = load_extras(self.flaketui.source, data)
+                data_after = replace(data, lifecycle=extras.lifecycle, suites=extras.suites)
+                data_after.extras_loaded = True
+                rows = prepare_rows(data_after, state)
+        except FlaketuiError as exc:
+            self.post_message(LoadFailed(exc.message))
+            return
+        self.post_message(ExtrasLoaded(data, data_after, state, rows))
+
+    @on(ExtrasLoaded)
+    def _extras_loaded(self, event: ExtrasLoaded) -> None:
+        if self.data is not event.before:
+            return  # a newer load replaced the report these states belong to
+        self.data = event.data
+        self._show_header()
+        self._show_rows(event.state, event.rows)
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
@@ -160,11 +210,14 @@ class MainScreen(Screen[None]):
         """Rebuild the rows from the loaded data and the view state (no I/O)."""
         if self.data is None:
             return
-        ctx = ViewContext(now=self.data.report.now, lifecycle=self.data.lifecycle)
-        columns = columns_for(self.state.view)
-        rows = build_rows(self.data.report, self.state, ctx, self.data.quarantine)
+        self._show_rows(self.state, prepare_rows(self.data, self.state))
+
+    def _show_rows(self, state: ViewState, rows: PreparedRows) -> None:
+        """Show rows built (in a worker) for `state`; rebuild them if the user changed it since."""
+        if state != self.state and self.data is not None:
+            rows = prepare_rows(self.data, self.state)
         table = self.query_one(FlakeTable)
-        table.show(rows, columns, sort_key=self.state.sort_column)
+        table.show(rows, columns_for(self.state.view), sort_key=self.state.sort_column)
         self._show_selection(table.current_row)
 
     def _show_selection(self, row: Row | None) -> None:
@@ -312,7 +365,7 @@ class MainScreen(Screen[None]):
             self.state.expanded.add(key)
         self.refresh_table()
         table = self.query_one(FlakeTable)
-        table.move_cursor(row=table.get_row_index(f"g:{key}"), animate=False)
+        table.move_cursor(row=table.index_of(f"g:{key}"), animate=False)
 
     def action_sort_next(self) -> None:
         """Sort by the next column of the view."""

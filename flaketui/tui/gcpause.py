@@ -1,0 +1,37 @@
+"""Pause Python's cyclic garbage collector while a worker builds a large report.
+
+A load allocates millions of short-lived objects; each allocation burst can trigger a full
+collection, which walks every tracked object holding the GIL, and the event loop feels that
+walk as a stall of hundreds of milliseconds (SPEC §9: no stall over 100 ms while loading).
+The collector is paused while any load runs and resumed when the last one ends; reference
+counting still frees everything that is not in a cycle meanwhile.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_lock = threading.Lock()
+_active = 0
+_was_enabled = True
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No automatic cyclic collection while the block runs (nestable, thread-safe)."""
+    global _active, _was_enabled
+    with _lock:
+        if _active == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _active += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0 and _was_enabled:
+                gc.enable()
