@@ -6,12 +6,18 @@ Writes a suite of N trivial tests (a third parametrized, 2 % failing), then runs
 times as pairs, in alternating order within each pair: `pytest -p no:cacheprovider` without
 recording (the flaketui plugin is installed but inactive) and with `--flaketui-db` into a fresh
 history. overhead is the median over pairs of (recording wall time / plain wall time) - 1; both
-include interpreter start-up and collection, as a CI job pays them. Last stdout line: JSON.
+include interpreter start-up and collection, as a CI job pays them. cpu_overhead is the same
+ratio of the child's CPU time (user + sys): on a shared machine the wall ratio of one pair swings
+with the neighbours' load, the CPU ratio far less, so it tells a real change from noise. Every
+recorded history is checked (one finished run, one result per test) so a broken recorder cannot
+look fast. Last stdout line: JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -52,17 +58,36 @@ def write_suite(root: Path, tests: int) -> None:
     (root / "pytest.ini").write_text("[pytest]\naddopts = -q -p no:cacheprovider\n")
 
 
-def run_suite(root: Path, db: Path | None) -> float:
-    """Wall time of one pytest run of the suite (failures expected)."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_suite(root: Path, db: Path | None) -> tuple[float, float]:
+    """Wall and CPU time of one pytest run of the suite (failures expected)."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(root)]
     if db is not None:
         command += ["--flaketui-db", str(db)]
+    cpu = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
+    cpu = _children_cpu() - cpu
     if proc.returncode not in (0, 1):
         raise SystemExit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
-    return elapsed
+    return elapsed, cpu
+
+
+def check_history(db: Path, tests: int) -> None:
+    """The recording run really recorded: one finished run with one result per test."""
+    conn = sqlite3.connect(db)
+    try:
+        runs = conn.execute("SELECT count(*), min(finished) FROM runs").fetchone()
+        results = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+    finally:
+        conn.close()
+    if tuple(runs) != (1, 1) or results != tests:
+        raise SystemExit(f"{db}: runs/finished {tuple(runs)}, {results} results for {tests} tests")
 
 
 def main() -> None:
@@ -76,17 +101,22 @@ def main() -> None:
         root.mkdir()
         write_suite(root, args.tests)
         run_suite(root, None)  # warm the OS cache and the .pyc files
-        plain, recorded, ratios = [], [], []
+        plain, recorded, ratios, cpu_ratios = [], [], [], []
         for pair in range(args.repeat):
             db = Path(tmp) / f"h{pair}.db"
             if pair % 2 == 0:
-                p, r = run_suite(root, None), run_suite(root, db)
+                (p, p_cpu), (r, r_cpu) = run_suite(root, None), run_suite(root, db)
             else:
-                r, p = run_suite(root, db), run_suite(root, None)
+                (r, r_cpu), (p, p_cpu) = run_suite(root, db), run_suite(root, None)
+            check_history(db, args.tests)
             plain.append(p)
             recorded.append(r)
             ratios.append(r / p)
-            log(f"pair {pair + 1}: plain {p:.3f}s recording {r:.3f}s ratio {r / p:.3f}")
+            cpu_ratios.append(r_cpu / p_cpu)
+            log(
+                f"pair {pair + 1}: plain {p:.3f}s recording {r:.3f}s ratio {r / p:.3f}"
+                f" | cpu plain {p_cpu:.3f}s recording {r_cpu:.3f}s ratio {r_cpu / p_cpu:.3f}"
+            )
     emit(
         {
             "bench": "plugin",
@@ -95,6 +125,8 @@ def main() -> None:
             "plain_s": median(plain),
             "recording_s": median(recorded),
             "overhead": round(statistics.median(ratios) - 1.0, 4),
+            "cpu_overhead": round(statistics.median(cpu_ratios) - 1.0, 4),
+            "pair_ratios": [round(x, 3) for x in ratios],
             "machine": machine(),
         }
     )

@@ -2,6 +2,9 @@
 
 Inactive unless asked: with no flaketui option, ini value or discoverable skip file, it does
 nothing. It imports no UI library.
+
+PYTEST_DONT_REWRITE: it has no assert to rewrite, and an editable install imports it before
+pytest can mark it, so `-p flaketui.pytest_plugin` would warn "already imported".
 """
 
 from __future__ import annotations
@@ -57,8 +60,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Register the recorder and the skip-file plugin when they are asked for."""
-    from flaketui.plugin_recording import register_recorder
+    # Loaded into every session of every user who installs flaketui: the recorder's modules
+    # are imported only when recording is asked for.
+    if config.getoption("flaketui_db", None) or config.getini("flaketui_db"):
+        from flaketui.plugin_recording import register_recorder
+
+        register_recorder(config)
     from flaketui.plugin_skipfile import register_skip_file
 
-    register_recorder(config)
     register_skip_file(config)

@@ -93,3 +93,4 @@ def test_plugin_prints_overhead(bench: Any, monkeypatch: Any, capsys: Any) -> No
     assert out["tests"] == 30
     assert isinstance(out["overhead"], float)
     assert out["plain_s"] > 0 and out["recording_s"] > 0
+    assert isinstance(out["cpu_overhead"], float)

@@ -12,6 +12,8 @@ from flaketui import plugin_recording
 from flaketui.core.models import CaseResult
 from flaketui.plugin_recording import Recorder
 
+BATCH = plugin_recording.FLUSH_EVERY_ATTEMPTS
+
 
 class FakeRun:
     """Stands in for RunRecorder: remembers each batch; can fail its first add() calls."""
@@ -51,7 +53,7 @@ class FakeRun:
 
 def _recorder(run: FakeRun) -> Recorder:
     config: Any = SimpleNamespace(pluginmanager=SimpleNamespace(getplugin=lambda name: None))
-    recorder = Recorder(config, db=None, settings=None, meta=None)  # type: ignore[arg-type]
+    recorder = Recorder(config, conn=None, settings=None, meta=None)  # type: ignore[arg-type]
     recorder.run = run  # type: ignore[assignment]
     return recorder
 
@@ -81,14 +83,14 @@ def no_timed_flush(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("no_timed_flush")
-def test_batches_are_cut_at_200_attempts_and_the_rest_written_at_the_end() -> None:
+def test_batches_are_cut_at_flush_every_attempts_and_the_rest_written_at_the_end() -> None:
     run = FakeRun()
     recorder = _recorder(run)
-    for n in range(450):
+    for n in range(2 * BATCH + 50):
         _attempt(recorder, f"test_m.py::test_{n}")
-    assert run.sizes() == [200, 200]
+    assert run.sizes() == [BATCH, BATCH]
     recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
-    assert run.sizes() == [200, 200, 50]
+    assert run.sizes() == [BATCH, BATCH, 50]
     assert run.finished
 
 
@@ -96,12 +98,12 @@ def test_batches_are_cut_at_200_attempts_and_the_rest_written_at_the_end() -> No
 def test_attempts_of_one_test_continue_across_batches() -> None:
     run = FakeRun()
     recorder = _recorder(run)
-    for n in range(199):
+    for n in range(BATCH - 1):
         _attempt(recorder, f"test_m.py::test_{n}")
     for call in ("rerun", "rerun", "passed"):
         _attempt(recorder, "test_m.py::test_flaky", call)
     recorder.pytest_sessionfinish(session=Any, exitstatus=1)  # type: ignore[arg-type]
-    assert run.sizes() == [200, 2]
+    assert run.sizes() == [BATCH, 2]
     assert run.outcomes_of("test_m.py::test_flaky") == ["fail", "fail", "pass"]
     assert run.batches[1] == [("test_m.py::test_flaky", ["fail", "pass"], [None, None])]
 
@@ -112,11 +114,11 @@ def test_a_locked_history_warns_once_and_is_retried_at_the_end(
 ) -> None:
     run = FakeRun(failures=1)
     recorder = _recorder(run)
-    for n in range(450):
+    for n in range(2 * BATCH + 50):
         _attempt(recorder, f"test_m.py::test_{n}")
     assert run.batches == []  # the failed batch is kept, later batches wait for the end
     recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
-    assert run.sizes() == [450]
+    assert run.sizes() == [2 * BATCH + 50]
     assert run.finished
     assert capsys.readouterr().err.count("flaketui: cannot write to the history") == 1
 
@@ -127,7 +129,7 @@ def test_a_history_locked_for_good_never_fails_the_session_nor_looks_finished(
 ) -> None:
     run = FakeRun(failures=10**6)
     recorder = _recorder(run)
-    for n in range(450):
+    for n in range(2 * BATCH + 50):
         _attempt(recorder, f"test_m.py::test_{n}")
     recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
     assert run.batches == []

@@ -1,0 +1,48 @@
+"""What a pytest session imports because flaketui is installed: little, and never sqlite-utils."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# sqlite-utils imports pandas and numpy (~0.3-0.8 s); the recorder works on plain sqlite3.
+HEAVY = ("sqlite_utils", "pandas", "numpy", "textual", "rich", "plotext")
+
+# Written when the inner session ends, after the recorder's last flush.
+CONFTEST = """
+import json
+import sys
+from pathlib import Path
+
+def pytest_unconfigure(config):
+    Path(__file__).with_name("modules.json").write_text(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_of_session(pytester: pytest.Pytester, *args: str) -> set[str]:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
+    result = pytester.runpytest_subprocess("-p", "flaketui.pytest_plugin", *args, timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    return set(json.loads((pytester.path / "modules.json").read_text()))
+
+
+@pytest.mark.usefixtures("recording_env")
+def test_an_inactive_session_imports_neither_the_recorder_nor_heavy_libraries(
+    pytester: pytest.Pytester,
+) -> None:
+    modules = _modules_of_session(pytester)
+    assert "flaketui.pytest_plugin" in modules
+    assert "flaketui.plugin_recording" not in modules
+    assert "flaketui.core.ingest.writer" not in modules
+    assert not {m.split(".")[0] for m in modules} & set(HEAVY)
+
+
+@pytest.mark.usefixtures("recording_env")
+def test_a_recording_session_does_not_import_sqlite_utils(pytester: pytest.Pytester) -> None:
+    db = pytester.path / "history.db"
+    modules = _modules_of_session(pytester, "--flaketui-db", str(db))
+    assert "flaketui.core.ingest.writer" in modules
+    assert not {m.split(".")[0] for m in modules} & set(HEAVY)
+    assert db.exists()
