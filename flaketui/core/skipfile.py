@@ -37,14 +37,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import filelock
+from typing import TYPE_CHECKING, Any
 
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import Config, find_pyproject
 from flaketui.core.errors import FlaketuiError, SkipFileError
 from flaketui.core.timeutil import parse_iso, to_iso
+
+if TYPE_CHECKING:
+    import filelock
 
 FORMAT_MARKER = "flaketui-skip-file"
 FORMAT_VERSION = 1
@@ -345,6 +346,9 @@ def render_skip_file(skip: SkipFile) -> str:
 
 def skip_file_lock(path: Path) -> filelock.BaseFileLock:
     """The inter-process lock guarding path: a sibling `<name>.lock` file."""
+    # Imported here: the pytest plugin reads skip files in every session and never locks.
+    import filelock
+
     return filelock.FileLock(str(path.with_name(path.name + ".lock")), timeout=LOCK_TIMEOUT_S)
 
 
@@ -355,6 +359,8 @@ def update_skip_file(path: Path, mutate: Callable[[dict[str, SkipEntry]], object
     A file that exists but is broken or foreign is never overwritten (SkipFileError).
     Nothing is written when mutate leaves the entries as they were.
     """
+    import filelock
+
     path = path.absolute()
     if not path.parent.is_dir():
         raise _problem(path, f"directory {path.parent} does not exist")

@@ -36,6 +36,7 @@ def test_an_inactive_session_imports_neither_the_recorder_nor_heavy_libraries(
     assert "flaketui.pytest_plugin" in modules
     assert "flaketui.plugin_recording" not in modules
     assert "flaketui.core.ingest.writer" not in modules
+    assert "filelock" not in modules  # only writers of the skip file lock it
     assert not {m.split(".")[0] for m in modules} & set(HEAVY)
 
 
