@@ -22,7 +22,7 @@ from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, run_out
 T0 = utc(2026, 10, 1)
 NOW = utc(2026, 11, 1)
 
-run_spec = st.tuples(st.sampled_from(["main", "pr"]), st.sampled_from("PFRXS"), st.booleans())
+run_spec = st.tuples(st.sampled_from(["main", "pr"]), st.sampled_from("PFERXS"), st.booleans())
 
 
 def _reference(runs: list[tuple[str, str, bool]]) -> dict[str, Any]:
@@ -153,3 +153,24 @@ def test_scoring_never_loads_the_history_into_python(tmp_path: Path) -> None:
     assert stored == 720
     # Rows per test and group (and the series' per-day sums), never one per stored run.
     assert counting.rows < stored / 2
+
+
+def test_section_4_rules_hand_computed(tmp_path: Path) -> None:
+    # Main runs, in order: P(c1) E(c1) S(c2) F(c3) P(c3) R(c4).
+    db = open_history(tmp_path / "h.db")
+    hb = HistoryBuilder(db)
+    test = "tests/test_s.py::test_s"
+    hb.sequence(test, "PESFPR", start=T0, commits=["c1", "c1", "c2", "c3", "c3", "c4"])
+    (ev,) = per_test_evidence(db, NOW, Config()).values()
+    # The skip is not a run: 5 counted runs. An error is a failure: E, F and R (first attempt
+    # failed) are bad; only R passed on retry.
+    assert (ev.runs, ev.failed_runs, ev.flaky_runs) == (5, 3, 1)
+    # Flips over P E F P R: P->E, F->P, P->R = 3 (a skip between E and F flips nothing).
+    assert ev.flips == 3 and ev.main_flips == 3
+    # Same commit with a good and a bad run: c1 (P, E) and c3 (F, P).
+    assert ev.mixed_commits == 2
+    # Bad stretches on main: E F, then R; the trailing streak is R alone, and it is flaky.
+    assert (ev.main_bad_streaks, ev.main_recoveries) == (2, 1)
+    assert (ev.streak, ev.streak_flaky, ev.good_rn) == (1, 1, 4)
+    assert ev.clean_tail == 0
+    assert ev.first_bad_commit == "c4" and ev.last_good_commit == "c3"

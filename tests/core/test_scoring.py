@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -149,3 +150,32 @@ def test_runs_per_week_uses_shorter_of_window_and_age() -> None:
 def test_damage_is_a_product() -> None:
     assert damage(0.05, 70.0, 4.0) == pytest.approx(14.0)
     assert math.isclose(damage(0.0, 70.0, 4.0), 0.0)
+
+
+@given(st.integers(min_value=1, max_value=2000), st.data())
+def test_wilson_is_symmetric_in_good_and_bad(n: int, data: st.DataObject) -> None:
+    k = data.draw(st.integers(min_value=0, max_value=n))
+    low, high = wilson_interval(k, n)
+    low_bad, high_bad = wilson_interval(n - k, n)
+    assert low == pytest.approx(1.0 - high_bad, abs=1e-12)
+    assert high == pytest.approx(1.0 - low_bad, abs=1e-12)
+
+
+@given(st.lists(st.booleans(), min_size=2, max_size=200))
+def test_flip_rate_lies_in_its_wilson_interval(bad: list[bool]) -> None:
+    low, high = flip_rate_interval(flip_count(bad), len(bad))
+    assert 0.0 <= low <= flip_rate(bad) <= high <= 1.0
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=200))
+def test_flips_are_the_streak_boundaries(bad: list[bool]) -> None:
+    # Each flip starts a new maximal streak of equal outcomes.
+    streaks = len([key for key, _run in itertools.groupby(bad)])
+    assert flip_count(bad) == streaks - 1
+    assert flip_rate([bad[0]] * len(bad)) == 0.0
+
+
+def test_flip_rate_interval_hand_computed() -> None:
+    # Seed 003's B: 15 flips over 19 transitions -> Wilson (15, 19).
+    assert flip_rate_interval(15, 20) == wilson_interval(15, 19)
+    assert flip_rate_interval(15, 20)[0] == pytest.approx(0.5667, abs=1e-4)

@@ -93,11 +93,12 @@ def test_verdict_changes_flaky_then_resolved(db: sqlite_utils.Database) -> None:
     hb.sequence(TEST, "P" * 20, start=T0 + 60 * HOUR, step=6 * HOUR)
     now = T0 + 8 * DAY + 12 * HOUR
     changes = verdict_changes(db, TEST, now=now, days=10, config=Config())
-    # Nov 1: 13 runs by its end, 4 flaky. Nov 5: the 10th clean run since the last flaky one
-    # (at 108 h) makes the failures history.
+    # Nov 1: 13 runs by its end, 4 flaky. 10 of 29 runs bad up to the last flaky one (56 h):
+    # 10 clean runs are enough at that rate (by 108 h), but resolving also needs 3 days since
+    # it (128 h): the run at 132 h, on Nov 6, makes the failures history.
     assert [(c.day, c.before, c.after) for c in changes] == [
         (date(2026, 11, 1), "insufficient", "flaky"),
-        (date(2026, 11, 5), "flaky", "healthy"),
+        (date(2026, 11, 6), "flaky", "healthy"),
     ]
     assert isinstance(changes[1], VerdictChange)
     assert "clean runs since" in changes[1].reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from flaketui.core.config import Config
 from flaketui.core.report import build_report
 from flaketui.core.scoring import wilson_interval
 from flaketui.core.store import open_history
+from flaketui.core.verdicts import unlikely_streak
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)
@@ -94,7 +96,12 @@ def test_flaky_40_days_ago_and_clean_for_30_days_is_healthy(
     result = verdict(db, test)
     assert result.verdict == "healthy"
     assert "resolved" in result.flags
-    assert "the last on 2026-09-23; 31 clean runs since" in result.reason
+    # Up to the last flake: PRPRRPR, 4 bad of 7 -> p = 0.57; ln 0.05 / ln(3/7) = 3.5 runs, so
+    # N_min (10) decides; 31 clean runs from 2026-09-23 to 2026-10-31 = 38 days >= 7.
+    assert result.reason == (
+        "4 bad runs, the last on 2026-09-23; 31 clean runs since, over 38 days "
+        "(>= 10 needed at the earlier bad rate 0.57)"
+    )
     assert result.rank is None
 
 
@@ -271,3 +278,93 @@ def test_config_thresholds_are_honoured(db: sqlite_utils.Database, hb: HistoryBu
     hb.sequence(A, "FRFRFRFR", start=T0)
     assert verdict(db, A).verdict == "insufficient"
     assert verdict(db, A, config=Config(n_min=5)).verdict != "insufficient"
+
+
+# Rule 4, resolved incidents: the clean streak must be unlikely under the earlier bad rate.
+
+
+def test_unlikely_streak_hand_computed() -> None:
+    # (1 - p) ** n < 0.05  <=>  n > ln 0.05 / ln(1 - p)
+    assert unlikely_streak(0.9, 0.05) == pytest.approx(28.433, abs=1e-3)  # a 10 % flake
+    assert unlikely_streak(0.98, 0.05) == pytest.approx(148.28, abs=1e-2)  # a 2 % flake
+    assert unlikely_streak(0.5, 0.05) == pytest.approx(4.3219, abs=1e-4)
+    assert unlikely_streak(1.0, 0.05) == math.inf
+    assert unlikely_streak(0.0, 0.05) == 0.0
+
+
+def _ten_percent_flake_then_clean(hb: HistoryBuilder, test: str, clean_days: int) -> None:
+    """80 runs, 4 a day from 70 days before NOW, every 10th flaky; then one clean run a day."""
+    start = NOW - timedelta(days=70)
+    hb.sequence(test, "PPPPPPPPPR" * 8, start=start, step=timedelta(hours=6))
+    hb.sequence(
+        test, "P" * clean_days, start=NOW - timedelta(days=clean_days), step=timedelta(days=1)
+    )
+
+
+def test_ten_percent_flake_resolves_after_29_clean_runs(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    # p = 8 / 80 = 0.1 up to the last flake -> ceil(28.43) = 29 clean runs needed.
+    _ten_percent_flake_then_clean(hb, A, 29)
+    _ten_percent_flake_then_clean(hb, B, 28)
+    a, b = verdict(db, A), verdict(db, B)
+    assert a.verdict == "healthy" and "resolved" in a.flags
+    assert "29 clean runs since, over 49 days (>= 29 needed at the earlier bad rate 0.10)" in (
+        a.reason
+    )
+    assert b.verdict == "flaky" and "resolved" not in b.flags
+    assert b.reason.endswith(
+        "; clean for the last 28 runs over 49 days, 29 runs and 3 days needed to call it resolved"
+    )
+
+
+def test_recent_crash_is_not_resolved_by_a_likely_clean_streak(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    # A crash every ~16 runs (6 %) for 20 days, the last 4 days ago, 24 clean runs since.
+    # Under the earlier rate, 24 clean runs happen 1 time in 4: not a resolution.
+    start = NOW - timedelta(days=24)
+    pattern = ("P" * 15 + "E") * 5
+    hb.sequence(A, pattern, start=start, step=timedelta(hours=6), message="Worker crashed")
+    hb.sequence(A, "P" * 24, start=NOW - timedelta(days=4), step=timedelta(hours=4))
+    result = verdict(db, A)
+    # 5 bad of 80 -> p = 0.0625; ln 0.05 / ln 0.9375 = 46.4 -> 47 runs needed.
+    assert result.verdict == "flaky"
+    assert "47 runs and 3 days needed to call it resolved" in result.reason
+
+
+def test_clean_runs_in_one_burst_do_not_resolve_without_clean_days(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    # 50 % flaky until 2 days ago, then 40 clean re-runs within 10 hours: the rate says
+    # enough (10 runs), the days (2 < 7) do not.
+    hb.sequence(A, "RP" * 10, start=NOW - timedelta(days=11), step=timedelta(hours=12))
+    hb.sequence(A, "P" * 40, start=NOW - timedelta(hours=11), step=timedelta(minutes=15))
+    result = verdict(db, A)
+    assert result.verdict == "flaky"
+    assert result.reason.endswith(
+        "clean for the last 41 runs over 2 days, 10 runs and 3 days needed to call it resolved"
+    )
+    assert verdict(db, A, config=Config(resolved_min_days=0.0)).verdict == "healthy"
+
+
+def test_thin_family_is_flaky_as_a_family_through_quiet_spells(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    # seed 004's shape: 12 params, one of them flaky in every 11th run (9 %), the last flake
+    # 14 runs ago. Each param alone is thin; the family (pooled by run) stays flaky: after 9
+    # bad of 99 runs (p = 0.09), 14 clean runs happen 27 % of the time, 32 would be needed.
+    params = [f"tests/test_bill.py::test_rollup[p{i:02d}]" for i in range(12)]
+    runs = 99 + 14
+    for index in range(runs):
+        run = hb.run(ts=NOW - timedelta(days=28) + index * timedelta(hours=6), worker_count=4)
+        flaky_param = index // 11 % 12 if index % 11 == 10 and index < 99 else None
+        for number, param in enumerate(params):
+            run.result(param, ["fail", "pass"] if number == flaky_param else ["pass"])
+    built = report(db)
+    family = next(f for f in built.families if f.key == "tests/test_bill.py::test_rollup")
+    assert (family.scores.runs, family.scores.flaky_runs) == (113, 9)
+    assert family.verdict == "flaky" and family.rank == 1
+    assert "32 runs and 3 days needed to call it resolved" in family.reason
+    members = [t for t in built.tests if t.parent == family.key]
+    assert max(t.scores.flaky_runs for t in members) == 1
