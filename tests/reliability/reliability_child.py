@@ -4,6 +4,9 @@
                                             every socket refused; prints one JSON line per report:
                                             outcome, message, peak RSS (VmHWM, reset before each
                                             report), RSS before the ingest, sockets tried
+    reliability_child.py parse REPORT        stream REPORT's test cases through the parser without
+                                            keeping them; prints one JSON line: attempts, peak
+                                            RSS (VmHWM) and RSS before the parse
     reliability_child.py cli ARGS...        run the flaketui command line
 
 Optional numeric libraries are blocked: sqlite-utils imports pandas when present, which costs a
@@ -79,10 +82,27 @@ def _ingest_one(report: str) -> None:
     history.conn.close()
 
 
+def parse(report: str) -> None:
+    """Count the attempts the parser streams out of report; print them with the peak RSS."""
+    from flaketui.core.ingest.junit import iter_cases
+
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kib("VmRSS")
+    attempts = sum(len(case.attempts) for case in iter_cases(Path(report)))
+    print(
+        json.dumps(
+            {"attempts": attempts, "rss_before_kib": before, "peak_kib": _status_kib("VmHWM")}
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     mode, *args = sys.argv[1:]
     if mode == "ingest":
         ingest(args)
+    elif mode == "parse":
+        parse(args[0])
     elif mode == "cli":
         from flaketui.cli import main as cli_main
 

@@ -22,7 +22,7 @@ from reliability_support import (
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
 from flaketui.core.report import build_report
-from flaketui.core.skipfile import SkipEntry, read_skip_file, update_skip_file
+from flaketui.core.skipfile import SkipEntry, SkipFileError, read_skip_file, update_skip_file
 from flaketui.core.store import open_history
 
 INGESTERS = 8
@@ -163,3 +163,116 @@ def test_concurrent_skip_file_writers_never_lose_an_entry(
     assert sorted(skip.entries) == sorted(
         f"tests/test_{name}.py::t{n}" for name in names for n in range(entries)
     )
+
+
+def test_the_app_loading_while_ingest_writes_never_errors(tmp_path: Path) -> None:
+    """The app's own loader (report, lifecycle, skip file) on read-only connections, in a loop,
+    while another process ingests runs: no error, and every load sees whole runs only."""
+    from flaketui.tui.loaders import Source, load_main
+
+    db = tmp_path / "history.db"
+    history = open_history(db)
+    seed = write_report(tmp_path / "seed.xml", [junit_case("pkg.seed", "t0")])
+    ingest_reports(history, [seed], RunMeta(run_id="seed", ts=TS))
+    history.conn.close()
+    reports = [
+        str(large_report(tmp_path / f"w{n}.xml", READ_RUN_CASES, tag=f"w{n}"))
+        for n in range(READ_RUNS)
+    ]
+    source = Source(path=db, skip_path=tmp_path / ".quarantine.json", requested_now=TS)
+    ctx = fork_context()
+    errors = ctx.Queue()
+    proc = ctx.Process(target=_ingest_runs_child, args=(str(db), reports, errors))
+    proc.start()
+    seen: list[int] = []
+    while proc.is_alive() or not seen:
+        data = load_main(source, suite=None, branch_kind=None)
+        whole_runs, partial = divmod(len(data.report.tests) - 1, LISTED_PER_RUN)
+        assert partial == 0, f"a load saw part of a run: {len(data.report.tests)} tests"
+        seen.append(whole_runs)
+    proc.join(60)
+    assert [errors.get() for _ in range(errors.qsize())] == []
+    assert proc.exitcode == 0
+    print("runs seen by successive app loads:", seen)
+    assert seen == sorted(seen)
+    assert len(set(seen)) >= 2, "no load happened while runs were landing"
+    final = load_main(source, suite=None, branch_kind=None)
+    assert len(final.report.tests) == 1 + LISTED_PER_RUN * READ_RUNS
+
+
+# ---- issue 4: two `flaketui quarantine` processes started together, many times ---------------
+
+QUARANTINE_ROUNDS = 12
+PRESENT_ENTRIES = 300  # a skip file a real repository could have: each update re-reads it all
+NOW = "2026-11-02T00:00:00Z"
+
+
+def _quarantine_cli(db: str, skip: str, test_id: str, barrier: Any, results: Any) -> None:
+    from click.testing import CliRunner
+
+    from flaketui.commands import cli
+
+    barrier.wait(60)
+    args = ["quarantine", db, test_id, "--reason", "race", "--skip-file", skip, "--now", NOW]
+    result = CliRunner().invoke(cli, args)
+    results.put((test_id, result.exit_code, result.output))
+
+
+@pytest.mark.parametrize("histories", ["one shared history", "a history each"])
+def test_two_quarantine_commands_started_together_always_both_land(
+    tmp_path: Path, histories: str
+) -> None:
+    reports = [
+        write_report(tmp_path / f"{side}.xml", [junit_case(f"pkg.{side}", "t", "fail")])
+        for side in ("left", "right")
+    ]
+    dbs = [tmp_path / "left.db", tmp_path / "right.db"]
+    if histories == "one shared history":
+        dbs = [tmp_path / "shared.db"] * 2
+    for number, (db, report) in enumerate(zip(dbs, reports, strict=True)):
+        history = open_history(db)
+        ingest_reports(history, [report], RunMeta(run_id=f"r{number}", ts=TS))
+        history.conn.close()
+    present = tmp_path / "present.json"
+    update_skip_file(
+        present,
+        lambda entries: entries.update(
+            {
+                f"tests/old.py::t{n}": SkipEntry(f"tests/old.py::t{n}", reason="old")
+                for n in range(PRESENT_ENTRIES)
+            }
+        ),
+    )
+    ctx = fork_context()
+    unreadable: list[str] = []
+    for round_no in range(QUARANTINE_ROUNDS):
+        skip = tmp_path / f"round{round_no}.json"
+        skip.write_bytes(present.read_bytes())
+        barrier = ctx.Barrier(2)
+        results = ctx.Queue()
+        procs = [
+            ctx.Process(
+                target=_quarantine_cli,
+                args=(str(db), str(skip), f"pkg.{side}::t", barrier, results),
+            )
+            for db, side in zip(dbs, ("left", "right"), strict=True)
+        ]
+        for proc in procs:
+            proc.start()
+        while any(proc.is_alive() for proc in procs):  # the file parses at every moment
+            try:
+                read_skip_file(skip, explicit=True)
+            except SkipFileError as exc:
+                unreadable.append(exc.message)
+        for proc in procs:
+            proc.join(60)
+        outcomes = sorted(results.get(timeout=5) for _ in procs)
+        assert [(tid, code) for tid, code, _ in outcomes] == [
+            ("pkg.left::t", 0),
+            ("pkg.right::t", 0),
+        ], outcomes
+        landed = read_skip_file(skip, explicit=True)
+        assert landed is not None
+        assert {"pkg.left::t", "pkg.right::t"} <= set(landed.entries), f"round {round_no}"
+        assert len(landed.entries) == PRESENT_ENTRIES + 2
+    assert unreadable == []

@@ -112,6 +112,32 @@ SECRETS = [
      "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV"),
     ("private-key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9Zx\n"
      "-----END RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEA7bq9Zx"),
+    # Each rule of the masker has at least one shape here that only it masks.
+    ("url-db-credentials", "OperationalError: postgres://app:Pg5ecretPass@db:5432/x",
+     "Pg5ecretPass"),
+    ("authorization-token-scheme", "headers: Authorization: Token 9a8b7c6d5e4f3a2b1c0d",
+     "9a8b7c6d5e4f3a2b1c0d"),
+    ("authorization-no-scheme", "{'authorization': 'k2J8sL0qW4eR6tY1uI3o'}",
+     "k2J8sL0qW4eR6tY1uI3o"),
+    ("bearer-other-header", 'curl -H "X-Auth: Bearer k9Lm3Np5Qr7St9Uv1Wx" failed',
+     "k9Lm3Np5Qr7St9Uv1Wx"),
+    ("password-json", 'payload {"password": "Tr0ub4dor&3", "user": "x"}', "Tr0ub4dor"),
+    ("password-flag", "mysql --password=hunter22xyz -u root", "hunter22xyz"),
+    ("aws-session-key-id", "ExpiredToken for ASIAY34FZKBOKMUTVV7A", "ASIAY34FZKBOKMUTVV7A"),
+    ("github-fine-grained-pat",
+     "remote: bad token github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEF",
+     "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEF"),
+    ("github-oauth", "token gho_16C7e42F292c6912E7710c838347Ae178B4b rejected",
+     "gho_16C7e42F292c6912E7710c838347Ae178B4b"),
+    ("slack-user-token", "slack: xoxp-1234567890-0987654321-abcdefABCDEF",
+     "xoxp-1234567890-0987654321-abcdefABCDEF"),
+    ("slack-refresh-token", "slack: xoxe-1-My0xLTEyMzQ1Njc4OTAtYWJjZGVm", "My0xLTEyMzQ1Njc4OTAt"),
+    ("slack-app-token", "socket mode: xapp-1-A0123456789-1234567890123-abcdef0123456789",
+     "abcdef0123456789"),
+    ("openssh-private-key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+     "-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAA"),
+    ("private-key-cut-short", "key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0 ...",
+     "MIIEvQIBADANBgkqhkiG9w0"),
 ]  # fmt: skip
 # Where in a report a message can hide: each one is stored as an attempt's message.
 PLACES = {

@@ -208,3 +208,38 @@ def test_hand_broken_skip_file_is_refused_and_untouched(
     assert_one_line_error(result, str(skip))
     assert file_state(skip) == before_skip
     assert snapshot(history) == before_history  # no audit-log row for a write that failed
+
+
+def test_a_history_locked_by_another_writer_gets_one_line_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the write lock past the busy timeout (shortened here from 30 s)."""
+    monkeypatch.setattr("flaketui.core.store.BUSY_TIMEOUT_MS", 200)
+    history = good_history(tmp_path / "history.db")
+    before = snapshot(history)
+    holder = sqlite3.connect(history, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        for command in ("ingest", "quarantine"):
+            result = invoke(*commands(history, tmp_path)[command])
+            assert_one_line_error(result, "database is locked")
+        assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE  # no entry without its audit
+        report = invoke("report", history, *NOW)  # readers are not blocked by a writer
+        assert report.exit_code == 0, report.output
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert snapshot(history) == before
+
+
+def test_error_messages_stay_one_line_whatever_the_file_is_called(tmp_path: Path) -> None:
+    """A newline or tab in a file name cannot split the error over lines (or forge a second)."""
+    history = good_history(tmp_path / "history.db")
+    report = tmp_path / "nightly\nError: forged\t.xml"
+    report.write_text("this is not XML\n")
+    result = invoke("ingest", history, report, "--no-detect")
+    assert_one_line_error(result, "nightly Error: forged .xml")
+    skip = tmp_path / "broken\nskip.json"
+    skip.write_text("{\n")
+    result = invoke("export", history, "--format", "json", "--skip-file", skip, *NOW)
+    assert_one_line_error(result, "broken skip.json")

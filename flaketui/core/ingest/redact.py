@@ -50,7 +50,8 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
     (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"), REDACTED),
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{16,}"), REDACTED),
-    (re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{8,}"), REDACTED),
+    # Slack: xoxb/xoxp/xoxa/xoxe/xoxc... tokens and xapp app-level tokens.
+    (re.compile(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{8,}"), REDACTED),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
     # Azure storage / Service Bus connection strings and SAS signatures.
     (re.compile(r"(?i)\b((?:account|sharedaccess)key\s*=\s*)[^;\s\"']+"), r"\1" + REDACTED),
