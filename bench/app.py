@@ -1,13 +1,18 @@
-"""Benchmark the app: time to the first ranked screen beside a bare Textual app (SPEC §9).
+"""Benchmark the app: start-up to the first ranked screen beside a bare Textual app (SPEC §9).
 
-Usage: python bench/app.py --results 1000000 [--repeat 3] [--history PATH]
+Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH]
 
-Builds (or reuses with --history) a synthetic history of about N results, then measures, headless
-and in this one process, medians of --repeat runs of:
-- bare_app_s: a bare Textual app showing an empty DataTable, from construction to first paint;
-- first_screen_s: flaketui from make_app() to the ranked list filled;
-- max_stall_ms: the worst lateness of a 10 ms timer from flaketui's first paint until the ranked
-  list is filled (event-loop stalls while loading).
+The history is bench/generate.py's cached one for (results, seed), or --history. Medians of
+--repeat interleaved rounds, each measured in a fresh Python process (start-up is what SPEC §9
+compares: interpreter, imports, first paint; "about 1 s here" for the bare app), headless:
+- bare_app_s: spawn to first paint of a bare Textual app showing an empty DataTable;
+- first_screen_s: spawn to flaketui's ranked list on screen, taking the path `flaketui open`
+  takes (make_source, the preload thread, then Textual and the app);
+- max_stall_ms: the worst lateness of a 10 ms timer in the flaketui process, from the list
+  screen's first paint until everything is loaded (ranking, lifecycle states, every row added):
+  the worst over the rounds, not the median.
+Also, in this process (imports already paid), warm_bare_app_s, warm_first_screen_s and
+warm_ratio, the same race without start-up.
 The last line printed is one JSON object with first_screen_s, bare_app_s, ratio, max_stall_ms.
 """
 
@@ -16,101 +21,60 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
+import os
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from textual.app import App, ComposeResult
-from textual.widgets import DataTable
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from flaketui.core.ingest.writer import RunRecorder
-from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.store import open_history
-from flaketui.tui.app import make_app
-from flaketui.tui.widgets.flake_table import FlakeTable
-
-NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
 SIZE = (160, 48)
 TICK_S = 0.010
-TIMEOUT_S = 600.0
+TIMEOUT_S = 900.0
+READY = "READY"
 
 
-def generate(path: Path, results: int, *, seed: int = 5) -> int:
-    """Write about `results` results: T tests x R runs over 60 days, a few percent flaky."""
-    tests = max(50, min(20_000, results // 200))
-    runs = max(1, results // tests)
-    rng = random.Random(seed)
-    flaky = {i: rng.uniform(0.02, 0.3) for i in rng.sample(range(tests), max(1, tests // 20))}
-    broken_after = {i: rng.randrange(runs) for i in rng.sample(range(tests), max(1, tests // 200))}
-    db = open_history(path)
-    written = 0
-    try:
-        for run in range(runs):
-            ts = NOW - timedelta(days=60) + timedelta(days=60) * run / runs
-            workers = (1, 4, 8, 16)[run % 4]
-            meta = RunMeta(
-                run_id=f"bench-{run:06d}",
-                suite="unit" if run % 5 else "nightly",
-                branch="main" if run % 3 else f"pr-{run}",
-                branch_kind="main" if run % 3 else "pr",
-                commit_sha=f"{run:08x}" * 5,
-                ts=ts,
-                worker_count=workers,
-            )
-            cases = []
-            for test in range(tests):
-                bad = (test in broken_after and run >= broken_after[test]) or (
-                    test in flaky and rng.random() < flaky[test]
-                )
-                worker = f"gw{test % workers}"
-                attempts = [Attempt("pass", 5, None, worker)]
-                if bad:
-                    message = f"AssertionError: value {rng.randrange(1000)} at 0x{test:x}"
-                    retried = test in flaky
-                    attempts = [Attempt("fail", 5, message, worker)] + attempts * retried
-                module = test // 40
-                cases.append(CaseResult(f"tests/test_m{module}.py::test_{test}", None, attempts))
-            recorder = RunRecorder(db, meta)
-            recorder.add(cases)
-            recorder.finish()
-            written += sum(len(c.attempts) for c in cases)
-    finally:
-        db.conn.close()
-    return written
+# ---- what runs in the measured processes ------------------------------------------------------
 
 
-class BareApp(App[None]):
-    """The framework's floor: an app showing an empty table."""
+async def _bare(report: dict[str, float]) -> None:
+    from textual.app import App, ComposeResult
+    from textual.widgets import DataTable
 
-    def compose(self) -> ComposeResult:
-        """One empty DataTable."""
-        yield DataTable()
+    class BareApp(App[None]):
+        """The framework's floor: an app showing an empty table."""
 
+        def compose(self) -> ComposeResult:
+            """One empty DataTable."""
+            yield DataTable()
 
-async def bare_app_seconds() -> float:
-    """Construction to first paint of the bare app."""
-    started = time.perf_counter()
-    app = BareApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with BareApp().run_test(size=SIZE) as pilot:
         await pilot.pause()
-        return time.perf_counter() - started
+        report["ready"] = time.perf_counter()
 
 
-async def first_screen_seconds(history: Path, skip_file: Path) -> tuple[float, float]:
-    """make_app() to the ranked list filled, and the worst 10 ms timer lateness meanwhile."""
-    started = time.perf_counter()
-    app = make_app(history, now=NOW, skip_file=skip_file, watch=False)
+async def _flaketui(history: Path, skip_file: Path, report: dict[str, float]) -> None:
+    from common import NOW
+
+    # The order of `flaketui open`: resolve, start the first load, then import the UI.
+    from flaketui.tui.startup import Preload, make_source
+
+    source = make_source(history, NOW, skip_file)
+    preload = Preload(source)
+    from flaketui.tui.app import FlaketuiApp
+    from flaketui.tui.widgets.flake_table import FlakeTable
+
+    app = FlaketuiApp(source, watch=False, preload=preload)
     worst = 0.0
     async with app.run_test(size=SIZE) as pilot:
-        # Stalls are counted from the list screen's first paint: before it, Textual is still
-        # building the screen (compose, styles, first render), as the bare app does too.
+        # Stalls count from the list screen's first paint: before it, Textual is still building
+        # the screen (compose, styles, first render), as the bare app does too.
         while not app.main_screen.is_mounted:
             await asyncio.sleep(0.005)
-        await pilot.pause()
         await pilot.pause()
         last = time.perf_counter()
 
@@ -122,51 +86,131 @@ async def first_screen_seconds(history: Path, skip_file: Path) -> tuple[float, f
 
         app.set_interval(TICK_S, tick)
         table = app.main_screen.query_one(FlakeTable)
-        while app.main_screen.data is None or (table.row_count == 0 and _expects_rows(app)):
+        screen = app.main_screen
+        started = time.perf_counter()
+        while screen.data is None or (table.row_count == 0 and _expects_rows(screen.data)):
             if time.perf_counter() - started > TIMEOUT_S:
                 raise SystemExit("the first screen never appeared")
             await asyncio.sleep(0.005)
         await pilot.pause()
-        elapsed = time.perf_counter() - started
-    return elapsed, worst
+        report["ready"] = time.perf_counter()
+        # Keep measuring stalls until the rest has loaded and every row is in the table.
+        while screen.data is None or not screen.data.extras_loaded or _rows_pending(table):
+            if time.perf_counter() - started > TIMEOUT_S:
+                raise SystemExit("the lifecycle states never arrived")
+            await asyncio.sleep(0.005)
+        await pilot.pause()
+        report["done"] = time.perf_counter()
+    report["stall_s"] = worst
 
 
-def _expects_rows(app: object) -> bool:
-    data = app.main_screen.data  # type: ignore[attr-defined]
-    return any(t.verdict == "flaky" for t in data.report.tests)
+def _expects_rows(data: object) -> bool:
+    return any(t.verdict == "flaky" for t in data.report.tests)  # type: ignore[attr-defined]
+
+
+def _rows_pending(table: object) -> bool:
+    return table.row_count < len(table.rows_by_key)  # type: ignore[attr-defined]
+
+
+def child(kind: str, history: Path | None, skip_file: Path | None) -> None:
+    """Run one measured app and print its timings as JSON (perf_counter is system-wide)."""
+    report: dict[str, float] = {}
+    if kind == "bare":
+        asyncio.run(_bare(report))
+    else:
+        assert history is not None and skip_file is not None
+        asyncio.run(_flaketui(history, skip_file, report))
+    print(READY, json.dumps(report), flush=True)
+    os._exit(0)  # teardown is not start-up
+
+
+# ---- the parent --------------------------------------------------------------------------------
+
+
+def cold(kind: str, history: Path, skip_file: Path) -> dict[str, float]:
+    """Spawn a child, and return its spawn-to-ready time and its stall."""
+    command = [sys.executable, __file__, "--child", kind]
+    if kind == "app":
+        command += ["--history", str(history), "--skip-file", str(skip_file)]
+    spawned = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith(READY)), None)
+    if done.returncode != 0 or line is None:
+        raise SystemExit(f"{kind} child failed:\n{done.stdout}\n{done.stderr}")
+    report = json.loads(line[len(READY) :])
+    return {"seconds": report["ready"] - spawned, "stall_s": report.get("stall_s", 0.0)}
+
+
+def warm(kind: str, history: Path, skip_file: Path) -> float:
+    """The same race in this process, with every import already paid."""
+    report: dict[str, float] = {}
+    started = time.perf_counter()
+    if kind == "bare":
+        asyncio.run(_bare(report))
+    else:
+        asyncio.run(_flaketui(history, skip_file, report))
+    return report["ready"] - started
+
+
+def count_results(history: Path) -> int:
+    """Result rows in the history."""
+    conn = sqlite3.connect(f"{history.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM results").fetchone()[0])
+    finally:
+        conn.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the JSON summary last."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--results", type=int, default=100_000, help="results to generate")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measure (median)")
-    parser.add_argument("--history", type=Path, help="reuse (or create) this history file")
+    parser.add_argument("--seed", type=int, default=6, help="generator seed")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (medians)")
+    parser.add_argument("--history", type=Path, help="use this history instead")
+    parser.add_argument("--child", choices=("bare", "app"), help=argparse.SUPPRESS)
+    parser.add_argument("--skip-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        child(args.child, args.history, args.skip_file)
+        return 0
+    if args.history is None:
+        from generate import ensure_history
+
+        args.history = ensure_history(args.results, args.seed)
+    history = args.history.resolve()
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-") as tmp:
-        history = args.history or Path(tmp) / "history.db"
-        if not history.exists():
-            started = time.perf_counter()
-            count = generate(history, args.results)
-            print(
-                f"generated {count} results in {time.perf_counter() - started:.1f} s",
-                file=sys.stderr,
-            )
         skip_file = Path(tmp) / "quarantine.json"
         bare: list[float] = []
         first: list[float] = []
         stalls: list[float] = []
         for _ in range(args.repeat):
-            bare.append(asyncio.run(bare_app_seconds()))
-            elapsed, stall = asyncio.run(first_screen_seconds(history, skip_file))
-            first.append(elapsed)
-            stalls.append(stall)
+            bare.append(cold("bare", history, skip_file)["seconds"])
+            measured = cold("app", history, skip_file)
+            first.append(measured["seconds"])
+            stalls.append(measured["stall_s"])
             print(
-                f"bare {bare[-1]:.3f} s  first screen {elapsed:.3f} s  stall {stall * 1000:.1f} ms",
+                f"cold: bare {bare[-1]:.3f} s  first screen {first[-1]:.3f} s  "
+                f"stall {stalls[-1] * 1000:.1f} ms",
                 file=sys.stderr,
             )
+        warm("bare", history, skip_file)  # pay the imports once, unmeasured
+        warm("app", history, skip_file)
+        warm_bare = [warm("bare", history, skip_file) for _ in range(args.repeat)]
+        warm_first = [warm("app", history, skip_file) for _ in range(args.repeat)]
+    print(
+        f"warm: bare {statistics.median(warm_bare):.3f} s  "
+        f"first screen {statistics.median(warm_first):.3f} s",
+        file=sys.stderr,
+    )
     summary = {
-        "results": args.results,
+        "history": str(history),
+        "results": count_results(history),
+        "repeat": args.repeat,
+        "load": os.getloadavg()[0],
+        "warm_bare_app_s": round(statistics.median(warm_bare), 3),
+        "warm_first_screen_s": round(statistics.median(warm_first), 3),
+        "warm_ratio": round(statistics.median(warm_first) / statistics.median(warm_bare), 2),
         "first_screen_s": round(statistics.median(first), 3),
         "bare_app_s": round(statistics.median(bare), 3),
         "ratio": round(statistics.median(first) / statistics.median(bare), 2),

@@ -6,15 +6,26 @@ then import the UI: the history is read while Textual starts (SPEC §9, first ra
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import gc
 import os
+import pickle
+import signal
+import sys
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
 
 from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
 from flaketui.tui.history_access import is_read_only
-from flaketui.tui.loaders import MainData, Source, load_main
+from flaketui.tui.loaders import Extras, MainData, Source, load_extras, load_main
 from flaketui.tui.viewmodel import shown_path
+
+T = TypeVar("T")
 
 
 def make_source(
@@ -49,29 +60,138 @@ def make_source(
 
 
 class Preload:
-    """The first ranking (all suites, all branch kinds), read in a daemon thread at once."""
+    """The first ranking (all suites, all branch kinds) and its extras, read at once.
 
-    def __init__(self, source: Source) -> None:
-        """Start reading; the app's first load worker collects the result."""
+    On Linux, while the process has a single thread (before Textual starts), the reading runs
+    in a forked child process: scoring and the lifecycle replay are long pure-Python loops, and
+    in a thread they would hold the GIL the event loop needs, stalling the first screens
+    (SPEC §9). The child sends the results back pickled over a pipe and exits. Elsewhere, or
+    once threads exist, a daemon thread does the same work in this process.
+    """
+
+    def __init__(self, source: Source, *, allow_fork: bool = True) -> None:
+        """Start reading; the app's first load workers collect the results."""
         self.source = source
-        self._done = threading.Event()
-        self._data: MainData | None = None
-        self._error: BaseException | None = None
-        # A daemon thread: quitting before the load ends must not wait for it.
-        threading.Thread(target=self._run, name="flaketui-preload", daemon=True).start()
+        self._main_done = threading.Event()
+        self._extras_done = threading.Event()
+        self._main: _Outcome = None
+        self._extras: _Outcome = None
+        self._child: int | None = None
+        self._child_lock = threading.Lock()
+        if allow_fork and _can_fork():
+            self._fork()
+        else:
+            # A daemon thread: quitting before the load ends must not wait for it.
+            threading.Thread(target=self._in_thread, name="flaketui-preload", daemon=True).start()
 
-    def _run(self) -> None:
-        try:
-            self._data = load_main(self.source, suite=None, branch_kind=None)
-        except BaseException as exc:  # handed to the worker that collects it
-            self._error = exc
-        finally:
-            self._done.set()
+    @property
+    def forked(self) -> bool:
+        """Whether the reading runs in a child process."""
+        return self._child is not None
+
+    # ---- in a thread ------------------------------------------------------------------------
+
+    def _in_thread(self) -> None:
+        self._main = _attempt(lambda: load_main(self.source, suite=None, branch_kind=None))
+        self._main_done.set()
+        data = self._main[1] if self._main[0] == "ok" else None
+        if isinstance(data, MainData):
+            self._extras = _attempt(lambda: load_extras(self.source, data))
+        self._extras_done.set()
+
+    # ---- in a child process -----------------------------------------------------------------
+
+    def _fork(self) -> None:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: read, send, leave without running the parent's cleanup
+            try:
+                os.close(read_end)
+                gc.disable()  # a short-lived process: let it allocate without collections
+                with os.fdopen(write_end, "wb") as out:
+                    main = _attempt(lambda: load_main(self.source, suite=None, branch_kind=None))
+                    pickle.dump(main, out, protocol=pickle.HIGHEST_PROTOCOL)
+                    out.flush()
+                    if main[0] == "ok":
+                        data = main[1]
+                        extras = _attempt(lambda: load_extras(self.source, data))
+                        pickle.dump(extras, out, protocol=pickle.HIGHEST_PROTOCOL)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        self._child = pid
+        atexit.register(self.close)
+        reader = threading.Thread(
+            target=self._receive, args=(read_end,), name="flaketui-preload", daemon=True
+        )
+        reader.start()
+
+    def _receive(self, read_end: int) -> None:
+        with os.fdopen(read_end, "rb") as incoming:
+            self._main = _unpickle(incoming)
+            self._main_done.set()
+            self._extras = _unpickle(incoming) if self._main[0] == "ok" else None
+            self._extras_done.set()
+        self._reap()
+
+    def _reap(self) -> None:
+        with self._child_lock:  # the reader thread and atexit may both get here
+            pid, self._child = self._child, None
+        if pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+    def close(self) -> None:
+        """Stop a child still reading (the app quit first) and reap it."""
+        with self._child_lock:
+            if self._child is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._child, signal.SIGTERM)
+        self._reap()
+
+    # ---- results ----------------------------------------------------------------------------
 
     def result(self) -> MainData:
-        """Wait for the load; raise what it raised (called from a worker thread)."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._data is not None
-        return self._data
+        """Wait for the ranking; raise what reading it raised (called from a worker thread)."""
+        self._main_done.wait()
+        return _value(self._main, MainData)
+
+    def extras(self) -> Extras | None:
+        """Wait for the lifecycle states and suites (None when the ranking failed)."""
+        self._extras_done.wait()
+        return None if self._extras is None else _value(self._extras, Extras)
+
+
+_Outcome = tuple[str, Any] | None
+
+
+def _can_fork() -> bool:
+    """Fork only on Linux and only while this is the process's one thread."""
+    return sys.platform == "linux" and threading.active_count() == 1
+
+
+def _attempt(job: Callable[[], Any]) -> tuple[str, Any]:
+    """("ok", value), or ("error", one-line message) for a user error, ("crash", text)."""
+    try:
+        return "ok", job()
+    except FlaketuiError as exc:
+        return "error", exc.message
+    except Exception as exc:  # reported by the app as an error, never a traceback
+        return "crash", f"{type(exc).__name__}: {exc}"
+
+
+def _unpickle(incoming: BinaryIO) -> tuple[str, Any]:
+    try:
+        outcome: tuple[str, Any] = pickle.load(incoming)
+    except (EOFError, pickle.UnpicklingError, OSError) as exc:
+        return "crash", f"the loading process ended early ({type(exc).__name__})"
+    return outcome
+
+
+def _value(outcome: _Outcome, kind: type[T]) -> T:
+    if outcome is None:
+        raise FlaketuiError("the history could not be read")
+    status, value = outcome
+    if status == "ok" and isinstance(value, kind):
+        return value
+    raise FlaketuiError(str(value))

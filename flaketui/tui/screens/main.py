@@ -78,6 +78,7 @@ class MainScreen(Screen[None]):
         self.branch_kind: str | None = None
         self._loading_since = 0.0
         self._loading_timer: Timer | None = None
+        self._extras_preload: Preload | None = None
 
     @property
     def flaketui(self) -> FlaketuiApp:
@@ -136,7 +137,10 @@ class MainScreen(Screen[None]):
     def _take_preload(self, suite: str | None, branch_kind: str | None) -> Preload | None:
         """The load started before the UI, when it is what this load asks for (once)."""
         preload, self.flaketui.preload = self.flaketui.preload, None
-        return preload if suite is None and branch_kind is None else None
+        if suite is not None or branch_kind is not None:
+            preload = None
+        self._extras_preload = preload  # its extras go with the ranking it loaded
+        return preload
 
     def _load(self, suite: str | None, branch_kind: str | None) -> None:
         preload = self._take_preload(suite, branch_kind)
@@ -170,7 +174,8 @@ class MainScreen(Screen[None]):
         self._stop_loading()
         self._show_header()
         self._show_rows(event.state, event.rows)
-        self._load_extras(event.data, self.state.copy())
+        self._load_extras(event.data, self.state.copy(), self._extras_preload)
+        self._extras_preload = None
 
     def _show_header(self) -> None:
         if self.data is not None:
@@ -179,10 +184,12 @@ class MainScreen(Screen[None]):
             )
 
     @work(thread=True, exclusive=True, group="extras", exit_on_error=False)
-    def _load_extras(self, data: MainData, state: ViewState) -> None:
+    def _load_extras(self, data: MainData, state: ViewState, preload: Preload | None) -> None:
         try:
             with gc_paused():
-                extras = load_extras(self.flaketui.source, data)
+                extras = preload.extras() if preload is not None else None
+                if extras is None:
+                    extras = load_extras(self.flaketui.source, data)
                 data_after = replace(data, lifecycle=extras.lifecycle, suites=extras.suites)
                 data_after.extras_loaded = True
                 rows = prepare_rows(data_after, state)
