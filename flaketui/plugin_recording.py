@@ -20,6 +20,8 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value. Decisi
 - Cost (SPEC §9: under 5 % of a 5 000-test suite): the history is opened with plain sqlite3
   (sqlite-utils would import pandas and numpy), batches are FLUSH_EVERY_ATTEMPTS attempts or
   FLUSH_EVERY_SECONDS, whichever comes first, and the per-report work is a few dict operations.
+  On a slow machine or disk the time-triggered batches space out so that writing them stays
+  under FLUSH_MAX_TIME_SHARE of the session (a batch taking 50 ms waits 2.5 s).
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ if TYPE_CHECKING:
 # keep that fixed cost negligible, the time limit keeps a killed session's loss small.
 FLUSH_EVERY_ATTEMPTS = 1_000
 FLUSH_EVERY_SECONDS = 1.0
+# Each batch also has a fixed cost (a commit rewrites the indexes' touched pages, the rollups
+# refresh per call): time-triggered batches wait at least last write time / this share, but
+# never more than FLUSH_MAX_SECONDS (a write that waited for a lock says little).
+FLUSH_MAX_TIME_SHARE = 0.02
+FLUSH_MAX_SECONDS = 10.0
 # The writer keeps the first 8 KiB of a message: keep the end of a long report (where pytest
 # prints the failing line and the E lines) rather than its source listing.
 LONG_REPORT_MAX_CHARS = 6 * 1024
@@ -154,6 +161,7 @@ class Recorder:
         self.open_attempts: dict[tuple[str, str | None], _OpenAttempt] = {}
         self.done: list[tuple[str, Attempt]] = []  # complete attempts not yet written
         self.last_flush = time.monotonic()
+        self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
         self.write_failed = False  # after a failed write, wait for the session end
         self.warned = False
 
@@ -200,7 +208,7 @@ class Recorder:
             del self.open_attempts[key]
             if (
                 len(self.done) >= FLUSH_EVERY_ATTEMPTS
-                or time.monotonic() - self.last_flush >= FLUSH_EVERY_SECONDS
+                or time.monotonic() - self.last_flush >= self.flush_interval
             ) and not self.write_failed:
                 self.flush()
 
@@ -220,7 +228,7 @@ class Recorder:
 
     def flush(self) -> None:
         """Write the complete attempts collected so far, one transaction per batch."""
-        self.last_flush = time.monotonic()
+        start = self.last_flush = time.monotonic()
         if self.run is None:
             self.done.clear()  # recording could not start: keep no memory of it
             return
@@ -240,6 +248,10 @@ class Recorder:
         else:
             self.done.clear()
             self.write_failed = False
+        self.last_flush = time.monotonic()
+        spent = self.last_flush - start
+        wait = min(spent / FLUSH_MAX_TIME_SHARE, FLUSH_MAX_SECONDS)
+        self.flush_interval = max(FLUSH_EVERY_SECONDS, wait)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

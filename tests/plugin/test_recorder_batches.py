@@ -201,3 +201,49 @@ def test_a_teardown_error_after_a_pass_is_an_error_and_durations_add_up() -> Non
     assert [a.outcome for _, a in recorder.done] == ["error"]
     assert [a.duration_ms for _, a in recorder.done] == [30]
     assert [a.message for _, a in recorder.done] == ["bad"]
+
+
+class FakeClock:
+    """time.monotonic for the recorder, moved by hand (and by each write of a SlowRun)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class SlowRun(FakeRun):
+    """A writer whose every batch takes `cost` seconds of the fake clock."""
+
+    def __init__(self, clock: FakeClock, cost: float) -> None:
+        super().__init__()
+        self.clock = clock
+        self.cost = cost
+
+    def add(self, cases: Any) -> None:
+        super().add(cases)
+        self.clock.now += self.cost
+
+
+@pytest.mark.parametrize(
+    ("cost", "interval"),
+    [(0.001, plugin_recording.FLUSH_EVERY_SECONDS), (0.1, 5.0), (5.0, 10.0)],
+    ids=["fast-writes-every-second", "slow-writes-space-out", "capped"],
+)
+def test_time_triggered_batches_space_out_when_writing_is_slow(
+    monkeypatch: pytest.MonkeyPatch, cost: float, interval: float
+) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(plugin_recording, "time", clock)
+    run = SlowRun(clock, cost)
+    recorder = _recorder(run)
+    clock.now += plugin_recording.FLUSH_EVERY_SECONDS
+    _attempt(recorder, "test_m.py::test_first")  # due by time: written, taking `cost`
+    assert run.sizes() == [1]
+    clock.now += interval - 0.01
+    _attempt(recorder, "test_m.py::test_early")
+    assert run.sizes() == [1]  # not yet: the interval grew with the write's cost
+    clock.now += 0.02
+    _attempt(recorder, "test_m.py::test_due")
+    assert run.sizes() == [1, 2]
