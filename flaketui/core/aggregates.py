@@ -1,4 +1,8 @@
-"""Evidence of every test, family and signature group as of `now`, in two SQL stages.
+"""Evidence of every test, family and signature group as of `now`.
+
+With rollups kept (flaketui.core.rollups) and no suite or branch filter, everything is read
+from them (`_from_rollups`): tests x days rows, not raw results. Otherwise, two SQL stages
+over the raw rows:
 
 Stage 1 is one grouped scan of the counted runs (SQL of flaketui.core.evidence): counts,
 recency weights, first and last times, blast-radius inputs. A key without a failed run needs
@@ -16,6 +20,7 @@ from typing import Any
 
 import sqlite_utils
 
+from flaketui.core import rollup_read, rollups
 from flaketui.core.config import Config
 from flaketui.core.evidence import (
     _ANALYSIS,
@@ -165,6 +170,100 @@ def _collect(
     return out
 
 
+def rollup_window(
+    db: sqlite_utils.Database,
+    now: datetime,
+    config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> rollup_read.Window | None:
+    """The rollup reader's window, or None when the rollups cannot answer exactly."""
+    if suite is not None or branch_kind is not None:
+        return None
+    if rollups.answers(db.conn, config):
+        return rollup_read.Window.of(now, config)
+    return None
+
+
+_CHANGE_POINT_FIELDS = ("first_bad_commit", "first_bad_at", "last_good_commit", "last_good_at")
+
+
+def _change_points(
+    db: sqlite_utils.Database, units_sql: str, keys_tests: list[int], now: datetime, config: Config
+) -> dict[Any, dict[str, Any]]:
+    """First bad / last good main run of keys ending in a bad streak, from their raw rows."""
+    if not keys_tests:
+        return {}
+    ensure_sql_functions(db.conn)
+    cte, params = counted_runs_cte(now, config, test_pks=keys_tests)
+    params.update(_analysis_params(now, config))
+    rows = _rows(db, f"WITH {cte},{units_sql},{_ANALYSIS}", params)
+    return {row["key"]: {name: row[name] for name in _CHANGE_POINT_FIELDS} for row in rows}
+
+
+def _evidence(
+    key: Any, base: Mapping[str, Any], seq: Mapping[str, Any] | None, mixed: int
+) -> Evidence:
+    """Evidence from stage-1 facts and (for keys with a failure) chained sequence facts."""
+    main_runs = base["main_runs"]
+    if seq is None:
+        seq = {"flips": 0, "clean_tail": None, "main_bad": 0, "main_bad_streaks": 0,
+               "main_recoveries": 0, "main_flips": 0, "streak": 0, "streak_flaky": 0,
+               "has_good": True}  # fmt: skip
+    return Evidence(
+        key=key,
+        runs=base["runs"],
+        flaky_runs=base["flaky_runs"],
+        failed_runs=base["failed_runs"],
+        flips=seq["flips"],
+        clean_tail=base["runs"] if seq["clean_tail"] is None else seq["clean_tail"],
+        weighted_bad=base["weighted_bad"],
+        weighted_total=base["weighted_total"],
+        first_ts=base["first_ts"],
+        last_ts=base["last_ts"],
+        last_failure_at=base["last_failure_at"],
+        max_attempts=base["max_attempts"],
+        gates_main=base["gates_main"],
+        gates_branch=base["gates_branch"],
+        mixed_commits=mixed,
+        main_runs=main_runs,
+        main_bad=seq["main_bad"],
+        main_bad_streaks=seq["main_bad_streaks"],
+        main_recoveries=seq["main_recoveries"],
+        main_flips=seq["main_flips"],
+        good_rn=main_runs - seq["streak"] if seq["has_good"] else 0,
+        streak=seq["streak"],
+        streak_flaky=seq["streak_flaky"],
+        first_bad_commit=None,
+        first_bad_at=None,
+        last_good_commit=None,
+        last_good_at=None,
+        suite_min=base["suite_min"],
+        suite_max=base["suite_max"],
+        suites=base.get("suites") or {},
+    )
+
+
+def _tests_from_rollups(
+    db: sqlite_utils.Database, now: datetime, config: Config, window: rollup_read.Window
+) -> dict[int, Evidence] | None:
+    base = rollups.test_base(db.conn, now, config)
+    if base is None:
+        return None
+    failing = [row["key"] for row in base if row["failed_any_runs"]]
+    seq = rollup_read.sequences(db.conn, "test", failing, window)
+    mixed = rollup_read.mixed_counts(db.conn, "test", window)
+    out = {
+        row["key"]: _evidence(row["key"], row, seq.get(row["key"]), mixed.get(row["key"], 0))
+        for row in base
+    }
+    streaks = [key for key, row in seq.items() if row["streak"] > 0]
+    for key, found in _change_points(db, _TEST_UNITS, streaks, now, config).items():
+        for name, value in found.items():
+            setattr(out[key], name, value)
+    return out
+
+
 def per_test_evidence(
     db: sqlite_utils.Database,
     now: datetime,
@@ -174,9 +273,16 @@ def per_test_evidence(
 ) -> dict[int, Evidence]:
     """Evidence per test (keyed by tests.id) for every test with a counted run.
 
-    With at most MAX_SUITE_COLUMNS suites in the window, `Evidence.suites` holds each test's
-    counted runs and most attempts per suite; otherwise it is empty (use `suite_counts`).
+    From the rollups, `Evidence.suites` holds each test's counted runs and most attempts per
+    suite. From raw rows, only with at most MAX_SUITE_COLUMNS suites in the window; otherwise
+    it is empty (use `suite_counts`). From the rollups, last_good_commit / last_good_at are
+    only set when the default branch ends in a bad streak (streak > 0).
     """
+    window = rollup_window(db, now, config, suite, branch_kind)
+    if window is not None:
+        found = _tests_from_rollups(db, now, config, window)
+        if found is not None:
+            return found
     names = _window_suites(db, now, config, suite, branch_kind)
     if len(names) > MAX_SUITE_COLUMNS:
         names = []
@@ -209,14 +315,73 @@ def _window_suites(
     return [str(name) for (name,) in db.conn.execute(sql, params)]
 
 
+def _families_from_rollups(
+    db: sqlite_utils.Database,
+    now: datetime,
+    config: Config,
+    window: rollup_read.Window,
+    tests: Mapping[int, Evidence],
+) -> dict[str, Evidence]:
+    pooled = rollup_read.family_base(db.conn, window)
+    if not pooled:
+        return {}
+    seq = rollup_read.sequences(db.conn, "family", None, window)
+    mixed = rollup_read.mixed_counts(db.conn, "family", window)
+    # Facts that do not depend on pooling (extremes, flags) come from the members' evidence.
+    members: dict[str, list[Evidence]] = {}
+    member_pks: dict[str, list[int]] = {}
+    for pk, parent in db.conn.execute(
+        "SELECT id, parent FROM tests WHERE parent IN "
+        "(SELECT parent FROM tests WHERE test_id <> parent)"
+    ):
+        member_pks.setdefault(parent, []).append(int(pk))
+        if pk in tests:
+            members.setdefault(parent, []).append(tests[pk])
+    out = {}
+    for key, row in pooled.items():
+        evs = members[key]
+        failures = [ev.last_failure_at for ev in evs if ev.last_failure_at is not None]
+        base = {
+            **row,
+            "first_ts": min(ev.first_ts for ev in evs),
+            "last_ts": max(ev.last_ts for ev in evs),
+            "last_failure_at": max(failures) if failures else None,
+            "max_attempts": max(ev.max_attempts for ev in evs),
+            "gates_main": max(ev.gates_main for ev in evs),
+            "gates_branch": max(ev.gates_branch for ev in evs),
+            "suite_min": min(str(ev.suite_min) for ev in evs),
+            "suite_max": max(str(ev.suite_max) for ev in evs),
+        }
+        facts = seq.get(key) if row["failed_any_runs"] else None
+        out[key] = _evidence(key, base, facts, mixed.get(key, 0))
+        out[key].suites = {}
+    streaks = [key for key, ev in out.items() if ev.streak > 0]
+    pks = [pk for key in streaks for pk in member_pks[key]]
+    for key, found in _change_points(db, _FAMILY_UNITS, pks, now, config).items():
+        if key in streaks:
+            for name, value in found.items():
+                setattr(out[key], name, value)
+    return out
+
+
 def per_family_evidence(
     db: sqlite_utils.Database,
     now: datetime,
     config: Config,
     suite: str | None = None,
     branch_kind: str | None = None,
+    *,
+    tests: Mapping[int, Evidence] | None = None,
 ) -> dict[str, Evidence]:
-    """Evidence per parametrized family (keyed by parent id), pooled by run."""
+    """Evidence per parametrized family (keyed by parent id), pooled by run.
+
+    `tests`: per_test_evidence of the same request, when the caller has it (saves a read).
+    """
+    window = rollup_window(db, now, config, suite, branch_kind)
+    if window is not None:
+        if tests is None:
+            tests = per_test_evidence(db, now, config)
+        return _families_from_rollups(db, now, config, window, tests)
 
     def members_of(parents: list[Any]) -> list[int]:
         rows = db.conn.execute(
@@ -246,10 +411,21 @@ def per_signature_evidence(
     config: Config,
     suite: str | None = None,
     branch_kind: str | None = None,
+    *,
+    tests: Mapping[int, Evidence] | None = None,
 ) -> dict[str, Evidence]:
-    """Evidence per signature group (keyed by hash), pooled by run; members: tests.id -> hash."""
+    """Evidence per signature group (keyed by hash), pooled by run; members: tests.id -> hash.
+
+    `tests`: per_test_evidence of the same request, when the caller has it (saves a read).
+    """
     if not members:
         return {}
+    window = rollup_window(db, now, config, suite, branch_kind)
+    if window is not None:
+        if tests is None:
+            tests = per_test_evidence(db, now, config)
+        attempts = {pk: ev.max_attempts for pk, ev in tests.items()}
+        return rollup_read.signature_group_evidence(db.conn, members, attempts, window, config)
     extra = {"members": json.dumps({str(test): sig for test, sig in members.items()})}
 
     def members_of(hashes: list[Any]) -> list[int]:
@@ -296,6 +472,9 @@ def signature_counts(
     test_pks: Sequence[int] | None = None,
 ) -> list[tuple[int, str, str, int, str]]:
     """(tests.id, signature hash, text, counted runs with it, latest ts) per test and signature."""
+    window = rollup_window(db, now, config, suite, branch_kind)
+    if window is not None and test_pks is not None:
+        return rollup_read.signature_counts(db.conn, list(test_pks), window)
     cte, params = counted_runs_cte(
         now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
     )

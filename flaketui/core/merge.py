@@ -23,6 +23,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from flaketui.core import rollups
 from flaketui.core.errors import HistoryError
 from flaketui.core.ingest.rows import refresh_test_runs
 from flaketui.core.store import open_history, transaction
@@ -170,6 +171,7 @@ def _merge_runs(
                 dest, src, src_run, dest_run, tests, signatures, set()
             )
             refresh_test_runs(dest, dest_run, ts)
+            rollups.after_write(dest, dest_run)  # same transaction: rollups stay exact
             summary.runs_added += 1
             continue
         dest_run, ts = int(found[0]), str(found[1])
@@ -181,6 +183,7 @@ def _merge_runs(
         added = _copy_results(dest, src, src_run, dest_run, tests, signatures, present)
         if added or children_added:
             refresh_test_runs(dest, dest_run, ts)
+            rollups.after_write(dest, dest_run)  # same transaction: rollups stay exact
             summary.results_added += added
             summary.runs_extended += 1
         else:

@@ -85,10 +85,19 @@ def prune_history(
                 (cutoff_day, cutoff_iso),
             )
         ]
+        # Same-commit pairs that lose runs are recounted from the rows that remain.
+        commits = [
+            c
+            for (c,) in conn.execute(
+                "SELECT DISTINCT commit_sha FROM runs WHERE id IN (SELECT value FROM json_each(?))",
+                (runs_json,),
+            )
+        ]
         conn.execute("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))", (runs_json,))
         rollup_rows = rollups.drop_days_before(conn, cutoff_day)
         if edge_tests:
             rollups.refresh(conn, cutoff_day, edge_tests)
+        rollups.refresh_commits(conn, commits)
         tests = conn.execute(
             "DELETE FROM tests"
             " WHERE NOT EXISTS (SELECT 1 FROM test_runs tr WHERE tr.test = tests.id)"

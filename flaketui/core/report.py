@@ -310,7 +310,9 @@ def build_report(
             by_signature[info.signature].append(info)
     families = [
         _group(parent, parent, by_parent[parent], ev, now, config, owner_of)
-        for parent, ev in per_family_evidence(db, now, config, suite, branch_kind).items()
+        for parent, ev in per_family_evidence(
+            db, now, config, suite, branch_kind, tests=evidence
+        ).items()
         if by_parent.get(parent)
     ]
     members = {info.pk: info.signature for info in infos.values() if info.signature}
@@ -324,7 +326,9 @@ def build_report(
             config,
             owner_of,
         )
-        for sig, ev in per_signature_evidence(db, members, now, config, suite, branch_kind).items()
+        for sig, ev in per_signature_evidence(
+            db, members, now, config, suite, branch_kind, tests=evidence
+        ).items()
         if by_signature.get(sig)
     ]
     return Report(

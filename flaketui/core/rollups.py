@@ -28,11 +28,16 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from flaketui.core import seq_rollups
 from flaketui.core.config import Config
 from flaketui.core.evidence import ensure_sql_functions
 from flaketui.core.timeutil import to_iso
 
 META_KEY = "rollup_half_life_days"
+# Bumped when the set of rollup tables changes: an older set is rebuilt at the next write
+# and not read before (the reader falls back to raw rows).
+VERSION_KEY = "rollup_version"
+VERSION = "2"
 UNIX_EPOCH_JD = 2440587.5  # julianday('1970-01-01')
 
 _SCHEMA = """
@@ -85,12 +90,18 @@ _COLUMNS = (
 
 
 def _half_life(conn: sqlite3.Connection) -> float | None:
-    """The half-life the rollups were built with; None when the history has none."""
+    """The half-life the rollups were built with; None when the history has none (or old ones)."""
     try:
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
+        rows = dict(
+            conn.execute(
+                "SELECT key, value FROM meta WHERE key IN (?, ?)", (META_KEY, VERSION_KEY)
+            ).fetchall()
+        )
     except sqlite3.OperationalError:
         return None
-    return None if row is None else float(row[0])
+    if rows.get(VERSION_KEY) != VERSION or META_KEY not in rows:
+        return None
+    return float(rows[META_KEY])
 
 
 def enabled(conn: sqlite3.Connection) -> bool:
@@ -98,16 +109,23 @@ def enabled(conn: sqlite3.Connection) -> bool:
     return _half_life(conn) is not None
 
 
+def answers(conn: sqlite3.Connection, config: Config) -> bool:
+    """Whether the rollups can answer a request with this config exactly (same half-life)."""
+    return _half_life(conn) == config.half_life_days
+
+
 def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life_days) -> int:
     """(Re)create every rollup row from the raw rows, inside the caller's transaction."""
     ensure_sql_functions(conn)
     conn.execute(_SCHEMA)
     conn.execute("DELETE FROM test_day_rollups")
-    conn.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (META_KEY, repr(half_life_days))
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        [(META_KEY, repr(half_life_days)), (VERSION_KEY, VERSION)],
     )
     sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where="1")
     conn.execute(sql, {"ln2_per_h": math.log(2.0) / half_life_days})
+    seq_rollups.rebuild(conn, math.log(2.0) / half_life_days)
     return int(conn.execute("SELECT count(*) FROM test_day_rollups").fetchone()[0])
 
 
@@ -117,8 +135,9 @@ def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
     if half_life is None:
         return
     ensure_sql_functions(conn)
-    test_list = json.dumps(sorted(set(tests)))
-    params = {"day": day, "tests": test_list, "ln2_per_h": math.log(2.0) / half_life}
+    test_pks = sorted(set(tests))
+    ln2_per_h = math.log(2.0) / half_life
+    params = {"day": day, "tests": json.dumps(test_pks), "ln2_per_h": ln2_per_h}
     conn.execute(
         "DELETE FROM test_day_rollups WHERE day = :day"
         " AND test IN (SELECT value FROM json_each(:tests))",
@@ -131,18 +150,31 @@ def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
     conn.execute(
         f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where=where), params
     )
+    seq_rollups.refresh_day(conn, day, test_pks, ln2_per_h)
+
+
+def refresh_commits(
+    conn: sqlite3.Connection, commits: Iterable[str | None], tests: Iterable[int] | None = None
+) -> None:
+    """Recompute the mixed-commit pairs of some commits (all tests, or the given ones)."""
+    if enabled(conn):
+        seq_rollups.refresh_commits(conn, commits, tests)
 
 
 def refresh_run(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | None = None) -> None:
     """Refresh the rollups a run's test-runs feed (all its tests, or the given ones)."""
     if not enabled(conn):
         return
-    row = conn.execute("SELECT substr(ts, 1, 10) FROM runs WHERE id = ?", (run_pk,)).fetchone()
+    row = conn.execute(
+        "SELECT substr(ts, 1, 10), commit_sha FROM runs WHERE id = ?", (run_pk,)
+    ).fetchone()
     if row is None:
         return
     if tests is None:
         tests = [t for (t,) in conn.execute("SELECT test FROM test_runs WHERE run = ?", (run_pk,))]
+    tests = list(tests)
     refresh(conn, str(row[0]), tests)
+    seq_rollups.refresh_commits(conn, [row[1]], tests)
 
 
 def after_write(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | None = None) -> None:
@@ -158,22 +190,29 @@ def refresh_runs(conn: sqlite3.Connection, run_pks: Sequence[int]) -> None:
     if not run_pks or not enabled(conn):
         return
     rows = conn.execute(
-        "SELECT substr(r.ts, 1, 10), tr.test FROM runs r JOIN test_runs tr ON tr.run = r.id"
+        "SELECT substr(r.ts, 1, 10), r.commit_sha, tr.test"
+        " FROM runs r JOIN test_runs tr ON tr.run = r.id"
         " WHERE r.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(run_pks)),),
     )
     by_day: dict[str, set[int]] = {}
-    for day, test in rows:
+    by_commit: dict[str, set[int]] = {}
+    for day, commit, test in rows:
         by_day.setdefault(str(day), set()).add(int(test))
+        if commit is not None:
+            by_commit.setdefault(str(commit), set()).add(int(test))
     for day, tests in sorted(by_day.items()):
         refresh(conn, day, tests)
+    for commit, tests in sorted(by_commit.items()):
+        seq_rollups.refresh_commits(conn, [commit], tests)
 
 
 def drop_days_before(conn: sqlite3.Connection, day: str) -> int:
     """Delete the rollup rows of days before `day` (prune); returns the rows deleted."""
     if not enabled(conn):
         return 0
-    return conn.execute("DELETE FROM test_day_rollups WHERE day < ?", (day,)).rowcount
+    deleted = conn.execute("DELETE FROM test_day_rollups WHERE day < ?", (day,)).rowcount
+    return deleted + seq_rollups.drop_days_before(conn, day)
 
 
 # ---- reading ----------------------------------------------------------------------------------

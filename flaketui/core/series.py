@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import sqlite_utils
 
+from flaketui.core import rollups
 from flaketui.core.config import Config
 from flaketui.core.detail import Target, resolve_target
 from flaketui.core.evidence import (
@@ -107,6 +108,10 @@ def daily_recency_scores(
     """
     if days < 1:
         return {key: [] for key in test_ids or ()}
+    if not family and test_ids is not None:
+        fast = _from_rollups(db, test_ids, now, days, config)
+        if fast is not None:
+            return fast
     # One CTE wide enough for the oldest day's window; each day then picks its own buckets.
     wide = dataclasses.replace(config, window_days=config.window_days + days)
     cte, params = counted_runs_cte(now, wide)
@@ -167,6 +172,142 @@ def daily_recency_scores(
         now_bad, now_total = at_now.get(key, [0.0, 0.0])
         series.append(recency_score(now_bad, now_total, config.laplace_alpha))
         out[key] = series
+    return out
+
+
+# Per (test, day) recency sums from the rollups, relative to the day's start (all suites).
+_ROLLUP_DAYS = """
+SELECT test, day,
+    total(:main_weight * main_w_bad + :other_weight * other_w_bad) AS w_bad,
+    total(:main_weight * main_w + :other_weight * other_w) AS w_total
+FROM test_day_rollups
+WHERE test IN (SELECT value FROM json_each(:tests)) AND day >= :origin AND day <= :last_day
+GROUP BY test, day
+"""
+
+# Counted runs of the given tests at given instants (midnights, and the window's edge days),
+# with their weights as of `now`; the rollups put a run at midnight on its own day.
+_RAW_AT = """
+SELECT tr.test, tr.ts, tr.outcome <> 'pass' AS failed_any,
+    exp(:neg_ln2_per_h * max(0.0, julianday(:now) - julianday(tr.ts)))
+        * CASE WHEN r.branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS weight
+FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id
+WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+  AND tr.test IN (SELECT value FROM json_each(:tests)) AND {where}
+"""
+
+
+def _from_rollups(
+    db: sqlite_utils.Database,
+    test_ids: Sequence[str],
+    now: datetime,
+    days: int,
+    config: Config,
+) -> dict[str, list[float]] | None:
+    """daily_recency_scores of tests from test_day_rollups, or None when they cannot answer.
+
+    As of a midnight M, the window (M - window, M] is the whole days before M, less the runs
+    at the window's first instant, plus the runs at M itself (kept on M's day by the rollups).
+    """
+    if not rollups.answers(db.conn, config) or float(config.window_days) != int(config.window_days):
+        return None
+    ensure_sql_functions(db.conn)
+    pks = dict(
+        db.conn.execute(
+            "SELECT test_id, id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(test_ids)),),
+        ).fetchall()
+    )
+    ends = _day_ends(now, days)
+    window = config.window_days
+    origin = ends[0].date() - timedelta(days=window)
+    today = now.astimezone(UTC).date()
+    span = (today - origin).days + 1
+    ln2_h = LN2 / config.half_life_days
+    start = now - timedelta(days=window)
+    params = {
+        "tests": json.dumps(sorted(pks.values())),
+        "origin": origin.isoformat(),
+        "last_day": today.isoformat(),
+        "main_weight": config.main_weight,
+        "other_weight": config.other_weight,
+        "now": to_iso(now),
+        "neg_ln2_per_h": -ln2_h,
+        "start": to_iso(start),
+        "first_next": (start.astimezone(UTC).date() + timedelta(days=1)).isoformat(),
+    }
+    # Day sums scaled to the origin's start: sum_d rel(d) 2^((d - origin)/h); as of M they
+    # are multiplied by 2^(-(M - origin)/h), so prefix sums give every window.
+    cum: dict[int, tuple[list[float], list[float]]] = {}
+    for test, day, w_bad, w_total in db.conn.execute(_ROLLUP_DAYS, params):
+        index = (date.fromisoformat(day) - origin).days
+        scale = math.exp(ln2_h * index)
+        bad, total = cum.setdefault(test, ([0.0] * (span + 1), [0.0] * (span + 1)))
+        bad[index + 1] += w_bad * scale
+        total[index + 1] += w_total * scale
+    for bad, total in cum.values():
+        for index in range(span):
+            bad[index + 1] += bad[index]
+            total[index + 1] += total[index]
+    # Runs at midnight, and the raw edge days of the window as of now.
+    midnights: dict[int, list[tuple[str, int, float]]] = {}
+    for test, ts, failed_any, weight in db.conn.execute(
+        _RAW_AT.format(where="substr(r.ts, 12) = '00:00:00Z' AND r.ts >= :origin AND r.ts <= :now"),
+        params,
+    ):
+        midnights.setdefault(test, []).append((ts, failed_any, weight))
+    edge: dict[int, list[float]] = {}
+    for test, _ts, failed_any, weight in db.conn.execute(
+        _RAW_AT.format(
+            where="r.ts > :start AND r.ts <= :now AND (r.ts < :first_next OR r.ts >= :last_day)"
+        ),
+        params,
+    ):
+        sums = edge.setdefault(test, [0.0, 0.0])
+        sums[0] += weight * failed_any
+        sums[1] += weight
+    first_inner = (start.astimezone(UTC).date() - origin).days + 1  # days strictly inside
+    # Per as-of midnight: its last whole day, decay factor and the instants bounding it.
+    points = [
+        (
+            (as_of.date() - origin).days,
+            math.exp(-ln2_h * (as_of.date() - origin).days),
+            to_iso(as_of - timedelta(days=window)),
+            to_iso(as_of),
+            math.exp(ln2_h * days_between(as_of, now)),
+        )
+        for as_of in ends[:-1]
+    ]
+    empty = ([0.0] * (span + 1), [0.0] * (span + 1))
+    out: dict[str, list[float]] = {}
+    alpha = config.laplace_alpha
+    for test_id in test_ids:
+        pk = pks.get(test_id, -1)
+        bad, total = cum.get(pk, empty)
+        at_midnight = midnights.get(pk, ())
+        series = []
+        for last, factor, lo, hi, rescale in points:
+            w_bad = (bad[last] - bad[last - window]) * factor
+            w_total = (total[last] - total[last - window]) * factor
+            for ts, failed_any, weight in at_midnight:
+                sign = 1.0 if ts == hi else -1.0 if ts == lo else 0.0
+                w_bad += sign * weight * failed_any * rescale
+                w_total += sign * weight * rescale
+            series.append(recency_score(max(0.0, w_bad), max(0.0, w_total), alpha))
+        # As of now: whole days strictly inside the window, plus the raw edge days.
+        last_inner = span - 1  # today's index
+        factor = math.exp(-ln2_h * days_between(datetime.combine(origin, time(0), UTC), now))
+        w_bad = w_total = 0.0
+        if last_inner > first_inner:
+            w_bad = (bad[last_inner] - bad[first_inner]) * factor
+            w_total = (total[last_inner] - total[first_inner]) * factor
+        edge_bad, edge_total = edge.get(pk, [0.0, 0.0])
+        series.append(
+            recency_score(
+                max(0.0, w_bad + edge_bad), max(0.0, w_total + edge_total), config.laplace_alpha
+            )
+        )
+        out[test_id] = series
     return out
 
 

@@ -17,6 +17,7 @@ from flaketui.core.aggregates import per_test_evidence
 from flaketui.core.config import Config
 from flaketui.core.store import open_history, transaction
 from flaketui.core.timeutil import parse_iso
+from tests.core.test_rollup_scoring import raw_scoring
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data" / "history.db"
@@ -44,7 +45,8 @@ def assert_agrees(
     db: sqlite_utils.Database, now: datetime, config: Config, suite: str | None = None
 ) -> int:
     """Every stage-1 fact of every test: rollups + raw edge days == the raw scan."""
-    raw = per_test_evidence(db, now, config, suite=suite)
+    with raw_scoring():
+        raw = per_test_evidence(db, now, config, suite=suite)
     got = rollups.test_base(db.conn, now, config, suite=suite)
     assert got is not None
     by_key = {row["key"]: row for row in got}

@@ -1,0 +1,517 @@
+"""Read the sequence rollups: evidence of tests, families and signature groups over a window.
+
+Whole days strictly inside the window come from the day rows (flaketui.core.seq_rollups), the
+two partial edge days from the raw rows in the same shape, and `rollup_sql.chain` joins them in
+day order. The result equals `flaketui.core.evidence._ANALYSIS` over the raw rows, except that
+`last_good_commit` / `last_good_at` are only looked up when the default branch ends in a bad
+streak (the only case a verdict reads them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from flaketui.core import rollup_sql as q
+from flaketui.core.config import Config
+from flaketui.core.evidence import Evidence
+from flaketui.core.timeutil import parse_iso, to_iso
+
+UNIX_EPOCH_JD = 2440587.5  # julianday('1970-01-01')
+
+# Edge days: runs of the window's first (partial) day after its start and of its last day.
+_EDGE_RUNS = (
+    "r.ts > :start AND r.ts <= :now AND (r.ts < :first_next OR r.ts >= :last_day)"
+    " AND tr.ts > :start AND tr.ts <= :now"
+)
+_EDGE_TEST_SRC = "runs r CROSS JOIN test_runs tr ON tr.run = r.id"
+_EDGE_FAMILY_SRC = (
+    "runs r CROSS JOIN test_runs tr ON tr.run = r.id CROSS JOIN tests t ON t.id = tr.test"
+)
+_SEQ_SELECT = f"key, day, {q.SEQ_COLUMNS}"
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Named parameters of one window (start, now] for the rollup readers."""
+
+    params: dict[str, Any]
+
+    @classmethod
+    def of(cls, now: datetime, config: Config) -> Window:
+        """The window of `config` ending at `now`."""
+        start = now - timedelta(days=config.window_days)
+        first_day = to_iso(start)[:10]
+        first_next = (datetime.fromisoformat(first_day) + timedelta(days=1)).date().isoformat()
+        return cls(
+            {
+                "start": to_iso(start),
+                "now": to_iso(now),
+                "now_jd": now.timestamp() / 86400.0 + UNIX_EPOCH_JD,
+                "first_day": first_day,
+                "first_next": first_next,
+                "last_day": to_iso(now)[:10],
+                "ln2_per_h": math.log(2.0) / config.half_life_days,
+                "main_weight": config.main_weight,
+                "other_weight": config.other_weight,
+            }
+        )
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    cursor = conn.execute(sql, params)
+    names = [col[0] for col in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor]
+
+
+_TABLES = {"test": ("test_day_seq", "test"), "family": ("family_day_seq", "parent")}
+_FAMILIES = "SELECT DISTINCT parent FROM tests WHERE test_id <> parent"
+
+
+def _pointer(table: str, key: str, column: str, main: bool) -> str:
+    """Correlated lookup of `column` on the key's latest day row before row `c` in the window."""
+    only_main = " AND p.main_runs > 0" if main else ""
+    return (
+        f"(SELECT p.{column} FROM {table} p WHERE p.{key} = c.key AND p.day < c.day"
+        f" AND p.day >= :first_day{only_main} ORDER BY p.day DESC LIMIT 1)"
+    )
+
+
+def _chain_rows(
+    conn: sqlite3.Connection, kind: str, keys: Sequence[Any] | None, window: Window
+) -> list[dict[str, Any]]:
+    """Day rows with a failure inside the window, plus the raw edge-day rows, with pointers.
+
+    Each row carries its previous day with counted runs in the window (prev_day) and that
+    day's last bad state (prev_bad), and the same for the default branch (prev_main_*):
+    a day without a failure has no row here, and all its runs are good.
+    """
+    table, key = _TABLES[kind]
+    if keys is None:
+        pick = f"{key} IN ({_FAMILIES})"
+        edge_pick = f"t.parent IN ({_FAMILIES})"
+    else:
+        pick = f"{key} IN (SELECT value FROM json_each(:keys))"
+        edge_pick = (
+            f"{'tr.test' if kind == 'test' else 't.parent'} IN (SELECT value FROM json_each(:keys))"
+        )
+    units_sql = q.TEST_UNITS if kind == "test" else q.FAMILY_UNITS
+    source = _EDGE_TEST_SRC if kind == "test" else _EDGE_FAMILY_SRC
+    units = units_sql.format(source=source, where=f"{_EDGE_RUNS} AND {edge_pick}")
+    sql = f"""
+    WITH c AS (
+        SELECT {key} AS key, day, {q.SEQ_COLUMNS} FROM {table}
+        WHERE {pick} AND day > :first_day AND day < :last_day AND failed_any_runs > 0
+        UNION ALL
+        SELECT {_SEQ_SELECT} FROM ({q.day_rows(units, False)})
+    )
+    SELECT c.*,
+        {_pointer(table, key, "day", False)} AS prev_day,
+        {_pointer(table, key, "last_bad", False)} AS prev_bad,
+        {_pointer(table, key, "day", True)} AS prev_main_day,
+        {_pointer(table, key, "main_last_bad", True)} AS prev_main_bad
+    FROM c ORDER BY c.key, c.day"""
+    params = dict(window.params)
+    if keys is not None:
+        params["keys"] = json.dumps(list(keys))
+    return _rows(conn, sql, params)
+
+
+def _suffixes(
+    conn: sqlite3.Connection, kind: str, cuts: list[tuple[Any, str, str]], window: Window
+) -> dict[Any, tuple[int, int]]:
+    """Per key: counted runs on the rollup days after day d1, main runs after day d2."""
+    if not cuts:
+        return {}
+    table, key = _TABLES[kind]
+    sql = f"""
+    SELECT j.value ->> 0,
+        (SELECT total(runs) FROM {table}
+         WHERE {key} = j.value ->> 0 AND day > j.value ->> 1 AND day < :last_day),
+        (SELECT total(main_runs) FROM {table}
+         WHERE {key} = j.value ->> 0 AND day > j.value ->> 2 AND day < :last_day)
+    FROM json_each(:cuts) j"""
+    params = {**window.params, "cuts": json.dumps(cuts)}
+    return {k: (int(a), int(b)) for k, a, b in conn.execute(sql, params)}
+
+
+def _state(row: Mapping[str, Any], first: Mapping[str, Any] | None, main: bool) -> int | None:
+    """Bad state of the unit before the row's first (main) unit; None at the window's start."""
+    day = row["prev_main_day" if main else "prev_day"]
+    if day is None:
+        return None
+    if day == row["_first_day"]:  # the partial first day: its raw row, if it has units
+        if first is None:
+            return None
+        return first["main_last_bad" if main else "last_bad"]
+    return row["prev_main_bad" if main else "prev_bad"]
+
+
+def sequences(
+    conn: sqlite3.Connection, kind: str, keys: Sequence[Any] | None, window: Window
+) -> dict[Any, dict[str, Any]]:
+    """Sequence facts of tests (kind "test", keys: tests.id) or families (keys None: all).
+
+    flips = 2 x bad stretches - [first unit bad] - [last unit bad], and the same on the
+    default branch; a bad stretch starts inside a day (from the day's flips) or at its first
+    unit when the unit before it (prev_*) was not bad. Good days only matter through their
+    runs: counted by the suffix sums after the last failure (clean tail) and main run.
+    """
+    rows = _chain_rows(conn, kind, keys, window)
+    first_day, last_day = window.params["first_day"], window.params["last_day"]
+    by_key: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        row["_first_day"] = first_day
+        by_key.setdefault(row["key"], []).append(row)
+    partial: dict[Any, dict[str, Any]] = {}
+    cuts = []
+    for key, days in by_key.items():
+        first = days[0] if days[0]["day"] == first_day else None
+        stretches = starts_bad = m_stretches = m_starts_bad = main_bad = 0
+        last_fail = last_main = None
+        by_day = {}
+        for row in days:
+            by_day[row["day"]] = row
+            prev = _state(row, first, False)
+            starts_in = (row["flips_in"] + row["last_bad"] - row["first_bad"]) // 2
+            stretches += starts_in + (row["first_bad"] == 1 and prev != 1)
+            starts_bad += row["first_bad"] == 1 and prev is None
+            if row["failed_any_runs"]:
+                last_fail = row
+            if row["main_runs"]:
+                m_prev = _state(row, first, True)
+                m_stretches += row["main_starts_in"] + (row["main_first_bad"] == 1 and m_prev != 1)
+                m_starts_bad += row["main_first_bad"] == 1 and m_prev is None
+                main_bad += row["main_bad"]
+                last_main = row
+        partial[key] = {
+            "days": days, "by_day": by_day, "first": first, "last_fail": last_fail,
+            "last_main": last_main, "stretches": stretches, "starts_bad": starts_bad,
+            "m_stretches": m_stretches, "m_starts_bad": m_starts_bad, "main_bad": main_bad,
+        }  # fmt: skip
+        cuts.append(
+            (
+                key,
+                last_fail["day"] if last_fail else last_day,
+                last_main["day"] if last_main else last_day,
+            )
+        )
+    after = _suffixes(conn, kind, cuts, window)
+    out = {}
+    for key, p in partial.items():
+        days = p["days"]
+        end = days[-1] if days[-1]["day"] == last_day and days[-1]["day"] != first_day else None
+        runs_after, main_after = after.get(key, (0, 0))
+        last_fail, last_main = p["last_fail"], p["last_main"]
+        # The raw end-day row comes after every rollup day.
+        if end is not None and last_fail is not None and last_fail is not end:
+            runs_after += end["runs"]
+        if end is not None and last_main is not None and last_main is not end:
+            main_after += end["main_runs"]
+        if last_fail is None:
+            clean_tail = None  # the caller knows the runs; no failure means all clean
+            ends_bad = 0
+        else:
+            clean_tail = last_fail["tail_clean"] + runs_after
+            ends_bad = (
+                int(runs_after == 0 and last_fail["last_bad"] == 1)
+                if (last_fail is days[-1])
+                else 0
+            )
+        m_ends_bad = int(
+            last_main is not None and main_after == 0 and last_main["main_last_bad"] == 1
+        )
+        streak = streak_flaky = 0
+        has_good = True
+        if m_ends_bad:
+            row = last_main
+            streak, streak_flaky = row["main_trail_bad"], row["main_trail_flaky"]
+            while row["main_trail_bad"] == row["main_runs"]:  # an all-bad main day: go back
+                prev_day = row["prev_main_day"]
+                if prev_day is None or (prev_day == first_day and p["first"] is None):
+                    has_good = False
+                    break
+                row = p["first"] if prev_day == first_day else p["by_day"].get(prev_day)
+                if row is None:  # a day without failure: its main runs are all good
+                    break
+                streak += row["main_trail_bad"]
+                streak_flaky += row["main_trail_flaky"]
+        out[key] = {
+            "flips": 2 * p["stretches"] - p["starts_bad"] - ends_bad,
+            "clean_tail": clean_tail,
+            "main_bad": p["main_bad"],
+            "main_bad_streaks": p["m_stretches"],
+            "main_recoveries": p["m_stretches"] - m_ends_bad,
+            "main_flips": 2 * p["m_stretches"] - p["m_starts_bad"] - m_ends_bad,
+            "streak": streak,
+            "streak_flaky": streak_flaky,
+            "has_good": has_good,
+            "edges": [row for row in days if row["day"] in (first_day, last_day)],
+        }
+    return out
+
+
+def family_base(conn: sqlite3.Connection, window: Window) -> dict[str, dict[str, Any]]:
+    """Pooled counts and recency sums of every family with a counted run in the window."""
+    families = "SELECT DISTINCT parent FROM tests WHERE test_id <> parent"
+    units = q.FAMILY_UNITS.format(
+        source=_EDGE_FAMILY_SRC, where=f"{_EDGE_RUNS} AND t.parent IN ({families})"
+    )
+    sql = f"""
+    SELECT key, sum(runs) AS runs, sum(flaky_runs) AS flaky_runs,
+        sum(failed_runs) AS failed_runs, sum(failed_any_runs) AS failed_any_runs,
+        sum(main_runs) AS main_runs,
+        total(f * (:main_weight * main_w_bad + :other_weight * other_w_bad)) AS weighted_bad,
+        total(f * (:main_weight * main_w + :other_weight * other_w)) AS weighted_total
+    FROM (
+        SELECT *, exp(-:ln2_per_h * (:now_jd - julianday(day))) AS f FROM (
+            SELECT parent AS key, day, {q.SEQ_COLUMNS} FROM family_day_seq
+            WHERE day > :first_day AND day < :last_day
+            UNION ALL
+            SELECT {_SEQ_SELECT} FROM ({q.day_rows(units, False)})
+        )
+    )
+    GROUP BY key"""
+    return {row["key"]: row for row in _rows(conn, sql, window.params)}
+
+
+def mixed_counts(conn: sqlite3.Connection, kind: str, window: Window) -> dict[Any, int]:
+    """Commits with a good and a bad counted run in the window, per test or family."""
+    table, key = (
+        ("test_commit_mixed", "test") if kind == "test" else ("family_commit_mixed", "parent")
+    )
+    params = window.params
+    inside = "first_ts > :start AND last_ts <= :now"
+    out: dict[Any, int] = dict(
+        conn.execute(f"SELECT {key}, count(*) FROM {table} WHERE {inside} GROUP BY {key}", params)
+    )
+    # Pairs whose runs straddle the window's start or end: recount them from the raw rows.
+    straddling = conn.execute(
+        f"SELECT {key}, commit_sha FROM {table}"
+        f" WHERE last_ts > :start AND first_ts <= :now AND NOT ({inside})",
+        params,
+    ).fetchall()
+    if kind == "test":
+        units, pick = q.TEST_UNITS, "tr.test = :key"
+        source = "runs r CROSS JOIN test_runs tr ON tr.run = r.id"
+    else:
+        units, pick = q.FAMILY_UNITS, "t.parent = :key"
+        source = _EDGE_FAMILY_SRC
+    sql = q.mixed_rows(
+        units.format(
+            source=source,
+            where=f"r.commit_sha = :commit AND {pick} AND tr.ts > :start AND tr.ts <= :now",
+        )
+    )
+    for pair_key, commit in straddling:
+        if conn.execute(sql, {**params, "key": pair_key, "commit": commit}).fetchone():
+            out[pair_key] = out.get(pair_key, 0) + 1
+    return out
+
+
+def signature_counts(
+    conn: sqlite3.Connection, tests: Sequence[int], window: Window
+) -> list[tuple[int, str, str, int, str]]:
+    """(tests.id, signature hash, text, counted runs with it, latest ts) per test and signature."""
+    if not tests:
+        return []
+    edge = q.SIGNATURE_ROWS.format(
+        source=_EDGE_TEST_SRC,
+        where=f"{_EDGE_RUNS} AND tr.test IN (SELECT value FROM json_each(:keys))",
+    )
+    sql = f"""
+    SELECT c.test, s.hash, s.text, sum(c.runs), max(c.last_ts)
+    FROM (
+        SELECT test, signature, runs, last_ts FROM test_day_signatures
+        WHERE test IN (SELECT value FROM json_each(:keys))
+          AND day > :first_day AND day < :last_day
+        UNION ALL
+        SELECT test, signature, runs, last_ts FROM ({edge})
+    ) c JOIN signatures s ON s.id = c.signature
+    GROUP BY c.test, c.signature"""
+    params = {**window.params, "keys": json.dumps(list(tests))}
+    return [
+        (int(t), str(h), str(x), int(n), str(ts)) for t, h, x, n, ts in conn.execute(sql, params)
+    ]
+
+
+# ---- signature groups: pooled by run from the day rows' run lists --------------------------
+
+
+@dataclass(slots=True)
+class _Run:
+    ts: str
+    commit: str | None
+    is_main: bool
+    suite: str
+    gating: bool
+    weight: float
+
+
+def _window_runs(conn: sqlite3.Connection, window: Window, config: Config) -> dict[int, _Run]:
+    """The counted-eligible runs of the window (no incident), with their recency weights."""
+    now = parse_iso(window.params["now"])
+    ln2_per_h = window.params["ln2_per_h"]
+    out = {}
+    for pk, ts, commit, kind, suite in conn.execute(
+        "SELECT id, ts, commit_sha, branch_kind, suite FROM runs"
+        " WHERE ts > :start AND ts <= :now AND incident IS NULL",
+        window.params,
+    ):
+        age = max(0.0, (now - parse_iso(ts)).total_seconds() / 86400.0)
+        is_main = kind == "main"
+        branch = config.main_weight if is_main else config.other_weight
+        out[int(pk)] = _Run(
+            ts, commit, is_main, suite, suite not in config.non_gating_suites,
+            math.exp(-ln2_per_h * age) * branch,
+        )  # fmt: skip
+    return out
+
+
+def _ids(text: str | None) -> Iterable[int]:
+    return map(int, text.split(",")) if text else ()
+
+
+def group_units(
+    conn: sqlite3.Connection, members: Mapping[int, str], window: Window
+) -> dict[str, tuple[set[int], set[int], set[int], set[int]]]:
+    """Per group: the runs any member ran in, was bad, flaky, failed in (within the window)."""
+    groups: dict[str, tuple[set[int], set[int], set[int], set[int]]] = {}
+    for sig in set(members.values()):
+        groups[sig] = (set(), set(), set(), set())
+    params = {**window.params, "keys": json.dumps(sorted(members))}
+    for test, runs, bad, flaky, fail in conn.execute(
+        f"SELECT test, {q.LIST_COLUMNS} FROM test_day_seq"
+        " WHERE test IN (SELECT value FROM json_each(:keys))"
+        " AND day > :first_day AND day < :last_day",
+        params,
+    ):
+        sets = groups[members[test]]
+        sets[0].update(_ids(runs))
+        if fail:
+            sets[1].update(_ids(bad))
+            sets[2].update(_ids(flaky))
+            sets[3].update(_ids(fail))
+    units = q.TEST_UNITS.format(
+        source=_EDGE_TEST_SRC,
+        where=f"{_EDGE_RUNS} AND tr.test IN (SELECT value FROM json_each(:keys))",
+    )
+    for test, run, bad, flaky, failed_any in conn.execute(
+        f"SELECT key, run, bad, flaky, failed_any FROM ({units})", params
+    ):
+        sets = groups[members[test]]
+        sets[0].add(run)
+        for flag, target in ((bad, sets[1]), (flaky, sets[2]), (failed_any, sets[3])):
+            if flag:
+                target.add(run)
+    return groups
+
+
+def pooled_evidence(
+    key: Any,
+    sets: tuple[set[int], set[int], set[int], set[int]],
+    runs: Mapping[int, _Run],
+    max_attempts: int,
+) -> Evidence | None:
+    """`_ANALYSIS` of one pooled key in Python, from its run sets (runs outside are ignored)."""
+    present, bad_set, flaky_set, fail_set = sets
+    units = sorted((runs[r].ts, r) for r in present if r in runs)
+    if not units:
+        return None
+    flips = clean_tail = 0
+    prev: int | None = None
+    w_bad = w_total = 0.0
+    last_failure = None
+    mixed: dict[str, set[int]] = {}
+    main: list[tuple[int, int, str | None, str]] = []  # (bad, flaky, commit, ts)
+    gates_main = gates_branch = 0
+    suites = set()
+    for ts, r in units:
+        info = runs[r]
+        bad = int(r in bad_set)
+        if prev is not None and prev != bad:
+            flips += 1
+        prev = bad
+        if r in fail_set:
+            clean_tail = 0
+            last_failure = ts
+            w_bad += info.weight
+        else:
+            clean_tail += 1
+        w_total += info.weight
+        if info.commit is not None:
+            mixed.setdefault(info.commit, set()).add(bad)
+        if info.is_main:
+            main.append((bad, int(r in flaky_set), info.commit, ts))
+            gates_main |= info.gating
+        else:
+            gates_branch |= info.gating
+        suites.add(info.suite)
+    if last_failure is None:
+        clean_tail = len(units)
+    main_bad = sum(m[0] for m in main)
+    starts = sum(1 for i, m in enumerate(main) if m[0] and (i == 0 or not main[i - 1][0]))
+    recoveries = sum(1 for i, m in enumerate(main) if i and not m[0] and main[i - 1][0])
+    main_flips = sum(1 for i, m in enumerate(main) if i and m[0] != main[i - 1][0])
+    good_rn = max((i + 1 for i, m in enumerate(main) if not m[0]), default=0)
+    tail = main[good_rn:]
+    first_bad = tail[0] if tail else None
+    last_good = main[good_rn - 1] if good_rn and tail else None
+    return Evidence(
+        key=key,
+        runs=len(units),
+        flaky_runs=sum(1 for _, r in units if r in flaky_set),
+        failed_runs=sum(1 for _, r in units if r in bad_set),
+        flips=flips,
+        clean_tail=clean_tail,
+        weighted_bad=w_bad,
+        weighted_total=w_total,
+        first_ts=units[0][0],
+        last_ts=units[-1][0],
+        last_failure_at=last_failure,
+        max_attempts=max_attempts,
+        gates_main=int(gates_main),
+        gates_branch=int(gates_branch),
+        mixed_commits=sum(1 for states in mixed.values() if len(states) == 2),
+        main_runs=len(main),
+        main_bad=main_bad,
+        main_bad_streaks=starts,
+        main_recoveries=recoveries,
+        main_flips=main_flips,
+        good_rn=good_rn,
+        streak=len(tail),
+        streak_flaky=sum(m[1] for m in tail),
+        first_bad_commit=first_bad[2] if first_bad else None,
+        first_bad_at=first_bad[3] if first_bad else None,
+        last_good_commit=last_good[2] if last_good else None,
+        last_good_at=last_good[3] if last_good else None,
+        suite_min=min(suites),
+        suite_max=max(suites),
+    )
+
+
+def signature_group_evidence(
+    conn: sqlite3.Connection,
+    members: Mapping[int, str],
+    max_attempts: Mapping[int, int],
+    window: Window,
+    config: Config,
+) -> dict[str, Evidence]:
+    """Evidence per signature group, pooled by run (members: tests.id -> signature hash)."""
+    if not members:
+        return {}
+    runs = _window_runs(conn, window, config)
+    most: dict[str, int] = {}
+    for test, sig in members.items():
+        most[sig] = max(most.get(sig, 0), max_attempts.get(test, 0))
+    out = {}
+    for sig, sets in group_units(conn, members, window).items():
+        ev = pooled_evidence(sig, sets, runs, most[sig])
+        if ev is not None:
+            out[sig] = ev
+    return out

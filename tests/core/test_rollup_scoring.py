@@ -1,0 +1,389 @@
+"""Scoring from the rollups gives exactly what the raw-row scorer gives, and stays so.
+
+Every comparison runs the same request twice: once as shipped (rollups answer) and once with
+`rollups.answers` forced to False, which is the raw-row scorer of flaketui.core.evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import sqlite_utils
+
+from flaketui.core import rollups
+from flaketui.core.aggregates import (
+    per_family_evidence,
+    per_signature_evidence,
+    per_test_evidence,
+    signature_counts,
+)
+from flaketui.core.config import Config
+from flaketui.core.evidence import Evidence
+from flaketui.core.report import build_report
+from flaketui.core.results import Report
+from flaketui.core.series import daily_recency_scores
+from flaketui.core.store import open_history, transaction
+from flaketui.core.timeutil import parse_iso
+from tests.core.history_builder import HistoryBuilder
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_data" / "history.db"
+T = TypeVar("T")
+# Looked up only when the default branch ends in a bad streak (the only case a verdict reads).
+STREAK_ONLY = ("last_good_commit", "last_good_at")
+
+
+@contextmanager
+def raw_scoring() -> Iterator[None]:
+    """Score from the raw rows, as a history without rollups is scored."""
+    original = rollups.answers
+    rollups.answers = lambda _conn, _config: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        rollups.answers = original  # type: ignore[assignment]
+
+
+def both(fn: Callable[[], T]) -> tuple[T, T]:
+    """(from rollups, from raw rows) of the same request."""
+    fast = fn()
+    with raw_scoring():
+        raw = fn()
+    return fast, raw
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def assert_same_evidence(fast: dict[Any, Evidence], raw: dict[Any, Evidence]) -> None:
+    """Every field of every key (suites only where both scorers fill them)."""
+    assert set(fast) == set(raw)
+    for key, expected in raw.items():
+        got = fast[key]
+        for field in dataclasses.fields(Evidence):
+            if field.name in STREAK_ONLY and expected.streak == 0:
+                continue
+            if field.name == "suites" and not (got.suites and expected.suites):
+                continue
+            a, b = getattr(got, field.name), getattr(expected, field.name)
+            assert _same(a, b), (key, field.name, a, b)
+
+
+def assert_same_report(fast: Report, raw: Report) -> None:
+    """Every score, verdict, reason, flag, rank and daily score of tests and groups."""
+    assert [t.test_id for t in fast.tests] == [t.test_id for t in raw.tests]
+    for got, expected in zip(fast.tests, raw.tests, strict=True):
+        for field in dataclasses.fields(got):
+            a, b = getattr(got, field.name), getattr(expected, field.name)
+            if field.name == "scores":
+                assert dataclasses.asdict(a).keys() == dataclasses.asdict(b).keys()
+                for name, value in dataclasses.asdict(b).items():
+                    assert _same(getattr(a, name), value), (got.test_id, name)
+            else:
+                assert _same(a, b), (got.test_id, field.name, a, b)
+    for kind in ("families", "signatures"):
+        got_groups, raw_groups = getattr(fast, kind), getattr(raw, kind)
+        assert [g.key for g in got_groups] == [g.key for g in raw_groups]
+        for got, expected in zip(got_groups, raw_groups, strict=True):
+            for field in dataclasses.fields(got):
+                a, b = getattr(got, field.name), getattr(expected, field.name)
+                if field.name == "scores":
+                    for name, value in dataclasses.asdict(b).items():
+                        assert _same(getattr(a, name), value), (kind, got.key, name)
+                else:
+                    assert _same(a, b), (kind, got.key, field.name, a, b)
+
+
+def assert_everything_agrees(db: sqlite_utils.Database, now: datetime, config: Config) -> int:
+    """Evidence of tests, families, groups, signature counts, series and the whole report."""
+    tests, raw_tests = both(lambda: per_test_evidence(db, now, config))
+    assert_same_evidence(tests, raw_tests)
+    assert_same_evidence(*both(lambda: per_family_evidence(db, now, config)))
+    failing = sorted(pk for pk, ev in raw_tests.items() if ev.last_failure_at is not None)
+    counts, raw_counts = both(lambda: signature_counts(db, now, config, test_pks=failing))
+    assert sorted(counts) == sorted(raw_counts)
+    members: dict[int, str] = {}
+    for pk, sig_hash, *_ in sorted(raw_counts, key=lambda c: (c[3], c[4], c[1])):
+        members[pk] = sig_hash  # the most frequent, then latest, then highest hash wins
+    assert_same_evidence(*both(lambda: per_signature_evidence(db, members, now, config)))
+    ids = [str(t) for (t,) in db.conn.execute("SELECT test_id FROM tests ORDER BY id")]
+    series, raw_series = both(
+        lambda: daily_recency_scores(db, ids, now=now, days=30, config=config)
+    )
+    assert series.keys() == raw_series.keys()
+    for key, values in raw_series.items():
+        assert _same(series[key], values), key
+    assert_same_report(*both(lambda: build_report(db, now=now, config=config)))
+    return len(raw_tests)
+
+
+def _newest(db: sqlite_utils.Database) -> datetime:
+    return parse_iso(str(db.conn.execute("SELECT max(ts) FROM runs").fetchone()[0]))
+
+
+def _with_rollups(db: sqlite_utils.Database) -> sqlite_utils.Database:
+    with transaction(db.conn):
+        rollups.rebuild(db.conn)
+    return db
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> sqlite_utils.Database:
+    """A copy of the committed sample history (shared commits, families, incidents)."""
+    path = tmp_path / "sample.db"
+    shutil.copy(SAMPLE, path)
+    return _with_rollups(open_history(path))
+
+
+@pytest.fixture
+def generated(tmp_path: Path) -> sqlite_utils.Database:
+    """A small CI-shaped history from the benchmark generator, written by the real writer."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from generate import generate
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    path = tmp_path / "gen.db"
+    generate(path, 6000, seed=3, tests_count=50)
+    return open_history(path)
+
+
+def fuzz_history(db: sqlite_utils.Database, seed: int) -> datetime:
+    """Random runs over 12 days: shared commits, midnight runs, families, incidents, edits."""
+    rng = random.Random(seed)
+    hb = HistoryBuilder(db)
+    tests = [
+        "tests/test_a.py::test_a",
+        "tests/test_a.py::test_p[1]",
+        "tests/test_a.py::test_p[2]",
+        "tests/test_a.py::test_p",
+        "tests/test_b.py::test_b",
+        "tests/test_b.py::test_q[x]",
+    ]
+    rate = {t: rng.choice([0.0, 0.1, 0.3, 0.6, 0.95]) for t in tests}
+    commits = [f"c{i}" for i in range(12)]
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    for index in range(90):
+        ts = start + timedelta(hours=rng.choice([0, 0, 3, 7, 13, 24, 31]) + index * 3.2)
+        if rng.random() < 0.15:
+            ts = ts.replace(hour=0, minute=0, second=0)  # runs exactly at midnight
+        kind = rng.choice(["main", "main", "pr", "release"])
+        run = hb.run(
+            ts=ts,
+            branch_kind=kind,
+            commit=rng.choice(commits) if rng.random() < 0.9 else None,
+            suite=rng.choice(["unit", "unit", "nightly"]),
+            incident="outage" if rng.random() < 0.05 else None,
+            changed_files=["tests/test_b.py"] if rng.random() < 0.1 else (),
+        )
+        for test in tests:
+            if rng.random() < 0.15:
+                continue
+            if rng.random() < 0.05:
+                run.result(test, ["skipped"])
+                continue
+            attempts = []
+            for _ in range(rng.choice([1, 1, 2, 3])):
+                attempts.append(
+                    "pass" if rng.random() >= rate[test] else rng.choice(["fail", "error"])
+                )
+                if attempts[-1] == "pass":
+                    break
+            run.result(test, attempts, message=rng.choice(["E1: x 1", "E2: y", "E3: z 0x1f"]))
+    return start
+
+
+@pytest.mark.parametrize("hours_back", [0, 5, 30, 24 * 40 + 7])
+def test_sample_history_agrees(sample: sqlite_utils.Database, hours_back: int) -> None:
+    now = _newest(sample) - timedelta(hours=hours_back)
+    assert assert_everything_agrees(sample, now, Config()) > 100
+
+
+def test_sample_history_agrees_with_other_settings(sample: sqlite_utils.Database) -> None:
+    now = _newest(sample)
+    for config in (Config(window_days=30), Config(main_weight=5.0, other_weight=0.5)):
+        assert assert_everything_agrees(sample, now, config) > 0
+
+
+@pytest.mark.parametrize("hours_back", [0, 7, 24 * 20 + 5])
+def test_generated_history_agrees(generated: sqlite_utils.Database, hours_back: int) -> None:
+    assert rollups.enabled(generated.conn)  # the writer built and kept them
+    now = _newest(generated) - timedelta(hours=hours_back)
+    assert assert_everything_agrees(generated, now, Config()) > 40
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_histories_agree_at_every_edge(tmp_path: Path, seed: int) -> None:
+    """Short windows so that edges, straddling commits and midnights fall everywhere."""
+    db = open_history(tmp_path / "fuzz.db")
+    start = fuzz_history(db, seed)
+    _with_rollups(db)
+    rng = random.Random(seed)
+    for _ in range(4):
+        now = start + timedelta(days=rng.choice([2, 5, 9, 13]), hours=rng.choice([0, 6, 17.5]))
+        for config in (Config(window_days=5, n_min=3), Config(window_days=3, n_min=2)):
+            assert_everything_agrees(db, now, config)
+
+
+def test_other_half_life_falls_back_to_raw_rows(sample: sqlite_utils.Database) -> None:
+    config = Config(half_life_days=7.0)
+    assert not rollups.answers(sample.conn, config)
+    assert_same_evidence(*both(lambda: per_test_evidence(sample, _newest(sample), config)))
+
+
+def test_comparison_catches_stale_rollups(sample: sqlite_utils.Database) -> None:
+    """The agreement check is a real check: a forgotten refresh makes it fail."""
+    run, day = sample.conn.execute(
+        "SELECT r.id, substr(r.ts, 1, 10) FROM runs r JOIN test_runs tr ON tr.run = r.id"
+        " WHERE tr.bad = 1 AND r.incident IS NULL"
+        " AND r.ts < date((SELECT max(ts) FROM runs), '-3 days') ORDER BY r.ts DESC LIMIT 1"
+    ).fetchone()
+    with transaction(sample.conn):
+        sample.conn.execute("UPDATE runs SET incident = 'late' WHERE id = ?", (run,))
+    with pytest.raises(AssertionError):
+        assert_everything_agrees(sample, _newest(sample), Config())
+    with transaction(sample.conn):
+        rollups.refresh_runs(sample.conn, [run])
+    assert day < _newest(sample).date().isoformat()
+    assert_everything_agrees(sample, _newest(sample), Config())
+
+
+# ---- maintenance: every refresh leaves the tables as a rebuild from scratch would ----------
+
+TABLES = (
+    "test_day_rollups",
+    "test_day_seq",
+    "family_day_seq",
+    "test_commit_mixed",
+    "family_commit_mixed",
+    "test_day_signatures",
+)
+
+
+def _snapshot(db: sqlite_utils.Database) -> dict[str, list[tuple[Any, ...]]]:
+    out = {}
+    for table in TABLES:
+        rows = db.conn.execute(f"SELECT * FROM {table}").fetchall()
+        # Run lists are sets: their order inside group_concat is not defined.
+        out[table] = sorted(
+            tuple(
+                ",".join(sorted(v.split(","))) if isinstance(v, str) and v[:1].isdigit() else v
+                for v in row
+            )
+            for row in rows
+        )
+    return out
+
+
+def assert_maintained(db: sqlite_utils.Database) -> None:
+    """The maintained tables equal a rebuild from the raw rows."""
+    kept = _snapshot(db)
+    with transaction(db.conn):
+        rollups.rebuild(db.conn)
+    fresh = _snapshot(db)
+    for table in TABLES:
+        assert len(kept[table]) == len(fresh[table]), table
+        for a, b in zip(kept[table], fresh[table], strict=True):
+            assert all(_same(x, y) for x, y in zip(a, b, strict=True)), (table, a, b)
+
+
+def _record(
+    db: sqlite_utils.Database,
+    run_id: str,
+    ts: datetime,
+    outcomes: dict[str, list[str]],
+    *,
+    commit: str,
+    branch_kind: str = "main",
+) -> None:
+    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+    meta = RunMeta(
+        run_id=run_id,
+        suite="ci",
+        branch="main" if branch_kind == "main" else "feature/x",
+        branch_kind=branch_kind,
+        ts=ts,
+        commit_sha=commit,
+    )
+    recorder = RunRecorder(db, meta)
+    for test_id, attempts in outcomes.items():  # one batch per test: refreshed per batch
+        recorder.add(
+            [
+                CaseResult(
+                    test_id,
+                    test_id.split("::")[0],
+                    [Attempt(o, 1, "AssertionError: boom" if o != "pass" else None)
+                     for o in attempts],
+                )
+            ]
+        )  # fmt: skip
+    recorder.finish()
+
+
+def _write_history(db: sqlite_utils.Database, now: datetime, count: int, prefix: str) -> None:
+    rng = random.Random(prefix)
+    for index in range(count):
+        ts = now - timedelta(hours=7 * index + 1)
+        _record(
+            db,
+            f"{prefix}{index}",
+            ts,
+            {
+                "tests/test_x.py::test_a": rng.choice([["pass"], ["fail", "pass"], ["fail"]]),
+                "tests/test_x.py::test_b[1]": rng.choice([["pass"], ["pass"], ["fail"]]),
+                "tests/test_x.py::test_b[2]": rng.choice([["pass"], ["error", "pass"]]),
+                "tests/test_y.py::test_c": ["skipped"],
+            },
+            commit=f"c{index // 3}",  # three runs per commit: same-commit pass and fail
+            branch_kind="main" if index % 4 else "pr",
+        )
+
+
+def test_writer_incidents_merge_and_prune_keep_every_table_exact(tmp_path: Path) -> None:
+    from flaketui.core.incidents import add_incident, remove_incident
+    from flaketui.core.merge import merge_histories
+    from flaketui.core.prune import prune_history
+
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    db = open_history(tmp_path / "h.db")
+    _write_history(db, now, 40, "r")
+    assert rollups.enabled(db.conn)
+    assert_maintained(db)
+    # A later batch appending a retry to an existing run, and a test that starts a family.
+    _record(db, "r3", now - timedelta(hours=22), {"tests/test_x.py::test_b[1]": ["pass"]},
+            commit="c1")  # fmt: skip
+    _record(db, "late", now - timedelta(days=3), {"tests/test_y.py::test_c[new]": ["fail"]},
+            commit="c2")  # fmt: skip
+    assert_maintained(db)
+    assert_everything_agrees(db, now, Config())
+    add_incident(db, "outage", start=now - timedelta(days=5), end=now - timedelta(days=3))
+    assert_maintained(db)
+    assert_everything_agrees(db, now, Config())
+    remove_incident(db, "outage")
+    assert_maintained(db)
+    other = open_history(tmp_path / "other.db")
+    _write_history(other, now - timedelta(hours=3), 20, "o")
+    other.conn.close()
+    merge_histories(db, [tmp_path / "other.db"])
+    assert_maintained(db)
+    assert_everything_agrees(db, now, Config())
+    prune_history(db, 6.3, now=now)
+    assert_maintained(db)
+    assert_everything_agrees(db, now, Config(window_days=5))
