@@ -21,6 +21,7 @@ from flaketui.core.config import Config
 from flaketui.core.pivot import worker_pivot
 from flaketui.core.report import build_report
 from flaketui.core.results import Report
+from flaketui.core.series import verdict_changes
 from flaketui.core.signatures import sign
 from flaketui.core.store import open_history
 from flaketui.core.timeutil import parse_iso
@@ -68,13 +69,15 @@ def test_billing_family_is_flaky_as_a_family(report: Report, stories: dict[str, 
 def test_billing_family_stays_flaky_through_its_quiet_days(
     db: sqlite_utils.Database, stories: dict[str, Any]
 ) -> None:
-    # Days on which the family's last bad run is 12-14 runs back (the old resolved rule read
-    # them healthy): 2026-11-19, 2026-11-29 and 2026-11-05.
+    # Judged as of every day's end: flaky from its first hit after the leak and never again
+    # healthy, though its last bad run was 12-27 runs back on several days (2026-11-05,
+    # 2026-11-19, 2026-11-29): quiet spells a 9 % pooled rate produces, not a fix.
     story = _story(stories, "billing_family")
-    for day in ("2026-11-05", "2026-11-19", "2026-11-29"):
-        as_of = parse_iso(f"{day}T23:59:00Z")
-        family = next(f for f in build_report(db, now=as_of).families if f.key == story["parent"])
-        assert family.verdict == "flaky", (day, family.reason)
+    changes = verdict_changes(
+        db, story["parent"], now=parse_iso(stories["anchor"]), days=50, config=Config()
+    )
+    assert [(c.before, c.after) for c in changes] == [("healthy", "flaky")]
+    assert changes[0].day >= parse_iso(story["leak_at"]).date()
 
 
 def test_billing_pivot_rises_with_worker_count(

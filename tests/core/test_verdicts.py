@@ -8,13 +8,17 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flaketui.core import results
 from flaketui.core.config import Config
+from flaketui.core.evidence import Evidence
 from flaketui.core.report import build_report
 from flaketui.core.scoring import wilson_interval
 from flaketui.core.store import open_history
-from flaketui.core.verdicts import unlikely_streak
+from flaketui.core.timeutil import to_iso
+from flaketui.core.verdicts import is_resolved, unlikely_streak
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)
@@ -368,3 +372,36 @@ def test_thin_family_is_flaky_as_a_family_through_quiet_spells(
     assert "32 runs and 3 days needed to call it resolved" in family.reason
     members = [t for t in built.tests if t.parent == family.key]
     assert max(t.scores.flaky_runs for t in members) == 1
+
+
+def _evidence(failed: int, before_tail: int, tail: int, clean_days: float) -> Evidence:
+    """Evidence with `failed` bad runs among `before_tail` runs, then `tail` clean runs."""
+    last_failure = NOW - timedelta(days=clean_days)
+    return Evidence(
+        key=1, runs=before_tail + tail, flaky_runs=failed, failed_runs=failed, flips=0,
+        clean_tail=tail, weighted_bad=0.0, weighted_total=0.0, first_ts=to_iso(T0),
+        last_ts=to_iso(NOW), last_failure_at=to_iso(last_failure), max_attempts=2,
+        gates_main=1, gates_branch=0, mixed_commits=0, main_runs=before_tail + tail,
+        main_bad=failed, main_bad_streaks=failed, main_recoveries=failed, main_flips=0,
+        good_rn=before_tail + tail, streak=0, streak_flaky=0, first_bad_commit=None,
+        first_bad_at=None, last_good_commit=None, last_good_at=None,
+    )  # fmt: skip
+
+
+@given(
+    st.integers(min_value=1, max_value=60),
+    st.integers(min_value=0, max_value=400),
+    st.integers(min_value=0, max_value=400),
+    st.integers(min_value=1, max_value=200),
+    st.floats(min_value=0.0, max_value=60.0),
+)
+def test_more_clean_runs_never_undo_a_resolution(
+    failed: int, extra_before: int, tail: int, more: int, days: float
+) -> None:
+    before = failed + extra_before
+    resolved = is_resolved(_evidence(failed, before, tail, days))
+    later = is_resolved(_evidence(failed, before, tail + more, days + more / 4))
+    assert later or not resolved
+    # And the rule never resolves a streak the past rate makes likely (>= 5 %).
+    if resolved:
+        assert (1.0 - failed / before) ** tail < 0.05 and tail >= 10 and days >= 3.0
