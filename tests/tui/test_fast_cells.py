@@ -1,4 +1,4 @@
-"""FlakeTable's fast cell rendering draws exactly what DataTable's own rendering draws."""
+"""FlakeTable's fast cell rendering and measuring match DataTable's own, cell for cell."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class _Table(App[None]):
         yield self.table
 
 
-async def _lines(table: DataTable[Any]) -> list[list[Segment]]:
+async def _lines(table: DataTable[Any]) -> tuple[list[list[Segment]], list[int], Any]:
     app = _Table(table)
     async with app.run_test(size=SIZE) as pilot:
         for key in ("rank", "test", "verdict", "damage"):
@@ -48,14 +48,17 @@ async def _lines(table: DataTable[Any]) -> list[list[Segment]]:
         await pilot.pause()
         table.move_cursor(row=2)
         await pilot.pause()
-        return [list(Segment.simplify(list(table.render_line(y)))) for y in range(SIZE[1])]
+        lines = [list(Segment.simplify(list(table.render_line(y)))) for y in range(SIZE[1])]
+        return lines, [c.content_width for c in table.ordered_columns], table.virtual_size
 
 
 async def test_fast_cells_match_datatable_rendering() -> None:
     stock = await _lines(DataTable(cursor_type="row", zebra_stripes=True))
     fast_table = FlakeTable()
     fast = await _lines(fast_table)
-    assert fast == stock
+    assert fast[0] == stock[0]
+    # Columns are as wide as DataTable's own measuring makes them, the scroll size the same.
+    assert fast[1] == stock[1] and fast[2] == stock[2]
     # The fast path did the body cells (not DataTable's fallback).
     assert fast_table._fast_cell(0, 1) is not None
 

@@ -1,0 +1,109 @@
+"""The first load: read before the UI exists, in a forked child or a thread, same results."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from tui_history import NOW
+
+from flaketui.core.errors import FlaketuiError
+from flaketui.tui.gcpause import gc_paused
+from flaketui.tui.loaders import load_extras, load_main
+from flaketui.tui.startup import Preload, make_source
+
+FORKED_RUN = """
+import json, sys
+from datetime import datetime
+from flaketui.tui.startup import Preload, make_source
+source = make_source(sys.argv[1], datetime.fromisoformat(sys.argv[2]), sys.argv[3])
+preload = Preload(source)
+out = {"forked": preload.forked}
+try:
+    data = preload.result()
+    extras = preload.extras()
+    out["ranking"] = [(t.test_id, t.verdict, t.scores.damage) for t in data.report.tests]
+    out["lifecycle"] = extras.lifecycle
+    out["suites"] = extras.suites
+except Exception as exc:
+    out["error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def _forked(history: Path, tmp_path: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_RUN, str(history), NOW.isoformat(), str(tmp_path / "q.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the forked preload is Linux-only")
+def test_the_forked_preload_reads_what_a_direct_load_reads(history: Path, tmp_path: Path) -> None:
+    forked = _forked(history, tmp_path)
+    assert forked["forked"] is True
+    source = make_source(history, NOW, tmp_path / "q.json")
+    data = load_main(source, suite=None, branch_kind=None)
+    extras = load_extras(source, data)
+    assert forked["ranking"] == [[t.test_id, t.verdict, t.scores.damage] for t in data.report.tests]
+    assert forked["lifecycle"] == extras.lifecycle and forked["suites"] == extras.suites == ["unit"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the forked preload is Linux-only")
+def test_a_forked_preload_reports_a_bad_history_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "history.db"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)  # the header, then garbage
+    forked = _forked(bad, tmp_path)
+    assert forked["forked"] is True
+    assert str(forked["error"]).startswith("FlaketuiError: ")
+    assert "Traceback" not in str(forked["error"])
+
+
+def test_the_thread_preload_gives_the_ranking_and_extras(history: Path, tmp_path: Path) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    preload = Preload(source, allow_fork=False)
+    assert not preload.forked
+    data = preload.result()
+    extras = preload.extras()
+    assert extras is not None and extras.suites == ["unit"]
+    assert [t.test_id for t in data.report.tests] == [
+        t.test_id for t in load_main(source, suite=None, branch_kind=None).report.tests
+    ]
+
+
+def test_the_thread_preload_raises_the_load_error(tmp_path: Path) -> None:
+    bad = tmp_path / "history.db"
+    bad.write_bytes(b"not a database")
+    preload = Preload(make_source(bad, NOW, tmp_path / "q.json"), allow_fork=False)
+    with pytest.raises(FlaketuiError, match="not a SQLite database"):
+        preload.result()
+    assert preload.extras() is None
+
+
+def test_gc_is_paused_while_any_load_runs_and_restored_after() -> None:
+    assert gc.isenabled()
+    inside: list[bool] = []
+    release = threading.Event()
+
+    def other_load() -> None:
+        with gc_paused():
+            release.wait(5)
+
+    worker = threading.Thread(target=other_load)
+    with gc_paused():
+        worker.start()
+        inside.append(gc.isenabled())
+    inside.append(gc.isenabled())  # the other load still runs
+    release.set()
+    worker.join()
+    assert inside == [False, False]
+    assert gc.isenabled()

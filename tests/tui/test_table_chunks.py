@@ -1,0 +1,86 @@
+"""The ranked list shows its first screenful at once and the rest a chunk per frame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from tui_history import NOW
+
+from flaketui.tui.app import make_app
+from flaketui.tui.viewmodel import Column, Row
+from flaketui.tui.widgets.flake_table import CHUNK_ROWS, FIRST_ROWS, FlakeTable, PreparedRows
+
+COLUMNS = [
+    Column("rank", "#", lambda i, c: i, lambda i, c: str(i)),
+    Column("test", "Test", lambda i, c: i, lambda i, c: str(i)),
+]
+COUNT = FIRST_ROWS + 2 * CHUNK_ROWS + 7
+
+
+def _prepared(count: int, prefix: str = "t") -> PreparedRows:
+    rows = [
+        Row(f"t:{prefix}{i}", "test", f"{prefix}{i}", (str(i), f"{prefix}{i}"), "flaky")
+        for i in range(count)
+    ]
+    return PreparedRows(rows, [[Text(c) for c in row.cells] for row in rows])
+
+
+class _Host(App[None]):
+    def compose(self) -> ComposeResult:
+        yield FlakeTable(id="table")
+
+
+async def test_first_screenful_at_once_then_the_rest_in_chunks() -> None:
+    app = _Host()
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.query_one(FlakeTable)
+        table.show(_prepared(COUNT), COLUMNS, sort_key=None)
+        assert table.row_count == FIRST_ROWS
+        assert len(table.rows_by_key) == COUNT  # every row is known (current_row, export)
+        for _ in range(50):
+            if table.row_count == COUNT:
+                break
+            await pilot.pause(0.02)
+        assert table.row_count == COUNT
+        assert [str(k.value) for k in table.rows][-1] == f"t:t{COUNT - 1}"
+
+
+async def test_cursor_stays_on_its_row_beyond_the_first_screenful() -> None:
+    app = _Host()
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.query_one(FlakeTable)
+        table.show(_prepared(COUNT), COLUMNS, sort_key=None)
+        target = FIRST_ROWS + CHUNK_ROWS + 3
+        table.move_cursor(row=table.index_of(f"t:t{target}"), animate=False)
+        await pilot.pause()
+        table.show(_prepared(COUNT), COLUMNS, sort_key=None)  # e.g. the lifecycle states arrived
+        assert table.current_row is not None and table.current_row.target == f"t{target}"
+
+
+async def test_a_newer_show_stops_the_older_chunks() -> None:
+    app = _Host()
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.query_one(FlakeTable)
+        table.show(_prepared(COUNT, "old"), COLUMNS, sort_key=None)
+        table.show(_prepared(5, "new"), COLUMNS, sort_key=None)
+        await pilot.pause(0.2)
+        assert [str(k.value) for k in table.rows] == [f"t:new{i}" for i in range(5)]
+
+
+async def test_lifecycle_states_fill_in_after_the_first_screen(
+    history: Path, tmp_path: Path
+) -> None:
+    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(4):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        data = app.main_screen.data
+        assert data is not None and data.extras_loaded and data.suites == ["unit"]
+        table = app.main_screen.query_one(FlakeTable)
+        state_column = list(table.columns).index("lifecycle")  # type: ignore[arg-type]
+        shown = {row.target: row.cells[state_column] for row in table.rows_by_key.values()}
+        assert shown == {t: data.lifecycle.get(t, "—") for t in shown}
+        assert set(shown.values()) - {"—"}  # some test is in a lifecycle state
