@@ -9,7 +9,7 @@ import click
 from flaketui.cli import cli
 from flaketui.core.config import load_config
 from flaketui.core.merge import merge_histories
-from flaketui.core.resign import is_current, resign
+from flaketui.core.resign import has_runs, is_current, resign, stamp
 from flaketui.core.store import open_history
 
 
@@ -25,9 +25,12 @@ def merge_command(dest: Path, sources: tuple[Path, ...]) -> None:
         foreign |= not is_current(source_db, patterns)
         source_db.conn.close()
     history = open_history(dest)
+    was_empty = not has_runs(history)
     summary = merge_histories(history, list(sources))
+    if was_empty and not foreign:
+        stamp(history, patterns)
     # A source signed with another scheme would split groups: sign everything with this one.
-    if foreign or not is_current(history, patterns):
+    elif foreign or not is_current(history, patterns):
         summary_resign = resign(history, patterns)
         click.echo(f"re-signed {summary_resign.messages} failure message(s) for this scheme")
     click.echo(

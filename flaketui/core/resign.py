@@ -155,6 +155,17 @@ def resign(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary:
     return ResignSummary(len(rows), len(updates), before, after)
 
 
+def has_runs(db: sqlite_utils.Database) -> bool:
+    """Whether the history holds any run (a history without one is stamped, not re-signed)."""
+    return db.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
+
+
+def stamp(db: sqlite_utils.Database, patterns: Iterable[str]) -> None:
+    """Record the current scheme on a history whose every signature was just made with it."""
+    with transaction(db.conn):
+        set_meta(db, SCHEME_KEY, scheme_of(tuple(patterns)))
+
+
 def ensure_current(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary | None:
     """Re-sign before a write when the scheme changed; None when nothing had to be done."""
     patterns = tuple(patterns)

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlite_utils
 
+from flaketui.core.resign import SCHEME_KEY, scheme_of
 from flaketui.core.signatures import sign
 from flaketui.core.store import transaction
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -125,6 +126,11 @@ class HistoryBuilder:
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
+        # Messages are signed here with the current algorithm and no user patterns: say so, as
+        # the ingest does, so reading commands do not call the signatures stale.
+        db.conn.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (SCHEME_KEY, scheme_of(()))
+        )
         self._run_numbers = itertools.count(1)
         self._commit_numbers = itertools.count(1)
 

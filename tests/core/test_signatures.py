@@ -45,11 +45,6 @@ def test_masks_use_readable_placeholders(message: str, expected: str) -> None:
     assert normalise(message) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: version 1 masks identifiers with a digit as <TOKEN>, merging different "
-    "tests' messages; the fix needs SIGNATURE_VERSION 2 (see /work/notes/scoring-api.md)",
-)
 def test_identifiers_with_digits_stay_readable() -> None:
     assert normalise("AssertionError: test_checkout_3ds_challenge: expected event") == (
         "AssertionError: test_checkout_<NUM>ds_challenge: expected event"
