@@ -94,3 +94,10 @@ def test_plugin_prints_overhead(bench: Any, monkeypatch: Any, capsys: Any) -> No
     assert isinstance(out["overhead"], float)
     assert out["plain_s"] > 0 and out["recording_s"] > 0
     assert isinstance(out["cpu_overhead"], float)
+
+
+def test_plugin_simultaneous_pairs(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    args = ["--tests", "30", "--repeat", "1", "--simultaneous"]
+    out = run_main(bench("plugin"), args, monkeypatch, capsys)
+    assert out["mode"] == "simultaneous"
+    assert isinstance(out["cpu_overhead"], float) and out["recording_s"] > 0
