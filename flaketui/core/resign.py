@@ -19,12 +19,13 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import sqlite_utils
-
-from flaketui.core import rollups
 from flaketui.core.signatures import SIGNATURE_VERSION, sign
 from flaketui.core.store import get_meta, set_meta, transaction
+
+if TYPE_CHECKING:  # the recording plugin imports this module: keep sqlite-utils out of it
+    import sqlite_utils
 
 SCHEME_KEY = "signature_scheme"
 _BATCH = 5000
@@ -101,6 +102,8 @@ def _move_signature_incidents(conn: sqlite3.Connection, moves: dict[str, set[str
 
 def resign(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary:
     """Sign every stored failure message again with the current scheme, in one transaction."""
+    from flaketui.core import rollups
+
     patterns = tuple(patterns)
     conn = db.conn
     with transaction(conn):
@@ -164,6 +167,25 @@ def stamp(db: sqlite_utils.Database, patterns: Iterable[str]) -> None:
     """Record the current scheme on a history whose every signature was just made with it."""
     with transaction(db.conn):
         set_meta(db, SCHEME_KEY, scheme_of(tuple(patterns)))
+
+
+def stamp_if_empty(conn: sqlite3.Connection, patterns: Iterable[str]) -> None:
+    """On a history with no run yet, record the scheme its first messages will be signed with.
+
+    Best effort: a history busy or locked by another writer is left as it is (a later
+    `flaketui resign` fixes a stale scheme), so recording never fails on it.
+    """
+    if conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None:
+        return
+    try:
+        with transaction(conn):
+            if conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    (SCHEME_KEY, scheme_of(tuple(patterns))),
+                )
+    except sqlite3.OperationalError:
+        pass
 
 
 def ensure_current(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary | None:

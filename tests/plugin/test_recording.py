@@ -413,3 +413,16 @@ def test_unusable_history_is_a_one_line_usage_error(
     assert errors[0].startswith(f"ERROR: flaketui: {db}: ")
     assert expected in errors[0]
     assert db.read_bytes() == before
+
+
+def test_a_history_the_plugin_creates_records_its_signature_scheme(
+    pytester: pytest.Pytester,
+) -> None:
+    """Its messages are signed by this flaketui: reading commands must not call them stale."""
+    from flaketui.core.resign import SCHEME_KEY, scheme_of
+
+    pytester.makepyfile(test_one="def test_bad():\n    assert False\n")
+    _run(pytester)
+    assert query(_db(pytester), "SELECT value FROM meta WHERE key = ?", (SCHEME_KEY,)) == [
+        (scheme_of(()),)
+    ]
