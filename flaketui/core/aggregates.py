@@ -181,24 +181,8 @@ def rollup_window(
     if suite is not None or branch_kind is not None:
         return None
     if rollups.answers(db.conn, config):
-        return rollup_read.Window.of(now, config)
+        return rollup_read.Window.of(db.conn, now, config)
     return None
-
-
-_CHANGE_POINT_FIELDS = ("first_bad_commit", "first_bad_at", "last_good_commit", "last_good_at")
-
-
-def _change_points(
-    db: sqlite_utils.Database, units_sql: str, keys_tests: list[int], now: datetime, config: Config
-) -> dict[Any, dict[str, Any]]:
-    """First bad / last good main run of keys ending in a bad streak, from their raw rows."""
-    if not keys_tests:
-        return {}
-    ensure_sql_functions(db.conn)
-    cte, params = counted_runs_cte(now, config, test_pks=keys_tests)
-    params.update(_analysis_params(now, config))
-    rows = _rows(db, f"WITH {cte},{units_sql},{_ANALYSIS}", params)
-    return {row["key"]: {name: row[name] for name in _CHANGE_POINT_FIELDS} for row in rows}
 
 
 def _evidence(
@@ -258,7 +242,7 @@ def _tests_from_rollups(
         for row in base
     }
     streaks = [key for key, row in seq.items() if row["streak"] > 0]
-    for key, found in _change_points(db, _TEST_UNITS, streaks, now, config).items():
+    for key, found in rollup_read.change_points(db.conn, "test", streaks, window).items():
         for name, value in found.items():
             setattr(out[key], name, value)
     return out
@@ -356,11 +340,9 @@ def _families_from_rollups(
         out[key] = _evidence(key, base, facts, mixed.get(key, 0))
         out[key].suites = {}
     streaks = [key for key, ev in out.items() if ev.streak > 0]
-    pks = [pk for key in streaks for pk in member_pks[key]]
-    for key, found in _change_points(db, _FAMILY_UNITS, pks, now, config).items():
-        if key in streaks:
-            for name, value in found.items():
-                setattr(out[key], name, value)
+    for key, found in rollup_read.change_points(db.conn, "family", streaks, window).items():
+        for name, value in found.items():
+            setattr(out[key], name, value)
     return out
 
 

@@ -14,21 +14,19 @@ import math
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from flaketui.core import rollup_sql as q
+from flaketui.core import rollups
 from flaketui.core.config import Config
 from flaketui.core.evidence import Evidence
-from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.timeutil import parse_iso
 
 UNIX_EPOCH_JD = 2440587.5  # julianday('1970-01-01')
 
 # Edge days: runs of the window's first (partial) day after its start and of its last day.
-_EDGE_RUNS = (
-    "r.ts > :start AND r.ts <= :now AND (r.ts < :first_next OR r.ts >= :last_day)"
-    " AND tr.ts > :start AND tr.ts <= :now"
-)
+_EDGE_RUNS = f"{rollups.EDGE_RUNS} AND tr.ts > :start AND tr.ts <= :now"
 _EDGE_TEST_SRC = "runs r CROSS JOIN test_runs tr ON tr.run = r.id"
 _EDGE_FAMILY_SRC = (
     "runs r CROSS JOIN test_runs tr ON tr.run = r.id CROSS JOIN tests t ON t.id = tr.test"
@@ -43,24 +41,11 @@ class Window:
     params: dict[str, Any]
 
     @classmethod
-    def of(cls, now: datetime, config: Config) -> Window:
+    def of(cls, conn: sqlite3.Connection, now: datetime, config: Config) -> Window:
         """The window of `config` ending at `now`."""
-        start = now - timedelta(days=config.window_days)
-        first_day = to_iso(start)[:10]
-        first_next = (datetime.fromisoformat(first_day) + timedelta(days=1)).date().isoformat()
-        return cls(
-            {
-                "start": to_iso(start),
-                "now": to_iso(now),
-                "now_jd": now.timestamp() / 86400.0 + UNIX_EPOCH_JD,
-                "first_day": first_day,
-                "first_next": first_next,
-                "last_day": to_iso(now)[:10],
-                "ln2_per_h": math.log(2.0) / config.half_life_days,
-                "main_weight": config.main_weight,
-                "other_weight": config.other_weight,
-            }
-        )
+        params = rollups.window_params(conn, now, config)
+        params["ln2_per_h"] = math.log(2.0) / config.half_life_days
+        return cls(params)
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -105,10 +90,10 @@ def _chain_rows(
     units = units_sql.format(source=source, where=f"{_EDGE_RUNS} AND {edge_pick}")
     sql = f"""
     WITH c AS (
-        SELECT {key} AS key, day, {q.SEQ_COLUMNS} FROM {table}
-        WHERE {pick} AND day > :first_day AND day < :last_day AND failed_any_runs > 0
+        SELECT {key} AS key, day, {q.SEQ_COLUMNS}, 0 AS raw FROM {table}
+        WHERE {pick} AND day >= :lo_day AND day <= :hi_day AND failed_any_runs > 0
         UNION ALL
-        SELECT {_SEQ_SELECT} FROM ({q.day_rows(units, False)})
+        SELECT {_SEQ_SELECT}, 1 AS raw FROM ({q.day_rows(units, False)})
     )
     SELECT c.*,
         {_pointer(table, key, "day", False)} AS prev_day,
@@ -132,20 +117,22 @@ def _suffixes(
     sql = f"""
     SELECT j.value ->> 0,
         (SELECT total(runs) FROM {table}
-         WHERE {key} = j.value ->> 0 AND day > j.value ->> 1 AND day < :last_day),
+         WHERE {key} = j.value ->> 0 AND day > j.value ->> 1 AND day <= :hi_day),
         (SELECT total(main_runs) FROM {table}
-         WHERE {key} = j.value ->> 0 AND day > j.value ->> 2 AND day < :last_day)
+         WHERE {key} = j.value ->> 0 AND day > j.value ->> 2 AND day <= :hi_day)
     FROM json_each(:cuts) j"""
     params = {**window.params, "cuts": json.dumps(cuts)}
     return {k: (int(a), int(b)) for k, a, b in conn.execute(sql, params)}
 
 
-def _state(row: Mapping[str, Any], first: Mapping[str, Any] | None, main: bool) -> int | None:
+def _state(
+    row: Mapping[str, Any], first: Mapping[str, Any] | None, raw_first: str | None, main: bool
+) -> int | None:
     """Bad state of the unit before the row's first (main) unit; None at the window's start."""
     day = row["prev_main_day" if main else "prev_day"]
     if day is None:
         return None
-    if day == row["_first_day"]:  # the partial first day: its raw row, if it has units
+    if day == raw_first:  # the partial first day: its raw row, if it has units
         if first is None:
             return None
         return first["main_last_bad" if main else "last_bad"]
@@ -164,27 +151,29 @@ def sequences(
     """
     rows = _chain_rows(conn, kind, keys, window)
     first_day, last_day = window.params["first_day"], window.params["last_day"]
+    # The first day's rollup row also holds runs before the window: its raw row stands in.
+    raw_first = first_day if window.params["raw_first"] else None
+    raw_last = window.params["raw_last"] and first_day != last_day
     by_key: dict[Any, list[dict[str, Any]]] = {}
     for row in rows:
-        row["_first_day"] = first_day
         by_key.setdefault(row["key"], []).append(row)
     partial: dict[Any, dict[str, Any]] = {}
     cuts = []
     for key, days in by_key.items():
-        first = days[0] if days[0]["day"] == first_day else None
+        first = days[0] if days[0]["raw"] and days[0]["day"] == raw_first else None
         stretches = starts_bad = m_stretches = m_starts_bad = main_bad = 0
         last_fail = last_main = None
         by_day = {}
         for row in days:
             by_day[row["day"]] = row
-            prev = _state(row, first, False)
+            prev = _state(row, first, raw_first, False)
             starts_in = (row["flips_in"] + row["last_bad"] - row["first_bad"]) // 2
             stretches += starts_in + (row["first_bad"] == 1 and prev != 1)
             starts_bad += row["first_bad"] == 1 and prev is None
             if row["failed_any_runs"]:
                 last_fail = row
             if row["main_runs"]:
-                m_prev = _state(row, first, True)
+                m_prev = _state(row, first, raw_first, True)
                 m_stretches += row["main_starts_in"] + (row["main_first_bad"] == 1 and m_prev != 1)
                 m_starts_bad += row["main_first_bad"] == 1 and m_prev is None
                 main_bad += row["main_bad"]
@@ -205,7 +194,7 @@ def sequences(
     out = {}
     for key, p in partial.items():
         days = p["days"]
-        end = days[-1] if days[-1]["day"] == last_day and days[-1]["day"] != first_day else None
+        end = days[-1] if raw_last and days[-1]["raw"] and days[-1]["day"] == last_day else None
         runs_after, main_after = after.get(key, (0, 0))
         last_fail, last_main = p["last_fail"], p["last_main"]
         # The raw end-day row comes after every rollup day.
@@ -233,10 +222,10 @@ def sequences(
             streak, streak_flaky = row["main_trail_bad"], row["main_trail_flaky"]
             while row["main_trail_bad"] == row["main_runs"]:  # an all-bad main day: go back
                 prev_day = row["prev_main_day"]
-                if prev_day is None or (prev_day == first_day and p["first"] is None):
+                if prev_day is None or (prev_day == raw_first and p["first"] is None):
                     has_good = False
                     break
-                row = p["first"] if prev_day == first_day else p["by_day"].get(prev_day)
+                row = p["first"] if prev_day == raw_first else p["by_day"].get(prev_day)
                 if row is None:  # a day without failure: its main runs are all good
                     break
                 streak += row["main_trail_bad"]
@@ -251,7 +240,6 @@ def sequences(
             "streak": streak,
             "streak_flaky": streak_flaky,
             "has_good": has_good,
-            "edges": [row for row in days if row["day"] in (first_day, last_day)],
         }
     return out
 
@@ -271,7 +259,7 @@ def family_base(conn: sqlite3.Connection, window: Window) -> dict[str, dict[str,
     FROM (
         SELECT *, exp(-:ln2_per_h * (:now_jd - julianday(day))) AS f FROM (
             SELECT parent AS key, day, {q.SEQ_COLUMNS} FROM family_day_seq
-            WHERE day > :first_day AND day < :last_day
+            WHERE day >= :lo_day AND day <= :hi_day
             UNION ALL
             SELECT {_SEQ_SELECT} FROM ({q.day_rows(units, False)})
         )
@@ -329,7 +317,7 @@ def signature_counts(
     FROM (
         SELECT test, signature, runs, last_ts FROM test_day_signatures
         WHERE test IN (SELECT value FROM json_each(:keys))
-          AND day > :first_day AND day < :last_day
+          AND day >= :lo_day AND day <= :hi_day
         UNION ALL
         SELECT test, signature, runs, last_ts FROM ({edge})
     ) c JOIN signatures s ON s.id = c.signature
@@ -338,6 +326,50 @@ def signature_counts(
     return [
         (int(t), str(h), str(x), int(n), str(ts)) for t, h, x, n, ts in conn.execute(sql, params)
     ]
+
+
+# Default-branch units of one test (or family, pooled by run), newest first.
+_MAIN_UNITS_DESC = {
+    "test": f"""
+    SELECT tr.run, tr.ts, tr.bad, r.commit_sha
+    FROM test_runs tr CROSS JOIN runs r ON r.id = tr.run
+    WHERE tr.test = :key AND tr.ts > :start AND tr.ts <= :now AND r.branch_kind = 'main'
+      AND {q.COUNTED}
+    ORDER BY tr.ts DESC, tr.run DESC""",
+    "family": f"""
+    SELECT tr.run, min(tr.ts) AS ts, max(tr.bad) AS bad, min(r.commit_sha)
+    FROM tests t CROSS JOIN test_runs tr ON tr.test = t.id CROSS JOIN runs r ON r.id = tr.run
+    WHERE t.parent = :key AND tr.ts > :start AND tr.ts <= :now AND r.branch_kind = 'main'
+      AND {q.COUNTED}
+    GROUP BY tr.run ORDER BY ts DESC, tr.run DESC""",
+}
+
+
+def change_points(
+    conn: sqlite3.Connection, kind: str, keys: Sequence[Any], window: Window
+) -> dict[Any, dict[str, Any]]:
+    """First bad and last good default-branch run of keys ending in a bad streak.
+
+    Walks the key's main runs backwards from now to its last good one (the streak's length).
+    """
+    out = {}
+    for key in keys:
+        first_bad = last_good = None
+        for _run, ts, bad, commit in conn.execute(
+            _MAIN_UNITS_DESC[kind], {**window.params, "key": key}
+        ):
+            if bad:
+                first_bad = (commit, ts)
+            else:
+                last_good = (commit, ts)
+                break
+        out[key] = {
+            "first_bad_commit": first_bad[0] if first_bad else None,
+            "first_bad_at": first_bad[1] if first_bad else None,
+            "last_good_commit": last_good[0] if last_good else None,
+            "last_good_at": last_good[1] if last_good else None,
+        }
+    return out
 
 
 # ---- signature groups: pooled by run from the day rows' run lists --------------------------
@@ -384,19 +416,27 @@ def group_units(
     groups: dict[str, tuple[set[int], set[int], set[int], set[int]]] = {}
     for sig in set(members.values()):
         groups[sig] = (set(), set(), set(), set())
-    params = {**window.params, "keys": json.dumps(sorted(members))}
-    for test, runs, bad, flaky, fail in conn.execute(
-        f"SELECT test, {q.LIST_COLUMNS} FROM test_day_seq"
-        " WHERE test IN (SELECT value FROM json_each(:keys))"
-        " AND day > :first_day AND day < :last_day",
+    params = {
+        **window.params,
+        "keys": json.dumps(sorted(members)),
+        "members": json.dumps({str(test): sig for test, sig in members.items()}),
+    }
+    # Members of a group mostly ran in the same runs on a day: read each distinct list once.
+    rows = "json_each(:members) m CROSS JOIN test_day_seq s ON s.test = CAST(m.key AS INTEGER)"
+    days = "s.day >= :lo_day AND s.day <= :hi_day"
+    for sig, runs in conn.execute(
+        f"SELECT DISTINCT m.value, s.run_list FROM {rows} WHERE {days}", params
+    ):
+        groups[sig][0].update(_ids(runs))
+    for sig, bad, flaky, fail in conn.execute(
+        f"SELECT m.value, s.bad_list, s.flaky_list, s.fail_list FROM {rows}"
+        f" WHERE {days} AND s.failed_any_runs > 0",
         params,
     ):
-        sets = groups[members[test]]
-        sets[0].update(_ids(runs))
-        if fail:
-            sets[1].update(_ids(bad))
-            sets[2].update(_ids(flaky))
-            sets[3].update(_ids(fail))
+        sets = groups[sig]
+        sets[1].update(_ids(bad))
+        sets[2].update(_ids(flaky))
+        sets[3].update(_ids(fail))
     units = q.TEST_UNITS.format(
         source=_EDGE_TEST_SRC,
         where=f"{_EDGE_RUNS} AND tr.test IN (SELECT value FROM json_each(:keys))",

@@ -25,7 +25,7 @@ import json
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from flaketui.core import seq_rollups
@@ -217,6 +217,58 @@ def drop_days_before(conn: sqlite3.Connection, day: str) -> int:
 
 # ---- reading ----------------------------------------------------------------------------------
 
+# The raw rows of the window's partial edge days (:edge_lo_end / :edge_hi_start from
+# window_params); every other day of the window comes from a rollup row.
+EDGE_RUNS = "r.ts > :start AND r.ts <= :now AND (r.ts < :edge_lo_end OR r.ts >= :edge_hi_start)"
+
+
+def window_params(conn: sqlite3.Connection, now: datetime, config: Config) -> dict[str, Any]:
+    """Named parameters splitting the window (now - window_days, now] into rollup and raw days.
+
+    Whole rollup days are :lo_day..:hi_day. The first day is read raw unless no run of it
+    lies at or before the window's start, the last day unless no run of it lies after now
+    (the usual case when now is the present: then only the first day is read raw).
+    """
+    start = now - timedelta(days=config.window_days)
+    first_day, last_day = to_iso(start)[:10], to_iso(now)[:10]
+    first_next = (date.fromisoformat(first_day) + timedelta(days=1)).isoformat()
+    last_prev = (date.fromisoformat(last_day) - timedelta(days=1)).isoformat()
+    last_next = (date.fromisoformat(last_day) + timedelta(days=1)).isoformat()
+    raw_first = (
+        bool(
+            conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE ts >= ? AND ts <= ?)",
+                (first_day, to_iso(start)),
+            ).fetchone()[0]
+        )
+        or first_day == last_day
+    )
+    raw_last = (
+        bool(
+            conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE ts > ? AND ts < ?)",
+                (to_iso(now), last_next),
+            ).fetchone()[0]
+        )
+        or first_day == last_day
+    )
+    return {
+        "start": to_iso(start),
+        "now": to_iso(now),
+        "now_jd": now.timestamp() / 86400.0 + UNIX_EPOCH_JD,
+        "first_day": first_day,
+        "last_day": last_day,
+        "lo_day": first_next if raw_first else first_day,
+        "hi_day": last_prev if raw_last else last_day,
+        "edge_lo_end": first_next if raw_first else to_iso(start),
+        "edge_hi_start": last_day if raw_last else "9999",
+        "raw_first": raw_first,
+        "raw_last": raw_last,
+        "main_weight": config.main_weight,
+        "other_weight": config.other_weight,
+    }
+
+
 # Per (test, suite) sums over day rows that carry their decay factor f; used for the rollup days
 # (a scan in primary-key order, no sort) and for the raw edge days, then merged (a few rows).
 _PER_SUITE = """
@@ -233,7 +285,7 @@ _PER_SUITE = """
     )
     GROUP BY test, suite"""
 
-_ROLLUP_DAYS = "test_day_rollups WHERE day > :first_day AND day < :last_day{suite_rollup}"
+_ROLLUP_DAYS = "test_day_rollups WHERE day >= :lo_day AND day <= :hi_day{suite_rollup}"
 _BASE = f"""
 WITH per_suite AS (
     SELECT test, suite, sum(runs) AS runs, sum(main_runs) AS main_runs,
@@ -283,16 +335,9 @@ def test_base(
     if half_life is None or half_life != config.half_life_days or branch_kind is not None:
         return None
     ensure_sql_functions(conn)
-    start = now - timedelta(days=config.window_days)
     params: dict[str, Any] = {
-        "start": to_iso(start),
-        "now": to_iso(now),
-        "now_jd": now.timestamp() / 86400.0 + UNIX_EPOCH_JD,
-        "first_day": to_iso(start)[:10],
-        "last_day": to_iso(now)[:10],
+        **window_params(conn, now, config),
         "ln2_per_h": math.log(2.0) / half_life,
-        "main_weight": config.main_weight,
-        "other_weight": config.other_weight,
         "non_gating": json.dumps(list(config.non_gating_suites)),
     }
     suite_raw = suite_rollup = ""
@@ -300,10 +345,7 @@ def test_base(
         params["suite"] = suite
         suite_rollup, suite_raw = " AND suite = :suite", " AND r.suite = :suite"
     # Edge days from raw rows: the window's first day after `start`, its last day up to `now`.
-    edge_where = (
-        "r.ts > :start AND r.ts <= :now"
-        " AND (r.ts < date(:first_day, '+1 day') OR r.ts >= :last_day)" + suite_raw
-    )
+    edge_where = EDGE_RUNS + suite_raw
     sql = _BASE.format(suite_rollup=suite_rollup, edges=_AGGREGATE.format(where=edge_where))
     cursor = conn.execute(sql, params)
     names = [col[0] for col in cursor.description]

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from itertools import accumulate
 
 import sqlite_utils
 
@@ -175,21 +176,23 @@ def daily_recency_scores(
     return out
 
 
-# Per (test, day) recency sums from the rollups, relative to the day's start (all suites).
+# Per (test, day) recency sums from the day rows (all suites), scaled to the origin's start:
+# sum over runs of w 2^((ts - origin)/h), so that prefix sums give every as-of window.
 _ROLLUP_DAYS = """
-SELECT test, day,
-    total(:main_weight * main_w_bad + :other_weight * other_w_bad) AS w_bad,
-    total(:main_weight * main_w + :other_weight * other_w) AS w_total
-FROM test_day_rollups
-WHERE test IN (SELECT value FROM json_each(:tests)) AND day >= :origin AND day <= :last_day
-GROUP BY test, day
+SELECT test, CAST(round(julianday(day) - julianday(:origin)) AS INTEGER) AS idx,
+    (:main_weight * main_w_bad + :other_weight * other_w_bad)
+        * exp(:ln2_per_h * (julianday(day) - julianday(:origin))) AS w_bad,
+    (:main_weight * main_w + :other_weight * other_w)
+        * exp(:ln2_per_h * (julianday(day) - julianday(:origin))) AS w_total
+FROM test_day_seq
+WHERE test IN (SELECT value FROM json_each(:tests)) AND day >= :origin AND day <= :today
 """
 
-# Counted runs of the given tests at given instants (midnights, and the window's edge days),
-# with their weights as of `now`; the rollups put a run at midnight on its own day.
+# Counted runs of the given tests at given instants (midnights, and the window's raw edge
+# days), with their weights as of `now`; the rollups put a run at midnight on its own day.
 _RAW_AT = """
 SELECT tr.test, tr.ts, tr.outcome <> 'pass' AS failed_any,
-    exp(:neg_ln2_per_h * max(0.0, julianday(:now) - julianday(tr.ts)))
+    exp(-:ln2_per_h * max(0.0, julianday(:now) - julianday(tr.ts)))
         * CASE WHEN r.branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS weight
 FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id
 WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
@@ -204,10 +207,11 @@ def _from_rollups(
     days: int,
     config: Config,
 ) -> dict[str, list[float]] | None:
-    """daily_recency_scores of tests from test_day_rollups, or None when they cannot answer.
+    """daily_recency_scores of tests from the rollups' day rows, or None when they cannot answer.
 
     As of a midnight M, the window (M - window, M] is the whole days before M, less the runs
     at the window's first instant, plus the runs at M itself (kept on M's day by the rollups).
+    As of now, the rollup days and raw edge days of rollups.window_params.
     """
     if not rollups.answers(db.conn, config) or float(config.window_days) != int(config.window_days):
         return None
@@ -219,37 +223,31 @@ def _from_rollups(
         ).fetchall()
     )
     ends = _day_ends(now, days)
-    window = config.window_days
+    window = int(config.window_days)
     origin = ends[0].date() - timedelta(days=window)
     today = now.astimezone(UTC).date()
     span = (today - origin).days + 1
     ln2_h = LN2 / config.half_life_days
-    start = now - timedelta(days=window)
     params = {
+        **rollups.window_params(db.conn, now, config),
         "tests": json.dumps(sorted(pks.values())),
         "origin": origin.isoformat(),
-        "last_day": today.isoformat(),
-        "main_weight": config.main_weight,
-        "other_weight": config.other_weight,
-        "now": to_iso(now),
-        "neg_ln2_per_h": -ln2_h,
-        "start": to_iso(start),
-        "first_next": (start.astimezone(UTC).date() + timedelta(days=1)).isoformat(),
+        "today": today.isoformat(),
+        "ln2_per_h": ln2_h,
     }
-    # Day sums scaled to the origin's start: sum_d rel(d) 2^((d - origin)/h); as of M they
-    # are multiplied by 2^(-(M - origin)/h), so prefix sums give every window.
+    zeros = [0.0] * (span + 1)
     cum: dict[int, tuple[list[float], list[float]]] = {}
-    for test, day, w_bad, w_total in db.conn.execute(_ROLLUP_DAYS, params):
-        index = (date.fromisoformat(day) - origin).days
-        scale = math.exp(ln2_h * index)
-        bad, total = cum.setdefault(test, ([0.0] * (span + 1), [0.0] * (span + 1)))
-        bad[index + 1] += w_bad * scale
-        total[index + 1] += w_total * scale
-    for bad, total in cum.values():
-        for index in range(span):
-            bad[index + 1] += bad[index]
-            total[index + 1] += total[index]
-    # Runs at midnight, and the raw edge days of the window as of now.
+    test_rows: list[tuple[int, float, float]] = []
+    current = None
+    for test, idx, w_bad, w_total in [*db.conn.execute(_ROLLUP_DAYS, params), (None, 0, 0, 0)]:
+        if test != current:
+            if current is not None:
+                bad, total = zeros.copy(), zeros.copy()
+                for i, b, t in test_rows:
+                    bad[i + 1], total[i + 1] = b, t
+                cum[current] = (list(accumulate(bad)), list(accumulate(total)))
+            current, test_rows = test, []
+        test_rows.append((idx, w_bad, w_total))
     midnights: dict[int, list[tuple[str, int, float]]] = {}
     for test, ts, failed_any, weight in db.conn.execute(
         _RAW_AT.format(where="substr(r.ts, 12) = '00:00:00Z' AND r.ts >= :origin AND r.ts <= :now"),
@@ -258,15 +256,11 @@ def _from_rollups(
         midnights.setdefault(test, []).append((ts, failed_any, weight))
     edge: dict[int, list[float]] = {}
     for test, _ts, failed_any, weight in db.conn.execute(
-        _RAW_AT.format(
-            where="r.ts > :start AND r.ts <= :now AND (r.ts < :first_next OR r.ts >= :last_day)"
-        ),
-        params,
+        _RAW_AT.format(where=rollups.EDGE_RUNS), params
     ):
         sums = edge.setdefault(test, [0.0, 0.0])
         sums[0] += weight * failed_any
         sums[1] += weight
-    first_inner = (start.astimezone(UTC).date() - origin).days + 1  # days strictly inside
     # Per as-of midnight: its last whole day, decay factor and the instants bounding it.
     points = [
         (
@@ -278,7 +272,11 @@ def _from_rollups(
         )
         for as_of in ends[:-1]
     ]
-    empty = ([0.0] * (span + 1), [0.0] * (span + 1))
+    # As of now: rollup days lo..hi (indices), rescaled from the origin's start to now.
+    lo = (date.fromisoformat(params["lo_day"]) - origin).days
+    hi = (date.fromisoformat(params["hi_day"]) - origin).days + 1
+    now_factor = math.exp(-ln2_h * days_between(datetime.combine(origin, time(0), UTC), now))
+    empty = (zeros, zeros)
     out: dict[str, list[float]] = {}
     alpha = config.laplace_alpha
     for test_id in test_ids:
@@ -286,26 +284,21 @@ def _from_rollups(
         bad, total = cum.get(pk, empty)
         at_midnight = midnights.get(pk, ())
         series = []
-        for last, factor, lo, hi, rescale in points:
+        for last, factor, lo_ts, hi_ts, rescale in points:
             w_bad = (bad[last] - bad[last - window]) * factor
             w_total = (total[last] - total[last - window]) * factor
             for ts, failed_any, weight in at_midnight:
-                sign = 1.0 if ts == hi else -1.0 if ts == lo else 0.0
+                sign = 1.0 if ts == hi_ts else -1.0 if ts == lo_ts else 0.0
                 w_bad += sign * weight * failed_any * rescale
                 w_total += sign * weight * rescale
             series.append(recency_score(max(0.0, w_bad), max(0.0, w_total), alpha))
-        # As of now: whole days strictly inside the window, plus the raw edge days.
-        last_inner = span - 1  # today's index
-        factor = math.exp(-ln2_h * days_between(datetime.combine(origin, time(0), UTC), now))
-        w_bad = w_total = 0.0
-        if last_inner > first_inner:
-            w_bad = (bad[last_inner] - bad[first_inner]) * factor
-            w_total = (total[last_inner] - total[first_inner]) * factor
         edge_bad, edge_total = edge.get(pk, [0.0, 0.0])
+        w_bad = w_total = 0.0
+        if hi > lo:
+            w_bad = (bad[hi] - bad[lo]) * now_factor
+            w_total = (total[hi] - total[lo]) * now_factor
         series.append(
-            recency_score(
-                max(0.0, w_bad + edge_bad), max(0.0, w_total + edge_total), config.laplace_alpha
-            )
+            recency_score(max(0.0, w_bad + edge_bad), max(0.0, w_total + edge_total), alpha)
         )
         out[test_id] = series
     return out
