@@ -26,6 +26,7 @@ from flaketui.tui.loaders import Extras, MainData, Source, load_extras, load_mai
 from flaketui.tui.viewmodel import shown_path
 
 T = TypeVar("T")
+BACKGROUND_NICENESS = 10  # the loading child, once the ranking is sent (see Preload._fork)
 
 
 def make_source(
@@ -108,11 +109,19 @@ class Preload:
             try:
                 os.close(read_end)
                 gc.disable()  # a short-lived process: let it allocate without collections
+                # sqlite-utils imports pandas and numpy when installed (0.3-1 s), for value
+                # types this read-only child never meets: tell Python they are absent here.
+                for optional in ("pandas", "numpy"):
+                    sys.modules.setdefault(optional, None)  # type: ignore[arg-type]
                 with os.fdopen(write_end, "wb") as out:
                     main = _attempt(lambda: load_main(self.source, suite=None, branch_kind=None))
                     pickle.dump(main, out, protocol=pickle.HIGHEST_PROTOCOL)
                     out.flush()
                     if main[0] == "ok":
+                        # The first screen is drawing now: the lifecycle replay must not take
+                        # the CPU the event loop needs, so it runs at a lower priority.
+                        with contextlib.suppress(OSError):
+                            os.nice(BACKGROUND_NICENESS)
                         data = main[1]
                         extras = _attempt(lambda: load_extras(self.source, data))
                         pickle.dump(extras, out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -140,6 +149,7 @@ class Preload:
         if pid is not None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+            atexit.unregister(self.close)
 
     def close(self) -> None:
         """Stop a child still reading (the app quit first) and reap it."""

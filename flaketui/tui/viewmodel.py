@@ -194,13 +194,14 @@ _SCORE_COLUMNS: list[Column] = [
         lambda i, c: _scores(i).last_failure_at,
         lambda i, c: relative_time(i.scores.last_failure_at, c.now),
     ),
-    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
+    # The trend before the owner: at 160 columns a long owner list, not the trend, is cut.
     Column(
         "trend",
         "30 days",
         lambda i, c: sum(getattr(i, "daily_scores", []) or [0.0]),
         lambda i, c: braille_sparkline(getattr(i, "daily_scores", [])),
     ),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
 ]
 
 _REGRESSION_COLUMNS: list[Column] = [

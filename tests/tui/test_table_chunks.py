@@ -84,3 +84,49 @@ async def test_lifecycle_states_fill_in_after_the_first_screen(
         shown = {row.target: row.cells[state_column] for row in table.rows_by_key.values()}
         assert shown == {t: data.lifecycle.get(t, "—") for t in shown}
         assert set(shown.values()) - {"—"}  # some test is in a lifecycle state
+
+
+async def test_show_changes_rewrites_only_changed_cells_even_in_pending_rows() -> None:
+    app = _Host()
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.query_one(FlakeTable)
+        before = _prepared(COUNT)
+        table.show(before, COLUMNS, sort_key=None)
+        table.move_cursor(row=5, animate=False)
+        after = _prepared(COUNT)
+        for index in (3, COUNT - 1):  # one row in the table, one still pending
+            after.cells[index][1] = Text(f"changed {index}")
+        updates: list[tuple[str, str]] = []
+        original = table.update_cell
+
+        def spy(row_key: object, column_key: object, value: Text, **kwargs: object) -> None:
+            updates.append((str(row_key), value.plain))
+            original(row_key, column_key, value, **kwargs)  # type: ignore[arg-type]
+
+        table.update_cell = spy  # type: ignore[method-assign]
+        table.show_changes(after, COLUMNS, sort_key=None)
+        assert updates == [("t:t3", "changed 3")]  # the pending row is not rewritten twice
+        assert table.row_count == FIRST_ROWS and table.cursor_row == 5
+        for _ in range(50):
+            if table.row_count == COUNT:
+                break
+            await pilot.pause(0.02)
+        assert table.get_row(f"t:t{COUNT - 1}")[1].plain == f"changed {COUNT - 1}"
+        assert table.get_row("t:t3")[1].plain == "changed 3"
+
+
+async def test_show_changes_narrows_a_column_whose_widest_cell_shrank() -> None:
+    app = _Host()
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.query_one(FlakeTable)
+        before = _prepared(20)
+        before.cells[3][1] = Text("x" * 50)
+        table.show(before, COLUMNS, sort_key=None)
+        await pilot.pause()
+        assert table.columns["test"].content_width == 50  # type: ignore[index]
+        after = _prepared(20)
+        table.show_changes(after, COLUMNS, sort_key=None)
+        await pilot.pause()
+        widest = max(len("Test"), *(len(cells[1].plain) for cells in after.cells))
+        assert table.columns["test"].content_width == widest  # type: ignore[index]
+        assert table.get_row("t:t3")[1].plain == "t3"

@@ -204,7 +204,7 @@ class MainScreen(Screen[None]):
             return  # a newer load replaced the report these states belong to
         self.data = event.data
         self._show_header()
-        self._show_rows(event.state, event.rows)
+        self._show_rows(event.state, event.rows, in_place=True)
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
@@ -219,12 +219,19 @@ class MainScreen(Screen[None]):
             return
         self._show_rows(self.state, prepare_rows(self.data, self.state))
 
-    def _show_rows(self, state: ViewState, rows: PreparedRows) -> None:
-        """Show rows built (in a worker) for `state`; rebuild them if the user changed it since."""
+    def _show_rows(self, state: ViewState, rows: PreparedRows, *, in_place: bool = False) -> None:
+        """Show rows built (in a worker) for `state`; rebuild them if the user changed it since.
+
+        in_place: the rows are those shown, with new cell values (lifecycle states arrived).
+        """
         if state != self.state and self.data is not None:
             rows = prepare_rows(self.data, self.state)
         table = self.query_one(FlakeTable)
-        table.show(rows, columns_for(self.state.view), sort_key=self.state.sort_column)
+        columns = columns_for(self.state.view)
+        if in_place:
+            table.show_changes(rows, columns, sort_key=self.state.sort_column)
+        else:
+            table.show(rows, columns, sort_key=self.state.sort_column)
         self._show_selection(table.current_row)
 
     def _show_selection(self, row: Row | None) -> None:

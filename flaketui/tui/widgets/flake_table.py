@@ -24,7 +24,7 @@ from flaketui.tui.widgets.palette import VERDICT_STYLES
 
 RIGHT_ALIGNED = frozenset({"rank", "damage", "recency", "flip", "runs", "fail_rate", "days_left"})
 FIRST_ROWS = 60  # more than a tall terminal shows: the first screen is complete at once
-CHUNK_ROWS = 120  # rows added per later frame: each chunk costs one repaint
+CHUNK_ROWS = 500  # rows per later frame: few chunks, since each one costs a full repaint
 CHUNK_DELAY_S = 0.005
 
 
@@ -83,6 +83,7 @@ class FlakeTable(DataTable[Text]):
         self._prepared = PreparedRows([], [])
         self._added = 0  # rows of _prepared already in the table
         self._generation = 0  # bumped by show(): pending chunks of an older show() stop
+        self._sort_key: str | None = None
 
     def show(self, prepared: PreparedRows, columns: list[Column], *, sort_key: str | None) -> None:
         """Replace the content, keeping the cursor on the row it was on when it still exists."""
@@ -99,6 +100,7 @@ class FlakeTable(DataTable[Text]):
             label = column.label + (" ▼" if column.key == sort_key else "")
             self.columns[column.key].label = Text(label)  # type: ignore[index]
         self._generation += 1
+        self._sort_key = sort_key
         self._prepared = prepared
         self._added = 0
         self.rows_by_key = {row.key: row for row in prepared.rows}
@@ -110,6 +112,41 @@ class FlakeTable(DataTable[Text]):
         if target is not None:
             self.move_cursor(row=target, animate=False)
         self._schedule_more()
+
+    def show_changes(
+        self, prepared: PreparedRows, columns: list[Column], *, sort_key: str | None
+    ) -> None:
+        """Show new content: only the changed cells when the rows and columns are the same.
+
+        When the lifecycle states arrive, one column of the same rows changes; rewriting those
+        cells costs one repaint, where replacing every row costs several (SPEC §9).
+        """
+        same_rows = [row.key for row in prepared.rows] == self._row_order
+        same_columns = tuple(c.key for c in columns) == self._column_keys
+        if not (same_rows and same_columns and sort_key == self._sort_key):
+            self.show(prepared, columns, sort_key=sort_key)
+            return
+        old = self._prepared
+        changed: set[int] = set()  # column indexes
+        for index, (row, cells) in enumerate(zip(prepared.rows, prepared.cells, strict=True)):
+            self.rows_by_key[row.key] = row
+            if index >= self._added:
+                continue  # not in the table yet: its chunk adds the new cells
+            for column, (before, after) in enumerate(zip(old.cells[index], cells, strict=True)):
+                if before.plain != after.plain or before.style != after.style:
+                    # Widths are set below: DataTable's update_width re-measures the whole
+                    # column for every cell that got narrower (quadratic in the rows).
+                    self.update_cell(row.key, self._column_keys[column], after)
+                    changed.add(column)
+        self._prepared = prepared
+        for column in changed:
+            table_column = self.columns[self._column_keys[column]]  # type: ignore[index]
+            widths = [cell_len(cells[column].plain) for cells in prepared.cells[: self._added]]
+            # As DataTable counts it: the label is part of a column's content width.
+            table_column.content_width = max([*widths, table_column.label.cell_len])
+        if changed:
+            self._require_update_dimensions = True  # the scroll size follows the widths
+            self.check_idle()
 
     def _add_up_to(self, count: int) -> None:
         """Add the prepared rows up to `count` (in list order)."""
