@@ -438,3 +438,65 @@ def test_any_input_yields_cases_or_raises_report_error(tmp_path: Path, content: 
         report_timestamp(path)
     except ReportError as exc:
         assert "\n" not in exc.message and exc.message.startswith(str(path))
+
+
+# ---- event bookkeeping (ends counted in C, text only inside captures) ---------------------------
+
+
+def test_text_is_kept_only_inside_the_open_capture(tmp_path: Path) -> None:
+    (case,) = _cases(
+        tmp_path,
+        "<testsuite><testcase name='t'>before<failure>in <trace>deep</trace>"
+        "<system-out>muted</system-out> after-mute</failure>after<system-out>out</system-out>"
+        "tail<failure message=''> second </failure>end</testcase></testsuite>",
+    )
+    assert case.attempts[0].message == "in deep after-mute\nsecond"
+
+
+def test_elements_after_a_case_belong_to_its_suite_not_to_it(tmp_path: Path) -> None:
+    cases = _cases(
+        tmp_path,
+        "<testsuite name='s'><testcase name='a'/><system-out>x</system-out>"
+        "<error message='suite boom'/><properties><property name='worker_id' value='gw9'/>"
+        "</properties><testcase name='b'><skipped/></testcase><failure/></testsuite>",
+    )
+    assert [(c.test_id, _outcomes(c), c.attempts[0].worker_id) for c in cases] == [
+        ("s::a", ["pass"], None),
+        ("s::b", ["skipped"], None),
+    ]
+
+
+def test_pytest_suite_scope_ends_with_its_suite(tmp_path: Path) -> None:
+    cases = _cases(
+        tmp_path,
+        "<testsuites><testsuite name='pytest'><testsuite name='inner'>"
+        "<testcase classname='tests.test_a' name='t'/></testsuite>"
+        "<testcase classname='tests.test_b' name='u'/></testsuite>"
+        "<testsuite name='other'><testcase classname='x.y' name='t'/></testsuite></testsuites>",
+    )
+    assert [c.test_id for c in cases] == ["tests/test_a.py::t", "tests/test_b.py::u", "x.y::t"]
+
+
+def test_testcase_as_root_is_refused(tmp_path: Path) -> None:
+    assert "not a JUnit report" in _error(tmp_path, "<testcase name='t'/>")
+
+
+def test_cases_and_captures_spanning_chunks(tmp_path: Path) -> None:
+    """Cases end in one chunk and are finished after it; a failure's text crosses chunks."""
+    filler = "".join(f"<testcase classname='c' name='p{n}' time='0.5'/>" for n in range(3000))
+    long_text = "line\n" * (junit.CHUNK_BYTES // 4)
+    path = _write(
+        tmp_path,
+        f"<testsuite>{filler}<testcase classname='c' name='f'><failure>{long_text}</failure>"
+        f"<system-out>{'o' * junit.CHUNK_BYTES}</system-out></testcase>{filler}</testsuite>",
+    )
+    cases = list(iter_cases(path))
+    assert len(cases) == 6001
+    failed = cases[3000]
+    assert failed.test_id == "c::f"
+    assert failed.attempts[0].message == long_text.strip()[: junit.MESSAGE_CAP_CHARS]
+    assert all(c.attempts == [Attempt("pass", 500)] for c in cases[:3000] + cases[3001:])
+    rows = list(junit.iter_case_rows(path))
+    assert [(r[0], r[1], [Attempt(*a) for a in r[2]]) for r in rows] == [
+        (c.test_id, c.test_file, c.attempts) for c in cases
+    ]

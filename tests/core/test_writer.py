@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
 from flaketui.core.ingest.runmeta import RunMetaError
 from flaketui.core.ingest.writer import (
@@ -379,3 +380,129 @@ def test_edited_is_set_for_a_later_shard_of_a_run_with_changed_files(
         "SELECT t.test_id, tr.edited, tr.outcome FROM test_runs tr JOIN tests t ON t.id = tr.test"
         " ORDER BY t.test_id",
     ) == [("tests/test_a.py::test_x", 1, "flaky"), ("tests/test_b.py::test_y", 0, "pass")]
+
+
+# ---- the exclusive fast path of ingest_reports against the recorder's SQL path ----------------
+
+_STORED = (
+    "SELECT t.test_id, r.attempt, r.outcome, r.worker_id, r.duration_ms, r.message, s.hash"
+    " FROM results r JOIN tests t ON t.id = r.test LEFT JOIN signatures s ON s.id = r.signature"
+    " ORDER BY t.test_id, r.attempt",
+    "SELECT t.test_id, tr.outcome, tr.bad, tr.attempts, tr.failed_attempts, tr.worker_id,"
+    " s.hash, tr.edited FROM test_runs tr JOIN tests t ON t.id = tr.test"
+    " LEFT JOIN signatures s ON s.id = tr.signature ORDER BY t.test_id",
+)
+_XML_OUTCOMES = {
+    "pass": "",
+    "fail": '<failure message="E{n} at 0x{n:08x}"/>',
+    "error": "<error>crash {n}</error>",
+    "skipped": '<skipped message="later"/>',
+}
+
+
+def _shard_xml(cases: list[tuple[int, str]], offset: int) -> str:
+    body = "".join(
+        f'<testcase classname="a.B" name="t{test}" file="a/B.py" time="0.{n}">'
+        f'{_XML_OUTCOMES[outcome].format(n=offset + n)}<properties><property name="worker_id"'
+        f' value="gw{n % 2}"/></properties></testcase>'
+        for n, (test, outcome) in enumerate(cases)
+    )
+    return f'<?xml version="1.0"?>\n<testsuite name="s">{body}</testsuite>\n'
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 4), st.sampled_from(["pass", "fail", "error", "skipped"])),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.booleans(),
+)
+def test_ingest_fast_path_stores_what_the_recorder_stores(
+    shards: list[list[tuple[int, str]]], one_call: bool
+) -> None:
+    """Repeats inside a file, across files of one call and across calls all number attempts and
+    compute per-run rows exactly as the recorder's SQL path does (it takes no fast path)."""
+    from flaketui.core.ingest.junit import iter_cases
+
+    # The same content twice is one file to the ingest (content hash), two batches to a recorder.
+    assume(len({_shard_xml(cases, 100 * i) for i, cases in enumerate(shards)}) == len(shards))
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        paths = []
+        for index, cases in enumerate(shards):
+            paths.append(base / f"s{index}.xml")
+            paths[-1].write_text(_shard_xml(cases, 100 * index))
+        meta = RunMeta(run_id="R", ts=TS, changed_files=["a/B.py"])
+        fast = open_history(base / "fast.db")
+        if one_call:
+            ingest_reports(fast, paths, meta)
+        else:
+            for path in paths:
+                ingest_reports(fast, [path], meta)
+        slow = open_history(base / "slow.db")
+        recorder = RunRecorder(slow, meta)
+        for path in paths:
+            recorder.add(list(iter_cases(path)))
+        assert rows(fast, "SELECT sum(edited) FROM test_runs") > [(0,)]
+        for sql in _STORED:
+            assert rows(fast, sql) == rows(slow, sql)
+
+
+def test_ingest_restores_connection_settings(db: sqlite_utils.Database, tmp_path: Path) -> None:
+    db.conn.execute("PRAGMA cache_size = -3000")
+    good = report(tmp_path, "good.xml", tc("a.B", "t1"))
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<testsuite><testcase name='x'")
+    ingest_reports(db, [good], RunMeta(run_id="R", ts=TS))
+    with pytest.raises(ReportError):
+        ingest_reports(db, [bad], RunMeta(run_id="R2", ts=TS))
+    assert rows(db, "PRAGMA foreign_keys") == [(1,)]
+    assert rows(db, "PRAGMA cache_size") == [(-3000,)]
+
+
+def test_id_and_message_caches_stay_within_their_character_bound(
+    db: sqlite_utils.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flaketui.core.ingest import rows as rows_module
+    from flaketui.core.store import transaction
+
+    monkeypatch.setattr(rows_module, "MAX_CACHED_CHARS", 200)
+    monkeypatch.setattr(rows_module, "BATCH_CASES", 3)
+    cases = [case(f"tests/test_m.py::test_{'x' * 40}_{n}", "fail", message=f"E {n}" * 30)
+             for n in range(20)]  # fmt: skip
+    with transaction(db.conn):
+        run_pk = rows_module.create_run(
+            db.conn, RunMeta(run_id="R", ts=TS, suite="s", branch_kind="pr",
+                             worker_count=1), "junit", 1)  # fmt: skip
+        writer = rows_module.RunWriter(db.conn, run_pk, "2026-11-01T12:00:00Z", Config())
+        writer.write(cases)
+        # At most one batch beyond the bound before the caches are dropped.
+        assert writer.test_id_chars <= 200 + 3 * 60
+        assert writer.signed_chars <= 200 + 3 * 200
+    assert rows(db, "SELECT count(*), count(DISTINCT test), max(attempt) FROM results") == [
+        (20, 20, 1)
+    ]
+
+
+def test_a_huge_run_feeds_the_rollups_hook_in_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flaketui.core.ingest import writer as writer_module
+
+    body = "".join(tc("a.B", f"t{n}", "<failure message='x'/>" if n % 3 else "") for n in range(7))
+    first, second = report(tmp_path, "1.xml", body), report(tmp_path, "2.xml", body + tc("a", "z"))
+    dumps = []
+    for slice_size in (3, 1000):
+        monkeypatch.setattr(writer_module, "ROLLUP_SLICE", slice_size)
+        history = open_history(tmp_path / f"h{slice_size}.db")
+        ingest_reports(history, [first], RunMeta(run_id="R1", ts=TS))
+        ingest_reports(history, [second], RunMeta(run_id="R2", ts=TS.replace(hour=13)))
+        dumps.append(rows(history, "SELECT * FROM test_day_rollups ORDER BY test, day, suite"))
+    assert dumps[0] == dumps[1]
+    assert len(dumps[0]) == 8

@@ -88,10 +88,11 @@ def parse_duration_ms(text: str | None) -> int | None:
     if text is None:
         return None
     cleaned = text.strip()
-    if _THOUSANDS.match(cleaned) or ("," in cleaned and "." in cleaned):
-        cleaned = cleaned.replace(",", "")
-    else:
-        cleaned = cleaned.replace(",", ".")  # decimal comma from some locales
+    if "," in cleaned:
+        if _THOUSANDS.match(cleaned) or "." in cleaned:
+            cleaned = cleaned.replace(",", "")
+        else:
+            cleaned = cleaned.replace(",", ".")  # decimal comma from some locales
     try:
         seconds = float(cleaned)
     except ValueError:
@@ -127,14 +128,32 @@ class _Capture:
         return None
 
 
-class _OpenCase:
-    """A test case whose end tag has not been seen yet."""
+# What the parser hands the writer: (outcome, duration_ms, message, worker_id) per attempt, and
+# (test_id, test_file, attempts) per case. Plain tuples: no object per row on the hot path.
+AttemptRow = tuple[str, int | None, str | None, str | None]
+CaseRow = tuple[str, str | None, tuple[AttemptRow, ...]]
 
-    def __init__(self, attrs: dict[str, str], depth: int, suite_names: list[str]) -> None:
+
+def _status_outcome(attrs: dict[str, str]) -> str:
+    """A childless case's outcome from its ``status``/``result`` attribute (default pass)."""
+    status = attrs.get("status") or attrs.get("result")
+    if not status:
+        return "pass"
+    status = status.strip().lower()
+    if status in SKIPPED_STATUSES:
+        return "skipped"
+    if status in FAILED_STATUSES:
+        return "fail"
+    if status in ERROR_STATUSES:
+        return "error"
+    return "pass"
+
+
+class _OpenCase:
+    """A test case with child elements (failure, skipped, retries, properties) being read."""
+
+    def __init__(self, attrs: dict[str, str]) -> None:
         self.attrs = attrs
-        self.depth = depth
-        self.in_pytest_suite = "pytest" in suite_names
-        self.suite_name = suite_names[-1] if suite_names else ""
         self.results: list[_Capture] = []  # failure/error children
         self.skips: list[_Capture] = []
         self.flaky: list[_Capture] = []
@@ -147,81 +166,107 @@ class _OpenCase:
             return CAPTURE_OUTCOMES[self.results[0].kind], "\n".join(messages) or None
         if self.skips:
             return "skipped", self.skips[0].message()
-        status = (self.attrs.get("status") or self.attrs.get("result") or "").strip().lower()
-        if status in SKIPPED_STATUSES:
-            return "skipped", None
-        if status in FAILED_STATUSES:
-            return "fail", None
-        if status in ERROR_STATUSES:
-            return "error", None
-        return "pass", None
+        return _status_outcome(self.attrs), None
 
-    def _retry(self, capture: _Capture) -> Attempt:
-        return Attempt(
-            outcome=CAPTURE_OUTCOMES[capture.kind],
-            duration_ms=parse_duration_ms(capture.time),
-            message=capture.message(),
-            worker_id=self.worker_id,
+    def _retry(self, capture: _Capture) -> AttemptRow:
+        return (
+            CAPTURE_OUTCOMES[capture.kind],
+            parse_duration_ms(capture.time),
+            capture.message(),
+            self.worker_id,
         )
 
-    def _identity(self) -> tuple[str, str | None]:
-        classname = (self.attrs.get("classname") or "").strip()
-        name = self.attrs.get("name") or ""
-        file = self.attrs.get("file") or None
-        if self.in_pytest_suite or (file or "").endswith(".py"):
-            return pytest_node_id(classname, name, file)
-        # Without a classname, the suite (a jest file, a mocha describe) keeps same-named tests
-        # of different files apart; otherwise they would merge into fake retries.
-        scope = classname or self.suite_name.strip()
-        if scope and name:
-            return f"{scope}::{name}", file
-        return (name or scope or "(unnamed)"), file
-
-    def result(self) -> CaseResult:
+    def attempts(self) -> tuple[AttemptRow, ...]:
         outcome, message = self._own_outcome()
-        own = Attempt(
-            outcome=outcome,
-            duration_ms=parse_duration_ms(self.attrs.get("time")),
-            message=message,
-            worker_id=self.worker_id,
+        own = (outcome, parse_duration_ms(self.attrs.get("time")), message, self.worker_id)
+        return (
+            *(self._retry(c) for c in self.flaky),
+            own,
+            *(self._retry(c) for c in self.reruns),
         )
-        attempts = [self._retry(c) for c in self.flaky] + [own]
-        attempts += [self._retry(c) for c in self.reruns]
-        test_id, test_file = self._identity()
-        return CaseResult(test_id=test_id, test_file=test_file, attempts=attempts)
 
 
 class _CaseReader:
-    """Expat handlers that turn element events into finished CaseResults."""
+    """Expat handlers that turn element events into finished case rows.
 
-    def __init__(self, label: str) -> None:
+    Speed: a Python call per event is most of a parse's cost, so only start events reach Python.
+    Ends go to ``ends.append`` (a C call); the depth of any event is starts minus ends so far,
+    and a case (or a captured failure text) is known to be over when a later event is no deeper
+    than it, or when a chunk has been parsed. Text is only delivered while a failure, error,
+    skipped or retry element of a case is open (the handler is switched on and off).
+    """
+
+    def __init__(self, label: str, parser: xml.parsers.expat.XMLParserType) -> None:
         self.label = label
-        self.depth = 0
+        self.parser = parser
+        self.ends: list[str] = []
+        self.closed = 0  # ends counted before `ends` was last cleared
+        self.starts = 0
         self.suite_depths: list[int] = []  # depths of the open named suites
         self.suite_names: list[str] = []
-        self.case: _OpenCase | None = None
+        self.pytest_depth = 0  # depth of the outermost open suite named "pytest", else 0
+        self.case_depth = 0  # depth of the open test case, 0 when none is open
+        self.case_attrs: dict[str, str] = {}
+        self.case_suite = ""  # nearest named suite of the open case
+        self.case_pytest = False
+        self.case: _OpenCase | None = None  # only once the case has a child element
         self.capture: _Capture | None = None
         self.capture_depth = 0
         self.muted_depth = 0  # depth of an open system-out/err inside a capture, else 0
-        self.done: list[CaseResult] = []
+        self.durations: dict[str | None, int | None] = {}
+        self.done: list[CaseRow] = []
+        parser.StartElementHandler = self.start
+        parser.EndElementHandler = self.ends.append
+
+    def depth(self) -> int:
+        """How many elements are open now."""
+        return self.starts - self.closed - len(self.ends)
 
     def start(self, tag: str, attrs: dict[str, str]) -> None:
-        self.depth += 1
-        name = _local(tag)
-        if self.depth == 1 and name not in ROOT_TAGS:
+        depth = self.starts - self.closed - len(self.ends) + 1  # this element's depth
+        self.starts = self.starts + 1
+        if self.case_depth:
+            if depth > self.case_depth:
+                self._child(tag, attrs, depth)
+                return
+            self._finish_case()
+        if ":" in tag:
+            tag = tag.rpartition(":")[2]
+        suite_depths = self.suite_depths
+        while suite_depths and suite_depths[-1] >= depth:  # suites that have ended
+            suite_depths.pop()
+            self.suite_names.pop()
+            if self.pytest_depth >= depth:
+                self.pytest_depth = 0
+        if depth == 1 and tag not in ROOT_TAGS:
             raise ReportError(f"{self.label}: not a JUnit report (root element <{tag}>)")
+        if tag == "testcase":
+            self.case_depth = depth
+            self.case_attrs = attrs
+            self.case_suite = self.suite_names[-1] if self.suite_names else ""
+            self.case_pytest = self.pytest_depth > 0
+        elif tag in SUITE_TAGS:
+            name = attrs.get("name")
+            if name:
+                suite_depths.append(depth)
+                self.suite_names.append(name)
+                if name == "pytest" and not self.pytest_depth:
+                    self.pytest_depth = depth
+
+    def _child(self, tag: str, attrs: dict[str, str], depth: int) -> None:
+        """An element inside the open test case."""
         case = self.case
         if case is None:
-            if name in SUITE_TAGS and attrs.get("name"):
-                self.suite_depths.append(self.depth)
-                self.suite_names.append(attrs["name"])
-            elif name == "testcase":
-                self.case = _OpenCase(attrs, self.depth, self.suite_names)
-            return
-        relative = self.depth - case.depth
+            case = self.case = _OpenCase(self.case_attrs)
+        if self.muted_depth and depth <= self.muted_depth:
+            self.muted_depth = 0
+        if self.capture is not None and depth <= self.capture_depth:
+            self._end_capture()
+        name = tag.rpartition(":")[2] if ":" in tag else tag
+        relative = depth - self.case_depth
         if relative == 1 and name in CAPTURE_OUTCOMES:
             self.capture = _Capture(name, attrs)
-            self.capture_depth = self.depth
+            self.capture_depth = depth
             if name.startswith("flaky"):
                 case.flaky.append(self.capture)
             elif name.startswith("rerun"):
@@ -230,29 +275,71 @@ class _CaseReader:
                 case.skips.append(self.capture)
             else:
                 case.results.append(self.capture)
+            self.parser.CharacterDataHandler = self.text
         elif self.capture is not None and name in MUTED_TAGS and not self.muted_depth:
-            self.muted_depth = self.depth
+            self.muted_depth = depth
         elif relative == 2 and name == "property" and attrs.get("name") == "worker_id":
             case.worker_id = attrs.get("value") or case.worker_id
 
-    def end(self, tag: str) -> None:
-        if self.case is not None:
-            if self.depth == self.muted_depth:
-                self.muted_depth = 0
-            elif self.depth == self.capture_depth:
-                self.capture = None
-                self.capture_depth = 0
-            elif self.depth == self.case.depth:
-                self.done.append(self.case.result())
-                self.case = None
-        elif self.suite_depths and self.suite_depths[-1] == self.depth:
-            self.suite_depths.pop()
-            self.suite_names.pop()
-        self.depth -= 1
-
     def text(self, data: str) -> None:
-        if self.capture is not None and not self.muted_depth:
-            self.capture.add(data)
+        # The handler is never switched from here (pyexpat would re-flush this same text); an
+        # ended capture ignores text until the next start event switches the handler off.
+        depth = self.starts - self.closed - len(self.ends)
+        if self.capture is None or depth < self.capture_depth:
+            return
+        if self.muted_depth:
+            if depth >= self.muted_depth:
+                return
+            self.muted_depth = 0
+        self.capture.add(data)
+
+    def _end_capture(self) -> None:
+        self.capture = None
+        self.capture_depth = 0
+        self.muted_depth = 0
+        self.parser.CharacterDataHandler = None
+
+    def chunk_done(self) -> None:
+        """After a chunk: finish a case that has ended, and forget the counted ends."""
+        depth = self.depth()
+        self.closed += len(self.ends)
+        self.ends.clear()
+        if self.case_depth and depth < self.case_depth:
+            self._finish_case()
+
+    def _finish_case(self) -> None:
+        attrs = self.case_attrs
+        if self.case is None:
+            time = attrs.get("time")
+            durations = self.durations
+            if time in durations:
+                duration = durations[time]
+            else:
+                if len(durations) > 1024:
+                    durations.clear()
+                duration = durations[time] = parse_duration_ms(time)
+            attempts: tuple[AttemptRow, ...] = ((_status_outcome(attrs), duration, None, None),)
+        else:
+            attempts = self.case.attempts()
+            self.case = None
+            if self.capture is not None:
+                self._end_capture()
+        self.case_depth = 0
+        test_id, test_file = self._identity(attrs)
+        self.done.append((test_id, test_file, attempts))
+
+    def _identity(self, attrs: dict[str, str]) -> tuple[str, str | None]:
+        classname = attrs.get("classname") or ""
+        name = attrs.get("name") or ""
+        file = attrs.get("file") or None
+        if self.case_pytest or (file is not None and file.endswith(".py")):
+            return pytest_node_id(classname.strip(), name, file)
+        # Without a classname, the suite (a jest file, a mocha describe) keeps same-named tests
+        # of different files apart; otherwise they would merge into fake retries.
+        scope = classname.strip() or self.case_suite.strip()
+        if scope and name:
+            return f"{scope}::{name}", file
+        return (name or scope or "(unnamed)"), file
 
 
 def _new_parser(label: str) -> xml.parsers.expat.XMLParserType:
@@ -325,18 +412,24 @@ def _feed(path: Path, label: str, parser: xml.parsers.expat.XMLParserType) -> It
                 return
 
 
-def iter_cases(path: Path) -> Iterator[CaseResult]:
-    """Stream one JUnit report's test cases in document order; raise ReportError on bad input."""
+def iter_case_rows(path: Path) -> Iterator[CaseRow]:
+    """Stream one JUnit report's test cases as plain rows in document order (see CaseRow)."""
     label = str(path)
     parser = _new_parser(label)
-    reader = _CaseReader(label)
-    parser.StartElementHandler = reader.start
-    parser.EndElementHandler = reader.end
-    parser.CharacterDataHandler = reader.text
+    parser.buffer_text = True  # one text event per run of characters, not one per line
+    parser.buffer_size = CHUNK_BYTES
+    reader = _CaseReader(label, parser)
     for _ in _feed(Path(path), label, parser):
+        reader.chunk_done()
         if reader.done:
             finished, reader.done = reader.done, []
             yield from finished
+
+
+def iter_cases(path: Path) -> Iterator[CaseResult]:
+    """Stream one JUnit report's test cases in document order; raise ReportError on bad input."""
+    for test_id, test_file, attempts in iter_case_rows(path):
+        yield CaseResult(test_id, test_file, [Attempt(*attempt) for attempt in attempts])
 
 
 # ---- timestamps -------------------------------------------------------------------------------

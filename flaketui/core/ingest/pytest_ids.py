@@ -27,6 +27,7 @@ Unavoidable ambiguities (ids then differ from ``item.nodeid``):
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _MODULE_SEGMENT = re.compile(r"^(test_.*|.*_test)$")
 
@@ -50,17 +51,27 @@ def _split_dotted(classname: str) -> tuple[list[str], list[str]]:
 
 def pytest_node_id(classname: str, name: str, file: str | None) -> tuple[str, str | None]:
     """Map pytest's junitxml (classname, name, file) to (node id, test file path)."""
+    prefix, test_file = _prefix(classname, file or None)
+    if prefix is None:
+        return name, test_file
+    return (f"{prefix}::{name}" if name else prefix), test_file
+
+
+# Every case of a class shares its (classname, file): map that pair once, not once per case.
+@lru_cache(maxsize=4096)
+def _prefix(classname: str, file: str | None) -> tuple[str | None, str | None]:
+    """The node id without its test name (None: the name alone), and the test file path."""
     file_path = file.replace("\\", "/") if file else None
     if file_path:
-        dotted = re.sub(r"\.py$", "", file_path).replace("/", ".")
+        dotted = file_path.removesuffix(".py").replace("/", ".")
         if classname == dotted:
-            return _node_id(file_path, [], name), file_path
+            return _node_id(file_path, [], ""), file_path
         if classname.startswith(dotted + "."):
             classes = classname[len(dotted) + 1 :].split(".")
-            return _node_id(file_path, classes, name), file_path
+            return _node_id(file_path, classes, ""), file_path
     if not classname:
         # Hand-written or module-less items: the file, when known, is the node id's path.
-        return (_node_id(file_path, [], name) if file_path else name), file_path
+        return file_path, file_path
     module_segments, classes = _split_dotted(classname)
     module_path = "/".join(module_segments) + ".py"
-    return _node_id(module_path, classes, name), file_path or module_path
+    return _node_id(module_path, classes, ""), file_path or module_path

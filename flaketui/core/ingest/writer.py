@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 from flaketui.core import rollups
 from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
-from flaketui.core.ingest.junit import iter_cases
 from flaketui.core.ingest.rows import (
+    CaseRow,
     RunWriter,
+    bulk_settings,
     create_run,
     find_run,
     parent_of,
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 HASH_CHUNK_BYTES = 1 << 20
+ROLLUP_SLICE = 50_000  # tests per rollups hook call on huge runs (memory)
 
 
 @dataclass
@@ -93,7 +95,7 @@ def content_run_id(hashes: Iterable[str]) -> str:
 
 
 def ingest_reports(
-    db: sqlite_utils.Database,
+    db: sqlite_utils.Database | sqlite3.Connection,
     paths: Sequence[Path],
     meta: RunMeta,
     *,
@@ -108,8 +110,8 @@ def ingest_reports(
         hashes.setdefault(file_sha256(Path(path)), Path(path))
     full = apply_defaults(meta, config, fallback_run_id=content_run_id(hashes))
     assert full.run_id is not None and full.ts is not None
-    conn = db.conn
-    with transaction(conn):
+    conn = db if isinstance(db, sqlite3.Connection) else db.conn
+    with bulk_settings(conn), transaction(conn):
         found = find_run(conn, full.run_id)
         known: set[str] = set()
         if found is not None:
@@ -132,9 +134,8 @@ def ingest_reports(
             if run_pk is None:
                 run_pk = create_run(conn, full, source, finished=1)
             if writer is None:
-                writer = RunWriter(conn, run_pk, ts, config)
-            count = writer.write(_chain(first, cases))
-            added += count
+                writer = RunWriter(conn, run_pk, ts, config, exclusive=True)
+            added += writer.write_rows(_chain(first, cases))
         if run_pk is None:
             # No test case anywhere: leave the history untouched.
             return IngestResult(full.run_id, False, 0, skipped, 0, 0, empty=True)
@@ -144,14 +145,51 @@ def ingest_reports(
         )
         if writer is not None:
             writer.refresh_dirty()
-            rollups.after_write(conn, run_pk)
+            _after_write(conn, run_pk)
         tests = int(
             conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
         )
     return IngestResult(full.run_id, found is None, len(new_files), skipped, added, tests)
 
 
-def _chain(first: CaseResult, rest: Iterator[CaseResult]) -> Iterator[CaseResult]:
+def _after_write(conn: sqlite3.Connection, run_pk: int) -> None:
+    """Call the rollups hook for the run; a huge run's tests go in slices of ROLLUP_SLICE.
+
+    Without tests the hook lists the whole run's tests in memory (and as JSON): tens of bytes
+    per test, hundreds of MB for a 500 MB report. Each (test, day) rollup is recomputed from
+    the raw rows, so slices give the same rows as one call.
+    """
+    first = conn.execute(
+        "SELECT test FROM test_runs WHERE run = ? ORDER BY test LIMIT 1 OFFSET ?",
+        (run_pk, ROLLUP_SLICE),
+    ).fetchone()
+    if first is None:  # at most ROLLUP_SLICE tests: one plain call
+        rollups.after_write(conn, run_pk)
+        return
+    last = -1
+    while True:
+        tests = [
+            int(test)
+            for (test,) in conn.execute(
+                "SELECT test FROM test_runs WHERE run = ? AND test > ? ORDER BY test LIMIT ?",
+                (run_pk, last, ROLLUP_SLICE),
+            )
+        ]
+        if not tests:
+            return
+        rollups.after_write(conn, run_pk, tests)
+        last = tests[-1]
+
+
+def iter_cases(path: Path) -> Iterator[CaseRow]:
+    """The parser's case rows of one report (imported on first use: the recorder never parses
+    XML). A module-level name so the crash tests can wrap it."""
+    from flaketui.core.ingest.junit import iter_case_rows
+
+    return iter_case_rows(path)
+
+
+def _chain(first: CaseRow, rest: Iterator[CaseRow]) -> Iterator[CaseRow]:
     yield first
     yield from rest
 
