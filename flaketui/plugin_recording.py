@@ -74,10 +74,11 @@ def register_recorder(config: pytest.Config) -> None:
         config.getoption(name, False) for name in ("help", "collectonly", "setuponly", "setupplan")
     ):
         return  # nothing runs, so nothing to record
-    # Workers need the annotator too: the exception type is only known where the test ran.
-    config.pluginmanager.register(ExceptionTypeAnnotator(), ANNOTATOR_PLUGIN_NAME)
     if hasattr(config, "workerinput"):
-        return  # an xdist worker: the controller receives its reports and writes them
+        # An xdist worker: the controller receives its reports and writes them; the exception
+        # type is only known here, so it travels on the report.
+        config.pluginmanager.register(ExceptionTypeAnnotator(), ANNOTATOR_PLUGIN_NAME)
+        return
     # A command-line path is relative to where pytest was started, an ini one to the ini file.
     base = config.invocation_params.dir
     if not config.getoption("flaketui_db", None) and config.inipath is not None:
@@ -115,7 +116,11 @@ def _open_for_recording(
 
 
 class ExceptionTypeAnnotator:
-    """Stamps a failed report with its exception type name (it travels to the xdist controller)."""
+    """Stamps a failed report with its exception type name (it travels to the xdist controller).
+
+    Only xdist workers need it: a serial session's Recorder notes the type with a plain
+    makereport hook instead (a wrapper costs several times more per phase, 3 per test).
+    """
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -162,6 +167,8 @@ class Recorder:
         self.meta = meta
         self.run: RunRecorder | None = None
         self.open_attempts: dict[tuple[str, str | None], _OpenAttempt] = {}
+        # (nodeid, phase) -> exception type name, between makereport and logreport (serial runs)
+        self.exc_types: dict[tuple[str, str], str] = {}
         self.done: list[tuple[str, Attempt]] = []  # complete attempts not yet written
         self.last_flush = time.monotonic()
         self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
@@ -181,6 +188,12 @@ class Recorder:
             self._warn(f"cannot start recording the run ({exc}); nothing will be recorded")
         self.last_flush = time.monotonic()
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        """Note the exception type of a phase that raised (serial sessions; see the annotator)."""
+        if call.excinfo is not None:
+            self.exc_types[(item.nodeid, call.when)] = call.excinfo.typename
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Fold one phase report into its attempt; flush when the batch is due."""
         if "Subtest" in type(report).__name__:
@@ -196,13 +209,15 @@ class Recorder:
             self._close(key, attempt)
             attempt = self.open_attempts[key] = _OpenAttempt()
         attempt.duration += report.duration or 0.0
+        # pytest-rerunfailures makes an attempt's three reports before logging them: keyed by phase
+        exc_type = self.exc_types.pop((report.nodeid, when), None) if self.exc_types else None
         outcome = report.outcome
         if outcome == "passed" and not hasattr(report, "wasxfail"):
             pass
         elif outcome in ("failed", "rerun"):
             if attempt.outcome is None:
                 attempt.outcome = "fail" if when == "call" else "error"
-                attempt.message = _failure_message(report)
+                attempt.message = _failure_message(report, exc_type)
         else:  # skipped, xfailed, xpassed
             attempt.skipped = True
         if when != "setup" and when != "call":
@@ -232,6 +247,9 @@ class Recorder:
     def flush(self) -> None:
         """Write the complete attempts collected so far, one transaction per batch."""
         start = self.last_flush = time.monotonic()
+        # Types of phases whose report was never logged (a plugin swallowed it): a flush runs at
+        # the end of an attempt, when no phase of this process is between makereport and logreport.
+        self.exc_types.clear()
         if self.run is None:
             self.done.clear()  # recording could not start: keep no memory of it
             return
@@ -318,7 +336,7 @@ def _worker_count(config: pytest.Config) -> int:
     return max(count, 1)
 
 
-def _failure_message(report: pytest.TestReport) -> str:
+def _failure_message(report: pytest.TestReport, exc_type: str | None = None) -> str:
     """'<ExcType>: <crash message>', then the end of the long report."""
     # str() of the longrepr, not report.longreprtext: the latter opens with xdist's worker line.
     text = "" if report.longrepr is None else str(report.longrepr)
@@ -326,7 +344,7 @@ def _failure_message(report: pytest.TestReport) -> str:
         text = "…\n" + text[-LONG_REPORT_MAX_CHARS:]
     crash = getattr(report.longrepr, "reprcrash", None)
     first = getattr(crash, "message", None) or ""
-    exc_type = getattr(report, EXC_TYPE_ATTR, None)
+    exc_type = getattr(report, EXC_TYPE_ATTR, None) or exc_type
     if first and exc_type:
         head = first.split(":", 1)[0]
         if head != exc_type and not head.endswith("." + exc_type):

@@ -247,3 +247,27 @@ def test_time_triggered_batches_space_out_when_writing_is_slow(
     clock.now += 0.02
     _attempt(recorder, "test_m.py::test_due")
     assert run.sizes() == [1, 2]
+
+
+def test_exception_types_follow_their_phase_when_reports_are_logged_after_the_attempt() -> None:
+    # pytest-rerunfailures makes an attempt's three reports, then logs them; pytest drops
+    # "AssertionError: " from a bare assert's crash line, so the type noted at makereport is used.
+    run = FakeRun()
+    recorder = _recorder(run)
+    item: Any = SimpleNamespace(nodeid="test_m.py::t")
+    crash: Any = SimpleNamespace(reprcrash=SimpleNamespace(message="assert 1 == 2"))
+    for call_type, teardown_type in (("AssertionError", None), (None, "OSError")):
+        phases = [("setup", None), ("call", call_type), ("teardown", teardown_type)]
+        for when, exc_type in phases:
+            excinfo = None if exc_type is None else SimpleNamespace(typename=exc_type)
+            call: Any = SimpleNamespace(when=when, excinfo=excinfo)
+            recorder.pytest_runtest_makereport(item, call)
+        for when, exc_type in phases:
+            failed = exc_type is not None
+            outcome = "rerun" if failed and when == "call" else "failed" if failed else "passed"
+            recorder.pytest_runtest_logreport(
+                _report("test_m.py::t", when, outcome, crash if failed else None)
+            )
+    messages = [str(a.message).splitlines()[0] for _, a in recorder.done]
+    assert messages == ["AssertionError: assert 1 == 2", "OSError: assert 1 == 2"]
+    assert recorder.exc_types == {}

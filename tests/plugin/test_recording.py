@@ -327,6 +327,17 @@ def test_xdist_with_reruns_records_worker_ids_and_count(pytester: pytest.Pyteste
     assert [(row[2], row[4]) for row in runs(db)] == [(2, 1)]
 
 
+def test_xdist_failure_messages_lead_with_the_type_known_on_the_worker(
+    pytester: pytest.Pytester,
+) -> None:
+    # pytest drops "AssertionError: " from a bare assert's crash line; only the worker that ran
+    # the test knows the type, so it must travel on the report to the controller.
+    pytester.makepyfile(test_bare="def test_bare():\n    assert 1 == 2\n")
+    _run_subprocess(pytester, "-n", "2").assert_outcomes(failed=1)
+    [(message,)] = query(_db(pytester), "SELECT message FROM results")
+    assert str(message).splitlines()[0] == "AssertionError: assert 1 == 2"
+
+
 @pytest.mark.parametrize("xdist_args", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_killed_session_stays_unfinished(
     pytester: pytest.Pytester, xdist_args: tuple[str, ...]
