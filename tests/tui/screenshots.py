@@ -26,6 +26,11 @@ async def _settle(app: FlaketuiApp, pilot: object) -> None:
     for _ in range(3):
         await app.workers.wait_for_complete()
         await pilot.pause()  # type: ignore[attr-defined]
+    table = app.main_screen.query_one(FlakeTable)
+    while table.row_count < len(table.rows_by_key):  # rows after the first screenful
+        await pilot.pause(0.01)  # type: ignore[attr-defined]
+    app.clear_notifications()
+    await pilot.pause()  # type: ignore[attr-defined]
 
 
 async def shoot(work: Path) -> dict[str, Path]:
@@ -42,6 +47,7 @@ async def shoot(work: Path) -> dict[str, Path]:
         await _settle(app, pilot)
         shots["main"] = Path(app.save_screenshot("main.svg", str(work)))
         await pilot.press("4", "f")
+        await _settle(app, pilot)
         table = app.main_screen.query_one(FlakeTable)
         keys = [str(key.value) for key in table.rows]
         table.move_cursor(row=next(i for i, k in enumerate(keys) if "g:tests/billing/" in k))
@@ -57,6 +63,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="flaketui-shots-") as tmp:
         work = Path(tmp)
         shutil.copyfile(ROOT / "sample_data" / "history.db", work / "history.db")
+        # Owners come from the CODEOWNERS beside the history, as for the sample in place.
+        shutil.copyfile(ROOT / "sample_data" / "CODEOWNERS", work / "CODEOWNERS")
         os.chdir(work)
         for name, svg in asyncio.run(shoot(work)).items():
             target = DOCS / f"{name}.png"

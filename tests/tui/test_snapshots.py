@@ -36,9 +36,20 @@ def sample_app(
 
 
 async def _settle(pilot: Pilot[Any]) -> None:
+    """Workers done, every row in the table: the picture no longer depends on timing."""
+    app: FlaketuiApp = pilot.app  # type: ignore[assignment]
     for _ in range(3):
-        await pilot.app.workers.wait_for_complete()
+        await app.workers.wait_for_complete()
         await pilot.pause()
+    table = app.main_screen.query_one(FlakeTable)
+    while table.row_count < len(table.rows_by_key):
+        await pilot.pause(0.01)
+
+
+async def _quiet(pilot: Pilot[Any]) -> None:
+    """No toasts: whether one is still up at capture time would depend on machine speed."""
+    pilot.app.clear_notifications()
+    await pilot.pause()
 
 
 async def _focus_row(pilot: Pilot[Any], needle: str) -> None:
@@ -58,9 +69,11 @@ def test_grouped_by_family(snap_compare: Any, sample_app: FlaketuiApp) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         await _settle(pilot)
         await pilot.press("4", "f")
+        await _settle(pilot)
         await _focus_row(pilot, "g:tests/billing/")
         await pilot.press("space")
-        await pilot.pause()
+        await _settle(pilot)
+        await _quiet(pilot)
 
     assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
 
@@ -69,9 +82,11 @@ def test_detail_of_the_billing_family(snap_compare: Any, sample_app: FlaketuiApp
     async def run_before(pilot: Pilot[Any]) -> None:
         await _settle(pilot)
         await pilot.press("4", "f")
+        await _settle(pilot)
         await _focus_row(pilot, "g:tests/billing/")
         await pilot.press("enter")
         await _settle(pilot)
+        await _quiet(pilot)
 
     assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
 
