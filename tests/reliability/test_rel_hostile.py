@@ -15,6 +15,9 @@ from typing import Any, ClassVar
 import pytest
 from reliability_support import child_command, child_env, junit_case
 
+from flaketui.core.errors import ReportError
+from flaketui.core.ingest import junit
+
 # A child's RSS may grow this much over its size before the ingest (expat buffers, one chunk).
 GROWTH_BOUND_KIB = 30 * 1024
 PEAK_BOUND_KIB = 100 * 1024
@@ -99,6 +102,11 @@ def hostile_files(base: str) -> dict[str, str]:
             '<?xml version="1.0"?>\n<!DOCTYPE testsuite PUBLIC "-//X//DTD JUnit//EN" '
             f'"{base}/public.dtd">\n<testsuite name="s">{CASES}</testsuite>\n'
         ),
+        "unparsed-entity": (
+            '<?xml version="1.0"?>\n<!DOCTYPE testsuite [<!NOTATION gif SYSTEM "image/gif">'
+            f'<!ENTITY logo SYSTEM "{base}/logo.gif" NDATA gif>]>\n'
+            f'<testsuite name="s">{CASES}</testsuite>\n'
+        ),
     }
 
 
@@ -155,6 +163,7 @@ def test_hostile_report_is_refused_offline_in_bounded_memory(
     assert outcome["sockets"] == []
     assert outcomes["_server"]["requests"] == []
     peak, before = int(outcome["peak_kib"]), int(outcome["rss_before_kib"])
+    print(f"{name}: refused; peak RSS {peak} KiB, growth {peak - before} KiB")
     assert peak - before < GROWTH_BOUND_KIB, (peak, before)
     assert peak < PEAK_BOUND_KIB, peak
     # Refused means nothing was written: the history holds no run at all.
@@ -171,3 +180,37 @@ def test_xinclude_and_stylesheet_hrefs_are_never_fetched(
     assert outcome["runs"] == 1
     assert outcome["sockets"] == []
     assert outcomes["_server"]["requests"] == []
+
+
+# Behind the DOCTYPE refusal, each further line of defence must refuse on its own: with every
+# other handler cleared, the files it is there for are still refused before any expansion.
+REFUSING_HANDLERS = (
+    "StartDoctypeDeclHandler",
+    "EntityDeclHandler",
+    "UnparsedEntityDeclHandler",
+    "ExternalEntityRefHandler",
+)
+LAYERS = {
+    "EntityDeclHandler": [
+        "billion-laughs",
+        "quadratic-blowup",
+        "external-entity-http",
+        "external-entity-file",
+        "parameter-entity",
+        "unparsed-entity",
+    ],
+    "ExternalEntityRefHandler": ["external-entity-http", "external-entity-file"],
+    "UnparsedEntityDeclHandler": ["unparsed-entity"],
+}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_each_line_of_defence_refuses_on_its_own(layer: str) -> None:
+    files = hostile_files("http://127.0.0.1:9")  # never contacted: refusal comes first
+    for name in LAYERS[layer]:
+        parser = junit._new_parser(name)
+        for handler in REFUSING_HANDLERS:
+            if handler != layer:
+                setattr(parser, handler, None)
+        with pytest.raises(ReportError, match="refused: DTDs and entities are not allowed"):
+            parser.Parse(files[name].encode(), True)

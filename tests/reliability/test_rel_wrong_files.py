@@ -13,6 +13,8 @@ import pytest
 from reliability_support import (
     TS,
     assert_one_line_error,
+    child_command,
+    child_env,
     file_state,
     invoke,
     junit_case,
@@ -243,3 +245,33 @@ def test_error_messages_stay_one_line_whatever_the_file_is_called(tmp_path: Path
     skip.write_text("{\n")
     result = invoke("export", history, "--format", "json", "--skip-file", skip, *NOW)
     assert_one_line_error(result, "broken skip.json")
+
+
+def test_the_installed_command_line_prints_one_line_on_stderr(tmp_path: Path) -> None:
+    """Through the real entry point in a fresh process (not click's test runner): exit 1, one
+    `Error:` line on stderr, nothing on stdout, no traceback."""
+    history = good_history(tmp_path / "history.db")
+    not_xml = tmp_path / "report.xml"
+    not_xml.write_text("<testsuite><testcase name='t'>\n")
+    not_sqlite = tmp_path / "notes.db"
+    not_sqlite.write_bytes(NOT_SQLITE["text"])
+    broken_skip = tmp_path / "q.json"
+    broken_skip.write_text(BROKEN_SKIP_FILES["trailing-comma"])
+    cases: list[tuple[list[str | Path], Path]] = [
+        (["ingest", history, not_xml, "--no-detect"], not_xml),
+        (["report", not_sqlite, *NOW], not_sqlite),
+        (
+            ["quarantine", history, TEST_ID, "--reason", "r", "--skip-file", broken_skip],
+            broken_skip,
+        ),
+    ]
+    for args, named in cases:
+        before = file_state(named)
+        proc = subprocess.run(
+            child_command("cli", *args), env=child_env(), capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stdout == ""
+        assert proc.stderr.startswith("Error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert str(named) in proc.stderr and "Traceback" not in proc.stderr
+        assert file_state(named) == before
