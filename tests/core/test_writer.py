@@ -506,3 +506,34 @@ def test_a_huge_run_feeds_the_rollups_hook_in_slices(
         dumps.append(rows(history, "SELECT * FROM test_day_rollups ORDER BY test, day, suite"))
     assert dumps[0] == dumps[1]
     assert len(dumps[0]) == 8
+
+
+def test_two_recorders_sharing_a_run_number_attempts_after_each_other(tmp_path: Path) -> None:
+    """Each recorder re-reads what the run holds when the other has committed in between."""
+    meta = RunMeta(run_id="shared", ts=TS)
+    first = RunRecorder(open_history(tmp_path / "h.db"), meta)
+    second = RunRecorder(open_history(tmp_path / "h.db"), meta)
+    first.add([case("t.py::a", "fail")])
+    second.add([case("t.py::a", "pass"), case("t.py::b", "fail")])
+    first.add([case("t.py::b", "pass"), case("t.py::c", "pass")])
+    second.add([case("t.py::c", "fail")])
+    first.add([case("t.py::a", "pass")])  # nobody wrote in between: its own knowledge holds
+    db = open_history(tmp_path / "h.db")
+    assert rows(
+        db,
+        "SELECT t.test_id, r.attempt, r.outcome FROM results r JOIN tests t ON t.id = r.test"
+        " ORDER BY t.test_id, r.attempt",
+    ) == [
+        ("t.py::a", 1, "fail"),
+        ("t.py::a", 2, "pass"),
+        ("t.py::a", 3, "pass"),
+        ("t.py::b", 1, "fail"),
+        ("t.py::b", 2, "pass"),
+        ("t.py::c", 1, "pass"),
+        ("t.py::c", 2, "fail"),
+    ]
+    assert rows(
+        db,
+        "SELECT t.test_id, tr.outcome, tr.attempts FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        " ORDER BY t.test_id",
+    ) == [("t.py::a", "flaky", 3), ("t.py::b", "flaky", 2), ("t.py::c", "flaky", 2)]

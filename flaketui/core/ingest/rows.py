@@ -211,11 +211,12 @@ def case_rows(cases: Iterable[CaseResult]) -> Iterator[CaseRow]:
 class RunWriter:
     """Appends attempts to one run, resolving test and signature ids through bounded caches.
 
-    ``exclusive``: the caller's one transaction holds the run for this writer's whole life
-    (ingest_reports). Then the tests the run already has are read once into a bitmap, and a
-    test's first case in the run is written with plain inserts (attempts numbered here, per-run
-    row computed here); only repeats take the slower SQL paths. Without it (the recorder, whose
-    run other processes may append to between its transactions) every case takes them.
+    ``exclusive``: nobody else writes the run while this writer does (ingest_reports: one
+    transaction; the recorder: several, calling track_run again when another connection has
+    committed in between). The tests the run already holds are read into a bitmap, and a test's
+    first case in the run is written with plain inserts (attempts numbered here, per-run row
+    computed here); only repeats take the SQL paths (max(attempt) + 1, dirty per-run row).
+    Without it every case takes them.
     """
 
     def __init__(
@@ -248,14 +249,18 @@ class RunWriter:
         )
         # exclusive: one byte per test row id, 1 when the run may already hold its attempts
         self.seen: bytearray | None = None
-        self.repeats = True  # whether a repeat may have marked a per-run row dirty
+        self.repeats = not exclusive  # whether a repeat may have marked a per-run row dirty
         if exclusive:
-            self.seen = bytearray()
-            self.repeats = False
-            for (test_pk,) in conn.execute(
-                "SELECT DISTINCT test FROM results WHERE run = ?", (run_pk,)
-            ):
-                self._mark_seen(int(test_pk))
+            self.track_run()
+
+    def track_run(self) -> None:
+        """Read which tests the run holds; until someone else writes it, a test's first case
+        takes the plain-insert path. Call it inside the write transaction."""
+        self.seen = bytearray()
+        for (test_pk,) in self.conn.execute(
+            "SELECT DISTINCT test FROM results WHERE run = ?", (self.run_pk,)
+        ):
+            self._mark_seen(int(test_pk))
 
     def _mark_seen(self, test_pk: int) -> None:
         seen = self.seen

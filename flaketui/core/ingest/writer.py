@@ -217,6 +217,9 @@ class RunRecorder:
         self.meta = apply_defaults(meta, config, fallback_run_id=f"pytest-{uuid.uuid4().hex[:16]}")
         self.run_id: str = self.meta.run_id or ""
         self._writer: RunWriter | None = None
+        # PRAGMA data_version inside our last transaction: another connection's commit changes
+        # it, and then the writer's knowledge of which tests the run holds is re-read.
+        self._data_version: int | None = None
         self.results = 0
 
     def _start(self, conn: sqlite3.Connection) -> RunWriter:
@@ -227,7 +230,7 @@ class RunRecorder:
         else:
             run_pk, ts = found
             conn.execute("UPDATE runs SET finished = 0 WHERE id = ?", (run_pk,))
-        return RunWriter(conn, run_pk, ts, self.config)
+        return RunWriter(conn, run_pk, ts, self.config, exclusive=True)
 
     def add(self, cases: Iterable[CaseResult]) -> None:
         """Record a batch of attempts in one transaction; later attempts of a test append."""
@@ -236,7 +239,15 @@ class RunRecorder:
             return
         conn = self.conn
         with transaction(conn):
-            writer = self._writer if self._writer is not None else self._start(conn)
+            version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+            if self._writer is None:
+                writer = self._start(conn)
+            else:
+                writer = self._writer
+                if version != self._data_version:
+                    # Someone else committed since our last batch (maybe to this run: sharded
+                    # sessions share a CI run id): what the run holds must be read again.
+                    writer.track_run()
             try:
                 touched: set[int] = set()
                 added = writer.write(batch, touched)
@@ -246,6 +257,7 @@ class RunRecorder:
                 writer.forget()  # its cached ids may name rows being rolled back
                 raise
         self._writer = writer
+        self._data_version = version
         self.results += added
 
     def finish(self) -> None:
