@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -25,9 +26,7 @@ from flaketui.tui.loaders import (
     release_test,
 )
 from flaketui.tui.messages import HistoryChanged, WriteDone
-from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.export_modal import ExportModal
-from flaketui.tui.screens.help import HelpScreen
 from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 from flaketui.tui.startup import Preload, make_source
@@ -103,6 +102,8 @@ class FlaketuiApp(App[None]):
 
     def _target(self) -> tuple[str, object] | None:
         """The test or family the active screen points at, with its report item."""
+        from flaketui.tui.screens.detail import DetailScreen
+
         screen = self.screen
         if isinstance(screen, DetailScreen):
             return screen.key, screen.item
@@ -175,8 +176,20 @@ class FlaketuiApp(App[None]):
 
     def action_help(self) -> None:
         """Show keys and column meanings."""
+        from flaketui.tui.screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)
+    def warm_up(self) -> None:
+        """Import the screens the first screen does not need, once it is up and loaded.
+
+        The detail screen (plotext) and the help (Markdown) cost about 0.2 s of imports that
+        the first ranked screen should not wait for, nor the first Enter or `?` on the UI thread.
+        """
+        importlib.import_module("flaketui.tui.screens.detail")
+        importlib.import_module("flaketui.tui.screens.help")
 
     def run_write(self, job: Callable[[], str], *, reload: bool = True) -> None:
         """Run a write in its own worker group, which no load cancels."""

@@ -107,3 +107,17 @@ def test_gc_is_paused_while_any_load_runs_and_restored_after() -> None:
     worker.join()
     assert inside == [False, False]
     assert gc.isenabled()
+
+
+def test_the_app_starts_without_the_heavy_optional_imports() -> None:
+    # Plotting (detail), Markdown (help) and sqlite-utils (pandas, numpy) load after the first
+    # screen, in workers: the start-up race of SPEC §9 is against a bare Textual app.
+    probe = (
+        "import sys, flaketui.tui.startup, flaketui.tui.app\n"
+        "heavy = ('textual_plotext', 'plotext', 'markdown_it', 'sqlite_utils', 'pandas', 'numpy')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
