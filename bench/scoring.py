@@ -12,10 +12,11 @@ Medians of --repeat interleaved rounds of:
 The last stdout line is one JSON object: results, rescore_s, scan_s, pandas_s, scan_ratio
 (rescore / scan, target <= 1.0), pandas_speedup (pandas / rescore, target >= 5) and
 recency_max_diff (largest |pandas - flaketui| recency score: the anchor computes the same thing).
-Also rollup_s: flaketui.core.rollups.test_base, the per-test stage-1 facts (counts, recency
-sums, first/last times, blast-radius inputs) read from the per-day rollups plus the raw edge days,
-with rollup_scan_ratio / rollup_pandas_speedup beside it (rollups are built once if missing:
-rollup_build_s).
+The rescore reads the rollups (flaketui.core.rollups and the sequence tables of
+flaketui.core.seq_rollups), which the writer keeps; a history written before them (or before
+their current version) gets them built once, outside the timed rounds: rollup_build_s.
+Also rollup_s: flaketui.core.rollups.test_base alone, the per-test stage-1 facts (counts, recency
+sums, first/last times, blast-radius inputs), with rollup_scan_ratio / rollup_pandas_speedup.
 """
 
 from __future__ import annotations

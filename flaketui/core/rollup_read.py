@@ -1,8 +1,9 @@
 """Read the sequence rollups: evidence of tests, families and signature groups over a window.
 
-Whole days strictly inside the window come from the day rows (flaketui.core.seq_rollups), the
-two partial edge days from the raw rows in the same shape, and `rollup_sql.chain` joins them in
-day order. The result equals `flaketui.core.evidence._ANALYSIS` over the raw rows, except that
+Whole days of the window come from the day rows (flaketui.core.seq_rollups), the partial edge
+days (rollups.window_params: usually just the first) from the raw rows in the same shape.
+`sequences` chains the days with a failure through pointers to the previous day with runs.
+The result equals `flaketui.core.evidence._ANALYSIS` over the raw rows, except that
 `last_good_commit` / `last_good_at` are only looked up when the default branch ends in a bad
 streak (the only case a verdict reads them).
 """

@@ -5,8 +5,8 @@ that day reduced to what a time-ordered analysis needs when days are chained: co
 first and last bad state, flips inside the day, the clean runs after the day's last failure,
 the same on the default branch alone (bad stretches started, recoveries, the trailing bad
 run count), and the recency sums relative to the day's start (as in test_day_rollups).
-Chaining ordered day rows gives exactly what `flaketui.core.evidence._ANALYSIS` computes over
-the raw rows: flips = flips inside days + changes across consecutive days, and so on.
+Chaining ordered day rows (flaketui.core.rollup_read.sequences) gives exactly what
+`flaketui.core.evidence._ANALYSIS` computes over the raw rows.
 
 Every statement reads the counted runs of SPEC §4 (not skipped, not edited, no incident);
 the window (time range) is the caller's `{where}`.
@@ -118,60 +118,6 @@ SELECT key, day, count(*) AS runs, sum(is_main) AS main_runs, sum(flaky) AS flak
         _LISTS_SELECT if lists else ""
     }
 FROM w GROUP BY key, day"""
-
-
-def chain(days: str) -> str:
-    """Per-key evidence from ordered day rows (`days`: a query of key, day, SEQ_COLUMNS).
-
-    Weighted sums need :now_jd, :ln2_per_h, :main_weight, :other_weight.
-    """
-    return f"""
-WITH d AS ({days}),
-x AS (
-    SELECT d.*, lag(last_bad) OVER (PARTITION BY key ORDER BY day) AS prev_last,
-        max(CASE WHEN failed_any_runs > 0 THEN day END) OVER (PARTITION BY key) AS fail_day,
-        max(CASE WHEN main_runs > main_trail_bad THEN day END) OVER (PARTITION BY key)
-            AS good_day,
-        exp(-:ln2_per_h * (:now_jd - julianday(day))) AS f
-    FROM d
-),
-m AS (
-    SELECT key, sum(main_first_bad = 1 AND coalesce(prev_mlast, 0) = 0) AS starts,
-        sum(main_first_bad = 0 AND prev_mlast = 1) AS recov,
-        sum(prev_mlast IS NOT NULL AND prev_mlast <> main_first_bad) AS flips
-    FROM (
-        SELECT key, main_first_bad,
-            lag(main_last_bad) OVER (PARTITION BY key ORDER BY day) AS prev_mlast
-        FROM d WHERE main_runs > 0
-    )
-    GROUP BY key
-),
-a AS (
-    SELECT key, sum(runs) AS runs, sum(flaky_runs) AS flaky_runs,
-        sum(failed_runs) AS failed_runs, sum(failed_any_runs) AS failed_any_runs,
-        sum(flips_in) + sum(prev_last IS NOT NULL AND prev_last <> first_bad) AS flips,
-        CASE WHEN max(fail_day) IS NULL THEN sum(runs) ELSE sum(
-            CASE WHEN day > fail_day THEN runs WHEN day = fail_day THEN tail_clean ELSE 0 END
-        ) END AS clean_tail,
-        total(f * (:main_weight * main_w_bad + :other_weight * other_w_bad)) AS weighted_bad,
-        total(f * (:main_weight * main_w + :other_weight * other_w)) AS weighted_total,
-        sum(main_runs) AS main_runs, sum(main_bad) AS main_bad,
-        sum(main_starts_in) AS starts_in, sum(main_recov_in) AS recov_in,
-        sum(CASE WHEN good_day IS NULL OR day >= good_day THEN main_trail_bad ELSE 0 END)
-            AS streak,
-        sum(CASE WHEN good_day IS NULL OR day >= good_day THEN main_trail_flaky ELSE 0 END)
-            AS streak_flaky,
-        max(good_day) IS NOT NULL AS has_good
-    FROM x GROUP BY key
-)
-SELECT a.key, a.runs, a.flaky_runs, a.failed_runs, a.failed_any_runs, a.flips, a.clean_tail,
-    a.weighted_bad, a.weighted_total, a.main_runs, a.main_bad,
-    a.starts_in + coalesce(m.starts, 0) AS main_bad_streaks,
-    a.recov_in + coalesce(m.recov, 0) AS main_recoveries,
-    a.starts_in + a.recov_in + coalesce(m.flips, 0) AS main_flips,
-    CASE WHEN a.has_good THEN a.main_runs - a.streak ELSE 0 END AS good_rn,
-    a.streak, a.streak_flaky
-FROM a LEFT JOIN m ON m.key = a.key"""
 
 
 # Mixed commits: (key, commit) pairs with both a good and a bad counted unit over the whole

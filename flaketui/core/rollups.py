@@ -14,9 +14,14 @@ Each refresh recomputes its rows from the raw test_runs, so it is exact whatever
 (attempts appended across batches, a test-run replaced). Any other writer of test_runs or
 runs.incident must call `refresh_run(s)` too (or `rebuild`).
 
-Reading (`test_base`): whole days strictly inside the window come from the rollups; the two edge
-days (the window starts and ends mid-day) come from the raw rows, so the result equals a scan of
-the raw rows over the window.
+The sequence tables of flaketui.core.seq_rollups (per-day sequence facts of tests and
+families, same-commit pairs, signature counts) are created, rebuilt, refreshed and pruned by the
+same calls; `VERSION` in `meta` names the set, and a history with an older set is rebuilt at its
+next write and read from raw rows until then. merge and prune call the same hooks.
+
+Reading (`test_base`): whole days of the window come from the rollups; the partial edge days
+(`window_params`: the first day when runs of it precede the window, the last when runs of it
+follow now) come from the raw rows, so the result equals a scan of the raw rows over the window.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ META_KEY = "rollup_half_life_days"
 # Bumped when the set of rollup tables changes: an older set is rebuilt at the next write
 # and not read before (the reader falls back to raw rows).
 VERSION_KEY = "rollup_version"
-VERSION = "2"
+VERSION = "3"
 UNIX_EPOCH_JD = 2440587.5  # julianday('1970-01-01')
 
 _SCHEMA = """
@@ -51,13 +56,9 @@ CREATE TABLE IF NOT EXISTS test_day_rollups (
     failed_runs     INTEGER NOT NULL,       -- bad: first attempt failed
     failed_any_runs INTEGER NOT NULL,       -- outcome other than pass
     max_attempts    INTEGER NOT NULL,
-    first_ts        TEXT NOT NULL,
-    last_ts         TEXT NOT NULL,
-    last_failure_ts TEXT,
-    main_w          REAL NOT NULL,          -- sum of 2^((ts - day)/h) over main runs
-    main_w_bad      REAL NOT NULL,          -- ... over main runs that failed in any attempt
-    other_w         REAL NOT NULL,
-    other_w_bad     REAL NOT NULL,
+    first_s         INTEGER NOT NULL,       -- unix seconds of the first, last and last failed
+    last_s          INTEGER NOT NULL,       -- run (4 bytes each instead of an ISO string)
+    last_failure_s  INTEGER,
     PRIMARY KEY (test, suite, day)  -- scans come out grouped by (test, suite)
 ) WITHOUT ROWID
 """
@@ -71,21 +72,18 @@ SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     sum(tr.bad) AS failed_runs,
     sum(tr.outcome <> 'pass') AS failed_any_runs,
     max(tr.attempts) AS max_attempts,
-    min(tr.ts) AS first_ts,
-    max(tr.ts) AS last_ts,
-    max(CASE WHEN tr.outcome <> 'pass' THEN tr.ts END) AS last_failure_ts,
-    total(CASE WHEN r.branch_kind = 'main' THEN {w} END) AS main_w,
-    total(CASE WHEN r.branch_kind = 'main' AND tr.outcome <> 'pass' THEN {w} END) AS main_w_bad,
-    total(CASE WHEN r.branch_kind <> 'main' THEN {w} END) AS other_w,
-    total(CASE WHEN r.branch_kind <> 'main' AND tr.outcome <> 'pass' THEN {w} END) AS other_w_bad
+    CAST(strftime('%s', min(tr.ts)) AS INTEGER) AS first_s,
+    CAST(strftime('%s', max(tr.ts)) AS INTEGER) AS last_s,
+    CAST(strftime('%s', max(CASE WHEN tr.outcome <> 'pass' THEN tr.ts END)) AS INTEGER)
+        AS last_failure_s
 FROM test_runs tr JOIN runs r ON r.id = tr.run
 WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0 AND {where}
 GROUP BY tr.test, substr(tr.ts, 1, 10), r.suite
-""".replace("{w}", "exp(:ln2_per_h * (julianday(tr.ts) - julianday(substr(tr.ts, 1, 10))))")
+"""
 
 _COLUMNS = (
     "test, day, suite, runs, main_runs, flaky_runs, failed_runs, failed_any_runs, max_attempts,"
-    " first_ts, last_ts, last_failure_ts, main_w, main_w_bad, other_w, other_w_bad"
+    " first_s, last_s, last_failure_s"
 )
 
 
@@ -104,6 +102,11 @@ def _half_life(conn: sqlite3.Connection) -> float | None:
     return float(rows[META_KEY])
 
 
+def half_life(conn: sqlite3.Connection) -> float | None:
+    """The half-life the current rollups were built with; None without current rollups."""
+    return _half_life(conn)
+
+
 def enabled(conn: sqlite3.Connection) -> bool:
     """Whether this history maintains rollups."""
     return _half_life(conn) is not None
@@ -117,8 +120,9 @@ def answers(conn: sqlite3.Connection, config: Config) -> bool:
 def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life_days) -> int:
     """(Re)create every rollup row from the raw rows, inside the caller's transaction."""
     ensure_sql_functions(conn)
+    # Dropped and created again: an older version's table may have other columns.
+    conn.execute("DROP TABLE IF EXISTS test_day_rollups")
     conn.execute(_SCHEMA)
-    conn.execute("DELETE FROM test_day_rollups")
     conn.executemany(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
         [(META_KEY, repr(half_life_days)), (VERSION_KEY, VERSION)],
@@ -177,12 +181,64 @@ def refresh_run(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | No
     seq_rollups.refresh_commits(conn, [row[1]], tests)
 
 
-def after_write(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | None = None) -> None:
-    """The writer's hook: refresh what a run feeds; a history without rollups gets them built."""
-    if enabled(conn):
-        refresh_run(conn, run_pk, tests)
-    else:
+def after_write(
+    conn: sqlite3.Connection,
+    run_pk: int,
+    tests: Iterable[int] | None = None,
+    *,
+    appended: bool = False,
+) -> None:
+    """The writer's hook: refresh what a run feeds; a history without rollups gets them built.
+
+    appended=True promises that every test-run of `tests` (None: of the run) in this run was
+    inserted by the caller's transaction. When the run is also later than every other run of
+    its day, its rows are then added to the rollups instead of recomputing the day.
+    """
+    if not enabled(conn):
         rebuild(conn)  # once per history: its first write after rollups existed
+        return
+    row = conn.execute(
+        "SELECT substr(ts, 1, 10), ts, commit_sha FROM runs WHERE id = ?", (run_pk,)
+    ).fetchone()
+    if row is None:
+        return
+    day, ts, commit = str(row[0]), str(row[1]), row[2]
+    if tests is None:
+        tests = [t for (t,) in conn.execute("SELECT test FROM test_runs WHERE run = ?", (run_pk,))]
+    test_pks = sorted(set(tests))
+    later = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE ts >= ? AND ts < date(?, '+1 day') AND id <> ?)",
+        (ts, day, run_pk),
+    ).fetchone()[0]
+    if appended and not later:
+        _append_run(conn, run_pk, day, test_pks)
+    else:
+        refresh(conn, day, test_pks)
+    seq_rollups.refresh_commits(conn, [commit], test_pks)
+
+
+_ADD_RUN = f"""
+INSERT INTO test_day_rollups ({_COLUMNS}) {_AGGREGATE}
+ON CONFLICT (test, suite, day) DO UPDATE SET
+    runs = runs + excluded.runs, main_runs = main_runs + excluded.main_runs,
+    flaky_runs = flaky_runs + excluded.flaky_runs,
+    failed_runs = failed_runs + excluded.failed_runs,
+    failed_any_runs = failed_any_runs + excluded.failed_any_runs,
+    max_attempts = max(max_attempts, excluded.max_attempts),
+    first_s = min(first_s, excluded.first_s), last_s = max(last_s, excluded.last_s),
+    last_failure_s = coalesce(max(last_failure_s, excluded.last_failure_s),
+                              last_failure_s, excluded.last_failure_s)
+"""
+
+
+def _append_run(conn: sqlite3.Connection, run_pk: int, day: str, tests: list[int]) -> None:
+    """Add one run, later than every other of its day, to the rollups of `tests`."""
+    half_life = _half_life(conn)
+    assert half_life is not None
+    params = {"run": run_pk, "tests": json.dumps(tests)}
+    where = "tr.run = :run AND tr.test IN (SELECT value FROM json_each(:tests))"
+    conn.execute(_ADD_RUN.format(where=where), params)
+    seq_rollups.append_run(conn, run_pk, day, tests, math.log(2.0) / half_life)
 
 
 def refresh_runs(conn: sqlite3.Connection, run_pks: Sequence[int]) -> None:
@@ -269,31 +325,23 @@ def window_params(conn: sqlite3.Connection, now: datetime, config: Config) -> di
     }
 
 
-# Per (test, suite) sums over day rows that carry their decay factor f; used for the rollup days
-# (a scan in primary-key order, no sort) and for the raw edge days, then merged (a few rows).
+# Per (test, suite) sums over the rollup days (a scan in primary-key order, no sort) and over
+# the raw edge days, then merged (a few rows).
 _PER_SUITE = """
     SELECT test, suite, sum(runs) AS runs, sum(main_runs) AS main_runs,
         sum(flaky_runs) AS flaky_runs, sum(failed_runs) AS failed_runs,
         sum(failed_any_runs) AS failed_any_runs, max(max_attempts) AS max_attempts,
-        min(first_ts) AS first_ts, max(last_ts) AS last_ts,
-        max(last_failure_ts) AS last_failure_ts,
-        -- each day's sums times that day's decay factor: exact per bucket
-        total(f * (:main_weight * main_w_bad + :other_weight * other_w_bad)) AS weighted_bad,
-        total(f * (:main_weight * main_w + :other_weight * other_w)) AS weighted_total
-    FROM (
-        SELECT *, exp(-:ln2_per_h * (:now_jd - julianday(day))) AS f FROM {source}
-    )
+        min(first_s) AS first_s, max(last_s) AS last_s, max(last_failure_s) AS last_failure_s
+    FROM {source}
     GROUP BY test, suite"""
 
-_ROLLUP_DAYS = "test_day_rollups WHERE day >= :lo_day AND day <= :hi_day{suite_rollup}"
+_ROLLUP_DAYS = "test_day_rollups WHERE day >= :lo_day AND day <= :hi_day"
 _BASE = f"""
 WITH per_suite AS (
     SELECT test, suite, sum(runs) AS runs, sum(main_runs) AS main_runs,
         sum(flaky_runs) AS flaky_runs, sum(failed_runs) AS failed_runs,
         sum(failed_any_runs) AS failed_any_runs, max(max_attempts) AS max_attempts,
-        min(first_ts) AS first_ts, max(last_ts) AS last_ts,
-        max(last_failure_ts) AS last_failure_ts,
-        total(weighted_bad) AS weighted_bad, total(weighted_total) AS weighted_total
+        min(first_s) AS first_s, max(last_s) AS last_s, max(last_failure_s) AS last_failure_s
     FROM (
         {_PER_SUITE.format(source=_ROLLUP_DAYS)}
         UNION ALL
@@ -303,9 +351,10 @@ WITH per_suite AS (
 )
 SELECT test AS key, sum(runs) AS runs, sum(flaky_runs) AS flaky_runs,
     sum(failed_runs) AS failed_runs, sum(failed_any_runs) AS failed_any_runs,
-    total(weighted_bad) AS weighted_bad, total(weighted_total) AS weighted_total,
-    min(first_ts) AS first_ts, max(last_ts) AS last_ts,
-    max(last_failure_ts) AS last_failure_at, max(max_attempts) AS max_attempts,
+    strftime('%Y-%m-%dT%H:%M:%SZ', min(first_s), 'unixepoch') AS first_ts,
+    strftime('%Y-%m-%dT%H:%M:%SZ', max(last_s), 'unixepoch') AS last_ts,
+    strftime('%Y-%m-%dT%H:%M:%SZ', max(last_failure_s), 'unixepoch') AS last_failure_at,
+    max(max_attempts) AS max_attempts,
     max(main_runs > 0 AND gating) AS gates_main, max(runs > main_runs AND gating) AS gates_branch,
     sum(main_runs) AS main_runs, min(suite) AS suite_min, max(suite) AS suite_max,
     json_group_object(suite, json_array(runs, max_attempts)) AS suites_json
@@ -313,6 +362,29 @@ FROM (
     SELECT *, suite NOT IN (SELECT value FROM json_each(:non_gating)) AS gating FROM per_suite
 )
 GROUP BY test
+"""
+
+# Recency sums per test (all suites): each rollup day's sums relative to its start times the
+# day's decay factor (exact per bucket), in primary-key order; the raw edge days apart.
+_WEIGHTS = """
+SELECT test,
+    total(f * (:main_weight * main_w_bad + :other_weight * other_w_bad)),
+    total(f * (:main_weight * main_w + :other_weight * other_w))
+FROM (
+    SELECT *, exp(-:ln2_per_h * (:now_jd - julianday(day))) AS f FROM test_day_seq
+    WHERE day >= :lo_day AND day <= :hi_day
+)
+GROUP BY test
+"""
+_EDGE_WEIGHTS = """
+SELECT tr.test, total(w * (tr.outcome <> 'pass')), total(w)
+FROM (
+    SELECT tr.*, exp(-:ln2_per_h * max(0.0, :now_jd - julianday(tr.ts)))
+        * CASE WHEN r.branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS w
+    FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id
+    WHERE {edges} AND r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+) tr
+GROUP BY tr.test
 """
 
 
@@ -329,10 +401,11 @@ def test_base(
     Keys: key (tests.id), runs, flaky_runs, failed_runs, failed_any_runs, weighted_bad,
     weighted_total, first_ts, last_ts, last_failure_at, max_attempts, gates_main,
     gates_branch, main_runs, suite_min, suite_max, suites ({suite: (runs, max attempts)}).
-    None when the rollups cannot answer exactly (none kept, other half-life, branch filter).
+    None when the rollups cannot answer exactly (none kept, other half-life, a suite or branch
+    filter: the recency sums are kept across suites).
     """
     half_life = _half_life(conn)
-    if half_life is None or half_life != config.half_life_days or branch_kind is not None:
+    if half_life != config.half_life_days or suite is not None or branch_kind is not None:
         return None
     ensure_sql_functions(conn)
     params: dict[str, Any] = {
@@ -340,19 +413,19 @@ def test_base(
         "ln2_per_h": math.log(2.0) / half_life,
         "non_gating": json.dumps(list(config.non_gating_suites)),
     }
-    suite_raw = suite_rollup = ""
-    if suite is not None:
-        params["suite"] = suite
-        suite_rollup, suite_raw = " AND suite = :suite", " AND r.suite = :suite"
-    # Edge days from raw rows: the window's first day after `start`, its last day up to `now`.
-    edge_where = EDGE_RUNS + suite_raw
-    sql = _BASE.format(suite_rollup=suite_rollup, edges=_AGGREGATE.format(where=edge_where))
-    cursor = conn.execute(sql, params)
+    weights: dict[int, list[float]] = {}
+    for sql in (_WEIGHTS, _EDGE_WEIGHTS.format(edges=EDGE_RUNS)):
+        for test, w_bad, w_total in conn.execute(sql, params):
+            sums = weights.setdefault(test, [0.0, 0.0])
+            sums[0] += w_bad
+            sums[1] += w_total
+    cursor = conn.execute(_BASE.format(edges=_AGGREGATE.format(where=EDGE_RUNS)), params)
     names = [col[0] for col in cursor.description]
     out = []
     for row in cursor:
         item = dict(zip(names, row, strict=True))
         suites = json.loads(item.pop("suites_json"))
         item["suites"] = {name: (int(v[0]), int(v[1])) for name, v in suites.items()}
+        item["weighted_bad"], item["weighted_total"] = weights[item["key"]]
         out.append(item)
     return out

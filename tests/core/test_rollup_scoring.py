@@ -7,6 +7,7 @@ Every comparison runs the same request twice: once as shipped (rollups answer) a
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 import shutil
@@ -387,3 +388,45 @@ def test_writer_incidents_merge_and_prune_keep_every_table_exact(tmp_path: Path)
     prune_history(db, 6.3, now=now)
     assert_maintained(db)
     assert_everything_agrees(db, now, Config(window_days=5))
+
+
+def test_appended_runs_are_added_exactly(tmp_path: Path) -> None:
+    """after_write(appended=True): later runs are added, out-of-order ones recomputed."""
+    db = open_history(tmp_path / "h.db")
+    hb = HistoryBuilder(db)
+    rng = random.Random(7)
+    tests = [
+        "tests/t.py::test_a",
+        "tests/t.py::test_p[1]",
+        "tests/t.py::test_p[2]",
+        "tests/u.py::test_u",
+    ]
+    start = datetime(2026, 11, 1, 6, tzinfo=UTC)
+    _with_rollups(db)  # empty history: rollups on from the start
+    hours = sorted(rng.uniform(0, 24 * 9) for _ in range(60))
+    hours[20:25] = [hours[19] - 1.5, hours[18] - 0.2, hours[24], hours[24], hours[24]]  # late ones
+    for index, offset in enumerate(hours):
+        run = hb.run(
+            ts=start + timedelta(hours=offset),
+            branch_kind=rng.choice(["main", "main", "pr"]),
+            commit=f"c{index // 3}",
+            suite=rng.choice(["unit", "nightly"]),
+        )
+        picked = [t for t in tests if rng.random() < 0.8]
+        halves = (picked[: len(picked) // 2], picked[len(picked) // 2 :])  # two recorder batches
+        for batch in halves:
+            for test in batch:
+                run.result(test, rng.choice([["pass"], ["pass"], ["fail", "pass"], ["fail"]]))
+            pks = [
+                pk
+                for (pk,) in db.conn.execute(
+                    "SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(batch),),
+                )
+            ]
+            with transaction(db.conn):
+                rollups.after_write(db.conn, run.run_pk, pks, appended=True)
+        if index % 20 == 19:
+            assert_maintained(db)
+    assert_maintained(db)
+    assert_everything_agrees(db, start + timedelta(days=9), Config(window_days=5, n_min=3))
