@@ -71,6 +71,9 @@ class FlaketuiApp(App[None]):
         """Show the list and start watching the history file."""
         self.sub_title = self.source.display
         self.push_screen(self.main_screen)
+        # While the ranking loads (in a child process, usually) this process is idle: a good
+        # time to import the screens the first screen does not need.
+        self.call_after_refresh(self.warm_up)
         if self.source.readonly:
             self.notify(READ_ONLY_NOTICE, title="Read-only history", timeout=8)
         if self.poll_history:
@@ -183,7 +186,7 @@ class FlaketuiApp(App[None]):
 
     @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)
     def warm_up(self) -> None:
-        """Import the screens the first screen does not need, once it is up and loaded.
+        """Import the screens the first screen does not need, once it is drawn.
 
         The detail screen (plotext) and the help (Markdown) cost about 0.2 s of imports that
         the first ranked screen should not wait for, nor the first Enter or `?` on the UI thread.

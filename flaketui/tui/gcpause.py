@@ -3,8 +3,8 @@
 A load allocates millions of short-lived objects; each allocation burst can trigger a full
 collection, which walks every tracked object holding the GIL, and the event loop feels that
 walk as a stall of hundreds of milliseconds (SPEC §9: no stall over 100 ms while loading).
-The collector is paused while any load runs and resumed when the last one ends; reference
-counting still frees everything that is not in a cycle meanwhile.
+The collector is paused while any load runs and resumed when the last one ends, with what
+survived frozen; reference counting still frees everything that is not in a cycle meanwhile.
 """
 
 from __future__ import annotations
@@ -34,4 +34,8 @@ def gc_paused() -> Iterator[None]:
         with _lock:
             _active -= 1
             if _active == 0 and _was_enabled:
+                # Everything alive now (the loaded report, the app) moves to the permanent
+                # generation: re-enabling would otherwise start a full collection over all of it
+                # at once, itself a stall of a few hundred milliseconds on a large history.
+                gc.freeze()
                 gc.enable()

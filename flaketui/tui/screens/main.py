@@ -205,7 +205,6 @@ class MainScreen(Screen[None]):
         self.data = event.data
         self._show_header()
         self._show_rows(event.state, event.rows, in_place=True)
-        self.flaketui.warm_up()
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:

@@ -201,7 +201,6 @@ class FlakeTable(DataTable[Text]):
         cached = self._cell_render_cache.get(cache_key)
         if cached is not None:
             return cached
-        base_style += Style.from_meta({"row": row_index, "column": column_index})
         component_style, post_style = self._get_styles_to_render_cell(
             False,
             False,
@@ -213,9 +212,13 @@ class FlakeTable(DataTable[Text]):
             self.cursor_foreground_priority == "css",
             self.cursor_background_priority == "css",
         )
+        # The same sums as DataTable's (base + meta, component, cell, post), with the cell's
+        # meta (row and column, for clicks) added last: the other sums repeat from cell to
+        # cell, so Rich's style cache answers them.
+        meta = Style.from_meta({"row": row_index, "column": column_index})
         pre_style = base_style + component_style
-        edge_style = pre_style + post_style
-        text_style = pre_style + _style_of(cell) + post_style
+        edge_style = pre_style + post_style + meta
+        text_style = pre_style + _style_of(cell) + post_style + meta
         padding = self.cell_padding
         inner = max(0, width - 2 * padding)
         plain = cell.plain
