@@ -106,20 +106,26 @@ def _connect(path: Path, how: str) -> sqlite_utils.Database:
 
 
 def open_reader(path: Path) -> sqlite_utils.Database:
-    """A connection that only reads and leaves no -wal or -shm file behind.
+    """A connection that only reads, consistent with writers, leaving no trace when it can.
 
-    - a file nobody may write, with no pending WAL: `immutable=1`, which touches nothing at all;
-    - a writable WAL-mode file: an ordinary connection with `query_only`, because a `mode=ro`
-      connection creates the -wal and -shm files but cannot remove them, while the last ordinary
-      connection to close removes them, as any SQLite client does;
-    - otherwise (a rollback-journal file, such as the committed sample): `mode=ro`.
+    - a WAL-mode file we may write: an ordinary connection with `query_only`, because a
+      `mode=ro` connection creates the -wal and -shm files but cannot remove them, while the
+      last ordinary connection to close removes them, as any SQLite client does;
+    - otherwise `mode=ro` (a rollback-journal file, such as the committed sample, gets no
+      sidecar files at all; a WAL-mode file we may not write shares the writers' -shm, so a
+      read that spans another process's write still sees one snapshot);
+    - `immutable=1` only when `mode=ro` cannot open a file nobody may write (a WAL-mode file
+      whose -shm cannot be created): then there is nothing to coordinate with.
     """
     _check_file(path)
-    if is_read_only(path) and not _pending_wal(path):
-        return _connect(path, "immutable")
     if uses_wal(path) and not is_read_only(path):
         return _connect(path, "plain")
-    return _connect(path, "ro")
+    try:
+        return _connect(path, "ro")
+    except HistoryError:
+        if not is_read_only(path) or _pending_wal(path):
+            raise
+        return _connect(path, "immutable")
 
 
 @contextmanager

@@ -122,7 +122,10 @@ async def test_a_chmod_444_history_opens_read_only_and_says_so(
     assert any("nothing was written" in n for n in notices)
     assert not (tmp_path / "quarantine.json").exists()
     assert _digest(history) == before
-    assert _sidecars(history) == []  # immutable=1: not even a -shm
+    if not wal:
+        assert _sidecars(history) == []  # mode=ro on a rollback journal: no file at all
+    # A WAL-mode history read with mode=ro may keep a -shm: it is how a read stays consistent
+    # with a process writing the file meanwhile (tests/reliability/test_rel_concurrency.py).
 
 
 @pytest.mark.parametrize(
@@ -139,3 +142,27 @@ def test_the_reader_refuses_bad_files_in_one_line(
         open_reader(path)
     if content is not None:
         assert path.read_bytes() == content
+
+
+def test_immutable_only_when_mode_ro_cannot_open_a_file_nobody_may_write(
+    history: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flaketui.tui import history_access
+
+    tried: list[str] = []
+    real_connect = history_access._connect
+
+    def connect(path: Path, how: str) -> object:
+        tried.append(how)
+        if how == "ro":
+            raise HistoryError(f"{path}: unable to open database file")
+        return real_connect(path, how)
+
+    monkeypatch.setattr(history_access, "_connect", connect)
+    history.chmod(0o444)
+    history_access.open_reader(history).conn.close()
+    assert tried == ["ro", "immutable"]
+    history.chmod(0o644)  # writable and in WAL mode: the plain reader, never immutable
+    tried.clear()
+    history_access.open_reader(history).conn.close()
+    assert tried == ["plain"]
