@@ -284,12 +284,6 @@ def _ingest_one_run(db: str, report: str, run_id: str) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs a writer the file's mode bits do not stop")
-@pytest.mark.xfail(
-    strict=True,
-    reason="the app opens a history it may not write with immutable=1, which assumes nobody "
-    "else writes it either (root, or the owner of a shared history): reads span a write and "
-    "see a mix of old and new pages ('database disk image is malformed')",
-)
 def test_a_history_the_app_cannot_write_is_read_consistently_while_another_process_writes(
     tmp_path: Path,
 ) -> None:
