@@ -109,20 +109,37 @@ def sparkline(values: Sequence[float]) -> str:
 # Braille dots filling a column from the bottom: left column, then right column.
 _LEFT_DOTS = (0x40, 0x04, 0x02, 0x01)
 _RIGHT_DOTS = (0x80, 0x20, 0x10, 0x08)
+# Dots lit per level 1..4 (index 0 unused): the list is drawn for every row, so no sums per value.
+_LEFT_LEVELS = tuple(sum(_LEFT_DOTS[:level]) for level in range(5))
+_RIGHT_LEVELS = tuple(sum(_RIGHT_DOTS[:level]) for level in range(5))
 
 
-def _dots(value: float, column: tuple[int, ...]) -> int:
-    level = 1 + max(0, min(3, round(value * 3)))  # one dot is the baseline: zero stays visible
-    return sum(column[:level])
+def _level(value: float) -> int:
+    """1 + round(value * 3) clamped to 1..4 (one dot is the baseline: zero stays visible).
+
+    Written out because it runs for every day of every row: round() halves to even, so
+    0.5 -> 0, 1.5 -> 2 and 2.5 -> 2.
+    """
+    scaled = value * 3
+    if scaled <= 0.5:
+        return 1
+    if scaled < 1.5:
+        return 2
+    if scaled <= 2.5:
+        return 3
+    return 4
 
 
 def braille_sparkline(values: Sequence[float]) -> str:
     """Two values per character (0..1 scale, 4 levels): a 30-day trend in 15 cells."""
+    left_levels, right_levels = _LEFT_LEVELS, _RIGHT_LEVELS
     cells = []
-    for start in range(0, len(values), 2):
-        left = _dots(values[start], _LEFT_DOTS)
-        right = _dots(values[start + 1], _RIGHT_DOTS) if start + 1 < len(values) else 0
-        cells.append(chr(0x2800 + left + right))
+    count = len(values)
+    for start in range(0, count, 2):
+        dots = left_levels[_level(values[start])]
+        if start + 1 < count:
+            dots += right_levels[_level(values[start + 1])]
+        cells.append(chr(0x2800 + dots))
     return "".join(cells)
 
 

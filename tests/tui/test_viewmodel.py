@@ -185,3 +185,32 @@ def test_pool_by_run_keeps_the_worst_param_of_each_run() -> None:
         ("r1", "fail", "f[c] (+1 more)"),
         ("r2", "pass", "f[a]"),
     ]
+
+
+def _reference_braille(values: list[float]) -> str:
+    """The plain formula the fast sparkline must equal."""
+
+    def dots(value: float, column: tuple[int, ...]) -> int:
+        return sum(column[: 1 + max(0, min(3, round(value * 3)))])
+
+    left_dots, right_dots = (0x40, 0x04, 0x02, 0x01), (0x80, 0x20, 0x10, 0x08)
+    cells = []
+    for start in range(0, len(values), 2):
+        right = dots(values[start + 1], right_dots) if start + 1 < len(values) else 0
+        cells.append(chr(0x2800 + dots(values[start], left_dots) + right))
+    return "".join(cells)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(min_value=-1.0, max_value=2.0, allow_nan=False),
+            st.sampled_from([0.0, 1 / 6, 0.5, 1.5 / 3, 2.5 / 3, 1.0, 0.5 / 3]),
+        ),
+        max_size=40,
+    )
+)
+def test_braille_sparkline_equals_the_plain_formula(values: list[float]) -> None:
+    from flaketui.tui.viewmodel import braille_sparkline
+
+    assert braille_sparkline(values) == _reference_braille(values)
