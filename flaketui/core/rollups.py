@@ -190,10 +190,12 @@ def after_write(
 ) -> None:
     """The writer's hook: refresh what a run feeds; a history without rollups gets them built.
 
-    appended=True promises that every test-run of `tests` (None: of the run) in this run was
-    inserted by the caller's transaction. When the run is also later than every other run of
-    its day, its rows are then added to the rollups instead of recomputing the day.
+    When the run is later than every other run of its day, the test-runs it adds (those not
+    yet in their day row's run list) are added to the rollups instead of recomputing the day;
+    test-runs it changes are recomputed. `appended` is accepted for callers that know the
+    test-runs are new; the check is made either way.
     """
+    del appended  # the run lists tell which test-runs are new
     if not enabled(conn):
         rebuild(conn)  # once per history: its first write after rollups existed
         return
@@ -210,10 +212,24 @@ def after_write(
         "SELECT EXISTS (SELECT 1 FROM runs WHERE ts >= ? AND ts < date(?, '+1 day') AND id <> ?)",
         (ts, day, run_pk),
     ).fetchone()[0]
-    if appended and not later:
-        _append_run(conn, run_pk, day, test_pks)
-    else:
+    if later:
         refresh(conn, day, test_pks)
+    else:
+        # A test already counted in this run (an earlier batch or file) is recomputed.
+        present = {
+            int(t)
+            for (t,) in conn.execute(
+                "SELECT test FROM test_day_seq WHERE day = :day"
+                " AND test IN (SELECT value FROM json_each(:tests))"
+                " AND ',' || run_list || ',' LIKE '%,' || :run || ',%'",
+                {"day": day, "tests": json.dumps(test_pks), "run": run_pk},
+            )
+        }
+        fresh = [t for t in test_pks if t not in present]
+        if fresh:
+            _append_run(conn, run_pk, day, fresh)
+        if present:
+            refresh(conn, day, sorted(present))
     seq_rollups.refresh_commits(conn, [commit], test_pks)
 
 
@@ -232,7 +248,8 @@ ON CONFLICT (test, suite, day) DO UPDATE SET
 
 
 def _append_run(conn: sqlite3.Connection, run_pk: int, day: str, tests: list[int]) -> None:
-    """Add one run, later than every other of its day, to the rollups of `tests`."""
+    """Add one run, later than every other of its day, to the rollups of `tests` (whose
+    test-runs in it were not counted before)."""
     half_life = _half_life(conn)
     assert half_life is not None
     params = {"run": run_pk, "tests": json.dumps(tests)}

@@ -252,8 +252,8 @@ def append_run(
 ) -> None:
     """Add one run, later than every other run of its day, to the day rows of `tests`.
 
-    The run's test-runs of `tests` must all be new. A family's unit for the run is new only if
-    no other member ran in it before: otherwise the family's day is recomputed.
+    The run's test-runs of `tests` must not have been counted before. A family's unit for the
+    run is new only if no other member has a test-run in it: otherwise its day is recomputed.
     """
     tests_json = json.dumps(tests)
     params = {"run": run_pk, "tests": tests_json, "ln2_per_h": ln2_per_h}

@@ -391,7 +391,7 @@ def test_writer_incidents_merge_and_prune_keep_every_table_exact(tmp_path: Path)
 
 
 def test_appended_runs_are_added_exactly(tmp_path: Path) -> None:
-    """after_write(appended=True): later runs are added, out-of-order ones recomputed."""
+    """after_write: later runs are added, out-of-order ones and repeats recomputed."""
     db = open_history(tmp_path / "h.db")
     hb = HistoryBuilder(db)
     rng = random.Random(7)
@@ -425,8 +425,45 @@ def test_appended_runs_are_added_exactly(tmp_path: Path) -> None:
                 )
             ]
             with transaction(db.conn):
-                rollups.after_write(db.conn, run.run_pk, pks, appended=True)
+                rollups.after_write(db.conn, run.run_pk, pks)
+        if index % 7 == 3 and picked:  # a later write changes a counted test-run: recomputed
+            (pk,) = db.conn.execute(
+                "SELECT id FROM tests WHERE test_id = ?", (picked[0],)
+            ).fetchone()
+            with transaction(db.conn):
+                db.conn.execute(
+                    "UPDATE test_runs SET outcome = 'fail', bad = 1, failed_attempts = attempts"
+                    " WHERE run = ? AND test = ?",
+                    (run.run_pk, pk),
+                )
+                rollups.after_write(db.conn, run.run_pk, [pk])
         if index % 20 == 19:
             assert_maintained(db)
     assert_maintained(db)
     assert_everything_agrees(db, start + timedelta(days=9), Config(window_days=5, n_min=3))
+
+
+def test_writer_in_time_order_adds_runs_exactly(tmp_path: Path) -> None:
+    """The real writer, runs in time order, one batch per test (families split over batches)."""
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    db = open_history(tmp_path / "h.db")
+    rng = random.Random(11)
+    for index in range(30):
+        _record(
+            db,
+            f"r{index}",
+            now - timedelta(hours=5 * (30 - index)),
+            {
+                "tests/test_x.py::test_a": rng.choice([["pass"], ["fail", "pass"], ["fail"]]),
+                "tests/test_x.py::test_b[1]": rng.choice([["pass"], ["fail"]]),
+                "tests/test_x.py::test_b[2]": rng.choice([["pass"], ["error", "pass"]]),
+            },
+            commit=f"c{index // 2}",
+            branch_kind="main" if index % 3 else "pr",
+        )
+    # A second recorder appending a retry to the latest run (a counted test-run changes).
+    _record(
+        db, "r29", now - timedelta(hours=5), {"tests/test_x.py::test_a": ["fail"]}, commit="c14"
+    )
+    assert_maintained(db)
+    assert_everything_agrees(db, now, Config(window_days=3, n_min=3))
