@@ -19,9 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
@@ -29,6 +27,11 @@ from flaketui.core.ingest.junit import report_timestamp
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import sqlite_utils  # annotations only: ingest works on a plain sqlite3 connection
 
 STRING_KEYS = ("run_id", "suite", "branch", "commit", "incident", "runner_host", "ci_url")
 KNOWN_KEYS = frozenset(
@@ -212,7 +215,7 @@ def _run_id_of(raw: str) -> str | None:
 
 
 def ingest_manifest(
-    db: sqlite_utils.Database,
+    db: sqlite_utils.Database | sqlite3.Connection,
     manifest: Path,
     *,
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
