@@ -19,7 +19,7 @@ VIEW_TITLES = {
 }
 GROUPINGS = ("none", "signature", "family")
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
-TEST_ID_WIDTH = 48  # long node ids keep their informative tail
+TEST_ID_WIDTH = 44  # long node ids keep their informative tail; the row fits 160 columns
 
 
 @dataclass(slots=True)
@@ -156,6 +156,14 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
+def owner_text(owner: str | None) -> str:
+    """The first owner, and how many more: the full list is in the filter, sort and exports."""
+    if not owner:
+        return "—"
+    first, *others = owner.split()
+    return f"{first} +{len(others)}" if others else first
+
+
 def _num(value: float, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
@@ -218,7 +226,7 @@ _SCORE_COLUMNS: list[Column] = [
         lambda i, c: sum(getattr(i, "daily_scores", []) or [0.0]),
         lambda i, c: braille_sparkline(getattr(i, "daily_scores", [])),
     ),
-    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner)),
 ]
 
 _REGRESSION_COLUMNS: list[Column] = [
@@ -258,7 +266,7 @@ _REGRESSION_COLUMNS: list[Column] = [
         lambda i, c: _scores(i).last_failure_at,
         lambda i, c: relative_time(i.scores.last_failure_at, c.now),
     ),
-    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner)),
 ]
 
 
@@ -291,7 +299,7 @@ _QUARANTINE_COLUMNS: list[Column] = [
     ),
     Column("reason", "Reason", lambda i, c: i.reason, lambda i, c: i.reason[:60]),
     Column("ticket", "Ticket", lambda i, c: i.ticket or "", lambda i, c: i.ticket or "—"),
-    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: i.owner or "—"),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner)),
 ]
 
 

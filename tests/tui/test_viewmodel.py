@@ -214,3 +214,11 @@ def test_braille_sparkline_equals_the_plain_formula(values: list[float]) -> None
     from flaketui.tui.viewmodel import braille_sparkline
 
     assert braille_sparkline(values) == _reference_braille(values)
+
+
+def test_owner_text_names_the_first_owner_and_counts_the_rest() -> None:
+    from flaketui.tui.viewmodel import owner_text
+
+    assert owner_text(None) == "—" and owner_text("") == "—"
+    assert owner_text("@acme/api") == "@acme/api"
+    assert owner_text("@farah-tax @acme/billing @x") == "@farah-tax +2"
