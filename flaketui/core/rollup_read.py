@@ -116,12 +116,14 @@ def _suffixes(
         return {}
     table, key = _TABLES[kind]
     sql = f"""
-    SELECT j.value ->> 0,
-        (SELECT total(runs) FROM {table}
-         WHERE {key} = j.value ->> 0 AND day > j.value ->> 1 AND day <= :hi_day),
-        (SELECT total(main_runs) FROM {table}
-         WHERE {key} = j.value ->> 0 AND day > j.value ->> 2 AND day <= :hi_day)
-    FROM json_each(:cuts) j"""
+    SELECT k,
+        (SELECT total(runs) FROM {table} WHERE {key} = k AND day > d1 AND day <= :hi_day),
+        (SELECT total(main_runs) FROM {table} WHERE {key} = k AND day > d2 AND day <= :hi_day)
+    FROM (
+        SELECT json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS d1,
+            json_extract(value, '$[2]') AS d2
+        FROM json_each(:cuts)
+    )"""
     params = {**window.params, "cuts": json.dumps(cuts)}
     return {k: (int(a), int(b)) for k, a, b in conn.execute(sql, params)}
 
