@@ -79,6 +79,7 @@ class Preload:
         self._extras: _Outcome = None
         self._child: int | None = None
         self._child_lock = threading.Lock()
+        self._forked = False
         if allow_fork and _can_fork():
             self._fork()
         else:
@@ -87,8 +88,8 @@ class Preload:
 
     @property
     def forked(self) -> bool:
-        """Whether the reading runs in a child process."""
-        return self._child is not None
+        """Whether the reading runs (or ran) in a child process."""
+        return self._forked
 
     # ---- in a thread ------------------------------------------------------------------------
 
@@ -108,6 +109,7 @@ class Preload:
         if pid == 0:  # the child: read, send, leave without running the parent's cleanup
             try:
                 os.close(read_end)
+                _silence_output()  # the terminal is the app's: a stray warning would garble it
                 gc.disable()  # a short-lived process: let it allocate without collections
                 # sqlite-utils imports pandas and numpy when installed (0.3-1 s), for value
                 # types this read-only child never meets: tell Python they are absent here.
@@ -129,6 +131,7 @@ class Preload:
                 os._exit(0)
         os.close(write_end)
         self._child = pid
+        self._forked = True
         atexit.register(self.close)
         reader = threading.Thread(
             target=self._receive, args=(read_end,), name="flaketui-preload", daemon=True
@@ -178,6 +181,14 @@ _Outcome = tuple[str, Any] | None
 def _can_fork() -> bool:
     """Fork only on Linux and only while this is the process's one thread."""
     return sys.platform == "linux" and threading.active_count() == 1
+
+
+def _silence_output() -> None:
+    """Point the child's stdout and stderr at /dev/null (results go through the pipe)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def _attempt(job: Callable[[], Any]) -> tuple[str, Any]:
