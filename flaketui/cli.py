@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -16,10 +17,36 @@ class FlaketuiGroup(click.Group):
     """A group where `flaketui PATH` means `flaketui open PATH`, and user errors are one line."""
 
     default_command = "open"
+    # Command name -> module under flaketui.commands, imported only when the command runs (or
+    # for --help): a command pays for its own imports only (sqlite-utils may pull in pandas).
+    lazy_commands: ClassVar[dict[str, str]] = {
+        "export": "export",
+        "incident": "incident",
+        "ingest": "ingest",
+        "lifecycle": "lifecycle",
+        "merge": "merge",
+        "open": "open",
+        "pivot": "pivot",
+        "prune": "prune",
+        "quarantine": "quarantine",
+        "release": "quarantine",
+        "report": "report",
+        "resign": "resign",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, registered or still to be imported."""
+        return sorted(set(self.commands) | set(self.lazy_commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """A command, importing its module the first time it is asked for."""
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            importlib.import_module(f"flaketui.commands.{self.lazy_commands[cmd_name]}")
+        return self.commands.get(cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Route a first argument that is not a command name to the default command."""
-        if args and not args[0].startswith("-") and args[0] not in self.commands:
+        if args and not args[0].startswith("-") and args[0] not in self.list_commands(ctx):
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
@@ -47,9 +74,6 @@ def cli() -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    # Import the command modules for their registration side effect.
-    from flaketui import commands  # noqa: F401
-
     cli(prog_name="flaketui")
 
 
