@@ -249,6 +249,30 @@ def build_report(
     repo_root: Path | None = None,
 ) -> Report:
     """Score, judge and rank every live test, family and signature group as of `now`."""
+    conn = db.conn
+    if conn.in_transaction:
+        return _build_report(db, now, config, suite, branch_kind, repo_root)
+    # One read snapshot for all the queries below: an ingest committing between two of them
+    # would show a test to one and not to the next (a KeyError, or a report mixing runs).
+    conn.execute("BEGIN")
+    try:
+        report = _build_report(db, now, config, suite, branch_kind, repo_root)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return report
+
+
+def _build_report(
+    db: sqlite_utils.Database,
+    now: datetime | None,
+    config: Config | None,
+    suite: str | None,
+    branch_kind: str | None,
+    repo_root: Path | None,
+) -> Report:
     config = config or Config()
     now, clamped = effective_now(db, now, config)
     evidence = per_test_evidence(db, now, config, suite, branch_kind)
