@@ -537,3 +537,29 @@ def test_two_recorders_sharing_a_run_number_attempts_after_each_other(tmp_path: 
         "SELECT t.test_id, tr.outcome, tr.attempts FROM test_runs tr JOIN tests t ON t.id = tr.test"
         " ORDER BY t.test_id",
     ) == [("t.py::a", "flaky", 3), ("t.py::b", "flaky", 2), ("t.py::c", "flaky", 2)]
+
+
+def test_first_ingest_into_a_fresh_history_leaves_the_rollups_a_rebuild_gives(
+    tmp_path: Path,
+) -> None:
+    """The writer builds the rollups before the first run's rows, then the hook adds the run."""
+    from flaketui.core import rollups
+
+    body = "".join(
+        tc("a.B", f"t{n}[p{n % 2}]", "<failure message='x 1'/>" if n % 3 else "") for n in range(9)
+    )
+    history = open_history(tmp_path / "h.db")
+    ingest_reports(history, [report(tmp_path, "1.xml", body)], RunMeta(run_id="R1", ts=TS))
+    tables = [
+        name
+        for (name,) in history.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND (name LIKE '%day%'"
+            " OR name LIKE '%mixed%') ORDER BY name"
+        )
+    ]
+    assert "test_day_rollups" in tables
+    written = {t: rows(history, f"SELECT * FROM {t} ORDER BY 1, 2, 3") for t in tables}
+    assert written["test_day_rollups"]
+    with history.conn:
+        rollups.rebuild(history.conn)
+    assert {t: rows(history, f"SELECT * FROM {t} ORDER BY 1, 2, 3") for t in tables} == written

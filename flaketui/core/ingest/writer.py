@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 HASH_CHUNK_BYTES = 1 << 20
-ROLLUP_SLICE = 50_000  # tests per rollups hook call on huge runs (memory)
+ROLLUP_SLICE = 10_000  # tests per rollups hook call on huge runs (memory)
 
 
 @dataclass
@@ -134,6 +134,11 @@ def ingest_reports(
             if run_pk is None:
                 run_pk = create_run(conn, full, source, finished=1)
             if writer is None:
+                if not rollups.enabled(conn):
+                    # Build them now, before this run's rows exist: the hook then adds the run
+                    # (bounded by its slices) instead of rebuilding with the run in one go,
+                    # which held a big report's whole run in memory.
+                    rollups.rebuild(conn)
                 writer = RunWriter(conn, run_pk, ts, config, exclusive=True)
             added += writer.write_rows(_chain(first, cases))
         if run_pk is None:
