@@ -250,7 +250,8 @@ def build_report(
 ) -> Report:
     """Score, judge and rank every live test, family and signature group as of `now`."""
     conn = db.conn
-    if conn.in_transaction:
+    # Inside a caller's transaction (or on a connection-like without one), read as given.
+    if getattr(conn, "in_transaction", True):
         return _build_report(db, now, config, suite, branch_kind, repo_root)
     # One read snapshot for all the queries below: an ingest committing between two of them
     # would show a test to one and not to the next (a KeyError, or a report mixing runs).
