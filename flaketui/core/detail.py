@@ -68,6 +68,7 @@ class SignatureCount:
     count: int  # failed attempts with this signature
     runs: int  # distinct (run, test) pairs with this signature
     example: str  # one raw (masked) message
+    incident_runs: int = 0  # of `runs`, those in incident runs (not scored)
 
 
 def window_bounds(now: datetime, config: Config) -> tuple[str, str]:
@@ -175,13 +176,15 @@ def outcome_sequence(
 
 _SIGNATURES_SQL = """
 SELECT signatures.hash, signatures.text, signatures.example,
-       count(*) AS attempts, count(DISTINCT results.run || ':' || results.test) AS runs
+       count(*) AS attempts, count(DISTINCT results.run || ':' || results.test) AS runs,
+       count(DISTINCT CASE WHEN runs.incident IS NOT NULL
+                           THEN results.run || ':' || results.test END) AS incident_runs
 FROM results
 JOIN runs ON runs.id = results.run
 JOIN signatures ON signatures.id = results.signature
 WHERE results.test IN (SELECT value FROM json_each(?)) AND runs.ts > ? AND runs.ts <= ?
 GROUP BY signatures.id
-ORDER BY runs DESC, attempts DESC, signatures.hash
+ORDER BY runs - incident_runs DESC, runs DESC, attempts DESC, signatures.hash
 """
 
 
@@ -192,8 +195,15 @@ def signatures_of(
     target = resolve_target(db, test_or_parent)
     since, until = window_bounds(now, config)
     return [
-        SignatureCount(hash=h, text=text, count=int(attempts), runs=int(runs), example=example)
-        for h, text, example, attempts, runs in db.conn.execute(
+        SignatureCount(
+            hash=h,
+            text=text,
+            count=int(attempts),
+            runs=int(runs),
+            example=example,
+            incident_runs=int(incident),
+        )
+        for h, text, example, attempts, runs, incident in db.conn.execute(
             _SIGNATURES_SQL, (target.pks_json, since, until)
         )
     ]

@@ -83,6 +83,22 @@ def test_signatures_count_attempts_and_runs(db: sqlite_utils.Database) -> None:
     assert sigs[0].example == "TimeoutError: 30 s"
 
 
+def test_signatures_seen_only_in_incidents_come_after_scored_ones(
+    db: sqlite_utils.Database,
+) -> None:
+    hb = HistoryBuilder(db)
+    for hour in range(3):  # an outage: three runs, all tagged
+        hb.run(ts=T0 + hour * HOUR, incident="outage").result(
+            TEST, ["fail"], message="HTTPError: 503"
+        )
+    hb.run(ts=T0 + 3 * HOUR).result(TEST, ["fail", "pass"], message="KeyError: 'x'")
+    sigs = signatures_of(db, TEST, now=T0 + 4 * HOUR, config=Config())
+    assert [(s.text, s.runs, s.incident_runs) for s in sigs] == [
+        ("KeyError: 'x'", 1, 0),
+        ("HTTPError: <NUM>", 3, 3),
+    ]
+
+
 def test_family_sequence_and_members(db: sqlite_utils.Database) -> None:
     hb = HistoryBuilder(db)
     hb.run(ts=T0).result("t.py::test_x[b]", ["pass"]).result("t.py::test_x[a]", ["fail"])

@@ -68,6 +68,9 @@ def main() -> int:
         os.chdir(work)
         for name, svg in asyncio.run(shoot(work)).items():
             target = DOCS / f"{name}.png"
+            # rsvg drops a text span's leading spaces unless told to keep them (browsers keep them).
+            text = svg.read_text(encoding="utf-8")
+            svg.write_text(text.replace("<svg ", '<svg xml:space="preserve" ', 1), encoding="utf-8")
             subprocess.run(["rsvg-convert", "-w", "1600", str(svg), "-o", str(target)], check=True)
             print(target)
     return 0

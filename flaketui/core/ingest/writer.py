@@ -36,6 +36,7 @@ from flaketui.core.ingest.rows import (
 )
 from flaketui.core.ingest.runmeta import apply_defaults
 from flaketui.core.models import CaseResult, RunMeta
+from flaketui.core.resign import SCHEME_KEY, scheme_of
 from flaketui.core.store import transaction
 from flaketui.core.timeutil import to_iso
 
@@ -113,6 +114,7 @@ def ingest_reports(
     conn = db if isinstance(db, sqlite3.Connection) else db.conn
     with bulk_settings(conn), transaction(conn):
         found = find_run(conn, full.run_id)
+        was_empty = found is None and conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None
         known: set[str] = set()
         if found is not None:
             known = {
@@ -151,6 +153,12 @@ def ingest_reports(
         if writer is not None:
             writer.refresh_dirty()
             _after_write(conn, run_pk)
+        if was_empty:
+            # Every stored message was signed just now: record the scheme (SPEC §7, resign).
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                (SCHEME_KEY, scheme_of(config.mask_patterns)),
+            )
         tests = int(
             conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
         )

@@ -148,7 +148,15 @@ class DetailScreen(Screen[None]):
         for signature in data.signatures:
             text.append(f"{signature.runs:>5} runs  ", "bold")
             text.append(signature.text.splitlines()[0] if signature.text else "", "bold red")
-            text.append(f"  [{signature.hash[:10]}]\n", "dim")
+            text.append(f"  [{signature.hash[:10]}]", "dim")
+            if signature.incident_runs:
+                share = (
+                    "all"
+                    if signature.incident_runs == signature.runs
+                    else f"{signature.incident_runs} of them"
+                )
+                text.append(f"  {share} in incidents (not scored)", "magenta")
+            text.append("\n")
             example = " ".join(signature.example.split())[:150]
             text.append(f"            e.g. {example}\n", "dim")
         self.query_one("#signatures", Static).update(text)

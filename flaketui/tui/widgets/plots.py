@@ -52,8 +52,14 @@ class TrendPlot(PlotextPlot):
             plt.plot(days, list(scores), color="cyan", marker="braille")
             if threshold is not None:
                 plt.hline(threshold, color="red")
-            plt.ylim(0, max(1.0, max(scores)))
-            plt.yticks([0.0, 0.25, 0.5, 0.75, 1.0], ["0", "0.25", "0.50", "0.75", "1"])
+            # Scale to what matters (the scores and the threshold), not to 1: a terminal plot
+            # has few rows, and a 0.1 score on a 0-1 axis is indistinguishable from 0.
+            top = max(0.5, max(scores) * 1.15, (threshold or 0.0) * 1.5)
+            plt.ylim(0, top)
+            # The threshold is labelled itself; a midpoint tick would share its terminal row.
+            marks = [threshold] if threshold else [round(top / 2, 2)]
+            ticks = sorted({0.0, round(top, 2), *marks})
+            plt.yticks(ticks, [f"{t:.2f}" for t in ticks])
             marks = [float(d) for d in (-28, -21, -14, -7, 0) if d >= days[0]]
             plt.xticks(marks, [f"{d:.0f} d" if d else "now" for d in marks])
         self.refresh()
