@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -210,7 +211,7 @@ def open_connection(
             conn.close()
             raise HistoryError(f"{path}: read-only; it can be read (report, open) but not written")
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             _migrate(conn, version)
         except sqlite3.OperationalError as exc:
@@ -220,6 +221,29 @@ def open_connection(
         conn.close()
         raise HistoryError(f"{path}: history needs an upgrade but is opened read-only")
     return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """Put the history in WAL mode, waiting out other processes doing the same.
+
+    Leaving rollback-journal mode needs an exclusive lock, and SQLite may answer "locked" at
+    once instead of calling the busy handler (several processes creating one new history at
+    the same moment do this): retry with back-off up to the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+            return
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
