@@ -8,6 +8,7 @@ collect) and the controller, which sees every report, reports and sets the exit 
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -208,16 +209,26 @@ class SkipFilePlugin:
         elif report.when == "call" and report.passed and report.nodeid in self.entries:
             self.passed.add(report.nodeid)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """If every failure belongs to a forgiven (quarantined `run`) test, the session passes."""
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(
+        self, session: pytest.Session, exitstatus: int
+    ) -> Generator[None, object, object]:
+        """If every failure belongs to a forgiven (quarantined `run`) test, the session passes.
+
+        A wrapper, applied after every other plugin's sessionfinish: some (syrupy, which
+        pytest-textual-snapshot brings) write the status they were handed back into the
+        session, which undid a status set earlier.
+        """
+        result = yield
         if self.collect_failed or self.real_failures:
-            return
-        if exitstatus == pytest.ExitCode.TESTS_FAILED and self.forgiven:
+            return result
+        status = session.exitstatus
+        if status == pytest.ExitCode.TESTS_FAILED and exitstatus == status and self.forgiven:
             session.exitstatus = pytest.ExitCode.OK
-        elif exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.quarantined_only:
+        elif status == pytest.ExitCode.NO_TESTS_COLLECTED and self.quarantined_only:
             # The nightly job with nothing quarantined has nothing to check: that is a success.
             session.exitstatus = pytest.ExitCode.OK
+        return result
 
     # --- reporting ---------------------------------------------------------------------------
 

@@ -376,3 +376,18 @@ def test_broken_tool_flaketui_table_matters_only_when_it_is_used(suite: pytest.P
     write_skip_file(suite.path / "q.json", {SKIP: "skip"})
     given = suite.runpytest(*PLUGIN_ARGS, "--flaketui-skip-file", "q.json")
     given.assert_outcomes(passed=5, failed=1, deselected=1)
+
+
+def test_a_plugin_that_rewrites_the_status_does_not_undo_forgiving(
+    single: Runner, pytester: pytest.Pytester
+) -> None:
+    """syrupy (through pytest-textual-snapshot) writes the status it was handed back."""
+    pytester.makeconftest(
+        "import pytest\n"
+        "@pytest.hookimpl(trylast=True)\n"
+        "def pytest_sessionfinish(session, exitstatus):\n"
+        "    session.exitstatus = exitstatus\n"
+    )
+    write_skip_file(pytester.path / ".quarantine.json", {RUN_FAILS: "run", SKIP: "skip"})
+    result = single()
+    assert result.ret == pytest.ExitCode.OK
