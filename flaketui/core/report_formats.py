@@ -245,7 +245,8 @@ def _name_of(entry: dict[str, Any], group_by: str | None) -> str:
     if group_by == "family":
         return f"{entry['parent']} ({entry['params']} params)"
     if group_by == "signature":
-        return f"{entry['signature_text']} ({len(entry['tests'])} tests)"
+        count = len(entry["tests"])
+        return f"{entry['signature_text']} ({count} test{'' if count == 1 else 's'})"
     return str(entry["test_id"])
 
 
