@@ -242,10 +242,21 @@ def _tests_from_rollups(
         for row in base
     }
     streaks = [key for key, row in seq.items() if row["streak"] > 0]
-    for key, found in rollup_read.change_points(db.conn, "test", streaks, window).items():
+    _apply_change_points(db, "test", out, streaks, window)
+    return out
+
+
+def _apply_change_points(
+    db: sqlite_utils.Database,
+    kind: str,
+    out: Mapping[Any, Evidence],
+    streaks: list[Any],
+    window: rollup_read.Window,
+) -> None:
+    """Fill first bad / last good commit of the keys ending in a bad streak on main."""
+    for key, found in rollup_read.change_points(db.conn, kind, streaks, window).items():
         for name, value in found.items():
             setattr(out[key], name, value)
-    return out
 
 
 def per_test_evidence(
@@ -340,9 +351,7 @@ def _families_from_rollups(
         out[key] = _evidence(key, base, facts, mixed.get(key, 0))
         out[key].suites = {}
     streaks = [key for key, ev in out.items() if ev.streak > 0]
-    for key, found in rollup_read.change_points(db.conn, "family", streaks, window).items():
-        for name, value in found.items():
-            setattr(out[key], name, value)
+    _apply_change_points(db, "family", out, streaks, window)
     return out
 
 

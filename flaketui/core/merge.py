@@ -25,7 +25,7 @@ import sqlite_utils
 
 from flaketui.core import rollups
 from flaketui.core.errors import HistoryError
-from flaketui.core.ingest.rows import refresh_test_runs
+from flaketui.core.ingest.rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.store import open_history, transaction
 
 RUN_COLUMNS = (
@@ -68,12 +68,7 @@ def _id_map(
 def _merge_tests(dest: sqlite3.Connection, src: sqlite3.Connection) -> dict[int, int]:
     rows = src.execute("SELECT id, test_id, parent, test_file, first_seen FROM tests").fetchall()
     dest.executemany(
-        "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (test_id) DO UPDATE SET"
-        " first_seen = min(first_seen, excluded.first_seen),"
-        " test_file = coalesce(test_file, excluded.test_file)"
-        " WHERE first_seen > excluded.first_seen"
-        " OR (test_file IS NULL AND excluded.test_file IS NOT NULL)",
+        UPSERT_TEST_SQL,
         [row[1:] for row in rows],
     )
     src_ids = {str(row[1]): int(row[0]) for row in rows}

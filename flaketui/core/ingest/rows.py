@@ -159,6 +159,18 @@ _UPSERT_TEST_RUN_UNEDITED_SQL = (
 )
 
 
+# A test row seen again keeps its earliest first_seen and the first file any report gave it
+# (shared by the writer and merge).
+UPSERT_TEST_SQL = (
+    "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (test_id) DO UPDATE SET"
+    " first_seen = min(first_seen, excluded.first_seen),"
+    " test_file = coalesce(test_file, excluded.test_file)"
+    " WHERE first_seen > excluded.first_seen"
+    " OR (test_file IS NULL AND excluded.test_file IS NOT NULL)"
+)
+
+
 def _run_outcome(failed: int, passed: int) -> str:
     """SPEC §4 outcome of one test in one run from its attempt counts (mixed = flaky)."""
     if failed + passed == 0:
@@ -452,12 +464,7 @@ class RunWriter:
                 missing[test_id] = (parent_of(test_id), file_of_test(test_id, case_file))
         if missing:
             self.conn.executemany(
-                "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (test_id) DO UPDATE SET"
-                " first_seen = min(first_seen, excluded.first_seen),"
-                " test_file = coalesce(test_file, excluded.test_file)"
-                " WHERE first_seen > excluded.first_seen"
-                " OR (test_file IS NULL AND excluded.test_file IS NOT NULL)",
+                UPSERT_TEST_SQL,
                 [(tid, parent, tfile, self.ts) for tid, (parent, tfile) in missing.items()],
             )
             for pk, test_id, no_file in self.conn.execute(
