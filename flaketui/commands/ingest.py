@@ -16,7 +16,6 @@ from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
 from flaketui.core.ingest.runmeta import resolve_run_meta
 from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
 from flaketui.core.models import BRANCH_KINDS, RunMeta
-from flaketui.core.resign import has_runs
 from flaketui.core.store import open_history
 from flaketui.core.timeutil import parse_iso
 
@@ -116,9 +115,8 @@ def ingest_command(
         fallback_run_id=content_run_id(hashes),
     )
     history = open_history(db)
-    was_empty = not has_runs(history)
     result = ingest_reports(history, list(reports), resolved, config=config)
-    resign_if_stale(history, config.mask_patterns, was_empty=was_empty)
+    resign_if_stale(history, config.mask_patterns)
     if result.empty:
         click.echo(f"no test cases in {len(reports)} report(s): no run recorded")
         return
@@ -134,7 +132,6 @@ def _ingest_manifest(db: Path, manifest: Path) -> None:
     """Backfill from a manifest with a progress bar on a terminal; exit 1 if a line was refused."""
     config = load_config()
     history = open_history(db)
-    was_empty = not has_runs(history)
     if sys.stderr.isatty():
         with click.progressbar(
             length=1, label="ingesting runs", file=sys.stderr
@@ -148,7 +145,7 @@ def _ingest_manifest(db: Path, manifest: Path) -> None:
     else:
         summary = ingest_manifest(history, manifest, config=config)
     _print_summary(summary)
-    resign_if_stale(history, config.mask_patterns, was_empty=was_empty)
+    resign_if_stale(history, config.mask_patterns)
     if summary.refused:
         raise SystemExit(1)
 

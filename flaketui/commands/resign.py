@@ -11,11 +11,8 @@ from flaketui.cli import cli
 from flaketui.core.config import load_config
 from flaketui.core.resign import (
     ensure_current,
-    has_runs,
-    is_current,
     resign,
     scheme_of,
-    stamp,
     stored_scheme,
 )
 from flaketui.core.store import open_history
@@ -38,17 +35,11 @@ def resign_command(db: Path) -> None:
     )
 
 
-def resign_if_stale(
-    history: sqlite_utils.Database, patterns: tuple[str, ...], *, was_empty: bool = False
-) -> None:
+def resign_if_stale(history: sqlite_utils.Database, patterns: tuple[str, ...]) -> None:
     """After a successful write: re-sign old messages when the scheme changed, and say so.
 
-    A history that was empty before the write holds only messages signed just now: stamped.
+    (A history the write found empty was stamped with the current scheme by the writer.)
     """
-    if was_empty:
-        if has_runs(history) and not is_current(history, patterns):
-            stamp(history, patterns)
-        return
     summary = ensure_current(history, patterns)
     if summary is not None:
         click.echo(

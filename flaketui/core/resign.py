@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flaketui.core.signatures import SIGNATURE_VERSION, sign
-from flaketui.core.store import get_meta, set_meta, transaction
+from flaketui.core.store import get_meta, transaction
 
 if TYPE_CHECKING:  # the recording plugin imports this module: keep sqlite-utils out of it
     import sqlite_utils
@@ -46,8 +46,11 @@ def stored_scheme(db: sqlite_utils.Database) -> str:
 
 
 def is_current(db: sqlite_utils.Database, patterns: Iterable[str]) -> bool:
-    """Whether stored signatures match this flaketui's algorithm and these mask patterns."""
-    return stored_scheme(db) == scheme_of(patterns)
+    """Whether stored signatures match this flaketui's algorithm and these mask patterns.
+
+    A history without a run has nothing signed, so it is current whatever its key says.
+    """
+    return stored_scheme(db) == scheme_of(patterns) or not has_runs(db)
 
 
 def stale_note(db: sqlite_utils.Database, patterns: Iterable[str]) -> str | None:
@@ -153,7 +156,7 @@ def resign(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary:
         half_life = rollups._half_life(conn)  # keep the decay the rollups were built with
         if updates and half_life is not None:
             rollups.rebuild(conn, half_life)
-        set_meta(db, SCHEME_KEY, scheme_of(patterns))
+        record_scheme(conn, patterns)
         after = int(conn.execute("SELECT count(*) FROM signatures").fetchone()[0])
     return ResignSummary(len(rows), len(updates), before, after)
 
@@ -163,10 +166,18 @@ def has_runs(db: sqlite_utils.Database) -> bool:
     return db.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
 
 
+def record_scheme(conn: sqlite3.Connection, patterns: Iterable[str]) -> None:
+    """Write the current scheme into meta (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        (SCHEME_KEY, scheme_of(tuple(patterns))),
+    )
+
+
 def stamp(db: sqlite_utils.Database, patterns: Iterable[str]) -> None:
     """Record the current scheme on a history whose every signature was just made with it."""
     with transaction(db.conn):
-        set_meta(db, SCHEME_KEY, scheme_of(tuple(patterns)))
+        record_scheme(db.conn, patterns)
 
 
 def stamp_if_empty(conn: sqlite3.Connection, patterns: Iterable[str]) -> None:
@@ -180,10 +191,7 @@ def stamp_if_empty(conn: sqlite3.Connection, patterns: Iterable[str]) -> None:
     try:
         with transaction(conn):
             if conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                    (SCHEME_KEY, scheme_of(tuple(patterns))),
-                )
+                record_scheme(conn, patterns)
     except sqlite3.OperationalError:
         pass
 

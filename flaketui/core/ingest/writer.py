@@ -36,7 +36,7 @@ from flaketui.core.ingest.rows import (
 )
 from flaketui.core.ingest.runmeta import apply_defaults
 from flaketui.core.models import CaseResult, RunMeta
-from flaketui.core.resign import SCHEME_KEY, scheme_of
+from flaketui.core.resign import record_scheme
 from flaketui.core.store import transaction
 from flaketui.core.timeutil import to_iso
 
@@ -155,10 +155,7 @@ def ingest_reports(
             _after_write(conn, run_pk)
         if was_empty:
             # Every stored message was signed just now: record the scheme (SPEC §7, resign).
-            conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                (SCHEME_KEY, scheme_of(config.mask_patterns)),
-            )
+            record_scheme(conn, config.mask_patterns)
         tests = int(
             conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
         )
