@@ -18,7 +18,7 @@ compares: interpreter, imports, first paint; "about 1 s here" for the bare app),
 Also, in this process (imports already paid, headless), warm_bare_app_s, warm_first_screen_s
 and warm_ratio, the same race without start-up.
 The last line printed is one JSON object with these keys (and history, results, repeat, load);
-ratio, the figure SPEC §9 judges, is the terminal one.
+ratio, the headline figure BENCHMARKS.md reports, is the terminal one.
 """
 
 from __future__ import annotations
