@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import click
 
 from flaketui import __version__
+from flaketui.core import store
 from flaketui.core.errors import FlaketuiError
 
 
@@ -52,13 +53,18 @@ class FlaketuiGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         """Turn user-facing errors into click's one-line 'Error: ...' and exit status."""
+        store.forget_opened()
         try:
             return super().invoke(ctx)
         except FlaketuiError as exc:
             raise click.ClickException(exc.message) from None
         except sqlite3.OperationalError as exc:
-            # Locked or read-only databases are environment problems, not bugs.
-            raise click.ClickException(f"history: {exc}") from None
+            # Locked or read-only databases are environment problems, not bugs. Most arrive
+            # here as HistoryError naming their file; a raw one names what this command opened.
+            paths = " or ".join(map(str, store.opened_histories())) or "history"
+            if store.is_locked(exc):
+                raise click.ClickException(store.locked_error(paths, exc).message) from None
+            raise click.ClickException(" ".join(f"{paths}: {exc}".split())) from None
         except KeyboardInterrupt:
             raise click.ClickException("interrupted") from None
 

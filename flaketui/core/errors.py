@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 
 class FlaketuiError(Exception):
     """An error caused by user input, shown to the user as one line."""
@@ -24,6 +26,12 @@ class ReportError(FlaketuiError):
 
 class HistoryError(FlaketuiError):
     """A history database that cannot be opened or used (not SQLite, newer schema, read-only)."""
+
+
+# Also an OperationalError: callers that shrug off a busy history (best-effort stamps, the
+# recording plugin's retries) keep catching it as they did.
+class HistoryLockedError(HistoryError, sqlite3.OperationalError):
+    """A history another connection kept locked past the busy timeout."""
 
 
 class SkipFileError(FlaketuiError):

@@ -10,13 +10,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flaketui.core.errors import HistoryError
+from flaketui.core.errors import HistoryError, HistoryLockedError
 
 if TYPE_CHECKING:
     import sqlite_utils
 
 BUSY_TIMEOUT_MS = 30_000
 SQLITE_MAGIC = b"SQLite format 3\x00"
+LOCKED_HINT = "another process is writing to it; retry"
+
+# Histories opened in this process, resolved path -> the path as the user gave it: a locked
+# error met later (on a bare connection, or past the core) still names the file as typed.
+_opened: dict[str, Path] = {}
 
 # Each migration takes the history from version i to i + 1; never edit a released one.
 SCHEMA_V1 = """
@@ -198,6 +203,8 @@ def open_connection(
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
+        if is_locked(exc):
+            raise locked_error(path, exc) from exc
         raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc
     if version > SCHEMA_VERSION:
         conn.close()
@@ -216,10 +223,13 @@ def open_connection(
             _migrate(conn, version)
         except sqlite3.OperationalError as exc:
             conn.close()
+            if is_locked(exc):
+                raise locked_error(path, exc) from exc
             raise HistoryError(f"{path}: cannot write ({exc})") from exc
     elif version < SCHEMA_VERSION:
         conn.close()
         raise HistoryError(f"{path}: history needs an upgrade but is opened read-only")
+    _opened[os.path.realpath(path)] = path
     return conn
 
 
@@ -259,7 +269,12 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """An immediate (write-locking) transaction committed on success, rolled back on error."""
-    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_locked(exc):
+            raise locked_error(history_path(conn), exc) from exc
+        raise
     try:
         yield conn
     except BaseException:
@@ -267,6 +282,38 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
     else:
         conn.execute("COMMIT")
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether a SQLite error is another connection's lock (SQLITE_BUSY or SQLITE_LOCKED)."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def locked_error(path: str | Path | None, exc: BaseException) -> HistoryLockedError:
+    """The one-line error for a history locked past the busy timeout, naming its file."""
+    return HistoryLockedError(f"{path or 'history'}: {exc} ({LOCKED_HINT})")
+
+
+def history_path(conn: sqlite3.Connection) -> Path | None:
+    """The file behind a connection, as the user gave it when it was opened here."""
+    try:
+        file = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+    except (sqlite3.Error, StopIteration):
+        return None
+    if not file:
+        return None  # an in-memory or temporary database
+    return _opened.get(os.path.realpath(file), Path(file))
+
+
+def opened_histories() -> list[Path]:
+    """Histories this process opened, as given, oldest first."""
+    return list(_opened.values())
+
+
+def forget_opened() -> None:
+    """Start a new command's record of opened histories."""
+    _opened.clear()
 
 
 def get_meta(db: sqlite_utils.Database, key: str) -> str | None:

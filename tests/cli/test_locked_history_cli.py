@@ -1,0 +1,130 @@
+"""A history another connection keeps locked: every command says so in one line naming the file."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from flaketui.commands import cli
+from flaketui.core.errors import HistoryLockedError
+from flaketui.core.store import open_connection, transaction
+
+NOW = ["--now", "2026-11-02T00:00:00Z"]
+EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {\n  },\n  "version": 1\n}\n'
+LOCKED = "Error: history.db: database is locked (another process is writing to it; retry)\n"
+WRITERS: dict[str, list[str]] = {
+    "ingest": ["ingest", "history.db", "new.xml", "--no-detect", "--run-id", "r2"],
+    "quarantine": ["quarantine", "history.db", "m.C::t0", "--reason", "r", "--skip-file", "q.json"],
+    "release": ["release", "history.db", "m.C::t0", "--skip-file", "q.json"],
+    "incident-add": ["incident", "add", "history.db", "outage", "--from", NOW[1], "--to", NOW[1]],
+    "merge-into": ["merge", "history.db", "other.db"],
+    "prune": ["prune", "history.db", "--older-than", "1"],
+    "resign": ["resign", "history.db"],
+}
+READERS: dict[str, list[str]] = {
+    "report": ["report", "history.db", *NOW],
+    "pivot": ["pivot", "history.db", "m.C::t0", *NOW],
+    "export": ["export", "history.db", "--format", "json", "--skip-file", "q.json", *NOW],
+    "lifecycle": ["lifecycle", "history.db", *NOW],
+    "incident-list": ["incident", "list", "history.db", *NOW],
+    "merge-from": ["merge", "other.db", "history.db"],
+}
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def write_report(path: Path, name: str) -> None:
+    path.write_text(
+        f'<testsuite><testcase classname="m.C" name="{name}"><failure message="boom"/>'
+        "</testcase></testsuite>\n"
+    )
+
+
+@pytest.fixture(autouse=True)
+def histories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """history.db and other.db in the working directory, and a busy timeout of 50 ms (not 30 s)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    for n, db in enumerate(["history.db", "other.db"]):
+        write_report(tmp_path / f"r{n}.xml", f"t{n}")
+        result = invoke("ingest", db, f"r{n}.xml", "--no-detect", "--run-id", f"r{n}")
+        assert result.exit_code == 0, result.output
+    write_report(tmp_path / "new.xml", "t9")
+    (tmp_path / "q.json").write_text(EMPTY_SKIP_FILE)
+    gc.collect()  # no connection of the set-up left open: an exclusive holder must get its lock
+    monkeypatch.setattr("flaketui.core.store.BUSY_TIMEOUT_MS", 50)
+
+
+@contextmanager
+def held(path: Path, *, readers_too: bool) -> Iterator[None]:
+    """Another connection holding the write lock (readers_too: every lock, as WAL allows)."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        if readers_too:
+            holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+            holder.execute("BEGIN EXCLUSIVE")
+            holder.execute("INSERT INTO meta (key, value) VALUES ('held', '1')")
+        else:
+            holder.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_a_writer_on_a_write_locked_history_names_it_in_one_line(
+    tmp_path: Path, command: str
+) -> None:
+    with held(tmp_path / "history.db", readers_too=False):
+        result = invoke(*WRITERS[command])
+    assert result.exit_code == 1, result.output
+    assert result.output == LOCKED
+
+
+def test_every_command_on_an_exclusively_locked_history_names_it_in_one_line(
+    tmp_path: Path,
+) -> None:
+    with held(tmp_path / "history.db", readers_too=True):
+        outputs = {name: invoke(*args).output for name, args in {**WRITERS, **READERS}.items()}
+    assert outputs == dict.fromkeys(outputs, LOCKED)
+
+
+def test_a_sqlite_error_past_the_core_names_the_history_the_command_opened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command line's last resort: a raw OperationalError still says which file."""
+
+    def locked(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr("flaketui.commands.report.build_report", locked)
+    assert invoke(*READERS["report"]).output == LOCKED
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr("flaketui.commands.report.build_report", broken)
+    assert invoke(*READERS["report"]).output == "Error: history.db: disk I/O error\n"
+
+
+def test_a_locked_transaction_is_still_an_operational_error(tmp_path: Path) -> None:
+    """Best-effort callers (the recorder, the scheme stamp) catch OperationalError and go on."""
+    conn = open_connection("history.db")
+    try:
+        with held(tmp_path / "history.db", readers_too=False):
+            message = r"^history\.db: database is locked"
+            with pytest.raises(HistoryLockedError, match=message), transaction(conn):
+                pass  # pragma: no cover
+            with pytest.raises(sqlite3.OperationalError), transaction(conn):
+                pass  # pragma: no cover
+    finally:
+        conn.close()
