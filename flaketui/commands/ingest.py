@@ -12,6 +12,7 @@ from flaketui.cli import cli
 from flaketui.commands.resign import resign_if_stale
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.ingest.junit import reports_timestamp
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
 from flaketui.core.ingest.runmeta import resolve_run_meta
 from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
@@ -43,7 +44,10 @@ def _worker_count(text: str | None) -> int | None:
 @click.option("--branch", help="Branch the run tested (default: from CI, else git).")
 @click.option("--branch-kind", metavar="|".join(BRANCH_KINDS), help="Default: from the branch.")
 @click.option("--commit", "commit_sha", metavar="SHA", help="Commit tested (default: CI/git).")
-@click.option("--timestamp", metavar="ISO", help="When the run happened (default: now).")
+@click.option(
+    "--timestamp", metavar="ISO",
+    help="When the run happened (default: the reports' own plausible timestamp, else now).",
+)  # fmt: skip
 @click.option("--worker-count", metavar="N", help="Parallel workers of the run (default 1).")
 @click.option(
     "--changed-file", "changed_files", multiple=True, metavar="PATH",
@@ -106,6 +110,9 @@ def ingest_command(
     config = load_config()
     # Check the reports before the history is opened, so a typo never creates an empty file.
     hashes = [file_sha256(path) for path in reports]
+    if meta.ts is None:
+        # The manifest's rule: an archived report re-ingested later keeps the day it ran.
+        meta.ts = reports_timestamp(reports)
     resolved = resolve_run_meta(
         meta,
         env=os.environ,

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import re
 import xml.parsers.expat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -461,3 +461,8 @@ def report_timestamp(path: Path) -> datetime | None:
     except _Found as found:
         return found.moment
     return None
+
+
+def reports_timestamp(paths: Iterable[Path]) -> datetime | None:
+    """A run's date from its reports: the first plausible suite timestamp, in the files' order."""
+    return next(filter(None, map(report_timestamp, paths)), None)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.ingest.junit import report_timestamp
+from flaketui.core.ingest.junit import reports_timestamp
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
@@ -124,7 +124,7 @@ def _report_timestamps(lines: list[_Line]) -> None:
     for line in lines:
         try:
             if line.meta.ts is None:
-                line.meta.ts = next(filter(None, map(report_timestamp, line.files)), None)
+                line.meta.ts = reports_timestamp(line.files)
         except FlaketuiError as exc:  # an unreadable report
             raise _LineRefused(line.number, exc.message) from None
         if line.meta.ts is None:
