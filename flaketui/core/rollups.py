@@ -230,11 +230,33 @@ def after_write(
             _append_run(conn, run_pk, day, fresh)
         if present:
             refresh(conn, day, sorted(present))
-    seq_rollups.refresh_commits(conn, [commit], test_pks)
+    if commit is not None and _commit_shared(conn, str(commit), run_pk):
+        seq_rollups.refresh_commits(conn, [commit], test_pks)
 
 
+def _commit_shared(conn: sqlite3.Connection, commit: str, run_pk: int) -> bool:
+    """Whether another run has this commit: a key with one run of a commit has one unit of it,
+    so no mixed pair (and, the tables being exact before, no row of this commit to drop)."""
+    return bool(
+        conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE commit_sha = ? AND id <> ?)", (commit, run_pk)
+        ).fetchone()[0]
+    )
+
+
+# One run's counted test-runs as rollup rows: what _AGGREGATE gives for a group of one row
+# (count 1, sums and extremes of that row), without grouping. Added to the day's rows.
+_ONE_RUN = """
+SELECT tr.test, substr(tr.ts, 1, 10), r.suite, 1, r.branch_kind = 'main', tr.outcome = 'flaky',
+    tr.bad, tr.outcome <> 'pass', tr.attempts, CAST(strftime('%s', tr.ts) AS INTEGER),
+    CAST(strftime('%s', tr.ts) AS INTEGER),
+    CASE WHEN tr.outcome <> 'pass' THEN CAST(strftime('%s', tr.ts) AS INTEGER) END
+FROM json_each(:tests) f CROSS JOIN test_runs tr ON tr.test = f.value AND tr.run = :run
+    CROSS JOIN runs r ON r.id = tr.run
+WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+"""
 _ADD_RUN = f"""
-INSERT INTO test_day_rollups ({_COLUMNS}) {_AGGREGATE}
+INSERT INTO test_day_rollups ({_COLUMNS}) {_ONE_RUN}
 ON CONFLICT (test, suite, day) DO UPDATE SET
     runs = runs + excluded.runs, main_runs = main_runs + excluded.main_runs,
     flaky_runs = flaky_runs + excluded.flaky_runs,
@@ -252,9 +274,7 @@ def _append_run(conn: sqlite3.Connection, run_pk: int, day: str, tests: list[int
     test-runs in it were not counted before)."""
     half_life = _half_life(conn)
     assert half_life is not None
-    params = {"run": run_pk, "tests": json.dumps(tests)}
-    where = "tr.run = :run AND tr.test IN (SELECT value FROM json_each(:tests))"
-    conn.execute(_ADD_RUN.format(where=where), params)
+    conn.execute(_ADD_RUN, {"run": run_pk, "tests": json.dumps(tests)})
     seq_rollups.append_run(conn, run_pk, day, tests, math.log(2.0) / half_life)
 
 

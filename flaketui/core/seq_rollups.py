@@ -235,15 +235,40 @@ _APPEND_LISTS = "".join(
 )
 
 
-def _upsert(
-    conn: sqlite3.Connection, table: str, key: str, columns: str, rows: list[tuple[Any, ...]]
+# The day row of ONE unit (what day_rows gives for a key with a single unit that day), from
+# SQL: a run's units are appended set-based, without a Python pass over them. The recency
+# weight is day_rows' formula (2^(seconds into the day / h)) in the same operation order.
+_ONE_UNIT_SEQ = """
+    1, u.is_main, u.flaky, u.bad, u.failed_any, u.is_main AND u.bad, u.bad, u.bad, 0,
+    NOT u.failed_any, CASE WHEN u.is_main THEN u.bad END, CASE WHEN u.is_main THEN u.bad END,
+    0, 0, u.is_main AND u.bad, u.is_main AND u.bad AND u.flaky,
+    CASE WHEN u.is_main THEN u.w ELSE 0.0 END,
+    CASE WHEN u.is_main AND u.failed_any THEN u.w ELSE 0.0 END,
+    CASE WHEN u.is_main THEN 0.0 ELSE u.w END,
+    CASE WHEN NOT u.is_main AND u.failed_any THEN u.w ELSE 0.0 END"""
+_ONE_UNIT_LISTS = """,
+    CAST(u.run AS TEXT), CASE WHEN u.bad THEN CAST(u.run AS TEXT) END,
+    CASE WHEN u.flaky THEN CAST(u.run AS TEXT) END,
+    CASE WHEN u.failed_any THEN CAST(u.run AS TEXT) END"""
+_UNIT_WEIGHT = (
+    "exp(:ln2_per_h * (CAST(substr(ts, 12, 2) AS INTEGER) * 3600"
+    " + CAST(substr(ts, 15, 2) AS INTEGER) * 60 + CAST(substr(ts, 18, 2) AS INTEGER)) / 86400.0)"
+)
+
+
+def _append_units(
+    conn: sqlite3.Connection, table: str, key: str, units: str, params: Mapping[str, Any]
 ) -> None:
-    marks = ", ".join("?" * len(columns.split(", ")))
-    lists = _APPEND_LISTS if table == "test_day_seq" else ""
-    conn.executemany(
-        f"INSERT INTO {table} ({columns}) VALUES ({marks})"
-        f" ON CONFLICT ({key}, day) DO UPDATE SET {_APPEND_SET}{lists}",
-        rows,
+    """Upsert the day rows of units of ONE run (one unit per key) into a day-row table."""
+    lists = table == "test_day_seq"
+    columns = _TEST_COLS if lists else _FAMILY_COLS
+    conn.execute(
+        f"INSERT INTO {table} ({columns})"
+        f" SELECT u.key, substr(u.ts, 1, 10), {_ONE_UNIT_SEQ}{_ONE_UNIT_LISTS if lists else ''}"
+        f" FROM (SELECT *, {_UNIT_WEIGHT} AS w FROM ({units})) u WHERE true"
+        f" ON CONFLICT ({key}, day) DO UPDATE SET {_APPEND_SET}"
+        f"{_APPEND_LISTS if lists else ''}",
+        params,
     )
 
 
@@ -258,7 +283,7 @@ def append_run(
     tests_json = json.dumps(tests)
     params = {"run": run_pk, "tests": tests_json, "ln2_per_h": ln2_per_h}
     units = q.TEST_UNITS.format(source=_TESTS_SRC, where="tr.run = :run")
-    _upsert(conn, "test_day_seq", "test", _TEST_COLS, day_rows(conn, units, params, True))
+    _append_units(conn, "test_day_seq", "test", units, params)
     conn.execute(
         "INSERT INTO test_day_signatures "
         + q.SIGNATURE_ROWS.format(source=_TESTS_SRC, where="tr.run = :run")
@@ -296,9 +321,7 @@ def append_run(
     if fresh:
         fparams = {**params, "parents": json.dumps(fresh)}
         units = q.FAMILY_UNITS.format(source=_PARENTS_SRC, where="tr.run = :run")
-        _upsert(
-            conn, "family_day_seq", "parent", _FAMILY_COLS, day_rows(conn, units, fparams, False)
-        )
+        _append_units(conn, "family_day_seq", "parent", units, fparams)
 
 
 def _refresh_family_day(

@@ -491,21 +491,33 @@ def _grow_cache(conn: sqlite3.Connection) -> None:
 
 
 @contextmanager
-def bulk_settings(conn: sqlite3.Connection) -> Iterator[None]:
-    """Connection settings for one ingest transaction (entered outside it), restored after.
+def foreign_keys_off(conn: sqlite3.Connection) -> Iterator[None]:
+    """Foreign keys unchecked for one write transaction (entered outside it), restored after.
 
-    Foreign keys are not checked: every id the writer stores was resolved in the same
-    transaction, and the checks cost a lookup per reference (~10 % of the write). The page
-    cache grows to WRITE_CACHE_KIB.
+    Every id the writer stores names a row it resolved or created (tests, signatures in the
+    same transaction; its run, which only prune deletes, and not a current one), and the checks
+    cost a parent lookup per reference (~10 % of the write).
     """
     foreign_keys = int(conn.execute("PRAGMA foreign_keys").fetchone()[0])
-    cache_size = int(conn.execute("PRAGMA cache_size").fetchone()[0])
-    conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before it
-    _grow_cache(conn)
+    if foreign_keys:
+        conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before it
     try:
         yield
     finally:
-        conn.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+        if foreign_keys:
+            conn.execute("PRAGMA foreign_keys = ON")
+
+
+@contextmanager
+def bulk_settings(conn: sqlite3.Connection) -> Iterator[None]:
+    """Connection settings for one ingest transaction (entered outside it), restored after:
+    foreign keys unchecked (foreign_keys_off), the page cache grown to WRITE_CACHE_KIB."""
+    cache_size = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+    _grow_cache(conn)
+    try:
+        with foreign_keys_off(conn):
+            yield
+    finally:
         conn.execute(f"PRAGMA cache_size = {cache_size}")
 
 

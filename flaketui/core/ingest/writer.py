@@ -31,6 +31,7 @@ from flaketui.core.ingest.rows import (
     bulk_settings,
     create_run,
     find_run,
+    foreign_keys_off,
     parent_of,
     refresh_test_runs,
 )
@@ -248,9 +249,13 @@ class RunRecorder:
         if not batch or not any(case.attempts for case in batch):
             return
         conn = self.conn
-        with transaction(conn):
+        with foreign_keys_off(conn), transaction(conn):
             version = int(conn.execute("PRAGMA data_version").fetchone()[0])
             if self._writer is None:
+                if not rollups.enabled(conn):
+                    # Built before this batch's rows exist (cheap on a new history): the hook
+                    # then adds the batch instead of rebuilding with it.
+                    rollups.rebuild(conn)
                 writer = self._start(conn)
             else:
                 writer = self._writer
