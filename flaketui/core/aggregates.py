@@ -18,10 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import sqlite_utils
-
 from flaketui.core import rollup_read, rollups
 from flaketui.core.config import Config
+from flaketui.core.dbhandle import Connected
 from flaketui.core.evidence import (
     _ANALYSIS,
     _FAMILY_UNITS,
@@ -127,14 +126,14 @@ def _from_base(row: Mapping[str, Any], suite_names: Sequence[str] = ()) -> Evide
     )
 
 
-def _rows(db: sqlite_utils.Database, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _rows(db: Connected, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
     cursor = db.conn.execute(sql, params)
     names = [col[0] for col in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor]
 
 
 def _collect(
-    db: sqlite_utils.Database,
+    db: Connected,
     base_sql: str,
     units_sql: str,
     extra: Mapping[str, Any],
@@ -171,7 +170,7 @@ def _collect(
 
 
 def rollup_window(
-    db: sqlite_utils.Database,
+    db: Connected,
     now: datetime,
     config: Config,
     suite: str | None = None,
@@ -229,7 +228,7 @@ def _evidence(
 
 
 def _tests_from_rollups(
-    db: sqlite_utils.Database, now: datetime, config: Config, window: rollup_read.Window
+    db: Connected, now: datetime, config: Config, window: rollup_read.Window
 ) -> dict[int, Evidence] | None:
     base = rollups.test_base(db.conn, now, config)
     if base is None:
@@ -247,7 +246,7 @@ def _tests_from_rollups(
 
 
 def _apply_change_points(
-    db: sqlite_utils.Database,
+    db: Connected,
     kind: str,
     out: Mapping[Any, Evidence],
     streaks: list[Any],
@@ -260,7 +259,7 @@ def _apply_change_points(
 
 
 def per_test_evidence(
-    db: sqlite_utils.Database,
+    db: Connected,
     now: datetime,
     config: Config,
     suite: str | None = None,
@@ -298,7 +297,7 @@ def per_test_evidence(
 
 
 def _window_suites(
-    db: sqlite_utils.Database,
+    db: Connected,
     now: datetime,
     config: Config,
     suite: str | None,
@@ -311,7 +310,7 @@ def _window_suites(
 
 
 def _families_from_rollups(
-    db: sqlite_utils.Database,
+    db: Connected,
     now: datetime,
     config: Config,
     window: rollup_read.Window,
@@ -356,7 +355,7 @@ def _families_from_rollups(
 
 
 def per_family_evidence(
-    db: sqlite_utils.Database,
+    db: Connected,
     now: datetime,
     config: Config,
     suite: str | None = None,
@@ -396,7 +395,7 @@ def per_family_evidence(
 
 
 def per_signature_evidence(
-    db: sqlite_utils.Database,
+    db: Connected,
     members: Mapping[int, str],
     now: datetime,
     config: Config,
@@ -438,7 +437,7 @@ def per_signature_evidence(
 
 
 def suite_counts(
-    db: sqlite_utils.Database,
+    db: Connected,
     now: datetime,
     config: Config,
     suite: str | None = None,
@@ -455,7 +454,7 @@ def suite_counts(
 
 
 def signature_counts(
-    db: sqlite_utils.Database,
+    db: Connected,
     now: datetime,
     config: Config,
     suite: str | None = None,

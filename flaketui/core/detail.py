@@ -6,9 +6,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import sqlite_utils
-
 from flaketui.core.config import Config
+from flaketui.core.dbhandle import Connected
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.timeutil import parse_iso, to_iso
 
@@ -76,7 +75,7 @@ def window_bounds(now: datetime, config: Config) -> tuple[str, str]:
     return to_iso(now - timedelta(days=config.window_days)), to_iso(now)
 
 
-def resolve_target(db: sqlite_utils.Database, test_or_parent: str) -> Target:
+def resolve_target(db: Connected, test_or_parent: str) -> Target:
     """An exact test id first, else a family parent; raise UnknownTestError otherwise."""
     conn = db.conn
     row = conn.execute(
@@ -94,7 +93,7 @@ def resolve_target(db: sqlite_utils.Database, test_or_parent: str) -> Target:
     return Target(test_or_parent, "family", [int(r[0]) for r in rows], [str(r[1]) for r in rows])
 
 
-def did_you_mean(db: sqlite_utils.Database, text: str, limit: int = 3) -> str:
+def did_you_mean(db: Connected, text: str, limit: int = 3) -> str:
     """A '; did you mean ...' suffix naming tests or families that contain `text`, or ''."""
     # A bare function name or a partial path is the usual typo: offer what contains it.
     needle = text.strip().split("::")[-1] if "::" in text else text.strip()
@@ -114,7 +113,7 @@ def did_you_mean(db: sqlite_utils.Database, text: str, limit: int = 3) -> str:
     return f"; did you mean {shown}{more}?"
 
 
-def family_members(db: sqlite_utils.Database, parent: str) -> list[str]:
+def family_members(db: Connected, parent: str) -> list[str]:
     """The test ids sharing a parent, sorted; empty when there is none."""
     return [
         str(row[0])
@@ -142,7 +141,7 @@ ORDER BY tr.ts, runs.run_id, tests.test_id
 
 
 def outcome_sequence(
-    db: sqlite_utils.Database, test_or_parent: str, *, now: datetime, config: Config
+    db: Connected, test_or_parent: str, *, now: datetime, config: Config
 ) -> list[RunOutcome]:
     """Every (run, test) in the window, oldest first, skipped/incident/edited runs included."""
     target = resolve_target(db, test_or_parent)
@@ -189,7 +188,7 @@ ORDER BY runs - incident_runs DESC, runs DESC, attempts DESC, signatures.hash
 
 
 def signatures_of(
-    db: sqlite_utils.Database, test_or_parent: str, *, now: datetime, config: Config
+    db: Connected, test_or_parent: str, *, now: datetime, config: Config
 ) -> list[SignatureCount]:
     """The failure signatures of a test or family in the window, most frequent first."""
     target = resolve_target(db, test_or_parent)

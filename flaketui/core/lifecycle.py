@@ -48,9 +48,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import sqlite_utils
-
 from flaketui.core.config import Config
+from flaketui.core.dbhandle import Connected
 from flaketui.core.evidence import counted_runs_cte
 from flaketui.core.lifecycle_machine import (
     LIFECYCLE,
@@ -109,7 +108,7 @@ SELECT ts, who, action, test_id, source, reason FROM audit_log WHERE ts <= ? ORD
 
 
 def _audit_inputs(
-    db: sqlite_utils.Database, now: datetime
+    db: Connected, now: datetime
 ) -> tuple[dict[str, list[Event]], frozenset[tuple[str, str, str]]]:
     """Decisions and recorded transitions per test, and the (test, action, day) of the latter."""
     events: dict[str, list[Event]] = defaultdict(list)
@@ -135,13 +134,13 @@ def _enters_quarantine(ev: Event) -> bool:
     return ev.kind == "quarantine" or (ev.kind == "state" and ev.after in QUARANTINED)
 
 
-def _first_seen(db: sqlite_utils.Database) -> dict[str, datetime]:
+def _first_seen(db: Connected) -> dict[str, datetime]:
     rows = db.conn.execute("SELECT test_id, first_seen FROM tests")
     return {str(test_id): parse_iso(str(seen)) for test_id, seen in rows}
 
 
 def _run_events(
-    db: sqlite_utils.Database, test_ids: list[str], now: datetime, days: int, config: Config
+    db: Connected, test_ids: list[str], now: datetime, days: int, config: Config
 ) -> dict[str, list[Event]]:
     """Each test's counted runs over the replay span, as events."""
     wide = dataclasses.replace(config, window_days=days + 1)
@@ -156,7 +155,7 @@ def _run_events(
 
 
 def derive(
-    db: sqlite_utils.Database,
+    db: Connected,
     *,
     now: datetime,
     config: Config,
@@ -226,7 +225,7 @@ def derive(
 
 
 def lifecycle_states(
-    db: sqlite_utils.Database,
+    db: Connected,
     *,
     report: Report | None = None,
     now: datetime,

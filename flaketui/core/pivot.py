@@ -6,9 +6,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import sqlite_utils
-
 from flaketui.core.config import Config
+from flaketui.core.dbhandle import Connected
 from flaketui.core.detail import resolve_target
 from flaketui.core.evidence import counted_runs_cte
 from flaketui.core.scoring import wilson_interval
@@ -68,9 +67,7 @@ def _row(key: str, runs: int, bad: int, config: Config) -> PivotRow:
     return PivotRow(key, runs, bad, bad / runs if runs else 0.0, low, high)
 
 
-def worker_pivot(
-    db: sqlite_utils.Database, test_or_parent: str, *, now: datetime, config: Config
-) -> Pivot:
+def worker_pivot(db: Connected, test_or_parent: str, *, now: datetime, config: Config) -> Pivot:
     """Runs, bad runs and the Wilson interval per worker count and worker id, counted runs only."""
     target = resolve_target(db, test_or_parent)
     cte, params = counted_runs_cte(now, config, test_ids=target.test_ids)

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import accumulate
 
-import sqlite_utils
-
 from flaketui.core import rollups
 from flaketui.core.config import Config
+from flaketui.core.dbhandle import Connected
 from flaketui.core.detail import Target, resolve_target
 from flaketui.core.evidence import (
     _ANALYSIS,
@@ -94,7 +93,7 @@ def _day_ends(now: datetime, days: int) -> list[datetime]:
 
 
 def daily_recency_scores(
-    db: sqlite_utils.Database,
+    db: Connected,
     test_ids: Sequence[str] | None,
     *,
     now: datetime,
@@ -201,7 +200,7 @@ WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
 
 
 def _from_rollups(
-    db: sqlite_utils.Database,
+    db: Connected,
     test_ids: Sequence[str],
     now: datetime,
     days: int,
@@ -311,7 +310,7 @@ def _score_as_of(w_bad: float, w_total: float, days_before_now: float, config: C
 
 
 def _judge_as_of(
-    db: sqlite_utils.Database,
+    db: Connected,
     target: Target,
     first_seen: datetime,
     as_of: datetime,
@@ -335,7 +334,7 @@ def _judge_as_of(
 
 
 def verdict_changes(
-    db: sqlite_utils.Database, test_id: str, *, now: datetime, days: int, config: Config
+    db: Connected, test_id: str, *, now: datetime, days: int, config: Config
 ) -> list[VerdictChange]:
     """Verdict changes of a test (or family) over the last `days` days, oldest first.
 

@@ -10,11 +10,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flaketui.core import store
+from flaketui.core.dbhandle import Reader
 from flaketui.core.errors import HistoryError
 from flaketui.core.store import (
-    BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
     SQLITE_MAGIC,
+    is_locked,
+    locked_error,
     open_history,
     schema_version,
 )
@@ -72,23 +75,27 @@ def _check_file(path: Path) -> None:
         raise HistoryError(f"{path}: not a SQLite database")
 
 
-def _connect(path: Path, how: str) -> sqlite_utils.Database:
+def _connect(path: Path, how: str) -> Reader:
     """A connection in one of three ways (see open_reader), refusing other schema versions."""
     try:
         if how == "plain":
-            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn = sqlite3.connect(
+                str(path), timeout=store.BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
             conn.execute("PRAGMA query_only = ON")
         else:
             query = "mode=ro&immutable=1" if how == "immutable" else "mode=ro"
             conn = sqlite3.connect(
                 f"{path.resolve().as_uri()}?{query}",
                 uri=True,
-                timeout=BUSY_TIMEOUT_MS / 1000,
+                timeout=store.BUSY_TIMEOUT_MS / 1000,
                 isolation_level=None,
             )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {store.BUSY_TIMEOUT_MS}")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
+        if is_locked(exc):
+            raise locked_error(path, exc) from exc
         raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc
     if version != SCHEMA_VERSION:
         conn.close()
@@ -99,13 +106,12 @@ def _connect(path: Path, how: str) -> sqlite_utils.Database:
             if newer
             else f"{path}: history needs an upgrade; run any writing command (e.g. flaketui ingest)"
         )
-    # Imported here: sqlite-utils pulls in pandas and numpy, which the UI thread must not wait for.
-    import sqlite_utils
+    # No sqlite-utils here: it imports pandas and numpy when installed, 0.1-1 s a reader
+    # does not need (scoring only queries the connection).
+    return Reader(conn)
 
-    return sqlite_utils.Database(conn)
 
-
-def open_reader(path: Path) -> sqlite_utils.Database:
+def open_reader(path: Path) -> Reader:
     """A connection that only reads, consistent with writers, leaving no trace when it can.
 
     - a WAL-mode file we may write: an ordinary connection with `query_only`, because a
@@ -129,7 +135,7 @@ def open_reader(path: Path) -> sqlite_utils.Database:
 
 
 @contextmanager
-def reading(path: Path) -> Iterator[sqlite_utils.Database]:
+def reading(path: Path) -> Iterator[Reader]:
     """A reader owned by the calling thread, closed on exit."""
     db = open_reader(path)
     try:

@@ -34,6 +34,7 @@ READERS: dict[str, list[str]] = {
     "lifecycle": ["lifecycle", "history.db", *NOW],
     "incident-list": ["incident", "list", "history.db", *NOW],
     "merge-from": ["merge", "other.db", "history.db"],
+    "open": ["open", "history.db"],  # refused before any screen is drawn
 }
 
 
