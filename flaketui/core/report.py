@@ -18,13 +18,12 @@ Choices where the spec leaves room:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
-
-import sqlite_utils
 
 from flaketui.core.aggregates import (
     per_family_evidence,
@@ -34,18 +33,20 @@ from flaketui.core.aggregates import (
     suite_counts,
 )
 from flaketui.core.config import Config
+from flaketui.core.dbhandle import Connected
 from flaketui.core.evidence import Evidence
 from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.core.verdicts import compute_scores, judge
 
 DAILY_DAYS = 30
+FIRST_SERIES = 100  # daily series computed in report_stages' first step (list order)
 VERDICT_ORDER = {"flaky": 0, "regression": 1, "insufficient": 2, "healthy": 3}
 T = TypeVar("T")
 
 
 def effective_now(
-    db: sqlite_utils.Database, requested: datetime | None, config: Config
+    db: Connected, requested: datetime | None, config: Config
 ) -> tuple[datetime, bool]:
     """SPEC §1 clock: `requested`, else now, else the newest run when the history is older
     than the window; the flag says the clock was moved back to the newest run."""
@@ -78,7 +79,7 @@ class _TestInfo:
 
 
 def _test_infos(
-    db: sqlite_utils.Database,
+    db: Connected,
     evidence: dict[int, Evidence],
     now: datetime,
     config: Config,
@@ -184,7 +185,7 @@ def _owner_lookup(
 
 
 def _daily_scores(
-    db: sqlite_utils.Database, test_ids: list[str], now: datetime, config: Config
+    db: Connected, test_ids: list[str], now: datetime, config: Config
 ) -> dict[str, list[float]]:
     """Daily recency scores (oldest first) from flaketui.core.series, when present."""
     try:
@@ -240,7 +241,7 @@ def _rank_groups(groups: list[GroupVerdict]) -> list[GroupVerdict]:
 
 
 def build_report(
-    db: sqlite_utils.Database,
+    db: Connected,
     *,
     now: datetime | None = None,
     config: Config | None = None,
@@ -249,32 +250,69 @@ def build_report(
     repo_root: Path | None = None,
 ) -> Report:
     """Score, judge and rank every live test, family and signature group as of `now`."""
-    conn = db.conn
-    # Inside a caller's transaction (or on a connection-like without one), read as given.
-    if getattr(conn, "in_transaction", True):
-        return _build_report(db, now, config, suite, branch_kind, repo_root)
-    # One read snapshot for all the queries below: an ingest committing between two of them
-    # would show a test to one and not to the next (a KeyError, or a report mixing runs).
-    conn.execute("BEGIN")
-    try:
-        report = _build_report(db, now, config, suite, branch_kind, repo_root)
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    stages = report_stages(
+        db, now=now, config=config, suite=suite, branch_kind=branch_kind, repo_root=repo_root
+    )
+    with closing(stages):
+        *_, report = stages
     return report
 
 
-def _build_report(
-    db: sqlite_utils.Database,
+def report_stages(
+    db: Connected,
+    *,
+    now: datetime | None = None,
+    config: Config | None = None,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+    repo_root: Path | None = None,
+) -> Generator[Report, None, None]:
+    """The report in two steps read from one snapshot: its tests alone, then all of it.
+
+    The first report has every test scored, judged and ranked (what a ranked list needs), the
+    daily scores of the first FIRST_SERIES failing tests in list order (the others' are empty
+    until then), and no families or signature groups. The second is build_report's: the
+    groups, and every daily series. An app shows the first while the second is computed
+    (SPEC §9, first ranked screen).
+    """
+    conn = db.conn
+    # Inside a caller's transaction (or on a connection-like without one), read as given.
+    own = not getattr(conn, "in_transaction", True)
+    # One read snapshot for every query of both steps: an ingest committing between two of
+    # them would show a test to one and not to the next (a KeyError, or a report mixing runs).
+    if own:
+        conn.execute("BEGIN")
+    try:
+        partial = _rank_tests(db, now, config or Config(), suite, branch_kind, repo_root)
+        yield partial.report
+        yield _complete(db, partial)
+    finally:
+        if own and conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+@dataclass(slots=True)
+class _Partial:
+    """The tests-only report, and what its second step is built from."""
+
+    report: Report
+    config: Config
+    evidence: dict[int, Evidence]
+    infos: dict[int, _TestInfo]
+    suite: str | None
+    branch_kind: str | None
+    owner_of: Callable[[str | None, str], str | None]
+    pending: list[TestVerdict]  # failing tests whose daily scores the second step fills
+
+
+def _rank_tests(
+    db: Connected,
     now: datetime | None,
-    config: Config | None,
+    config: Config,
     suite: str | None,
     branch_kind: str | None,
     repo_root: Path | None,
-) -> Report:
-    config = config or Config()
+) -> _Partial:
     now, clamped = effective_now(db, now, config)
     evidence = per_test_evidence(db, now, config, suite, branch_kind)
     infos = _test_infos(db, evidence, now, config, suite, branch_kind)
@@ -321,12 +359,47 @@ def _build_report(
         set_regression_rank,
     )
     # A test without a failure in the window scores 0 on every day of the series (its older
-    # failures weigh under 5 % each by then), so only failing tests are asked for.
-    failing = [t.test_id for t in tests if t.scores.last_failure_at is not None]
-    daily = _daily_scores(db, failing, now, config)
+    # failures weigh under 5 % each by then), so only failing tests are asked for: the first
+    # FIRST_SERIES of them in list order now (a screenful and more), the rest in step two.
+    failing = [t for t in tests if t.scores.last_failure_at is not None]
+    first, pending = failing[:FIRST_SERIES], failing[FIRST_SERIES:]
+    daily = _daily_scores(db, [t.test_id for t in first], now, config)
+    waiting = {t.test_id for t in pending}
     for test in tests:
-        test.daily_scores = list(daily.get(test.test_id, [0.0] * DAILY_DAYS))
+        if test.test_id not in waiting:
+            test.daily_scores = list(daily.get(test.test_id, [0.0] * DAILY_DAYS))
+    report = Report(
+        now=now,
+        window_days=config.window_days,
+        config=config.as_dict(),
+        tests=tests,
+        families=[],
+        signatures=[],
+        now_was_clamped=clamped,
+    )
+    return _Partial(report, config, evidence, infos, suite, branch_kind, owner_of, pending)
 
+
+def _complete(db: Connected, partial: _Partial) -> Report:
+    """The second step: the pending daily scores, the families and the signature groups.
+
+    Tests that gain their daily scores are new objects: the first report may be on screen.
+    """
+    first, config, infos = partial.report, partial.config, partial.infos
+    now, suite, branch_kind, owner_of = (
+        first.now,
+        partial.suite,
+        partial.branch_kind,
+        partial.owner_of,
+    )
+    daily = _daily_scores(db, [t.test_id for t in partial.pending], now, config)
+    waiting = {t.test_id for t in partial.pending}
+    tests = [
+        replace(t, daily_scores=list(daily.get(t.test_id, [0.0] * DAILY_DAYS)))
+        if t.test_id in waiting
+        else t
+        for t in first.tests
+    ]
     by_parent: dict[str, list[_TestInfo]] = defaultdict(list)
     by_signature: dict[str, list[_TestInfo]] = defaultdict(list)
     for info in infos.values():
@@ -336,7 +409,7 @@ def _build_report(
     families = [
         _group(parent, parent, by_parent[parent], ev, now, config, owner_of)
         for parent, ev in per_family_evidence(
-            db, now, config, suite, branch_kind, tests=evidence
+            db, now, config, suite, branch_kind, tests=partial.evidence
         ).items()
         if by_parent.get(parent)
     ]
@@ -352,16 +425,10 @@ def _build_report(
             owner_of,
         )
         for sig, ev in per_signature_evidence(
-            db, members, now, config, suite, branch_kind, tests=evidence
+            db, members, now, config, suite, branch_kind, tests=partial.evidence
         ).items()
         if by_signature.get(sig)
     ]
-    return Report(
-        now=now,
-        window_days=config.window_days,
-        config=config.as_dict(),
-        tests=tests,
-        families=_rank_groups(families),
-        signatures=_rank_groups(signatures),
-        now_was_clamped=clamped,
+    return replace(
+        first, tests=tests, families=_rank_groups(families), signatures=_rank_groups(signatures)
     )

@@ -66,14 +66,12 @@ class FlaketuiApp(App[None]):
         self.poll_history = watch
         self.last_stamp: tuple[int, ...] | None = None
         self.main_screen = MainScreen()
+        self._warmed = False
 
     def on_mount(self) -> None:
         """Show the list and start watching the history file."""
         self.sub_title = self.source.display
         self.push_screen(self.main_screen)
-        # While the ranking loads (in a child process, usually) this process is idle: a good
-        # time to import the screens the first screen does not need.
-        self.call_after_refresh(self.warm_up)
         if self.source.readonly:
             self.notify(READ_ONLY_NOTICE, title="Read-only history", timeout=8)
         if self.poll_history:
@@ -184,11 +182,20 @@ class FlaketuiApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def start_warm_up(self) -> None:
+        """Once the list is up, import the other screens in a worker (once per app).
+
+        Not earlier: an import holds the GIL, and the first ranked screen would wait for it.
+        """
+        if not self._warmed:
+            self._warmed = True
+            self.warm_up()
+
     @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)
     def warm_up(self) -> None:
         """Import the screens the first screen does not need, once it is drawn.
 
-        The detail screen (plotext) and the help (Markdown) cost about 0.2 s of imports that
+        The detail screen (plotext) and the help (Markdown) cost about 0.1-0.2 s of imports that
         the first ranked screen should not wait for, nor the first Enter or `?` on the UI thread.
         """
         importlib.import_module("flaketui.tui.screens.detail")

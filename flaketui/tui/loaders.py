@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +20,7 @@ from flaketui.tui.history_access import reading, writing
 from flaketui.tui.viewmodel import QuarantineRow
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from flaketui.core.dbhandle import Connected
 
 DAILY_DAYS = 30
 
@@ -50,6 +52,7 @@ class MainData:
     skip_problem: str | None = None
     skip: SkipFile | None = None
     extras_loaded: bool = False  # lifecycle states and suites arrived (load_extras)
+    groups_loaded: bool = True  # False while the report's families and signatures are to come
 
 
 @dataclass(slots=True)
@@ -96,7 +99,7 @@ def history_stamp(path: Path) -> tuple[int, ...]:
 
 
 def _lifecycle_states(
-    db: sqlite_utils.Database, report: Report, source: Source, skip: SkipFile | None
+    db: Connected, report: Report, source: Source, skip: SkipFile | None
 ) -> dict[str, str]:
     """Each tracked test's lifecycle state (tests in state `none` are absent)."""
     lifecycle = _core("lifecycle")
@@ -134,7 +137,7 @@ def quarantine_rows(skip: SkipFile | None) -> list[QuarantineRow]:
     return sorted(rows, key=lambda r: r.test_id)
 
 
-def suites_of(db: sqlite_utils.Database) -> list[str]:
+def suites_of(db: Connected) -> list[str]:
     """The suites present in the history."""
     return [str(r[0]) for r in db.conn.execute("SELECT DISTINCT suite FROM runs ORDER BY suite")]
 
@@ -159,6 +162,26 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
             repo_root=source.owners_from,  # build_report reads owners from here only
         )
     return MainData(report, {}, quarantine_rows(skip), [], stamp, problem, skip)
+
+
+def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None, None]:
+    """From one read snapshot (see core.report.report_stages): the first screen's data (tests
+    ranked, no groups yet), then the complete report, then the lifecycle states and suites."""
+    report_mod = _core("report")
+    stamp = history_stamp(source.path)
+    skip, problem = read_skip(source.skip_path)
+    with reading(source.path) as db:
+        stages = report_mod.report_stages(
+            db, now=source.requested_now, config=source.config, repo_root=source.owners_from
+        )
+        with closing(stages):
+            first: Report = next(stages)
+            yield MainData(
+                first, {}, quarantine_rows(skip), [], stamp, problem, skip, groups_loaded=False
+            )
+            report: Report = next(stages)
+            yield report
+            yield Extras(_lifecycle_states(db, report, source, skip), suites_of(db))
 
 
 def load_extras(source: Source, data: MainData) -> Extras:

@@ -20,7 +20,8 @@ class MainLoaded(Message):
 
 
 class ExtrasLoaded(Message):
-    """Lifecycle states and suites of the report in `before` are ready, merged into `data`."""
+    """More of what `before` showed is ready (the complete report, or lifecycle states and
+    suites), merged into `data`."""
 
     def __init__(
         self, before: MainData, data: MainData, state: ViewState, rows: PreparedRows

@@ -21,12 +21,14 @@ from typing import Any, BinaryIO, TypeVar
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.results import Report
 from flaketui.tui.history_access import is_read_only
-from flaketui.tui.loaders import Extras, MainData, Source, load_extras, load_main
+from flaketui.tui.loaders import Extras, MainData, Source, load_in_stages
 from flaketui.tui.viewmodel import shown_path
 
 T = TypeVar("T")
 BACKGROUND_NICENESS = 10  # the loading child, once the ranking is sent (see Preload._fork)
+STEPS = 3  # ranking, complete report, extras (loaders.load_in_stages)
 
 
 def make_source(
@@ -61,8 +63,10 @@ def make_source(
 
 
 class Preload:
-    """The first ranking (all suites, all branch kinds) and its extras, read at once.
+    """The first ranking (all suites, all branch kinds), then the rest, read at once.
 
+    Three steps from one read snapshot (loaders.load_in_stages): the ranked tests, the
+    complete report (groups, every daily series), the lifecycle states and suites.
     On Linux, while the process has a single thread (before Textual starts), the reading runs
     in a forked child process: scoring and the lifecycle replay are long pure-Python loops, and
     in a thread they would hold the GIL the event loop needs, stalling the first screens
@@ -73,10 +77,8 @@ class Preload:
     def __init__(self, source: Source, *, allow_fork: bool = True) -> None:
         """Start reading; the app's first load workers collect the results."""
         self.source = source
-        self._main_done = threading.Event()
-        self._extras_done = threading.Event()
-        self._main: _Outcome = None
-        self._extras: _Outcome = None
+        self._done = [threading.Event() for _ in range(STEPS)]
+        self._outcomes: list[_Outcome] = [None] * STEPS
         self._child: int | None = None
         self._child_lock = threading.Lock()
         self._forked = False
@@ -91,15 +93,24 @@ class Preload:
         """Whether the reading runs (or ran) in a child process."""
         return self._forked
 
+    def _arrived(self, step: int, outcome: _Outcome) -> bool:
+        """Record one step's outcome; after a failure the later steps never come."""
+        self._outcomes[step] = outcome
+        self._done[step].set()
+        if outcome is not None and outcome[0] == "ok":
+            return True
+        for later in self._done[step + 1 :]:
+            later.set()
+        return False
+
     # ---- in a thread ------------------------------------------------------------------------
 
     def _in_thread(self) -> None:
-        self._main = _attempt(lambda: load_main(self.source, suite=None, branch_kind=None))
-        self._main_done.set()
-        data = self._main[1] if self._main[0] == "ok" else None
-        if isinstance(data, MainData):
-            self._extras = _attempt(lambda: load_extras(self.source, data))
-        self._extras_done.set()
+        stages = load_in_stages(self.source)
+        with contextlib.closing(stages):
+            for step in range(STEPS):
+                if not self._arrived(step, _attempt(lambda: next(stages))):
+                    break
 
     # ---- in a child process -----------------------------------------------------------------
 
@@ -115,18 +126,19 @@ class Preload:
                 # types this read-only child never meets: tell Python they are absent here.
                 for optional in ("pandas", "numpy"):
                     sys.modules.setdefault(optional, None)  # type: ignore[arg-type]
-                with os.fdopen(write_end, "wb") as out:
-                    main = _attempt(lambda: load_main(self.source, suite=None, branch_kind=None))
-                    pickle.dump(main, out, protocol=pickle.HIGHEST_PROTOCOL)
-                    out.flush()
-                    if main[0] == "ok":
-                        # The first screen is drawing now: the lifecycle replay must not take
-                        # the CPU the event loop needs, so it runs at a lower priority.
-                        with contextlib.suppress(OSError):
-                            os.nice(BACKGROUND_NICENESS)
-                        data = main[1]
-                        extras = _attempt(lambda: load_extras(self.source, data))
-                        pickle.dump(extras, out, protocol=pickle.HIGHEST_PROTOCOL)
+                stages = load_in_stages(self.source)
+                with os.fdopen(write_end, "wb") as out, contextlib.closing(stages):
+                    for step in range(STEPS):
+                        outcome = _attempt(lambda: next(stages))
+                        pickle.dump(outcome, out, protocol=pickle.HIGHEST_PROTOCOL)
+                        out.flush()
+                        if outcome[0] != "ok":
+                            break
+                        if step == 0:
+                            # The first screen is drawing now: the groups and the lifecycle
+                            # replay must not take the CPU the event loop needs.
+                            with contextlib.suppress(OSError):
+                                os.nice(BACKGROUND_NICENESS)
             finally:
                 os._exit(0)
         os.close(write_end)
@@ -140,10 +152,9 @@ class Preload:
 
     def _receive(self, read_end: int) -> None:
         with os.fdopen(read_end, "rb") as incoming:
-            self._main = _unpickle(incoming)
-            self._main_done.set()
-            self._extras = _unpickle(incoming) if self._main[0] == "ok" else None
-            self._extras_done.set()
+            for step in range(STEPS):
+                if not self._arrived(step, _unpickle(incoming)):
+                    break
         self._reap()
 
     def _reap(self) -> None:
@@ -166,13 +177,21 @@ class Preload:
 
     def result(self) -> MainData:
         """Wait for the ranking; raise what reading it raised (called from a worker thread)."""
-        self._main_done.wait()
-        return _value(self._main, MainData)
+        self._done[0].wait()
+        return _value(self._outcomes[0], MainData)
+
+    def complete(self) -> Report | None:
+        """Wait for the complete report (None when an earlier step failed)."""
+        return self._later(1, Report)
 
     def extras(self) -> Extras | None:
-        """Wait for the lifecycle states and suites (None when the ranking failed)."""
-        self._extras_done.wait()
-        return None if self._extras is None else _value(self._extras, Extras)
+        """Wait for the lifecycle states and suites (None when an earlier step failed)."""
+        return self._later(2, Extras)
+
+    def _later(self, step: int, kind: type[T]) -> T | None:
+        self._done[step].wait()
+        outcome = self._outcomes[step]
+        return None if outcome is None else _value(outcome, kind)
 
 
 _Outcome = tuple[str, Any] | None

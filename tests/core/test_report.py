@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
+from flaketui.core import report as report_module
 from flaketui.core.config import Config
-from flaketui.core.report import build_report, effective_now
+from flaketui.core.report import build_report, effective_now, report_stages
 from flaketui.core.report_formats import (
     FAMILY_KEYS,
     SIGNATURE_KEYS,
@@ -280,3 +281,42 @@ def test_suite_is_the_most_frequent_and_retries_are_per_suite(
     assert tests["tests/test_y.py::test_retried"].suite == "nightly"
     assert "no-retry" not in tests["tests/test_y.py::test_retried"].flags
     assert "no-retry" not in tests[both].flags
+
+
+def test_report_stages_rank_tests_first_then_complete_the_same_report(
+    db: sqlite_utils.Database, hb: HistoryBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_mixed_history(hb)
+    monkeypatch.setattr(report_module, "FIRST_SERIES", 2)
+    first, complete = list(report_stages(db, now=NOW))
+    assert complete == build_report(db, now=NOW)
+    # The first step: every test ranked exactly as in the complete report, no groups yet.
+    assert first.families == [] and first.signatures == []
+    assert complete.families and complete.signatures
+    strip = [(t.test_id, t.rank, t.regression_rank, t.verdict, t.scores) for t in first.tests]
+    assert strip == [
+        (t.test_id, t.rank, t.regression_rank, t.verdict, t.scores) for t in complete.tests
+    ]
+    # Daily scores: the first failing tests in list order have theirs, the other failing ones
+    # wait for the second step (an empty series), one that never failed is all zeros.
+    by_id = {t.test_id: t for t in first.tests}
+    failing = [t.test_id for t in complete.tests if t.scores.last_failure_at is not None]
+    assert len(failing) > 2
+    for test in complete.tests:
+        early = by_id[test.test_id]
+        if test.test_id in failing[2:]:
+            assert early.daily_scores == []
+        else:
+            assert early.daily_scores == test.daily_scores
+            assert test.test_id in failing or set(test.daily_scores) == {0.0}
+
+
+def test_report_stages_hold_one_read_snapshot(
+    db: sqlite_utils.Database, hb: HistoryBuilder, tmp_path: Path
+) -> None:
+    build_mixed_history(hb)
+    stages = report_stages(db, now=NOW)
+    next(stages)
+    assert db.conn.in_transaction  # the second step reads what the first read
+    stages.close()
+    assert not db.conn.in_transaction

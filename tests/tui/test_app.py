@@ -5,16 +5,19 @@ from __future__ import annotations
 import csv
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
-from textual.widgets import Input, Select
+from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, record_run
 
 from flaketui.core.skipfile import read_skip_file
 from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.loaders import load_in_stages
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
+from flaketui.tui.startup import make_source
 from flaketui.tui.widgets.flake_table import FlakeTable
 
 SIZE = (160, 48)
@@ -103,6 +106,58 @@ async def test_grouping_toggles_and_expands(history: Path, tmp_path: Path) -> No
         await pilot.press("enter")  # Enter on a signature group expands it
         assert len(_targets(app)) == 6
         assert not isinstance(app.screen, DetailScreen)
+
+
+class _HeldPreload:
+    """A thread preload whose later steps (groups, lifecycle) wait for the test's release."""
+
+    def __init__(self, source: object) -> None:
+        self.release = threading.Event()
+        self._steps = [threading.Event() for _ in range(3)]
+        self._out: list[object] = []
+        threading.Thread(target=self._read, args=(source,), daemon=True).start()
+
+    def _read(self, source: object) -> None:
+        stages = load_in_stages(source)  # type: ignore[arg-type]
+        for step in range(3):
+            if step == 1:
+                self.release.wait(30)
+            self._out.append(next(stages))
+            self._steps[step].set()
+        stages.close()
+
+    def _wait(self, step: int) -> object:
+        self._steps[step].wait(60)
+        return self._out[step]
+
+    def result(self) -> object:
+        return self._wait(0)
+
+    def complete(self) -> object:
+        return self._wait(1)
+
+    def extras(self) -> object:
+        return self._wait(2)
+
+
+async def test_a_grouped_view_waits_for_the_groups_read_after_the_ranking(
+    history: Path, tmp_path: Path
+) -> None:
+    source = make_source(history, NOW, tmp_path / "quarantine.json")
+    preload = _HeldPreload(source)
+    app = FlaketuiApp(source, cursor_blink=False, watch=False, preload=preload)  # type: ignore[arg-type]
+    async with app.run_test(size=SIZE) as pilot:
+        while app.main_screen.data is None:
+            await pilot.pause()
+        assert _targets(app)[0] == f"{BILLING}[gbp]"  # the ranked list is up, groups are not
+        await pilot.press("f")
+        loading = app.main_screen.query_one("#loading", Static)
+        assert loading.display and "groups are still being read" in str(loading.render())
+        assert BILLING not in _targets(app)  # members listed alone until their group arrives
+        preload.release.set()
+        await _settle(pilot)
+        assert not loading.display
+        assert _targets(app) == [BILLING, AUTH]
 
 
 async def test_enter_opens_detail_family_pivot_rises_with_workers(

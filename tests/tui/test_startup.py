@@ -28,6 +28,11 @@ try:
     data = preload.result()
     extras = preload.extras()
     out["ranking"] = [(t.test_id, t.verdict, t.scores.damage) for t in data.report.tests]
+    out["first_groups"] = [len(data.report.families), len(data.report.signatures)]
+    out["groups_loaded"] = data.groups_loaded
+    complete = preload.complete()
+    out["families"] = [g.key for g in complete.families]
+    out["signatures"] = [g.key for g in complete.signatures]
     out["lifecycle"] = extras.lifecycle
     out["suites"] = extras.suites
 except Exception as exc:
@@ -56,6 +61,10 @@ def test_the_forked_preload_reads_what_a_direct_load_reads(history: Path, tmp_pa
     extras = load_extras(source, data)
     assert forked["ranking"] == [[t.test_id, t.verdict, t.scores.damage] for t in data.report.tests]
     assert forked["lifecycle"] == extras.lifecycle and forked["suites"] == extras.suites == ["unit"]
+    # The ranking came first, without groups; the complete report came next.
+    assert forked["first_groups"] == [0, 0] and forked["groups_loaded"] is False
+    assert forked["families"] == [g.key for g in data.report.families] != []
+    assert forked["signatures"] == [g.key for g in data.report.signatures] != []
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the forked preload is Linux-only")
@@ -75,9 +84,10 @@ def test_the_thread_preload_gives_the_ranking_and_extras(history: Path, tmp_path
     data = preload.result()
     extras = preload.extras()
     assert extras is not None and extras.suites == ["unit"]
-    assert [t.test_id for t in data.report.tests] == [
-        t.test_id for t in load_main(source, suite=None, branch_kind=None).report.tests
-    ]
+    direct = load_main(source, suite=None, branch_kind=None).report
+    assert [t.test_id for t in data.report.tests] == [t.test_id for t in direct.tests]
+    assert not data.groups_loaded and data.report.families == []
+    assert preload.complete() == direct
 
 
 def test_the_thread_preload_raises_the_load_error(tmp_path: Path) -> None:
@@ -119,5 +129,26 @@ def test_the_app_starts_without_the_heavy_optional_imports() -> None:
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_reading_a_history_imports_neither_sqlite_utils_nor_pandas(history: Path) -> None:
+    # sqlite-utils imports pandas and numpy when installed (0.1-1 s): the app's reads, which
+    # only query the connection, must not pay for it before the first screen.
+    probe = (
+        "import sys\n"
+        "from flaketui.tui.loaders import load_in_stages\n"
+        "from flaketui.tui.startup import make_source\n"
+        "stages = list(load_in_stages(make_source(sys.argv[1])))\n"
+        "assert len(stages) == 3 and stages[1].tests\n"
+        "print(sorted(m for m in ('sqlite_utils', 'pandas', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(history)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     assert done.stdout.strip() == "[]"

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
     from flaketui.tui.startup import Preload
 
+WARM_UP_AFTER_S = 2.0  # import the other screens this long after the list, at the latest
+
 
 class MainScreen(Screen[None]):
     """The ranked triage list with its views, grouping, filter and sort."""
@@ -176,6 +178,8 @@ class MainScreen(Screen[None]):
         self._show_rows(event.state, event.rows)
         self._load_extras(event.data, self.state.copy(), self._extras_preload)
         self._extras_preload = None
+        # The other screens' imports wait until the rest has loaded, or a moment at most.
+        self.set_timer(WARM_UP_AFTER_S, self.flaketui.start_warm_up)
 
     def _show_header(self) -> None:
         if self.data is not None:
@@ -185,8 +189,15 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="extras", exit_on_error=False)
     def _load_extras(self, data: MainData, state: ViewState, preload: Preload | None) -> None:
+        """After the first screen: the complete report (a preload's), then lifecycle states."""
         try:
             with gc_paused():
+                report = preload.complete() if preload is not None else None
+                if report is not None:  # the groups and the remaining daily series
+                    complete = replace(data, report=report, groups_loaded=True)
+                    rows = prepare_rows(complete, state)
+                    self.post_message(ExtrasLoaded(data, complete, state, rows))
+                    data = complete
                 extras = preload.extras() if preload is not None else None
                 if extras is None:
                     extras = load_extras(self.flaketui.source, data)
@@ -205,6 +216,7 @@ class MainScreen(Screen[None]):
         self.data = event.data
         self._show_header()
         self._show_rows(event.state, event.rows, in_place=True)
+        self.flaketui.start_warm_up()
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
@@ -233,6 +245,19 @@ class MainScreen(Screen[None]):
         else:
             table.show(rows, columns, sort_key=self.state.sort_column)
         self._show_selection(table.current_row)
+        self._show_groups_pending()
+
+    def _show_groups_pending(self) -> None:
+        """Say so while a grouped view waits for the groups (read after the first screen)."""
+        if self._loading_timer is not None:
+            return  # the reading line is up
+        box = self.query_one("#loading", Static)
+        pending = self.data is not None and not self.data.groups_loaded
+        if pending and self.state.grouping != "none":
+            box.update(f"⏳ grouping by {self.state.grouping} … the groups are still being read")
+            box.display = True
+        else:
+            box.display = False
 
     def _show_selection(self, row: Row | None) -> None:
         reason = self.query_one("#reason", Static)
