@@ -192,10 +192,10 @@ def after_write(
 
     When the run is later than every other run of its day, the test-runs it adds (those not
     yet in their day row's run list) are added to the rollups instead of recomputing the day;
-    test-runs it changes are recomputed. `appended` is accepted for callers that know the
-    test-runs are new; the check is made either way.
+    test-runs it changes are recomputed. `appended=True` is the caller's word that no test-run
+    of `tests` in this run was counted before (a run created in this transaction, each test in
+    one call): the run lists are then not searched.
     """
-    del appended  # the run lists tell which test-runs are new
     if not enabled(conn):
         rebuild(conn)  # once per history: its first write after rollups existed
         return
@@ -216,15 +216,17 @@ def after_write(
         refresh(conn, day, test_pks)
     else:
         # A test already counted in this run (an earlier batch or file) is recomputed.
-        present = {
-            int(t)
-            for (t,) in conn.execute(
-                "SELECT test FROM test_day_seq WHERE day = :day"
-                " AND test IN (SELECT value FROM json_each(:tests))"
-                " AND ',' || run_list || ',' LIKE '%,' || :run || ',%'",
-                {"day": day, "tests": json.dumps(test_pks), "run": run_pk},
-            )
-        }
+        present: set[int] = set()
+        if not appended:
+            present = {
+                int(t)
+                for (t,) in conn.execute(
+                    "SELECT test FROM test_day_seq WHERE day = :day"
+                    " AND test IN (SELECT value FROM json_each(:tests))"
+                    " AND ',' || run_list || ',' LIKE '%,' || :run || ',%'",
+                    {"day": day, "tests": json.dumps(test_pks), "run": run_pk},
+                )
+            }
         fresh = [t for t in test_pks if t not in present]
         if fresh:
             _append_run(conn, run_pk, day, fresh)

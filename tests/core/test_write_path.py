@@ -69,3 +69,58 @@ def test_the_recorders_first_batch_on_a_new_history_is_maintained(tmp_path: Path
     recorder.add([_case("tests/test_x.py::t[2]", "fail"), _case("tests/test_x.py::test_a", "pass")])
     recorder.finish()
     assert_maintained(db)
+
+
+def _report(path: Path, *cases: tuple[str, str]) -> Path:
+    body = "".join(
+        f'<testcase classname="tests.test_x" name="{name}">'
+        + ("<failure message='boom'>boom</failure>" if outcome == "fail" else "")
+        + "</testcase>"
+        for name, outcome in cases
+    )
+    path.write_text(f'<testsuite name="s">{body}</testsuite>')
+    return path
+
+
+def test_ingested_runs_new_and_extended_by_later_shards_are_maintained(tmp_path: Path) -> None:
+    db = open_history(tmp_path / "h.db")
+    for index in range(3):  # earlier runs of the same day
+        path = _report(tmp_path / f"r{index}.xml", ("test_a", "pass"), ("test_p[1]", "fail"))
+        ingest_reports(db, [path], _meta(f"r{index}", TS + timedelta(hours=index), "c1"))
+    # A new run with a repeated test (two attempts), then a second shard of the same run that
+    # repeats a test again and brings a new one.
+    late = _meta("late", TS + timedelta(hours=5), "c2")
+    first = _report(
+        tmp_path / "s1.xml", ("test_a", "fail"), ("test_a", "pass"), ("test_p[1]", "pass")
+    )
+    ingest_reports(db, [first], late)
+    assert_maintained(db)
+    second = _report(tmp_path / "s2.xml", ("test_p[1]", "fail"), ("test_p[2]", "pass"))
+    ingest_reports(db, [second], late)
+    assert_maintained(db)
+
+
+def test_a_first_passing_attempt_stores_nulls_and_edited_like_any_row(tmp_path: Path) -> None:
+    db = open_history(tmp_path / "h.db")
+    meta = RunMeta(run_id="R", ts=TS, changed_files=["tests/test_x.py"])
+    recorder = RunRecorder(db, meta)
+    recorder.add(
+        [
+            _case("tests/test_x.py::test_a", "pass"),  # the shortcut, in an edited file
+            CaseResult("tests/test_y.py::test_b", "tests/test_y.py", [Attempt("pass", 7)]),
+            CaseResult("tests/test_y.py::test_c", None, [Attempt("pass", None, None, "gw1")]),
+        ]
+    )
+    stored = db.conn.execute(
+        "SELECT t.test_id, r.attempt, r.outcome, r.worker_id, r.duration_ms, r.message,"
+        " r.signature, tr.outcome, tr.bad, tr.attempts, tr.failed_attempts, tr.worker_id,"
+        " tr.signature, tr.edited, tr.ts FROM results r JOIN tests t ON t.id = r.test"
+        " JOIN test_runs tr ON tr.test = r.test AND tr.run = r.run ORDER BY t.test_id"
+    ).fetchall()
+    ts = "2026-11-01T12:00:00Z"
+    nulls = (None, None, "pass", 0, 1, 0)
+    assert stored == [
+        ("tests/test_x.py::test_a", 1, "pass", None, 1, *nulls, None, None, 1, ts),
+        ("tests/test_y.py::test_b", 1, "pass", None, 7, *nulls, None, None, 0, ts),
+        ("tests/test_y.py::test_c", 1, "pass", "gw1", None, *nulls, "gw1", None, 0, ts),
+    ]

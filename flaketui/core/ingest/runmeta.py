@@ -16,6 +16,7 @@ A pull/merge request is always branch kind ``pr``, whatever its source branch is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import posixpath
 import re
 import socket
@@ -52,6 +53,7 @@ def branch_kind_for(branch: str | None, config: Config) -> str:
     return "pr"
 
 
+@functools.lru_cache(maxsize=4096)  # the writer asks once per new test; files are far fewer
 def normalise_path(path: str) -> str:
     """A repository-relative path in one spelling: forward slashes, no './', no 'a/../'."""
     text = path.strip().replace("\\", "/")

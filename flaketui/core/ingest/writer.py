@@ -153,7 +153,8 @@ def ingest_reports(
         )
         if writer is not None:
             writer.refresh_dirty()
-            _after_write(conn, run_pk)
+            # A run created here was never counted by the rollups: each slice is appended.
+            _after_write(conn, run_pk, appended=found is None)
         if was_empty:
             # Every stored message was signed just now: record the scheme (SPEC §7, resign).
             record_scheme(conn, config.mask_patterns)
@@ -163,7 +164,7 @@ def ingest_reports(
     return IngestResult(full.run_id, found is None, len(new_files), skipped, added, tests)
 
 
-def _after_write(conn: sqlite3.Connection, run_pk: int) -> None:
+def _after_write(conn: sqlite3.Connection, run_pk: int, *, appended: bool) -> None:
     """Call the rollups hook for the run; a huge run's tests go in slices of ROLLUP_SLICE.
 
     Without tests the hook lists the whole run's tests in memory (and as JSON): tens of bytes
@@ -175,7 +176,7 @@ def _after_write(conn: sqlite3.Connection, run_pk: int) -> None:
         (run_pk, ROLLUP_SLICE),
     ).fetchone()
     if first is None:  # at most ROLLUP_SLICE tests: one plain call
-        rollups.after_write(conn, run_pk)
+        rollups.after_write(conn, run_pk, appended=appended)
         return
     last = -1
     while True:
@@ -188,7 +189,7 @@ def _after_write(conn: sqlite3.Connection, run_pk: int) -> None:
         ]
         if not tests:
             return
-        rollups.after_write(conn, run_pk, tests)
+        rollups.after_write(conn, run_pk, tests, appended=appended)
         last = tests[-1]
 
 
