@@ -19,6 +19,7 @@ from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 from flaketui.tui.startup import make_source
 from flaketui.tui.widgets.flake_table import FlakeTable
+from flaketui.tui.widgets.keybar import KeyBar
 
 SIZE = (160, 48)
 
@@ -299,3 +300,26 @@ async def test_read_only_file_opens_read_only(history: Path, tmp_path: Path) -> 
         await _settle(pilot)
         assert app.main_screen.data is not None  # it still reads
         assert "read-only" in str(app.main_screen.query_one("#header").render())
+
+
+async def test_the_key_bar_lists_each_screens_keys_and_runs_a_clicked_one(
+    history: Path, tmp_path: Path
+) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        bar = app.main_screen.query_one(KeyBar)
+        line = bar.render().plain
+        assert line.startswith(" / Filter ") and " q Quarantine " in line
+        assert line.rstrip().endswith("^p palette") and len(line) == SIZE[0]
+        # A click on a key runs its action, as pressing it does.
+        start = line.index(" q Quarantine ")
+        await pilot.click(KeyBar, offset=(start + 2, 0))
+        await pilot.pause()
+        assert isinstance(app.screen, QuarantineModal)
+        await pilot.press("escape")
+        await pilot.press("enter")
+        await _settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
+        detail_line = app.screen.query_one(KeyBar).render().plain
+        assert detail_line.startswith(" esc Back ") and "Filter" not in detail_line

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, LoadingIndicator, Static
+from textual.widgets import DataTable, LoadingIndicator, Static
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, Report, TestVerdict
@@ -18,6 +18,7 @@ from flaketui.core.timeutil import to_iso
 from flaketui.tui.loaders import DetailData, load_detail
 from flaketui.tui.messages import DetailLoaded, LoadFailed
 from flaketui.tui.viewmodel import relative_time, short_id
+from flaketui.tui.widgets.keybar import KeyBar
 from flaketui.tui.widgets.outcome_strip import OutcomeStrip, outcome_kind
 from flaketui.tui.widgets.palette import OUTCOME_STYLES, VERDICT_STYLES
 from flaketui.tui.widgets.plots import PivotPlot, TrendPlot
@@ -72,7 +73,7 @@ class DetailScreen(Screen[None]):
             yield Static("Runs (newest first)", classes="heading", id="runs-heading")
             yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
             yield LoadingIndicator(id="detail-loading")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         """Show the title at once, then load the rest."""

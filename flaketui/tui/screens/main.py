@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Sparkline, Static, Tab, Tabs
+from textual.widgets import DataTable, Input, Sparkline, Static, Tab, Tabs
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, TestVerdict
@@ -33,6 +33,7 @@ from flaketui.tui.viewmodel import (
 from flaketui.tui.widgets.fields import text_input
 from flaketui.tui.widgets.flake_table import FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
+from flaketui.tui.widgets.keybar import KeyBar
 
 if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
@@ -105,7 +106,7 @@ class MainScreen(Screen[None]):
         with Horizontal(id="selection"):
             yield Static(id="reason")
             yield Sparkline([], id="spark")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         """Start the first load."""
