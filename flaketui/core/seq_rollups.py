@@ -312,12 +312,26 @@ def append_run(
             (json.dumps(parents),),
         )
     }
+    # A family without rows whose members ran in no other run is as new as the run: appended.
+    # Others without rows (a parent that just became a family has a past) are recomputed whole.
+    here_only: set[str] = set()
     if new:
-        refresh_families(conn, sorted(new), ln2_per_h)
-    redo = sorted(shared - new)
+        here_only = {
+            str(p)
+            for (p,) in conn.execute(
+                "SELECT value FROM json_each(:new) p WHERE NOT EXISTS (SELECT 1 FROM tests t"
+                " CROSS JOIN test_runs tr ON tr.test = t.id"
+                " WHERE t.parent = p.value AND tr.run <> :run)",
+                {"new": json.dumps(sorted(new)), "run": run_pk},
+            )
+        }
+    whole = new - here_only
+    if whole:
+        refresh_families(conn, sorted(whole), ln2_per_h)
+    redo = sorted(shared - whole)
     if redo:
         _refresh_family_day(conn, day, redo, ln2_per_h)
-    fresh = sorted(set(parents) - shared - new)
+    fresh = sorted(set(parents) - shared - whole)
     if fresh:
         fparams = {**params, "parents": json.dumps(fresh)}
         units = q.FAMILY_UNITS.format(source=_PARENTS_SRC, where="tr.run = :run")

@@ -124,3 +124,24 @@ def test_a_first_passing_attempt_stores_nulls_and_edited_like_any_row(tmp_path: 
         ("tests/test_y.py::test_b", 1, "pass", None, 7, *nulls, None, None, 0, ts),
         ("tests/test_y.py::test_c", 1, "pass", "gw1", None, *nulls, "gw1", None, 0, ts),
     ]
+
+
+def test_a_parent_becoming_a_family_in_the_latest_run_keeps_its_past(tmp_path: Path) -> None:
+    db = open_history(tmp_path / "h.db")
+    for index in range(3):  # the plain test runs first, failing now and then
+        recorder = RunRecorder(db, _meta(f"r{index}", TS + timedelta(hours=index), f"c{index}"))
+        recorder.add([_case("tests/test_x.py::test_f", "fail" if index == 1 else "pass")])
+        recorder.finish()
+    # The latest run brings its first parameter (appended, not recomputed, for new families).
+    recorder = RunRecorder(db, _meta("r3", TS + timedelta(hours=3), "c3"))
+    recorder.add(
+        [_case("tests/test_x.py::test_f[1]", "pass"), _case("tests/test_x.py::g[1]", "pass")]
+    )
+    recorder.finish()
+    assert db.conn.execute(
+        "SELECT parent, runs FROM family_day_seq ORDER BY parent"
+    ).fetchall() == [
+        ("tests/test_x.py::g", 1),
+        ("tests/test_x.py::test_f", 4),
+    ]
+    assert_maintained(db)

@@ -388,7 +388,7 @@ class RunWriter:
             (new_runs if new else more_runs).append(summary)
         conn = self.conn
         if passes:
-            payload = json.dumps(passes)
+            payload = json.dumps(passes, sort_keys=True)
             conn.execute(_INSERT_NEW_PASSES_SQL, (run_pk, payload))
             conn.execute(
                 _INSERT_NEW_PASS_RUNS_SQL
