@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import NOW, emit, log, out_dir, timed
 
+from flaketui.core.config import Config
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.resign import stamp_if_empty
 from flaketui.core.store import open_history
 
 DAYS = 90
@@ -142,6 +144,8 @@ def generate(
     db = open_history(path)
     # Bench-only: no fsync per run (a crash just means regenerating the cache).
     db.conn.execute("PRAGMA synchronous = OFF")
+    # As the recording plugin does: the messages are signed with today's scheme.
+    stamp_if_empty(db.conn, Config().mask_patterns)
     written = main_index = 0
     try:
         for index, (kind, age) in enumerate(schedule):
@@ -178,15 +182,22 @@ def generate(
     return {"results": written, "runs": len(schedule), "tests": len(tests)}
 
 
-def ensure_history(results: int, seed: int = 6, out: Path | None = None) -> Path:
-    """The cached history for (results, seed), generated on first use."""
-    path = out or out_dir() / f"history-{results}-s{seed}.db"
+def history_name(results: int, seed: int, tests: int | None = None) -> str:
+    """The cache file name of a generated history."""
+    return f"history-{results}{f'-t{tests}' if tests else ''}-s{seed}.db"
+
+
+def ensure_history(
+    results: int, seed: int = 6, out: Path | None = None, *, tests: int | None = None
+) -> Path:
+    """The cached history for (results, seed, tests), generated on first use."""
+    path = out or out_dir() / history_name(results, seed, tests)
     if path.exists():
         return path
     tmp = path.with_suffix(".tmp.db")
     for stale in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         stale.unlink(missing_ok=True)
-    generate(tmp, results, seed=seed)
+    generate(tmp, results, seed=seed, tests_count=tests)
     tmp.rename(path)
     return path
 
@@ -197,10 +208,15 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=6)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--tests", type=int, default=None, help="tests in the suite (default: from --results)"
+    )
     args = parser.parse_args()
-    path = args.out or out_dir() / f"history-{args.results}-s{args.seed}.db"
+    path = args.out or out_dir() / history_name(args.results, args.seed, args.tests)
     existed = path.exists()
-    elapsed, path = timed(lambda: ensure_history(args.results, args.seed, args.out))
+    elapsed, path = timed(
+        lambda: ensure_history(args.results, args.seed, args.out, tests=args.tests)
+    )
     import sqlite3
 
     conn = sqlite3.connect(path)

@@ -19,6 +19,16 @@ class MainLoaded(Message):
         super().__init__()
 
 
+class RowsBuilt(Message):
+    """Rows of `data` built in a worker for the view state `state` (a sort, a filter, a view)."""
+
+    def __init__(self, data: MainData, state: ViewState, rows: PreparedRows) -> None:
+        self.data = data
+        self.state = state
+        self.rows = rows
+        super().__init__()
+
+
 class ExtrasLoaded(Message):
     """More of what `before` showed is ready (the complete report, or lifecycle states and
     suites), merged into `data`."""

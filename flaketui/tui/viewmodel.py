@@ -59,9 +59,19 @@ class Row:
     key: str  # unique row key: "t:<id>", "g:<group key>" or "m:<group key>:<id>"
     kind: str  # test | group | member
     target: str  # test id, or the group key
-    cells: tuple[str, ...]
+    # The cell texts, or what makes them when first read: a view of 50 000 tests would
+    # otherwise format every cell (a braille trend each) before showing the first screenful.
+    cell_source: tuple[str, ...] | Callable[[], tuple[str, ...]]
     style: str  # verdict (or quarantine mode) that colours the row's verdict cell
     family: bool = False  # a family group (Enter opens its detail)
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        """The row's cell texts, in column order (made once, on first read)."""
+        source = self.cell_source
+        if callable(source):
+            source = self.cell_source = source()
+        return source
 
 
 @dataclass(slots=True)
@@ -366,8 +376,22 @@ def _sorted(
     return sorted(present, key=_sort_key(column, ctx), reverse=state.sort_reverse) + missing
 
 
-def _cells(item: Any, columns: list[Column], ctx: ViewContext) -> tuple[str, ...]:
-    return tuple(column.text(item, ctx) for column in columns)
+def _cells(item: Any, columns: list[Column], ctx: ViewContext) -> Callable[[], tuple[str, ...]]:
+    """The item's cell texts, made when the row is first shown."""
+    return lambda: tuple(column.text(item, ctx) for column in columns)
+
+
+def _relabelled(
+    item: Any, columns: list[Column], ctx: ViewContext, label: str
+) -> Callable[[], tuple[str, ...]]:
+    """The item's cell texts with `label` in the test column (group and member rows)."""
+
+    def make() -> tuple[str, ...]:
+        cells = [column.text(item, ctx) for column in columns]
+        cells[1] = label
+        return tuple(cells)
+
+    return make
 
 
 def _groups(report: Report, grouping: str) -> list[GroupVerdict]:
@@ -432,29 +456,27 @@ def build_rows(
         if isinstance(item, GroupVerdict):
             count = len(members_of[item.key])
             marker = "▾" if item.key in state.expanded else "▸"
-            cells = list(_cells(item, columns, ctx))
             label = item.label.splitlines()[0] if item.label else item.key
-            cells[1] = f"{marker} {short_id(label, TEST_ID_WIDTH - 8)} ({count})"
+            label = f"{marker} {short_id(label, TEST_ID_WIDTH - 8)} ({count})"
             rows.append(
                 Row(
                     f"g:{item.key}",
                     "group",
                     item.key,
-                    tuple(cells),
+                    _relabelled(item, columns, ctx, label),
                     item.verdict,
                     family=state.grouping == "family",
                 )
             )
             if item.key in state.expanded:
                 for member in _sorted(members_of[item.key], state, columns, ctx):
-                    cells = list(_cells(member, columns, ctx))
-                    cells[1] = "  └ " + short_id(member.test_id, TEST_ID_WIDTH - 4)
+                    member_label = "  └ " + short_id(member.test_id, TEST_ID_WIDTH - 4)
                     rows.append(
                         Row(
                             f"m:{item.key}:{member.test_id}",
                             "member",
                             member.test_id,
-                            tuple(cells),
+                            _relabelled(member, columns, ctx, member_label),
                             member.verdict,
                         )
                     )

@@ -7,13 +7,16 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
 from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, record_run
 
 from flaketui.core.skipfile import read_skip_file
 from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.loaders import load_in_stages
+from flaketui.tui.screens import main as main_screen
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
@@ -323,3 +326,31 @@ async def test_the_key_bar_lists_each_screens_keys_and_runs_a_clicked_one(
         assert isinstance(app.screen, DetailScreen)
         detail_line = app.screen.query_one(KeyBar).render().plain
         assert detail_line.startswith(" esc Back ") and "Filter" not in detail_line
+
+
+async def test_a_big_history_rebuilds_a_changed_view_in_a_worker_with_the_same_rows(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def rows_after(keys: list[str]) -> list[str]:
+        app = _app(history, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await _settle(pilot)
+            for key in keys:
+                await pilot.press(key)
+            await _settle(pilot)
+            return _targets(app)
+
+    keys = ["4", "s", "s", "/", "b", "i", "l", "l", "enter", "f"]
+    at_once = await rows_after(keys)
+    threads: list[str] = []
+    original = main_screen.prepare_rows
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(main_screen, "SYNC_REBUILD_TESTS", 0)  # every history is "big"
+    monkeypatch.setattr(main_screen, "prepare_rows", recorded)
+    assert await rows_after(keys) == at_once and at_once
+    # Every rebuild ran in a worker thread, none on the UI thread.
+    assert threads and threading.main_thread().name not in threads

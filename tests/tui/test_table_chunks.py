@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
@@ -10,7 +11,14 @@ from tui_history import NOW
 
 from flaketui.tui.app import make_app
 from flaketui.tui.viewmodel import Column, Row
-from flaketui.tui.widgets.flake_table import CHUNK_ROWS, FIRST_ROWS, FlakeTable, PreparedRows
+from flaketui.tui.widgets.flake_table import (
+    CHUNK_ROWS,
+    FIRST_ROWS,
+    FlakeTable,
+    LazyCells,
+    PreparedRows,
+    prepare_rows,
+)
 
 COLUMNS = [
     Column("rank", "#", lambda i, c: i, lambda i, c: str(i)),
@@ -130,3 +138,44 @@ async def test_show_changes_narrows_a_column_whose_widest_cell_shrank() -> None:
         widest = max(len("Test"), *(len(cells[1].plain) for cells in after.cells))
         assert table.columns["test"].content_width == widest  # type: ignore[index]
         assert table.get_row("t:t3")[1].plain == "t3"
+
+
+async def test_a_big_view_makes_each_rows_cells_only_when_the_row_is_added() -> None:
+    made: list[int] = []
+
+    def counted(i: int) -> Callable[[], tuple[str, str]]:
+        def make() -> tuple[str, str]:
+            made.append(i)
+            return (str(i), f"t{i}")
+
+        return make
+
+    rows = [Row(f"t:t{i}", "test", f"t{i}", counted(i), "flaky") for i in range(COUNT)]
+    prepared = PreparedRows(rows, LazyCells(rows, ("rank", "test")))
+    app = _Host()
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.query_one(FlakeTable)
+        table.show(prepared, COLUMNS, sort_key=None)
+        # The first screenful is styled at once; the rest waits for its chunk.
+        assert sorted(made) == list(range(FIRST_ROWS))
+        for _ in range(50):
+            if table.row_count == COUNT:
+                break
+            await pilot.pause(0.02)
+        assert sorted(made) == list(range(COUNT))  # each row's cells made exactly once
+        assert table.get_row("t:t7")[1].plain == "t7"
+
+
+def test_a_worker_makes_the_cells_of_a_small_view_and_leaves_a_big_one_lazy(
+    history: Path,
+) -> None:
+    from flaketui.tui.loaders import load_main
+    from flaketui.tui.startup import make_source
+    from flaketui.tui.viewmodel import ViewState
+
+    data = load_main(make_source(history, NOW), suite=None, branch_kind=None)
+    small = prepare_rows(data, ViewState(view="all"))
+    assert all(small.cells._made)  # type: ignore[attr-defined]
+    lazy = prepare_rows(data, ViewState(view="all"), in_worker=False)
+    assert not any(lazy.cells._made)  # type: ignore[attr-defined]
+    assert [c.plain for c in lazy.cells[0]] == [c.plain for c in small.cells[0]]

@@ -20,7 +20,7 @@ from flaketui.core.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
 from flaketui.tui.gcpause import gc_paused
 from flaketui.tui.loaders import MainData, load_extras, load_main
-from flaketui.tui.messages import ExtrasLoaded, LoadFailed, MainLoaded
+from flaketui.tui.messages import ExtrasLoaded, LoadFailed, MainLoaded, RowsBuilt
 from flaketui.tui.viewmodel import (
     VIEW_TITLES,
     VIEWS,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
     from flaketui.tui.startup import Preload
 
+SYNC_REBUILD_TESTS = 5000  # above this, a changed view's rows are built in a worker
 WARM_UP_AFTER_S = 2.0  # import the other screens this long after the list, at the latest
 
 
@@ -227,10 +228,28 @@ class MainScreen(Screen[None]):
     # ---- rendering --------------------------------------------------------------------------
 
     def refresh_table(self) -> None:
-        """Rebuild the rows from the loaded data and the view state (no I/O)."""
+        """Rebuild the rows from the loaded data and the view state (no I/O).
+
+        At once for a small history; for a big one in a worker, so that sorting or filtering
+        50 000 tests never freezes the screen (SPEC §9), the old rows staying until then.
+        """
         if self.data is None:
             return
-        self._show_rows(self.state, prepare_rows(self.data, self.state))
+        if len(self.data.report.tests) <= SYNC_REBUILD_TESTS:
+            self._show_rows(self.state, prepare_rows(self.data, self.state, in_worker=False))
+        else:
+            self._rebuild_rows(self.data, self.state.copy())
+
+    @work(thread=True, exclusive=True, group="rows", exit_on_error=False)
+    def _rebuild_rows(self, data: MainData, state: ViewState) -> None:
+        with gc_paused():
+            rows = prepare_rows(data, state, in_worker=False)  # cells as rows are added
+        self.post_message(RowsBuilt(data, state, rows))
+
+    @on(RowsBuilt)
+    def _rows_built(self, event: RowsBuilt) -> None:
+        if event.data is self.data:
+            self._show_rows(event.state, event.rows)
 
     def _show_rows(self, state: ViewState, rows: PreparedRows, *, in_place: bool = False) -> None:
         """Show rows built (in a worker) for `state`; rebuild them if the user changed it since.
@@ -238,7 +257,8 @@ class MainScreen(Screen[None]):
         in_place: the rows are those shown, with new cell values (lifecycle states arrived).
         """
         if state != self.state and self.data is not None:
-            rows = prepare_rows(self.data, self.state)
+            self.refresh_table()
+            return
         table = self.query_one(FlakeTable)
         columns = columns_for(self.state.view)
         if in_place:

@@ -7,9 +7,10 @@ thousands of rows in one go would stall the event loop (SPEC §9).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -24,8 +25,48 @@ from flaketui.tui.widgets.palette import VERDICT_STYLES
 
 RIGHT_ALIGNED = frozenset({"rank", "damage", "recency", "flip", "runs", "fail_rate", "days_left"})
 FIRST_ROWS = 60  # more than a tall terminal shows: the first screen is complete at once
-CHUNK_ROWS = 500  # rows per later frame: few chunks, since each one costs a full repaint
+CHUNK_ROWS = 500  # rows per later frame at most: few chunks, since each one costs a repaint
+CHUNK_BUDGET_S = 0.04  # and at most this long per chunk (SPEC §9: no stall over 100 ms)
 CHUNK_DELAY_S = 0.005
+EAGER_ROWS = 5000  # a worker makes the cells of a view this small (see prepare_rows)
+
+
+class LazyCells(Sequence[list[Text]]):
+    """The styled cells of rows, made for a row when it is first added or compared.
+
+    A view of 50 000 tests shows its first screenful at once and adds the rest in chunks:
+    styling every cell up front cost seconds on the UI thread (SPEC §9).
+    """
+
+    def __init__(self, rows: list[Row], keys: tuple[str, ...]) -> None:
+        """Cells of `rows` for the columns `keys`, none made yet."""
+        self._rows = rows
+        self._keys = keys
+        self._made: list[list[Text] | None] = [None] * len(rows)
+
+    def __len__(self) -> int:
+        """One entry per row."""
+        return len(self._rows)
+
+    def make(self, count: int) -> None:
+        """Make the cells of the first `count` rows now (in a worker, before they are shown)."""
+        for index in range(min(count, len(self._rows))):
+            self[index]
+
+    @overload
+    def __getitem__(self, index: int) -> list[Text]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[list[Text]]: ...
+
+    def __getitem__(self, index: int | slice) -> list[Text] | list[list[Text]]:
+        """A row's cells (made and kept on first use), or a slice's."""
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        made = self._made[index]
+        if made is None:
+            made = self._made[index] = row_cells(self._rows[index], self._keys)
+        return made
 
 
 @dataclass(slots=True)
@@ -33,7 +74,7 @@ class PreparedRows:
     """The rows of one view and their styled cells, ready to add."""
 
     rows: list[Row]
-    cells: list[list[Text]]
+    cells: Sequence[list[Text]]
 
 
 def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
@@ -51,13 +92,20 @@ def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
     return cells
 
 
-def prepare_rows(data: MainData, state: ViewState) -> PreparedRows:
-    """Build the rows of the view `state` asks for (pure: safe in a worker thread)."""
+def prepare_rows(data: MainData, state: ViewState, *, in_worker: bool = True) -> PreparedRows:
+    """Build the rows of the view `state` asks for (pure: safe in a worker thread).
+
+    In a worker, a view of up to EAGER_ROWS rows gets its cells made here, off the UI thread;
+    a bigger one (or any on the UI thread) gets them as its rows are added.
+    """
     columns = columns_for(state.view)
     ctx = ViewContext(now=data.report.now, lifecycle=data.lifecycle)
     rows = build_rows(data.report, state, ctx, data.quarantine)
     keys = tuple(c.key for c in columns)
-    return PreparedRows(rows, [row_cells(row, keys) for row in rows])
+    cells = LazyCells(rows, keys)
+    if in_worker:
+        cells.make(EAGER_ROWS)
+    return PreparedRows(rows, cells)
 
 
 def _one_line(cell: object) -> bool:
@@ -123,15 +171,18 @@ class FlakeTable(DataTable[Text]):
         """
         same_rows = [row.key for row in prepared.rows] == self._row_order
         same_columns = tuple(c.key for c in columns) == self._column_keys
-        if not (same_rows and same_columns and sort_key == self._sort_key):
+        # Comparing a huge view cell by cell would make all its cells on the UI thread.
+        small = len(prepared.rows) <= EAGER_ROWS
+        if not (same_rows and same_columns and sort_key == self._sort_key and small):
             self.show(prepared, columns, sort_key=sort_key)
             return
         old = self._prepared
         changed: set[int] = set()  # column indexes
-        for index, (row, cells) in enumerate(zip(prepared.rows, prepared.cells, strict=True)):
+        for index, row in enumerate(prepared.rows):
             self.rows_by_key[row.key] = row
             if index >= self._added:
                 continue  # not in the table yet: its chunk adds the new cells
+            cells = prepared.cells[index]
             for column, (before, after) in enumerate(zip(old.cells[index], cells, strict=True)):
                 if before.plain != after.plain or before.style != after.style:
                     # Widths are set below: DataTable's update_width re-measures the whole
@@ -148,12 +199,15 @@ class FlakeTable(DataTable[Text]):
             self._require_update_dimensions = True  # the scroll size follows the widths
             self.check_idle()
 
-    def _add_up_to(self, count: int) -> None:
-        """Add the prepared rows up to `count` (in list order)."""
+    def _add_up_to(self, count: int, deadline: float | None = None) -> None:
+        """Add the prepared rows up to `count` (in list order), or until `deadline`."""
         prepared = self._prepared
         end = min(count, len(prepared.rows))
         for index in range(self._added, end):
             self.add_row(*prepared.cells[index], key=prepared.rows[index].key)
+            self._added = index + 1
+            if deadline is not None and index % 25 == 0 and time.perf_counter() > deadline:
+                return
         self._added = max(self._added, end)
 
     def _schedule_more(self) -> None:
@@ -164,7 +218,9 @@ class FlakeTable(DataTable[Text]):
     def _add_chunk(self, generation: int) -> None:
         if generation != self._generation:
             return  # a newer show() replaced these rows
-        self._add_up_to(self._added + CHUNK_ROWS)
+        # A time budget, not a row count: the event loop gets its turn well within 100 ms
+        # on any machine, and a fast one fills big views in fewer, larger chunks.
+        self._add_up_to(self._added + CHUNK_ROWS, time.perf_counter() + CHUNK_BUDGET_S)
         self._schedule_more()
 
     def _render_cell(
