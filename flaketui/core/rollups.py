@@ -276,6 +276,7 @@ def _append_run(conn: sqlite3.Connection, run_pk: int, day: str, tests: list[int
     test-runs in it were not counted before)."""
     half_life = _half_life(conn)
     assert half_life is not None
+    ensure_sql_functions(conn)  # the appended day rows' weights use exp()
     conn.execute(_ADD_RUN, {"run": run_pk, "tests": json.dumps(tests)})
     seq_rollups.append_run(conn, run_pk, day, tests, math.log(2.0) / half_life)
 

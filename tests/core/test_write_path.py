@@ -145,3 +145,16 @@ def test_a_parent_becoming_a_family_in_the_latest_run_keeps_its_past(tmp_path: P
         ("tests/test_x.py::test_f", 4),
     ]
     assert_maintained(db)
+
+
+def test_appending_a_run_provides_exp_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite builds without math functions get Python's exp before the append uses it."""
+    db = open_history(tmp_path / "h.db")
+    recorder = RunRecorder(db, _meta("r1", TS, None))
+    recorder.add([_case("tests/test_x.py::test_a", "pass")])
+    calls: list[object] = []
+    monkeypatch.setattr(rollups, "ensure_sql_functions", calls.append)
+    recorder.add([_case("tests/test_x.py::test_b", "pass")])  # appended to the day rows
+    assert calls == [db.conn]

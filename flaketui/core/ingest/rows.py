@@ -460,18 +460,17 @@ class RunWriter:
 
     def _cache_known(self, test_ids: list[str]) -> None:
         """Cache the stored rows of test_ids that this run's ts cannot change (first_seen)."""
-        for pk, test_id, fileless in self.conn.execute(
+        rows = self.conn.execute(
             "SELECT id, test_id, test_file IS NULL FROM tests"
             " WHERE test_id IN (SELECT value FROM json_each(?)) AND first_seen <= ?",
             (json.dumps(test_ids), self.ts),
-        ):
-            self._cache_test(test_id, int(pk), bool(fileless))
-
-    def _cache_test(self, test_id: str, pk: int, fileless: bool) -> None:
-        self.test_ids[test_id] = pk
-        self.test_id_chars += len(test_id)
-        if fileless:
-            self.fileless.add(test_id)
+        ).fetchall()
+        cache, fileless = self.test_ids, self.fileless  # a loop per test of every run: inlined
+        for pk, test_id, no_file in rows:
+            cache[test_id] = pk
+            if no_file:
+                fileless.add(test_id)
+        self.test_id_chars += sum(len(row[1]) for row in rows)
 
     def _resolve_tests(self, batch: list[CaseRow]) -> list[int]:
         """Row ids of the batch's tests, upserting unseen ones (first_seen = earliest run ts)."""
