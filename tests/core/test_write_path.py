@@ -109,6 +109,7 @@ def test_a_first_passing_attempt_stores_nulls_and_edited_like_any_row(tmp_path: 
             _case("tests/test_x.py::test_a", "pass"),  # the shortcut, in an edited file
             CaseResult("tests/test_y.py::test_b", "tests/test_y.py", [Attempt("pass", 7)]),
             CaseResult("tests/test_y.py::test_c", None, [Attempt("pass", None, None, "gw1")]),
+            CaseResult("tests/test_y.py::test_d", None, [Attempt("pass", 3, None, "gw0")]),
         ]
     )
     stored = db.conn.execute(
@@ -123,6 +124,7 @@ def test_a_first_passing_attempt_stores_nulls_and_edited_like_any_row(tmp_path: 
         ("tests/test_x.py::test_a", 1, "pass", None, 1, *nulls, None, None, 1, ts),
         ("tests/test_y.py::test_b", 1, "pass", None, 7, *nulls, None, None, 0, ts),
         ("tests/test_y.py::test_c", 1, "pass", "gw1", None, *nulls, "gw1", None, 0, ts),
+        ("tests/test_y.py::test_d", 1, "pass", "gw0", 3, *nulls, "gw0", None, 0, ts),
     ]
 
 

@@ -200,24 +200,24 @@ _INSERT_NEW_TEST_RUN_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " signature, edited) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
 )
-# The commonest rows, a test's first case in the run with one passing attempt and no message
-# nor worker, go in one statement per batch from a JSON object {test row id: duration_ms}
+# The commonest rows, a test's first case in the run with one passing attempt and no message,
+# go in one statement per batch and worker from a JSON object {test row id: duration_ms}
 # instead of one executemany step each: a step re-evaluates the outcome CHECK's IN list by
 # building a temporary index (~15 000 instructions), and binding the row's None values costs
 # the sqlite3 module an adaptation lookup each (~3 000) -- more than inserting the row.
 _INSERT_NEW_PASSES_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, duration_ms)"
-    " SELECT ?1, CAST(key AS INTEGER), 1, 'pass', value FROM json_each(?2)"
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms)"
+    " SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3, value FROM json_each(?2)"
 )
 _INSERT_NEW_PASS_RUNS_SQL = (
-    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, edited)"
-    " SELECT CAST(key AS INTEGER), ?1, ?3, 'pass', 0, 1, 0, EXISTS (SELECT 1 FROM tests t"
-    " JOIN run_changed_files c ON c.run = ?1 AND c.path = t.test_file"
+    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
+    " edited) SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, EXISTS (SELECT 1"
+    " FROM tests t JOIN run_changed_files c ON c.run = ?1 AND c.path = t.test_file"
     " WHERE t.id = CAST(key AS INTEGER)) FROM json_each(?2)"
 )
 _INSERT_NEW_PASS_RUNS_UNEDITED_SQL = (
-    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, edited)"
-    " SELECT CAST(key AS INTEGER), ?1, ?3, 'pass', 0, 1, 0, 0 FROM json_each(?2)"
+    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
+    " edited) SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, 0 FROM json_each(?2)"
 )
 _OUTCOME_SET = frozenset(OUTCOMES)
 # Caches are bounded by the characters of their keys as well as by entries, so memory stays flat
@@ -332,7 +332,7 @@ class RunWriter:
         run_pk, ts, seen = self.run_pk, self.ts, self.seen
         new_results: list[tuple[object, ...]] = []
         new_runs: list[tuple[object, ...]] = []
-        passes: dict[int, int | None] = {}  # see _INSERT_NEW_PASSES_SQL
+        passes: dict[str | None, dict[int, int | None]] = {}  # worker -> see _INSERT_NEW_PASSES_SQL
         more_results: list[tuple[object, ...]] = []
         more_runs: list[tuple[object, ...]] = []
         for (test_id, _, attempts), test_pk in zip(batch, test_pks, strict=True):
@@ -344,11 +344,11 @@ class RunWriter:
             if len(attempts) == 1 and attempts[0][0] == "pass" and attempts[0][2] is None:
                 # The common case, spelled out: one passing attempt, no message.
                 _, duration, _, worker = attempts[0]
-                if new and worker is None:
-                    passes[test_pk] = duration
-                elif new:
-                    new_results.append((run_pk, test_pk, 1, "pass", worker, duration, None, None))
-                    new_runs.append((test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None))
+                if new:
+                    by_test = passes.get(worker)
+                    if by_test is None:
+                        by_test = passes[worker] = {}
+                    by_test[test_pk] = duration
                 else:
                     more_results.append((run_pk, test_pk, "pass", worker, duration, None, None))
                     more_runs.append((test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None))
@@ -387,14 +387,14 @@ class RunWriter:
             )  # fmt: skip
             (new_runs if new else more_runs).append(summary)
         conn = self.conn
-        if passes:
-            payload = json.dumps(passes, sort_keys=True)
-            conn.execute(_INSERT_NEW_PASSES_SQL, (run_pk, payload))
+        for worker, by_test in passes.items():
+            payload = json.dumps(by_test, sort_keys=True)
+            conn.execute(_INSERT_NEW_PASSES_SQL, (run_pk, payload, worker))
             conn.execute(
                 _INSERT_NEW_PASS_RUNS_SQL
                 if self.has_changed_files
                 else _INSERT_NEW_PASS_RUNS_UNEDITED_SQL,
-                (run_pk, payload, ts),
+                (run_pk, payload, worker, ts),
             )
         if new_results:
             conn.executemany(_INSERT_NEW_RESULT_SQL, new_results)
@@ -412,7 +412,8 @@ class RunWriter:
                 _UPSERT_TEST_RUN_SQL if self.has_changed_files else _UPSERT_TEST_RUN_UNEDITED_SQL,
                 more_runs,
             )
-        return len(passes) + len(new_results) + len(more_results)
+        passed = sum(len(by_test) for by_test in passes.values())
+        return passed + len(new_results) + len(more_results)
 
     def refresh_dirty(self, tests: Iterable[int] | None = None) -> None:
         """Recompute the per-run rows a repeated test marked dirty (of tests, or the whole run)."""
