@@ -6,6 +6,7 @@ No timing assertions (SPEC §9: figures go to BENCHMARKS.md, never into tests).
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -101,3 +102,21 @@ def test_plugin_simultaneous_pairs(bench: Any, monkeypatch: Any, capsys: Any) ->
     out = run_main(bench("plugin"), args, monkeypatch, capsys)
     assert out["mode"] == "simultaneous"
     assert isinstance(out["cpu_overhead"], float) and out["recording_s"] > 0
+
+
+def test_app_prints_first_screen_ratio_and_stall(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    out = run_main(bench("app"), ["--results", "2000", "--repeat", "1"], monkeypatch, capsys)
+    assert {"first_screen_s", "bare_app_s", "ratio", "max_stall_ms"} <= set(out)
+    assert out["first_screen_s"] > 0 and out["bare_app_s"] > 0 and out["max_stall_ms"] >= 0
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="bench/keys.py drives the app in tmux")
+def test_keys_prints_latencies_against_a_bare_table(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    args = ["--results", "3000", "--tests", "300", "--repeat", "1"]  # five pages of rows
+    out = run_main(bench("keys"), args, monkeypatch, capsys)
+    assert out["tests"] == 300
+    for key in ("move", "page", "view", "sort", "detail", "back", "bare_move", "bare_page"):
+        assert out[f"{key}_ms"] > 0
+    assert out["move_ratio"] > 0 and out["max_ms"] >= out["move_ms"]

@@ -1,0 +1,217 @@
+"""Benchmark moving around the app: how long each key takes to change the screen (SPEC §9).
+
+Usage: python bench/keys.py --results 1000000 --tests 50000 [--repeat 3] [--history PATH]
+
+Both apps run under tmux on a terminal of SIZE; a key is sent with `tmux send-keys` and the pane
+is captured every POLL_S until it differs from before the key: that latency is what a user
+sees, capture delay included. The anchor is the framework's floor for the same moves: a bare
+Textual app whose DataTable holds as many rows as the history has tests.
+- flaketui, once the whole history has loaded: the All view (`4`, every test), then in it
+  row moves (Down), pages (PageDown), a sort (`s`), opening a test's detail (Enter) and
+  going back (Escape);
+- the bare table: Down and PageDown.
+Medians over --repeat rounds of each key class; `max_ms` is the worst single key. The last
+line printed is one JSON object with move_ms, page_ms, view_ms, sort_ms, detail_ms, back_ms,
+bare_move_ms, bare_page_ms, move_ratio (= move_ms / bare_move_ms) and max_ms. Needs tmux.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import NOW, emit, log
+
+SIZE = (160, 48)
+POLL_S = 0.005
+TIMEOUT_S = 600.0
+SESSION = "flaketui-bench-keys"
+KEYS_SHOWN = "Filter"  # the key bar is up: the main screen is drawn
+BARE_TABLE = """
+import sys
+from textual.app import App
+from textual.widgets import DataTable
+
+class BareTable(App):
+    def compose(self):
+        table = DataTable(cursor_type="row", zebra_stripes=True)
+        table.add_columns("#", "test", "verdict", "damage", "runs")
+        table.add_rows(
+            (str(i), f"tests/pkg/test_mod.py::test_fn{i}", "healthy", "0.00", "19")
+            for i in range(int(sys.argv[1]))
+        )
+        yield table
+
+BareTable().run()
+"""
+
+
+def tmux(*args: str) -> str:
+    """Run one tmux command; its output."""
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def pane() -> str:
+    """What the terminal shows now, colours included."""
+    return tmux("capture-pane", "-p", "-e", "-t", SESSION)  # -e: a moved highlight counts
+
+
+def wait_for(needle: str, *, absent: tuple[str, ...] = ()) -> None:
+    """Until `needle` is on screen and none of `absent` is."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < TIMEOUT_S:
+        text = pane()
+        if needle in text and not any(word in text for word in absent):
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"never saw {needle!r}:\n{pane()}")
+
+
+def settle(quiet_s: float = 1.0) -> None:
+    """Until the screen has not changed for `quiet_s` (background loading and filling done)."""
+    last, since = pane(), time.perf_counter()
+    started = since
+    while time.perf_counter() - since < quiet_s:
+        if time.perf_counter() - started > TIMEOUT_S:
+            raise SystemExit("the screen never settled")
+        time.sleep(0.1)
+        now = pane()
+        if now != last:
+            last, since = now, time.perf_counter()
+
+
+def key_ms(key: str) -> float:
+    """Send one key; milliseconds until the screen changes."""
+    before = pane()
+    sent = time.perf_counter()
+    tmux("send-keys", "-t", SESSION, key)
+    while time.perf_counter() - sent < TIMEOUT_S:
+        if pane() != before:
+            return (time.perf_counter() - sent) * 1000
+        time.sleep(POLL_S)
+    raise SystemExit(f"{key} never changed the screen")
+
+
+def start(command: list[str], cwd: Path) -> None:
+    """Run `command` in a new detached tmux session of SIZE."""
+    if _has_session():
+        tmux("kill-session", "-t", SESSION)
+    shell = " ".join(_quote(part) for part in command)
+    width, height = str(SIZE[0]), str(SIZE[1])
+    # A placeholder first: a tmux server started without a terminal (under pytest, in CI) may
+    # give the window 80 x 24; the command starts once the window has its size.
+    tmux("new-session", "-d", "-s", SESSION, "-x", width, "-y", height, "sleep 3600")
+    tmux("set-option", "-t", SESSION, "window-size", "manual")
+    tmux("resize-window", "-t", SESSION, "-x", width, "-y", height)
+    tmux("respawn-pane", "-k", "-t", SESSION, "-c", str(cwd), shell)
+
+
+def _has_session() -> bool:
+    found = subprocess.run(["tmux", "has-session", "-t", SESSION], capture_output=True)
+    return found.returncode == 0
+
+
+def _quote(part: str) -> str:
+    return "'" + part.replace("'", "'\\''") + "'"
+
+
+def flaketui_round(history: Path, tmp: Path) -> dict[str, list[float]]:
+    """One session of flaketui: every key class once or more, after the load has finished."""
+    exe = str(Path(sys.executable).with_name("flaketui"))
+    now = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    start([exe, "open", str(history), "--now", now, "--skip-file", str(tmp / "q.json")], tmp)
+    wait_for(KEYS_SHOWN, absent=("reading", "loading"))  # the ranking is in
+    settle()  # and the rest (groups, lifecycle states, every row)
+    out: dict[str, list[float]] = {"view": [key_ms("4")]}  # All: every test of the history
+    settle()
+    out["move"] = [key_ms("Down") for _ in range(10)]
+    out["page"] = [key_ms("PageDown") for _ in range(5)]
+    out["sort"] = [key_ms("s")]
+    settle()
+    out["detail"] = [key_ms("Enter")]
+    settle()
+    out["back"] = [key_ms("Escape")]
+    tmux("kill-session", "-t", SESSION)
+    return out
+
+
+def bare_round(rows: int, tmp: Path) -> dict[str, list[float]]:
+    """One session of the bare table: row moves and pages."""
+    start([sys.executable, "-c", BARE_TABLE, str(rows)], tmp)
+    wait_for("test_fn0")
+    settle()
+    out = {"move": [key_ms("Down") for _ in range(10)]}
+    out["page"] = [key_ms("PageDown") for _ in range(5)]
+    tmux("kill-session", "-t", SESSION)
+    return out
+
+
+def count(history: Path, table: str) -> int:
+    """Rows of `table` in the history."""
+    conn = sqlite3.connect(f"{history.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the JSON summary last."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--results", type=int, default=1_000_000)
+    parser.add_argument("--tests", type=int, default=50_000)
+    parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--history", type=Path)
+    args = parser.parse_args(argv)
+    if shutil.which("tmux") is None:
+        raise SystemExit("bench/keys.py needs tmux")
+    if args.history is None:
+        from generate import ensure_history
+
+        args.history = ensure_history(args.results, args.seed, tests=args.tests)
+    history = args.history.resolve()
+    tests = count(history, "tests")
+    app: dict[str, list[float]] = {}
+    bare: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="flaketui-bench-keys-") as tmp_name:
+        tmp = Path(tmp_name)
+        for round_no in range(args.repeat):
+            for kind, found in flaketui_round(history, tmp).items():
+                app.setdefault(kind, []).extend(found)
+            for kind, found in bare_round(tests, tmp).items():
+                bare.setdefault(kind, []).extend(found)
+            log(f"keys: round {round_no + 1}/{args.repeat} done")
+
+    def med(values: list[float]) -> float:
+        return round(statistics.median(values), 1)
+
+    summary = {
+        "history": str(history),
+        "results": count(history, "results"),
+        "tests": tests,
+        "repeat": args.repeat,
+        "load": os.getloadavg()[0],
+        **{f"{kind}_ms": med(values) for kind, values in app.items()},
+        "bare_move_ms": med(bare["move"]),
+        "bare_page_ms": med(bare["page"]),
+        "move_ratio": round(med(app["move"]) / med(bare["move"]), 2),
+        "page_ratio": round(med(app["page"]) / med(bare["page"]), 2),
+        "max_ms": round(max(max(values) for values in app.values()), 1),
+    }
+    emit(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
