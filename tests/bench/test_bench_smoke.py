@@ -117,6 +117,6 @@ def test_keys_prints_latencies_against_a_bare_table(
     args = ["--results", "3000", "--tests", "300", "--repeat", "1"]  # five pages of rows
     out = run_main(bench("keys"), args, monkeypatch, capsys)
     assert out["tests"] == 300
-    for key in ("move", "page", "view", "sort", "detail", "back", "bare_move", "bare_page"):
+    for key in ("move", "page", "view", "all_move", "sort", "detail", "back", "bare_move"):
         assert out[f"{key}_ms"] > 0
     assert out["move_ratio"] > 0 and out["max_ms"] >= out["move_ms"]
