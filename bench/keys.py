@@ -36,7 +36,8 @@ from common import NOW, emit, log
 
 SIZE = (160, 48)
 POLL_S = 0.005
-TIMEOUT_S = 600.0
+TIMEOUT_S = 600.0  # loading a big history
+KEY_TIMEOUT_S = 30.0  # one key (a key that changes nothing, e.g. Down on the last row, fails)
 SESSION = "flaketui-bench-keys"
 KEYS_SHOWN = "Filter"  # the key bar is up: the main screen is drawn
 BARE_TABLE = """
@@ -97,11 +98,11 @@ def key_ms(key: str) -> float:
     before = pane()
     sent = time.perf_counter()
     tmux("send-keys", "-t", SESSION, key)
-    while time.perf_counter() - sent < TIMEOUT_S:
+    while time.perf_counter() - sent < KEY_TIMEOUT_S:
         if pane() != before:
             return (time.perf_counter() - sent) * 1000
         time.sleep(POLL_S)
-    raise SystemExit(f"{key} never changed the screen")
+    raise SystemExit(f"{key} never changed the screen (is the list long enough to move in?)")
 
 
 def start(command: list[str], cwd: Path) -> None:
@@ -127,7 +128,7 @@ def _quote(part: str) -> str:
     return "'" + part.replace("'", "'\\''") + "'"
 
 
-def flaketui_round(history: Path, tmp: Path) -> dict[str, list[float]]:
+def flaketui_round(history: Path, tmp: Path, moves: int, pages: int) -> dict[str, list[float]]:
     """One session of flaketui: every key class once or more, after the load has finished."""
     exe = str(Path(sys.executable).with_name("flaketui"))
     now = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -135,12 +136,12 @@ def flaketui_round(history: Path, tmp: Path) -> dict[str, list[float]]:
     wait_for(KEYS_SHOWN, absent=("reading", "loading"))  # the ranking is in
     settle()  # and the rest (groups, lifecycle states, every row)
     out: dict[str, list[float]] = {}
-    out["move"] = [key_ms("Down") for _ in range(10)]  # the ranked (flaky) list
-    out["page"] = [key_ms("PageDown") for _ in range(5)]
+    out["move"] = [key_ms("Down") for _ in range(moves)]  # the ranked (flaky) list
+    out["page"] = [key_ms("PageDown") for _ in range(pages)]
     out["view"] = [key_ms("4")]  # All: every test of the history
     settle()
     # Its rows are still being added a chunk at a time (a few seconds for 50 000).
-    out["all_move"] = [key_ms("Down") for _ in range(10)]
+    out["all_move"] = [key_ms("Down") for _ in range(moves)]
     out["sort"] = [key_ms("s")]
     settle()
     out["detail"] = [key_ms("Enter")]
@@ -150,13 +151,13 @@ def flaketui_round(history: Path, tmp: Path) -> dict[str, list[float]]:
     return out
 
 
-def bare_round(rows: int, tmp: Path) -> dict[str, list[float]]:
+def bare_round(rows: int, tmp: Path, moves: int, pages: int) -> dict[str, list[float]]:
     """One session of the bare table: row moves and pages."""
     start([sys.executable, "-c", BARE_TABLE, str(rows)], tmp)
     wait_for("test_fn0")
     settle()
-    out = {"move": [key_ms("Down") for _ in range(10)]}
-    out["page"] = [key_ms("PageDown") for _ in range(5)]
+    out = {"move": [key_ms("Down") for _ in range(moves)]}
+    out["page"] = [key_ms("PageDown") for _ in range(pages)]
     tmux("kill-session", "-t", SESSION)
     return out
 
@@ -178,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--history", type=Path)
+    parser.add_argument("--moves", type=int, default=10, help="Down keys per list and round")
+    parser.add_argument("--pages", type=int, default=5, help="PageDown keys per round")
     args = parser.parse_args(argv)
     if shutil.which("tmux") is None:
         raise SystemExit("bench/keys.py needs tmux")
@@ -192,9 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-keys-") as tmp_name:
         tmp = Path(tmp_name)
         for round_no in range(args.repeat):
-            for kind, found in flaketui_round(history, tmp).items():
+            for kind, found in flaketui_round(history, tmp, args.moves, args.pages).items():
                 app.setdefault(kind, []).extend(found)
-            for kind, found in bare_round(tests, tmp).items():
+            for kind, found in bare_round(tests, tmp, args.moves, args.pages).items():
                 bare.setdefault(kind, []).extend(found)
             log(f"keys: round {round_no + 1}/{args.repeat} done")
 

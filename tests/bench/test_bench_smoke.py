@@ -114,7 +114,8 @@ def test_app_prints_first_screen_ratio_and_stall(bench: Any, monkeypatch: Any, c
 def test_keys_prints_latencies_against_a_bare_table(
     bench: Any, monkeypatch: Any, capsys: Any
 ) -> None:
-    args = ["--results", "3000", "--tests", "300", "--repeat", "1"]  # five pages of rows
+    # 20 runs of 300 tests: a ranked list of about ten flaky tests to move in.
+    args = ["--results", "6000", "--tests", "300", "--repeat", "1", "--moves", "3", "--pages", "1"]
     out = run_main(bench("keys"), args, monkeypatch, capsys)
     assert out["tests"] == 300
     for key in ("move", "page", "view", "all_move", "sort", "detail", "back", "bare_move"):
