@@ -23,10 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import NOW, emit, log, out_dir, timed
 
-from flaketui.core.config import Config
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.resign import stamp_if_empty
 from flaketui.core.store import open_history
 
 DAYS = 90
@@ -144,8 +142,6 @@ def generate(
     db = open_history(path)
     # Bench-only: no fsync per run (a crash just means regenerating the cache).
     db.conn.execute("PRAGMA synchronous = OFF")
-    # As the recording plugin does: the messages are signed with today's scheme.
-    stamp_if_empty(db.conn, Config().mask_patterns)
     written = main_index = 0
     try:
         for index, (kind, age) in enumerate(schedule):

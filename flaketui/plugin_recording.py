@@ -94,7 +94,6 @@ def _open_for_recording(
     from flaketui.core.config import load_config
     from flaketui.core.errors import FlaketuiError
     from flaketui.core.ingest.runmeta import resolve_run_meta
-    from flaketui.core.resign import stamp_if_empty
     from flaketui.core.store import open_connection
 
     suite = config.getoption("flaketui_suite", None) or config.getini("flaketui_suite") or None
@@ -107,9 +106,7 @@ def _open_for_recording(
             config=settings,
             fallback_run_id=uuid.uuid4().hex,
         )
-        conn = open_connection(db_path)
-        # A new history's messages are all signed by this run: record the scheme (SPEC §7).
-        stamp_if_empty(conn, settings.mask_patterns)
+        conn = open_connection(db_path)  # the recorder stamps a new history's scheme
     except FlaketuiError as exc:
         raise pytest.UsageError(f"flaketui: {exc.message}") from None
     return conn, settings, meta

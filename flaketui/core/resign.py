@@ -180,22 +180,6 @@ def stamp(db: sqlite_utils.Database, patterns: Iterable[str]) -> None:
         record_scheme(db.conn, patterns)
 
 
-def stamp_if_empty(conn: sqlite3.Connection, patterns: Iterable[str]) -> None:
-    """On a history with no run yet, record the scheme its first messages will be signed with.
-
-    Best effort: a history busy or locked by another writer is left as it is (a later
-    `flaketui resign` fixes a stale scheme), so recording never fails on it.
-    """
-    if conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None:
-        return
-    try:
-        with transaction(conn):
-            if conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
-                record_scheme(conn, patterns)
-    except sqlite3.OperationalError:
-        pass
-
-
 def ensure_current(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary | None:
     """Re-sign before a write when the scheme changed; None when nothing had to be done."""
     patterns = tuple(patterns)

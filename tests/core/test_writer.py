@@ -22,6 +22,7 @@ from flaketui.core.ingest.writer import (
     parent_of,
 )
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.resign import SCHEME_KEY, scheme_of
 from flaketui.core.store import open_history
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -160,6 +161,20 @@ def test_recorder_marks_the_run_finished_only_at_finish(db: sqlite_utils.Databas
     ]
     recorder.finish()
     assert rows(db, "SELECT finished FROM runs") == [(1,)]
+
+
+def test_recorder_stamps_the_scheme_of_a_new_history_only(db: sqlite_utils.Database) -> None:
+    config = Config(mask_patterns=(r"tenant-\d+",))
+    recorder = RunRecorder(db, RunMeta(run_id="first", ts=TS), config=config)
+    recorder.add([])
+    assert rows(db, "SELECT value FROM meta WHERE key = ?", SCHEME_KEY) == []  # no run yet
+    recorder.add([case("t.py::a", "fail")])
+    stamped = [(scheme_of(config.mask_patterns),)]
+    assert rows(db, "SELECT value FROM meta WHERE key = ?", SCHEME_KEY) == stamped
+    # A later session with other patterns does not claim the history's older messages.
+    later = RunRecorder(db, RunMeta(run_id="second", ts=TS), config=Config())
+    later.add([case("t.py::a", "pass")])
+    assert rows(db, "SELECT value FROM meta WHERE key = ?", SCHEME_KEY) == stamped
 
 
 def test_recorder_batch_with_bad_outcome_rolls_back_and_recovers(

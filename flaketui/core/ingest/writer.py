@@ -238,7 +238,12 @@ class RunRecorder:
         found = find_run(conn, self.run_id)
         if found is None:
             assert self.meta.ts is not None
+            first_run = conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None
             run_pk, ts = create_run(conn, self.meta, self.source, finished=0), to_iso(self.meta.ts)
+            if first_run:
+                # Every stored message will be signed by this recorder: record the scheme in
+                # the run's first transaction, as ingest does (SPEC §7, resign).
+                record_scheme(conn, self.config.mask_patterns)
         else:
             run_pk, ts = found
             conn.execute("UPDATE runs SET finished = 0 WHERE id = ?", (run_pk,))
