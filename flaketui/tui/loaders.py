@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -98,15 +98,33 @@ def history_stamp(path: Path) -> tuple[int, ...]:
     return tuple(stamp)
 
 
+PENDING_MARK = "*"  # after a state the lifecycle derived but `lifecycle --apply` has not written
+
+
 def _lifecycle_states(
     db: Connected, report: Report, source: Source, skip: SkipFile | None
 ) -> dict[str, str]:
-    """Each tracked test's lifecycle state (tests in state `none` are absent)."""
-    lifecycle = _core("lifecycle")
-    states = lifecycle.lifecycle_states(
-        db, report=report, now=report.now, config=source.config, skip=skip
+    """Each tracked test's lifecycle state (tests in state `none` are absent), marked with
+    PENDING_MARK when it comes from a transition not yet written: such a `quarantined` test
+    is not in the skip file yet, and CI still runs it."""
+    plan = _core("lifecycle").derive(
+        db, now=report.now, config=source.config, skip=skip, report=report
     )
-    return {key: str(value.state) for key, value in states.items()}
+    return shown_states(plan.states, plan.transitions)
+
+
+def shown_states(states: Mapping[str, Any], transitions: Sequence[Any]) -> dict[str, str]:
+    """The State column's text per test: the state, marked when its last transition is pending."""
+    last = {t.test_id: t for t in transitions}  # oldest first: the last one wins
+    shown = {}
+    for key, value in states.items():
+        state = str(value.state)
+        if state == "none":
+            continue
+        move = last.get(key)
+        pending = move is not None and move.pending and move.after == state
+        shown[key] = state + (PENDING_MARK if pending else "")
+    return shown
 
 
 def read_skip(skip_path: Path) -> tuple[SkipFile | None, str | None]:

@@ -36,7 +36,9 @@ HELP = """\
 **Columns**: *Damage* is expected blocked merges per week (flake-rate lower bound × runs per
 week × blast radius), the default ranking. *Recency* is the decayed score (14-day half-life)
 that drives the lifecycle. *Wilson* is the 95 % interval of the failure rate. *Flip* is the share
-of good↔bad transitions between consecutive runs. *State* is the lifecycle state.
+of good↔bad transitions between consecutive runs. *State* is the lifecycle state; a `*` marks
+one the lifecycle has derived but not yet written (the nightly `flaketui lifecycle --apply`
+writes it: until then a `quarantined*` test is not in the skip file).
 
 Press `Esc` to close.
 """
