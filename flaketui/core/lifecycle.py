@@ -80,7 +80,6 @@ __all__ = [
     "Walker",
     "day_end",
     "derive",
-    "lifecycle_states",
     "replay",
 ]
 
@@ -98,6 +97,19 @@ class Plan:
     def pending(self) -> list[Transition]:
         """The transitions `--apply` would write."""
         return [t for t in self.transitions if t.pending]
+
+    def tracked(self) -> dict[str, TestState]:
+        """The tests in a lifecycle state other than `none` (what the app's State column shows)."""
+        return {t: s for t, s in self.states.items() if s.state != "none"}
+
+    def awaiting_apply(self) -> set[str]:
+        """Tests whose current state comes from a transition `--apply` has not written yet."""
+        last = {t.test_id: t for t in self.transitions}  # oldest first: the last one wins
+        return {
+            test_id
+            for test_id, state in self.states.items()
+            if test_id in last and last[test_id].pending and last[test_id].after == state.state
+        }
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -222,16 +234,3 @@ def derive(
         )
     transitions.sort(key=lambda t: (t.ts, t.test_id))
     return Plan(now=now, transitions=transitions, states=states, report=report)
-
-
-def lifecycle_states(
-    db: Connected,
-    *,
-    report: Report | None = None,
-    now: datetime,
-    config: Config,
-    skip: SkipFile | None = None,
-) -> dict[str, TestState]:
-    """The tests in a lifecycle state other than `none` as of now (what the app shows)."""
-    plan = derive(db, now=now, config=config, skip=skip, report=report)
-    return {t: s for t, s in plan.states.items() if s.state != "none"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -110,21 +110,11 @@ def _lifecycle_states(
     plan = _core("lifecycle").derive(
         db, now=report.now, config=source.config, skip=skip, report=report
     )
-    return shown_states(plan.states, plan.transitions)
-
-
-def shown_states(states: Mapping[str, Any], transitions: Sequence[Any]) -> dict[str, str]:
-    """The State column's text per test: the state, marked when its last transition is pending."""
-    last = {t.test_id: t for t in transitions}  # oldest first: the last one wins
-    shown = {}
-    for key, value in states.items():
-        state = str(value.state)
-        if state == "none":
-            continue
-        move = last.get(key)
-        pending = move is not None and move.pending and move.after == state
-        shown[key] = state + (PENDING_MARK if pending else "")
-    return shown
+    waiting = plan.awaiting_apply()
+    return {
+        key: str(value.state) + (PENDING_MARK if key in waiting else "")
+        for key, value in plan.tracked().items()
+    }
 
 
 def read_skip(skip_path: Path) -> tuple[SkipFile | None, str | None]:

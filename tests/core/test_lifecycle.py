@@ -6,6 +6,7 @@ import json
 import shutil
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import sqlite_utils
@@ -19,9 +20,9 @@ from flaketui.core.lifecycle import (
     STATES,
     Event,
     Plan,
+    Transition,
     Walker,
     derive,
-    lifecycle_states,
     replay,
 )
 from flaketui.core.lifecycle_apply import (
@@ -369,7 +370,7 @@ def test_lifecycle_states_lists_tracked_tests_only(db: sqlite_utils.Database) ->
     flaky_timeline(hb, last_day=30)
     for day in range(31):
         runs(hb, "tests/test_ok.py::test_ok", day, "P")
-    states = lifecycle_states(db, now=at(30), config=Config())
+    states = derive(db, now=at(30), config=Config()).tracked()
     assert {t: s.state for t, s in states.items()} == {FLAKY: "warning"}
 
 
@@ -588,3 +589,36 @@ def test_replay_invariants(
             assert step.ts >= first_seen + config.grace_days * DAY
         assert step.ts <= now
     assert walker.state == previous
+
+
+NOW_PLAN = datetime(2026, 11, 2, tzinfo=UTC)
+
+
+def _planned_move(
+    test_id: str, after: str, *, by: str = LIFECYCLE, recorded: bool = False
+) -> Transition:
+    moment = datetime(2026, 11, 1, 23, 59, 59)
+    return Transition(test_id, "watching", after, date(2026, 11, 1), moment, "r", by, recorded)
+
+
+def test_only_a_state_reached_by_an_unwritten_lifecycle_move_awaits_apply() -> None:
+    states = {
+        name: SimpleNamespace(state=state)
+        for name, state in [
+            ("pending", "quarantined"),
+            ("written", "quarantined"),
+            ("by_hand", "quarantined"),
+            ("moved_on", "fix_or_delete"),
+            ("untracked", "none"),
+        ]
+    }
+    transitions = [
+        _planned_move("pending", "quarantined"),
+        _planned_move("written", "quarantined", recorded=True),
+        _planned_move("by_hand", "quarantined", by="alice"),
+        _planned_move("moved_on", "quarantined"),
+        _planned_move("moved_on", "fix_or_delete", recorded=True),
+    ]
+    plan = Plan(now=NOW_PLAN, transitions=transitions, states=states, report=None)  # type: ignore[arg-type]
+    assert plan.awaiting_apply() == {"pending"}
+    assert set(plan.tracked()) == {"pending", "written", "by_hand", "moved_on"}
