@@ -176,6 +176,6 @@ def test_a_worker_makes_the_cells_of_a_small_view_and_leaves_a_big_one_lazy(
     data = load_main(make_source(history, NOW), suite=None, branch_kind=None)
     small = prepare_rows(data, ViewState(view="all"))
     assert all(small.cells._made)  # type: ignore[attr-defined]
-    lazy = prepare_rows(data, ViewState(view="all"), in_worker=False)
+    lazy = prepare_rows(data, ViewState(view="all"), eager=False)
     assert not any(lazy.cells._made)  # type: ignore[attr-defined]
     assert [c.plain for c in lazy.cells[0]] == [c.plain for c in small.cells[0]]

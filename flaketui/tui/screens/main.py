@@ -236,14 +236,14 @@ class MainScreen(Screen[None]):
         if self.data is None:
             return
         if len(self.data.report.tests) <= SYNC_REBUILD_TESTS:
-            self._show_rows(self.state, prepare_rows(self.data, self.state, in_worker=False))
+            self._show_rows(self.state, prepare_rows(self.data, self.state, eager=False))
         else:
             self._rebuild_rows(self.data, self.state.copy())
 
     @work(thread=True, exclusive=True, group="rows", exit_on_error=False)
     def _rebuild_rows(self, data: MainData, state: ViewState) -> None:
         with gc_paused():
-            rows = prepare_rows(data, state, in_worker=False)  # cells as rows are added
+            rows = prepare_rows(data, state, eager=False)  # cells as rows are added
         self.post_message(RowsBuilt(data, state, rows))
 
     @on(RowsBuilt)

@@ -92,18 +92,18 @@ def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
     return cells
 
 
-def prepare_rows(data: MainData, state: ViewState, *, in_worker: bool = True) -> PreparedRows:
+def prepare_rows(data: MainData, state: ViewState, *, eager: bool = True) -> PreparedRows:
     """Build the rows of the view `state` asks for (pure: safe in a worker thread).
 
-    In a worker, a view of up to EAGER_ROWS rows gets its cells made here, off the UI thread;
-    a bigger one (or any on the UI thread) gets them as its rows are added.
+    eager (the first load's workers): a view of up to EAGER_ROWS rows gets its cells made here,
+    off the UI thread; otherwise they are made as the table adds the rows.
     """
     columns = columns_for(state.view)
     ctx = ViewContext(now=data.report.now, lifecycle=data.lifecycle)
     rows = build_rows(data.report, state, ctx, data.quarantine)
     keys = tuple(c.key for c in columns)
     cells = LazyCells(rows, keys)
-    if in_worker:
+    if eager:
         cells.make(EAGER_ROWS)
     return PreparedRows(rows, cells)
 
