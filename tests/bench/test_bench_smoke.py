@@ -78,8 +78,16 @@ def test_scoring_prints_ratios_and_agrees_with_pandas(
 def test_ingest_prints_rate_and_parse_ratio(bench: Any, monkeypatch: Any, capsys: Any) -> None:
     out = run_main(bench("ingest"), ["--results", "600", "--repeat", "1"], monkeypatch, capsys)
     assert out["results"] == 600
-    for key in ("results_per_s", "parse_ratio", "peak_rss_mb"):
+    for key in (
+        "results_per_s",
+        "parse_ratio",
+        "peak_rss_mb",
+        "parser_ratio",
+        "append_floor_ratio",
+    ):
         assert out[key] > 0
+    bound = (out["parser_s"] + out["append_floor_s"]) / out["parse_s"]
+    assert out["lower_bound_ratio"] == round(bound, 3)
 
 
 def test_ingest_big_report_measures_a_child(bench: Any, monkeypatch: Any, capsys: Any) -> None:
