@@ -141,12 +141,6 @@ class _OpenAttempt:
         self.skipped = False
         self.duration = 0.0
 
-    def final_outcome(self) -> str:
-        """The attempt's outcome from its phases so far."""
-        if self.outcome is not None:
-            return self.outcome
-        return "skipped" if self.skipped else "pass"
-
 
 class Recorder:
     """Collects attempts from reports and writes them to the history in batches."""
@@ -171,6 +165,8 @@ class Recorder:
         self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
         self.write_failed = False  # after a failed write, wait for the session end
         self.warned = False
+        # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
+        self.distributed = True
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -178,6 +174,9 @@ class Recorder:
         yield
         from flaketui.core.ingest.writer import RunRecorder
 
+        # Without xdist's controller every report is this process's own: no worker id to look
+        # for (three getattr misses per report otherwise).
+        self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
             self.run = RunRecorder(self.conn, meta, source="pytest", config=self.settings)
@@ -193,52 +192,51 @@ class Recorder:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Fold one phase report into its attempt; flush when the batch is due."""
+        # Runs three times per test: the common case (a passing phase) takes the fewest steps.
         if "Subtest" in type(report).__name__:
             return
-        worker_id = _worker_id(report)
-        key = (report.nodeid, worker_id)
-        attempt = self.open_attempts.get(key)
+        nodeid = report.nodeid
+        key = (nodeid, _worker_id(report) if self.distributed else None)
+        open_attempts = self.open_attempts
+        attempt = open_attempts.get(key)
         when = report.when
         if attempt is None:
-            attempt = self.open_attempts[key] = _OpenAttempt()
+            attempt = open_attempts[key] = _OpenAttempt()
         elif when == "setup":
             # A setup after an unclosed attempt (its teardown was never logged): close that one.
             self._close(key, attempt)
-            attempt = self.open_attempts[key] = _OpenAttempt()
+            attempt = open_attempts[key] = _OpenAttempt()
         attempt.duration += report.duration or 0.0
         # pytest-rerunfailures makes an attempt's three reports before logging them: keyed by phase
-        exc_type = self.exc_types.pop((report.nodeid, when), None) if self.exc_types else None
+        exc_type = self.exc_types.pop((nodeid, when), None) if self.exc_types else None
         outcome = report.outcome
-        if outcome == "passed" and not hasattr(report, "wasxfail"):
-            pass
-        elif outcome in ("failed", "rerun"):
+        if outcome == "passed":
+            if hasattr(report, "wasxfail"):  # a non-strict xpass
+                attempt.skipped = True
+        elif outcome == "failed" or outcome == "rerun":
             if attempt.outcome is None:
                 attempt.outcome = "fail" if when == "call" else "error"
                 attempt.message = _failure_message(report, exc_type)
-        else:  # skipped, xfailed, xpassed
+        else:  # skipped, xfailed
             attempt.skipped = True
-        if when != "setup" and when != "call":
-            # teardown ends an attempt; an xdist crash report ("???") ends it too.
-            self._close(key, attempt)
-            del self.open_attempts[key]
-            if (
-                len(self.done) >= FLUSH_EVERY_ATTEMPTS
-                or time.monotonic() - self.last_flush >= self.flush_interval
-            ) and not self.write_failed:
-                self.flush()
+        if when == "setup" or when == "call":
+            return
+        # teardown ends an attempt; an xdist crash report ("???") ends it too.
+        self._close(key, attempt)
+        del open_attempts[key]
+        if (
+            len(self.done) >= FLUSH_EVERY_ATTEMPTS
+            or time.monotonic() - self.last_flush >= self.flush_interval
+        ) and not self.write_failed:
+            self.flush()
 
     def _close(self, key: tuple[str, str | None], attempt: _OpenAttempt) -> None:
         """Queue an open attempt for the next batch."""
+        outcome = attempt.outcome
+        if outcome is None:
+            outcome = "skipped" if attempt.skipped else "pass"
         self.done.append(
-            (
-                key[0],
-                Attempt(
-                    outcome=attempt.final_outcome(),
-                    duration_ms=round(attempt.duration * 1000),
-                    message=attempt.message,
-                    worker_id=key[1],
-                ),
-            )
+            (key[0], Attempt(outcome, round(attempt.duration * 1000), attempt.message, key[1]))
         )
 
     def flush(self) -> None:
