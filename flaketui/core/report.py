@@ -429,6 +429,47 @@ def _complete(db: Connected, partial: _Partial) -> Report:
         ).items()
         if by_signature.get(sig)
     ]
+    _add_group_series(db, families, signatures, infos, now, config)
     return replace(
         first, tests=tests, families=_rank_groups(families), signatures=_rank_groups(signatures)
     )
+
+
+def _add_group_series(
+    db: Connected,
+    families: list[GroupVerdict],
+    signatures: list[GroupVerdict],
+    infos: dict[int, _TestInfo],
+    now: datetime,
+    config: Config,
+) -> None:
+    """The pooled daily scores of the groups with a failure in the window (zeros otherwise).
+
+    As for tests, a group without a failure in the window scores 0 on every day of the series.
+    """
+    from flaketui.core.series import daily_group_scores
+
+    failing_families = {g.key for g in families if g.scores.last_failure_at is not None}
+    failing_signatures = {g.key for g in signatures if g.scores.last_failure_at is not None}
+    zeros = [0.0] * DAILY_DAYS
+    for groups, members in (
+        (
+            families,
+            {
+                info.pk: info.parent
+                for info in infos.values()
+                if info.test_id != info.parent and info.parent in failing_families
+            },
+        ),
+        (
+            signatures,
+            {
+                info.pk: info.signature
+                for info in infos.values()
+                if info.signature is not None and info.signature in failing_signatures
+            },
+        ),
+    ):
+        daily = daily_group_scores(db, members, now=now, days=DAILY_DAYS, config=config)
+        for group in groups:
+            group.daily_scores = list(daily.get(group.key, zeros))

@@ -65,6 +65,7 @@ class GroupVerdict:
     owner: str | None = None
     flags: list[str] = field(default_factory=list)
     regression_rank: int | None = None
+    daily_scores: list[float] = field(default_factory=list)  # pooled recency per day, oldest first
 
 
 @dataclass(slots=True)

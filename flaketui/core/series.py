@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import accumulate
@@ -63,6 +63,18 @@ units AS (
     GROUP BY t.parent, c.run
 )"""
 
+# A group pools its member tests by run; :members is a JSON object {test pk: group key}.
+_GROUP_UNITS = """
+members AS MATERIALIZED (
+    SELECT CAST(key AS INTEGER) AS test, value AS sig FROM json_each(:members)
+),
+units AS (
+    SELECT m.sig AS key, c.run, min(c.ts) AS ts, max(c.outcome <> 'pass') AS failed_any,
+           min(c.branch_kind) AS branch_kind
+    FROM counted c JOIN members m ON m.test = c.test
+    GROUP BY m.sig, c.run
+)"""
+
 # A day's bucket holds the runs of (its previous midnight, its own end at the next midnight],
 # so that "as of the end of day D" covers whole buckets; `recent` marks the runs inside the
 # window as of `now` itself, whose start falls inside a bucket.
@@ -112,12 +124,118 @@ def daily_recency_scores(
         fast = _from_rollups(db, test_ids, now, days, config)
         if fast is not None:
             return fast
+    units = _FAMILY_UNITS if family else _TEST_UNITS
+    keys = None if test_ids is None else json.dumps(list(test_ids))
+    pks = None
+    if family and test_ids is not None:
+        # Scan only the members' rows (index range reads), not every test's.
+        pks = [
+            int(pk)
+            for (pk,) in db.conn.execute(
+                "SELECT id FROM tests WHERE test_id <> parent"
+                " AND parent IN (SELECT value FROM json_each(?))",
+                (keys,),
+            )
+        ]
+    return _daily_from_units(
+        db, units, {"keys": keys}, test_ids, now=now, days=days, config=config, test_pks=pks
+    )
+
+
+def daily_group_scores(
+    db: Connected,
+    members: Mapping[int, str],
+    *,
+    now: datetime,
+    days: int,
+    config: Config,
+) -> dict[str, list[float]]:
+    """Daily recency scores of pooled groups (oldest first; last = now), by the report's rule:
+    a group run is a run any member ran in, bad for the score if any member failed in it.
+
+    members maps a test's primary key to its group's key (a family's parent, a signature hash);
+    every key in it gets a series (zeros without runs). From the rollups' per-day run lists
+    when they can answer, else from the raw rows.
+    """
+    keys = sorted(set(members.values()))
+    if days < 1 or not keys:
+        return {key: [] for key in keys}
+    sums = _group_sums_from_rollups(db, members, now, days, config)
+    if sums is not None:
+        return _series_from_sums(*sums, keys, now=now, days=days, config=config)
+    pairs = json.dumps({str(pk): key for pk, key in members.items()})
+    return _daily_from_units(
+        db,
+        _GROUP_UNITS,
+        {"members": pairs},
+        keys,
+        now=now,
+        days=days,
+        config=config,
+        test_pks=sorted(members),
+    )
+
+
+def _group_sums_from_rollups(
+    db: Connected,
+    members: Mapping[int, str],
+    now: datetime,
+    days: int,
+    config: Config,
+) -> tuple[dict[str, dict[date, list[float]]], dict[str, list[float]]] | None:
+    """Per group, the day buckets' weight sums as _DAILY makes them, from the rollups' run
+    lists over the widened window; None when the rollups cannot answer."""
+    from flaketui.core import rollup_read
+
+    wide = dataclasses.replace(config, window_days=config.window_days + days)
+    if not rollups.answers(db.conn, wide) or float(wide.window_days) != int(wide.window_days):
+        return None
+    window = rollup_read.Window.of(db.conn, now, wide)
+    now_start = to_iso(now - timedelta(days=config.window_days))
+    decay = -LN2 / config.half_life_days
+    # Per counted-eligible run (incident runs never count): its weight as of now, its day
+    # bucket (as _DAILY: a run at midnight closes the previous day's) and whether it is recent.
+    runs: dict[int, tuple[float, date, bool]] = {}
+    for pk, ts, kind in db.conn.execute(
+        "SELECT id, ts, branch_kind FROM runs"
+        " WHERE ts > :start AND ts <= :now AND incident IS NULL",
+        window.params,
+    ):
+        when = parse_iso(ts)
+        weight = math.exp(decay * max(0.0, days_between(when, now)))
+        weight *= config.main_weight if kind == "main" else config.other_weight
+        day = when.date() - timedelta(days=1) if ts[11:19] == "00:00:00" else when.date()
+        runs[int(pk)] = (weight, day, ts > now_start)
+    per_day: dict[str, dict[date, list[float]]] = {}
+    at_now: dict[str, list[float]] = {}
+    for key, (ran, _bad, _flaky, failed) in rollup_read.group_units(
+        db.conn, members, window
+    ).items():
+        for run in ran.intersection(runs):
+            weight, day, recent = runs[run]
+            _add_sums(per_day, at_now, key, day, recent, weight if run in failed else 0.0, weight)
+    return per_day, at_now
+
+
+def _daily_from_units(
+    db: Connected,
+    units: str,
+    unit_params: dict[str, object],
+    keys_wanted: Sequence[str] | None,
+    *,
+    now: datetime,
+    days: int,
+    config: Config,
+    test_pks: Sequence[int] | None = None,
+) -> dict[str, list[float]]:
+    """Daily recency scores per key of a `units` CTE (key, run, ts, failed_any, branch_kind);
+    test_pks, when given, restricts the scan to those tests' rows."""
     # One CTE wide enough for the oldest day's window; each day then picks its own buckets.
     wide = dataclasses.replace(config, window_days=config.window_days + days)
-    cte, params = counted_runs_cte(now, wide)
+    cte, params = counted_runs_cte(now, wide, test_pks=test_pks)
     params.update(
         {
-            "keys": None if test_ids is None else json.dumps(list(test_ids)),
+            **unit_params,
             "now": to_iso(now),
             "now_start": to_iso(now - timedelta(days=config.window_days)),
             "neg_ln2_per_half_life": -LN2 / config.half_life_days,
@@ -125,7 +243,6 @@ def daily_recency_scores(
             "other_weight": config.other_weight,
         }
     )
-    units = _FAMILY_UNITS if family else _TEST_UNITS
     ensure_sql_functions(db.conn)
     # key -> day -> [weighted_bad, weighted_total]; key -> the same sums as of `now` exactly.
     per_day: dict[str, dict[date, list[float]]] = {}
@@ -133,18 +250,44 @@ def daily_recency_scores(
     for key, day, recent, w_bad, w_total in db.conn.execute(
         f"WITH {cte}, {units} {_DAILY}", params
     ):
-        sums = per_day.setdefault(key, {}).setdefault(date.fromisoformat(day), [0.0, 0.0])
-        sums[0] += w_bad
-        sums[1] += w_total
-        if recent:
-            now_sums = at_now.setdefault(key, [0.0, 0.0])
-            now_sums[0] += w_bad
-            now_sums[1] += w_total
+        _add_sums(per_day, at_now, key, date.fromisoformat(day), bool(recent), w_bad, w_total)
+    return _series_from_sums(per_day, at_now, keys_wanted, now=now, days=days, config=config)
+
+
+def _add_sums(
+    per_day: dict[str, dict[date, list[float]]],
+    at_now: dict[str, list[float]],
+    key: str,
+    day: date,
+    recent: bool,
+    w_bad: float,
+    w_total: float,
+) -> None:
+    """Add weights (as of now) to a key's day bucket, and to its as-of-now sums if recent."""
+    sums = per_day.setdefault(key, {}).setdefault(day, [0.0, 0.0])
+    sums[0] += w_bad
+    sums[1] += w_total
+    if recent:
+        now_sums = at_now.setdefault(key, [0.0, 0.0])
+        now_sums[0] += w_bad
+        now_sums[1] += w_total
+
+
+def _series_from_sums(
+    per_day: dict[str, dict[date, list[float]]],
+    at_now: dict[str, list[float]],
+    keys_wanted: Sequence[str] | None,
+    *,
+    now: datetime,
+    days: int,
+    config: Config,
+) -> dict[str, list[float]]:
+    """Each key's daily scores from its per-day weight sums (taken as of now)."""
     ends = _day_ends(now, days)
     # Buckets from the oldest window's first day on; prefix sums give each window in O(1).
     origin = ends[0].date() - timedelta(days=config.window_days)
     span = (ends[-1].date() - origin).days + 1
-    keys = list(test_ids) if test_ids is not None else sorted(per_day)
+    keys = list(keys_wanted) if keys_wanted is not None else sorted(per_day)
     out: dict[str, list[float]] = {}
     for key in keys:
         cum_bad = [0.0] * (span + 1)

@@ -222,3 +222,11 @@ def test_owner_text_names_the_first_owner_and_counts_the_rest() -> None:
     assert owner_text(None) == "—" and owner_text("") == "—"
     assert owner_text("@acme/api") == "@acme/api"
     assert owner_text("@farah-tax @acme/billing @x") == "@farah-tax +2"
+
+
+def test_group_rows_show_their_pooled_trend() -> None:
+    report = _report()
+    report.families[0].daily_scores = [0.0] * 10 + [0.5] * 20
+    rows = build_rows(report, ViewState(grouping="family"), ViewContext(NOW))
+    trend = [str(cell) for cell in rows[0].cells if "⣀" in str(cell) or "⣤" in str(cell)]
+    assert rows[0].kind == "group" and trend, rows[0].cells
