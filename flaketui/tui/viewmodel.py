@@ -90,6 +90,30 @@ class ViewContext:
 
     now: datetime
     lifecycle: dict[str, str] = field(default_factory=dict)
+    # In a grouped view, the # column numbers the top-level rows (groups and lone tests) in
+    # their pooled-damage order: tests' and groups' own ranks are counted apart and would
+    # repeat. Keyed by _position_key; members of a group have none.
+    positions: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def _position_key(item: Any) -> tuple[str, str]:
+    return ("g", item.key) if isinstance(item, GroupVerdict) else ("t", item.test_id)
+
+
+def _rank(item: Any, ctx: ViewContext) -> int | None:
+    if ctx.positions:
+        return ctx.positions.get(_position_key(item))
+    return item.rank
+
+
+def _regression_rank(item: Any, ctx: ViewContext) -> int | None:
+    if ctx.positions:
+        return ctx.positions.get(_position_key(item))
+    return getattr(item, "regression_rank", item.rank)
+
+
+def _rank_text(rank: int | None) -> str:
+    return "" if rank is None else str(rank)
 
 
 # ---- formatting -------------------------------------------------------------------------------
@@ -203,7 +227,7 @@ def _lifecycle(item: Any, ctx: ViewContext) -> str:
 # ---- columns ----------------------------------------------------------------------------------
 
 _SCORE_COLUMNS: list[Column] = [
-    Column("rank", "#", lambda i, c: i.rank, lambda i, c: "" if i.rank is None else str(i.rank)),
+    Column("rank", "#", _rank, lambda i, c: _rank_text(_rank(i, c))),
     Column("test", "Test", lambda i, c: _name(i), lambda i, c: short_id(_name(i))),
     Column("verdict", "Verdict", lambda i, c: i.verdict, lambda i, c: i.verdict),
     Column("lifecycle", "State", _lifecycle, _lifecycle),
@@ -240,12 +264,7 @@ _SCORE_COLUMNS: list[Column] = [
 ]
 
 _REGRESSION_COLUMNS: list[Column] = [
-    Column(
-        "rank",
-        "#",
-        lambda i, c: getattr(i, "regression_rank", i.rank),
-        lambda i, c: str(getattr(i, "regression_rank", i.rank) or ""),
-    ),
+    Column("rank", "#", _regression_rank, lambda i, c: _rank_text(_regression_rank(i, c))),
     Column("test", "Test", lambda i, c: _name(i), lambda i, c: short_id(_name(i))),
     Column("verdict", "Verdict", lambda i, c: i.verdict, lambda i, c: i.verdict),
     Column(
@@ -447,9 +466,12 @@ def build_rows(
         members_of[group.key] = in_view
         top.append(group)
     top.extend(t for t in tests if t.test_id not in grouped and test_matches(t, needle))
-    if state.sort_column is None and groups:
-        # Natural order with groups: the pooled damage ranks groups among lone tests.
+    if groups:
+        # Natural order with groups: the pooled damage ranks groups among lone tests, and the
+        # # column numbers that order (whatever the sort shown).
         top.sort(key=lambda i: -i.scores.damage)
+        positions = {_position_key(item): number for number, item in enumerate(top, 1)}
+        ctx = replace(ctx, positions=positions)
     top = _sorted(top, state, columns, ctx)
     rows: list[Row] = []
     for item in top:

@@ -230,3 +230,24 @@ def test_group_rows_show_their_pooled_trend() -> None:
     rows = build_rows(report, ViewState(grouping="family"), ViewContext(NOW))
     trend = [str(cell) for cell in rows[0].cells if "⣀" in str(cell) or "⣤" in str(cell)]
     assert rows[0].kind == "group" and trend, rows[0].cells
+
+
+def test_grouped_rank_numbers_the_top_level_rows_once_each() -> None:
+    """Groups and lone tests are ranked apart in core: a grouped list numbers its own order."""
+    state = ViewState(grouping="family")
+    state.expanded.add("t.py::fam")
+    rows = build_rows(_report(), state, ViewContext(NOW))
+    assert [(r.kind, r.cells[0]) for r in rows] == [
+        ("group", "1"),
+        ("member", ""),
+        ("member", ""),
+        ("test", "2"),  # t.py::net, rank 3 among tests
+    ]
+    reverse = ViewState(grouping="family", sort_column="rank", sort_reverse=True)
+    assert [r.cells[0] for r in build_rows(_report(), reverse, ViewContext(NOW))] == ["2", "1"]
+    # Without grouping the tests keep their own ranks.
+    assert [r.cells[0] for r in build_rows(_report(), ViewState(), ViewContext(NOW))] == [
+        "1",
+        "2",
+        "3",
+    ]
