@@ -65,3 +65,11 @@ def log(text: str) -> None:
 def emit(result: dict[str, Any]) -> None:
     """Print the result as the last line of stdout."""
     print(json.dumps(result, sort_keys=True), flush=True)
+
+
+def loadavg() -> list[float]:
+    """The 1, 5 and 15 minute load averages (empty where /proc/loadavg is missing)."""
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []

@@ -1,27 +1,55 @@
 """Benchmark the recording plugin's overhead on a generated N-test suite (SPEC §9).
 
-Usage: python bench/plugin.py --tests 5000 [--repeat 5] [--simultaneous]
+Usage: python bench/plugin.py --tests 5000 [--pairs 15] [--lean] [--editable]
+                              [--instructions] [--simultaneous]
 
-Writes a suite of N trivial tests (a third parametrized, 2 % failing), then runs it --repeat
-times as pairs, in alternating order within each pair: `pytest -p no:cacheprovider` without
-recording (the flaketui plugin is installed but inactive) and with `--flaketui-db` into a fresh
-history. overhead is the median over pairs of (recording wall time / plain wall time) - 1; both
-include interpreter start-up and collection, as a CI job pays them. cpu_overhead is the same
-ratio of the child's CPU time (user + sys): on a shared machine the wall ratio of one pair swings
-with the neighbours' load, the CPU ratio far less, so it tells a real change from noise. Every
-recorded history is checked (one finished run, one result per test) so a broken recorder cannot
-look fast. --simultaneous starts both runs of a pair at the same moment instead (mode
-"simultaneous"), so both see the same neighbours' load: its cpu_overhead is the steadiest figure
-on a shared machine; its wall ratio leans towards 1 (the run finishing first frees a core for
-the other), so `overhead` of the default sequential mode is the figure of record.
+Writes a suite of N trivial tests (a third parametrized, 2 % failing) in a git repository of one
+commit (recording reads the commit as in a CI checkout), then runs it as --pairs pairs:
+`pytest -p no:cacheprovider` without recording (the flaketui plugin installed but inactive) and
+with `--flaketui-db` into a fresh history. Both include interpreter start-up and collection, as
+a CI job pays them. Every recorded history is checked (one finished run, one result per test) so
+a broken recorder cannot look fast.
+
+The figure of record, `overhead`, is the median over pairs of (recording / plain wall time) - 1.
+The machine this runs on is 2 shared cores: a plain run's own time moves by ±20 % from one run to
+the next, four times the effect measured, so the bench does not trust one number:
+- pairs run in ABBA order (plain first in even pairs, recording first in odd ones), so a drift in
+  the neighbours' load during a pair favours neither side; 15 pairs by default (5 before);
+- nothing is dropped: every pair's ratio is printed (`pair_ratios`), beside the quartiles
+  (`overhead_iqr`) and a distribution-free confidence interval of the median from the order
+  statistics (`overhead_ci`, coverage `ci_level`, >= 0.95 from 6 pairs on); `verdict` is "met"
+  when the whole interval is under 0.05, "missed" when it is all above, else (or with an
+  interval of less than 95 %) "not established";
+- `cpu_overhead` (with `cpu_overhead_iqr`, `cpu_overhead_ci`) is the same median of the pytest
+  process's CPU time (user + sys), steadier than wall time but not the figure of record;
+- `--instructions` also runs one pair under valgrind (cachegrind, no cache simulation):
+  `instr_overhead` is the ratio of instructions - 1, a load-independent figure (under valgrind
+  a session runs ~15x slower, so the recorder's one-second batches hold fewer attempts);
+- the load average before and after (`loadavg`) goes into the JSON line.
+
+What is measured, flaketui side: by default a copy of the working tree's package compiled to
+bytecode, first on PYTHONPATH, as a wheel installed by pip is (this environment's editable
+install has no bytecode and sets PYTHONDONTWRITEBYTECODE, so each session would compile the
+recorder's modules from source: about 0.17 G instructions, 0.6 % of a 5 000-test session, that
+no installed copy pays). `--editable` measures the editable install as it is. pytest side: by
+default every plugin installed in the environment loads, as in a plain `pytest` here (their
+start-up, ~1.8 s with Textual's snapshot plugin and Hypothesis, counts in both runs); `--lean`
+disables plugin autoloading and loads only flaketui's, the strictest denominator.
+--simultaneous starts both runs of a pair at the same moment instead (mode "simultaneous"): its
+CPU ratio sees the same neighbours, its wall ratio leans towards 1 (the run finishing first frees
+a core for the other), so the sequential `overhead` stays the figure of record.
 Last stdout line: JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
+import math
 import os
-import resource
+import re
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -32,9 +60,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, log, machine, median
+from common import emit, loadavg, log, machine, median
 
 TESTS_PER_FILE = 500
+TARGET = 0.05  # SPEC §9: under 5 %
+CI_LEVEL = 0.95
 
 
 def write_suite(root: Path, tests: int) -> None:
@@ -63,44 +93,102 @@ def write_suite(root: Path, tests: int) -> None:
     (root / "pytest.ini").write_text("[pytest]\naddopts = -q -p no:cacheprovider\n")
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def commit_suite(root: Path) -> bool:
+    """Make the suite a git repository of one commit, as a CI checkout is; False without git."""
+    if shutil.which("git") is None:
+        return False
+    ident = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-q", "-m", "suite"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return True
 
 
-def run_suite(root: Path, db: Path | None) -> tuple[float, float]:
-    """Wall and CPU time of one pytest run of the suite (failures expected)."""
-    cpu = _children_cpu()
-    start = time.perf_counter()
-    proc = subprocess.run(_command(root, db), cwd=root, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    cpu = _children_cpu() - cpu
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
-    return elapsed, cpu
+def install_copy(site: Path) -> Path:
+    """Copy the flaketui package under `site` and compile it to bytecode, as pip installs it."""
+    spec = importlib.util.find_spec("flaketui")
+    if spec is None or spec.origin is None:
+        raise SystemExit("flaketui is not importable from this interpreter")
+    target = site / "flaketui"
+    shutil.copytree(Path(spec.origin).parent, target, ignore=shutil.ignore_patterns("__pycache__"))
+    if not compileall.compile_dir(target, quiet=1):
+        raise SystemExit(f"cannot compile {target}")
+    return target
 
 
-def _command(root: Path, db: Path | None) -> list[str]:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(root)]
-    return command if db is None else [*command, "--flaketui-db", str(db)]
+class Runner:
+    """How to start one pytest session of the suite, plain or recording."""
 
+    def __init__(self, root: Path, site: Path | None, lean: bool) -> None:
+        self.root = root
+        self.lean = lean
+        self.env = dict(os.environ)
+        if site is not None:
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p
+            )
+        if lean:
+            self.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
-def run_pair_simultaneously(root: Path, db: Path) -> tuple[tuple[float, float], ...]:
-    """(wall, CPU) of a plain and a recording run started at the same moment."""
-    started = [
-        (
-            subprocess.Popen(_command(root, d), cwd=root, stdout=subprocess.DEVNULL),
-            time.perf_counter(),
+    def command(self, db: Path | None) -> list[str]:
+        """The pytest command line; with a history path it records."""
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(self.root)]
+        if self.lean:
+            command += ["-p", "flaketui.pytest_plugin"]
+        return command if db is None else [*command, "--flaketui-db", str(db)]
+
+    def run(self, db: Path | None) -> tuple[float, float]:
+        """Wall time and the child's CPU time (user + sys) of one run (failures expected)."""
+        with tempfile.TemporaryFile("w+") as out:  # a pipe could fill up and block the child
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                self.command(db), cwd=self.root, env=self.env, stdout=out, stderr=out
+            )
+            _, status, usage = os.wait4(proc.pid, 0)
+            elapsed = time.perf_counter() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode not in (0, 1):
+                out.seek(0)
+                raise SystemExit(f"pytest failed ({proc.returncode}):\n{out.read()[-2000:]}")
+        return elapsed, usage.ru_utime + usage.ru_stime
+
+    def run_pair_simultaneously(self, db: Path) -> tuple[tuple[float, float], ...]:
+        """(wall, CPU) of a plain and a recording run started at the same moment."""
+        started = [
+            (
+                subprocess.Popen(
+                    self.command(d), cwd=self.root, env=self.env, stdout=subprocess.DEVNULL
+                ),
+                time.perf_counter(),
+            )
+            for d in (None, db)
+        ]
+        measured = []
+        for proc, start in started:
+            _, status, usage = os.wait4(proc.pid, 0)
+            measured.append((time.perf_counter() - start, usage.ru_utime + usage.ru_stime))
+            if os.waitstatus_to_exitcode(status) not in (0, 1):
+                raise SystemExit(f"pytest failed ({os.waitstatus_to_exitcode(status)})")
+        return tuple(measured)
+
+    def instructions(self, db: Path | None, log_file: Path) -> int:
+        """Instructions executed by one session under valgrind (cachegrind, no cache model)."""
+        command = [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            f"--log-file={log_file}",
+            *self.command(db),
+        ]
+        proc = subprocess.run(
+            command, cwd=self.root, env=self.env, capture_output=True, text=True, check=False
         )
-        for d in (None, db)
-    ]
-    measured = []
-    for proc, start in started:
-        _, status, usage = os.wait4(proc.pid, 0)
-        measured.append((time.perf_counter() - start, usage.ru_utime + usage.ru_stime))
-        if os.waitstatus_to_exitcode(status) not in (0, 1):
-            raise SystemExit(f"pytest failed ({os.waitstatus_to_exitcode(status)})")
-    return tuple(measured)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"valgrind pytest failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
+        found = re.search(r"I\s+refs:\s+([\d,]+)", log_file.read_text())
+        if found is None:
+            raise SystemExit(f"{log_file}: no instruction count")
+        return int(found.group(1).replace(",", ""))
 
 
 def check_history(db: Path, tests: int) -> None:
@@ -115,30 +203,107 @@ def check_history(db: Path, tests: int) -> None:
         raise SystemExit(f"{db}: runs/finished {tuple(runs)}, {results} results for {tests} tests")
 
 
+def median_ci(values: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """Distribution-free interval of the median: (low, high, its exact coverage).
+
+    The k-th smallest and k-th largest values, k the largest rank whose binomial tail
+    P(Bin(n, 1/2) < k) stays within (1 - level) / 2; with too few values the whole range.
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    k, tail = 0, 0.0
+    while k < n // 2:
+        next_tail = tail + math.comb(n, k) / 2**n
+        if next_tail > (1 - level) / 2:
+            break
+        k, tail = k + 1, next_tail
+    k = max(k, 1)  # with fewer than 6 values no interval reaches 95 %: the range
+    coverage = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+    return ordered[k - 1], ordered[n - k], round(coverage, 4)
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """First and third quartiles (both the value itself when there is one)."""
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def verdict(low: float, high: float, coverage: float) -> str:
+    """Whether the interval of the overhead's median lies under the target, above it, or across.
+
+    Too few pairs for a CI_LEVEL interval establish nothing either way.
+    """
+    if coverage < CI_LEVEL:
+        return "not established"
+    if high < TARGET:
+        return "met"
+    if low > TARGET:
+        return "missed"
+    return "not established"
+
+
+def summary(prefix: str, ratios: list[float]) -> dict[str, object]:
+    """Median, quartiles and interval of the ratios, as overheads (ratio - 1)."""
+    low, high, coverage = median_ci(ratios)
+    q1, q3 = quartiles(ratios)
+    return {
+        prefix: round(statistics.median(ratios) - 1.0, 4),
+        f"{prefix}_iqr": [round(q1 - 1.0, 4), round(q3 - 1.0, 4)],
+        f"{prefix}_ci": [round(low - 1.0, 4), round(high - 1.0, 4)],
+        "ci_level": coverage,
+    }
+
+
 def main() -> None:
     """Command line: run the pairs and print the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=5000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--pairs", "--repeat", dest="pairs", type=int, default=15, help="pairs of runs"
+    )
     parser.add_argument(
         "--simultaneous", action="store_true", help="start both runs of a pair at once"
     )
+    parser.add_argument(
+        "--lean", action="store_true", help="only flaketui's pytest plugin, no autoloading"
+    )
+    parser.add_argument(
+        "--editable", action="store_true", help="the editable install as is (no bytecode copy)"
+    )
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions of one pair"
+    )
+    parser.add_argument(
+        "--instr-tests", type=int, default=None, help="suite size under valgrind (default --tests)"
+    )
     args = parser.parse_args()
+    load_before = loadavg()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "suite"
         root.mkdir()
         write_suite(root, args.tests)
-        run_suite(root, None)  # warm the OS cache and the .pyc files
+        in_git = commit_suite(root)
+        site = None
+        if not args.editable:
+            site = Path(tmp) / "site"
+            install_copy(site)
+        runner = Runner(root, site, args.lean)
+        # Warm the OS cache and both code paths; these two runs are not pairs.
+        runner.run(None)
+        runner.run(Path(tmp) / "warm.db")
         plain, recorded, ratios, cpu_ratios = [], [], [], []
-        for pair in range(args.repeat):
+        for pair in range(args.pairs):
             db = Path(tmp) / f"h{pair}.db"
             if args.simultaneous:
-                (p, p_cpu), (r, r_cpu) = run_pair_simultaneously(root, db)
+                (p, p_cpu), (r, r_cpu) = runner.run_pair_simultaneously(db)
             elif pair % 2 == 0:
-                (p, p_cpu), (r, r_cpu) = run_suite(root, None), run_suite(root, db)
+                (p, p_cpu), (r, r_cpu) = runner.run(None), runner.run(db)
             else:
-                (r, r_cpu), (p, p_cpu) = run_suite(root, db), run_suite(root, None)
+                (r, r_cpu), (p, p_cpu) = runner.run(db), runner.run(None)
             check_history(db, args.tests)
+            db.unlink()
             plain.append(p)
             recorded.append(r)
             ratios.append(r / p)
@@ -146,21 +311,62 @@ def main() -> None:
             log(
                 f"pair {pair + 1}: plain {p:.3f}s recording {r:.3f}s ratio {r / p:.3f}"
                 f" | cpu plain {p_cpu:.3f}s recording {r_cpu:.3f}s ratio {r_cpu / p_cpu:.3f}"
+                f" | load {loadavg()[0]}"
             )
+        instr: dict[str, object] = {}
+        if args.instructions:
+            instr = count_instructions(args, Path(tmp), site)
+    wall = summary("overhead", ratios)
+    cpu = summary("cpu_overhead", cpu_ratios)
+    low, high, coverage = median_ci(ratios)
     emit(
         {
             "bench": "plugin",
             "tests": args.tests,
-            "repeat": args.repeat,
-            "mode": "simultaneous" if args.simultaneous else "sequential",
+            "pairs": args.pairs,
+            "repeat": args.pairs,  # the former name of --pairs
+            "mode": "simultaneous" if args.simultaneous else "sequential (ABBA)",
+            "flaketui": "editable install" if args.editable else "installed copy with bytecode",
+            "pytest_plugins": "flaketui only" if args.lean else "all installed",
+            "suite_in_git": in_git,
             "plain_s": median(plain),
             "recording_s": median(recorded),
-            "overhead": round(statistics.median(ratios) - 1.0, 4),
-            "cpu_overhead": round(statistics.median(cpu_ratios) - 1.0, 4),
+            **wall,
+            "verdict": verdict(low - 1.0, high - 1.0, coverage),
+            "cpu_overhead": cpu["cpu_overhead"],
+            "cpu_overhead_iqr": cpu["cpu_overhead_iqr"],
+            "cpu_overhead_ci": cpu["cpu_overhead_ci"],
             "pair_ratios": [round(x, 3) for x in ratios],
+            "cpu_pair_ratios": [round(x, 3) for x in cpu_ratios],
+            **instr,
+            "loadavg": {"before": load_before, "after": loadavg()},
             "machine": machine(),
         }
     )
+
+
+def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -> dict[str, object]:
+    """One plain and one recording session under valgrind; their instruction ratio - 1."""
+    if shutil.which("valgrind") is None:
+        return {"instr_overhead": None, "instr_note": "valgrind not found"}
+    tests = args.instr_tests or args.tests
+    root = tmp / "instr-suite"
+    root.mkdir()
+    write_suite(root, tests)
+    commit_suite(root)
+    runner = Runner(root, site, args.lean)
+    db = tmp / "instr.db"
+    log(f"instructions: {tests} tests under valgrind, plain then recording (minutes)")
+    plain = runner.instructions(None, tmp / "instr-plain.log")
+    recording = runner.instructions(db, tmp / "instr-recording.log")
+    check_history(db, tests)
+    log(f"instructions: plain {plain / 1e9:.2f} G, recording {recording / 1e9:.2f} G")
+    return {
+        "instr_tests": tests,
+        "instr_plain_g": round(plain / 1e9, 3),
+        "instr_recording_g": round(recording / 1e9, 3),
+        "instr_overhead": round(recording / plain - 1.0, 4),
+    }
 
 
 if __name__ == "__main__":

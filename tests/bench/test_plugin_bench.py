@@ -1,0 +1,118 @@
+"""bench/plugin.py's statistics and run set-up: the interval, the verdict, what each run loads.
+
+No timing assertions: the figures go to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def plugin_bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """bench/plugin.py imported as a module."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    __import__("plugin")
+    return sys.modules["plugin"]
+
+
+def test_the_median_interval_is_the_order_statistics_of_95_percent(
+    plugin_bench: ModuleType,
+) -> None:
+    # 15 values: the 4th smallest and the 4th largest, P(Bin(15, 1/2) <= 3) = 576 / 32768.
+    assert plugin_bench.median_ci(list(range(15))) == (3, 11, round(1 - 2 * 576 / 32768, 4))
+    assert plugin_bench.median_ci([5.0, 1.0, 3.0, 2.0, 4.0, 6.0]) == (1.0, 6.0, 0.9688)
+    low, high, coverage = plugin_bench.median_ci([2.0, 1.0, 3.0])
+    assert (low, high) == (1.0, 3.0) and coverage < 0.95  # too few values: the range
+
+
+def test_the_verdict_needs_the_whole_interval_on_one_side_of_the_target(
+    plugin_bench: ModuleType,
+) -> None:
+    verdict = plugin_bench.verdict
+    assert verdict(0.01, 0.049, 0.96) == "met"
+    assert verdict(0.051, 0.09, 0.96) == "missed"
+    assert verdict(0.03, 0.06, 0.96) == "not established"
+    assert verdict(0.01, 0.02, 0.9) == "not established"  # five pairs or fewer
+
+
+def test_summary_reports_overheads_with_quartiles_and_interval(plugin_bench: ModuleType) -> None:
+    ratios = [1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.50]
+    out = plugin_bench.summary("overhead", ratios)
+    assert out["overhead"] == 0.04
+    assert out["overhead_iqr"] == [0.025, 0.055]  # inclusive quartiles
+    assert out["overhead_ci"] == [0.01, 0.5] and out["ci_level"] == 0.9844
+
+
+def test_runs_use_an_installed_copy_with_bytecode_and_lean_loads_only_flaketui(
+    plugin_bench: ModuleType, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    copy = plugin_bench.install_copy(site)
+    assert (copy / "__pycache__").is_dir() and (copy / "pytest_plugin.py").is_file()
+    runner = plugin_bench.Runner(tmp_path, site, lean=True)
+    assert runner.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
+    assert runner.command(tmp_path / "h.db")[-4:] == [
+        "-p",
+        "flaketui.pytest_plugin",
+        "--flaketui-db",
+        str(tmp_path / "h.db"),
+    ]
+    where = subprocess.run(
+        [sys.executable, "-c", "import flaketui.pytest_plugin as m; print(m.__cached__)"],
+        env=runner.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(where).is_file() and Path(where).is_relative_to(site)
+    default = plugin_bench.Runner(tmp_path, None, lean=False)
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in default.env or os.environ.get(
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+    )
+    assert "--flaketui-db" not in default.command(None)
+
+
+def _run(module: ModuleType, args: list[str], monkeypatch: Any, capsys: Any) -> dict[str, Any]:
+    monkeypatch.setattr(sys, "argv", ["plugin.py", *args])
+    module.main()
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert isinstance(result, dict)
+    return result
+
+
+def test_every_pair_is_reported_with_spread_and_load(
+    plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
+) -> None:
+    out = _run(plugin_bench, ["--tests", "20", "--pairs", "2", "--lean"], monkeypatch, capsys)
+    assert out["pairs"] == 2 and len(out["pair_ratios"]) == 2 == len(out["cpu_pair_ratios"])
+    assert out["mode"] == "sequential (ABBA)" and out["pytest_plugins"] == "flaketui only"
+    assert out["flaketui"] == "installed copy with bytecode"
+    assert out["verdict"] == "not established"  # two pairs establish nothing
+    low, high = out["overhead_ci"]
+    assert low <= out["overhead"] <= high
+    assert len(out["overhead_iqr"]) == 2 and len(out["cpu_overhead_ci"]) == 2
+    assert set(out["loadavg"]) == {"before", "after"}
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="instruction counts need valgrind")
+def test_instructions_of_one_pair_under_valgrind(
+    plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
+) -> None:
+    args = ["--tests", "10", "--pairs", "1", "--lean", "--instructions", "--instr-tests", "5"]
+    out = _run(plugin_bench, args, monkeypatch, capsys)
+    assert out["instr_tests"] == 5
+    assert out["instr_recording_g"] > out["instr_plain_g"] > 0
+    assert isinstance(out["instr_overhead"], float)
