@@ -491,7 +491,9 @@ def build_rows(
                 )
             )
             if item.key in state.expanded:
-                for member in _sorted(members_of[item.key], state, columns, ctx):
+                # Worst first, as the lone tests: a family lists its params alphabetically.
+                members = sorted(members_of[item.key], key=lambda t: -t.scores.damage)
+                for member in _sorted(members, state, columns, ctx):
                     member_label = "  └ " + short_id(member.test_id, TEST_ID_WIDTH - 4)
                     rows.append(
                         Row(

@@ -251,3 +251,11 @@ def test_grouped_rank_numbers_the_top_level_rows_once_each() -> None:
         "2",
         "3",
     ]
+
+
+def test_expanded_members_come_worst_first() -> None:
+    state = ViewState(grouping="family")
+    state.expanded.add("t.py::fam")
+    rows = build_rows(_report(), state, ViewContext(NOW))
+    # The family lists fam[a] (damage 3.0) before fam[b] (4.0).
+    assert [r.target for r in rows if r.kind == "member"] == ["t.py::fam[b]", "t.py::fam[a]"]
