@@ -213,8 +213,8 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
             outcomes = pool_by_run(outcomes)
         signatures = detail.signatures_of(db, key, now=report.now, config=config)
         pivot = pivot_mod.worker_pivot(db, key, now=report.now, config=config)
-        if is_test:
-            daily = list(item.daily_scores)  # type: ignore[union-attr]
+        if is_test or item.daily_scores:  # a group's pooled series comes with the report
+            daily = list(item.daily_scores)
         else:
             series = _core("series")
             daily_map = series.daily_recency_scores(
