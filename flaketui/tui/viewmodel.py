@@ -182,6 +182,11 @@ def short_id(test_id: str, width: int = TEST_ID_WIDTH) -> str:
     return test_id if len(test_id) <= width else "…" + test_id[-(width - 1) :]
 
 
+def short_message(text: str, width: int) -> str:
+    """Trim a failure message on the right: its exception type and first words say the most."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def shown_path(path: Path) -> str:
     """A path relative to the current directory when it lies inside it."""
     try:
@@ -479,7 +484,10 @@ def build_rows(
             count = len(members_of[item.key])
             marker = "▾" if item.key in state.expanded else "▸"
             label = item.label.splitlines()[0] if item.label else item.key
-            label = f"{marker} {short_id(label, TEST_ID_WIDTH - 8)} ({count})"
+            suffix = f" ({count})"
+            width = TEST_ID_WIDTH - 2 - len(suffix)
+            shorten = short_message if state.grouping == "signature" else short_id
+            label = f"{marker} {shorten(label, width)}{suffix}"
             rows.append(
                 Row(
                     f"g:{item.key}",

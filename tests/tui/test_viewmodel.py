@@ -259,3 +259,15 @@ def test_expanded_members_come_worst_first() -> None:
     rows = build_rows(_report(), state, ViewContext(NOW))
     # The family lists fam[a] (damage 3.0) before fam[b] (4.0).
     assert [r.target for r in rows if r.kind == "member"] == ["t.py::fam[b]", "t.py::fam[a]"]
+
+
+def test_signature_group_labels_keep_the_start_of_the_message() -> None:
+    report = _report()
+    text = "TimeoutError: connect to db-primary.internal:5432 timed out after 30 seconds" * 2
+    report.signatures = [
+        GroupVerdict("abc123", text, ["t.py::net"], Scores(damage=1.0), "flaky", "r", 1)
+    ]
+    rows = build_rows(report, ViewState(grouping="signature"), ViewContext(NOW))
+    label = next(row for row in rows if row.kind == "group").cells[1]
+    assert label.startswith("▸ TimeoutError: connect to") and label.endswith("… (1)")
+    assert len(label) <= 44
