@@ -354,3 +354,22 @@ async def test_a_big_history_rebuilds_a_changed_view_in_a_worker_with_the_same_r
     assert await rows_after(keys) == at_once and at_once
     # Every rebuild ran in a worker thread, none on the UI thread.
     assert threads and threading.main_thread().name not in threads
+
+
+async def test_workers_never_print_the_loaded_report(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Textual describes a worker by the repr of its arguments unless told otherwise: for a
+    # loaded report that is megabytes of text made on the UI thread before the first paint.
+    from flaketui.tui.loaders import MainData
+
+    printed: list[str] = []
+    monkeypatch.setattr(MainData, "__repr__", lambda self: printed.append("data") or "data")
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        app.main_screen._rebuild_rows(app.main_screen.data, app.main_screen.state.copy())
+        await pilot.press("r")
+        await _settle(pilot)
+        assert app.main_screen.data is not None
+    assert printed == []

@@ -31,7 +31,7 @@ from flaketui.tui.viewmodel import (
     columns_for,
 )
 from flaketui.tui.widgets.fields import text_input
-from flaketui.tui.widgets.flake_table import FlakeTable, PreparedRows, prepare_rows
+from flaketui.tui.widgets.flake_table import FIRST_ROWS, FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
 from flaketui.tui.widgets.keybar import KeyBar
 
@@ -150,7 +150,9 @@ class MainScreen(Screen[None]):
         preload = self._take_preload(suite, branch_kind)
         self._load_worker(suite, branch_kind, preload, self.state.copy())
 
-    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    # Each worker names itself: Textual's default description is the repr of the arguments,
+    # which for a loaded report is megabytes of text made on the UI thread (SPEC §9).
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False, description="load")
     def _load_worker(
         self,
         suite: str | None,
@@ -165,7 +167,9 @@ class MainScreen(Screen[None]):
                     data = preload.result()
                 else:
                     data = load_main(source, suite=suite, branch_kind=branch_kind)
-                rows = prepare_rows(data, state)
+                # The first screenful's cells only: the first paint waits for this worker,
+                # while the table's later chunks have time to make the rest.
+                rows = prepare_rows(data, state, eager_rows=FIRST_ROWS)
         except FlaketuiError as exc:
             self.post_message(LoadFailed(exc.message))
             return
@@ -189,7 +193,7 @@ class MainScreen(Screen[None]):
                 self.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
             )
 
-    @work(thread=True, exclusive=True, group="extras", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="extras", exit_on_error=False, description="extras")
     def _load_extras(self, data: MainData, state: ViewState, preload: Preload | None) -> None:
         """After the first screen: the complete report (a preload's), then lifecycle states."""
         try:
@@ -240,7 +244,7 @@ class MainScreen(Screen[None]):
         else:
             self._rebuild_rows(self.data, self.state.copy())
 
-    @work(thread=True, exclusive=True, group="rows", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="rows", exit_on_error=False, description="rows")
     def _rebuild_rows(self, data: MainData, state: ViewState) -> None:
         with gc_paused():
             rows = prepare_rows(data, state, eager=False)  # cells as rows are added
