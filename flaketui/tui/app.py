@@ -26,9 +26,7 @@ from flaketui.tui.loaders import (
     release_test,
 )
 from flaketui.tui.messages import HistoryChanged, WriteDone
-from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.main import MainScreen
-from flaketui.tui.screens.quarantine_modal import QuarantineModal
 from flaketui.tui.startup import Preload, make_source
 
 POLL_SECONDS = 2.0
@@ -131,6 +129,8 @@ class FlaketuiApp(App[None]):
             return
         test_id, item = target
         reason = quarantine_reason(item) if item is not None else ""  # type: ignore[arg-type]
+        # Imported on first use: its form widgets (TextArea, Select) are not on the first screen.
+        from flaketui.tui.screens.quarantine_modal import QuarantineModal
 
         def done(request: QuarantineRequest | None) -> None:
             if request is not None:
@@ -165,6 +165,7 @@ class FlaketuiApp(App[None]):
             return
         tests = main.visible_tests()
         report = main.data.report
+        from flaketui.tui.screens.export_modal import ExportModal
 
         def done(choice: tuple[str, Path] | None) -> None:
             if choice is not None:
@@ -195,11 +196,12 @@ class FlaketuiApp(App[None]):
     def warm_up(self) -> None:
         """Import the screens the first screen does not need, once it is drawn.
 
-        The detail screen (plotext) and the help (Markdown) cost about 0.1-0.2 s of imports that
-        the first ranked screen should not wait for, nor the first Enter or `?` on the UI thread.
+        The detail screen (plotext), the help (Markdown) and the dialogs (TextArea, Select) cost
+        about 0.1-0.2 s of imports that the first ranked screen should not wait for, nor the
+        first Enter, `?`, `q` or `e` on the UI thread.
         """
-        importlib.import_module("flaketui.tui.screens.detail")
-        importlib.import_module("flaketui.tui.screens.help")
+        for screen in ("detail", "help", "quarantine_modal", "export_modal"):
+            importlib.import_module(f"flaketui.tui.screens.{screen}")
 
     def run_write(self, job: Callable[[], str], *, reload: bool = True) -> None:
         """Run a write in its own worker group, which no load cancels."""

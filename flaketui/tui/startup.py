@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, TypeVar
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import Report
+from flaketui.tui.gcpause import gc_paused
 from flaketui.tui.history_access import is_read_only
 from flaketui.tui.loaders import Extras, MainData, Source, load_in_stages
 from flaketui.tui.viewmodel import shown_path
@@ -153,7 +154,10 @@ class Preload:
     def _receive(self, read_end: int) -> None:
         with os.fdopen(read_end, "rb") as incoming:
             for step in range(STEPS):
-                if not self._arrived(step, _unpickle(incoming)):
+                # Unpickling a large report allocates enough to start collections in the middle.
+                with gc_paused():
+                    outcome = _unpickle(incoming)
+                if not self._arrived(step, outcome):
                     break
         self._reap()
 

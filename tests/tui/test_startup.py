@@ -120,11 +120,14 @@ def test_gc_is_paused_while_any_load_runs_and_restored_after() -> None:
 
 
 def test_the_app_starts_without_the_heavy_optional_imports() -> None:
-    # Plotting (detail), Markdown (help) and sqlite-utils (pandas, numpy) load after the first
-    # screen, in workers: the start-up race of SPEC §9 is against a bare Textual app.
+    # Plotting (detail), Markdown (help), the dialogs' forms (TextArea) and sqlite-utils
+    # (pandas, numpy) load after the first screen, in workers: the start-up race of SPEC §9 is
+    # against a bare Textual app.
     probe = (
         "import sys, flaketui.tui.startup, flaketui.tui.app\n"
-        "heavy = ('textual_plotext', 'plotext', 'markdown_it', 'sqlite_utils', 'pandas', 'numpy')\n"
+        "heavy = ('textual_plotext', 'plotext', 'markdown_it', 'sqlite_utils', 'pandas', 'numpy',\n"
+        "  'flaketui.tui.screens.quarantine_modal', 'flaketui.tui.screens.export_modal',\n"
+        "  'textual.widgets._text_area')\n"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     done = subprocess.run(

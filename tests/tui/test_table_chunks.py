@@ -179,3 +179,16 @@ def test_a_worker_makes_the_cells_of_a_small_view_and_leaves_a_big_one_lazy(
     lazy = prepare_rows(data, ViewState(view="all"), eager=False)
     assert not any(lazy.cells._made)  # type: ignore[attr-defined]
     assert [c.plain for c in lazy.cells[0]] == [c.plain for c in small.cells[0]]
+
+
+def test_the_first_load_makes_only_the_first_screenfuls_cells(history: Path) -> None:
+    # The first paint waits for the load worker: it styles what the screen shows, the table's
+    # chunks style the rest.
+    from flaketui.tui.loaders import load_main
+    from flaketui.tui.startup import make_source
+    from flaketui.tui.viewmodel import ViewState
+
+    data = load_main(make_source(history, NOW), suite=None, branch_kind=None)
+    first = prepare_rows(data, ViewState(view="all"), eager_rows=3)
+    made = first.cells._made  # type: ignore[attr-defined]
+    assert len(made) > 3 and all(made[:3]) and not any(made[3:])

@@ -92,11 +92,13 @@ def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
     return cells
 
 
-def prepare_rows(data: MainData, state: ViewState, *, eager: bool = True) -> PreparedRows:
+def prepare_rows(
+    data: MainData, state: ViewState, *, eager: bool = True, eager_rows: int = EAGER_ROWS
+) -> PreparedRows:
     """Build the rows of the view `state` asks for (pure: safe in a worker thread).
 
-    eager (the first load's workers): a view of up to EAGER_ROWS rows gets its cells made here,
-    off the UI thread; otherwise they are made as the table adds the rows.
+    eager (the first load's workers): a view of up to eager_rows rows gets its cells made
+    here, off the UI thread; otherwise they are made as the table adds the rows.
     """
     columns = columns_for(state.view)
     ctx = ViewContext(now=data.report.now, lifecycle=data.lifecycle)
@@ -104,7 +106,7 @@ def prepare_rows(data: MainData, state: ViewState, *, eager: bool = True) -> Pre
     keys = tuple(c.key for c in columns)
     cells = LazyCells(rows, keys)
     if eager:
-        cells.make(EAGER_ROWS)
+        cells.make(eager_rows)
     return PreparedRows(rows, cells)
 
 
@@ -140,7 +142,9 @@ class FlakeTable(DataTable[Text]):
         if keys != self._column_keys:
             self.clear(columns=True)
             for column in columns:
-                self.add_column(column.label, key=column.key)
+                # Text, not str: DataTable parses a str label as markup, and Rich's markup
+                # pass loads its emoji table (a visible part of a cold start).
+                self.add_column(Text(column.label), key=column.key)
             self._column_keys = keys
         else:
             self.clear()
