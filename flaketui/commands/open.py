@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.core.config import load_config
 from flaketui.core.timeutil import parse_iso
+from flaketui.tui.early import open_source, take_early
 from flaketui.tui.history_access import open_reader
-from flaketui.tui.startup import Preload, make_source
+from flaketui.tui.startup import Preload
 
 
 def check_history(path: Path) -> None:
@@ -42,10 +42,10 @@ def open_command(
     """Open the triage app on HISTORY (a flaketui SQLite history)."""
     now = parse_iso(now_text) if now_text else None
     check_history(history)
-    config = load_config(Path.cwd())
-    source = make_source(history, now, skip_file, config=config, codeowners=codeowners)
-    # The ranking starts loading now, in a thread; Textual is imported while it reads.
-    preload = Preload(source)
+    source = open_source(history, now, skip_file, codeowners)
+    # The ranking is loading already when the console script could start it (tui.early), else
+    # it starts now; either way Textual is imported while it reads.
+    preload = take_early(source) or Preload(source)
     from flaketui.tui.app import FlaketuiApp
 
     FlaketuiApp(source, preload=preload).run()

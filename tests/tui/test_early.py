@@ -1,0 +1,149 @@
+"""The console script starts the app's first load before click; `open` takes it if it fits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tui_history import NOW
+
+from flaketui.cli import LAZY_COMMANDS
+from flaketui.tui import early
+from flaketui.tui.early import open_arguments, open_source, start_early, take_early
+from flaketui.tui.loaders import load_main
+
+NOW_TEXT = "2026-11-30T18:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def _no_early_load_left() -> Iterator[None]:
+    """Each test starts and ends without a pending early load."""
+    yield
+    left, early._early = early._early, None
+    if left is not None:
+        left.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["h.db"], (Path("h.db"), None, None, None)),
+        (
+            ["open", "h.db", "--now", NOW_TEXT, "--skip-file=q.json"],
+            (Path("h.db"), NOW_TEXT, Path("q.json"), None),
+        ),
+        (["open", "--codeowners", "CO", "h.db"], (Path("h.db"), None, None, Path("CO"))),
+        (["h.db", "--now="], (Path("h.db"), "", None, None)),
+    ],
+)
+def test_plain_app_requests_are_understood(args: list[str], expected: tuple[object, ...]) -> None:
+    assert open_arguments(args, LAZY_COMMANDS) == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["open"],
+        ["report", "h.db"],
+        ["--version"],
+        ["--codeowners", "CO", "h.db"],  # a group option click refuses
+        ["open", "h.db", "-h"],
+        ["open", "h.db", "--now"],
+        ["open", "h.db", "--unknown", "x"],
+        ["open", "a.db", "b.db"],
+        ["open", "--", "h.db"],
+    ],
+)
+def test_anything_else_is_left_to_click(args: list[str]) -> None:
+    assert open_arguments(args, LAZY_COMMANDS) is None
+
+
+def _args(history: Path, tmp_path: Path) -> list[str]:
+    return [str(history), "--now", NOW_TEXT, "--skip-file", str(tmp_path / "q.json")]
+
+
+def test_open_takes_the_early_load_once_when_it_reads_the_same(
+    history: Path, tmp_path: Path
+) -> None:
+    start_early(_args(history, tmp_path), LAZY_COMMANDS)
+    source = open_source(history, NOW, tmp_path / "q.json", None)
+    preload = take_early(source)
+    assert preload is not None and preload.source == source
+    direct = load_main(source, suite=None, branch_kind=None).report
+    assert [t.test_id for t in preload.result().report.tests] == [t.test_id for t in direct.tests]
+    assert preload.extras() is not None
+    assert take_early(source) is None  # taken once
+
+
+def test_an_early_load_for_other_arguments_is_stopped(history: Path, tmp_path: Path) -> None:
+    start_early(_args(history, tmp_path), LAZY_COMMANDS)
+    started = early._early
+    assert started is not None
+    other = open_source(history, None, tmp_path / "q.json", None)  # no --now: another source
+    assert take_early(other) is None
+    assert started._child is None  # a forked child was killed and reaped
+
+
+def test_nothing_starts_for_a_missing_history_or_a_bad_now(tmp_path: Path) -> None:
+    start_early([str(tmp_path / "missing.db")], LAZY_COMMANDS)
+    assert early._early is None
+    bad = tmp_path / "h.db"
+    bad.write_bytes(b"")
+    start_early([str(bad), "--now", "yesterday"], LAZY_COMMANDS)
+    assert early._early is None
+
+
+CONSOLE_SCRIPT = """
+import json, sys
+import flaketui.tui.early as early
+import flaketui.tui.app as app_module
+
+taken = []
+original = early.take_early
+
+def spy(source):
+    preload = original(source)
+    taken.append(preload is not None)
+    return preload
+
+early.take_early = spy  # before `open` imports it
+app_module.FlaketuiApp.run = lambda self: print(json.dumps(
+    {"taken": taken, "forked": self.preload.forked,
+     "tests": len(self.preload.result().report.tests)}))
+sys.argv = ["flaketui", *sys.argv[1:]]
+from flaketui.cli import main
+main()
+"""
+
+BEFORE_CLICK = """
+import sys
+from flaketui.cli import LAZY_COMMANDS
+from flaketui.tui import early
+early.start_early(sys.argv[1:], LAZY_COMMANDS)
+print(early._early is not None, "click" in sys.modules)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the forked preload is Linux-only")
+def test_the_console_script_reads_before_importing_click_and_open_uses_it(
+    history: Path, tmp_path: Path
+) -> None:
+    def run(code: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *_args(history, tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            cwd=tmp_path,
+        )
+        return done.stdout.strip().splitlines()[-1]
+
+    assert run(BEFORE_CLICK) == "True False"
+    out = json.loads(run(CONSOLE_SCRIPT))
+    assert out["taken"] == [True] and out["forked"] is True and out["tests"] > 0
