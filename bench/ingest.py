@@ -12,6 +12,8 @@ of the suite in each, failure messages with volatile parts), then medians of --r
 - store_floor_s (informational, not an anchor of §9): inserting rows already built from the same
   files, one `results` and one `test_runs` row per result with the real schema and indexes, one
   transaction per file: what the schema costs a writer that computes nothing;
+- backfill_s (informational): the same runs, with the same metadata, as one manifest backfill
+  (`flaketui ingest --manifest`), which commits runs in batches; backfill_ratio = it / parse;
 - parser_s (informational): flaketui's own parser yielding every case row, nothing stored;
 - append_floor_s (informational): the same built rows appended to tables with no key, index or
   constraint, a transaction per file: the least any schema keeping SPEC §2's rows can pay here.
@@ -28,6 +30,7 @@ peak_rss_mb (target < 200).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sqlite3
 import subprocess
@@ -166,6 +169,40 @@ def ingest_all(paths: list[Path], conn: sqlite3.Connection) -> int:
     for index, path in enumerate(paths):
         added += ingest_reports(conn, [path], _meta(index, len(paths))).results
     return added
+
+
+def backfill_all(paths: list[Path], conn: sqlite3.Connection, folder: Path) -> int:
+    """The same runs (same metadata) as one `flaketui ingest --manifest` backfill; results added.
+
+    The manifest is written before the clock starts (see main); this only ingests it.
+    """
+    from flaketui.core.ingest.manifest import ingest_manifest
+
+    summary = ingest_manifest(conn, folder / "runs.jsonl")
+    if summary.refused:
+        raise SystemExit(f"manifest refused: {summary.refused[:3]}")
+    return summary.results_landed
+
+
+def write_manifest(paths: list[Path], folder: Path) -> None:
+    """A backfill manifest naming every file as its own run, with _meta's metadata."""
+    lines = []
+    for index, path in enumerate(paths):
+        meta = _meta(index, len(paths))
+        assert meta.ts is not None
+        lines.append(
+            json.dumps(
+                {
+                    "file": str(path),
+                    "run_id": meta.run_id,
+                    "suite": meta.suite,
+                    "branch": meta.branch,
+                    "branch_kind": meta.branch_kind,
+                    "timestamp": meta.ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+            )
+        )
+    (folder / "runs.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def fresh_history(db_path: Path) -> sqlite3.Connection:
@@ -337,7 +374,7 @@ def main() -> None:
         return
     paths = ensure_reports(args.results, args.seed)
     ingest_times, parse_times, floor_times = [], [], []
-    parser_times, append_times = [], []
+    parser_times, append_times, backfill_times = [], [], []
     results = 0
     for round_ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
@@ -347,6 +384,13 @@ def main() -> None:
             seconds, results = timed(lambda: ingest_all(paths, conn))  # noqa: B023
             conn.close()
             ingest_times.append(seconds)
+            write_manifest(paths, Path(tmp))
+            conn = fresh_history(Path(tmp) / "backfill.db")
+            backfill_s, backfilled = timed(lambda: backfill_all(paths, conn, Path(tmp)))  # noqa: B023
+            conn.close()
+            if backfilled != results:
+                raise SystemExit(f"backfill stored {backfilled} results, ingest {results}")
+            backfill_times.append(backfill_s)
             parse_times.append(timed(lambda: bare_parse(paths))[0])
             floor_times.append(store_floor(paths, Path(tmp) / "floor.db")[0])
             parser_times.append(parser_only(paths))
@@ -354,10 +398,11 @@ def main() -> None:
         log(
             f"round {round_ + 1}: ingest {ingest_times[-1]:.3f}s parse {parse_times[-1]:.3f}s"
             f" store floor {floor_times[-1]:.3f}s parser {parser_times[-1]:.3f}s"
-            f" append floor {append_times[-1]:.3f}s"
+            f" append floor {append_times[-1]:.3f}s backfill {backfill_times[-1]:.3f}s"
         )
     ingest_s, parse_s, floor_s = median(ingest_times), median(parse_times), median(floor_times)
     parser_s, append_s = median(parser_times), median(append_times)
+    backfill_s = median(backfill_times)
     emit(
         {
             "bench": "ingest",
@@ -368,6 +413,8 @@ def main() -> None:
             "parse_s": parse_s,
             "results_per_s": round(results / ingest_s),
             "parse_ratio": round(ingest_s / parse_s, 3),
+            "backfill_s": backfill_s,
+            "backfill_ratio": round(backfill_s / parse_s, 3),
             "store_floor_s": floor_s,
             "store_floor_ratio": round(floor_s / parse_s, 3),
             "parser_s": parser_s,

@@ -1,9 +1,9 @@
-"""Bulk backfill: ingest a JSON-lines manifest of archived reports, one atomic run at a time.
+"""Bulk backfill: ingest a JSON-lines manifest of archived reports, each run atomically.
 
 Decisions where the issue is silent:
 - Unknown keys refuse their line (a typo such as ``brnach`` must not silently drop data); blank
   lines are ignored.
-- Lines sharing a ``run_id`` are shards of one run and land together, in one transaction: if any
+- Lines sharing a ``run_id`` are shards of one run and land together, atomically: if any
   of them is refused, the whole run is refused (every one of its lines is reported). The run's
   metadata is taken key by key from the first line that gives it; changed files are unioned.
 - A run whose lines give no ``timestamp`` takes its reports' own suite timestamps (when
@@ -16,7 +16,7 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.ingest.junit import reports_timestamp
-from flaketui.core.ingest.writer import ingest_reports
+from flaketui.core.ingest.writer import ingest_batch
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
 
@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     import sqlite3
 
     import sqlite_utils  # annotations only: ingest works on a plain sqlite3 connection
+
+# A batch is one transaction: fewer commits (each rewrites the pages every run touches), while a
+# kill loses at most one batch, which a second pass over the manifest lands.
+BATCH_RUNS = 32
+BATCH_BYTES = 64 * 1024 * 1024
 
 STRING_KEYS = ("run_id", "suite", "branch", "commit", "incident", "runner_host", "ci_url")
 KNOWN_KEYS = frozenset(
@@ -221,24 +226,57 @@ def ingest_manifest(
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
     progress: Callable[[int, int], None] | None = None,
 ) -> ManifestSummary:
-    """Ingest every run a manifest names, each atomically; refused lines are listed, not raised."""
+    """Ingest every run a manifest names, each atomically; refused lines are listed, not raised.
+
+    Runs land in batches of up to BATCH_RUNS runs or BATCH_BYTES of report files, one
+    transaction each (writer.ingest_batch: a savepoint per run). A process killed mid-way
+    leaves whole runs only; running the manifest again lands the rest.
+    """
     runs, refused = read_manifest(manifest)
     summary = ManifestSummary(refused=refused)
-    for done, lines in enumerate(runs, start=1):
-        files = [path for line in lines for path in line.files]
-        try:
-            result = ingest_reports(db, files, _merge_meta(lines), config=config)
-        except FlaketuiError as exc:  # ReportError, bad metadata
-            summary.refused.extend((line.number, exc.message) for line in lines)
-        else:
-            if result.empty:
+    done = 0
+    for batch in _batches(runs):
+        outcomes = ingest_batch(
+            db,
+            [
+                ([path for line in lines for path in line.files], _merge_meta(lines))
+                for lines in batch
+            ],
+            config=config,
+        )
+        for lines, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, FlaketuiError):  # ReportError, bad metadata
+                summary.refused.extend((line.number, outcome.message) for line in lines)
+            elif outcome.empty:
                 summary.runs_empty += 1
-            elif result.created or result.results:
+            elif outcome.created or outcome.results:
                 summary.runs_landed += 1
-                summary.results_landed += result.results
+                summary.results_landed += outcome.results
             else:
                 summary.runs_already_present += 1
+        done += len(batch)
         if progress is not None:
             progress(done, len(runs))
     summary.refused.sort()
     return summary
+
+
+def _batches(runs: list[list[_Line]]) -> Iterator[list[list[_Line]]]:
+    """Consecutive runs, up to BATCH_RUNS of them or BATCH_BYTES of report files per batch."""
+    batch: list[list[_Line]] = []
+    size = 0
+    for lines in runs:
+        batch.append(lines)
+        size += sum(_size(path) for line in lines for path in line.files)
+        if len(batch) >= BATCH_RUNS or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # refused by the writer, with its own message
