@@ -324,16 +324,11 @@ def render_markdown(
 
 
 def _trends(report: Report, group_by: str | None, limit: int | None) -> list[list[float]]:
-    """Daily scores per listed entry; a group shows its worst member day by day."""
+    """Daily scores per listed entry: a group's pooled series, whose last day is its score."""
     if group_by is None:
         return [list(t.daily_scores) for t in _cut(report.tests, limit)]
-    daily = {t.test_id: t.daily_scores for t in report.tests}
     groups = report.families if group_by == "family" else report.signatures
-    trends = []
-    for group in _cut(groups, limit):
-        series = [daily[m] for m in group.members if daily.get(m)]
-        trends.append([max(day) for day in zip(*series, strict=False)] if series else [])
-    return trends
+    return [list(group.daily_scores) for group in _cut(groups, limit)]
 
 
 def render(

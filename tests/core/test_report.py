@@ -320,3 +320,18 @@ def test_report_stages_hold_one_read_snapshot(
     assert db.conn.in_transaction  # the second step reads what the first read
     stages.close()
     assert not db.conn.in_transaction
+
+
+def test_markdown_group_trend_is_the_pooled_series(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    """A group's trend ends at the group's own score (the Score column), not a member's."""
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    family = report.families[0]
+    assert family.daily_scores[-1] == pytest.approx(family.scores.recency_score)
+    family.daily_scores = [0.0] * 29 + [1.0]  # a shape no member has
+    line = next(
+        row for row in render(report, "markdown", group_by="family").splitlines() if FAM in row
+    )
+    assert sparkline(family.daily_scores, 0.30) in line
