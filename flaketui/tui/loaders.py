@@ -250,6 +250,21 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
     )
 
 
+def load_verdict_changes(source: Source, key: str, report: Report) -> list[Any]:
+    """The verdict changes of a test or family over the window, oldest first (SPEC §6).
+
+    Apart from load_detail: it re-judges the target as of every day's end, a second or two
+    for a big family, and the rest of the detail need not wait for it.
+    """
+    series = _core("series")
+    config = source.config
+    with reading(source.path) as db:
+        changes: list[Any] = series.verdict_changes(
+            db, key, now=report.now, days=int(config.window_days), config=config
+        )
+    return changes
+
+
 @dataclass(slots=True)
 class QuarantineRequest:
     """What the quarantine modal collected."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 
 from flaketui.tui.loaders import DetailData, MainData
@@ -48,6 +50,15 @@ class DetailLoaded(Message):
 
     def __init__(self, data: DetailData) -> None:
         self.data = data
+        super().__init__()
+
+
+class VerdictChangesLoaded(Message):
+    """The verdict changes of the test or family a detail screen shows."""
+
+    def __init__(self, key: str, changes: list[Any]) -> None:
+        self.key = key
+        self.changes = changes
         super().__init__()
 
 

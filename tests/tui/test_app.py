@@ -193,6 +193,9 @@ async def test_enter_opens_detail_family_pivot_rises_with_workers(
         assert screen.data.repro.startswith("git bisect start 0040")
         assert "0039" in screen.data.repro
         assert len(screen.data.outcomes) == 60
+        # Its verdict changes name the day it turned (loaded apart from the rest).
+        changes = str(screen.query_one("#changes", Static).content)
+        assert "healthy → regression" in changes and "reading" not in changes
 
 
 async def test_quarantine_then_release_from_the_list(history: Path, tmp_path: Path) -> None:

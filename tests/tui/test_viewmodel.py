@@ -271,3 +271,20 @@ def test_signature_group_labels_keep_the_start_of_the_message() -> None:
     label = next(row for row in rows if row.kind == "group").cells[1]
     assert label.startswith("▸ TimeoutError: connect to") and label.endswith("… (1)")
     assert len(label) <= 44
+
+
+def test_verdict_changes_text() -> None:
+    from datetime import date
+
+    from flaketui.core.series import VerdictChange
+    from flaketui.tui.screens.detail import verdict_changes_text
+
+    assert verdict_changes_text([], "flaky").plain == "none: flaky throughout"
+    changes = [
+        VerdictChange(date(2026, 11, 2), "insufficient", "flaky", "3 flaky runs of 12 on main"),
+        VerdictChange(date(2026, 11, 20), "flaky", "healthy", "12 clean runs since"),
+    ]
+    assert verdict_changes_text(changes, "healthy").plain.splitlines() == [
+        "2026-11-02  insufficient → flaky  3 flaky runs of 12 on main",
+        "2026-11-20  flaky → healthy  12 clean runs since",
+    ]

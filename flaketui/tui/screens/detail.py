@@ -1,8 +1,10 @@
-"""The detail screen of one test or family: reason, outcome strip, runs, signatures, pivot."""
+"""The detail screen of one test or family: reason, outcome strip, pivot, trend, verdict
+changes, signatures, runs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -15,8 +17,8 @@ from textual.widgets import DataTable, LoadingIndicator, Static
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.timeutil import to_iso
-from flaketui.tui.loaders import DetailData, load_detail
-from flaketui.tui.messages import DetailLoaded, LoadFailed
+from flaketui.tui.loaders import DetailData, load_detail, load_verdict_changes
+from flaketui.tui.messages import DetailLoaded, LoadFailed, VerdictChangesLoaded
 from flaketui.tui.viewmodel import relative_time, short_id
 from flaketui.tui.widgets.keybar import KeyBar
 from flaketui.tui.widgets.outcome_strip import OutcomeStrip, outcome_kind
@@ -28,6 +30,22 @@ if TYPE_CHECKING:
 
 RUNS_SHOWN = 500  # newest runs listed; the strip and the pivot use them all
 MESSAGE_WIDTH = 70
+
+
+def verdict_changes_text(changes: Sequence[Any], verdict: str) -> Text:
+    """One line per verdict change (day, before → after, the new verdict's reason)."""
+    text = Text()
+    if not changes:
+        text.append(f"none: {verdict} throughout", "dim")
+    for number, change in enumerate(changes):
+        if number:
+            text.append("\n")
+        text.append(f"{change.day.isoformat()}  ")
+        text.append(change.before, VERDICT_STYLES.get(change.before, ""))
+        text.append(" → ")
+        text.append(change.after, VERDICT_STYLES.get(change.after, "") + " bold")
+        text.append(f"  {change.reason}", "dim")
+    return text
 
 
 class DetailScreen(Screen[None]):
@@ -64,6 +82,8 @@ class DetailScreen(Screen[None]):
                 yield DataTable(id="pivot", cursor_type="none", zebra_stripes=True)
                 yield PivotPlot(id="pivot-plot")
             yield TrendPlot(id="trend")
+            yield Static(id="changes-heading", classes="heading")
+            yield Static(Text("reading…", "dim"), id="changes")
             yield Static("Reproduce", classes="heading")
             yield Static(id="repro")
             yield Static("Failure signatures", classes="heading")
@@ -91,7 +111,10 @@ class DetailScreen(Screen[None]):
         self.query_one("#reason", Static).update(self.item.reason)
         for table in self.query(".family-only"):
             table.display = isinstance(self.item, GroupVerdict)
+        days = int(self.flaketui.source.config.window_days)
+        self.query_one("#changes-heading", Static).update(f"Verdict changes, last {days} days")
         self._load()
+        self._load_changes()
 
     @property
     def flaketui(self) -> FlaketuiApp:
@@ -106,6 +129,21 @@ class DetailScreen(Screen[None]):
             self.post_message(LoadFailed(exc.message))
             return
         self.post_message(DetailLoaded(data))
+
+    @work(thread=True, exclusive=True, group="detail-changes", exit_on_error=False)
+    def _load_changes(self) -> None:
+        try:
+            changes = load_verdict_changes(self.flaketui.source, self.key, self.report)
+        except FlaketuiError as exc:
+            self.post_message(LoadFailed(exc.message))
+            return
+        self.post_message(VerdictChangesLoaded(self.key, changes))
+
+    @on(VerdictChangesLoaded)
+    def _changes_loaded(self, event: VerdictChangesLoaded) -> None:
+        if event.key == self.key:
+            text = verdict_changes_text(event.changes, self.item.verdict)
+            self.query_one("#changes", Static).update(text)
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
@@ -217,3 +255,4 @@ class DetailScreen(Screen[None]):
     def action_reload(self) -> None:
         """Read this test's detail again."""
         self._load()
+        self._load_changes()
