@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 # Command name -> module under flaketui.commands (imported when the command runs).
 LAZY_COMMANDS: dict[str, str] = {
+    "changes": "changes",
     "export": "export",
     "incident": "incident",
     "ingest": "ingest",
