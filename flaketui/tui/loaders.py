@@ -15,14 +15,26 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.skipfile import SkipFile, SkipFileError, read_skip_file
-from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
 from flaketui.tui.history_access import reading, writing
-from flaketui.tui.viewmodel import QuarantineRow
 
 if TYPE_CHECKING:
     from flaketui.core.dbhandle import Connected
 
 DAILY_DAYS = 30
+
+
+@dataclass(slots=True)
+class QuarantineRow:
+    """One skip-file entry as the Quarantined view shows it (viewmodel lists them)."""
+
+    test_id: str
+    mode: str
+    reason: str
+    owner: str | None
+    ticket: str | None
+    quarantined_at: datetime | None
+    expires: datetime | None
+    hand_added: bool
 
 
 @dataclass(slots=True)
@@ -202,6 +214,9 @@ def load_extras(source: Source, data: MainData) -> Extras:
 
 def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:
     """The outcome sequence, signatures, worker pivot and trend of one test or family."""
+    # Only here: the first load (the start-up's forked reader) does not pay for these imports.
+    from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
+
     detail = _core("detail")
     pivot_mod = _core("pivot")
     is_test = isinstance(item, TestVerdict)

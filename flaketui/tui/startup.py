@@ -25,7 +25,6 @@ from flaketui.core.results import Report
 from flaketui.tui.gcpause import gc_paused
 from flaketui.tui.history_access import is_read_only
 from flaketui.tui.loaders import Extras, MainData, Source, load_in_stages
-from flaketui.tui.viewmodel import shown_path
 
 T = TypeVar("T")
 BACKGROUND_NICENESS = 10  # the loading child, once the ranking is sent (see Preload._fork)
@@ -61,6 +60,14 @@ def make_source(
         owners_from=owners,
         owners_display=shown_path(owners) if owners else "",
     )
+
+
+def shown_path(path: Path) -> str:
+    """A path relative to the current directory when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 class Preload:

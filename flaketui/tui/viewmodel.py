@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.tui.loaders import QuarantineRow  # the loaded skip-file entries the view lists
 
 VIEWS = ("flaky", "regressions", "quarantined", "all")
 VIEW_TITLES = {
@@ -20,20 +20,6 @@ VIEW_TITLES = {
 GROUPINGS = ("none", "signature", "family")
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 TEST_ID_WIDTH = 44  # long node ids keep their informative tail; the row fits 160 columns
-
-
-@dataclass(slots=True)
-class QuarantineRow:
-    """One skip-file entry as the Quarantined view shows it."""
-
-    test_id: str
-    mode: str
-    reason: str
-    owner: str | None
-    ticket: str | None
-    quarantined_at: datetime | None
-    expires: datetime | None
-    hand_added: bool
 
 
 @dataclass(slots=True)
@@ -185,14 +171,6 @@ def short_id(test_id: str, width: int = TEST_ID_WIDTH) -> str:
 def short_message(text: str, width: int) -> str:
     """Trim a failure message on the right: its exception type and first words say the most."""
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def shown_path(path: Path) -> str:
-    """A path relative to the current directory when it lies inside it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def owner_text(owner: str | None) -> str:

@@ -147,3 +147,18 @@ def test_the_console_script_reads_before_importing_click_and_open_uses_it(
     assert run(BEFORE_CLICK) == "True False"
     out = json.loads(run(CONSOLE_SCRIPT))
     assert out["taken"] == [True] and out["forked"] is True and out["tests"] > 0
+
+
+def test_the_early_read_imports_only_what_the_reading_needs() -> None:
+    # The forked reader starts from what is imported by then: click, Textual, Rich and the
+    # view modules would only delay the first ranking (SPEC §9).
+    probe = (
+        "import sys, flaketui.cli, flaketui.tui.early\n"
+        "late = ('click', 'textual', 'rich', 'flaketui.tui.viewmodel', 'flaketui.tui.actionmodel',"
+        " 'flaketui.cli_group', 'flaketui.commands')\n"
+        "print(sorted(m for m in late if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
