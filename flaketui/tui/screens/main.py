@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Input, Sparkline, Static, Tab, Tabs
+from textual.widgets import DataTable, Input, Sparkline, Static
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, TestVerdict
@@ -34,6 +34,7 @@ from flaketui.tui.widgets.fields import text_input
 from flaketui.tui.widgets.flake_table import FIRST_ROWS, FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
 from flaketui.tui.widgets.keybar import KeyBar
+from flaketui.tui.widgets.viewtabs import ViewTabs
 
 if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
@@ -92,9 +93,8 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         """Header, tabs, filter, table, the highlighted test's reason and trend, footer."""
         yield HistoryHeader(id="header")
-        yield Tabs(
-            *(Tab(f"{i} {VIEW_TITLES[v]}", id=v) for i, v in enumerate(VIEWS, start=1)),
-            id="views",
+        yield ViewTabs(
+            [(v, f"{i} {VIEW_TITLES[v]}") for i, v in enumerate(VIEWS, start=1)], id="views"
         )
         yield text_input(
             placeholder="filter: test id, owner or signature (Enter keeps it, Esc clears)",
@@ -351,9 +351,9 @@ class MainScreen(Screen[None]):
             self.state.sort_reverse = key not in ("rank", "test", "owner")
         self.refresh_table()
 
-    @on(Tabs.TabActivated)
-    def _tab(self, event: Tabs.TabActivated) -> None:
-        view = event.tab.id or "flaky"
+    @on(ViewTabs.Activated)
+    def _tab(self, event: ViewTabs.Activated) -> None:
+        view = event.view
         if view != self.state.view:
             self.state.view = view
             self.state.sort_column = None
@@ -407,7 +407,7 @@ class MainScreen(Screen[None]):
 
     def action_view(self, view: str) -> None:
         """Switch to one of the views."""
-        self.query_one(Tabs).active = view
+        self.query_one(ViewTabs).active = view
 
     def action_group(self, grouping: str) -> None:
         """Toggle grouping by signature or family."""
