@@ -91,17 +91,13 @@ class MainScreen(Screen[None]):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        """Header, tabs, filter, table, the highlighted test's reason and trend, footer."""
+        """Header, tabs, table, the highlighted test's reason and trend, footer."""
         yield HistoryHeader(id="header")
         yield ViewTabs(
             [(v, f"{i} {VIEW_TITLES[v]}") for i, v in enumerate(VIEWS, start=1)], id="views"
         )
-        yield text_input(
-            placeholder="filter: test id, owner or signature (Enter keeps it, Esc clears)",
-            id="filter",
-            classes="hidden",
-            blink=self.flaketui.cursor_blink,
-        )
+        # The filter box is mounted on the first `/` (see _filter_box): hidden until then, it
+        # need not be styled and laid out for the first screen (SPEC §9).
         yield Static(id="loading")
         yield FlakeTable(id="table")
         with Horizontal(id="selection"):
@@ -390,17 +386,33 @@ class MainScreen(Screen[None]):
 
         self.app.push_screen(DetailScreen(item, self.data.report))
 
-    def action_filter(self) -> None:
+    async def _filter_box(self) -> Input:
+        """The filter box, mounted above the list the first time it is asked for."""
+        found = self.query("#filter")
+        if found:
+            return found.first(Input)
+        box = text_input(
+            placeholder="filter: test id, owner or signature (Enter keeps it, Esc clears)",
+            id="filter",
+            classes="hidden",
+            blink=self.flaketui.cursor_blink,
+        )
+        await self.mount(box, before=self.query_one("#loading"))
+        return box
+
+    async def action_filter(self) -> None:
         """Show and focus the filter box."""
-        box = self.query_one("#filter", Input)
+        box = await self._filter_box()
         box.remove_class("hidden")
         box.focus()
 
     def action_clear_filter(self) -> None:
         """Clear and hide the filter."""
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.add_class("hidden")
+        found = self.query("#filter")
+        if found:  # never shown: nothing to clear in it
+            box = found.first(Input)
+            box.value = ""
+            box.add_class("hidden")
         self.state.filter_text = ""
         self.refresh_table()
         self.query_one(FlakeTable).focus()
