@@ -1,0 +1,231 @@
+"""Diagnostics for bench/app.py: where the start-up of `flaketui open` goes, on a real terminal.
+
+Usage: python bench/app_timeline.py --results 1000000 [--repeat 5] [--history PATH]
+
+Runs the console script's entry (flaketui.cli.main, as `flaketui open HISTORY --now ...`) and
+the bench's bare Textual app on a pseudo-terminal of bench/app.py's SIZE, with hooks that log
+when each step happens, in seconds from spawn (medians of --repeat), wall and this process's
+CPU: the early read forked, Textual's app imported, the main screen mounted, the ranking
+received, the rows shown, the first rank drawn. Nothing here changes what bench/app.py measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+LOG_ENV = "FLAKETUI_TIMELINE_LOG"
+
+
+def _mark(event: str) -> None:
+    with open(os.environ[LOG_ENV], "a", encoding="utf-8") as log:
+        log.write(json.dumps([time.perf_counter(), time.process_time(), event]) + "\n")
+
+
+def _once(event: str) -> None:
+    if event not in _seen:
+        _seen.add(event)
+        _mark(event)
+
+
+_seen: set[str] = set()
+
+
+def _hook_app() -> None:
+    """Log the app's steps (patched in before the modules run, as the console script runs)."""
+    import flaketui.tui.startup as startup
+
+    def wrap(cls: type, name: str, event: str, after: bool = True) -> None:
+        original = getattr(cls, name)
+
+        def hooked(*args: object, **kwargs: object) -> object:
+            if not after:
+                _once(event)
+            result = original(*args, **kwargs)
+            if after:
+                _once(event)
+            return result
+
+        setattr(cls, name, hooked)
+
+    wrap(startup.Preload, "__init__", "early read forked")
+    wrap(startup.Preload, "result", "ranking received")
+
+    import importlib.abc
+    import importlib.util
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: object, target: object = None) -> object:
+            if name != "flaketui.tui.app":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            loader = spec.loader  # type: ignore[union-attr]
+            run_module = loader.exec_module  # type: ignore[union-attr]
+
+            def exec_module(module: object) -> None:
+                run_module(module)
+                _hook_ui(module)
+
+            loader.exec_module = exec_module  # type: ignore[union-attr]
+            return spec
+
+    sys.meta_path.insert(0, Finder())
+
+
+def _hook_ui(app_module: object) -> None:
+    _mark("Textual and the app imported")
+    from flaketui.tui.screens.main import MainScreen
+    from flaketui.tui.widgets.flake_table import FlakeTable
+
+    _hook_driver()
+    mount = MainScreen.on_mount
+
+    def on_mount(self: MainScreen) -> None:
+        _once("main screen mounted")
+        mount(self)
+
+    MainScreen.on_mount = on_mount  # type: ignore[method-assign]
+    show = FlakeTable.show
+
+    def shown(self: FlakeTable, *args: object, **kwargs: object) -> None:
+        show(self, *args, **kwargs)
+        if self.row_count:
+            _once("rows shown")
+
+    FlakeTable.show = shown  # type: ignore[method-assign]
+
+
+def _hook_driver() -> None:
+    from textual.drivers.linux_driver import LinuxDriver
+
+    write = LinuxDriver.write
+    marker = os.environ.get("FLAKETUI_TIMELINE_MARKER", "")
+
+    def logged(self: LinuxDriver, data: str) -> None:
+        # Logged before writing: the parent stops this process once it reads the marker.
+        if len(data) > 100:
+            _once("first screen written")
+        if marker and marker in data:
+            _once("marker written")
+        write(self, data)
+
+    LinuxDriver.write = logged  # type: ignore[method-assign]
+
+
+BARE = """
+import os, sys
+sys.path.insert(0, {here!r})
+import app_timeline as t
+t._mark("started")
+from textual.app import App
+from textual.widgets import DataTable
+t._mark("Textual and the app imported")
+t._hook_driver()
+
+class BareApp(App):
+    def compose(self):
+        table = DataTable()
+        table.add_column("bare-app-ready")
+        yield table
+
+BareApp().run()
+"""
+
+
+def child_app(argv: list[str]) -> None:
+    """The hooked `flaketui` process."""
+    _mark("started")
+    _hook_app()
+    sys.argv = ["flaketui", *argv]
+    from flaketui.cli import main
+
+    main()
+
+
+def run(command: list[str], marker: str, log: Path, cwd: Path) -> dict[str, tuple[float, float]]:
+    """Spawn on a terminal until `marker` is drawn; each event's (wall, CPU) from spawn."""
+    from app import in_terminal
+
+    log.write_text("")
+    os.environ[LOG_ENV] = str(log)
+    os.environ["FLAKETUI_TIMELINE_MARKER"] = marker
+    spawned = time.perf_counter()
+    total = in_terminal(command, marker, cwd)
+    events: dict[str, tuple[float, float]] = {}
+    for line in log.read_text().splitlines():
+        wall, cpu, event = json.loads(line)
+        events.setdefault(event, (wall - spawned, cpu))
+    events["drawn (what bench/app.py times)"] = (total, float("nan"))
+    return events
+
+
+def main() -> int:
+    """Print the medians of both timelines."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--results", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--history", type=Path)
+    parser.add_argument("--child-app", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_app is not None:
+        child_app(args.child_app)
+        return 0
+    from common import NOW
+
+    if args.history is None:
+        from generate import ensure_history
+
+        args.history = ensure_history(args.results, args.seed)
+    history = args.history.resolve()
+    with tempfile.TemporaryDirectory(prefix="flaketui-timeline-") as tmp:
+        log = Path(tmp) / "log.jsonl"
+        skip = Path(tmp) / "quarantine.json"
+        marker = _rank_one(history, NOW, skip)
+        here = str(Path(__file__).resolve().parent)
+        app_cmd = [sys.executable, __file__, "--child-app", "open", str(history)]
+        app_cmd += ["--now", NOW.strftime("%Y-%m-%dT%H:%M:%SZ"), "--skip-file", str(skip)]
+        bare_cmd = [sys.executable, "-c", BARE.format(here=here)]
+        rounds: dict[str, list[dict[str, tuple[float, float]]]] = {"bare": [], "app": []}
+        for _ in range(args.repeat):
+            rounds["bare"].append(run(bare_cmd, "bare-app-ready", log, Path(tmp)))
+            rounds["app"].append(run(app_cmd, marker, log, Path(tmp)))
+    print(f"load {os.getloadavg()[0]:.2f}; medians of {args.repeat}; seconds from spawn")
+    for kind, runs in rounds.items():
+        print(f"{kind}:")
+        started = [r["started"][1] for r in runs if "started" in r]
+        for event in runs[0]:
+            walls = [r[event][0] for r in runs if event in r]
+            cpus = [r[event][1] - s for r, s in zip(runs, started, strict=False) if event in r]
+            cpu = (
+                statistics.median(cpus)
+                if cpus and event != "drawn (what bench/app.py times)"
+                else None
+            )
+            cpu_text = f"   cpu {cpu:6.3f}" if cpu is not None and cpu == cpu else ""
+            print(f"  {statistics.median(walls):6.3f}  {event}{cpu_text}")
+    return 0
+
+
+def _rank_one(history: Path, now: object, skip: Path) -> str:
+    """The rank-1 test as the list draws it (what bench/app.py waits for)."""
+    from flaketui.tui.loaders import load_main
+    from flaketui.tui.startup import make_source
+    from flaketui.tui.viewmodel import short_id
+
+    data = load_main(make_source(history, now, skip), suite=None, branch_kind=None)  # type: ignore[arg-type]
+    flaky = [t for t in data.report.tests if t.verdict == "flaky"]
+    return short_id(flaky[0].test_id).lstrip("…") if flaky else "owners:"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
