@@ -12,13 +12,17 @@ received, the rows shown, the first rank drawn. Nothing here changes what bench/
 from __future__ import annotations
 
 import argparse
+import importlib.abc
+import importlib.util
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -43,15 +47,12 @@ def _hook_app() -> None:
     """Log the app's steps (patched in before the modules run, as the console script runs)."""
     import flaketui.tui.startup as startup
 
-    def wrap(cls: type, name: str, event: str, after: bool = True) -> None:
+    def wrap(cls: Any, name: str, event: str) -> None:
         original = getattr(cls, name)
 
-        def hooked(*args: object, **kwargs: object) -> object:
-            if not after:
-                _once(event)
+        def hooked(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            if after:
-                _once(event)
+            _once(event)
             return result
 
         setattr(cls, name, hooked)
@@ -59,29 +60,30 @@ def _hook_app() -> None:
     wrap(startup.Preload, "__init__", "early read forked")
     wrap(startup.Preload, "result", "ranking received")
 
-    import importlib.abc
-    import importlib.util
-
     class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, name: str, path: object, target: object = None) -> object:
+        """Hooks the UI in once flaketui.tui.app is imported (after the early read)."""
+
+        def find_spec(self, name: str, path: Any, target: Any = None) -> ModuleSpec | None:
             if name != "flaketui.tui.app":
                 return None
             sys.meta_path.remove(self)
             spec = importlib.util.find_spec(name)
-            loader = spec.loader  # type: ignore[union-attr]
-            run_module = loader.exec_module  # type: ignore[union-attr]
+            loader: Any = spec.loader if spec is not None else None
+            if loader is None:
+                return spec
+            run_module = loader.exec_module
 
-            def exec_module(module: object) -> None:
+            def exec_module(module: Any) -> None:
                 run_module(module)
-                _hook_ui(module)
+                _hook_ui()
 
-            loader.exec_module = exec_module  # type: ignore[union-attr]
+            loader.exec_module = exec_module
             return spec
 
     sys.meta_path.insert(0, Finder())
 
 
-def _hook_ui(app_module: object) -> None:
+def _hook_ui() -> None:
     _mark("Textual and the app imported")
     from flaketui.tui.screens.main import MainScreen
     from flaketui.tui.widgets.flake_table import FlakeTable
@@ -96,7 +98,7 @@ def _hook_ui(app_module: object) -> None:
     MainScreen.on_mount = on_mount  # type: ignore[method-assign]
     show = FlakeTable.show
 
-    def shown(self: FlakeTable, *args: object, **kwargs: object) -> None:
+    def shown(self: FlakeTable, *args: Any, **kwargs: Any) -> None:
         show(self, *args, **kwargs)
         if self.row_count:
             _once("rows shown")
