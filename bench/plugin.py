@@ -22,9 +22,11 @@ the next, four times the effect measured, so the bench does not trust one number
   interval of less than 95 %) "not established";
 - `cpu_overhead` (with `cpu_overhead_iqr`, `cpu_overhead_ci`) is the same median of the pytest
   process's CPU time (user + sys), steadier than wall time but not the figure of record;
-- `--instructions` also runs one pair under valgrind (cachegrind, no cache simulation):
-  `instr_overhead` is the ratio of instructions - 1, a load-independent figure (under valgrind
-  a session runs ~15x slower, so the recorder's one-second batches hold fewer attempts);
+- `--instructions` also runs pairs under valgrind (cachegrind, no cache simulation), one per
+  hash seed (`--instr-seeds`, 3): `instr_overhead` is the median ratio of instructions - 1, a
+  load-independent figure. Not an exact one: a memory layout alone moves a session by up to
+  2.4 % (see count_instructions), and under valgrind a session runs ~15x slower, so the
+  recorder's one-second batches hold fewer attempts;
 - the load average before and after (`loadavg`) goes into the JSON line.
 
 What is measured, flaketui side: by default a copy of the working tree's package compiled to
@@ -170,25 +172,35 @@ class Runner:
                 raise SystemExit(f"pytest failed ({os.waitstatus_to_exitcode(status)})")
         return tuple(measured)
 
-    def instructions(self, db: Path | None, log_file: Path) -> int:
-        """Instructions executed by one session under valgrind (cachegrind, no cache model)."""
-        command = [
-            "valgrind",
-            "--tool=cachegrind",
-            "--cache-sim=no",
-            "--cachegrind-out-file=/dev/null",
-            f"--log-file={log_file}",
-            *self.command(db),
-        ]
-        proc = subprocess.run(
-            command, cwd=self.root, env=self.env, capture_output=True, text=True, check=False
-        )
-        if proc.returncode not in (0, 1):
-            raise SystemExit(f"valgrind pytest failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
-        found = re.search(r"I\s+refs:\s+([\d,]+)", log_file.read_text())
-        if found is None:
-            raise SystemExit(f"{log_file}: no instruction count")
-        return int(found.group(1).replace(",", ""))
+    def instructions_pair(self, db: Path, stem: Path, seed: int) -> tuple[int, int]:
+        """Instructions of a plain and a recording session under valgrind (cachegrind, no cache
+        model), run side by side with the same hash seed."""
+        env = {**self.env, "PYTHONHASHSEED": str(seed)}
+        procs = []
+        for name, target in (("plain", None), ("recording", db)):
+            log_file = Path(f"{stem}-{name}.log")
+            command = [
+                "valgrind",
+                "--tool=cachegrind",
+                "--cache-sim=no",
+                "--cachegrind-out-file=/dev/null",
+                f"--log-file={log_file}",
+                *self.command(target),
+            ]
+            out = stem.with_name(f"{stem.name}-{name}.out").open("w")
+            proc = subprocess.Popen(command, cwd=self.root, env=env, stdout=out, stderr=out)
+            procs.append((proc, log_file, out))
+        counts = []
+        for proc, log_file, out in procs:
+            code = proc.wait()
+            out.close()
+            if code not in (0, 1):
+                raise SystemExit(f"valgrind pytest failed ({code}), see {out.name}")
+            found = re.search(r"I\s+refs:\s+([\d,]+)", log_file.read_text())
+            if found is None:
+                raise SystemExit(f"{log_file}: no instruction count")
+            counts.append(int(found.group(1).replace(",", "")))
+        return counts[0], counts[1]
 
 
 def check_history(db: Path, tests: int) -> None:
@@ -278,6 +290,9 @@ def main() -> None:
     parser.add_argument(
         "--instr-tests", type=int, default=None, help="suite size under valgrind (default --tests)"
     )
+    parser.add_argument(
+        "--instr-seeds", type=int, default=3, help="hash seeds (memory layouts) under valgrind"
+    )
     args = parser.parse_args()
     load_before = loadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -346,7 +361,13 @@ def main() -> None:
 
 
 def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -> dict[str, object]:
-    """One plain and one recording session under valgrind; their instruction ratio - 1."""
+    """Plain and recording sessions under valgrind, one pair per hash seed: median ratio - 1.
+
+    One pair is one memory layout: CPython's type-attribute cache is indexed by addresses, so
+    loading any module more (an empty one does it) moves which lookups collide, by up to 0.7 G
+    instructions of a 29 G session. Each seed (PYTHONHASHSEED, the same for both runs of its
+    pair) is another layout; the two runs of a pair go in parallel (counts ignore the load).
+    """
     if shutil.which("valgrind") is None:
         return {"instr_overhead": None, "instr_note": "valgrind not found"}
     tests = args.instr_tests or args.tests
@@ -355,17 +376,22 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
     write_suite(root, tests)
     commit_suite(root)
     runner = Runner(root, site, args.lean)
-    db = tmp / "instr.db"
-    log(f"instructions: {tests} tests under valgrind, plain then recording (minutes)")
-    plain = runner.instructions(None, tmp / "instr-plain.log")
-    recording = runner.instructions(db, tmp / "instr-recording.log")
-    check_history(db, tests)
-    log(f"instructions: plain {plain / 1e9:.2f} G, recording {recording / 1e9:.2f} G")
+    plain, recording, ratios = [], [], []
+    for seed in range(1, args.instr_seeds + 1):
+        log(f"instructions: {tests} tests under valgrind, hash seed {seed} (minutes)")
+        db = tmp / f"instr{seed}.db"
+        p, r = runner.instructions_pair(db, tmp / f"instr{seed}", seed)
+        check_history(db, tests)
+        log(f"instructions: plain {p / 1e9:.3f} G, recording {r / 1e9:.3f} G, ratio {r / p:.4f}")
+        plain.append(p)
+        recording.append(r)
+        ratios.append(r / p)
     return {
         "instr_tests": tests,
-        "instr_plain_g": round(plain / 1e9, 3),
-        "instr_recording_g": round(recording / 1e9, 3),
-        "instr_overhead": round(recording / plain - 1.0, 4),
+        "instr_plain_g": [round(x / 1e9, 3) for x in plain],
+        "instr_recording_g": [round(x / 1e9, 3) for x in recording],
+        "instr_pair_ratios": [round(x, 4) for x in ratios],
+        "instr_overhead": round(statistics.median(ratios) - 1.0, 4),
     }
 
 
