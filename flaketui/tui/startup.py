@@ -29,6 +29,7 @@ from flaketui.tui.loaders import Extras, MainData, Source, load_in_stages
 T = TypeVar("T")
 BACKGROUND_NICENESS = 10  # the loading child, once the ranking is sent (see Preload._fork)
 STEPS = 3  # ranking, complete report, extras (loaders.load_in_stages)
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent ends
 
 
 def make_source(
@@ -124,6 +125,7 @@ class Preload:
 
     def _fork(self) -> None:
         read_end, write_end = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: read, send, leave without running the parent's cleanup
             try:
@@ -147,6 +149,7 @@ class Preload:
                             # replay must not take the CPU the event loop needs.
                             with contextlib.suppress(OSError):
                                 os.nice(BACKGROUND_NICENESS)
+                            _end_with(parent)
             finally:
                 os._exit(0)
         os.close(write_end)
@@ -211,6 +214,20 @@ _Outcome = tuple[str, Any] | None
 def _can_fork() -> bool:
     """Fork only on Linux and only while this is the process's one thread."""
     return sys.platform == "linux" and threading.active_count() == 1
+
+
+def _end_with(parent: int) -> None:
+    """Have Linux end this child when the app's process ends, even killed (no atexit then).
+
+    Otherwise a killed app leaves its reader computing the lifecycle for seconds, until its
+    next write finds the pipe closed. Asked after the first step: ctypes is not free.
+    """
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before the request took effect
+        os._exit(0)
 
 
 def _silence_output() -> None:

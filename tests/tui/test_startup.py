@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,48 @@ def test_reading_a_history_imports_neither_sqlite_utils_nor_pandas(history: Path
         timeout=60,
     )
     assert done.stdout.strip() == "[]"
+
+
+KILLED_APP = """
+import os, signal, sys, time
+from datetime import datetime
+import flaketui.tui.loaders as loaders
+from flaketui.tui.startup import Preload, make_source
+
+def slow_lifecycle(*args, **kwargs):
+    time.sleep(60)  # a long lifecycle replay, in the forked reader
+    return {}
+
+loaders._lifecycle_states = slow_lifecycle
+preload = Preload(make_source(sys.argv[1], datetime.fromisoformat(sys.argv[2]), sys.argv[3]))
+preload.result()
+preload.complete()
+print(preload._child, flush=True)
+time.sleep(0.2)  # the reader is in its lifecycle step now
+os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no cleanup
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the forked preload is Linux-only")
+def test_a_killed_app_takes_its_forked_reader_with_it(history: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_APP, str(history), NOW.isoformat(), str(tmp_path / "q")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    child = int(done.stdout.strip().splitlines()[-1])
+    for _ in range(100):
+        if not _running(child):
+            break
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie is reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
