@@ -57,6 +57,16 @@ def _hook_app() -> None:
 
         setattr(cls, name, hooked)
 
+    stages = startup.load_in_stages
+
+    def staged(source: Any) -> Any:
+        steps = stages(source)
+        first = next(steps)
+        _mark("reader: ranking computed (before pickling)")  # in the forked reader
+        yield first
+        yield from steps
+
+    startup.load_in_stages = staged
     wrap(startup.Preload, "__init__", "early read forked")
     wrap(startup.Preload, "result", "ranking received")
 
