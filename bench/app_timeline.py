@@ -6,7 +6,9 @@ Runs the console script's entry (flaketui.cli.main, as `flaketui open HISTORY --
 the bench's bare Textual app on a pseudo-terminal of bench/app.py's SIZE, with hooks that log
 when each step happens, in seconds from spawn (medians of --repeat), wall and this process's
 CPU: the early read forked, Textual's app imported, the main screen mounted, the ranking
-received, the rows shown, the first rank drawn. Nothing here changes what bench/app.py measures.
+computed by the forked reader and received, the rows shown, the first rank drawn. The table goes
+to stderr; the last stdout line is one JSON object of the medians (wall seconds per event).
+Nothing here changes what bench/app.py measures.
 """
 
 from __future__ import annotations
@@ -176,7 +178,7 @@ def run(command: list[str], marker: str, log: Path, cwd: Path) -> dict[str, tupl
     for line in log.read_text().splitlines():
         wall, cpu, event = json.loads(line)
         events.setdefault(event, (wall - spawned, cpu))
-    events["drawn (what bench/app.py times)"] = (total, float("nan"))
+    events["drawn (what bench/app.py times)"] = (total, float("nan"))  # measured outside
     return events
 
 
@@ -211,20 +213,26 @@ def main() -> int:
         for _ in range(args.repeat):
             rounds["bare"].append(run(bare_cmd, "bare-app-ready", log, Path(tmp)))
             rounds["app"].append(run(app_cmd, marker, log, Path(tmp)))
-    print(f"load {os.getloadavg()[0]:.2f}; medians of {args.repeat}; seconds from spawn")
+    print(
+        f"load {os.getloadavg()[0]:.2f}; medians of {args.repeat}; seconds from spawn",
+        file=sys.stderr,
+    )
+    summary: dict[str, Any] = {"history": str(history), "repeat": args.repeat}
     for kind, runs in rounds.items():
-        print(f"{kind}:")
+        print(f"{kind}:", file=sys.stderr)
         started = [r["started"][1] for r in runs if "started" in r]
+        summary[kind] = {}
         for event in runs[0]:
             walls = [r[event][0] for r in runs if event in r]
             cpus = [r[event][1] - s for r, s in zip(runs, started, strict=False) if event in r]
-            cpu = (
-                statistics.median(cpus)
-                if cpus and event != "drawn (what bench/app.py times)"
-                else None
-            )
-            cpu_text = f"   cpu {cpu:6.3f}" if cpu is not None and cpu == cpu else ""
-            print(f"  {statistics.median(walls):6.3f}  {event}{cpu_text}")
+            cpu = statistics.median(cpus) if cpus else float("nan")
+            # No CPU figure for the parent's own timing, nor for the reader (another process).
+            shown = cpu == cpu and not event.startswith("reader:")
+            cpu_text = f"   cpu {cpu:6.3f}" if shown else ""
+            print(f"  {statistics.median(walls):6.3f}  {event}{cpu_text}", file=sys.stderr)
+            summary[kind][event] = round(statistics.median(walls), 3)
+    summary["load"] = os.getloadavg()[0]
+    print(json.dumps(summary))
     return 0
 
 
