@@ -24,9 +24,10 @@ the next, four times the effect measured, so the bench does not trust one number
   process's CPU time (user + sys), steadier than wall time but not the figure of record;
 - `--instructions` also runs pairs under valgrind (cachegrind, no cache simulation), one per
   hash seed (`--instr-seeds`, 3): `instr_overhead` is the median ratio of instructions - 1, a
-  load-independent figure. Not an exact one: a memory layout alone moves a session by up to
-  2.4 % (see count_instructions), and under valgrind a session runs ~15x slower, so the
-  recorder's one-second batches hold fewer attempts;
+  load-independent figure. Not an exact one: loading one module more moves a session by up to
+  2.4 % through the memory layout (see count_instructions; hash seeds move it far less), and
+  under valgrind a session runs ~15x slower, so the recorder's one-second batches hold fewer
+  attempts;
 - the load average before and after (`loadavg`) goes into the JSON line.
 
 What is measured, flaketui side: by default a copy of the working tree's package compiled to
@@ -34,12 +35,13 @@ bytecode, first on PYTHONPATH, as a wheel installed by pip is (this environment'
 install has no bytecode and sets PYTHONDONTWRITEBYTECODE, so each session would compile the
 recorder's modules from source: about 0.17 G instructions, 0.6 % of a 5 000-test session, that
 no installed copy pays). `--editable` measures the editable install as it is. pytest side: by
-default every plugin installed in the environment loads, as in a plain `pytest` here (their
-start-up, ~1.8 s with Textual's snapshot plugin and Hypothesis, counts in both runs); `--lean`
-disables plugin autoloading and loads only flaketui's, the strictest denominator.
+default every plugin installed in the environment loads, as in a plain `pytest` here (Textual's
+snapshot plugin, syrupy, Hypothesis: ~3 s of a 5 000-test plain run of ~8.8 s, in both runs);
+`--lean` disables plugin autoloading and loads only flaketui's, the strictest denominator.
 --simultaneous starts both runs of a pair at the same moment instead (mode "simultaneous"): its
-CPU ratio sees the same neighbours, its wall ratio leans towards 1 (the run finishing first frees
-a core for the other), so the sequential `overhead` stays the figure of record.
+CPU ratio sees the same neighbours and is the tightest figure here (`verdict` is then read from
+it, `verdict_of`), its wall ratio leans towards 1 (the run finishing first frees a core for the
+other), so the sequential `overhead` stays the figure of record.
 Last stdout line: JSON.
 """
 
@@ -333,7 +335,10 @@ def main() -> None:
             instr = count_instructions(args, Path(tmp), site)
     wall = summary("overhead", ratios)
     cpu = summary("cpu_overhead", cpu_ratios)
-    low, high, coverage = median_ci(ratios)
+    # Started together, the run finishing first frees a core for the other: that wall ratio
+    # leans towards 1, so a simultaneous verdict is read from the CPU ratios.
+    verdict_of = "cpu_overhead" if args.simultaneous else "overhead"
+    low, high, coverage = median_ci(cpu_ratios if args.simultaneous else ratios)
     emit(
         {
             "bench": "plugin",
@@ -348,6 +353,7 @@ def main() -> None:
             "recording_s": median(recorded),
             **wall,
             "verdict": verdict(low - 1.0, high - 1.0, coverage),
+            "verdict_of": verdict_of,
             "cpu_overhead": cpu["cpu_overhead"],
             "cpu_overhead_iqr": cpu["cpu_overhead_iqr"],
             "cpu_overhead_ci": cpu["cpu_overhead_ci"],
@@ -366,7 +372,8 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
     One pair is one memory layout: CPython's type-attribute cache is indexed by addresses, so
     loading any module more (an empty one does it) moves which lookups collide, by up to 0.7 G
     instructions of a 29 G session. Each seed (PYTHONHASHSEED, the same for both runs of its
-    pair) is another layout; the two runs of a pair go in parallel (counts ignore the load).
+    pair) is another layout, if a close one (three seeds agreed within 0.2 points); the two runs
+    of a pair go in parallel (counts ignore the load).
     """
     if shutil.which("valgrind") is None:
         return {"instr_overhead": None, "instr_note": "valgrind not found"}

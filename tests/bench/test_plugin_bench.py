@@ -107,6 +107,17 @@ def test_every_pair_is_reported_with_spread_and_load(
     assert set(out["loadavg"]) == {"before", "after"}
 
 
+def test_a_simultaneous_verdict_is_read_from_cpu_time(
+    plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
+) -> None:
+    args = ["--tests", "20", "--pairs", "1", "--lean", "--simultaneous"]
+    out = _run(plugin_bench, args, monkeypatch, capsys)
+    assert out["mode"] == "simultaneous" and out["verdict_of"] == "cpu_overhead"
+    args = ["--tests", "20", "--pairs", "1", "--lean"]
+    sequential = _run(plugin_bench, args, monkeypatch, capsys)
+    assert sequential["verdict_of"] == "overhead"
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="instruction counts need valgrind")
 def test_instructions_of_a_pair_per_hash_seed_under_valgrind(
     plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
