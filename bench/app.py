@@ -1,6 +1,6 @@
 """Benchmark the app: start-up to the first ranked screen beside a bare Textual app (SPEC §9).
 
-Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH]
+Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH] [--editable]
 
 The history is bench/generate.py's cached one for (results, seed), or --history. Medians of
 --repeat interleaved rounds, each measured in a fresh Python process (start-up is what SPEC §9
@@ -17,8 +17,13 @@ compares: interpreter, imports, first paint; "about 1 s here" for the bare app),
     added): the worst over the rounds, not the median.
 Also, in this process (imports already paid, headless), warm_bare_app_s, warm_first_screen_s
 and warm_ratio, the same race without start-up.
-The last line printed is one JSON object with these keys (and history, results, repeat, load);
-ratio, the headline figure BENCHMARKS.md reports, is the terminal one.
+Which flaketui: by default a copy of the working tree's package compiled to bytecode, first on
+PYTHONPATH of every child, as a wheel installed by pip is (the `flaketui` key says so). This
+environment's editable install has no bytecode and sets PYTHONDONTWRITEBYTECODE, so each start
+of it compiles flaketui from source (~65 ms), which no installed copy pays, while the bare app's
+Textual is precompiled; `--editable` measures the editable install as it is (the console script).
+The last line printed is one JSON object with these keys (and history, results, repeat, flaketui,
+load); ratio, the headline figure BENCHMARKS.md reports, is the terminal one.
 """
 
 from __future__ import annotations
@@ -134,13 +139,13 @@ def child(kind: str, history: Path | None, skip_file: Path | None) -> None:
 # ---- the parent --------------------------------------------------------------------------------
 
 
-def cold(kind: str, history: Path, skip_file: Path) -> dict[str, float]:
+def cold(kind: str, history: Path, skip_file: Path, env: dict[str, str]) -> dict[str, float]:
     """Spawn a child, and return its spawn-to-ready time and its stall."""
     command = [sys.executable, __file__, "--child", kind]
     if kind == "app":
         command += ["--history", str(history), "--skip-file", str(skip_file)]
     spawned = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith(READY)), None)
     if done.returncode != 0 or line is None:
         raise SystemExit(f"{kind} child failed:\n{done.stdout}\n{done.stderr}")
@@ -166,7 +171,9 @@ BareApp().run()
 """
 
 
-def in_terminal(command: list[str], marker: str, cwd: Path) -> float:
+def in_terminal(
+    command: list[str], marker: str, cwd: Path, env: dict[str, str] | None = None
+) -> float:
     """Spawn `command` on a pseudo-terminal of SIZE; seconds until `marker` is drawn."""
     import fcntl
     import pty
@@ -180,7 +187,7 @@ def in_terminal(command: list[str], marker: str, cwd: Path) -> float:
     if pid == 0:  # the child: size the terminal, then become the app
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
         os.chdir(cwd)
-        os.execve(command[0], command, {**os.environ, "TERM": "xterm-256color"})
+        os.execve(command[0], command, {**(env or os.environ), "TERM": "xterm-256color"})
     seen = b""
     needle = marker.encode("utf-8")
     try:
@@ -202,14 +209,25 @@ def in_terminal(command: list[str], marker: str, cwd: Path) -> float:
         os.close(fd)
 
 
-def terminal_round(history: Path, skip_file: Path, marker: str, cwd: Path) -> tuple[float, float]:
+# What the console script runs (pip's entry-point script, minus its argv[0] clean-up).
+CONSOLE_SCRIPT = (
+    "import sys; from flaketui.cli import main; sys.argv[0] = 'flaketui'; sys.exit(main())"
+)
+
+
+def terminal_round(
+    history: Path, skip_file: Path, marker: str, cwd: Path, env: dict[str, str], editable: bool
+) -> tuple[float, float]:
     """Bare app, then `flaketui open HISTORY` (the console script), each on a real terminal."""
     from common import NOW
 
-    bare = in_terminal([sys.executable, "-c", BARE_IN_TERMINAL], "bare-app-ready", cwd)
-    flaketui = str(Path(sys.executable).with_name("flaketui"))
-    command = [flaketui, "open", str(history), "--now", NOW.strftime("%Y-%m-%dT%H:%M:%SZ")]
-    first = in_terminal([*command, "--skip-file", str(skip_file)], marker, cwd)
+    bare = in_terminal([sys.executable, "-c", BARE_IN_TERMINAL], "bare-app-ready", cwd, env)
+    if editable:
+        launcher = [str(Path(sys.executable).with_name("flaketui"))]
+    else:
+        launcher = [sys.executable, "-c", CONSOLE_SCRIPT]
+    command = [*launcher, "open", str(history), "--now", NOW.strftime("%Y-%m-%dT%H:%M:%SZ")]
+    first = in_terminal([*command, "--skip-file", str(skip_file)], marker, cwd, env)
     return bare, first
 
 
@@ -240,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=6, help="generator seed")
     parser.add_argument("--repeat", type=int, default=3, help="rounds (medians)")
     parser.add_argument("--history", type=Path, help="use this history instead")
+    parser.add_argument(
+        "--editable",
+        action="store_true",
+        help="run this environment's editable install as is (no bytecode) instead of a copy",
+    )
     parser.add_argument("--child", choices=("bare", "app"), help=argparse.SUPPRESS)
     parser.add_argument("--skip-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -253,14 +276,21 @@ def main(argv: list[str] | None = None) -> int:
     history = args.history.resolve()
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-") as tmp:
         skip_file = Path(tmp) / "quarantine.json"
+        env = dict(os.environ)
+        if not args.editable:
+            from common import install_copy
+
+            site = Path(tmp) / "site"
+            install_copy(site)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
         bare: list[float] = []
         first: list[float] = []
         stalls: list[float] = []
         term_bare: list[float] = []
         term_first: list[float] = []
         for _ in range(args.repeat):
-            bare.append(cold("bare", history, skip_file)["seconds"])
-            measured = cold("app", history, skip_file)
+            bare.append(cold("bare", history, skip_file, env)["seconds"])
+            measured = cold("app", history, skip_file, env)
             first.append(measured["seconds"])
             stalls.append(measured["stall_s"])
             print(
@@ -269,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             marker = str(measured["first_row"]).lstrip("…")  # the rank-1 test as drawn
-            one_bare, one_first = terminal_round(history, skip_file, marker, Path(tmp))
+            one_bare, one_first = terminal_round(
+                history, skip_file, marker, Path(tmp), env, args.editable
+            )
             term_bare.append(one_bare)
             term_first.append(one_first)
             print(
@@ -290,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         "history": str(history),
         "results": count_results(history),
         "repeat": args.repeat,
+        "flaketui": "editable install" if args.editable else "installed copy with bytecode",
         "load": os.getloadavg()[0],
         "warm_bare_app_s": round(median(warm_bare), 3),
         "warm_first_screen_s": round(median(warm_first), 3),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import compileall
+import importlib.util
 import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import sys
 import time
@@ -73,3 +76,20 @@ def loadavg() -> list[float]:
         return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
     except OSError:
         return []
+
+
+def install_copy(site: Path) -> Path:
+    """Copy the flaketui package under `site` and compile it to bytecode, as pip installs it.
+
+    Put `site` first on PYTHONPATH to run it: it takes precedence over this environment's
+    editable install, which has no bytecode (PYTHONDONTWRITEBYTECODE is set here), so every
+    start would compile flaketui from source, which no installed copy does.
+    """
+    spec = importlib.util.find_spec("flaketui")
+    if spec is None or spec.origin is None:
+        raise SystemExit("flaketui is not importable from this interpreter")
+    target = site / "flaketui"
+    shutil.copytree(Path(spec.origin).parent, target, ignore=shutil.ignore_patterns("__pycache__"))
+    if not compileall.compile_dir(target, quiet=1):
+        raise SystemExit(f"cannot compile {target}")
+    return target

@@ -48,8 +48,6 @@ Last stdout line: JSON.
 from __future__ import annotations
 
 import argparse
-import compileall
-import importlib.util
 import math
 import os
 import re
@@ -64,7 +62,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, loadavg, log, machine, median
+from common import emit, install_copy, loadavg, log, machine, median
 
 TESTS_PER_FILE = 500
 TARGET = 0.05  # SPEC §9: under 5 %
@@ -105,18 +103,6 @@ def commit_suite(root: Path) -> bool:
     for args in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-q", "-m", "suite"]):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     return True
-
-
-def install_copy(site: Path) -> Path:
-    """Copy the flaketui package under `site` and compile it to bytecode, as pip installs it."""
-    spec = importlib.util.find_spec("flaketui")
-    if spec is None or spec.origin is None:
-        raise SystemExit("flaketui is not importable from this interpreter")
-    target = site / "flaketui"
-    shutil.copytree(Path(spec.origin).parent, target, ignore=shutil.ignore_patterns("__pycache__"))
-    if not compileall.compile_dir(target, quiet=1):
-        raise SystemExit(f"cannot compile {target}")
-    return target
 
 
 class Runner:
