@@ -71,12 +71,19 @@ async def test_list_views_filter_and_sort(history: Path, tmp_path: Path) -> None
         assert len(_targets(app)) == 7
         await pilot.press("3")
         assert _targets(app) == []
+        # An empty view says why and what to do; a view with rows says nothing.
+        status = app.main_screen.query_one("#loading", Static)
+        assert status.display and "Nothing quarantined in" in str(status.content)
         await pilot.press("1")
+        assert not status.display
         # The filter narrows by id, then by signature text; Esc clears it.
         await pilot.press("slash", *"login")
         assert _targets(app) == [AUTH]
+        await pilot.press(*"zzz")
+        assert _targets(app) == []
+        assert status.display and "No row matches “loginzzz”" in str(status.content)
         await pilot.press("escape")
-        assert len(_targets(app)) == 5
+        assert len(_targets(app)) == 5 and not status.display
         await pilot.press("slash", *"database is locked", "enter")
         assert sorted(_targets(app)) == sorted(
             f"{BILLING}[{p}]" for p in ("usd", "eur", "gbp", "jpy")

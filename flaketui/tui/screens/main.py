@@ -125,6 +125,7 @@ class MainScreen(Screen[None]):
     def _show_loading(self) -> None:
         elapsed = time.monotonic() - self._loading_since
         box = self.query_one("#loading", Static)
+        box.remove_class("empty")
         box.update(f"⏳ reading {self.flaketui.source.display} … {elapsed:.0f} s")
         box.display = True
 
@@ -267,12 +268,35 @@ class MainScreen(Screen[None]):
             table.show(rows, columns, sort_key=self.state.sort_column)
         self._show_selection(table.current_row)
         self._show_groups_pending()
+        self._show_empty(rows)
+
+    def _show_empty(self, rows: PreparedRows) -> None:
+        """An empty view says why, and what to do, on the status line (when it is free)."""
+        box = self.query_one("#loading", Static)
+        if rows.rows or self.data is None or self._loading_timer is not None or box.display:
+            return
+        box.add_class("empty")
+        box.update(self._empty_message())
+        box.display = True
+
+    def _empty_message(self) -> str:
+        needle = self.state.filter_text.strip()
+        if needle:
+            return f"No row matches “{needle}”: Esc clears the filter."
+        if self.state.view == "quarantined":
+            skip = self.flaketui.source.skip_display
+            return f"Nothing quarantined in {skip}: select a test in 1 Flaky and press q."
+        return {
+            "flaky": "No flaky test in the window.",
+            "regressions": "No regression in the window.",
+        }.get(self.state.view, "No test with counted runs in the window.")
 
     def _show_groups_pending(self) -> None:
         """Say so while a grouped view waits for the groups (read after the first screen)."""
         if self._loading_timer is not None:
             return  # the reading line is up
         box = self.query_one("#loading", Static)
+        box.remove_class("empty")
         pending = self.data is not None and not self.data.groups_loaded
         if pending and self.state.grouping != "none":
             box.update(f"⏳ grouping by {self.state.grouping} … the groups are still being read")
