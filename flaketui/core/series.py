@@ -29,6 +29,7 @@ from flaketui.core.evidence import (
     ensure_sql_functions,
 )
 from flaketui.core.evidence import _FAMILY_UNITS as _EVIDENCE_FAMILY_UNITS
+from flaketui.core.evidence import _SIGNATURE_UNITS as _GROUP_UNITS  # pools any pk -> key map
 from flaketui.core.evidence import _TEST_UNITS as _EVIDENCE_TEST_UNITS
 from flaketui.core.scoring import recency_score
 from flaketui.core.timeutil import days_between, parse_iso, to_iso
@@ -61,18 +62,6 @@ units AS (
     WHERE t.test_id <> t.parent
       AND (:keys IS NULL OR t.parent IN (SELECT value FROM json_each(:keys)))
     GROUP BY t.parent, c.run
-)"""
-
-# A group pools its member tests by run; :members is a JSON object {test pk: group key}.
-_GROUP_UNITS = """
-members AS MATERIALIZED (
-    SELECT CAST(key AS INTEGER) AS test, value AS sig FROM json_each(:members)
-),
-units AS (
-    SELECT m.sig AS key, c.run, min(c.ts) AS ts, max(c.outcome <> 'pass') AS failed_any,
-           min(c.branch_kind) AS branch_kind
-    FROM counted c JOIN members m ON m.test = c.test
-    GROUP BY m.sig, c.run
 )"""
 
 # A day's bucket holds the runs of (its previous midnight, its own end at the next midnight],
@@ -126,20 +115,7 @@ def daily_recency_scores(
             return fast
     units = _FAMILY_UNITS if family else _TEST_UNITS
     keys = None if test_ids is None else json.dumps(list(test_ids))
-    pks = None
-    if family and test_ids is not None:
-        # Scan only the members' rows (index range reads), not every test's.
-        pks = [
-            int(pk)
-            for (pk,) in db.conn.execute(
-                "SELECT id FROM tests WHERE test_id <> parent"
-                " AND parent IN (SELECT value FROM json_each(?))",
-                (keys,),
-            )
-        ]
-    return _daily_from_units(
-        db, units, {"keys": keys}, test_ids, now=now, days=days, config=config, test_pks=pks
-    )
+    return _daily_from_units(db, units, {"keys": keys}, test_ids, now=now, days=days, config=config)
 
 
 def daily_group_scores(

@@ -20,8 +20,6 @@ from flaketui.tui.history_access import reading, writing
 if TYPE_CHECKING:
     from flaketui.core.dbhandle import Connected
 
-DAILY_DAYS = 30
-
 
 @dataclass(slots=True)
 class QuarantineRow:
@@ -228,14 +226,8 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
             outcomes = pool_by_run(outcomes)
         signatures = detail.signatures_of(db, key, now=report.now, config=config)
         pivot = pivot_mod.worker_pivot(db, key, now=report.now, config=config)
-        if is_test or item.daily_scores:  # a group's pooled series comes with the report
-            daily = list(item.daily_scores)
-        else:
-            series = _core("series")
-            daily_map = series.daily_recency_scores(
-                db, [key], now=report.now, days=DAILY_DAYS, config=config, family=True
-            )
-            daily = list(daily_map.get(key, []))
+    # A family's pooled series comes with the report's groups, as a test's does.
+    daily = list(item.daily_scores)
     members_tv: list[TestVerdict] = []
     if not is_test:
         wanted = set(item.members)  # type: ignore[union-attr]

@@ -94,7 +94,7 @@ def _rank(item: Any, ctx: ViewContext) -> int | None:
 
 def _regression_rank(item: Any, ctx: ViewContext) -> int | None:
     if ctx.positions:
-        return ctx.positions.get(_position_key(item))
+        return _rank(item, ctx)
     return getattr(item, "regression_rank", item.rank)
 
 
