@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import signal
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +39,25 @@ CHILD_SCRIPT = Path(__file__).with_name("reliability_child.py")
 def fork_context() -> Any:
     """Fork children: they start with flaketui already imported, so each costs milliseconds."""
     return multiprocessing.get_context("fork")
+
+
+def run_forked(
+    target: Any, args: tuple[Any, ...], *, delay: float = -1
+) -> tuple[int | None, float]:
+    """Run target(*args, ready) in a forked child, SIGKILLed `delay` seconds after it sets
+    `ready` (when delay >= 0); (exit code, seconds from ready to its end)."""
+    ctx = fork_context()
+    ready = ctx.Event()
+    proc = ctx.Process(target=target, args=(*args, ready))
+    proc.start()
+    assert ready.wait(60)
+    started = time.monotonic()
+    if delay >= 0:
+        time.sleep(delay)
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGKILL)
+    proc.join(120)
+    return proc.exitcode, time.monotonic() - started
 
 
 def child_env(**extra: str) -> dict[str, str]:

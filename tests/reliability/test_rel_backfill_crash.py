@@ -9,13 +9,12 @@ import json
 import os
 import signal
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_support import fork_context, integrity, junit_case, run_counts, write_report
+from reliability_support import integrity, junit_case, run_counts, run_forked, write_report
 
 from flaketui.core.ingest import manifest as manifest_module
 from flaketui.core.ingest import writer
@@ -57,18 +56,7 @@ def _backfill(
     """Backfill in a forked child; (exit code, seconds from its start of work to its end)."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    ctx = fork_context()
-    ready = ctx.Event()
-    proc = ctx.Process(target=_child, args=(str(db), str(manifest), kill_after, ready))
-    proc.start()
-    assert ready.wait(60)
-    started = time.monotonic()
-    if delay >= 0:
-        time.sleep(delay)
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGKILL)
-    proc.join(120)
-    return proc.exitcode, time.monotonic() - started
+    return run_forked(_child, (str(db), str(manifest), kill_after), delay=delay)
 
 
 @pytest.fixture(scope="module")

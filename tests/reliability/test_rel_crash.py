@@ -40,6 +40,7 @@ from reliability_support import (
     junit_case,
     large_report,
     run_counts,
+    run_forked,
     snapshot,
     write_report,
 )
@@ -115,20 +116,8 @@ def _ingest_once(
     for suffix in ("", "-wal", "-shm"):
         Path(f"{work}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(base, work)
-    ctx = fork_context()
-    ready = ctx.Event()
-    proc = ctx.Process(
-        target=_ingest_child, args=(str(work), str(report), kill_after, fsize, checkpoint, ready)
-    )
-    proc.start()
-    assert ready.wait(60)
-    started = time.monotonic()
-    if delay >= 0:
-        time.sleep(delay)
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGKILL)
-    proc.join(120)
-    return proc.exitcode, time.monotonic() - started
+    args = (str(work), str(report), kill_after, fsize, checkpoint)
+    return run_forked(_ingest_child, args, delay=delay)
 
 
 @pytest.fixture(scope="module")
