@@ -1,16 +1,21 @@
-"""Per test, per UTC day, per suite rollups of the counted runs, so ranking reads tests x days rows.
+"""Per test, per UTC day (and week), per suite rollups of the counted runs, so ranking reads
+tests x weeks rows.
 
 A rollup row sums the counted test-runs (SPEC §4: not skipped, the commit did not edit the test,
-the run is no incident) of one (test, day, suite). Recency weights stay exact per bucket: a run's
-decay weight 2^(-(now - ts)/h) is 2^(-(now - day)/h) * 2^((ts - day)/h), so the row stores
-sums of 2^((ts - day)/h) (main and other branches apart) and the reader multiplies by the
-day's factor. The half-life h the sums were made with is kept in `meta`; another half-life, a
-branch-kind filter, or a history without rollups makes `test_base` return None (raw scan).
+the run is no incident) of one (test, day, suite); a week row sums the day rows of one
+Monday-to-Sunday week. Recency weights stay exact: a run's decay weight 2^(-(now - ts)/h) is
+2^(-(now - anchor)/h) * 2^((ts - anchor)/h) for any anchor day, so the rows store sums of
+2^((ts - anchor)/h) (main and other branches apart) for one anchor kept in `meta`, and the
+reader multiplies the window's sums by one factor. The half-life h the sums were made with is
+kept in `meta` too; another half-life, a branch-kind or suite filter, a window further than
+ANCHOR_SPAN half-lives from the anchor, or a history without rollups makes `test_base` return
+None (raw scan).
 
 Maintenance (always inside the caller's transaction): the writer refreshes the (test, day) pairs
-of the run it wrote (`after_write`; a history without rollups gets them built at its first
-write); incident tagging refreshes the days of the runs it tags; prune drops the days it removes.
-Each refresh recomputes its rows from the raw test_runs, so it is exact whatever happened before
+of the run it wrote, and their weeks (`after_write`; a history without rollups gets them built
+at its first write, a run past the anchor's span re-anchors them); incident tagging refreshes
+the days of the runs it tags; prune drops the days it removes. Each refresh recomputes its rows
+from the raw test_runs (weeks from the day rows), so it is exact whatever happened before
 (attempts appended across batches, a test-run replaced). Any other writer of test_runs or
 runs.incident must call `refresh_run(s)` too (or `rebuild`).
 
@@ -19,9 +24,10 @@ families, same-commit pairs, signature counts) are created, rebuilt, refreshed a
 same calls; `VERSION` in `meta` names the set, and a history with an older set is rebuilt at its
 next write and read from raw rows until then. merge and prune call the same hooks.
 
-Reading (`test_base`): whole days of the window come from the rollups; the partial edge days
-(`window_params`: the first day when runs of it precede the window, the last when runs of it
-follow now) come from the raw rows, so the result equals a scan of the raw rows over the window.
+Reading (`test_base`): the window's whole weeks come from the week rows, its other whole days
+from the day rows, and the partial edge days (`window_params`: the first day when runs of it
+precede the window, the last when runs of it follow now) from the raw rows, so the result
+equals a scan of the raw rows over the window.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import json
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from flaketui.core import seq_rollups
@@ -42,7 +49,12 @@ META_KEY = "rollup_half_life_days"
 # Bumped when the set of rollup tables changes: an older set is rebuilt at the next write
 # and not read before (the reader falls back to raw rows).
 VERSION_KEY = "rollup_version"
-VERSION = "3"
+VERSION = "4"
+# The recency sums are kept relative to one anchor day (ANCHOR_KEY), exact within ANCHOR_SPAN
+# half-lives of it (2^256 is far inside a double's range): a write past that re-anchors (a
+# rebuild); a window outside it is read from the raw rows.
+ANCHOR_KEY = "rollup_weight_anchor"
+ANCHOR_SPAN = 256.0
 UNIX_EPOCH_JD = 2440587.5  # julianday('1970-01-01')
 
 _SCHEMA = """
@@ -59,12 +71,31 @@ CREATE TABLE IF NOT EXISTS test_day_rollups (
     first_s         INTEGER NOT NULL,       -- unix seconds of the first, last and last failed
     last_s          INTEGER NOT NULL,       -- run (4 bytes each instead of an ISO string)
     last_failure_s  INTEGER,
+    main_w          REAL NOT NULL,          -- recency sums 2^((ts - anchor)/h) over the main
+    main_w_bad      REAL NOT NULL,          -- runs (all, failed in any attempt) and the
+    other_w         REAL NOT NULL,          -- others'; anchor: ANCHOR_KEY in meta
+    other_w_bad     REAL NOT NULL,
     PRIMARY KEY (test, suite, day)  -- scans come out grouped by (test, suite)
 ) WITHOUT ROWID
 """
+# The same sums per Monday-to-Sunday week ('YYYY-MM-DD' of its Monday), made from the day rows:
+# a window reads its whole weeks from here and only the days around them from the day rows.
+_WEEK_SCHEMA = (
+    _SCHEMA.replace("test_day_rollups", "test_week_rollups")
+    .replace(
+        "day             TEXT NOT NULL,          -- 'YYYY-MM-DD' (UTC) of the runs' ts",
+        "week            TEXT NOT NULL,          -- 'YYYY-MM-DD' (UTC) of the week's Monday",
+    )
+    .replace("PRIMARY KEY (test, suite, day)", "PRIMARY KEY (test, suite, week)")
+)
+
+# A run's recency sum term: 2^((ts - anchor)/h). Relative to one anchor day (not the row's own
+# day), a window's sums are plain sums times one factor 2^(-(now - anchor)/h).
+_ANCHORED = "exp(:ln2_per_h * (julianday(tr.ts) - :anchor_jd))"
+_MAIN, _BAD = "r.branch_kind = 'main'", "tr.outcome <> 'pass'"
 
 # Aggregates of counted raw rows in the rollup's shape; {where} narrows the raw rows.
-_AGGREGATE = """
+_AGGREGATE = f"""
 SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     count(*) AS runs,
     sum(r.branch_kind = 'main') AS main_runs,
@@ -75,31 +106,86 @@ SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     CAST(strftime('%s', min(tr.ts)) AS INTEGER) AS first_s,
     CAST(strftime('%s', max(tr.ts)) AS INTEGER) AS last_s,
     CAST(strftime('%s', max(CASE WHEN tr.outcome <> 'pass' THEN tr.ts END)) AS INTEGER)
-        AS last_failure_s
+        AS last_failure_s,
+    total(CASE WHEN {_MAIN} THEN {_ANCHORED} END) AS main_w,
+    total(CASE WHEN {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS main_w_bad,
+    total(CASE WHEN NOT {_MAIN} THEN {_ANCHORED} END) AS other_w,
+    total(CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS other_w_bad
 FROM test_runs tr JOIN runs r ON r.id = tr.run
-WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0 AND {where}
+WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0 AND {{where}}
 GROUP BY tr.test, substr(tr.ts, 1, 10), r.suite
 """
 
 _COLUMNS = (
     "test, day, suite, runs, main_runs, flaky_runs, failed_runs, failed_any_runs, max_attempts,"
-    " first_s, last_s, last_failure_s"
+    " first_s, last_s, last_failure_s, main_w, main_w_bad, other_w, other_w_bad"
 )
 
 
-def _half_life(conn: sqlite3.Connection) -> float | None:
-    """The half-life the rollups were built with; None when the history has none (or old ones)."""
+# Weekly rows, made from the day rows: the Monday of a 'YYYY-MM-DD' day.
+_WEEK_OF = "date({day}, '-6 days', 'weekday 1')"
+_WEEK_COLUMNS = _COLUMNS.replace("test, day, suite", "test, week, suite")
+_WEEKS_FROM_DAYS = f"""
+INSERT INTO test_week_rollups ({_WEEK_COLUMNS})
+SELECT test, {_WEEK_OF.format(day="day")}, suite, sum(runs), sum(main_runs), sum(flaky_runs),
+    sum(failed_runs), sum(failed_any_runs), max(max_attempts), min(first_s), max(last_s),
+    max(last_failure_s), total(main_w), total(main_w_bad), total(other_w), total(other_w_bad)
+FROM test_day_rollups WHERE {{where}}
+GROUP BY test, suite, {_WEEK_OF.format(day="day")}"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    """What the stored rollups were made with: the half-life and the weights' anchor day."""
+
+    half_life: float
+    anchor: str  # 'YYYY-MM-DD'
+
+    @property
+    def ln2_per_h(self) -> float:
+        """ln 2 per day of half-life (the decay rate of the recency weights)."""
+        return math.log(2.0) / self.half_life
+
+    def covers(self, day: str) -> bool:
+        """Whether sums anchored here stay well inside a double's range on `day`."""
+        return abs(_day_jd(day) - _day_jd(self.anchor)) <= ANCHOR_SPAN * self.half_life
+
+    def params(self) -> dict[str, float]:
+        """The SQL parameters of the anchored sums."""
+        return {"ln2_per_h": self.ln2_per_h, "anchor_jd": _day_jd(self.anchor)}
+
+
+def _day_jd(day: str) -> float:
+    """julianday() of a 'YYYY-MM-DD' day's midnight (UTC)."""
+    return (date.fromisoformat(day[:10]) - date(1970, 1, 1)).days + UNIX_EPOCH_JD
+
+
+def week_of(day: str) -> str:
+    """The Monday of a 'YYYY-MM-DD' day's week."""
+    value = date.fromisoformat(day[:10])
+    return (value - timedelta(days=value.weekday())).isoformat()
+
+
+def _settings(conn: sqlite3.Connection) -> _Settings | None:
+    """The stored rollups' settings; None when the history has none (or an older set)."""
     try:
         rows = dict(
             conn.execute(
-                "SELECT key, value FROM meta WHERE key IN (?, ?)", (META_KEY, VERSION_KEY)
+                "SELECT key, value FROM meta WHERE key IN (?, ?, ?)",
+                (META_KEY, VERSION_KEY, ANCHOR_KEY),
             ).fetchall()
         )
     except sqlite3.OperationalError:
         return None
-    if rows.get(VERSION_KEY) != VERSION or META_KEY not in rows:
+    if rows.get(VERSION_KEY) != VERSION or META_KEY not in rows or ANCHOR_KEY not in rows:
         return None
-    return float(rows[META_KEY])
+    return _Settings(float(rows[META_KEY]), str(rows[ANCHOR_KEY]))
+
+
+def _half_life(conn: sqlite3.Connection) -> float | None:
+    """The half-life the rollups were built with; None when the history has none (or old ones)."""
+    settings = _settings(conn)
+    return None if settings is None else settings.half_life
 
 
 def half_life(conn: sqlite3.Connection) -> float | None:
@@ -117,44 +203,66 @@ def answers(conn: sqlite3.Connection, config: Config) -> bool:
     return _half_life(conn) == config.half_life_days
 
 
+def _latest_day(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT substr(max(ts), 1, 10) FROM runs").fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def _anchor_for(conn: sqlite3.Connection, half_life_days: float) -> str:
+    """The kept anchor while it covers the newest run (a rebuild then changes no sum), else
+    the newest run's day (today in an empty history)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (ANCHOR_KEY,)).fetchone()
+    latest = _latest_day(conn) or datetime.now(UTC).date().isoformat()
+    if row is not None and _Settings(half_life_days, str(row[0])).covers(latest):
+        return str(row[0])
+    return latest
+
+
 def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life_days) -> int:
     """(Re)create every rollup row from the raw rows, inside the caller's transaction."""
     ensure_sql_functions(conn)
+    settings = _Settings(half_life_days, _anchor_for(conn, half_life_days))
     # Dropped and created again: an older version's table may have other columns.
-    conn.execute("DROP TABLE IF EXISTS test_day_rollups")
-    conn.execute(_SCHEMA)
+    for table, schema in (("test_day_rollups", _SCHEMA), ("test_week_rollups", _WEEK_SCHEMA)):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(schema)
     conn.executemany(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-        [(META_KEY, repr(half_life_days)), (VERSION_KEY, VERSION)],
+        [
+            (META_KEY, repr(half_life_days)),
+            (VERSION_KEY, VERSION),
+            (ANCHOR_KEY, settings.anchor),
+        ],
     )
     sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where="1")
-    conn.execute(sql, {"ln2_per_h": math.log(2.0) / half_life_days})
-    seq_rollups.rebuild(conn, math.log(2.0) / half_life_days)
+    conn.execute(sql, settings.params())
+    conn.execute(_WEEKS_FROM_DAYS.format(where="1"))
+    seq_rollups.rebuild(conn, settings.ln2_per_h)
     return int(conn.execute("SELECT count(*) FROM test_day_rollups").fetchone()[0])
 
 
 def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
-    """Recompute the rollup rows of `tests` on one day (no-op when rollups are off)."""
-    half_life = _half_life(conn)
-    if half_life is None:
+    """Recompute the rollup rows of `tests` on one day, and their week (no-op without rollups)."""
+    settings = _settings(conn)
+    if settings is None:
         return
     ensure_sql_functions(conn)
     test_pks = sorted(set(tests))
-    ln2_per_h = math.log(2.0) / half_life
-    params = {"day": day, "tests": json.dumps(test_pks), "ln2_per_h": ln2_per_h}
-    conn.execute(
-        "DELETE FROM test_day_rollups WHERE day = :day"
-        " AND test IN (SELECT value FROM json_each(:tests))",
-        params,
-    )
-    where = (
-        "tr.test IN (SELECT value FROM json_each(:tests))"
-        " AND tr.ts >= :day AND tr.ts < date(:day, '+1 day')"
-    )
+    params = {"day": day, "week": week_of(day), "tests": json.dumps(test_pks), **settings.params()}
+    picked = "test IN (SELECT value FROM json_each(:tests))"
+    conn.execute(f"DELETE FROM test_day_rollups WHERE day = :day AND {picked}", params)
+    where = f"tr.{picked} AND tr.ts >= :day AND tr.ts < date(:day, '+1 day')"
     conn.execute(
         f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where=where), params
     )
-    seq_rollups.refresh_day(conn, day, test_pks, ln2_per_h)
+    conn.execute(f"DELETE FROM test_week_rollups WHERE week = :week AND {picked}", params)
+    conn.execute(
+        _WEEKS_FROM_DAYS.format(
+            where=f"{picked} AND day >= :week AND day < date(:week, '+7 days')"
+        ),
+        params,
+    )
+    seq_rollups.refresh_day(conn, day, test_pks, settings.ln2_per_h)
 
 
 def refresh_commits(
@@ -196,7 +304,8 @@ def after_write(
     of `tests` in this run was counted before (a run created in this transaction, each test in
     one call): the run lists are then not searched.
     """
-    if not enabled(conn):
+    settings = _settings(conn)
+    if settings is None:
         rebuild(conn)  # once per history: its first write after rollups existed
         return
     row = conn.execute(
@@ -205,6 +314,9 @@ def after_write(
     if row is None:
         return
     day, ts, commit = str(row[0]), str(row[1]), row[2]
+    if not settings.covers(day) and day >= (_latest_day(conn) or day):
+        rebuild(conn, settings.half_life)  # the newest day left the anchor's span: re-anchor
+        return
     if tests is None:
         tests = [t for (t,) in conn.execute("SELECT test FROM test_runs WHERE run = ?", (run_pk,))]
     test_pks = sorted(set(tests))
@@ -229,7 +341,7 @@ def after_write(
             }
         fresh = [t for t in test_pks if t not in present]
         if fresh:
-            _append_run(conn, run_pk, day, fresh)
+            _append_run(conn, settings, run_pk, day, fresh)
         if present:
             refresh(conn, day, sorted(present))
     if commit is not None and _commit_shared(conn, str(commit), run_pk):
@@ -247,19 +359,23 @@ def _commit_shared(conn: sqlite3.Connection, commit: str, run_pk: int) -> bool:
 
 
 # One run's counted test-runs as rollup rows: what _AGGREGATE gives for a group of one row
-# (count 1, sums and extremes of that row), without grouping. Added to the day's rows.
-_ONE_RUN = """
-SELECT tr.test, substr(tr.ts, 1, 10), r.suite, 1, r.branch_kind = 'main', tr.outcome = 'flaky',
-    tr.bad, tr.outcome <> 'pass', tr.attempts, CAST(strftime('%s', tr.ts) AS INTEGER),
-    CAST(strftime('%s', tr.ts) AS INTEGER),
-    CASE WHEN tr.outcome <> 'pass' THEN CAST(strftime('%s', tr.ts) AS INTEGER) END
+# (count 1, sums and extremes of that row), without grouping. Added to the day's and the
+# week's rows ({bucket}: the row's day or week).
+_ONE_RUN = f"""
+SELECT tr.test, {{bucket}}, r.suite, 1, {_MAIN}, tr.outcome = 'flaky', tr.bad, {_BAD},
+    tr.attempts, CAST(strftime('%s', tr.ts) AS INTEGER), CAST(strftime('%s', tr.ts) AS INTEGER),
+    CASE WHEN {_BAD} THEN CAST(strftime('%s', tr.ts) AS INTEGER) END,
+    CASE WHEN {_MAIN} THEN {_ANCHORED} ELSE 0.0 END,
+    CASE WHEN {_MAIN} AND {_BAD} THEN {_ANCHORED} ELSE 0.0 END,
+    CASE WHEN {_MAIN} THEN 0.0 ELSE {_ANCHORED} END,
+    CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} ELSE 0.0 END
 FROM json_each(:tests) f CROSS JOIN test_runs tr ON tr.test = f.value AND tr.run = :run
     CROSS JOIN runs r ON r.id = tr.run
 WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
 """
-_ADD_RUN = f"""
-INSERT INTO test_day_rollups ({_COLUMNS}) {_ONE_RUN}
-ON CONFLICT (test, suite, day) DO UPDATE SET
+_ADD_RUN = """
+INSERT INTO {table} ({columns}) {one_run}
+ON CONFLICT (test, suite, {bucket}) DO UPDATE SET
     runs = runs + excluded.runs, main_runs = main_runs + excluded.main_runs,
     flaky_runs = flaky_runs + excluded.flaky_runs,
     failed_runs = failed_runs + excluded.failed_runs,
@@ -267,18 +383,34 @@ ON CONFLICT (test, suite, day) DO UPDATE SET
     max_attempts = max(max_attempts, excluded.max_attempts),
     first_s = min(first_s, excluded.first_s), last_s = max(last_s, excluded.last_s),
     last_failure_s = coalesce(max(last_failure_s, excluded.last_failure_s),
-                              last_failure_s, excluded.last_failure_s)
+                              last_failure_s, excluded.last_failure_s),
+    main_w = main_w + excluded.main_w, main_w_bad = main_w_bad + excluded.main_w_bad,
+    other_w = other_w + excluded.other_w, other_w_bad = other_w_bad + excluded.other_w_bad
 """
+_ADD_RUN_DAY = _ADD_RUN.format(
+    table="test_day_rollups",
+    columns=_COLUMNS,
+    one_run=_ONE_RUN.format(bucket="substr(tr.ts, 1, 10)"),
+    bucket="day",
+)
+_ADD_RUN_WEEK = _ADD_RUN.format(
+    table="test_week_rollups",
+    columns=_WEEK_COLUMNS,
+    one_run=_ONE_RUN.format(bucket=_WEEK_OF.format(day="substr(tr.ts, 1, 10)")),
+    bucket="week",
+)
 
 
-def _append_run(conn: sqlite3.Connection, run_pk: int, day: str, tests: list[int]) -> None:
+def _append_run(
+    conn: sqlite3.Connection, settings: _Settings, run_pk: int, day: str, tests: list[int]
+) -> None:
     """Add one run, later than every other of its day, to the rollups of `tests` (whose
     test-runs in it were not counted before)."""
-    half_life = _half_life(conn)
-    assert half_life is not None
-    ensure_sql_functions(conn)  # the appended day rows' weights use exp()
-    conn.execute(_ADD_RUN, {"run": run_pk, "tests": json.dumps(tests)})
-    seq_rollups.append_run(conn, run_pk, day, tests, math.log(2.0) / half_life)
+    ensure_sql_functions(conn)  # the appended rows' weights use exp()
+    params = {"run": run_pk, "tests": json.dumps(tests), **settings.params()}
+    conn.execute(_ADD_RUN_DAY, params)
+    conn.execute(_ADD_RUN_WEEK, params)
+    seq_rollups.append_run(conn, run_pk, day, tests, settings.ln2_per_h)
 
 
 def refresh_runs(conn: sqlite3.Connection, run_pks: Sequence[int]) -> None:
@@ -308,6 +440,13 @@ def drop_days_before(conn: sqlite3.Connection, day: str) -> int:
     if not enabled(conn):
         return 0
     deleted = conn.execute("DELETE FROM test_day_rollups WHERE day < ?", (day,)).rowcount
+    # The cut week keeps its days from `day` on: made again from the day rows left.
+    week = week_of(day)
+    conn.execute("DELETE FROM test_week_rollups WHERE week <= ?", (week,))
+    conn.execute(
+        _WEEKS_FROM_DAYS.format(where="day >= :week AND day < date(:week, '+7 days')"),
+        {"week": week},
+    )
     return deleted + seq_rollups.drop_days_before(conn, day)
 
 
@@ -365,25 +504,30 @@ def window_params(conn: sqlite3.Connection, now: datetime, config: Config) -> di
     }
 
 
-# Per (test, suite) sums over the rollup days (a scan in primary-key order, no sort) and over
-# the raw edge days, then merged (a few rows).
-_PER_SUITE = """
-    SELECT test, suite, sum(runs) AS runs, sum(main_runs) AS main_runs,
+# Per (test, suite) sums over the window's whole weeks, the rollup days around them and the
+# raw edge days (each a scan in primary-key order, no sort), then merged (a few rows).
+_SUMS = """sum(runs) AS runs, sum(main_runs) AS main_runs,
         sum(flaky_runs) AS flaky_runs, sum(failed_runs) AS failed_runs,
         sum(failed_any_runs) AS failed_any_runs, max(max_attempts) AS max_attempts,
-        min(first_s) AS first_s, max(last_s) AS last_s, max(last_failure_s) AS last_failure_s
-    FROM {source}
+        min(first_s) AS first_s, max(last_s) AS last_s, max(last_failure_s) AS last_failure_s,
+        total(main_w) AS main_w, total(main_w_bad) AS main_w_bad, total(other_w) AS other_w,
+        total(other_w_bad) AS other_w_bad"""
+_PER_SUITE = f"""
+    SELECT test, suite, {_SUMS}
+    FROM {{source}}
     GROUP BY test, suite"""
-
-_ROLLUP_DAYS = "test_day_rollups WHERE day >= :lo_day AND day <= :hi_day"
+_WHOLE_WEEKS = "test_week_rollups WHERE week >= :week_lo AND week <= :week_hi"
+_DAYS_AROUND = (
+    "test_day_rollups WHERE day >= :lo_day AND day <= :hi_day"
+    " AND (day < :weeks_start OR day >= :weeks_end)"
+)
 _BASE = f"""
 WITH per_suite AS (
-    SELECT test, suite, sum(runs) AS runs, sum(main_runs) AS main_runs,
-        sum(flaky_runs) AS flaky_runs, sum(failed_runs) AS failed_runs,
-        sum(failed_any_runs) AS failed_any_runs, max(max_attempts) AS max_attempts,
-        min(first_s) AS first_s, max(last_s) AS last_s, max(last_failure_s) AS last_failure_s
+    SELECT test, suite, {_SUMS}
     FROM (
-        {_PER_SUITE.format(source=_ROLLUP_DAYS)}
+        {_PER_SUITE.format(source=_WHOLE_WEEKS)}
+        UNION ALL
+        {_PER_SUITE.format(source=_DAYS_AROUND)}
         UNION ALL
         {_PER_SUITE.format(source="({edges})")}
     )
@@ -397,35 +541,30 @@ SELECT test AS key, sum(runs) AS runs, sum(flaky_runs) AS flaky_runs,
     max(max_attempts) AS max_attempts,
     max(main_runs > 0 AND gating) AS gates_main, max(runs > main_runs AND gating) AS gates_branch,
     sum(main_runs) AS main_runs, min(suite) AS suite_min, max(suite) AS suite_max,
-    json_group_object(suite, json_array(runs, max_attempts)) AS suites_json
+    json_group_object(suite, json_array(runs, max_attempts)) AS suites_json,
+    :main_weight * total(main_w_bad) + :other_weight * total(other_w_bad) AS weighted_bad,
+    :main_weight * total(main_w) + :other_weight * total(other_w) AS weighted_total
 FROM (
     SELECT *, suite NOT IN (SELECT value FROM json_each(:non_gating)) AS gating FROM per_suite
 )
 GROUP BY test
 """
 
-# Recency sums per test (all suites): each rollup day's sums relative to its start times the
-# day's decay factor (exact per bucket), in primary-key order; the raw edge days apart.
-_WEIGHTS = """
-SELECT test,
-    total(f * (:main_weight * main_w_bad + :other_weight * other_w_bad)),
-    total(f * (:main_weight * main_w + :other_weight * other_w))
-FROM (
-    SELECT *, exp(-:ln2_per_h * (:now_jd - julianday(day))) AS f FROM test_day_seq
-    WHERE day >= :lo_day AND day <= :hi_day
-)
-GROUP BY test
-"""
-_EDGE_WEIGHTS = """
-SELECT tr.test, total(w * (tr.outcome <> 'pass')), total(w)
-FROM (
-    SELECT tr.*, exp(-:ln2_per_h * max(0.0, :now_jd - julianday(tr.ts)))
-        * CASE WHEN r.branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS w
-    FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id
-    WHERE {edges} AND r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
-) tr
-GROUP BY tr.test
-"""
+
+def _week_params(lo_day: str, hi_day: str) -> dict[str, str]:
+    """The whole Monday-to-Sunday weeks inside lo_day..hi_day, and the days around them."""
+    lo, hi = date.fromisoformat(lo_day), date.fromisoformat(hi_day)
+    first = lo + timedelta(days=-lo.weekday() % 7)  # the first Monday on or after lo
+    after = hi + timedelta(days=1)
+    end = after - timedelta(days=after.weekday())  # the Monday after the last whole week
+    if first >= end:  # no whole week: every day from the day rows
+        return {"week_lo": "9999", "week_hi": "0000", "weeks_start": "9999", "weeks_end": "9999"}
+    return {
+        "week_lo": first.isoformat(),
+        "week_hi": (end - timedelta(days=7)).isoformat(),
+        "weeks_start": first.isoformat(),
+        "weeks_end": end.isoformat(),
+    }
 
 
 def test_base(
@@ -441,24 +580,26 @@ def test_base(
     Keys: key (tests.id), runs, flaky_runs, failed_runs, failed_any_runs, weighted_bad,
     weighted_total, first_ts, last_ts, last_failure_at, max_attempts, gates_main,
     gates_branch, main_runs, suite_min, suite_max, suites ({suite: (runs, max attempts)}).
-    None when the rollups cannot answer exactly (none kept, other half-life, a suite or branch
-    filter: the recency sums are kept across suites).
+    None when the rollups cannot answer exactly (none kept, other half-life, a window outside
+    the anchor's span, a suite or branch filter: the recency sums are kept across suites).
     """
-    half_life = _half_life(conn)
-    if half_life != config.half_life_days or suite is not None or branch_kind is not None:
+    settings = _settings(conn)
+    if settings is None or settings.half_life != config.half_life_days:
+        return None
+    if suite is not None or branch_kind is not None:
+        return None
+    window = window_params(conn, now, config)
+    if not (settings.covers(window["first_day"]) and settings.covers(window["last_day"])):
         return None
     ensure_sql_functions(conn)
     params: dict[str, Any] = {
-        **window_params(conn, now, config),
-        "ln2_per_h": math.log(2.0) / half_life,
+        **window,
+        **_week_params(window["lo_day"], window["hi_day"]),
+        **settings.params(),
         "non_gating": json.dumps(list(config.non_gating_suites)),
     }
-    weights: dict[int, list[float]] = {}
-    for sql in (_WEIGHTS, _EDGE_WEIGHTS.format(edges=EDGE_RUNS)):
-        for test, w_bad, w_total in conn.execute(sql, params):
-            sums = weights.setdefault(test, [0.0, 0.0])
-            sums[0] += w_bad
-            sums[1] += w_total
+    # Every stored sum is relative to the anchor: one factor brings them to `now`.
+    factor = math.exp(-settings.ln2_per_h * (window["now_jd"] - _day_jd(settings.anchor)))
     cursor = conn.execute(_BASE.format(edges=_AGGREGATE.format(where=EDGE_RUNS)), params)
     names = [col[0] for col in cursor.description]
     out = []
@@ -466,6 +607,7 @@ def test_base(
         item = dict(zip(names, row, strict=True))
         suites = json.loads(item.pop("suites_json"))
         item["suites"] = {name: (int(v[0]), int(v[1])) for name, v in suites.items()}
-        item["weighted_bad"], item["weighted_total"] = weights[item["key"]]
+        item["weighted_bad"] *= factor
+        item["weighted_total"] *= factor
         out.append(item)
     return out

@@ -164,8 +164,9 @@ def generated(tmp_path: Path) -> sqlite_utils.Database:
     return open_history(path)
 
 
-def fuzz_history(db: sqlite_utils.Database, seed: int) -> datetime:
-    """Random runs over 12 days: shared commits, midnight runs, families, incidents, edits."""
+def fuzz_history(db: sqlite_utils.Database, seed: int, hours_apart: float = 3.2) -> datetime:
+    """90 random runs (12 days at the default spacing): shared commits, midnight runs,
+    families, incidents, edits."""
     rng = random.Random(seed)
     hb = HistoryBuilder(db)
     tests = [
@@ -180,7 +181,7 @@ def fuzz_history(db: sqlite_utils.Database, seed: int) -> datetime:
     commits = [f"c{i}" for i in range(12)]
     start = datetime(2026, 11, 1, tzinfo=UTC)
     for index in range(90):
-        ts = start + timedelta(hours=rng.choice([0, 0, 3, 7, 13, 24, 31]) + index * 3.2)
+        ts = start + timedelta(hours=rng.choice([0, 0, 3, 7, 13, 24, 31]) + index * hours_apart)
         if rng.random() < 0.15:
             ts = ts.replace(hour=0, minute=0, second=0)  # runs exactly at midnight
         kind = rng.choice(["main", "main", "pr", "release"])
@@ -241,6 +242,69 @@ def test_random_histories_agree_at_every_edge(tmp_path: Path, seed: int) -> None
             assert_everything_agrees(db, now, config)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_windows_with_whole_weeks_agree(tmp_path: Path, seed: int) -> None:
+    """Whole weeks come from the week rows, the days around them from the day rows: windows
+    of one week and more ending on every weekday, at midnight and inside a day."""
+    db = open_history(tmp_path / "fuzz.db")
+    start = fuzz_history(db, seed, hours_apart=10.0)  # 90 runs over ~38 days
+    _with_rollups(db)
+    assert db.conn.execute("SELECT count(DISTINCT week) FROM test_week_rollups").fetchone()[0] > 4
+    for day in range(20, 27):
+        for hours in (0, 13.5) if day % 2 else (13.5,):
+            now = start + timedelta(days=day, hours=hours)
+            for window_days in (6, 7, 8, 13, 15):
+                assert_everything_agrees(db, now, Config(window_days=window_days, n_min=3))
+
+
+def test_week_rows_are_read(tmp_path: Path) -> None:
+    """The reader takes whole weeks from the week rows (a wrong week row shows)."""
+    db = open_history(tmp_path / "fuzz.db")
+    start = fuzz_history(db, 1, hours_apart=10.0)
+    _with_rollups(db)
+    now, config = start + timedelta(days=24, hours=13.5), Config(window_days=15, n_min=3)
+    assert_everything_agrees(db, now, config)
+    with transaction(db.conn):
+        db.conn.execute("UPDATE test_week_rollups SET runs = runs + 1")
+    with pytest.raises(AssertionError):
+        assert_everything_agrees(db, now, config)
+
+
+def test_recency_sums_re_anchor_when_the_history_moves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sums are kept relative to an anchor day; far from it the reader goes raw, and a write
+    past its span re-anchors. The span is shrunk to 5 half-lives of 1 day (5 days)."""
+    monkeypatch.setattr(rollups, "ANCHOR_SPAN", 5.0)
+    half_life = 1.0
+    config = Config(half_life_days=half_life, window_days=4, n_min=3)
+    db = open_history(tmp_path / "fuzz.db")
+    start = fuzz_history(db, 2)  # 12 days
+    with transaction(db.conn):
+        rollups.rebuild(db.conn, half_life)
+    anchor = db.conn.execute(
+        "SELECT value FROM meta WHERE key = ?", (rollups.ANCHOR_KEY,)
+    ).fetchone()[0]
+    assert anchor == _newest(db).date().isoformat()
+    early = start + timedelta(days=3, hours=5)  # more than 5 days before the anchor
+    assert rollups.test_base(db.conn, early, config) is None
+    assert_everything_agrees(db, early, config)
+    late = _newest(db)
+    assert rollups.test_base(db.conn, late, config) is not None
+    assert_everything_agrees(db, late, config)
+    # A run 6 days after the anchor: the writer re-anchors (the maintained tables equal a
+    # rebuild with the new anchor) and the newest window is read from the rollups again.
+    ahead = late + timedelta(days=6)
+    _record(db, "ahead", ahead, {"tests/test_a.py::test_a": ["fail", "pass"]}, commit="c1")
+    moved = db.conn.execute(
+        "SELECT value FROM meta WHERE key = ?", (rollups.ANCHOR_KEY,)
+    ).fetchone()[0]
+    assert moved == ahead.date().isoformat()
+    assert rollups.test_base(db.conn, ahead, config) is not None
+    assert_everything_agrees(db, ahead, config)
+    assert_maintained(db)
+
+
 def test_other_half_life_falls_back_to_raw_rows(sample: sqlite_utils.Database) -> None:
     config = Config(half_life_days=7.0)
     assert not rollups.answers(sample.conn, config)
@@ -268,6 +332,7 @@ def test_comparison_catches_stale_rollups(sample: sqlite_utils.Database) -> None
 
 TABLES = (
     "test_day_rollups",
+    "test_week_rollups",
     "test_day_seq",
     "family_day_seq",
     "test_commit_mixed",
@@ -294,8 +359,10 @@ def _snapshot(db: sqlite_utils.Database) -> dict[str, list[tuple[Any, ...]]]:
 def assert_maintained(db: sqlite_utils.Database) -> None:
     """The maintained tables equal a rebuild from the raw rows."""
     kept = _snapshot(db)
+    half_life = rollups.half_life(db.conn)
+    assert half_life is not None
     with transaction(db.conn):
-        rollups.rebuild(db.conn)
+        rollups.rebuild(db.conn, half_life)
     fresh = _snapshot(db)
     for table in TABLES:
         assert len(kept[table]) == len(fresh[table]), table
