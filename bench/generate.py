@@ -189,6 +189,7 @@ def ensure_history(
     """The cached history for (results, seed, tests), generated on first use."""
     path = out or out_dir() / history_name(results, seed, tests)
     if path.exists():
+        _current_rollups(path)
         return path
     tmp = path.with_suffix(".tmp.db")
     for stale in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
@@ -196,6 +197,22 @@ def ensure_history(
     generate(tmp, results, seed=seed, tests_count=tests)
     tmp.rename(path)
     return path
+
+
+def _current_rollups(path: Path) -> None:
+    """Rebuild a cached history's rollups when this flaketui keeps another set: a bench must
+    not measure the raw-row fallback of an older cache."""
+    from flaketui.core import rollups
+    from flaketui.core.store import open_history, transaction
+
+    db = open_history(path)
+    try:
+        if not rollups.enabled(db.conn):
+            print(f"{path.name}: rollups from another version, rebuilding", file=sys.stderr)
+            with transaction(db.conn):
+                rollups.rebuild(db.conn)
+    finally:
+        db.conn.close()
 
 
 def main() -> None:

@@ -63,6 +63,20 @@ def test_generate_writes_a_ci_shaped_history(bench: Any, monkeypatch: Any, capsy
     assert again["cached"] is True and again["path"] == out["path"]
 
 
+def test_a_cached_history_gets_current_rollups(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    """A cache from an older flaketui would be scored from raw rows: its rollups are rebuilt."""
+    from flaketui.core import rollups
+
+    out = run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)
+    conn = sqlite3.connect(out["path"])
+    with conn:
+        conn.execute("UPDATE meta SET value = 'old' WHERE key = ?", (rollups.VERSION_KEY,))
+    assert not rollups.enabled(conn)
+    run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)
+    assert rollups.enabled(conn)
+    conn.close()
+
+
 def test_scoring_prints_ratios_and_agrees_with_pandas(
     bench: Any, monkeypatch: Any, capsys: Any
 ) -> None:
