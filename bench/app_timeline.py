@@ -103,9 +103,9 @@ def _hook_ui() -> None:
     _hook_driver()
     mount = MainScreen.on_mount
 
-    def on_mount(self: MainScreen) -> None:
+    def on_mount(self: MainScreen) -> Any:
         _once("main screen mounted")
-        mount(self)
+        return mount(self)  # a coroutine when on_mount is async: Textual awaits it
 
     MainScreen.on_mount = on_mount  # type: ignore[method-assign]
     show = FlakeTable.show

@@ -1,8 +1,9 @@
 """The `flaketui` console script: starts the app's first load early, then runs the click group.
 
 This module stays light (no click): for `flaketui HISTORY` the history starts being read before
-click and the commands are imported (flaketui.tui.early, SPEC §9 first ranked screen). The click
-group is flaketui.cli_group; `cli` and `FlaketuiGroup` are importable from here too.
+click and the commands are imported, and the app runs without them when the arguments are plain
+(flaketui.tui.early, SPEC §9 first ranked screen). The click group is flaketui.cli_group; `cli`
+and `FlaketuiGroup` are importable from here too.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry point."""
-    from flaketui.tui.early import start_early
+    from flaketui.tui.early import open_early, start_early
 
     start_early(sys.argv[1:], LAZY_COMMANDS)
+    if open_early():
+        return  # a plain `flaketui [open] HISTORY`: the app ran, click had nothing to add
     from flaketui.cli_group import cli
 
     cli(prog_name="flaketui")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
-from typing import Any, ClassVar
+import sys
+from typing import Any, ClassVar, NoReturn
 
 import click
 
@@ -48,17 +49,33 @@ class FlaketuiGroup(click.Group):
         store.forget_opened()
         try:
             return super().invoke(ctx)
-        except FlaketuiError as exc:
-            raise click.ClickException(exc.message) from None
-        except sqlite3.OperationalError as exc:
-            # Locked or read-only databases are environment problems, not bugs. Most arrive
-            # here as HistoryError naming their file; a raw one names what this command opened.
-            paths = " or ".join(map(str, store.opened_histories())) or "history"
-            if store.is_locked(exc):
-                raise click.ClickException(store.locked_error(paths, exc).message) from None
-            raise click.ClickException(" ".join(f"{paths}: {exc}".split())) from None
-        except KeyboardInterrupt:
-            raise click.ClickException("interrupted") from None
+        except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
+            raise user_error(exc) from None
+
+
+def user_error(
+    exc: FlaketuiError | sqlite3.OperationalError | KeyboardInterrupt,
+) -> click.ClickException:
+    """The one-line error a user sees for a problem of theirs (not a bug)."""
+    if isinstance(exc, FlaketuiError):
+        return click.ClickException(exc.message)
+    if isinstance(exc, sqlite3.OperationalError):
+        # Locked or read-only databases are environment problems, not bugs. Most arrive here
+        # as HistoryError naming their file; a raw one names what this command opened.
+        paths = " or ".join(map(str, store.opened_histories())) or "history"
+        if store.is_locked(exc):
+            return click.ClickException(store.locked_error(paths, exc).message)
+        return click.ClickException(" ".join(f"{paths}: {exc}".split()))
+    return click.ClickException("interrupted")
+
+
+def report_user_error(
+    exc: FlaketuiError | sqlite3.OperationalError | KeyboardInterrupt,
+) -> NoReturn:
+    """Print the one-line error as click does ('Error: ...' on stderr) and exit with its status."""
+    error = user_error(exc)
+    error.show()
+    sys.exit(error.exit_code)
 
 
 @click.group(cls=FlaketuiGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -66,10 +66,17 @@ class FlaketuiApp(App[None]):
         self.main_screen = MainScreen()
         self._warmed = False
 
+    def get_default_screen(self) -> MainScreen:
+        """The list is the first screen itself, not one pushed over a blank default.
+
+        Pushing it from on_mount composed, styled and laid out a blank screen first, and then
+        switched screens: two layouts and a repaint the first ranked screen waited for.
+        """
+        return self.main_screen
+
     def on_mount(self) -> None:
-        """Show the list and start watching the history file."""
+        """Start watching the history file."""
         self.sub_title = self.source.display
-        self.push_screen(self.main_screen)
         if self.source.readonly:
             self.notify(READ_ONLY_NOTICE, title="Read-only history", timeout=8)
         if self.poll_history:

@@ -2,18 +2,23 @@
 
 The console script calls start_early first thing. When its arguments are a plain request for
 the app, the ranking starts loading (startup.Preload) some 30-50 ms sooner than `open` could
-start it: the first ranked screen of a large history waits for that load (SPEC §9). `open`
-still checks its arguments and the history as always, then takes this load only when it reads
-exactly what they ask for (take_early); anything this cannot parse is left to click.
+start it: the first ranked screen of a large history waits for that load (SPEC §9). Then
+open_early runs the app on that load without click, when the history passes `open`'s check;
+otherwise (or for anything this cannot parse) click runs `open`, which checks its arguments and
+the history as always and takes this load only when it reads exactly what they ask for
+(take_early), or reports the problem in one line.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 
 from flaketui.core.config import load_config
+from flaketui.core.errors import FlaketuiError
+from flaketui.tui.history_access import open_reader
 from flaketui.tui.loaders import Source
 from flaketui.tui.startup import Preload, make_source
 
@@ -88,6 +93,34 @@ def start_early(args: list[str], commands: Collection[str]) -> None:
     except Exception:  # a bad --now or config: open reports it the usual way
         return
     _early = Preload(source)
+
+
+def open_early() -> bool:
+    """Run the app on the early load, as `open` would (once); False to leave it all to click.
+
+    Click and the command modules cost the first screen some 10 ms of imports and parsing, for
+    arguments start_early has parsed already. Any problem before the app runs goes back to
+    click's `open`, which reports it in one line as usual (the early load stays for it).
+    """
+    global _early
+    early = _early
+    if early is None:
+        return False
+    try:
+        # open's check_history: a missing, non-SQLite or newer-schema history never gets a screen.
+        open_reader(early.source.path).conn.close()
+    except Exception:
+        return False
+    _early = None
+    from flaketui.tui.app import FlaketuiApp
+
+    try:
+        FlaketuiApp(early.source, preload=early).run()
+    except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
+        from flaketui.cli_group import report_user_error  # click, on this path only
+
+        report_user_error(exc)
+    return True
 
 
 def take_early(source: Source) -> Preload | None:

@@ -100,21 +100,11 @@ def test_nothing_starts_for_a_missing_history_or_a_bad_now(tmp_path: Path) -> No
 
 CONSOLE_SCRIPT = """
 import json, sys
-import flaketui.tui.early as early
 import flaketui.tui.app as app_module
 
-taken = []
-original = early.take_early
-
-def spy(source):
-    preload = original(source)
-    taken.append(preload is not None)
-    return preload
-
-early.take_early = spy  # before `open` imports it
 app_module.FlaketuiApp.run = lambda self: print(json.dumps(
-    {"taken": taken, "forked": self.preload.forked,
-     "tests": len(self.preload.result().report.tests)}))
+    {"click": "click" in sys.modules, "forked": self.preload.forked,
+     "source": str(self.source.path), "tests": len(self.preload.result().report.tests)}))
 sys.argv = ["flaketui", *sys.argv[1:]]
 from flaketui.cli import main
 main()
@@ -129,24 +119,67 @@ print(early._early is not None, "click" in sys.modules)
 """
 
 
+def _console(code: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the forked preload is Linux-only")
-def test_the_console_script_reads_before_importing_click_and_open_uses_it(
+def test_the_console_script_reads_before_importing_click_and_the_app_runs_on_it(
     history: Path, tmp_path: Path
 ) -> None:
-    def run(code: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", code, *_args(history, tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-            cwd=tmp_path,
-        )
-        return done.stdout.strip().splitlines()[-1]
+    args = _args(history, tmp_path)
+    assert _console(BEFORE_CLICK, args, tmp_path).stdout.split() == ["True", "False"]
+    done = _console(CONSOLE_SCRIPT, args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    # The app ran on the early, forked load, and click was never needed for it.
+    assert out["forked"] is True and out["tests"] > 0 and out["click"] is False
+    assert out["source"] == str(history)
 
-    assert run(BEFORE_CLICK) == "True False"
-    out = json.loads(run(CONSOLE_SCRIPT))
-    assert out["taken"] == [True] and out["forked"] is True and out["tests"] > 0
+
+@pytest.mark.parametrize("content", [b"not a database at all", b""])
+def test_a_history_open_refuses_still_gets_clicks_one_line_error(
+    tmp_path: Path, content: bytes
+) -> None:
+    # The early load starts for any existing file; `open`'s check of it is what refuses, in
+    # click's words, before any screen (the app is never built).
+    bad = tmp_path / "history.db"
+    bad.write_bytes(content)
+    done = _console(CONSOLE_SCRIPT, [str(bad), "--now", NOW_TEXT], tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+RAISING_APP = """
+import sys
+import flaketui.tui.app as app_module
+from flaketui.core.errors import FlaketuiError
+
+def run(self):
+    raise {raised}
+
+app_module.FlaketuiApp.run = run
+sys.argv = ["flaketui", *sys.argv[1:]]
+from flaketui.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("raised", "line"),
+    [('FlaketuiError("history.db: gone")', "Error: history.db: gone"),
+     ("KeyboardInterrupt()", "Error: interrupted")],
+)  # fmt: skip
+def test_a_user_error_while_the_app_runs_is_one_line_as_under_click(
+    history: Path, tmp_path: Path, raised: str, line: str
+) -> None:
+    done = _console(RAISING_APP.format(raised=raised), _args(history, tmp_path), tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [line]
 
 
 def test_the_early_read_imports_only_what_the_reading_needs() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 SYNC_REBUILD_TESTS = 5000  # above this, a changed view's rows are built in a worker
 WARM_UP_AFTER_S = 2.0  # import the other screens this long after the list, at the latest
+# The first paint waits this long at most for the first load (see _hold_first_paint).
+FIRST_PAINT_HOLD_S = 0.25
 
 
 class MainScreen(Screen[None]):
@@ -84,6 +87,10 @@ class MainScreen(Screen[None]):
         self._loading_since = 0.0
         self._loading_timer: Timer | None = None
         self._extras_preload: Preload | None = None
+        # While the first paint waits for the first load: the loop and future the worker
+        # resolves (see _hold_first_paint).
+        self._first_waiter: tuple[asyncio.AbstractEventLoop, _Waiter] | None = None
+        self._shown_load: MainLoaded | None = None  # the load _loaded showed last
 
     @property
     def flaketui(self) -> FlaketuiApp:
@@ -105,10 +112,38 @@ class MainScreen(Screen[None]):
             yield Sparkline([], id="spark")
         yield KeyBar()
 
-    def on_mount(self) -> None:
-        """Start the first load."""
+    async def on_mount(self) -> None:
+        """Start the first load, and give it a moment to arrive before the first paint."""
         self.query_one(HistoryHeader).show_loading(self.flaketui.source)
+        loop = asyncio.get_running_loop()
+        waiter: _Waiter = loop.create_future()
+        self._first_waiter = (loop, waiter)
         self.reload()
+        await self._hold_first_paint(waiter)
+
+    async def _hold_first_paint(self, waiter: _Waiter) -> None:
+        """Show the first load's rows in the first paint when they come within a moment.
+
+        The screen paints once its mount ends. With the ranking already read (the preload
+        forked at start-up) or about to be, painting the empty list first cost the rows a
+        second full paint and a frame's wait (SPEC §9, first ranked screen). The wait is
+        bounded: a long read shows the loading line as before, the rows following it.
+        """
+        try:
+            loaded = await asyncio.wait_for(waiter, FIRST_PAINT_HOLD_S)
+        except TimeoutError:
+            loaded = None
+        finally:
+            self._first_waiter = None
+        if loaded is not None:
+            self._loaded(loaded)  # the same message, posted too, is then skipped
+
+    def _offer_first(self, loaded: MainLoaded | None) -> None:
+        """Hand a load's result to a first paint waiting for it (from the worker thread)."""
+        first = self._first_waiter
+        if first is not None:
+            loop, waiter = first
+            loop.call_soon_threadsafe(_resolve, waiter, loaded)
 
     # ---- loading ----------------------------------------------------------------------------
 
@@ -168,12 +203,18 @@ class MainScreen(Screen[None]):
                 # while the table's later chunks have time to make the rest.
                 rows = prepare_rows(data, state, eager_rows=FIRST_ROWS)
         except FlaketuiError as exc:
+            self._offer_first(None)
             self.post_message(LoadFailed(exc.message))
             return
-        self.post_message(MainLoaded(data, state, rows))
+        loaded = MainLoaded(data, state, rows)
+        self._offer_first(loaded)
+        self.post_message(loaded)
 
     @on(MainLoaded)
     def _loaded(self, event: MainLoaded) -> None:
+        if event is self._shown_load:
+            return  # shown already, by the first paint's wait
+        self._shown_load = event
         self.data = event.data
         self.flaketui.last_stamp = event.data.stamp
         self._stop_loading()
@@ -497,3 +538,11 @@ class MainScreen(Screen[None]):
         """Read the history again."""
         self.notify("Reloading the history", timeout=2)
         self.reload()
+
+
+_Waiter = asyncio.Future[MainLoaded | None]
+
+
+def _resolve(waiter: _Waiter, loaded: MainLoaded | None) -> None:
+    if not waiter.done():  # not timed out meanwhile
+        waiter.set_result(loaded)

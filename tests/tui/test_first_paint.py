@@ -1,0 +1,132 @@
+"""The first paint: the ranked rows when the first load is ready, else the loading line first."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Static
+from tui_history import NOW
+
+from flaketui.core.errors import FlaketuiError
+from flaketui.tui.app import FlaketuiApp
+from flaketui.tui.loaders import load_in_stages
+from flaketui.tui.screens import main as main_screen
+from flaketui.tui.startup import make_source
+from flaketui.tui.widgets.flake_table import FlakeTable
+
+SIZE = (160, 48)
+SAFETY_S = 60  # a wait that never ends fails the test instead of hanging it
+
+
+class _Preload:
+    """A preload whose ranking comes when the test releases it (at once when `ready`)."""
+
+    def __init__(self, source: object, *, ready: bool, error: str | None = None) -> None:
+        self.release = threading.Event()
+        if ready:
+            self.release.set()
+        self._error = error
+        self._steps = list(load_in_stages(source)) if error is None else []  # type: ignore[arg-type]
+
+    def result(self) -> object:
+        assert self.release.wait(SAFETY_S)
+        if self._error is not None:
+            raise FlaketuiError(self._error)
+        return self._steps[0]
+
+    def complete(self) -> object:
+        return self._steps[1] if self._steps else None
+
+    def extras(self) -> object:
+        return self._steps[2] if self._steps else None
+
+
+def _record_paints(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """The table's row count at each of its renders, and the prepared rows of each show()."""
+    painted: list[int] = []
+    shown: list[int] = []
+    render_lines = FlakeTable.render_lines
+    show = FlakeTable.show
+
+    def rendering(self: FlakeTable, crop: Any) -> Any:
+        painted.append(self.row_count)
+        return render_lines(self, crop)
+
+    def showing(self: FlakeTable, prepared: Any, *args: Any, **kwargs: Any) -> None:
+        shown.append(id(prepared))
+        show(self, prepared, *args, **kwargs)
+
+    monkeypatch.setattr(FlakeTable, "render_lines", rendering)
+    monkeypatch.setattr(FlakeTable, "show", showing)
+    return painted, shown
+
+
+def _app(
+    history: Path, tmp_path: Path, *, ready: bool, error: str | None = None
+) -> tuple[FlaketuiApp, _Preload]:
+    source = make_source(history, NOW, tmp_path / "quarantine.json")
+    preload = _Preload(source, ready=ready, error=error)
+    app = FlaketuiApp(source, cursor_blink=False, watch=False, preload=preload)  # type: ignore[arg-type]
+    return app, preload
+
+
+async def _settle(pilot: Any) -> None:
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+async def test_a_ranking_ready_at_mount_is_in_the_first_paint_and_shown_once(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    painted, shown = _record_paints(monkeypatch)
+    app, _preload = _app(history, tmp_path, ready=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        assert app.main_screen.data is not None
+        # Never an empty list on screen: the table's first render had the rows already.
+        assert painted and painted[0] > 0
+        # The load's rows were shown once, though its message was posted too.
+        assert len(shown) == len(set(shown))
+        assert not app.main_screen.query_one("#loading", Static).display
+
+
+async def test_a_ranking_still_reading_shows_the_loading_line_first(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(main_screen, "FIRST_PAINT_HOLD_S", 0.0)  # the wait gives up at once
+    painted, shown = _record_paints(monkeypatch)
+    app, preload = _app(history, tmp_path, ready=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        loading = app.main_screen.query_one("#loading", Static)
+        assert loading.display and "reading" in str(loading.render())
+        assert app.main_screen.data is None and painted and painted[0] == 0
+        preload.release.set()
+        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        assert app.main_screen.data is not None and painted[-1] > 0
+        assert not loading.display
+        assert len(shown) == len(set(shown))
+
+
+async def test_a_failed_first_load_ends_the_wait_with_its_error(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wait the failure did not end would outlast the safety timeout below.
+    monkeypatch.setattr(main_screen, "FIRST_PAINT_HOLD_S", 10 * SAFETY_S)
+    error = "history.db: not a flaketui history"
+    app, _preload = _app(history, tmp_path, ready=True, error=error)
+    notified: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **kw: notified.append(message))
+
+    async def started() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await _settle(pilot)
+            assert notified == [error]
+            assert not app.main_screen.query_one("#loading", Static).display
+
+    await asyncio.wait_for(started(), SAFETY_S)
