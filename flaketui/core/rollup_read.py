@@ -59,11 +59,23 @@ _TABLES = {"test": ("test_day_seq", "test"), "family": ("family_day_seq", "paren
 _FAMILIES = "SELECT DISTINCT parent FROM tests WHERE test_id <> parent"
 
 
-def _pointer(table: str, key: str, column: str, main: bool) -> str:
-    """Correlated lookup of `column` on the key's latest day row before row `c` in the window."""
+# What `sequences` reads of a day row (the recency sums and recoveries are family_base's).
+_CHAIN_COLUMNS = (
+    "runs, main_runs, failed_any_runs, main_bad, first_bad, last_bad, flips_in, tail_clean,"
+    " main_first_bad, main_last_bad, main_starts_in, main_trail_bad, main_trail_flaky"
+)
+
+
+def _pointer(table: str, key: str, main: bool) -> str:
+    """Correlated lookup of the key's latest day row before row `c` in the window (on the
+    default branch: with a main run), as its day followed by its last (main) bad state.
+
+    One seek gives both: a day is always 'YYYY-MM-DD' (10 characters), _chain_rows parts them.
+    """
     only_main = " AND p.main_runs > 0" if main else ""
+    bad = "main_last_bad" if main else "last_bad"
     return (
-        f"(SELECT p.{column} FROM {table} p WHERE p.{key} = c.key AND p.day < c.day"
+        f"(SELECT p.day || p.{bad} FROM {table} p WHERE p.{key} = c.key AND p.day < c.day"
         f" AND p.day >= :first_day{only_main} ORDER BY p.day DESC LIMIT 1)"
     )
 
@@ -74,8 +86,9 @@ def _chain_rows(
     """Day rows with a failure inside the window, plus the raw edge-day rows, with pointers.
 
     Each row carries its previous day with counted runs in the window (prev_day) and that
-    day's last bad state (prev_bad), and the same for the default branch (prev_main_*):
-    a day without a failure has no row here, and all its runs are good.
+    day's last bad state (prev_bad), and the same for the default branch (prev_main_*, only
+    on rows with a main run: no other row reads them): a day without a failure has no row
+    here, and all its runs are good.
     """
     table, key = _TABLES[kind]
     if keys is None:
@@ -91,17 +104,21 @@ def _chain_rows(
     units = units_sql.format(source=source, where=f"{_EDGE_RUNS} AND {edge_pick}")
     sql = f"""
     WITH c AS (
-        SELECT {key} AS key, day, {q.SEQ_COLUMNS}, 0 AS raw FROM {table}
+        SELECT {key} AS key, day, {_CHAIN_COLUMNS}, 0 AS raw FROM {table}
         WHERE {pick} AND day >= :lo_day AND day <= :hi_day AND failed_any_runs > 0
         UNION ALL
-        SELECT {_SEQ_SELECT}, 1 AS raw FROM ({q.day_rows(units, False)})
+        SELECT key, day, {_CHAIN_COLUMNS}, 1 AS raw FROM ({q.day_rows(units, False)})
+    ),
+    linked AS MATERIALIZED (
+        SELECT c.*, {_pointer(table, key, False)} AS prev,
+            CASE WHEN c.main_runs > 0 THEN {_pointer(table, key, True)} END AS prev_main
+        FROM c
     )
-    SELECT c.*,
-        {_pointer(table, key, "day", False)} AS prev_day,
-        {_pointer(table, key, "last_bad", False)} AS prev_bad,
-        {_pointer(table, key, "day", True)} AS prev_main_day,
-        {_pointer(table, key, "main_last_bad", True)} AS prev_main_bad
-    FROM c ORDER BY c.key, c.day"""
+    SELECT {_CHAIN_COLUMNS}, key, day, raw,
+        substr(prev, 1, 10) AS prev_day, CAST(substr(prev, 11) AS INTEGER) AS prev_bad,
+        substr(prev_main, 1, 10) AS prev_main_day,
+        CAST(substr(prev_main, 11) AS INTEGER) AS prev_main_bad
+    FROM linked ORDER BY key, day"""
     params = dict(window.params)
     if keys is not None:
         params["keys"] = json.dumps(list(keys))
@@ -115,15 +132,17 @@ def _suffixes(
     if not cuts:
         return {}
     table, key = _TABLES[kind]
+    # Materialized: else the cut's json_extract runs again for every day row summed.
     sql = f"""
-    SELECT k,
-        (SELECT total(runs) FROM {table} WHERE {key} = k AND day > d1 AND day <= :hi_day),
-        (SELECT total(main_runs) FROM {table} WHERE {key} = k AND day > d2 AND day <= :hi_day)
-    FROM (
+    WITH cut AS MATERIALIZED (
         SELECT json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS d1,
             json_extract(value, '$[2]') AS d2
         FROM json_each(:cuts)
-    )"""
+    )
+    SELECT k,
+        (SELECT total(runs) FROM {table} WHERE {key} = k AND day > d1 AND day <= :hi_day),
+        (SELECT total(main_runs) FROM {table} WHERE {key} = k AND day > d2 AND day <= :hi_day)
+    FROM cut"""
     params = {**window.params, "cuts": json.dumps(cuts)}
     return {k: (int(a), int(b)) for k, a, b in conn.execute(sql, params)}
 

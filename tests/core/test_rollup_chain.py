@@ -1,0 +1,80 @@
+"""Chaining day rows (rollup_read.sequences) agrees with the raw-row scorer over many days.
+
+Histories of days with and without failures, days with and without default-branch runs and
+days without runs, read through windows whose edges cut days on both sides.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from flaketui.core import rollups
+from flaketui.core.aggregates import per_family_evidence, per_test_evidence
+from flaketui.core.config import Config
+from flaketui.core.store import open_history, transaction
+from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, utc
+from tests.core.test_rollup_scoring import assert_same_evidence, both
+
+T0 = utc(2026, 10, 1)
+TESTS = ("tests/test_c.py::test_c", "tests/test_c.py::test_p[1]", "tests/test_c.py::test_p[2]")
+
+# One run: its branch ("?": the day's) and each test's attempts ("-": the test did not run).
+run_spec = st.tuples(
+    st.sampled_from(["main", "pr", "?"]), st.text("PPFRX-", min_size=3, max_size=3)
+)
+# One day: the days since the previous one, the branch of its "?" runs, and its runs.
+day_spec = st.tuples(
+    st.sampled_from([1, 1, 1, 2, 3]),
+    st.sampled_from(["main", "pr"]),
+    st.lists(run_spec, max_size=4),
+)
+Day = tuple[int, str, list[tuple[str, str]]]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    days=st.lists(day_spec, min_size=2, max_size=9),
+    end_hours=st.integers(-30, 30),
+    window_days=st.sampled_from([2, 3, 5]),
+)
+# A day without a default-branch run between two with one: the default branch's chain skips it.
+@example(
+    days=[(1, "main", [("?", "FFF")]), (1, "pr", [("?", "PPP")]), (1, "main", [("?", "FFF")])],
+    end_hours=20,
+    window_days=5,
+)
+# The same with the day between without a failure, and a day without runs before.
+@example(
+    days=[(1, "main", [("?", "XRF")]), (2, "pr", [("?", "P-P")]), (1, "pr", [("main", "FFF")])],
+    end_hours=20,
+    window_days=5,
+)
+def test_chained_days_agree_with_raw_rows(
+    days: list[Day], end_hours: int, window_days: int
+) -> None:
+    """`end_hours`: the window's end, from the last day's start (cutting it, or the first)."""
+    with tempfile.TemporaryDirectory() as folder:
+        db = open_history(Path(folder) / "h.db")
+        hb = HistoryBuilder(db)
+        day = T0
+        for gap, day_branch, runs in days:
+            day += timedelta(days=gap)
+            for position, (branch, letters) in enumerate(runs):
+                kind = day_branch if branch == "?" else branch
+                run = hb.run(ts=day + timedelta(hours=3 + 5 * position), branch_kind=kind)
+                for test, letter in zip(TESTS, letters, strict=True):
+                    if letter != "-":
+                        run.result(test, PATTERN_ATTEMPTS[letter])
+        with transaction(db.conn):
+            rollups.rebuild(db.conn)
+        now = day + timedelta(hours=end_hours)
+        config = Config(window_days=window_days, n_min=2)
+        assert rollups.answers(db.conn, config)
+        assert_same_evidence(*both(lambda: per_test_evidence(db, now, config)))
+        assert_same_evidence(*both(lambda: per_family_evidence(db, now, config)))
+        db.conn.close()
