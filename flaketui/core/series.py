@@ -294,14 +294,14 @@ def _series_from_sums(
     return out
 
 
-# Per (test, day) recency sums from the day rows (all suites), scaled to the origin's start:
-# sum over runs of w 2^((ts - origin)/h), so that prefix sums give every as-of window.
+# Per (test, day) recency sums from the day rows (all suites), relative to the day's start;
+# _from_rollups scales them to the origin's start (sum over runs of w 2^((ts - origin)/h)),
+# so that prefix sums give every as-of window. The scale depends on the day alone: computed
+# once per day in Python, not per row in SQL (the same doubles: idx is exact, exp is libm's).
 _ROLLUP_DAYS = """
 SELECT test, CAST(round(julianday(day) - julianday(:origin)) AS INTEGER) AS idx,
-    (:main_weight * main_w_bad + :other_weight * other_w_bad)
-        * exp(:ln2_per_h * (julianday(day) - julianday(:origin))) AS w_bad,
-    (:main_weight * main_w + :other_weight * other_w)
-        * exp(:ln2_per_h * (julianday(day) - julianday(:origin))) AS w_total
+    :main_weight * main_w_bad + :other_weight * other_w_bad AS w_bad,
+    :main_weight * main_w + :other_weight * other_w AS w_total
 FROM test_day_seq
 WHERE test IN (SELECT value FROM json_each(:tests)) AND day >= :origin AND day <= :today
 """
@@ -354,18 +354,17 @@ def _from_rollups(
         "ln2_per_h": ln2_h,
     }
     zeros = [0.0] * (span + 1)
-    cum: dict[int, tuple[list[float], list[float]]] = {}
-    test_rows: list[tuple[int, float, float]] = []
-    current = None
-    for test, idx, w_bad, w_total in [*db.conn.execute(_ROLLUP_DAYS, params), (None, 0, 0, 0)]:
-        if test != current:
-            if current is not None:
-                bad, total = zeros.copy(), zeros.copy()
-                for i, b, t in test_rows:
-                    bad[i + 1], total[i + 1] = b, t
-                cum[current] = (list(accumulate(bad)), list(accumulate(total)))
-            current, test_rows = test, []
-        test_rows.append((idx, w_bad, w_total))
+    scale = [math.exp(ln2_h * idx) for idx in range(span)]
+    day_sums: dict[int, tuple[list[float], list[float]]] = {}  # per test, by day index + 1
+    for test, idx, w_bad, w_total in db.conn.execute(_ROLLUP_DAYS, params):
+        if test not in day_sums:
+            day_sums[test] = (zeros.copy(), zeros.copy())
+        bad, total = day_sums[test]
+        bad[idx + 1], total[idx + 1] = w_bad * scale[idx], w_total * scale[idx]
+    cum = {
+        test: (list(accumulate(bad)), list(accumulate(total)))
+        for test, (bad, total) in day_sums.items()
+    }
     midnights: dict[int, list[tuple[str, int, float]]] = {}
     for test, ts, failed_any, weight in db.conn.execute(
         _RAW_AT.format(where="substr(r.ts, 12) = '00:00:00Z' AND r.ts >= :origin AND r.ts <= :now"),
