@@ -128,11 +128,13 @@ def _chain_rows(
 def _suffixes(
     conn: sqlite3.Connection, kind: str, cuts: list[tuple[Any, str, str]], window: Window
 ) -> dict[Any, tuple[int, int]]:
-    """Per key: counted runs on the rollup days after day d1, main runs after day d2."""
+    """Per key: counted runs on the rollup days after day d1, and whether (1) or not (0) a
+    main run is on one after day d2 (`sequences` only asks whether there is none)."""
     if not cuts:
         return {}
     table, key = _TABLES[kind]
-    # Materialized: else the cut's json_extract runs again for every day row summed.
+    # Materialized: else the cut's json_extract runs again for every day row read. The main
+    # runs' existence stops at the first day with one, the runs' sum reads every day.
     sql = f"""
     WITH cut AS MATERIALIZED (
         SELECT json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS d1,
@@ -141,7 +143,10 @@ def _suffixes(
     )
     SELECT k,
         (SELECT total(runs) FROM {table} WHERE {key} = k AND day > d1 AND day <= :hi_day),
-        (SELECT total(main_runs) FROM {table} WHERE {key} = k AND day > d2 AND day <= :hi_day)
+        EXISTS (
+            SELECT 1 FROM {table}
+            WHERE {key} = k AND day > d2 AND day <= :hi_day AND main_runs > 0
+        )
     FROM cut"""
     params = {**window.params, "cuts": json.dumps(cuts)}
     return {k: (int(a), int(b)) for k, a, b in conn.execute(sql, params)}
@@ -217,7 +222,7 @@ def sequences(
     for key, p in partial.items():
         days = p["days"]
         end = days[-1] if raw_last and days[-1]["raw"] and days[-1]["day"] == last_day else None
-        runs_after, main_after = after.get(key, (0, 0))
+        runs_after, main_after = after.get(key, (0, 0))  # main_after: 0 or more than 0
         last_fail, last_main = p["last_fail"], p["last_main"]
         # The raw end-day row comes after every rollup day.
         if end is not None and last_fail is not None and last_fail is not end:
@@ -334,16 +339,20 @@ def signature_counts(
         source=_EDGE_TEST_SRC,
         where=f"{_EDGE_RUNS} AND tr.test IN (SELECT value FROM json_each(:keys))",
     )
+    # Grouped before the join: the signatures' texts are read once per pair, not per day.
     sql = f"""
-    SELECT c.test, s.hash, s.text, sum(c.runs), max(c.last_ts)
+    SELECT g.test, s.hash, s.text, g.runs, g.last_ts
     FROM (
-        SELECT test, signature, runs, last_ts FROM test_day_signatures
-        WHERE test IN (SELECT value FROM json_each(:keys))
-          AND day >= :lo_day AND day <= :hi_day
-        UNION ALL
-        SELECT test, signature, runs, last_ts FROM ({edge})
-    ) c JOIN signatures s ON s.id = c.signature
-    GROUP BY c.test, c.signature"""
+        SELECT test, signature, sum(runs) AS runs, max(last_ts) AS last_ts
+        FROM (
+            SELECT test, signature, runs, last_ts FROM test_day_signatures
+            WHERE test IN (SELECT value FROM json_each(:keys))
+              AND day >= :lo_day AND day <= :hi_day
+            UNION ALL
+            SELECT test, signature, runs, last_ts FROM ({edge})
+        )
+        GROUP BY test, signature
+    ) g JOIN signatures s ON s.id = g.signature"""
     params = {**window.params, "keys": json.dumps(list(tests))}
     return [
         (int(t), str(h), str(x), int(n), str(ts)) for t, h, x, n, ts in conn.execute(sql, params)
