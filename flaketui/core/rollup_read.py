@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from flaketui.core import rollup_sql as q
@@ -80,6 +81,61 @@ def _pointer(table: str, key: str, main: bool) -> str:
     )
 
 
+def _edge_rows(
+    conn: sqlite3.Connection, kind: str, keys: Sequence[Any] | None, window: Window
+) -> dict[tuple[Any, str], dict[str, Any]]:
+    """The raw edge days' rows by (key, day), reduced as rollup_sql.day_rows does (its
+    _CHAIN_COLUMNS) but in Python: day_rows' five window functions cost about four times the
+    units' read, and the first day's units are thousands when `now` is early in its day."""
+    if keys is None:
+        pick = f"t.parent IN ({_FAMILIES})"
+    else:
+        column = "tr.test" if kind == "test" else "t.parent"
+        pick = f"{column} IN (SELECT value FROM json_each(:keys))"
+    units_sql = q.TEST_UNITS if kind == "test" else q.FAMILY_UNITS
+    source = _EDGE_TEST_SRC if kind == "test" else _EDGE_FAMILY_SRC
+    units = units_sql.format(source=source, where=f"{_EDGE_RUNS} AND {pick}")
+    params = dict(window.params)
+    if keys is not None:
+        params["keys"] = json.dumps(list(keys))
+    by_day: dict[tuple[Any, str], list[tuple[str, int, int, int, int, int]]] = {}
+    for key, ts, run, bad, flaky, failed_any, is_main in conn.execute(
+        f"SELECT key, ts, run, bad, flaky, failed_any, is_main FROM ({units})", params
+    ):
+        by_day.setdefault((key, ts[:10]), []).append((ts, run, bad, flaky, failed_any, is_main))
+    return {key_day: _day_row(*key_day, units) for key_day, units in by_day.items()}
+
+
+def _day_row(
+    key: Any, day: str, units: list[tuple[str, int, int, int, int, int]]
+) -> dict[str, Any]:
+    """One key's day row from its units (ts, run, bad, flaky, failed_any, is_main)."""
+    units.sort()  # in time order, ties by run (day_rows' window order; a run is one unit)
+    bads = [u[2] for u in units]
+    main = [u for u in units if u[5]]
+    fails = [i for i, u in enumerate(units) if u[4]]
+    goods = [i for i, u in enumerate(main) if not u[2]]
+    trail = main[goods[-1] + 1 :] if goods else main  # main units after the last good one
+    return {
+        "key": key,
+        "day": day,
+        "raw": 1,
+        "runs": len(units),
+        "main_runs": len(main),
+        "failed_any_runs": sum(u[4] for u in units),
+        "main_bad": sum(1 for u in main if u[2]),
+        "first_bad": bads[0],
+        "last_bad": bads[-1],
+        "flips_in": sum(1 for a, b in pairwise(bads) if a != b),
+        "tail_clean": len(units) - 1 - fails[-1] if fails else len(units),
+        "main_first_bad": main[0][2] if main else None,
+        "main_last_bad": main[-1][2] if main else None,
+        "main_starts_in": sum(1 for a, b in pairwise(main) if b[2] and a[2] == 0),
+        "main_trail_bad": len(trail),
+        "main_trail_flaky": sum(u[3] for u in trail),
+    }
+
+
 def _chain_rows(
     conn: sqlite3.Connection, kind: str, keys: Sequence[Any] | None, window: Window
 ) -> list[dict[str, Any]]:
@@ -93,21 +149,21 @@ def _chain_rows(
     table, key = _TABLES[kind]
     if keys is None:
         pick = f"{key} IN ({_FAMILIES})"
-        edge_pick = f"t.parent IN ({_FAMILIES})"
     else:
         pick = f"{key} IN (SELECT value FROM json_each(:keys))"
-        edge_pick = (
-            f"{'tr.test' if kind == 'test' else 't.parent'} IN (SELECT value FROM json_each(:keys))"
-        )
-    units_sql = q.TEST_UNITS if kind == "test" else q.FAMILY_UNITS
-    source = _EDGE_TEST_SRC if kind == "test" else _EDGE_FAMILY_SRC
-    units = units_sql.format(source=source, where=f"{_EDGE_RUNS} AND {edge_pick}")
+    edges = _edge_rows(conn, kind, keys, window)
+    # The edge rows take part by (key, day, main runs) only, for their pointers and order.
+    edge_columns = ", ".join(
+        "json_extract(value, '$[2]')" if name == "main_runs" else "NULL"
+        for name in _CHAIN_COLUMNS.split(", ")
+    )
     sql = f"""
     WITH c AS (
         SELECT {key} AS key, day, {_CHAIN_COLUMNS}, 0 AS raw FROM {table}
         WHERE {pick} AND day >= :lo_day AND day <= :hi_day AND failed_any_runs > 0
         UNION ALL
-        SELECT key, day, {_CHAIN_COLUMNS}, 1 AS raw FROM ({q.day_rows(units, False)})
+        SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), {edge_columns}, 1
+        FROM json_each(:edges)
     ),
     linked AS MATERIALIZED (
         SELECT c.*, {_pointer(table, key, False)} AS prev,
@@ -122,7 +178,12 @@ def _chain_rows(
     params = dict(window.params)
     if keys is not None:
         params["keys"] = json.dumps(list(keys))
-    return _rows(conn, sql, params)
+    params["edges"] = json.dumps([[k, day, row["main_runs"]] for (k, day), row in edges.items()])
+    rows = _rows(conn, sql, params)
+    for row in rows:
+        if row["raw"]:
+            row.update(edges[row["key"], row["day"]])
+    return rows
 
 
 def _suffixes(

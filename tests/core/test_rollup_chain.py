@@ -54,6 +54,15 @@ Day = tuple[int, str, list[tuple[str, str]]]
     end_hours=20,
     window_days=5,
 )
+# The window ends inside a day, after good then bad default-branch runs: the raw day's trail.
+@example(
+    days=[
+        (1, "main", [("?", "FFF")]),
+        (1, "main", [("?", "PPP"), ("?", "PRP"), ("?", "FFF"), ("?", "PPP")]),
+    ],
+    end_hours=15,
+    window_days=2,
+)
 def test_chained_days_agree_with_raw_rows(
     days: list[Day], end_hours: int, window_days: int
 ) -> None:
