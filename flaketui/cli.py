@@ -44,11 +44,17 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry point."""
+    from flaketui.tui import gcpause
+
+    # No cyclic collection while the app starts (flaketui.tui.gcpause): the app resumes it once
+    # its first screen is up; any other command resumes it before click starts.
+    gcpause.pause_startup()
     from flaketui.tui.early import open_early, start_early
 
     start_early(sys.argv[1:], LAZY_COMMANDS)
     if open_early():
         return  # a plain `flaketui [open] HISTORY`: the app ran, click had nothing to add
+    gcpause.end_startup()
     from flaketui.cli_group import cli
 
     cli(prog_name="flaketui")

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Input, Sparkline, Static
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
-from flaketui.tui.gcpause import gc_paused
+from flaketui.tui.gcpause import end_startup, gc_paused
 from flaketui.tui.loaders import MainData, load_extras, load_main
 from flaketui.tui.messages import ExtrasLoaded, LoadFailed, MainLoaded, RowsBuilt
 from flaketui.tui.viewmodel import (
@@ -137,6 +137,9 @@ class MainScreen(Screen[None]):
             self._first_waiter = None
         if loaded is not None:
             self._loaded(loaded)  # the same message, posted too, is then skipped
+        # The console script paused the collector for the start-up (gcpause): resume it once
+        # the first screen is painted.
+        self.call_after_refresh(end_startup)
 
     def _offer_first(self, loaded: MainLoaded | None) -> None:
         """Hand a load's result to a first paint waiting for it (from the worker thread)."""
