@@ -91,6 +91,9 @@ class Preload:
         self._child: int | None = None
         self._child_lock = threading.Lock()
         self._forked = False
+        # The later steps are read (unpickled, or made in the thread) once asked for: before,
+        # their work would take the GIL from the first paint of the ranked list (SPEC §9).
+        self._wanted = threading.Event()
         if allow_fork and _can_fork():
             self._fork()
         else:
@@ -118,6 +121,8 @@ class Preload:
         stages = load_in_stages(self.source)
         with contextlib.closing(stages):
             for step in range(STEPS):
+                if step:
+                    self._wanted.wait()
                 if not self._arrived(step, _attempt(lambda: next(stages))):
                     break
 
@@ -164,6 +169,8 @@ class Preload:
     def _receive(self, read_end: int) -> None:
         with os.fdopen(read_end, "rb") as incoming:
             for step in range(STEPS):
+                if step:
+                    self._wanted.wait()
                 # Unpickling a large report allocates enough to start collections in the middle.
                 with gc_paused():
                     outcome = _unpickle(incoming)
@@ -181,6 +188,7 @@ class Preload:
 
     def close(self) -> None:
         """Stop a child still reading (the app quit first) and reap it."""
+        self._wanted.set()  # the reader thread reads the end of the pipe and ends
         with self._child_lock:
             if self._child is not None:
                 with contextlib.suppress(ProcessLookupError):
@@ -203,6 +211,7 @@ class Preload:
         return self._later(2, Extras)
 
     def _later(self, step: int, kind: type[T]) -> T | None:
+        self._wanted.set()
         self._done[step].wait()
         outcome = self._outcomes[step]
         return None if outcome is None else _value(outcome, kind)

@@ -89,3 +89,46 @@ def test_with_meta_is_rich_style_sum() -> None:
     meta = Style.from_meta({"row": 3, "column": 1})
     combined = fast_rows.with_meta(base, meta)
     assert combined == base + meta and combined.meta == {"row": 3, "column": 1}
+
+
+def _draw(table: FlakeTable) -> None:
+    """Every line through DataTable's line and row caches (not the widget's own line cache)."""
+    for y in range(table.size.height):
+        table.render_line(y)
+
+
+async def test_rows_are_kept_through_a_resize_of_the_same_size_and_redrawn_for_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from textual import events
+
+    drawn: list[str] = []
+    render_row = fast_rows.render_row
+
+    def counted(table: FlakeTable, row_key: Any, *args: Any) -> Any:
+        drawn.append(str(row_key.value))
+        return render_row(table, row_key, *args)
+
+    monkeypatch.setattr(flake_table, "render_row", counted)
+    table = FlakeTable()
+    app = _Table(table)
+    async with app.run_test(size=SIZE) as pilot:
+        table.add_column("rank", key="rank")
+        table.add_column("test", key="test")
+        for index in range(30):
+            table.add_row(Text(str(index)), Text(f"t{index}"), key=f"r{index}")
+        await pilot.pause()
+        _draw(table)
+        drawn.clear()
+        # The Resize that follows the first layout, the size unchanged: DataTable would drop
+        # every rendered row and draw them all again.
+        table.post_message(events.Resize(table.size, table.virtual_size, table.container_size))
+        await pilot.pause()
+        _draw(table)
+        assert drawn == []
+        await pilot.resize_terminal(90, 20)
+        await pilot.pause()
+        _draw(table)
+        assert drawn  # a new width: the rows are drawn again, out to the new edge
+        line = table.render_line(1)
+        assert line.cell_length == table.size.width

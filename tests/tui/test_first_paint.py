@@ -130,3 +130,31 @@ async def test_a_failed_first_load_ends_the_wait_with_its_error(
             assert not app.main_screen.query_one("#loading", Static).display
 
     await asyncio.wait_for(started(), SAFETY_S)
+
+
+async def test_the_rest_is_read_once_the_ranked_rows_are_painted(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The groups and lifecycle states (their unpickling, their rows) would take the GIL from
+    # the first paint: they are asked for after it.
+    app, preload = _app(history, tmp_path, ready=True)
+    order: list[str] = []
+    render_lines = FlakeTable.render_lines
+
+    def rendering(self: FlakeTable, crop: Any) -> Any:
+        if self.row_count and "paint" not in order:
+            order.append("paint")
+        return render_lines(self, crop)
+
+    monkeypatch.setattr(FlakeTable, "render_lines", rendering)
+    complete = preload.complete
+
+    def asked() -> object:
+        order.append("complete")
+        return complete()
+
+    monkeypatch.setattr(preload, "complete", asked)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        assert app.main_screen.data is not None and app.main_screen.data.extras_loaded
+    assert order == ["paint", "complete"]

@@ -25,9 +25,12 @@ def _collector_restored() -> Iterator[None]:
 
 def test_the_startup_pause_nests_with_the_loads_and_ends_once() -> None:
     assert gc.isenabled()
+    interval = sys.getswitchinterval()
     gcpause.pause_startup()
     gcpause.pause_startup()  # once
     assert not gc.isenabled()
+    assert sys.getswitchinterval() == pytest.approx(gcpause.STARTUP_SWITCH_S)
+    assert interval > gcpause.STARTUP_SWITCH_S
     with gcpause.gc_paused():
         pass
     assert not gc.isenabled()  # a load ending inside the start-up does not resume it
@@ -35,8 +38,9 @@ def test_the_startup_pause_nests_with_the_loads_and_ends_once() -> None:
         gcpause.end_startup()
         assert not gc.isenabled()  # nor does the start-up ending inside a load
     assert gc.isenabled()
+    assert sys.getswitchinterval() == interval
     gcpause.end_startup()  # again: nothing to end
-    assert gc.isenabled()
+    assert gc.isenabled() and sys.getswitchinterval() == interval
 
 
 async def test_the_app_resumes_collection_once_its_first_screen_is_up(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,57 @@ def test_the_thread_preload_raises_the_load_error(tmp_path: Path) -> None:
     with pytest.raises(FlaketuiError, match="not a SQLite database"):
         preload.result()
     assert preload.extras() is None
+
+
+def test_the_thread_preload_makes_the_later_steps_once_asked(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Made at once, the groups and the lifecycle would hold the GIL during the first paint.
+    from flaketui.tui import startup
+
+    made: list[int] = []
+    real = startup.load_in_stages
+
+    def stages(source: object) -> Iterator[object]:
+        for step, value in enumerate(real(source)):  # type: ignore[arg-type]
+            made.append(step)
+            yield value
+
+    monkeypatch.setattr(startup, "load_in_stages", stages)
+    preload = Preload(make_source(history, NOW, tmp_path / "q.json"), allow_fork=False)
+    preload.result()
+    time.sleep(0.5)  # time enough to make the later steps, were they made unasked
+    assert made == [0]
+    assert preload.complete() is not None and preload.extras() is not None
+    assert made == [0, 1, 2]
+
+
+ASKED_RUN = """
+import json, sys, time
+from datetime import datetime
+from flaketui.tui.startup import Preload, make_source
+preload = Preload(make_source(sys.argv[1], datetime.fromisoformat(sys.argv[2]), sys.argv[3]))
+preload.result()
+time.sleep(0.5)  # the child has long sent everything: still, nothing is unpickled until asked
+before = preload._done[1].is_set()
+complete = preload.complete() is not None and preload.extras() is not None
+print(json.dumps({"forked": preload.forked, "before": before, "complete": complete}))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the forked preload is Linux-only")
+def test_the_forked_preload_unpickles_the_later_steps_once_asked(
+    history: Path, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", ASKED_RUN, str(history), NOW.isoformat(), str(tmp_path / "q")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"forked": True, "before": False, "complete": True}
 
 
 def test_gc_is_paused_while_any_load_runs_and_restored_after() -> None:

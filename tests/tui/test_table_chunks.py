@@ -192,3 +192,29 @@ def test_the_first_load_makes_only_the_first_screenfuls_cells(history: Path) -> 
     first = prepare_rows(data, ViewState(view="all"), eager_rows=3)
     made = first.cells._made  # type: ignore[attr-defined]
     assert len(made) > 3 and all(made[:3]) and not any(made[3:])
+
+
+async def test_the_first_chunk_waits_for_the_first_screenful_to_be_painted(
+    monkeypatch: object,
+) -> None:
+    # A chunk added before that paint would hold the event loop (and the GIL the thread
+    # writing the screen needs) just when the first ranked screen is due (SPEC §9).
+    painted: list[int] = []
+    render_lines = FlakeTable.render_lines
+
+    def rendering(self: FlakeTable, crop: object) -> object:
+        painted.append(self.row_count)
+        return render_lines(self, crop)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FlakeTable, "render_lines", rendering)  # type: ignore[attr-defined]
+    app = _Host()
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.query_one(FlakeTable)
+        table.show(_prepared(COUNT), COLUMNS, sort_key=None)
+        for _ in range(50):
+            if table.row_count == COUNT:
+                break
+            await pilot.pause(0.02)
+        assert table.row_count == COUNT
+    first = next(count for count in painted if count)
+    assert first == FIRST_ROWS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -45,6 +46,7 @@ SYNC_REBUILD_TESTS = 5000  # above this, a changed view's rows are built in a wo
 WARM_UP_AFTER_S = 2.0  # import the other screens this long after the list, at the latest
 # The first paint waits this long at most for the first load (see _hold_first_paint).
 FIRST_PAINT_HOLD_S = 0.25
+EXTRAS_AFTER_PAINT_S = 0.03  # the rest of the load starts this long after the rows' paint
 
 
 class MainScreen(Screen[None]):
@@ -223,8 +225,13 @@ class MainScreen(Screen[None]):
         self._stop_loading()
         self._show_header()
         self._show_rows(event.state, event.rows)
-        self._load_extras(event.data, self.state.copy(), self._extras_preload)
-        self._extras_preload = None
+        # The rest (groups, lifecycle states) once these rows are painted and written out: its
+        # reading and row building would take the GIL from that paint, and from the thread
+        # writing it to the terminal (SPEC §9, first ranked screen).
+        state, preload, self._extras_preload = self.state.copy(), self._extras_preload, None
+        data = event.data
+        start = partial(self._start_extras, data, state, preload)
+        self.call_after_refresh(self.set_timer, EXTRAS_AFTER_PAINT_S, start)
         # The other screens' imports wait until the rest has loaded, or a moment at most.
         self.set_timer(WARM_UP_AFTER_S, self.flaketui.start_warm_up)
 
@@ -233,6 +240,10 @@ class MainScreen(Screen[None]):
             self.query_one(HistoryHeader).show(
                 self.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
             )
+
+    def _start_extras(self, data: MainData, state: ViewState, preload: Preload | None) -> None:
+        if data is self.data:  # not replaced by a newer load meanwhile (its own extras follow)
+            self._load_extras(data, state, preload)
 
     @work(thread=True, exclusive=True, group="extras", exit_on_error=False, description="extras")
     def _load_extras(self, data: MainData, state: ViewState, preload: Preload | None) -> None:

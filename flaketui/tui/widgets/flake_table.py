@@ -10,14 +10,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, overload
 
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.coordinate import Coordinate
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
@@ -217,7 +219,10 @@ class FlakeTable(DataTable[Text]):
     def _schedule_more(self) -> None:
         if self._added < len(self._prepared.rows):
             generation = self._generation
-            self.set_timer(CHUNK_DELAY_S, lambda: self._add_chunk(generation))
+            # After the rows added so far are painted, and a moment more: the thread writing
+            # that paint to the terminal needs the GIL the next chunk would hold (SPEC §9).
+            later = partial(self.set_timer, CHUNK_DELAY_S, lambda: self._add_chunk(generation))
+            self.call_after_refresh(later)
 
     def _add_chunk(self, generation: int) -> None:
         if generation != self._generation:
@@ -226,6 +231,23 @@ class FlakeTable(DataTable[Text]):
         # on any machine, and a fast one fills big views in fewer, larger chunks.
         self._add_up_to(self._added + CHUNK_ROWS, time.perf_counter() + CHUNK_BUDGET_S)
         self._schedule_more()
+
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        """Drop the rendered rows when the width they were drawn for changes, at once.
+
+        DataTable drops them on the Resize event that follows, which also comes after the
+        first layout with the size unchanged: every row of the first ranked screen was then
+        drawn a second time, just after the first paint (SPEC §9). See _on_resize.
+        """
+        if size != self._size:  # as ScrollView compares (size is the content's)
+            self._update_count += 1
+        return super()._size_updated(size, virtual_size, container_size, layout)
+
+    def _on_resize(self, event: events.Resize) -> None:
+        """Keep the rendered rows: _size_updated dropped them already if the size changed."""
+        event.prevent_default()  # DataTable's handler would drop them again, whatever the size
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Paint, reading the table's style and each kind of row's style once, not per line.
