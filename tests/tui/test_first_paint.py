@@ -158,3 +158,19 @@ async def test_the_rest_is_read_once_the_ranked_rows_are_painted(
         await asyncio.wait_for(_settle(pilot), SAFETY_S)
         assert app.main_screen.data is not None and app.main_screen.data.extras_loaded
     assert order == ["paint", "complete"]
+
+
+async def test_the_first_screen_parses_only_its_own_css(history: Path, tmp_path: Path) -> None:
+    # The detail screen's and the dialogs' rules load with them, not before the first paint.
+    from flaketui.tui.screens.detail import DetailScreen
+
+    app, _preload = _app(history, tmp_path, ready=True)
+    sheets = Path(main_screen.__file__).parent.parent
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        loaded = {Path(path).name for path, _ in app.stylesheet.source if path.endswith(".tcss")}
+        assert loaded == {"app.tcss"}
+        await pilot.press("enter")
+        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        assert isinstance(app.screen, DetailScreen)
+        assert app.stylesheet.has_source(str((sheets / "detail.tcss").resolve()))

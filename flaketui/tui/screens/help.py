@@ -47,6 +47,8 @@ Press `Esc` to close.
 class HelpScreen(ModalScreen[None]):
     """Keys and column meanings."""
 
+    # Loaded when the screen is first shown: the first screen need not parse it (SPEC §9).
+    CSS_PATH = "../dialogs.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Close"),
         Binding("question_mark", "dismiss", "Close"),
