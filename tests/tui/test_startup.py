@@ -253,3 +253,49 @@ def _running(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_the_reader_pickles_the_report_as_field_values_and_gets_it_back(
+    history: Path, tmp_path: Path
+) -> None:
+    import io
+
+    from flaketui.core.results import GroupVerdict, Scores, TestVerdict
+    from flaketui.tui import startup
+
+    steps = list(startup.load_in_stages(make_source(history, NOW, tmp_path / "q.json")))
+    for index, step in enumerate(steps):  # the ranking, the complete report, the extras
+        out = io.BytesIO()
+        startup._dump(("ok", step), out)
+        assert out.getvalue().count(b"_rebuild") == (index < 2)  # the reducer, named once
+        out.seek(0)
+        assert startup._unpickle(out) == ("ok", step)
+    assert all(startup.rebuilt_by_fields(cls) for cls in (Scores, TestVerdict, GroupVerdict))
+
+
+def test_only_classes_whose_init_takes_every_field_are_rebuilt_from_them() -> None:
+    import dataclasses
+
+    from flaketui.tui.startup import rebuilt_by_fields
+
+    @dataclasses.dataclass
+    class Plain:
+        a: int
+        b: str
+
+    @dataclasses.dataclass
+    class Derived:
+        a: int
+        b: int = dataclasses.field(init=False)
+
+        def __post_init__(self) -> None:
+            self.b = self.a * 2
+
+    @dataclasses.dataclass
+    class KeywordOnly:
+        a: int
+        b: int = dataclasses.field(kw_only=True)
+
+    assert rebuilt_by_fields(Plain)
+    assert not rebuilt_by_fields(Derived) and not rebuilt_by_fields(KeywordOnly)
+    assert not rebuilt_by_fields(dict)
