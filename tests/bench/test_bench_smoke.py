@@ -130,6 +130,17 @@ def test_app_prints_first_screen_ratio_and_stall(bench: Any, monkeypatch: Any, c
     out = run_main(bench("app"), ["--results", "2000", "--repeat", "1"], monkeypatch, capsys)
     assert {"first_screen_s", "bare_app_s", "ratio", "max_stall_ms"} <= set(out)
     assert out["first_screen_s"] > 0 and out["bare_app_s"] > 0 and out["max_stall_ms"] >= 0
+    # The first ranked frame comes before the process goes idle (the rest of the load).
+    assert 0 < out["headless_first_screen_s"] <= out["headless_settled_first_screen_s"]
+
+
+def test_headless_ready_is_the_first_frame_not_the_idle_process(bench: Any) -> None:
+    """The headless clock stops at the first frame Textual composes, before pilot.pause()."""
+    import asyncio
+
+    report: dict[str, float] = {}
+    asyncio.run(bench("app")._bare(report))
+    assert report["ready"] < report["settled"]
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="bench/keys.py drives the app in tmux")
