@@ -447,29 +447,26 @@ def _add_group_series(
 
     As for tests, a group without a failure in the window scores 0 on every day of the series.
     """
-    from flaketui.core.series import daily_group_scores
+    from flaketui.core.series import daily_group_scores, daily_recency_scores
 
-    failing_families = {g.key for g in families if g.scores.last_failure_at is not None}
-    failing_signatures = {g.key for g in signatures if g.scores.last_failure_at is not None}
     zeros = [0.0] * DAILY_DAYS
-    for groups, members in (
-        (
-            families,
-            {
-                info.pk: info.parent
-                for info in infos.values()
-                if info.test_id != info.parent and info.parent in failing_families
-            },
-        ),
-        (
-            signatures,
-            {
-                info.pk: info.signature
-                for info in infos.values()
-                if info.signature is not None and info.signature in failing_signatures
-            },
-        ),
-    ):
-        daily = daily_group_scores(db, members, now=now, days=DAILY_DAYS, config=config)
-        for group in groups:
-            group.daily_scores = list(daily.get(group.key, zeros))
+    # A family's series pools its runs as its evidence does (family_day_seq from the rollups).
+    failing_families = sorted(g.key for g in families if g.scores.last_failure_at is not None)
+    daily = (
+        daily_recency_scores(
+            db, failing_families, now=now, days=DAILY_DAYS, config=config, family=True
+        )
+        if failing_families
+        else {}
+    )
+    for group in families:
+        group.daily_scores = list(daily.get(group.key, zeros))
+    failing_signatures = {g.key for g in signatures if g.scores.last_failure_at is not None}
+    members = {
+        info.pk: info.signature
+        for info in infos.values()
+        if info.signature is not None and info.signature in failing_signatures
+    }
+    daily = daily_group_scores(db, members, now=now, days=DAILY_DAYS, config=config)
+    for group in signatures:
+        group.daily_scores = list(daily.get(group.key, zeros))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import accumulate
+from typing import Any
 
 from flaketui.core import rollups
 from flaketui.core.config import Config
@@ -54,12 +55,14 @@ units AS (
     WHERE :keys IS NULL OR t.test_id IN (SELECT value FROM json_each(:keys))
 )"""
 
+# A family is every test of a parametrized parent, its unparametrized test included (as the
+# family's evidence and family_day_seq pool it).
 _FAMILY_UNITS = """
 units AS (
     SELECT t.parent AS key, c.run, min(c.ts) AS ts, max(c.outcome <> 'pass') AS failed_any,
            min(c.branch_kind) AS branch_kind
     FROM counted c JOIN tests t ON t.id = c.test
-    WHERE t.test_id <> t.parent
+    WHERE t.parent IN (SELECT parent FROM tests WHERE test_id <> parent)
       AND (:keys IS NULL OR t.parent IN (SELECT value FROM json_each(:keys)))
     GROUP BY t.parent, c.run
 )"""
@@ -109,8 +112,8 @@ def daily_recency_scores(
     """
     if days < 1:
         return {key: [] for key in test_ids or ()}
-    if not family and test_ids is not None:
-        fast = _from_rollups(db, test_ids, now, days, config)
+    if test_ids is not None:
+        fast = _from_rollups(db, test_ids, now, days, config, family=family)
         if fast is not None:
             return fast
     units = _FAMILY_UNITS if family else _TEST_UNITS
@@ -299,11 +302,11 @@ def _series_from_sums(
 # so that prefix sums give every as-of window. The scale depends on the day alone: computed
 # once per day in Python, not per row in SQL (the same doubles: idx is exact, exp is libm's).
 _ROLLUP_DAYS = """
-SELECT test, CAST(round(julianday(day) - julianday(:origin)) AS INTEGER) AS idx,
+SELECT {key}, CAST(round(julianday(day) - julianday(:origin)) AS INTEGER) AS idx,
     :main_weight * main_w_bad + :other_weight * other_w_bad AS w_bad,
     :main_weight * main_w + :other_weight * other_w AS w_total
-FROM test_day_seq
-WHERE test IN (SELECT value FROM json_each(:tests)) AND day >= :origin AND day <= :today
+FROM {table}
+WHERE {key} IN (SELECT value FROM json_each(:tests)) AND day >= :origin AND day <= :today
 """
 
 # Counted runs of the given tests at given instants (midnights, and the window's raw edge
@@ -316,6 +319,17 @@ FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id
 WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
   AND tr.test IN (SELECT value FROM json_each(:tests)) AND {where}
 """
+# The same per family: its units pooled by run (a run is failed if any member failed in it).
+_FAMILY_RAW_AT = """
+SELECT t.parent, r.ts, max(tr.outcome <> 'pass') AS failed_any,
+    exp(-:ln2_per_h * max(0.0, julianday(:now) - julianday(r.ts)))
+        * CASE WHEN r.branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS weight
+FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id CROSS JOIN tests t ON t.id = tr.test
+WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+  AND t.parent IN (SELECT value FROM json_each(:tests))
+  AND t.parent IN (SELECT parent FROM tests WHERE test_id <> parent) AND {where}
+GROUP BY t.parent, r.id
+"""
 
 
 def _from_rollups(
@@ -324,8 +338,11 @@ def _from_rollups(
     now: datetime,
     days: int,
     config: Config,
+    *,
+    family: bool = False,
 ) -> dict[str, list[float]] | None:
-    """daily_recency_scores of tests from the rollups' day rows, or None when they cannot answer.
+    """daily_recency_scores of tests (or families: family_day_seq, units pooled by run) from
+    the rollups' day rows, or None when they cannot answer.
 
     As of a midnight M, the window (M - window, M] is the whole days before M, less the runs
     at the window's first instant, plus the runs at M itself (kept on M's day by the rollups).
@@ -334,12 +351,17 @@ def _from_rollups(
     if not rollups.answers(db.conn, config) or float(config.window_days) != int(config.window_days):
         return None
     ensure_sql_functions(db.conn)
-    pks = dict(
-        db.conn.execute(
-            "SELECT test_id, id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(test_ids)),),
-        ).fetchall()
-    )
+    if family:  # keyed by the parent itself
+        pks: dict[str, Any] = {key: key for key in test_ids}
+        table, key_column, raw_at = "family_day_seq", "parent", _FAMILY_RAW_AT
+    else:
+        pks = dict(
+            db.conn.execute(
+                "SELECT test_id, id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(test_ids)),),
+            ).fetchall()
+        )
+        table, key_column, raw_at = "test_day_seq", "test", _RAW_AT
     ends = _day_ends(now, days)
     window = int(config.window_days)
     origin = ends[0].date() - timedelta(days=window)
@@ -356,7 +378,8 @@ def _from_rollups(
     zeros = [0.0] * (span + 1)
     scale = [math.exp(ln2_h * idx) for idx in range(span)]
     day_sums: dict[int, tuple[list[float], list[float]]] = {}  # per test, by day index + 1
-    for test, idx, w_bad, w_total in db.conn.execute(_ROLLUP_DAYS, params):
+    rollup_days = _ROLLUP_DAYS.format(key=key_column, table=table)
+    for test, idx, w_bad, w_total in db.conn.execute(rollup_days, params):
         if test not in day_sums:
             day_sums[test] = (zeros.copy(), zeros.copy())
         bad, total = day_sums[test]
@@ -367,13 +390,13 @@ def _from_rollups(
     }
     midnights: dict[int, list[tuple[str, int, float]]] = {}
     for test, ts, failed_any, weight in db.conn.execute(
-        _RAW_AT.format(where="substr(r.ts, 12) = '00:00:00Z' AND r.ts >= :origin AND r.ts <= :now"),
+        raw_at.format(where="substr(r.ts, 12) = '00:00:00Z' AND r.ts >= :origin AND r.ts <= :now"),
         params,
     ):
         midnights.setdefault(test, []).append((ts, failed_any, weight))
     edge: dict[int, list[float]] = {}
     for test, _ts, failed_any, weight in db.conn.execute(
-        _RAW_AT.format(where=rollups.EDGE_RUNS), params
+        raw_at.format(where=rollups.EDGE_RUNS), params
     ):
         sums = edge.setdefault(test, [0.0, 0.0])
         sums[0] += weight * failed_any

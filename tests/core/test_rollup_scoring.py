@@ -129,6 +129,13 @@ def assert_everything_agrees(db: sqlite_utils.Database, now: datetime, config: C
     assert series.keys() == raw_series.keys()
     for key, values in raw_series.items():
         assert _same(series[key], values), key
+    parents = [str(p) for (p,) in db.conn.execute("SELECT DISTINCT parent FROM tests ORDER BY 1")]
+    family_series, raw_family_series = both(
+        lambda: daily_recency_scores(db, parents, now=now, days=30, config=config, family=True)
+    )
+    assert family_series.keys() == raw_family_series.keys()
+    for key, values in raw_family_series.items():
+        assert _same(family_series[key], values), ("family", key)
     assert_same_report(*both(lambda: build_report(db, now=now, config=config)))
     return len(raw_tests)
 
