@@ -108,3 +108,19 @@ def test_groups_without_runs_get_zeros(sample: sqlite_utils.Database) -> None:
         sample, {pk: "lonely"}, now=far_past, days=DAILY_DAYS, config=Config()
     )
     assert out == {"lonely": [0.0] * DAILY_DAYS}
+
+
+def test_a_family_with_its_plain_test_ends_at_its_score(tmp_path: Path) -> None:
+    """`test_p` beside `test_p[1]`, `test_p[2]`: the family's score pools all three, so does its
+    series (it used to leave the plain test out and end elsewhere)."""
+    db = open_history(tmp_path / "fuzz.db")
+    start = fuzz_history(db, 1)
+    _with_rollups(db)
+    assert db.conn.execute(
+        "SELECT count(*) FROM tests WHERE test_id = 'tests/test_a.py::test_p'"
+    ).fetchone() == (1,)
+    now = start + timedelta(days=9, hours=6)
+    report = build_report(db, now=now, config=Config(window_days=5, n_min=2))
+    family = next(f for f in report.families if f.key == "tests/test_a.py::test_p")
+    assert family.scores.last_failure_at is not None
+    assert family.daily_scores[-1] == pytest.approx(family.scores.recency_score, abs=1e-12)
