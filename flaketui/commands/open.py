@@ -9,15 +9,8 @@ import click
 from flaketui.cli import cli
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.early import open_source, take_early
-from flaketui.tui.history_access import open_reader
+from flaketui.tui.history_access import check_history
 from flaketui.tui.startup import Preload
-
-
-def check_history(path: Path) -> None:
-    """Refuse a missing, non-SQLite, newer-schema or unreadable history before any screen."""
-    # The app's own reader: it leaves a WAL-mode history without stray -wal/-shm files.
-    open_reader(path).conn.close()
-
 
 # Shared by open, report and export: where owners come from.
 CODEOWNERS_OPTION = click.option(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
-from flaketui.tui.history_access import open_reader
+from flaketui.tui.history_access import check_history
 from flaketui.tui.loaders import Source
 from flaketui.tui.startup import Preload, make_source
 
@@ -107,8 +107,7 @@ def open_early() -> bool:
     if early is None:
         return False
     try:
-        # open's check_history: a missing, non-SQLite or newer-schema history never gets a screen.
-        open_reader(early.source.path).conn.close()
+        check_history(early.source.path)  # as open does: a bad history never gets a screen
     except Exception:
         return False
     _early = None

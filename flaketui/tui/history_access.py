@@ -111,6 +111,12 @@ def _connect(path: Path, how: str) -> Reader:
     return Reader(conn)
 
 
+def check_history(path: Path) -> None:
+    """Refuse a missing, non-SQLite, newer-schema or unreadable history before any screen."""
+    # The app's own reader: it leaves a WAL-mode history without stray -wal/-shm files.
+    open_reader(path).conn.close()
+
+
 def open_reader(path: Path) -> Reader:
     """A connection that only reads, consistent with writers, leaving no trace when it can.
 

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from rich.segment import Segment
 from rich.text import Text
-from textual.app import App, ComposeResult
 from textual.coordinate import Coordinate
 
 from flaketui.tui.widgets import fast_rows, flake_table
 from flaketui.tui.widgets.flake_table import FlakeTable
+from tests.tui.test_fast_cells import _Table
 
 SIZE = (120, 20)
 
@@ -27,15 +27,6 @@ def _cells(index: int) -> list[Text]:
         # Row 7 has a cell of two styles: that row takes DataTable's path.
         Text.assemble(("x", "bold"), "y") if index == 7 else Text("ok"),
     ]
-
-
-class _Table(App[None]):
-    def __init__(self, table: FlakeTable) -> None:
-        super().__init__()
-        self.table = table
-
-    def compose(self) -> ComposeResult:
-        yield self.table
 
 
 async def _paint(hover_row: int | None, priority: str) -> list[list[Segment]]:

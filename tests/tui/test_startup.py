@@ -43,9 +43,10 @@ print(json.dumps(out))
 """
 
 
-def _forked(history: Path, tmp_path: Path) -> dict[str, object]:
+def _forked(history: Path, tmp_path: Path, script: str = FORKED_RUN) -> dict[str, object]:
+    """Run `script` in a fresh interpreter (a single thread: the preload forks) on history."""
     done = subprocess.run(
-        [sys.executable, "-c", FORKED_RUN, str(history), NOW.isoformat(), str(tmp_path / "q.json")],
+        [sys.executable, "-c", script, str(history), NOW.isoformat(), str(tmp_path / "q.json")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -141,14 +142,7 @@ print(json.dumps({"forked": preload.forked, "before": before, "complete": comple
 def test_the_forked_preload_unpickles_the_later_steps_once_asked(
     history: Path, tmp_path: Path
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", ASKED_RUN, str(history), NOW.isoformat(), str(tmp_path / "q")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _forked(history, tmp_path, ASKED_RUN)
     assert out == {"forked": True, "before": False, "complete": True}
 
 
