@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import NOW, emit, log, out_dir, timed
 
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.store import open_history
 
 DAYS = 90
 MAIN_PER_DAY, PR_PER_DAY, NIGHTLY_PER_DAY = 10, 10, 1
@@ -202,8 +202,8 @@ def ensure_history(
 def _current_rollups(path: Path) -> None:
     """Rebuild a cached history's rollups when this flaketui keeps another set: a bench must
     not measure the raw-row fallback of an older cache."""
-    from flaketui.core import rollups
-    from flaketui.core.store import open_history, transaction
+    from flaketui.core.history.store import open_history, transaction
+    from flaketui.core.rollups import build as rollups
 
     db = open_history(path)
     try:

@@ -207,7 +207,7 @@ def write_manifest(paths: list[Path], folder: Path) -> None:
 
 def fresh_history(db_path: Path) -> sqlite3.Connection:
     """A new, migrated history (plain sqlite3, as the CLI and the plugin open it)."""
-    from flaketui.core.store import open_connection
+    from flaketui.core.history.store import open_connection
 
     return open_connection(db_path)
 
@@ -317,9 +317,6 @@ def parser_only(paths: list[Path]) -> float:
 def _child(argv: list[str]) -> None:
     """Child process of --report-mb: ingest one file (or only import) and print the results."""
     if argv[0] == "imports":
-        import flaketui.core.ingest.writer
-        import flaketui.core.store  # noqa: F401
-
         print(0)
         return
     conn = fresh_history(Path(argv[1]))

@@ -3,7 +3,7 @@
 Usage: python bench/scoring.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH]
 
 Medians of --repeat interleaved rounds of:
-- rescore_s: flaketui.core.report.build_report as of bench NOW (every score of every test,
+- rescore_s: flaketui.core.scoring.report.build_report as of bench NOW (every score of every test,
   family and signature group, verdicts and ranks: what `flaketui report` and the app rank by);
 - scan_s: the grouped-scan anchor, one pass over the raw result rows:
   SELECT test, count(*), sum(outcome != 'pass') FROM results GROUP BY test;
@@ -12,10 +12,10 @@ Medians of --repeat interleaved rounds of:
 The last stdout line is one JSON object: results, rescore_s, scan_s, pandas_s, scan_ratio
 (rescore / scan, target <= 1.0), pandas_speedup (pandas / rescore, target >= 5) and
 recency_max_diff (largest |pandas - flaketui| recency score: the anchor computes the same thing).
-The rescore reads the rollups (flaketui.core.rollups and the sequence tables of
-flaketui.core.seq_rollups), which the writer keeps; a history written before them (or before
+The rescore reads the rollups (flaketui.core.rollups.build and the sequence tables of
+flaketui.core.rollups.sequences), which the writer keeps; a history written before them (or before
 their current version) gets them built once, outside the timed rounds: rollup_build_s.
-Also rollup_s: flaketui.core.rollups.test_base alone, the per-test stage-1 facts (counts, recency
+Also rollup_s: rollups.build.test_base alone, the per-test stage-1 facts (counts, recency
 sums, first/last times, blast-radius inputs), with rollup_scan_ratio / rollup_pandas_speedup.
 """
 
@@ -34,10 +34,10 @@ import pandas as pd
 from common import NOW, emit, log, machine, median, timed
 from generate import ensure_history
 
-from flaketui.core import rollups
 from flaketui.core.config import Config
-from flaketui.core.report import build_report
-from flaketui.core.store import open_history, transaction
+from flaketui.core.history.store import open_history, transaction
+from flaketui.core.rollups import build as rollups
+from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import to_iso
 
 SCAN_SQL = "SELECT test, count(*), sum(outcome != 'pass') FROM results GROUP BY test"

@@ -259,8 +259,8 @@ def _frozen_clock() -> None:
 
 def ingest(manifest: Path, db_path: Path) -> None:
     """Ingest the manifest through flaketui's real path, then compact the file."""
+    from flaketui.core.history.store import open_history
     from flaketui.core.ingest.manifest import ingest_manifest
-    from flaketui.core.store import open_history
 
     _frozen_clock()
     if db_path.exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def _ui_modules_after_import(module: str) -> list[str]:
 
 
 def test_core_modules_are_found() -> None:
-    assert "flaketui.core.store" in CORE_MODULES
+    assert "flaketui.core.history.store" in CORE_MODULES
 
 
 @pytest.mark.parametrize("module", [*CORE_MODULES, "flaketui.pytest_plugin"])
@@ -48,3 +49,39 @@ def test_no_ui_import_statement_in_core_source() -> None:
         )
     ]
     assert offenders == []
+
+
+def test_import_contracts_hold() -> None:
+    """The layering in pyproject.toml's import-linter contracts (run as `lint-imports`)."""
+    root = Path(__file__).resolve().parents[1]
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run(
+        [str(lint), "--no-cache"], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def _private_imports(package: Path) -> list[str]:
+    found = []
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flaketui"):
+                found += [
+                    f"{path.relative_to(package.parent)}:{node.lineno} {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    return found
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    assert _private_imports(Path(flaketui.core.__file__).parents[1]) == []
+
+
+def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
+    package = tmp_path / "flaketui"
+    package.mkdir()
+    (package / "a.py").write_text("from flaketui.core.b import _hidden, shown\n")
+    assert _private_imports(package) == ["flaketui/a.py:1 flaketui.core.b._hidden"]

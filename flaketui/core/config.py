@@ -30,7 +30,7 @@ class Config:
     regression_low: float = 0.70  # Wilson low at or above: failing almost always
     flaky_low_max: float = 0.50  # seed 000's flaky band upper edge on the Wilson low
     healthy_high: float = 0.10
-    # Verdict rules (flaketui.core.verdicts): a bad stretch on the default branch needs this
+    # Verdict rules (flaketui.core.scoring.verdicts): a bad stretch on the default branch needs this
     # many runs to be a break; streaks (bad for a change point, clean for a resolved incident)
     # must be less likely than streak_surprise under the earlier rate; and a resolved incident
     # needs this many days between the last failure and the latest clean run.

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from flaketui.core.results import GroupVerdict, TestVerdict
+from flaketui.core.scoring.results import GroupVerdict, TestVerdict
 
 
 def repro_command(

@@ -116,7 +116,7 @@ def open_early() -> bool:
     try:
         FlaketuiApp(early.source, preload=early).run()
     except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
-        from flaketui.cli_group import report_user_error  # click, on this path only
+        from flaketui.cli.group import report_user_error  # click, on this path only
 
         report_user_error(exc)
     return True

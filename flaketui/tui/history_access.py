@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flaketui.core import store
-from flaketui.core.dbhandle import Reader
 from flaketui.core.errors import HistoryError
-from flaketui.core.store import (
+from flaketui.core.history import store
+from flaketui.core.history.dbhandle import Reader
+from flaketui.core.history.store import (
     SCHEMA_VERSION,
     SQLITE_MAGIC,
     is_locked,

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.results import GroupVerdict, Report, TestVerdict
-from flaketui.core.skipfile import SkipFile, SkipFileError, read_skip_file
+from flaketui.core.quarantine.skipfile import SkipFile, SkipFileError, read_skip_file
+from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
 from flaketui.tui.history_access import reading, writing
 
 if TYPE_CHECKING:
-    from flaketui.core.dbhandle import Connected
+    from flaketui.core.history.dbhandle import Connected
 
 
 @dataclass(slots=True)
@@ -117,7 +117,7 @@ def _lifecycle_states(
     """Each tracked test's lifecycle state (tests in state `none` are absent), marked with
     PENDING_MARK when it comes from a transition not yet written: such a `quarantined` test
     is not in the skip file yet, and CI still runs it."""
-    plan = _core("lifecycle").derive(
+    plan = _core("quarantine.lifecycle").derive(
         db, now=report.now, config=source.config, skip=skip, report=report
     )
     waiting = plan.awaiting_apply()
@@ -166,7 +166,7 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
     Lifecycle states and the suite list come after, from load_extras: replaying the lifecycle
     is a long pure-Python walk the ranked list need not wait for.
     """
-    report_mod = _core("report")
+    report_mod = _core("scoring.report")
     stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
     with reading(source.path) as db:
@@ -185,7 +185,7 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
 def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None, None]:
     """From one read snapshot (see core.report.report_stages): the first screen's data (tests
     ranked, no groups yet), then the complete report, then the lifecycle states and suites."""
-    report_mod = _core("report")
+    report_mod = _core("scoring.report")
     stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
     with reading(source.path) as db:
@@ -215,8 +215,8 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
     # Only here: the first load (the start-up's forked reader) does not pay for these imports.
     from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
 
-    detail = _core("detail")
-    pivot_mod = _core("pivot")
+    detail = _core("scoring.detail")
+    pivot_mod = _core("scoring.pivot")
     is_test = isinstance(item, TestVerdict)
     key = item.test_id if isinstance(item, TestVerdict) else item.key
     config = source.config
@@ -263,7 +263,7 @@ def load_verdict_changes(source: Source, key: str, report: Report) -> list[Any]:
     Apart from load_detail: it re-judges the target as of every day's end, a second or two
     for a big family, and the rest of the detail need not wait for it.
     """
-    series = _core("series")
+    series = _core("scoring.series")
     config = source.config
     with reading(source.path) as db:
         changes: list[Any] = series.verdict_changes(
@@ -290,7 +290,7 @@ def who() -> str | None:
 
 def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -> str:
     """Write the skip-file entry and its audit row; return the notification text."""
-    quarantine_mod = _core("quarantine")
+    quarantine_mod = _core("quarantine.actions")
     with writing(source.path) as db:
         written = quarantine_mod.quarantine(
             db,
@@ -312,7 +312,7 @@ def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -
 
 def release_test(source: Source, test_id: str, now: datetime) -> str:
     """Remove the skip-file entry and append the audit row; return the notification text."""
-    quarantine_mod = _core("quarantine")
+    quarantine_mod = _core("quarantine.actions")
     with writing(source.path) as db:
         removed = quarantine_mod.release(
             db, source.skip_path, test_id, reason="released from the app", now=now,
@@ -329,7 +329,7 @@ def export_tests(tests: list[TestVerdict], report: Report, fmt: str, path: Path)
     """Render the listed tests with the core exporter and write them; return the notification."""
     if fmt not in EXPORT_FORMATS:
         raise FlaketuiError(f"unknown export format {fmt!r} (one of {', '.join(EXPORT_FORMATS)})")
-    exports = _core("exports")
+    exports = _core("output.exports")
     text = exports.render_tests(tests, fmt, report=report)
     try:
         path.write_text(text, encoding="utf-8")

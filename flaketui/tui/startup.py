@@ -25,7 +25,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.tui.gcpause import gc_paused
 from flaketui.tui.history_access import is_read_only
 from flaketui.tui.loaders import Extras, MainData, Source, load_in_stages
@@ -46,7 +46,7 @@ def make_source(
 ) -> Source:
     """The history, skip file, clock, config and CODEOWNERS of one app session."""
     from flaketui.core.owners import find_repo_root, locate_codeowners
-    from flaketui.core.skipfile import resolve_skip_file
+    from flaketui.core.quarantine.skipfile import resolve_skip_file
 
     config = config if config is not None else Config()
     history = Path(path).absolute()

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from flaketui.core.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.tui.loaders import QuarantineRow  # the loaded skip-file entries the view lists
 
 VIEWS = ("flaky", "regressions", "quarantined", "all")

@@ -65,7 +65,7 @@ def test_generate_writes_a_ci_shaped_history(bench: Any, monkeypatch: Any, capsy
 
 def test_a_cached_history_gets_current_rollups(bench: Any, monkeypatch: Any, capsys: Any) -> None:
     """A cache from an older flaketui would be scored from raw rows: its rollups are rebuilt."""
-    from flaketui.core import rollups
+    from flaketui.core.rollups import build as rollups
 
     out = run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)
     conn = sqlite3.connect(out["path"])

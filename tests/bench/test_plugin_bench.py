@@ -60,7 +60,7 @@ def test_runs_use_an_installed_copy_with_bytecode_and_lean_loads_only_flaketui(
 ) -> None:
     site = tmp_path / "site"
     copy = plugin_bench.install_copy(site)
-    assert (copy / "__pycache__").is_dir() and (copy / "pytest_plugin.py").is_file()
+    assert (copy / "__pycache__").is_dir() and (copy / "pytest_plugin" / "__init__.py").is_file()
     runner = plugin_bench.Runner(tmp_path, site, lean=True)
     assert runner.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
     assert runner.command(tmp_path / "h.db")[-4:] == [

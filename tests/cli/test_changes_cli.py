@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flaketui.commands import cli
+from flaketui.cli.commands import cli
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
 NOW = "2026-11-30T18:00:00Z"

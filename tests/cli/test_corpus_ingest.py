@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flaketui.commands import cli
-from flaketui.core.store import open_history
+from flaketui.cli.commands import cli
+from flaketui.core.history.store import open_history
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "junit-corpus"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from flaketui.commands import cli
-from flaketui.core.store import open_history
+from flaketui.cli.commands import cli
+from flaketui.core.history.store import open_history
 
 CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BUILD_", "GIT_")
 

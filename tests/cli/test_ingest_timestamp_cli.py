@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flaketui.commands import cli
+from flaketui.cli.commands import cli
 
 
 @pytest.fixture(autouse=True)

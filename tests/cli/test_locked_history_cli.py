@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from flaketui.commands import cli
+from flaketui.cli.commands import cli
 from flaketui.core.errors import HistoryLockedError
-from flaketui.core.store import open_connection, transaction
+from flaketui.core.history.store import open_connection, transaction
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]
 EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {\n  },\n  "version": 1\n}\n'
@@ -61,7 +61,7 @@ def histories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_report(tmp_path / "new.xml", "t9")
     (tmp_path / "q.json").write_text(EMPTY_SKIP_FILE)
     gc.collect()  # no connection of the set-up left open: an exclusive holder must get its lock
-    monkeypatch.setattr("flaketui.core.store.BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr("flaketui.core.history.store.BUSY_TIMEOUT_MS", 50)
 
 
 @contextmanager
@@ -107,13 +107,13 @@ def test_a_sqlite_error_past_the_core_names_the_history_the_command_opened(
     def locked(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("database is locked")
 
-    monkeypatch.setattr("flaketui.commands.report.build_report", locked)
+    monkeypatch.setattr("flaketui.cli.commands.report.build_report", locked)
     assert invoke(*READERS["report"]).output == LOCKED
 
     def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr("flaketui.commands.report.build_report", broken)
+    monkeypatch.setattr("flaketui.cli.commands.report.build_report", broken)
     assert invoke(*READERS["report"]).output == "Error: history.db: disk I/O error\n"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from flaketui.commands import cli
+from flaketui.cli.commands import cli
 
 
 def ingest(db: Path, report: Path, run_id: str) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from flaketui.commands import cli
-from flaketui.core.store import open_history
+from flaketui.cli.commands import cli
+from flaketui.core.history.store import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 2, 1)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flaketui.commands import cli
-from flaketui.core.resign import LEGACY_SCHEME, SCHEME_KEY, ensure_current, scheme_of
-from flaketui.core.store import open_history, set_meta
+from flaketui.cli.commands import cli
+from flaketui.core.history.store import open_history, set_meta
+from flaketui.core.ingest.resign import LEGACY_SCHEME, SCHEME_KEY, ensure_current, scheme_of
 
 NOW = "2026-11-30T18:00:00Z"
 CASE = (

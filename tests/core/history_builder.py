@@ -8,7 +8,7 @@ Usage::
     )
     hb.sequence("tests/test_b.py::test_b", "PPFRP", start=T0, step=timedelta(hours=6))
 
-Rows follow flaketui/core/store.py exactly (runs, run_changed_files, tests, signatures,
+Rows follow flaketui/core/history/store.py exactly (runs, run_changed_files, tests, signatures,
 results, test_runs), with the per-run outcome of SPEC §4 computed here, so tests can start
 from a known history without the ingest writer.
 """
@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 
 import sqlite_utils
 
-from flaketui.core.resign import SCHEME_KEY, scheme_of
-from flaketui.core.signatures import sign
-from flaketui.core.store import transaction
+from flaketui.core.history.store import transaction
+from flaketui.core.ingest.resign import SCHEME_KEY, scheme_of
+from flaketui.core.ingest.signatures import sign
 from flaketui.core.timeutil import parse_iso, to_iso
 
 _PARAMS = re.compile(r"\[.*\]$")

@@ -11,10 +11,15 @@ import sqlite_utils
 from history_builder import HistoryBuilder
 
 from flaketui.core.config import Config
-from flaketui.core.detail import UnknownTestError, family_members, outcome_sequence, signatures_of
-from flaketui.core.incidents import add_incident
-from flaketui.core.signatures import sign
-from flaketui.core.store import open_history
+from flaketui.core.history.incidents import add_incident
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.signatures import sign
+from flaketui.core.scoring.detail import (
+    UnknownTestError,
+    family_members,
+    outcome_sequence,
+    signatures_of,
+)
 
 T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flaketui.core import results  # not `TestVerdict` by name: pytest would try to collect it
-from flaketui.core.exports import (
+from flaketui.core.output.exports import (
     DECISION_COLUMNS,
     TEST_COLUMNS,
     UNOWNED,
@@ -25,8 +24,11 @@ from flaketui.core.exports import (
     render_decisions,
     render_tests,
 )
-from flaketui.core.results import Report, Scores
-from flaketui.core.skipfile import SkipEntry, SkipFile
+from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
+from flaketui.core.scoring import (
+    results,  # not `TestVerdict` by name: pytest would try to collect it
+)
+from flaketui.core.scoring.results import Report, Scores
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 

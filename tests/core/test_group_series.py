@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from flaketui.core import series
 from flaketui.core.config import Config
-from flaketui.core.report import DAILY_DAYS, build_report
-from flaketui.core.results import Report
-from flaketui.core.store import open_history
+from flaketui.core.history.store import open_history
+from flaketui.core.scoring import series
+from flaketui.core.scoring.report import DAILY_DAYS, build_report
+from flaketui.core.scoring.results import Report
 from flaketui.core.timeutil import parse_iso
 from tests.core.test_rollup_scoring import SAMPLE, _with_rollups, fuzz_history
 

@@ -10,16 +10,16 @@ import sqlite_utils
 from history_builder import HistoryBuilder
 
 from flaketui.core.config import Config
-from flaketui.core.incidents import (
+from flaketui.core.history.incidents import (
     IncidentError,
     add_incident,
     list_incidents,
     propose_incidents,
     remove_incident,
 )
-from flaketui.core.report import build_report
-from flaketui.core.signatures import sign
-from flaketui.core.store import open_history
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.signatures import sign
+from flaketui.core.scoring.report import build_report
 
 T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

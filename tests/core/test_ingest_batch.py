@@ -11,11 +11,11 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.errors import ReportError
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest.rows import BATCH_CASES
 from flaketui.core.ingest.runmeta import RunMetaError
 from flaketui.core.ingest.writer import IngestResult, ingest_batch, ingest_reports
 from flaketui.core.models import RunMeta
-from flaketui.core.store import open_history
 
 T0 = datetime(2026, 11, 1, 6, 0, tzinfo=UTC)
 

@@ -14,7 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.lifecycle import (
+from flaketui.core.history.store import open_history
+from flaketui.core.quarantine.actions import quarantine, release
+from flaketui.core.quarantine.apply import (
+    GATE_EXPIRED,
+    GATE_NEW_REGRESSIONS,
+    GATE_UNMATCHED,
+    REGRESSION_NOTED,
+    Applied,
+    apply_plan,
+    gate_findings,
+)
+from flaketui.core.quarantine.lifecycle import (
     LIFECYCLE,
     QUARANTINED,
     STATES,
@@ -25,18 +36,7 @@ from flaketui.core.lifecycle import (
     derive,
     replay,
 )
-from flaketui.core.lifecycle_apply import (
-    GATE_EXPIRED,
-    GATE_NEW_REGRESSIONS,
-    GATE_UNMATCHED,
-    REGRESSION_NOTED,
-    Applied,
-    apply_plan,
-    gate_findings,
-)
-from flaketui.core.quarantine import quarantine, release
-from flaketui.core.skipfile import read_skip_file
-from flaketui.core.store import open_history
+from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.core.timeutil import to_iso
 from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, utc
 

@@ -9,10 +9,10 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.errors import HistoryError
+from flaketui.core.history.merge import merge_histories
+from flaketui.core.history.store import open_history, transaction
 from flaketui.core.ingest.writer import RunRecorder
-from flaketui.core.merge import merge_histories
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.store import open_history, transaction
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -10,11 +10,11 @@ import pytest
 import sqlite_utils
 from click.testing import CliRunner
 
-from flaketui.commands import cli
-from flaketui.core import rollups
+from flaketui.cli.commands import cli
 from flaketui.core.config import Config
-from flaketui.core.prune import PruneError, prune_history
-from flaketui.core.store import open_history, transaction
+from flaketui.core.history.prune import PruneError, prune_history
+from flaketui.core.history.store import open_history, transaction
+from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import to_iso
 from tests.core.history_builder import HistoryBuilder
 from tests.core.test_rollups import ROOT, _newest, assert_agrees

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from flaketui.core import quarantine as quarantine_mod
 from flaketui.core.config import Config
 from flaketui.core.errors import SkipFileError
-from flaketui.core.quarantine import QuarantineError, current_user, quarantine, release
-from flaketui.core.report import build_report
-from flaketui.core.skipfile import SCORE_KEYS, read_skip_file, round_scores
-from flaketui.core.store import open_history
+from flaketui.core.history.store import open_history
+from flaketui.core.quarantine import actions as quarantine_mod
+from flaketui.core.quarantine.actions import QuarantineError, current_user, quarantine, release
+from flaketui.core.quarantine.skipfile import SCORE_KEYS, read_skip_file, round_scores
+from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import to_iso
 from tests.core.history_builder import HistoryBuilder, utc
 

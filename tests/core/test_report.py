@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from flaketui.core import report as report_module
 from flaketui.core.config import Config
-from flaketui.core.report import build_report, effective_now, report_stages
-from flaketui.core.report_formats import (
+from flaketui.core.history.store import open_history
+from flaketui.core.output.formats import (
     FAMILY_KEYS,
     SIGNATURE_KEYS,
     TEST_KEYS,
@@ -22,7 +21,8 @@ from flaketui.core.report_formats import (
     render_json,
     sparkline,
 )
-from flaketui.core.store import open_history
+from flaketui.core.scoring import report as report_module
+from flaketui.core.scoring.report import build_report, effective_now, report_stages
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)
@@ -261,7 +261,7 @@ def test_suite_is_the_most_frequent_and_retries_are_per_suite(
     monkeypatch: pytest.MonkeyPatch,
     suite_columns: int,
 ) -> None:
-    from flaketui.core import aggregates
+    from flaketui.core.scoring import aggregates
 
     monkeypatch.setattr(aggregates, "MAX_SUITE_COLUMNS", suite_columns)
     both = "tests/test_x.py::test_both"

@@ -1,7 +1,7 @@
 """Scoring from the rollups gives exactly what the raw-row scorer gives, and stays so.
 
 Every comparison runs the same request twice: once as shipped (rollups answer) and once with
-`rollups.answers` forced to False, which is the raw-row scorer of flaketui.core.evidence.
+`rollups.answers` forced to False, which is the raw-row scorer of flaketui.core.rollups.evidence.
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from typing import Any, TypeVar
 import pytest
 import sqlite_utils
 
-from flaketui.core import rollups
-from flaketui.core.aggregates import (
+from flaketui.core.config import Config
+from flaketui.core.history.store import open_history, transaction
+from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.scoring.aggregates import (
     per_family_evidence,
     per_signature_evidence,
     per_test_evidence,
     signature_counts,
 )
-from flaketui.core.config import Config
-from flaketui.core.evidence import Evidence
-from flaketui.core.report import build_report
-from flaketui.core.results import Report
-from flaketui.core.series import daily_recency_scores
-from flaketui.core.store import open_history, transaction
+from flaketui.core.scoring.report import build_report
+from flaketui.core.scoring.results import Report
+from flaketui.core.scoring.series import daily_recency_scores
 from flaketui.core.timeutil import parse_iso
 from tests.core.history_builder import HistoryBuilder
 
@@ -432,9 +432,9 @@ def _write_history(db: sqlite_utils.Database, now: datetime, count: int, prefix:
 
 
 def test_writer_incidents_merge_and_prune_keep_every_table_exact(tmp_path: Path) -> None:
-    from flaketui.core.incidents import add_incident, remove_incident
-    from flaketui.core.merge import merge_histories
-    from flaketui.core.prune import prune_history
+    from flaketui.core.history.incidents import add_incident, remove_incident
+    from flaketui.core.history.merge import merge_histories
+    from flaketui.core.history.prune import prune_history
 
     now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
     db = open_history(tmp_path / "h.db")

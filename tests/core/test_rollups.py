@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from flaketui.core import rollups
-from flaketui.core.aggregates import per_test_evidence
 from flaketui.core.config import Config
-from flaketui.core.store import open_history, transaction
+from flaketui.core.history.store import open_history, transaction
+from flaketui.core.rollups import build as rollups
+from flaketui.core.scoring.aggregates import per_test_evidence
 from flaketui.core.timeutil import parse_iso
 from tests.core.test_rollup_scoring import raw_scoring
 
@@ -169,7 +169,7 @@ def _record(
 
 def test_writer_and_incidents_keep_rollups_exact(tmp_path: Path) -> None:
     """No manual rebuild: the writer's and the incident tagger's transactions maintain them."""
-    from flaketui.core.incidents import add_incident, remove_incident
+    from flaketui.core.history.incidents import add_incident, remove_incident
 
     db = open_history(tmp_path / "h.db")
     now = datetime.fromisoformat("2026-11-30T18:00:00+00:00")

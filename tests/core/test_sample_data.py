@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from codeowners import CodeOwners
 
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest.manifest import ingest_manifest
-from flaketui.core.signatures import normalise
-from flaketui.core.store import open_history
+from flaketui.core.ingest.signatures import normalise
 from flaketui.core.timeutil import parse_iso
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"

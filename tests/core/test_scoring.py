@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.scoring import (
+from flaketui.core.scoring.statistics import (
     blast_radius,
     damage,
     flip_count,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from flaketui.core import signatures
-from flaketui.core.resign import scheme_of
-from flaketui.core.signatures import first_meaningful_line, normalise, sign
+from flaketui.core.ingest import signatures
+from flaketui.core.ingest.resign import scheme_of
+from flaketui.core.ingest.signatures import first_meaningful_line, normalise, sign
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def test_text_is_capped() -> None:
 
 
 def test_the_algorithm_version_is_part_of_the_scheme() -> None:
-    # flaketui.core.resign re-signs stored messages when the scheme changes; the version and
+    # flaketui.core.ingest.resign re-signs stored messages when the scheme changes; the version and
     # the user's patterns both name it, so bumping either regroups instead of splitting.
     version = signatures.SIGNATURE_VERSION
     assert scheme_of(()).startswith(f"v{version}:")

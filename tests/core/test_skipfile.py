@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.errors import SkipFileError
-from flaketui.core.skipfile import (
+from flaketui.core.quarantine.skipfile import (
     FORMAT_MARKER,
     FORMAT_VERSION,
     ForeignSkipFile,

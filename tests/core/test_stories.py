@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from flaketui.core import results
 from flaketui.core.config import Config
-from flaketui.core.pivot import worker_pivot
-from flaketui.core.report import build_report
-from flaketui.core.results import Report
-from flaketui.core.series import verdict_changes
-from flaketui.core.signatures import sign
-from flaketui.core.store import open_history
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.signatures import sign
+from flaketui.core.scoring import results
+from flaketui.core.scoring.pivot import worker_pivot
+from flaketui.core.scoring.report import build_report
+from flaketui.core.scoring.results import Report
+from flaketui.core.scoring.series import verdict_changes
 from flaketui.core.timeutil import parse_iso
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"

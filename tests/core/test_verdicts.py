@@ -11,14 +11,14 @@ import sqlite_utils
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flaketui.core import results
 from flaketui.core.config import Config
-from flaketui.core.evidence import Evidence
-from flaketui.core.report import build_report
-from flaketui.core.scoring import wilson_interval
-from flaketui.core.store import open_history
+from flaketui.core.history.store import open_history
+from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.scoring import results
+from flaketui.core.scoring.report import build_report
+from flaketui.core.scoring.statistics import wilson_interval
+from flaketui.core.scoring.verdicts import is_resolved, unlikely_streak
 from flaketui.core.timeutil import to_iso
-from flaketui.core.verdicts import is_resolved, unlikely_streak
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from flaketui.core import rollups
+from flaketui.core.history.store import open_connection, open_history
 from flaketui.core.ingest.writer import RunRecorder, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.store import open_connection, open_history
+from flaketui.core.rollups import build as rollups
 from tests.core.test_rollup_scoring import assert_maintained
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -14,16 +14,16 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.resign import SCHEME_KEY, scheme_of
 from flaketui.core.ingest.runmeta import RunMetaError
 from flaketui.core.ingest.writer import (
     RunRecorder,
     content_run_id,
     ingest_reports,
-    parent_of,
 )
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.resign import SCHEME_KEY, scheme_of
-from flaketui.core.store import open_history
+from flaketui.core.testids import parent_of
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -484,8 +484,8 @@ def test_ingest_restores_connection_settings(db: sqlite_utils.Database, tmp_path
 def test_id_and_message_caches_stay_within_their_character_bound(
     db: sqlite_utils.Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from flaketui.core.history.store import transaction
     from flaketui.core.ingest import rows as rows_module
-    from flaketui.core.store import transaction
 
     monkeypatch.setattr(rows_module, "MAX_CACHED_CHARS", 200)
     monkeypatch.setattr(rows_module, "BATCH_CASES", 3)
@@ -558,7 +558,7 @@ def test_first_ingest_into_a_fresh_history_leaves_the_rollups_a_rebuild_gives(
     tmp_path: Path,
 ) -> None:
     """The writer builds the rollups before the first run's rows, then the hook adds the run."""
-    from flaketui.core import rollups
+    from flaketui.core.rollups import build as rollups
 
     body = "".join(
         tc("a.B", f"t{n}[p{n % 2}]", "<failure message='x 1'/>" if n % 3 else "") for n in range(9)

@@ -34,7 +34,7 @@ def test_an_inactive_session_imports_neither_the_recorder_nor_heavy_libraries(
 ) -> None:
     modules = _modules_of_session(pytester)
     assert "flaketui.pytest_plugin" in modules
-    assert "flaketui.plugin_recording" not in modules
+    assert "flaketui.pytest_plugin.recording" not in modules
     assert "flaketui.core.ingest.writer" not in modules
     assert "filelock" not in modules  # only writers of the skip file lock it
     assert not {m.split(".")[0] for m in modules} & set(HEAVY)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from flaketui import plugin_recording
 from flaketui.core.models import CaseResult
-from flaketui.plugin_recording import Recorder
+from flaketui.pytest_plugin import recording as plugin_recording
+from flaketui.pytest_plugin.recording import Recorder
 
 BATCH = plugin_recording.FLUSH_EVERY_ATTEMPTS
 

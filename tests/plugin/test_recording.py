@@ -263,7 +263,7 @@ def test_option_registers_the_recorder(pytester: pytest.Pytester) -> None:
 def test_an_xdist_worker_only_annotates_and_never_opens_the_history(
     pytester: pytest.Pytester,
 ) -> None:
-    from flaketui.plugin_recording import register_recorder
+    from flaketui.pytest_plugin.recording import register_recorder
 
     config = pytester.parseconfig(*PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)))
     config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]
@@ -430,7 +430,7 @@ def test_a_history_the_plugin_creates_records_its_signature_scheme(
     pytester: pytest.Pytester,
 ) -> None:
     """Its messages are signed by this flaketui: reading commands must not call them stale."""
-    from flaketui.core.resign import SCHEME_KEY, scheme_of
+    from flaketui.core.ingest.resign import SCHEME_KEY, scheme_of
 
     pytester.makepyfile(test_one="def test_bad():\n    assert False\n")
     _run(pytester)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flaketui.core.skipfile import SkipEntry, update_skip_file
+from flaketui.core.quarantine.skipfile import SkipEntry, update_skip_file
 from flaketui.core.timeutil import utc_now
 
 # Only the plugins the sessions need: the installed entry points cost seconds per subprocess.

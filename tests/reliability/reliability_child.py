@@ -51,9 +51,9 @@ def ingest(reports: list[str]) -> None:
 
 def _ingest_one(report: str) -> None:
     from flaketui.core.errors import FlaketuiError
+    from flaketui.core.history.store import open_history
     from flaketui.core.ingest.writer import ingest_reports
     from flaketui.core.models import RunMeta
-    from flaketui.core.store import open_history
 
     SOCKET_ATTEMPTS.clear()
     history = open_history(report + ".db")

@@ -201,7 +201,7 @@ def sha256(path: Path) -> str:
 
 def invoke(*args: str | Path) -> Result:
     """Run the flaketui CLI in-process (commands registered) with the given arguments."""
-    from flaketui.commands import cli
+    from flaketui.cli.commands import cli
 
     return CliRunner().invoke(cli, [str(a) for a in args])
 

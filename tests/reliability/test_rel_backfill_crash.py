@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from reliability_support import integrity, junit_case, run_counts, run_forked, write_report
 
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest import manifest as manifest_module
 from flaketui.core.ingest import writer
 from flaketui.core.ingest.manifest import ingest_manifest
-from flaketui.core.store import open_history
 
 pytestmark = pytest.mark.slow
 

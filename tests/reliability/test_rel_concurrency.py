@@ -21,12 +21,17 @@ from reliability_support import (
     write_report,
 )
 
-from flaketui.commands import cli  # imported here, so each forked command starts at once
+from flaketui.cli.commands import cli  # imported here, so each forked command starts at once
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
-from flaketui.core.report import build_report
-from flaketui.core.skipfile import SkipEntry, SkipFileError, read_skip_file, update_skip_file
-from flaketui.core.store import open_history
+from flaketui.core.quarantine.skipfile import (
+    SkipEntry,
+    SkipFileError,
+    read_skip_file,
+    update_skip_file,
+)
+from flaketui.core.scoring.report import build_report
 
 INGESTERS = 8
 CASES_PER_RUN = 1_500

@@ -45,12 +45,12 @@ from reliability_support import (
     write_report,
 )
 
-from flaketui.core import skipfile
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest import writer
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
-from flaketui.core.skipfile import SkipEntry, read_skip_file, update_skip_file
-from flaketui.core.store import open_history
+from flaketui.core.quarantine import skipfile
+from flaketui.core.quarantine.skipfile import SkipEntry, read_skip_file, update_skip_file
 
 pytestmark = pytest.mark.slow
 

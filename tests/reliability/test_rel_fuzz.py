@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from reliability_support import TS, Snapshot, junit_case, run_counts, snapshot, write_report
 
 from flaketui.core.errors import ReportError
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest.junit import MAX_DURATION_SECONDS, iter_cases
 from flaketui.core.ingest.redact import MAX_MESSAGE_BYTES
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
-from flaketui.core.store import open_history
 
 TIMES = st.sampled_from(
     ["0.1", "-1", "-0.5", "abc", "", "nan", "inf", "-inf", "1e309", "1,5", "2,503.1", "9" * 30,

@@ -22,9 +22,9 @@ from reliability_support import (
     write_report,
 )
 
+from flaketui.core.history.store import SCHEMA_VERSION, open_history
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
-from flaketui.core.store import SCHEMA_VERSION, open_history
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]
 TEST_ID = "pkg.Mod::t1"
@@ -216,7 +216,7 @@ def test_a_history_locked_by_another_writer_gets_one_line_and_nothing_is_written
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process holds the write lock past the busy timeout (shortened here from 30 s)."""
-    monkeypatch.setattr("flaketui.core.store.BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr("flaketui.core.history.store.BUSY_TIMEOUT_MS", 200)
     history = good_history(tmp_path / "history.db")
     before = snapshot(history)
     holder = sqlite3.connect(history, isolation_level=None)

@@ -13,7 +13,7 @@ import pytest
 from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, record_run
 
-from flaketui.core.skipfile import read_skip_file
+from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.loaders import load_in_stages
 from flaketui.tui.screens import main as main_screen

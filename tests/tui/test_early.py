@@ -188,7 +188,7 @@ def test_the_early_read_imports_only_what_the_reading_needs() -> None:
     probe = (
         "import sys, flaketui.cli, flaketui.tui.early\n"
         "late = ('click', 'textual', 'rich', 'flaketui.tui.viewmodel', 'flaketui.tui.actionmodel',"
-        " 'flaketui.cli_group', 'flaketui.commands')\n"
+        " 'flaketui.cli.group', 'flaketui.cli.commands')\n"
         "print(sorted(m for m in late if m in sys.modules))"
     )
     done = subprocess.run(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from tui_history import NOW
 
-from flaketui import cli, cli_group
+from flaketui import cli
+from flaketui.cli import group as cli_group
 from flaketui.tui import gcpause
 from flaketui.tui.app import make_app
 

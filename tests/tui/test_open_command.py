@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flaketui.commands import cli
-from flaketui.core.store import SCHEMA_VERSION
+from flaketui.cli.commands import cli
+from flaketui.core.history.store import SCHEMA_VERSION
 
 
 def _run(*args: str) -> tuple[int, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flaketui.commands import cli
+from flaketui.cli.commands import cli
 from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.widgets.flake_table import FlakeTable
 

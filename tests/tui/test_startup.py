@@ -254,7 +254,7 @@ def test_the_reader_pickles_the_report_as_field_values_and_gets_it_back(
 ) -> None:
     import io
 
-    from flaketui.core.results import GroupVerdict, Scores, TestVerdict
+    from flaketui.core.scoring.results import GroupVerdict, Scores, TestVerdict
     from flaketui.tui import startup
 
     steps = list(startup.load_in_stages(make_source(history, NOW, tmp_path / "q.json")))

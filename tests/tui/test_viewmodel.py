@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flaketui.core import results
-from flaketui.core.results import GroupVerdict, Report, Scores
+from flaketui.core.scoring import results
+from flaketui.core.scoring.results import GroupVerdict, Report, Scores
 from flaketui.tui.actionmodel import next_in_cycle, repro_command, worst_worker_count
 from flaketui.tui.viewmodel import (
     SPARK_BLOCKS,
@@ -276,7 +276,7 @@ def test_signature_group_labels_keep_the_start_of_the_message() -> None:
 def test_verdict_changes_text() -> None:
     from datetime import date
 
-    from flaketui.core.series import VerdictChange
+    from flaketui.core.scoring.series import VerdictChange
     from flaketui.tui.screens.detail import verdict_changes_text
 
     assert verdict_changes_text([], "flaky").plain == "none: flaky throughout"

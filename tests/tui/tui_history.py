@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.store import open_history
 
 NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
 WORKER_COUNTS = (1, 4, 8, 16)

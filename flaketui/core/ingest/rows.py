@@ -15,10 +15,12 @@ from contextlib import contextmanager
 
 from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
+from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.runmeta import file_of_test, normalise_path
+from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult, RunMeta
-from flaketui.core.signatures import sign
+from flaketui.core.testids import parent_of
 from flaketui.core.timeutil import to_iso, utc_now
 
 BATCH_CASES = 2_000
@@ -28,22 +30,6 @@ MAX_CACHED_IDS = 200_000  # keeps memory flat on huge reports
 # 500 MB report at ~250 MB RSS (16 MiB: a 1 000-test run dirties ~3 500 pages, which fit).
 WRITE_CACHE_KIB = 16 * 1024
 FAILED = frozenset({"fail", "error"})
-
-
-def parent_of(test_id: str) -> str:
-    """The test id with one trailing ``[...]`` parameter block (brackets may nest) stripped."""
-    if not test_id.endswith("]"):
-        return test_id
-    depth = 0
-    for index in range(len(test_id) - 1, -1, -1):
-        char = test_id[index]
-        if char == "]":
-            depth += 1
-        elif char == "[":
-            depth -= 1
-            if depth == 0:
-                return test_id[:index] if index > 0 else test_id
-    return test_id
 
 
 # ---- run rows -------------------------------------------------------------------------------
@@ -92,55 +78,6 @@ def create_run(conn: sqlite3.Connection, meta: RunMeta, source: str, finished: i
     return run_pk
 
 
-# ---- per (test, run) outcome ------------------------------------------------------------------
-
-_REFRESH_SQL = """
-INSERT OR REPLACE INTO test_runs
-    (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited)
-SELECT a.test, :run, :ts,
-    CASE WHEN a.failed + a.passed = 0 THEN 'skipped'
-         WHEN a.failed = 0 THEN 'pass'
-         WHEN a.passed = 0 THEN 'fail'
-         ELSE 'flaky' END,
-    coalesce(a.first_fail = a.first_real, 0),
-    a.attempts, a.failed,
-    (SELECT r.worker_id FROM results r
-      WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_attempt),
-    (SELECT r.signature FROM results r
-      WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_fail),
-    EXISTS (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = :run AND c.path = t.test_file
-             WHERE t.id = a.test)
-FROM (
-    SELECT test,
-        count(*) AS attempts,
-        sum(outcome IN ('fail', 'error')) AS failed,
-        sum(outcome = 'pass') AS passed,
-        min(attempt) AS first_attempt,
-        min(CASE WHEN outcome != 'skipped' THEN attempt END) AS first_real,
-        min(CASE WHEN outcome IN ('fail', 'error') THEN attempt END) AS first_fail
-    FROM results
-    WHERE {where}
-    GROUP BY test
-) AS a
-"""
-_REFRESH_RUN_SQL = _REFRESH_SQL.format(where="run = :run")
-# With a list of tests, search the (run, test) primary key instead of scanning the whole run.
-_REFRESH_TESTS_SQL = _REFRESH_SQL.format(
-    where="run = :run AND test IN (SELECT value FROM json_each(:tests))"
-)
-
-
-def refresh_test_runs(
-    conn: sqlite3.Connection, run_pk: int, ts: str, tests: Iterable[int] | None = None
-) -> None:
-    """Recompute the test_runs rows of one run (of the given test row ids, or all of them)."""
-    if tests is None:
-        conn.execute(_REFRESH_RUN_SQL, {"run": run_pk, "ts": ts})
-    else:
-        test_list = json.dumps(sorted(set(tests)))
-        conn.execute(_REFRESH_TESTS_SQL, {"run": run_pk, "ts": ts, "tests": test_list})
-
-
 # ---- result rows ------------------------------------------------------------------------------
 
 # A (test, run) row written from one case; a second case of the same test in the run (a repeat,
@@ -156,18 +93,6 @@ _UPSERT_TEST_RUN_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"
     f" ON CONFLICT (test, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
-)
-
-
-# A test row seen again keeps its earliest first_seen and the first file any report gave it
-# (shared by the writer and merge).
-UPSERT_TEST_SQL = (
-    "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (test_id) DO UPDATE SET"
-    " first_seen = min(first_seen, excluded.first_seen),"
-    " test_file = coalesce(test_file, excluded.test_file)"
-    " WHERE first_seen > excluded.first_seen"
-    " OR (test_file IS NULL AND excluded.test_file IS NOT NULL)"
 )
 
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flaketui.core import rollups
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
+from flaketui.core.history.store import transaction
+from flaketui.core.history.test_rows import refresh_test_runs
+from flaketui.core.ingest.resign import record_scheme
 from flaketui.core.ingest.rows import (
     CaseRow,
     RunWriter,
@@ -32,13 +34,10 @@ from flaketui.core.ingest.rows import (
     create_run,
     find_run,
     foreign_keys_off,
-    parent_of,
-    refresh_test_runs,
 )
 from flaketui.core.ingest.runmeta import apply_defaults
 from flaketui.core.models import CaseResult, RunMeta
-from flaketui.core.resign import record_scheme
-from flaketui.core.store import transaction
+from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -51,7 +50,6 @@ __all__ = [
     "file_sha256",
     "ingest_batch",
     "ingest_reports",
-    "parent_of",
     "refresh_test_runs",
 ]
 

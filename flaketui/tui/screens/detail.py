@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, LoadingIndicator, Static
 
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.results import GroupVerdict, Report, TestVerdict
+from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.tui.loaders import DetailData, load_detail, load_verdict_changes
 from flaketui.tui.messages import DetailLoaded, LoadFailed, VerdictChangesLoaded

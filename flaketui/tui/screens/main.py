@@ -18,7 +18,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Input, Sparkline, Static
 
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.results import GroupVerdict, TestVerdict
+from flaketui.core.scoring.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
 from flaketui.tui.gcpause import end_startup, gc_paused
 from flaketui.tui.loaders import MainData, load_extras, load_main

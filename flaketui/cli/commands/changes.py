@@ -1,0 +1,58 @@
+"""`flaketui changes`: the days a test's or family's verdict changed, over the window (SPEC §6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.core.config import load_config
+from flaketui.core.history.store import open_history
+from flaketui.core.scoring.report import effective_now
+from flaketui.core.scoring.series import verdict_changes
+from flaketui.core.timeutil import parse_iso, to_iso
+
+
+@cli.command("changes")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("test_or_parent")
+@click.option("--now", metavar="ISO", help="Judge as of this time (default: now).")
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    help="How many days back (default: the scoring window).",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def changes_command(
+    db: Path, test_or_parent: str, now: str | None, days: int | None, fmt: str
+) -> None:
+    """Verdict changes of TEST (or a family parent): the day each new verdict first held, and
+    its reason. Each day is judged as of its end, by the report's rules."""
+    history = open_history(db, create=False, readonly=True)
+    config = load_config()
+    moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
+    span = days or int(config.window_days)
+    found = verdict_changes(history, test_or_parent, now=moment, days=span, config=config)
+    if fmt == "json":
+        payload = {
+            "key": test_or_parent,
+            "now": to_iso(moment),
+            "now_was_clamped": clamped,
+            "days": span,
+            "changes": [
+                {"day": c.day.isoformat(), "before": c.before, "after": c.after, "reason": c.reason}
+                for c in found
+            ],
+        }
+        click.echo(json.dumps(payload, indent=2))
+        return
+    clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
+    click.echo(f"{test_or_parent}: verdict changes over {span} days to {to_iso(moment)}{clock}")
+    if not found:
+        click.echo("none")
+    for change in found:
+        click.echo(f"{change.day.isoformat()}  {change.before} -> {change.after}  {change.reason}")

@@ -1,0 +1,81 @@
+"""`flaketui export`: the quarantine decisions (skip file + current verdicts) in five formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.cli.commands.open import CODEOWNERS_OPTION
+from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_OPTION, skip_path_for
+from flaketui.core.atomic import write_atomically
+from flaketui.core.errors import SkipFileError
+from flaketui.core.history.store import open_history
+from flaketui.core.output.exports import FORMATS, decisions, render_decisions
+from flaketui.core.owners import locate_codeowners
+from flaketui.core.quarantine.skipfile import read_skip_file
+from flaketui.core.timeutil import parse_iso, utc_now
+
+DB_PATH = click.Path(dir_okay=False, path_type=Path)
+# deselect and list feed a test runner's exclusions, so by default they hold only `skip` entries.
+DEFAULT_MODE = {"deselect": "skip", "list": "skip"}
+
+
+@cli.command("export")
+@click.argument("db", type=DB_PATH)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="Output format.")
+@click.option("--owner", help="Only decisions for this owner (exact match).")
+@click.option(
+    "--mode",
+    type=click.Choice(["skip", "run", "all"]),
+    help="Only entries of this mode (default: skip for deselect and list, else all).",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here (atomically) instead of standard output.",
+)
+@SKIP_FILE_OPTION
+@NOW_OPTION
+@CODEOWNERS_OPTION
+def export_command(
+    db: Path,
+    fmt: str,
+    owner: str | None,
+    mode: str | None,
+    output: Path | None,
+    skip_file: str | None,
+    now: str | None,
+    codeowners: Path | None,
+) -> None:
+    """Export the quarantine decisions: skip-file entries with their current verdict and owner."""
+    from flaketui.core.scoring.report import build_report, effective_now
+
+    path, config = skip_path_for(skip_file)
+    if skip_file is not None and not path.exists():
+        raise SkipFileError(f"{path}: file not found")
+    skip = read_skip_file(path, explicit=skip_file is not None)
+    history = open_history(db, create=False, readonly=True)
+    requested = parse_iso(now) if now else None
+    # Verdicts as of the §1 effective now; expiry against the real clock (or --now).
+    moment, _clamped = effective_now(history, requested, config)
+    expiry_now = requested or utc_now()
+    report = None
+    if skip is not None and skip.entries:
+        report = build_report(
+            history,
+            now=moment,
+            config=config,
+            repo_root=locate_codeowners(db, cwd=path.parent, explicit=codeowners),
+        )
+    chosen = mode or DEFAULT_MODE.get(fmt, "all")
+    found = decisions(
+        skip, report, now=expiry_now, owner=owner, mode=None if chosen == "all" else chosen
+    )
+    text = render_decisions(found, fmt, now=expiry_now)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_atomically(output.absolute(), text.encode("utf-8"))
+    click.echo(f"exported {len(found)} decision(s) as {fmt} to {output}", err=True)

@@ -1,0 +1,172 @@
+"""`flaketui ingest`: load JUnit reports (one run) or a backfill manifest into a history."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.cli.commands.resign import resign_if_stale
+from flaketui.core.config import load_config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.junit import reports_timestamp
+from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
+from flaketui.core.ingest.runmeta import resolve_run_meta
+from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
+from flaketui.core.models import BRANCH_KINDS, RunMeta
+from flaketui.core.timeutil import parse_iso
+
+MAX_REFUSED_SHOWN = 50
+
+
+def _worker_count(text: str | None) -> int | None:
+    """Parse --worker-count here so a bad value is a one-line error, not a usage screen."""
+    if text is None:
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise FlaketuiError(f"--worker-count must be a whole number, got {text!r}") from None
+    if count < 1:
+        raise FlaketuiError(f"--worker-count must be at least 1, got {count}")
+    return count
+
+
+@cli.command("ingest")
+@click.argument("db", type=click.Path(path_type=Path))
+@click.argument("reports", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--run-id", help="Run identity (default: from CI variables, else content hash).")
+@click.option("--suite", help="Suite name (default: from CI, else 'default').")
+@click.option("--branch", help="Branch the run tested (default: from CI, else git).")
+@click.option("--branch-kind", metavar="|".join(BRANCH_KINDS), help="Default: from the branch.")
+@click.option("--commit", "commit_sha", metavar="SHA", help="Commit tested (default: CI/git).")
+@click.option(
+    "--timestamp", metavar="ISO",
+    help="When the run happened (default: the reports' own plausible timestamp, else now).",
+)  # fmt: skip
+@click.option("--worker-count", metavar="N", help="Parallel workers of the run (default 1).")
+@click.option(
+    "--changed-file", "changed_files", multiple=True, metavar="PATH",
+    help="A file the commit changed (repeatable; default: from git).",
+)  # fmt: skip
+@click.option("--incident", metavar="TAG", help="Tag the run as part of incident TAG.")
+@click.option("--runner-host", metavar="H", help="Machine that ran the tests (default: this).")
+@click.option("--ci-url", metavar="URL", help="Link to the CI job.")
+@click.option(
+    "--manifest", type=click.Path(path_type=Path),
+    help="Backfill: a JSON-lines file, one run (or shard) per line; see the README.",
+)  # fmt: skip
+@click.option("--no-detect", is_flag=True, help="Do not read CI variables or git.")
+def ingest_command(
+    db: Path,
+    reports: tuple[Path, ...],
+    run_id: str | None,
+    suite: str | None,
+    branch: str | None,
+    branch_kind: str | None,
+    commit_sha: str | None,
+    timestamp: str | None,
+    worker_count: str | None,
+    changed_files: tuple[str, ...],
+    incident: str | None,
+    runner_host: str | None,
+    ci_url: str | None,
+    manifest: Path | None,
+    no_detect: bool,
+) -> None:
+    """Ingest JUnit REPORTS into history DB as one run (shards of one run: give them all, or
+    ingest each with the same --run-id). A report already ingested into the run is skipped.
+    """
+    if manifest is not None:
+        if reports:
+            raise FlaketuiError("give report files or --manifest, not both")
+        flags = (run_id, suite, branch, branch_kind, commit_sha, timestamp, worker_count,
+                 incident, runner_host, ci_url)  # fmt: skip
+        if changed_files or any(flag is not None for flag in flags):
+            raise FlaketuiError("with --manifest, run metadata comes from the manifest's lines")
+        _ingest_manifest(db, manifest)
+        return
+    if not reports:
+        raise FlaketuiError("give at least one report file (or --manifest runs.jsonl)")
+    if branch_kind is not None and branch_kind not in BRANCH_KINDS:
+        raise FlaketuiError(f"--branch-kind must be one of {', '.join(BRANCH_KINDS)}")
+    meta = RunMeta(
+        run_id=run_id,
+        suite=suite,
+        branch=branch,
+        branch_kind=branch_kind,
+        commit_sha=commit_sha,
+        ts=parse_iso(timestamp) if timestamp is not None else None,
+        worker_count=_worker_count(worker_count),
+        runner_host=runner_host,
+        ci_url=ci_url,
+        incident=incident,
+        changed_files=list(changed_files),
+    )
+    config = load_config()
+    # Check the reports before the history is opened, so a typo never creates an empty file.
+    hashes = [file_sha256(path) for path in reports]
+    if meta.ts is None:
+        # The manifest's rule: an archived report re-ingested later keeps the day it ran.
+        meta.ts = reports_timestamp(reports)
+    resolved = resolve_run_meta(
+        meta,
+        env=os.environ,
+        cwd=Path.cwd(),
+        config=config,
+        detect=not no_detect,
+        fallback_run_id=content_run_id(hashes),
+    )
+    history = open_history(db)
+    result = ingest_reports(history, list(reports), resolved, config=config)
+    resign_if_stale(history, config.mask_patterns)
+    if result.empty:
+        click.echo(f"no test cases in {len(reports)} report(s): no run recorded")
+        return
+    state = "new run" if result.created else "existing run"
+    skipped = f", {result.files_skipped} already ingested" if result.files_skipped else ""
+    click.echo(
+        f"run {result.run_id} ({state}): {result.files_ingested} file(s) ingested{skipped}, "
+        f"{result.results} result(s) added, {result.tests} test(s) in the run"
+    )
+
+
+def _ingest_manifest(db: Path, manifest: Path) -> None:
+    """Backfill from a manifest with a progress bar on a terminal; exit 1 if a line was refused."""
+    config = load_config()
+    history = open_history(db)
+    if sys.stderr.isatty():
+        with click.progressbar(
+            length=1, label="ingesting runs", file=sys.stderr
+        ) as bar:  # fmt: skip
+
+            def progress(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - bar.pos)
+
+            summary = ingest_manifest(history, manifest, config=config, progress=progress)
+    else:
+        summary = ingest_manifest(history, manifest, config=config)
+    _print_summary(summary)
+    resign_if_stale(history, config.mask_patterns)
+    if summary.refused:
+        raise SystemExit(1)
+
+
+def _print_summary(summary: ManifestSummary) -> None:
+    line = (
+        f"{summary.runs_landed} run(s) landed with {summary.results_landed} result(s), "
+        f"{summary.runs_already_present} already present"
+    )
+    if summary.runs_empty:
+        line += f", {summary.runs_empty} without test cases"
+    line += f", {len(summary.refused)} line(s) refused"
+    click.echo(line)
+    for number, reason in summary.refused[:MAX_REFUSED_SHOWN]:
+        click.echo(f"line {number}: {reason}", err=True)
+    if len(summary.refused) > MAX_REFUSED_SHOWN:
+        click.echo(f"... and {len(summary.refused) - MAX_REFUSED_SHOWN} more", err=True)

@@ -1,0 +1,202 @@
+"""`flaketui lifecycle`: derive the quarantine lifecycle (SPEC §8), apply it, gate CI on it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flaketui.cli import cli
+from flaketui.cli.commands.quarantine import DB_PATH, SKIP_FILE_OPTION, skip_path_for
+from flaketui.core.history.store import open_history
+from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
+from flaketui.core.timeutil import parse_iso, to_iso
+
+EXIT_CODES = """\b
+Exit status (bits, combined by OR; --no-gate always exits 0 unless an error occurs):
+  0   nothing to report
+  1   error (bad input, unreadable history or skip file); 2: usage error
+  4   new regressions: regression verdicts no regression-noted audit row acknowledges
+      (--apply writes those rows, so each is reported once by a nightly --apply)
+  8   expired skip-file entries
+  16  skip-file entries matching no test that ran in the window
+"""
+
+
+def _skip(path: Path, explicit: bool) -> SkipFile | None:
+    """The skip file, or None when absent or (auto-discovered) not flaketui's."""
+    try:
+        return read_skip_file(path, explicit=explicit)
+    except ForeignSkipFile as exc:
+        click.echo(f"warning: {exc.message}; ignored", err=True)
+        return None
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return lines
+
+
+def _as_json(plan: Any, shown: list[Any], gate: Any, applied: Any, code: int) -> str:
+    doc = {
+        "now": to_iso(plan.now),
+        "applied": applied is not None,
+        "transitions": [
+            {
+                "test_id": t.test_id,
+                "from": t.before,
+                "to": t.after,
+                "day": t.day.isoformat(),
+                "ts": to_iso(t.ts),
+                "reason": t.reason,
+                "by": t.by,
+                "recorded": t.recorded,
+                "effect": t.effect,
+                "score": None if t.score is None else round(t.score, 6),
+            }
+            for t in shown
+        ],
+        "states": [
+            {
+                "test_id": s.test_id,
+                "state": s.state,
+                "since": s.since.isoformat() if s.since else None,
+                "score": round(s.score, 6),
+                "threshold": s.threshold,
+                "verdict": s.verdict,
+                "quarantined_since": s.quarantined_since.isoformat()
+                if s.quarantined_since
+                else None,
+                "quarantined_by": s.quarantined_by,
+                "clean_runs": s.clean_runs,
+                "note": s.note,
+            }
+            for s in sorted(plan.states.values(), key=lambda s: s.test_id)
+            if s.state != "none"
+        ],
+        "gate": {
+            "new_regressions": [
+                {"test_id": v.test_id, "reason": v.reason, "first_bad_commit": v.first_bad_commit}
+                for v in gate.new_regressions
+            ],
+            "expired": [
+                {"test_id": e.test_id, "expires": to_iso(e.expires) if e.expires else None}
+                for e in gate.expired
+            ],
+            "unmatched": gate.unmatched,
+            "exit_code": code,
+        },
+    }
+    if applied is not None:
+        doc["effects"] = {
+            "quarantined": applied.quarantined,
+            "released": applied.released,
+            "kept": applied.kept,
+            "regressions_noted": applied.noted,
+        }
+    return json.dumps(doc, indent=2, sort_keys=True)
+
+
+def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: bool) -> str:
+    lines: list[str] = []
+    title = "Transitions" if show_all else ("Applied" if applied is not None else "Would apply")
+    lines.append(f"{title} as of {to_iso(plan.now)}: {len(shown)}")
+    if shown:
+        headers = ["test", "from", "to", "day", "reason"]
+        if show_all:
+            headers.append("by")
+        rows = []
+        for t in shown:
+            row = [t.test_id, t.before, t.after, t.day.isoformat(), t.reason]
+            if show_all:
+                row.append(t.by + ("" if t.recorded else " (pending)"))
+            rows.append(row)
+        lines.extend(_table(headers, rows))
+    states = sorted((s for s in plan.states.values() if s.state != "none"), key=lambda s: s.test_id)
+    lines.append("")
+    lines.append(f"States: {len(states)}")
+    if states:
+        rows = [
+            [s.test_id, s.state, s.since.isoformat() if s.since else "-", f"{s.score:.3f}", s.note]
+            for s in states
+        ]
+        lines.extend(_table(["test", "state", "since", "score", "note"], rows))
+    if applied is not None and applied.kept:
+        lines.append("")
+        lines.append(
+            "Kept (released by clean runs, entry owned by a person; use flaketui release):"
+        )
+        lines.extend(f"  {test_id}" for test_id in applied.kept)
+    lines.append("")
+    lines.append("Gate:")
+    findings = [
+        *(f"  new regression: {v.test_id} ({v.reason})" for v in gate.new_regressions),
+        *(
+            f"  expired entry: {e.test_id} (expired {to_iso(e.expires) if e.expires else '?'})"
+            for e in gate.expired
+        ),
+        *(f"  entry matching no test: {test_id}" for test_id in gate.unmatched),
+    ]
+    lines.extend(findings or ["  ok"])
+    return "\n".join(lines)
+
+
+@cli.command("lifecycle", epilog=EXIT_CODES)
+@click.argument("db", type=DB_PATH)
+@click.option("--now", metavar="ISO", help="Derive the lifecycle as of this time (default: now).")
+@click.option("--apply", "apply", is_flag=True, help="Write the skip file and the audit log.")
+@click.option("--all", "show_all", is_flag=True, help="List recorded transitions too.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--no-gate", is_flag=True, help="Exit 0 whatever the gate finds.")
+@SKIP_FILE_OPTION
+def lifecycle_command(
+    db: Path,
+    now: str | None,
+    apply: bool,
+    show_all: bool,
+    fmt: str,
+    no_gate: bool,
+    skip_file: str | None,
+) -> None:
+    """Derive the quarantine lifecycle of history DB; print (or --apply) its transitions.
+
+    States: watching (recency score >= watch_threshold), warning (>= the suite threshold on
+    warning_days days running), quarantined (after auto_quarantine_days in warning, never in a
+    test's first grace_days, or by a person), fix_or_delete (30 days quarantined),
+    removal_recommended (60 days); released after release_clean_runs clean runs or by a
+    person. Only flaky tests enter; regressions never do. See docs/lifecycle.md.
+    """
+    from flaketui.core.quarantine.actions import current_user
+    from flaketui.core.quarantine.apply import apply_plan, gate_findings
+    from flaketui.core.quarantine.lifecycle import derive
+    from flaketui.core.scoring.report import effective_now
+
+    path, config = skip_path_for(skip_file)
+    history = open_history(db, create=False, readonly=not apply)
+    try:
+        moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
+        explicit = skip_file is not None
+        skip = _skip(path, explicit)
+        plan = derive(history, now=moment, config=config, skip=skip)
+        gate = gate_findings(history, plan, skip, config=config)
+        applied = None
+        if apply:
+            applied = apply_plan(
+                history, plan, gate, skip_path=path, config=config, who=current_user()
+            )
+    finally:
+        history.conn.close()
+    shown = plan.transitions if show_all else plan.pending
+    code = 0 if no_gate else gate.code
+    if fmt == "json":
+        click.echo(_as_json(plan, shown, gate, applied, code))
+    else:
+        click.echo(_as_text(plan, shown, gate, applied, show_all))
+    if code:
+        click.get_current_context().exit(code)

@@ -1,0 +1,128 @@
+"""`flaketui quarantine` and `flaketui release`: write the shared skip file and the audit log."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.core.config import Config, load_config
+from flaketui.core.history.store import open_history
+from flaketui.core.quarantine.skipfile import repo_root, resolve_skip_file
+from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+
+DB_PATH = click.Path(dir_okay=False, path_type=Path)
+SKIP_FILE_OPTION = click.option(
+    "--skip-file",
+    "skip_file",
+    metavar="PATH",
+    help="Skip file to write (default: FLAKETUI_SKIP_FILE, [tool.flaketui] skip_file, "
+    "else .quarantine.json at the git root).",
+)
+NOW_OPTION = click.option("--now", metavar="ISO", help="Act as of this time (default: now).")
+
+
+def skip_path_for(flag: str | None) -> tuple[Path, Config]:
+    """The skip file the CLI works on, and the configuration found from the current directory."""
+    root = repo_root()
+    config = load_config(Path.cwd())
+    return resolve_skip_file(flag, env=os.environ, config=config, root=root), config
+
+
+def _display(path: Path) -> str:
+    """A path relative to the current directory when it is inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@cli.command("quarantine")
+@click.argument("db", type=DB_PATH)
+@click.argument("test_id")
+@click.option("--reason", required=True, help="Why (kept in the skip file and the audit log).")
+@click.option(
+    "--mode",
+    type=click.Choice(["skip", "run"]),
+    default="skip",
+    show_default=True,
+    help="skip: deselected in CI; run: runs, but its failures do not fail the session.",
+)
+@click.option(
+    "--expires",
+    "expires_days",
+    type=click.IntRange(min=1),
+    metavar="DAYS",
+    help="Days until the entry expires (default: skip_expiry_days, 30).",
+)
+@click.option("--ticket", metavar="URL", help="Link to the tracking issue.")
+@click.option("--force", is_flag=True, help="Quarantine a test id the history has never seen.")
+@SKIP_FILE_OPTION
+@NOW_OPTION
+def quarantine_command(
+    db: Path,
+    test_id: str,
+    reason: str,
+    mode: str,
+    expires_days: int | None,
+    ticket: str | None,
+    force: bool,
+    skip_file: str | None,
+    now: str | None,
+) -> None:
+    """Quarantine TEST_ID (a family parent quarantines every param) in the skip file."""
+    from flaketui.core.quarantine.actions import quarantine
+    from flaketui.core.scoring.report import effective_now
+
+    path, config = skip_path_for(skip_file)
+    history = open_history(db, create=False)
+    requested = parse_iso(now) if now else None
+    scored_at, _clamped = effective_now(history, requested, config)
+    entries = quarantine(
+        history,
+        path,
+        test_id,
+        reason=reason,
+        mode=mode,
+        expires_days=expires_days,
+        ticket=ticket,
+        now=requested or utc_now(),
+        scored_at=scored_at,
+        config=config,
+        force=force,
+        source="cli",
+    )
+    for entry in entries:
+        until = to_iso(entry.expires) if entry.expires else "never"
+        click.echo(f"quarantined ({entry.mode}, until {until}): {entry.test_id}")
+    click.echo(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} in {_display(path)}")
+
+
+@cli.command("release")
+@click.argument("db", type=DB_PATH)
+@click.argument("test_id")
+@click.option("--reason", help="Why (kept in the audit log).")
+@SKIP_FILE_OPTION
+@NOW_OPTION
+def release_command(
+    db: Path, test_id: str, reason: str | None, skip_file: str | None, now: str | None
+) -> None:
+    """Release TEST_ID (a family parent releases every quarantined param) from the skip file."""
+    from flaketui.core.quarantine.actions import release
+
+    path, _config = skip_path_for(skip_file)
+    history = open_history(db, create=False)
+    released = release(
+        history,
+        path,
+        test_id,
+        reason=reason,
+        now=parse_iso(now) if now else utc_now(),
+        source="cli",
+    )
+    for released_id in released:
+        click.echo(f"released: {released_id}")
+    click.echo(f"{len(released)} entr{'y' if len(released) == 1 else 'ies'} removed from "
+               f"{_display(path)}")  # fmt: skip

@@ -1,0 +1,48 @@
+"""`flaketui resign`: sign stored failure messages again with the current scheme."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import sqlite_utils
+
+from flaketui.cli import cli
+from flaketui.core.config import load_config
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.resign import (
+    ensure_current,
+    resign,
+    scheme_of,
+    stored_scheme,
+)
+
+
+@cli.command("resign")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+def resign_command(db: Path) -> None:
+    """Re-sign the failure messages of history DB with this flaketui's algorithm and the
+    configured mask patterns (ingest and merge do this by themselves when the scheme changed).
+    """
+    history = open_history(db, create=False)
+    patterns = load_config().mask_patterns
+    before = stored_scheme(history)
+    summary = resign(history, patterns)
+    click.echo(
+        f"re-signed {summary.messages} failure message(s) ({before} -> {scheme_of(patterns)}):"
+        f" {summary.changed} changed signature, {summary.signatures_before} ->"
+        f" {summary.signatures_after} signature(s)"
+    )
+
+
+def resign_if_stale(history: sqlite_utils.Database, patterns: tuple[str, ...]) -> None:
+    """After a successful write: re-sign old messages when the scheme changed, and say so.
+
+    (A history the write found empty was stamped with the current scheme by the writer.)
+    """
+    summary = ensure_current(history, patterns)
+    if summary is not None:
+        click.echo(
+            f"re-signed {summary.messages} stored failure message(s) for the current signature"
+            f" scheme ({summary.signatures_before} -> {summary.signatures_after} signature(s))"
+        )

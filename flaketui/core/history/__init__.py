@@ -1,0 +1,1 @@
+"""The store: open and migrate a history, merge, prune, incidents."""

@@ -1,0 +1,342 @@
+"""Incidents: tag runs (by time window or failure signature) so scoring ignores them."""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import sqlite_utils
+
+from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.store import transaction
+from flaketui.core.rollups import build as rollups
+from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+
+# Bad runs closer together than this are proposed as one incident window.
+PROPOSAL_GAP_HOURS = 4.0
+
+
+class IncidentError(FlaketuiError):
+    """A bad incident request: unknown tag, bad window, unknown signature."""
+
+
+@dataclass(slots=True)
+class IncidentChange:
+    """What adding an incident did."""
+
+    tag: str
+    kind: str  # window | signature
+    runs_tagged: int  # runs newly tagged with this incident
+    runs_already_tagged: int  # matching runs left with the other incident they already had
+    start: datetime | None = None
+    end: datetime | None = None
+    signature: str | None = None  # full signature hash
+
+
+@dataclass(slots=True)
+class Incident:
+    """A tagged incident as listed: its rules and how many runs carry the tag now."""
+
+    tag: str
+    kind: str  # window | signature | ingest (tagged when the run was ingested, no rule)
+    runs: int
+    start: datetime | None = None  # window rule, or the first tagged run for 'ingest'
+    end: datetime | None = None
+    signature: str | None = None
+    signature_text: str | None = None
+    note: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class ProposedRun:
+    """One run in which most tests failed their first attempt."""
+
+    run_id: str
+    ts: datetime
+    suite: str
+    tests: int
+    failed_tests: int
+
+    @property
+    def failed_share(self) -> float:
+        """Share of the run's tests whose first attempt failed."""
+        return self.failed_tests / self.tests if self.tests else 0.0
+
+
+@dataclass(slots=True)
+class Proposal:
+    """A suggested incident window grouping bad runs within a few hours of each other."""
+
+    tag: str
+    start: datetime
+    end: datetime
+    runs: list[ProposedRun]
+    runs_in_window: int  # every untagged run the window would tag, bad or not
+    top_signature: str | None = None
+    top_signature_text: str | None = None
+    suites: list[str] = field(default_factory=list)
+
+    def accept_command(self, db_path: str) -> str:
+        """The command line that accepts this proposal."""
+        return shlex.join(
+            [
+                "flaketui", "incident", "add", db_path, self.tag,
+                "--from", to_iso(self.start), "--to", to_iso(self.end),
+            ]
+        )  # fmt: skip
+
+
+def _set_incident(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | None) -> int:
+    """Set or clear runs.incident: the single place incident tags change.
+
+    Per-day rollups (section 9) that depend on runs.incident must be rebuilt here for the
+    days of the affected runs, inside the caller's transaction.
+    """
+    pks = list(run_pks)
+    conn.executemany("UPDATE runs SET incident = ? WHERE id = ?", [(tag, pk) for pk in pks])
+    rollups.refresh_runs(conn, pks)
+    return len(pks)
+
+
+def _resolve_signature(conn: sqlite3.Connection, text: str) -> str:
+    """The full signature hash for a hash or a unique prefix of one."""
+    prefix = text.strip().lower()
+    if not prefix:
+        raise IncidentError("empty signature")
+    rows = conn.execute(
+        "SELECT hash FROM signatures WHERE substr(hash, 1, ?) = ? ORDER BY hash LIMIT 2",
+        (len(prefix), prefix),
+    ).fetchall()
+    if not rows:
+        raise IncidentError(f"no failure signature starting with {text!r}")
+    if len(rows) > 1:
+        raise IncidentError(f"signature prefix {text!r} is ambiguous; give more characters")
+    return str(rows[0][0])
+
+
+def _matching_runs(
+    conn: sqlite3.Connection,
+    *,
+    start: str | None,
+    end: str | None,
+    signature: str | None,
+    only_pks: Sequence[int] | None = None,
+) -> list[tuple[int, str | None]]:
+    """(run pk, current incident) of the runs one incident rule matches."""
+    if signature is not None:
+        rows = conn.execute(
+            "SELECT DISTINCT runs.id, runs.incident FROM runs "
+            "JOIN results ON results.run = runs.id "
+            "JOIN signatures ON signatures.id = results.signature "
+            "WHERE signatures.hash = ?",
+            (signature,),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT id, incident FROM runs WHERE ts >= ? AND ts <= ?", (start, end)
+        ).fetchall()
+    if only_pks is not None:
+        wanted = set(only_pks)
+        rows = [row for row in rows if row[0] in wanted]
+    return [(int(pk), incident) for pk, incident in rows]
+
+
+def add_incident(
+    db: sqlite_utils.Database,
+    tag: str,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    signature: str | None = None,
+    note: str | None = None,
+) -> IncidentChange:
+    """Record an incident rule and tag the untagged runs it matches, in one transaction."""
+    tag = tag.strip()
+    if not tag:
+        raise IncidentError("an incident needs a non-empty tag")
+    has_window = start is not None or end is not None
+    if has_window == (signature is not None):
+        raise IncidentError("give either a window (--from and --to) or --signature, not both")
+    if has_window and (start is None or end is None):
+        raise IncidentError("a window incident needs both --from and --to")
+    start_ts = to_iso(start) if start is not None else None
+    end_ts = to_iso(end) if end is not None else None
+    if start_ts is not None and end_ts is not None and end_ts < start_ts:
+        raise IncidentError(f"window ends ({end_ts}) before it starts ({start_ts})")
+    conn = db.conn
+    with transaction(conn):
+        full_hash = _resolve_signature(conn, signature) if signature is not None else None
+        matched = _matching_runs(conn, start=start_ts, end=end_ts, signature=full_hash)
+        # A run keeps the incident it already has: one tag per run, first tag wins.
+        free = [pk for pk, incident in matched if incident is None]
+        other = sum(1 for _pk, incident in matched if incident is not None and incident != tag)
+        conn.execute(
+            "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (tag, start_ts, end_ts, full_hash, to_iso(utc_now()), note),
+        )
+        tagged = _set_incident(conn, free, tag)
+    return IncidentChange(
+        tag=tag,
+        kind="signature" if full_hash is not None else "window",
+        runs_tagged=tagged,
+        runs_already_tagged=other,
+        start=parse_iso(start_ts) if start_ts else None,
+        end=parse_iso(end_ts) if end_ts else None,
+        signature=full_hash,
+    )
+
+
+def apply_incidents(db: sqlite_utils.Database, run_pks: Sequence[int] | None = None) -> int:
+    """Tag untagged runs matched by recorded incident rules (e.g. runs ingested late)."""
+    conn = db.conn
+    with transaction(conn):
+        return _apply_rules(conn, run_pks)
+
+
+def _apply_rules(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> int:
+    """Apply every recorded rule, oldest first, to the untagged runs among run_pks."""
+    tagged = 0
+    rules = conn.execute(
+        "SELECT tag, start_ts, end_ts, signature FROM incidents "
+        "WHERE signature IS NOT NULL OR (start_ts IS NOT NULL AND end_ts IS NOT NULL) ORDER BY id"
+    ).fetchall()
+    for tag, start_ts, end_ts, signature in rules:
+        matched = _matching_runs(
+            conn, start=start_ts, end=end_ts, signature=signature, only_pks=run_pks
+        )
+        tagged += _set_incident(conn, [pk for pk, incident in matched if incident is None], tag)
+    return tagged
+
+
+def remove_incident(db: sqlite_utils.Database, tag: str) -> int:
+    """Delete an incident's rules and untag its runs; return how many runs were untagged."""
+    conn = db.conn
+    with transaction(conn):
+        freed = [
+            int(row[0]) for row in conn.execute("SELECT id FROM runs WHERE incident = ?", (tag,))
+        ]
+        rules = conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,)).rowcount
+        if not freed and not rules:
+            raise IncidentError(f"no incident tagged {tag!r} (see flaketui incident list)")
+        _set_incident(conn, freed, None)
+        # Another incident's rule may cover runs this tag had claimed first.
+        _apply_rules(conn, freed)
+        still = conn.execute(
+            "SELECT count(*) FROM runs WHERE incident IS NULL AND id IN "
+            "(SELECT value FROM json_each(?))",
+            (f"[{','.join(str(pk) for pk in freed)}]",),
+        ).fetchone()[0]
+    return int(still)
+
+
+def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
+    """Every incident: recorded rules, and tags set at ingest without a rule."""
+    conn = db.conn
+    counts = {
+        str(tag): (int(n), first, last)
+        for tag, n, first, last in conn.execute(
+            "SELECT incident, count(*), min(ts), max(ts) FROM runs "
+            "WHERE incident IS NOT NULL GROUP BY incident"
+        )
+    }
+    incidents: list[Incident] = []
+    seen: set[str] = set()
+    for tag, start_ts, end_ts, sig, sig_text, created_at, note in conn.execute(
+        "SELECT incidents.tag, start_ts, end_ts, incidents.signature, signatures.text, "
+        "created_at, note FROM incidents "
+        "LEFT JOIN signatures ON signatures.hash = incidents.signature ORDER BY incidents.id"
+    ):
+        seen.add(tag)
+        runs, first, last = counts.get(tag, (0, None, None))
+        if sig is not None:
+            kind = "signature"
+        elif start_ts is not None and end_ts is not None:
+            kind = "window"
+        else:
+            # Recorded by `flaketui ingest --incident`: no rule, the runs carry the tag.
+            kind, start_ts, end_ts = "ingest", first, last
+        incidents.append(
+            Incident(
+                tag=tag,
+                kind=kind,
+                runs=runs,
+                start=parse_iso(start_ts) if start_ts else None,
+                end=parse_iso(end_ts) if end_ts else None,
+                signature=sig,
+                signature_text=sig_text,
+                note=note,
+                created_at=parse_iso(created_at),
+            )
+        )
+    for tag, (runs, first, last) in sorted(counts.items()):
+        if tag not in seen:
+            incidents.append(
+                Incident(tag, "ingest", runs, start=parse_iso(first), end=parse_iso(last))
+            )
+    return incidents
+
+
+def propose_incidents(
+    db: sqlite_utils.Database,
+    *,
+    now: datetime,
+    config: Config,
+    min_tests: int = 10,
+    min_failed_share: float = 0.5,
+    gap_hours: float = PROPOSAL_GAP_HOURS,
+) -> list[Proposal]:
+    """Untagged runs where most of the run's tests failed their first attempt, grouped."""
+    conn = db.conn
+    since = to_iso(now - timedelta(days=config.window_days))
+    rows = conn.execute(
+        "SELECT runs.id, runs.run_id, runs.ts, runs.suite, count(*) AS tests, "
+        "sum(test_runs.bad) AS failed FROM runs "
+        "JOIN test_runs ON test_runs.run = runs.id "
+        "WHERE runs.incident IS NULL AND runs.ts > ? AND runs.ts <= ? "
+        "AND test_runs.outcome != 'skipped' "
+        "GROUP BY runs.id HAVING count(*) >= ? AND sum(test_runs.bad) >= ? * count(*) "
+        "ORDER BY runs.ts, runs.id",
+        (since, to_iso(now), min_tests, min_failed_share),
+    ).fetchall()
+    groups: list[list[tuple[int, ProposedRun]]] = []
+    for pk, run_id, ts, suite, tests, failed in rows:
+        run = ProposedRun(run_id, parse_iso(ts), suite, int(tests), int(failed))
+        if groups and run.ts - groups[-1][-1][1].ts <= timedelta(hours=gap_hours):
+            groups[-1].append((pk, run))
+        else:
+            groups.append([(pk, run)])
+    return [_proposal(conn, group) for group in groups]
+
+
+def _proposal(conn: sqlite3.Connection, group: list[tuple[int, ProposedRun]]) -> Proposal:
+    """Describe one group of bad runs as a window proposal."""
+    runs = [run for _pk, run in group]
+    start, end = runs[0].ts, runs[-1].ts
+    pks = f"[{','.join(str(pk) for pk, _run in group)}]"
+    in_window = conn.execute(
+        "SELECT count(*) FROM runs WHERE incident IS NULL AND ts >= ? AND ts <= ?",
+        (to_iso(start), to_iso(end)),
+    ).fetchone()[0]
+    top = conn.execute(
+        "SELECT signatures.hash, signatures.text FROM test_runs "
+        "JOIN signatures ON signatures.id = test_runs.signature "
+        "WHERE test_runs.run IN (SELECT value FROM json_each(?)) AND test_runs.bad = 1 "
+        "GROUP BY signatures.id ORDER BY count(*) DESC, signatures.hash LIMIT 1",
+        (pks,),
+    ).fetchone()
+    return Proposal(
+        tag=f"auto-{start:%Y%m%d-%H%M}",
+        start=start,
+        end=end,
+        runs=runs,
+        runs_in_window=int(in_window),
+        top_signature=top[0] if top else None,
+        top_signature_text=top[1] if top else None,
+        suites=sorted({run.suite for run in runs}),
+    )

@@ -1,0 +1,238 @@
+"""Merge other histories into one: copy their runs, remapping integer ids, idempotently.
+
+Rules (the spec leaves them open):
+- A run whose run_id is new to DEST is copied whole: its row (with its original ``source``),
+  report-file hashes, changed files, results and recomputed per-test outcomes.
+- A run whose run_id DEST already has gains only the tests DEST's copy lacks (the other shards
+  of a sharded CI run, published as separate histories), plus missing file hashes and changed
+  files; a test both copies hold keeps DEST's attempts, and the run's metadata stays DEST's.
+- Tests are matched by test_id (first_seen becomes the earlier of the two), signatures by hash
+  (DEST's example wins), incidents by (tag, start_ts, end_ts, signature), audit rows by
+  (ts, who, action, test_id).
+Merging the same source twice therefore changes nothing the second time. Each source merges in
+one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from flaketui.core.errors import HistoryError
+from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.rollups import build as rollups
+
+RUN_COLUMNS = (
+    "run_id, suite, branch, branch_kind, commit_sha, ts, worker_count, runner_host, ci_url,"
+    " incident, source, finished"
+)
+RESULT_COLUMNS = "test, attempt, outcome, worker_id, duration_ms, message, signature"
+
+
+@dataclass
+class MergeSummary:
+    """What merging added to the destination history."""
+
+    sources: int = 0
+    runs_added: int = 0
+    runs_extended: int = 0  # present in DEST, gained tests from a source
+    runs_unchanged: int = 0
+    results_added: int = 0
+    incidents_added: int = 0
+    audit_rows_added: int = 0
+
+
+def _database_file(conn: sqlite3.Connection) -> Path | None:
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main" and file:
+            return Path(file).resolve()
+    return None
+
+
+def _id_map(
+    conn: sqlite3.Connection, sql: str, keys: Iterable[str], src_ids: dict[str, int]
+) -> dict[int, int]:
+    """Map source row ids to DEST row ids through a natural key (test_id or hash)."""
+    mapping: dict[int, int] = {}
+    for dest_id, key in conn.execute(sql, (json.dumps(list(keys)),)):
+        mapping[src_ids[key]] = int(dest_id)
+    return mapping
+
+
+def _merge_tests(dest: sqlite3.Connection, src: sqlite3.Connection) -> dict[int, int]:
+    rows = src.execute("SELECT id, test_id, parent, test_file, first_seen FROM tests").fetchall()
+    dest.executemany(
+        UPSERT_TEST_SQL,
+        [row[1:] for row in rows],
+    )
+    src_ids = {str(row[1]): int(row[0]) for row in rows}
+    return _id_map(
+        dest,
+        "SELECT id, test_id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+        src_ids,
+        src_ids,
+    )
+
+
+def _merge_signatures(dest: sqlite3.Connection, src: sqlite3.Connection) -> dict[int, int]:
+    rows = src.execute("SELECT id, hash, text, example FROM signatures").fetchall()
+    dest.executemany(
+        "INSERT OR IGNORE INTO signatures (hash, text, example) VALUES (?, ?, ?)",
+        [row[1:] for row in rows],
+    )
+    src_ids = {str(row[1]): int(row[0]) for row in rows}
+    return _id_map(
+        dest,
+        "SELECT id, hash FROM signatures WHERE hash IN (SELECT value FROM json_each(?))",
+        src_ids,
+        src_ids,
+    )
+
+
+def _copy_results(
+    dest: sqlite3.Connection,
+    src: sqlite3.Connection,
+    src_run: int,
+    dest_run: int,
+    tests: dict[int, int],
+    signatures: dict[int, int],
+    skip_tests: set[int],
+) -> int:
+    """Copy a source run's results into a DEST run, except those of DEST tests in skip_tests."""
+    rows = []
+    for test, attempt, outcome, worker, duration, message, signature in src.execute(
+        f"SELECT {RESULT_COLUMNS} FROM results WHERE run = ?", (src_run,)
+    ):
+        dest_test = tests[test]
+        if dest_test in skip_tests:
+            continue
+        rows.append(
+            (
+                dest_run,
+                dest_test,
+                attempt,
+                outcome,
+                worker,
+                duration,
+                message,
+                None if signature is None else signatures[signature],
+            )
+        )
+    dest.executemany(
+        f"INSERT INTO results (run, {RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+    )
+    return len(rows)
+
+
+def _copy_run_children(
+    dest: sqlite3.Connection, src: sqlite3.Connection, src_run: int, dest_run: int
+) -> bool:
+    """Add the source run's file hashes and changed files DEST lacks; True if any was new."""
+    before = dest.total_changes
+    for table, column in (("run_files", "content_hash"), ("run_changed_files", "path")):
+        values = [
+            row[0] for row in src.execute(f"SELECT {column} FROM {table} WHERE run = ?", (src_run,))
+        ]
+        dest.executemany(
+            f"INSERT OR IGNORE INTO {table} (run, {column}) VALUES (?, ?)",
+            [(dest_run, value) for value in values],
+        )
+    return dest.total_changes != before
+
+
+def _merge_runs(
+    dest: sqlite3.Connection,
+    src: sqlite3.Connection,
+    tests: dict[int, int],
+    signatures: dict[int, int],
+    summary: MergeSummary,
+) -> None:
+    for src_run, run_id in src.execute("SELECT id, run_id FROM runs ORDER BY ts, id").fetchall():
+        found = dest.execute("SELECT id, ts FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if found is None:
+            row = src.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (src_run,)).fetchone()
+            cursor = dest.execute(
+                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row
+            )
+            dest_run, ts = int(cursor.lastrowid or 0), str(row[5])
+            _copy_run_children(dest, src, src_run, dest_run)
+            summary.results_added += _copy_results(
+                dest, src, src_run, dest_run, tests, signatures, set()
+            )
+            refresh_test_runs(dest, dest_run, ts)
+            rollups.after_write(dest, dest_run)  # same transaction: rollups stay exact
+            summary.runs_added += 1
+            continue
+        dest_run, ts = int(found[0]), str(found[1])
+        present = {
+            int(r[0])
+            for r in dest.execute("SELECT DISTINCT test FROM results WHERE run = ?", (dest_run,))
+        }
+        children_added = _copy_run_children(dest, src, src_run, dest_run)
+        added = _copy_results(dest, src, src_run, dest_run, tests, signatures, present)
+        if added or children_added:
+            refresh_test_runs(dest, dest_run, ts)
+            rollups.after_write(dest, dest_run)  # same transaction: rollups stay exact
+            summary.results_added += added
+            summary.runs_extended += 1
+        else:
+            summary.runs_unchanged += 1
+
+
+def _merge_incidents(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
+    before = dest.total_changes
+    for row in src.execute(
+        "SELECT tag, start_ts, end_ts, signature, created_at, note FROM incidents ORDER BY id"
+    ).fetchall():
+        dest.execute(
+            "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
+            " SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM incidents"
+            " WHERE tag = ?1 AND start_ts IS ?2 AND end_ts IS ?3 AND signature IS ?4)",
+            row,
+        )
+    return dest.total_changes - before
+
+
+def _merge_audit(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
+    before = dest.total_changes
+    dest.executemany(
+        "INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source)"
+        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE NOT EXISTS (SELECT 1 FROM audit_log"
+        " WHERE ts = ?1 AND who = ?2 AND action = ?3 AND test_id = ?4)",
+        src.execute(
+            "SELECT ts, who, action, test_id, mode, reason, ticket, scores, source"
+            " FROM audit_log ORDER BY id"
+        ).fetchall(),
+    )
+    return dest.total_changes - before
+
+
+def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> MergeSummary:
+    """Import the runs of other history files into dest; each source atomically, idempotently."""
+    summary = MergeSummary()
+    dest_file = _database_file(dest.conn)
+    opened = []
+    for path in sources:  # open all first: a bad source refuses the whole merge up front
+        if dest_file is not None and Path(path).resolve() == dest_file:
+            raise HistoryError(f"{path}: cannot merge a history into itself")
+        opened.append(open_history(path, create=False, readonly=True))
+    try:
+        for source in opened:
+            src = source.conn
+            with transaction(dest.conn):
+                signatures = _merge_signatures(dest.conn, src)
+                tests = _merge_tests(dest.conn, src)
+                _merge_runs(dest.conn, src, tests, signatures, summary)
+                summary.incidents_added += _merge_incidents(dest.conn, src)
+                summary.audit_rows_added += _merge_audit(dest.conn, src)
+            summary.sources += 1
+    finally:
+        for source in opened:
+            source.conn.close()
+    return summary

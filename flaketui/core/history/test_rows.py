@@ -1,0 +1,67 @@
+"""Statements on the store's derived rows shared by every writer: test rows and per-run outcomes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+
+# A test row seen again keeps its earliest first_seen and the first file any report gave it
+# (shared by the writer and merge).
+UPSERT_TEST_SQL = (
+    "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (test_id) DO UPDATE SET"
+    " first_seen = min(first_seen, excluded.first_seen),"
+    " test_file = coalesce(test_file, excluded.test_file)"
+    " WHERE first_seen > excluded.first_seen"
+    " OR (test_file IS NULL AND excluded.test_file IS NOT NULL)"
+)
+
+
+# Per (test, run) outcome ------------------------------------------------------------------
+
+_REFRESH_SQL = """
+INSERT OR REPLACE INTO test_runs
+    (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited)
+SELECT a.test, :run, :ts,
+    CASE WHEN a.failed + a.passed = 0 THEN 'skipped'
+         WHEN a.failed = 0 THEN 'pass'
+         WHEN a.passed = 0 THEN 'fail'
+         ELSE 'flaky' END,
+    coalesce(a.first_fail = a.first_real, 0),
+    a.attempts, a.failed,
+    (SELECT r.worker_id FROM results r
+      WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_attempt),
+    (SELECT r.signature FROM results r
+      WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_fail),
+    EXISTS (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = :run AND c.path = t.test_file
+             WHERE t.id = a.test)
+FROM (
+    SELECT test,
+        count(*) AS attempts,
+        sum(outcome IN ('fail', 'error')) AS failed,
+        sum(outcome = 'pass') AS passed,
+        min(attempt) AS first_attempt,
+        min(CASE WHEN outcome != 'skipped' THEN attempt END) AS first_real,
+        min(CASE WHEN outcome IN ('fail', 'error') THEN attempt END) AS first_fail
+    FROM results
+    WHERE {where}
+    GROUP BY test
+) AS a
+"""
+_REFRESH_RUN_SQL = _REFRESH_SQL.format(where="run = :run")
+# With a list of tests, search the (run, test) primary key instead of scanning the whole run.
+_REFRESH_TESTS_SQL = _REFRESH_SQL.format(
+    where="run = :run AND test IN (SELECT value FROM json_each(:tests))"
+)
+
+
+def refresh_test_runs(
+    conn: sqlite3.Connection, run_pk: int, ts: str, tests: Iterable[int] | None = None
+) -> None:
+    """Recompute the test_runs rows of one run (of the given test row ids, or all of them)."""
+    if tests is None:
+        conn.execute(_REFRESH_RUN_SQL, {"run": run_pk, "ts": ts})
+    else:
+        test_list = json.dumps(sorted(set(tests)))
+        conn.execute(_REFRESH_TESTS_SQL, {"run": run_pk, "ts": ts, "tests": test_list})

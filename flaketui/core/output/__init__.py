@@ -1,0 +1,1 @@
+"""Renderings of reports and exports of quarantine decisions."""

@@ -1,0 +1,349 @@
+"""Render a Report as JSON (the stable interface), CSV, Markdown or a plain aligned table.
+
+JSON is byte-stable for the same history and `--now`: keys sorted, floats rounded to 6 digits,
+timestamps ISO 8601 UTC, lists in the report's deterministic order. `limit` truncates each
+list after ranking; `group_by` ("family" | "signature") switches what the table, CSV and
+Markdown list (JSON always carries all three lists). Sparklines scale each series to
+[0, max(series max, quarantine threshold)], so a low, flat score stays low.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.core.timeutil import to_iso
+
+SCHEMA_VERSION = 1
+FLOAT_DIGITS = 6
+SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
+FORMATS = ("table", "json", "csv", "markdown")
+GROUP_BYS = ("family", "signature")
+
+TEST_KEYS = (
+    "rank",
+    "regression_rank",
+    "test_id",
+    "parent",
+    "suite",
+    "verdict",
+    "reason",
+    "flags",
+    "damage",
+    "recency_score",
+    "runs",
+    "flaky_runs",
+    "failed_runs",
+    "fail_rate",
+    "wilson_low",
+    "wilson_high",
+    "flip_rate",
+    "flip_rate_low",
+    "runs_per_week",
+    "blast_radius",
+    "signature",
+    "signature_text",
+    "owner",
+    "first_bad_commit",
+    "last_good_commit",
+    "last_failure_at",
+)
+SCORE_KEYS = (
+    "damage",
+    "recency_score",
+    "runs",
+    "flaky_runs",
+    "failed_runs",
+    "fail_rate",
+    "wilson_low",
+    "wilson_high",
+    "flip_rate",
+    "flip_rate_low",
+    "runs_per_week",
+    "blast_radius",
+    "last_failure_at",
+)
+FAMILY_KEYS = (
+    "parent",
+    "params",
+    "rank",
+    "regression_rank",
+    "verdict",
+    "reason",
+    "flags",
+    "owner",
+    *SCORE_KEYS,
+)
+SIGNATURE_KEYS = (
+    "signature",
+    "signature_text",
+    "tests",
+    "rank",
+    "regression_rank",
+    "verdict",
+    "reason",
+    "flags",
+    "owner",
+    *SCORE_KEYS,
+)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready value: rounded floats (no -0.0), ISO timestamps, plain containers."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        rounded = round(value, FLOAT_DIGITS)
+        return 0.0 if rounded == 0 else rounded
+    if isinstance(value, datetime):
+        return to_iso(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _scores(scores: Scores) -> dict[str, Any]:
+    return {key: getattr(scores, key) for key in SCORE_KEYS}
+
+
+def test_entry(test: TestVerdict) -> dict[str, Any]:
+    """One `tests` entry of the JSON report: exactly TEST_KEYS."""
+    entry = _scores(test.scores)
+    entry.update(
+        rank=test.rank,
+        regression_rank=test.regression_rank,
+        test_id=test.test_id,
+        parent=test.parent,
+        suite=test.suite,
+        verdict=test.verdict,
+        reason=test.reason,
+        flags=list(test.flags),
+        signature=test.signature,
+        signature_text=test.signature_text,
+        owner=test.owner,
+        first_bad_commit=test.first_bad_commit,
+        last_good_commit=test.last_good_commit,
+    )
+    return {key: _plain(entry[key]) for key in TEST_KEYS}
+
+
+def family_entry(group: GroupVerdict) -> dict[str, Any]:
+    """One `families` entry: exactly FAMILY_KEYS."""
+    entry = _scores(group.scores)
+    entry.update(parent=group.key, params=len(group.members), **_group_common(group))
+    return {key: _plain(entry[key]) for key in FAMILY_KEYS}
+
+
+def signature_entry(group: GroupVerdict) -> dict[str, Any]:
+    """One `signatures` entry: exactly SIGNATURE_KEYS (tests = the member ids)."""
+    entry = _scores(group.scores)
+    entry.update(
+        signature=group.key,
+        signature_text=group.label,
+        tests=list(group.members),
+        **_group_common(group),
+    )
+    return {key: _plain(entry[key]) for key in SIGNATURE_KEYS}
+
+
+def _group_common(group: GroupVerdict) -> dict[str, Any]:
+    return {
+        "rank": group.rank,
+        "regression_rank": group.regression_rank,
+        "verdict": group.verdict,
+        "reason": group.reason,
+        "flags": list(group.flags),
+        "owner": group.owner,
+    }
+
+
+def _cut(items: Sequence[Any], limit: int | None) -> list[Any]:
+    return list(items if limit is None else items[:limit])
+
+
+def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
+    """The JSON document as plain data."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "now": to_iso(report.now),
+        "window_days": report.window_days,
+        "config": _plain(report.config),
+        "tests": [test_entry(t) for t in _cut(report.tests, limit)],
+        "families": [family_entry(g) for g in _cut(report.families, limit)],
+        "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
+    }
+
+
+def render_json(report: Report, limit: int | None = None) -> str:
+    """The documented, byte-stable JSON form."""
+    return (
+        json.dumps(report_dict(report, limit), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    )
+
+
+def _rows(report: Report, group_by: str | None, limit: int | None) -> list[dict[str, Any]]:
+    if group_by == "family":
+        return [family_entry(g) for g in _cut(report.families, limit)]
+    if group_by == "signature":
+        return [signature_entry(g) for g in _cut(report.signatures, limit)]
+    return [test_entry(t) for t in _cut(report.tests, limit)]
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ";".join(str(v) for v in value)
+    return value
+
+
+def render_csv(report: Report, group_by: str | None = None, limit: int | None = None) -> str:
+    """CSV with the JSON entry keys as header; lists joined with ';', nulls empty."""
+    keys = {"family": FAMILY_KEYS, "signature": SIGNATURE_KEYS}.get(group_by or "", TEST_KEYS)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(keys)
+    for row in _rows(report, group_by, limit):
+        writer.writerow([_csv_cell(row[key]) for key in keys])
+    return out.getvalue()
+
+
+def sparkline(values: Sequence[float], floor_max: float = 0.0) -> str:
+    """Unicode block sparkline of values scaled to [0, max(max(values), floor_max)]."""
+    if not values:
+        return ""
+    top = max(max(values), floor_max)
+    if top <= 0:
+        return SPARK_BLOCKS[0] * len(values)
+    last = len(SPARK_BLOCKS) - 1
+    return "".join(SPARK_BLOCKS[min(last, max(0, round(v / top * last)))] for v in values)
+
+
+def _header(report: Report) -> str:
+    line = f"flaketui report as of {to_iso(report.now)}, window {report.window_days} days"
+    if report.now_was_clamped:
+        line += " (the history is older than the window: shown as of its newest run)"
+    return line
+
+
+def _rank_cell(entry: dict[str, Any]) -> str:
+    if entry["rank"] is not None:
+        return str(entry["rank"])
+    if entry["regression_rank"] is not None:
+        return f"R{entry['regression_rank']}"
+    return "-"
+
+
+def _name_of(entry: dict[str, Any], group_by: str | None) -> str:
+    if group_by == "family":
+        return f"{entry['parent']} ({entry['params']} params)"
+    if group_by == "signature":
+        count = len(entry["tests"])
+        return f"{entry['signature_text']} ({count} test{'' if count == 1 else 's'})"
+    return str(entry["test_id"])
+
+
+def render_table(report: Report, group_by: str | None = None, limit: int | None = None) -> str:
+    """Plain aligned text: one line per entry, ranked entries first."""
+    head = (
+        "RANK",
+        "VERDICT",
+        "DAMAGE",
+        "SCORE",
+        "RUNS",
+        "BAD",
+        "FLAKY",
+        "FLIP",
+        "FLAGS",
+        {"family": "FAMILY", "signature": "SIGNATURE"}.get(group_by or "", "TEST"),
+    )
+    lines = [head]
+    for e in _rows(report, group_by, limit):
+        lines.append(
+            (
+                _rank_cell(e),
+                e["verdict"],
+                f"{e['damage']:.3f}",
+                f"{e['recency_score']:.3f}",
+                str(e["runs"]),
+                str(e["failed_runs"]),
+                str(e["flaky_runs"]),
+                f"{e['flip_rate']:.2f}",
+                ",".join(e["flags"]) or "-",
+                _name_of(e, group_by),
+            )
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head) - 1)]
+    body = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in lines
+    ]
+    if len(lines) == 1:
+        body.append("(no tests with counted runs in the window)")
+    return _header(report) + "\n\n" + "\n".join(body) + "\n"
+
+
+def _md(text: Any) -> str:
+    return str("" if text is None else text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(
+    report: Report,
+    group_by: str | None = None,
+    limit: int | None = None,
+    threshold: float = 0.30,
+) -> str:
+    """A Markdown table for a PR or an issue, with a 30-day sparkline of the daily score."""
+    rows = _rows(report, group_by, limit)
+    trends = _trends(report, group_by, limit)
+    title = {"family": "Family", "signature": "Signature"}.get(group_by or "", "Test")
+    out = [
+        f"### {_header(report)}",
+        "",
+        f"| Rank | {title} | Verdict | Damage | Score | Trend (30 d) | Runs | Bad | Flaky | "
+        "Owner | Reason |",
+        "|---:|---|---|---:|---:|---|---:|---:|---:|---|---|",
+    ]
+    for entry, trend in zip(rows, trends, strict=True):
+        out.append(
+            f"| {_rank_cell(entry)} | `{_md(_name_of(entry, group_by))}` | {entry['verdict']} | "
+            f"{entry['damage']:.3f} | {entry['recency_score']:.3f} | "
+            f"{sparkline(trend, threshold)} | {entry['runs']} | {entry['failed_runs']} | "
+            f"{entry['flaky_runs']} | {_md(entry['owner'])} | {_md(entry['reason'])} |"
+        )
+    if not rows:
+        out.append("| | (no tests with counted runs in the window) | | | | | | | | | |")
+    return "\n".join(out) + "\n"
+
+
+def _trends(report: Report, group_by: str | None, limit: int | None) -> list[list[float]]:
+    """Daily scores per listed entry: a group's pooled series, whose last day is its score."""
+    if group_by is None:
+        return [list(t.daily_scores) for t in _cut(report.tests, limit)]
+    groups = report.families if group_by == "family" else report.signatures
+    return [list(group.daily_scores) for group in _cut(groups, limit)]
+
+
+def render(
+    report: Report,
+    fmt: str,
+    *,
+    group_by: str | None = None,
+    limit: int | None = None,
+    threshold: float = 0.30,
+) -> str:
+    """Render in one of FORMATS."""
+    if fmt == "json":
+        return render_json(report, limit)
+    if fmt == "csv":
+        return render_csv(report, group_by, limit)
+    if fmt == "markdown":
+        return render_markdown(report, group_by, limit, threshold)
+    return render_table(report, group_by, limit)

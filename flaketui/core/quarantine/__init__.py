@@ -1,0 +1,1 @@
+"""The skip file, quarantine and release, and the quarantine lifecycle."""

@@ -1,0 +1,275 @@
+"""Quarantine and release: skip-file entries plus their append-only audit-log rows (SPEC §8).
+
+Lock order, for every writer: the history's write transaction first, then the skip file's lock.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.store import transaction
+from flaketui.core.owners import find_repo_root
+from flaketui.core.quarantine.skipfile import (
+    MODES,
+    SCORE_KEYS,
+    SkipEntry,
+    round_scores,
+    update_skip_file,
+)
+from flaketui.core.scoring.detail import did_you_mean
+from flaketui.core.testids import parent_of
+from flaketui.core.timeutil import to_iso
+
+SOURCES = ("cli", "app", "lifecycle")
+
+
+class QuarantineError(FlaketuiError):
+    """A quarantine or release that cannot be done (unknown test, not quarantined, bad value)."""
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What the history says about one test at the moment it is quarantined."""
+
+    scores: dict[str, Any]
+    owner: str | None = None
+    signature: str | None = None
+
+
+def current_user() -> str:
+    """Who is acting: git's user.name <user.email>, else the login name."""
+    values: list[str] = []
+    for key in ("user.name", "user.email"):
+        try:
+            out = subprocess.run(
+                ["git", "config", "--get", key], capture_output=True, text=True, timeout=5
+            )
+        except (OSError, subprocess.SubprocessError):
+            break
+        values.append(out.stdout.strip() if out.returncode == 0 else "")
+    name, email = [*values, "", ""][:2]
+    if name and email:
+        return f"{name} <{email}>"
+    if name or email:
+        return name or email
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return "unknown"
+
+
+# --- targets and evidence -------------------------------------------------------------------
+
+
+def expand_target(db: sqlite_utils.Database, test_id_or_parent: str) -> list[str]:
+    """The full ids a name stands for: the test itself, else every param of a family; [] if none."""
+    row = db.conn.execute(
+        "SELECT test_id FROM tests WHERE test_id = ?", (test_id_or_parent,)
+    ).fetchone()
+    if row is not None:
+        return [str(row[0])]
+    return [
+        str(r[0])
+        for r in db.conn.execute(
+            "SELECT test_id FROM tests WHERE parent = ? ORDER BY test_id", (test_id_or_parent,)
+        )
+    ]
+
+
+def evidence_for(
+    db: sqlite_utils.Database,
+    test_ids: list[str],
+    *,
+    now: datetime,
+    config: Config,
+    repo_root: Path | None = None,
+) -> dict[str, Evidence]:
+    """Scores, owner and signature of each test as of now, from one scoring pass."""
+    from flaketui.core.scoring import report  # scoring is heavy; only writers need it
+
+    wanted = set(test_ids)
+    scored = report.build_report(db, now=now, config=config, repo_root=repo_root)
+    found: dict[str, Evidence] = {}
+    for verdict in scored.tests:
+        if verdict.test_id in wanted:
+            scores = {key: getattr(verdict.scores, key) for key in SCORE_KEYS}
+            found[verdict.test_id] = Evidence(
+                scores=round_scores(scores), owner=verdict.owner, signature=verdict.signature
+            )
+    return found
+
+
+# --- audit log ------------------------------------------------------------------------------
+
+_AUDIT_INSERT = """
+INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+
+def _audit(
+    db: sqlite_utils.Database,
+    rows: list[tuple[str, str | None, str | None, str | None, Mapping[str, Any] | None]],
+    *,
+    action: str,
+    now: datetime,
+    who: str,
+    source: str,
+) -> None:
+    """Append one audit row per (test_id, mode, reason, ticket, scores)."""
+    db.conn.executemany(
+        _AUDIT_INSERT,
+        [
+            (
+                to_iso(now),
+                who,
+                action,
+                test_id,
+                mode,
+                reason,
+                ticket,
+                None if scores is None else json.dumps(dict(scores), sort_keys=True),
+                source,
+            )
+            for test_id, mode, reason, ticket, scores in rows
+        ],
+    )
+
+
+def _check_source(source: str) -> None:
+    if source not in SOURCES:
+        raise QuarantineError(f"unknown source {source!r} (one of {', '.join(SOURCES)})")
+
+
+# --- operations -----------------------------------------------------------------------------
+
+
+def quarantine(
+    db: sqlite_utils.Database,
+    skip_path: Path,
+    test_id_or_parent: str,
+    *,
+    reason: str,
+    mode: str = "skip",
+    expires_days: int | None = None,
+    ticket: str | None = None,
+    now: datetime,
+    who: str | None = None,
+    source: str = "cli",
+    config: Config,
+    force: bool = False,
+    repo_root: Path | None = None,
+    scored_at: datetime | None = None,
+) -> list[SkipEntry]:
+    """Quarantine a test, or every param of a family, in the skip file and the audit log.
+
+    Re-quarantining an entry updates it but keeps its original quarantined_at, so extending an
+    entry does not reset the lifecycle clock. force quarantines an id absent from the history.
+    Owners come from CODEOWNERS under repo_root (default: the repository holding the skip file).
+    Scores are taken as of scored_at (default now; the CLI passes the §1 effective now, so an
+    old history is scored as of its newest run while the entry is dated now).
+    """
+    _check_source(source)
+    if mode not in MODES:
+        raise QuarantineError(f"mode must be 'skip' or 'run', not {mode!r}")
+    if not reason.strip():
+        raise QuarantineError("a reason is required")
+    days = config.skip_expiry_days if expires_days is None else expires_days
+    if days <= 0:
+        raise QuarantineError(f"expiry must be a positive number of days, not {days}")
+    test_ids = expand_target(db, test_id_or_parent)
+    if not test_ids:
+        if not force:
+            raise QuarantineError(
+                f"no test or family named {test_id_or_parent!r} in the history"
+                f"{did_you_mean(db, test_id_or_parent)}"
+                " (use --force to quarantine a test the history has not seen)"
+            )
+        test_ids = [test_id_or_parent]
+    if repo_root is None:
+        repo_root = find_repo_root(skip_path.absolute().parent)
+    evidence = evidence_for(db, test_ids, now=scored_at or now, config=config, repo_root=repo_root)
+    expires = now + timedelta(days=days)
+    written: list[SkipEntry] = []
+
+    def mutate(entries: dict[str, SkipEntry]) -> None:
+        written.clear()
+        for test_id in test_ids:
+            known = evidence.get(test_id, Evidence(scores={}))
+            previous = entries.get(test_id)
+            started = previous.quarantined_at if previous is not None else None
+            entries[test_id] = SkipEntry(
+                test_id=test_id,
+                mode=mode,
+                reason=reason.strip(),
+                owner=known.owner,
+                ticket=ticket or None,
+                quarantined_at=started or now,
+                expires=expires,
+                scores=known.scores,
+                signature=known.signature,
+                added_by="flaketui",
+            )
+            written.append(entries[test_id])
+
+    acting = who or current_user()
+    with transaction(db.conn):
+        update_skip_file(skip_path, mutate)
+        _audit(
+            db,
+            [(e.test_id, e.mode, e.reason, e.ticket, e.scores) for e in written],
+            action="quarantine",
+            now=now,
+            who=acting,
+            source=source,
+        )
+    return written
+
+
+def release(
+    db: sqlite_utils.Database,
+    skip_path: Path,
+    test_id_or_parent: str,
+    *,
+    reason: str | None = None,
+    now: datetime,
+    who: str | None = None,
+    source: str = "cli",
+) -> list[str]:
+    """Remove a test, or every quarantined param of a family, from the skip file; audit it."""
+    _check_source(source)
+    removed: list[SkipEntry] = []
+
+    def mutate(entries: dict[str, SkipEntry]) -> None:
+        removed.clear()
+        if test_id_or_parent in entries:
+            matches = [test_id_or_parent]
+        else:
+            matches = sorted(t for t in entries if parent_of(t) == test_id_or_parent)
+        if not matches:
+            raise QuarantineError(f"{test_id_or_parent!r} is not quarantined in {skip_path}")
+        removed.extend(entries.pop(test_id) for test_id in matches)
+
+    acting = who or current_user()
+    with transaction(db.conn):
+        update_skip_file(skip_path, mutate)
+        _audit(
+            db,
+            [(e.test_id, e.mode, reason, e.ticket, None) for e in removed],
+            action="release",
+            now=now,
+            who=acting,
+            source=source,
+        )
+    return [e.test_id for e in removed]

@@ -1,0 +1,1 @@
+"""Aggregates that make scoring fast, maintained beside the raw rows and read back exactly."""

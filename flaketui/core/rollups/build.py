@@ -1,0 +1,608 @@
+"""Per test, per UTC day (and week), per suite rollups of the counted runs, so ranking reads
+tests x weeks rows.
+
+A rollup row sums the counted test-runs (SPEC §4: not skipped, the commit did not edit the test,
+the run is no incident) of one (test, day, suite); a week row sums the day rows of one
+Monday-to-Sunday week. Recency weights stay exact: a run's decay weight 2^(-(now - ts)/h) is
+2^(-(now - anchor)/h) * 2^((ts - anchor)/h) for any anchor day, so the rows store sums of
+2^((ts - anchor)/h) (main and other branches apart) for one anchor kept in `meta`, and the
+reader multiplies the window's sums by one factor. The half-life h the sums were made with is
+kept in `meta` too; another half-life, a branch-kind or suite filter, a window further than
+ANCHOR_SPAN half-lives from the anchor, or a history without rollups makes `test_base` return
+None (raw scan).
+
+Maintenance (always inside the caller's transaction): the writer refreshes the (test, day) pairs
+of the run it wrote, and their weeks (`after_write`; a history without rollups gets them built
+at its first write, a run past the anchor's span re-anchors them); incident tagging refreshes
+the days of the runs it tags; prune drops the days it removes. Each refresh recomputes its rows
+from the raw test_runs (weeks from the day rows), so it is exact whatever happened before
+(attempts appended across batches, a test-run replaced). Any other writer of test_runs or
+runs.incident must call `refresh_run(s)` too (or `rebuild`).
+
+The sequence tables of flaketui.core.rollups.sequences (per-day sequence facts of tests and
+families, same-commit pairs, signature counts) are created, rebuilt, refreshed and pruned by the
+same calls; `VERSION` in `meta` names the set, and a history with an older set is rebuilt at its
+next write and read from raw rows until then. merge and prune call the same hooks.
+
+Reading (`test_base`): the window's whole weeks come from the week rows, its other whole days
+from the day rows, and the partial edge days (`window_params`: the first day when runs of it
+precede the window, the last when runs of it follow now) from the raw rows, so the result
+equals a scan of the raw rows over the window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from flaketui.core.config import Config
+from flaketui.core.rollups import sequences as seq_rollups
+from flaketui.core.rollups.evidence import ensure_sql_functions
+from flaketui.core.timeutil import to_iso
+
+META_KEY = "rollup_half_life_days"
+# Bumped when the set of rollup tables changes: an older set is rebuilt at the next write
+# and not read before (the reader falls back to raw rows).
+VERSION_KEY = "rollup_version"
+VERSION = "4"
+# The recency sums are kept relative to one anchor day (ANCHOR_KEY), exact within ANCHOR_SPAN
+# half-lives of it (2^256 is far inside a double's range): a write past that re-anchors (a
+# rebuild); a window outside it is read from the raw rows.
+ANCHOR_KEY = "rollup_weight_anchor"
+ANCHOR_SPAN = 256.0
+UNIX_EPOCH_JD = 2440587.5  # julianday('1970-01-01')
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS test_day_rollups (
+    test            INTEGER NOT NULL REFERENCES tests (id),
+    day             TEXT NOT NULL,          -- 'YYYY-MM-DD' (UTC) of the runs' ts
+    suite           TEXT NOT NULL,
+    runs            INTEGER NOT NULL,       -- counted test-runs
+    main_runs       INTEGER NOT NULL,
+    flaky_runs      INTEGER NOT NULL,
+    failed_runs     INTEGER NOT NULL,       -- bad: first attempt failed
+    failed_any_runs INTEGER NOT NULL,       -- outcome other than pass
+    max_attempts    INTEGER NOT NULL,
+    first_s         INTEGER NOT NULL,       -- unix seconds of the first, last and last failed
+    last_s          INTEGER NOT NULL,       -- run (4 bytes each instead of an ISO string)
+    last_failure_s  INTEGER,
+    main_w          REAL NOT NULL,          -- recency sums 2^((ts - anchor)/h) over the main
+    main_w_bad      REAL NOT NULL,          -- runs (all, failed in any attempt) and the
+    other_w         REAL NOT NULL,          -- others'; anchor: ANCHOR_KEY in meta
+    other_w_bad     REAL NOT NULL,
+    PRIMARY KEY (test, suite, day)  -- scans come out grouped by (test, suite)
+) WITHOUT ROWID
+"""
+# The same sums per Monday-to-Sunday week ('YYYY-MM-DD' of its Monday), made from the day rows:
+# a window reads its whole weeks from here and only the days around them from the day rows.
+_WEEK_SCHEMA = (
+    _SCHEMA.replace("test_day_rollups", "test_week_rollups")
+    .replace(
+        "day             TEXT NOT NULL,          -- 'YYYY-MM-DD' (UTC) of the runs' ts",
+        "week            TEXT NOT NULL,          -- 'YYYY-MM-DD' (UTC) of the week's Monday",
+    )
+    .replace("PRIMARY KEY (test, suite, day)", "PRIMARY KEY (test, suite, week)")
+)
+
+# A run's recency sum term: 2^((ts - anchor)/h). Relative to one anchor day (not the row's own
+# day), a window's sums are plain sums times one factor 2^(-(now - anchor)/h).
+_ANCHORED = "exp(:ln2_per_h * (julianday(tr.ts) - :anchor_jd))"
+_MAIN, _BAD = "r.branch_kind = 'main'", "tr.outcome <> 'pass'"
+
+# Aggregates of counted raw rows in the rollup's shape; {where} narrows the raw rows.
+_AGGREGATE = f"""
+SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
+    count(*) AS runs,
+    sum(r.branch_kind = 'main') AS main_runs,
+    sum(tr.outcome = 'flaky') AS flaky_runs,
+    sum(tr.bad) AS failed_runs,
+    sum(tr.outcome <> 'pass') AS failed_any_runs,
+    max(tr.attempts) AS max_attempts,
+    CAST(strftime('%s', min(tr.ts)) AS INTEGER) AS first_s,
+    CAST(strftime('%s', max(tr.ts)) AS INTEGER) AS last_s,
+    CAST(strftime('%s', max(CASE WHEN tr.outcome <> 'pass' THEN tr.ts END)) AS INTEGER)
+        AS last_failure_s,
+    total(CASE WHEN {_MAIN} THEN {_ANCHORED} END) AS main_w,
+    total(CASE WHEN {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS main_w_bad,
+    total(CASE WHEN NOT {_MAIN} THEN {_ANCHORED} END) AS other_w,
+    total(CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS other_w_bad
+FROM test_runs tr JOIN runs r ON r.id = tr.run
+WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0 AND {{where}}
+GROUP BY tr.test, substr(tr.ts, 1, 10), r.suite
+"""
+
+_COLUMNS = (
+    "test, day, suite, runs, main_runs, flaky_runs, failed_runs, failed_any_runs, max_attempts,"
+    " first_s, last_s, last_failure_s, main_w, main_w_bad, other_w, other_w_bad"
+)
+
+
+# Weekly rows, made from the day rows: the Monday of a 'YYYY-MM-DD' day.
+_WEEK_OF = "date({day}, '-6 days', 'weekday 1')"
+_WEEK_COLUMNS = _COLUMNS.replace("test, day, suite", "test, week, suite")
+_WEEKS_FROM_DAYS = f"""
+INSERT INTO test_week_rollups ({_WEEK_COLUMNS})
+SELECT test, {_WEEK_OF.format(day="day")}, suite, sum(runs), sum(main_runs), sum(flaky_runs),
+    sum(failed_runs), sum(failed_any_runs), max(max_attempts), min(first_s), max(last_s),
+    max(last_failure_s), total(main_w), total(main_w_bad), total(other_w), total(other_w_bad)
+FROM test_day_rollups WHERE {{where}}
+GROUP BY test, suite, {_WEEK_OF.format(day="day")}"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    """What the stored rollups were made with: the half-life and the weights' anchor day."""
+
+    half_life: float
+    anchor: str  # 'YYYY-MM-DD'
+
+    @property
+    def ln2_per_h(self) -> float:
+        """ln 2 per day of half-life (the decay rate of the recency weights)."""
+        return math.log(2.0) / self.half_life
+
+    def covers(self, day: str) -> bool:
+        """Whether sums anchored here stay well inside a double's range on `day`."""
+        return abs(_day_jd(day) - _day_jd(self.anchor)) <= ANCHOR_SPAN * self.half_life
+
+    def params(self) -> dict[str, float]:
+        """The SQL parameters of the anchored sums."""
+        return {"ln2_per_h": self.ln2_per_h, "anchor_jd": _day_jd(self.anchor)}
+
+
+def _day_jd(day: str) -> float:
+    """julianday() of a 'YYYY-MM-DD' day's midnight (UTC)."""
+    return (date.fromisoformat(day[:10]) - date(1970, 1, 1)).days + UNIX_EPOCH_JD
+
+
+def week_of(day: str) -> str:
+    """The Monday of a 'YYYY-MM-DD' day's week."""
+    value = date.fromisoformat(day[:10])
+    return (value - timedelta(days=value.weekday())).isoformat()
+
+
+def _settings(conn: sqlite3.Connection) -> _Settings | None:
+    """The stored rollups' settings; None when the history has none (or an older set)."""
+    try:
+        rows = dict(
+            conn.execute(
+                "SELECT key, value FROM meta WHERE key IN (?, ?, ?)",
+                (META_KEY, VERSION_KEY, ANCHOR_KEY),
+            ).fetchall()
+        )
+    except sqlite3.OperationalError:
+        return None
+    if rows.get(VERSION_KEY) != VERSION or META_KEY not in rows or ANCHOR_KEY not in rows:
+        return None
+    return _Settings(float(rows[META_KEY]), str(rows[ANCHOR_KEY]))
+
+
+def half_life(conn: sqlite3.Connection) -> float | None:
+    """The half-life the rollups were built with; None when the history has none (or old ones)."""
+    settings = _settings(conn)
+    return None if settings is None else settings.half_life
+
+
+def enabled(conn: sqlite3.Connection) -> bool:
+    """Whether this history maintains rollups."""
+    return half_life(conn) is not None
+
+
+def answers(conn: sqlite3.Connection, config: Config) -> bool:
+    """Whether the rollups can answer a request with this config exactly (same half-life)."""
+    return half_life(conn) == config.half_life_days
+
+
+def _latest_day(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT substr(max(ts), 1, 10) FROM runs").fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def _anchor_for(conn: sqlite3.Connection, half_life_days: float) -> str:
+    """The kept anchor while it covers the newest run (a rebuild then changes no sum), else
+    the newest run's day (today in an empty history)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (ANCHOR_KEY,)).fetchone()
+    latest = _latest_day(conn) or datetime.now(UTC).date().isoformat()
+    if row is not None and _Settings(half_life_days, str(row[0])).covers(latest):
+        return str(row[0])
+    return latest
+
+
+def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life_days) -> int:
+    """(Re)create every rollup row from the raw rows, inside the caller's transaction."""
+    ensure_sql_functions(conn)
+    settings = _Settings(half_life_days, _anchor_for(conn, half_life_days))
+    # Dropped and created again: an older version's table may have other columns.
+    for table, schema in (("test_day_rollups", _SCHEMA), ("test_week_rollups", _WEEK_SCHEMA)):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(schema)
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        [
+            (META_KEY, repr(half_life_days)),
+            (VERSION_KEY, VERSION),
+            (ANCHOR_KEY, settings.anchor),
+        ],
+    )
+    sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where="1")
+    conn.execute(sql, settings.params())
+    conn.execute(_WEEKS_FROM_DAYS.format(where="1"))
+    seq_rollups.rebuild(conn, settings.ln2_per_h)
+    return int(conn.execute("SELECT count(*) FROM test_day_rollups").fetchone()[0])
+
+
+def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
+    """Recompute the rollup rows of `tests` on one day, and their week (no-op without rollups)."""
+    settings = _settings(conn)
+    if settings is None:
+        return
+    ensure_sql_functions(conn)
+    test_pks = sorted(set(tests))
+    params = {"day": day, "week": week_of(day), "tests": json.dumps(test_pks), **settings.params()}
+    picked = "test IN (SELECT value FROM json_each(:tests))"
+    conn.execute(f"DELETE FROM test_day_rollups WHERE day = :day AND {picked}", params)
+    where = f"tr.{picked} AND tr.ts >= :day AND tr.ts < date(:day, '+1 day')"
+    conn.execute(
+        f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where=where), params
+    )
+    conn.execute(f"DELETE FROM test_week_rollups WHERE week = :week AND {picked}", params)
+    conn.execute(
+        _WEEKS_FROM_DAYS.format(
+            where=f"{picked} AND day >= :week AND day < date(:week, '+7 days')"
+        ),
+        params,
+    )
+    seq_rollups.refresh_day(conn, day, test_pks, settings.ln2_per_h)
+
+
+def refresh_commits(
+    conn: sqlite3.Connection, commits: Iterable[str | None], tests: Iterable[int] | None = None
+) -> None:
+    """Recompute the mixed-commit pairs of some commits (all tests, or the given ones)."""
+    if enabled(conn):
+        seq_rollups.refresh_commits(conn, commits, tests)
+
+
+def refresh_run(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | None = None) -> None:
+    """Refresh the rollups a run's test-runs feed (all its tests, or the given ones)."""
+    if not enabled(conn):
+        return
+    row = conn.execute(
+        "SELECT substr(ts, 1, 10), commit_sha FROM runs WHERE id = ?", (run_pk,)
+    ).fetchone()
+    if row is None:
+        return
+    if tests is None:
+        tests = [t for (t,) in conn.execute("SELECT test FROM test_runs WHERE run = ?", (run_pk,))]
+    tests = list(tests)
+    refresh(conn, str(row[0]), tests)
+    seq_rollups.refresh_commits(conn, [row[1]], tests)
+
+
+def after_write(
+    conn: sqlite3.Connection,
+    run_pk: int,
+    tests: Iterable[int] | None = None,
+    *,
+    appended: bool = False,
+) -> None:
+    """The writer's hook: refresh what a run feeds; a history without rollups gets them built.
+
+    When the run is later than every other run of its day, the test-runs it adds (those not
+    yet in their day row's run list) are added to the rollups instead of recomputing the day;
+    test-runs it changes are recomputed. `appended=True` is the caller's word that no test-run
+    of `tests` in this run was counted before (a run created in this transaction, each test in
+    one call): the run lists are then not searched.
+    """
+    settings = _settings(conn)
+    if settings is None:
+        rebuild(conn)  # once per history: its first write after rollups existed
+        return
+    row = conn.execute(
+        "SELECT substr(ts, 1, 10), ts, commit_sha FROM runs WHERE id = ?", (run_pk,)
+    ).fetchone()
+    if row is None:
+        return
+    day, ts, commit = str(row[0]), str(row[1]), row[2]
+    if not settings.covers(day) and day >= (_latest_day(conn) or day):
+        rebuild(conn, settings.half_life)  # the newest day left the anchor's span: re-anchor
+        return
+    if tests is None:
+        tests = [t for (t,) in conn.execute("SELECT test FROM test_runs WHERE run = ?", (run_pk,))]
+    test_pks = sorted(set(tests))
+    later = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE ts >= ? AND ts < date(?, '+1 day') AND id <> ?)",
+        (ts, day, run_pk),
+    ).fetchone()[0]
+    if later:
+        refresh(conn, day, test_pks)
+    else:
+        # A test already counted in this run (an earlier batch or file) is recomputed.
+        present: set[int] = set()
+        if not appended:
+            present = {
+                int(t)
+                for (t,) in conn.execute(
+                    "SELECT test FROM test_day_seq WHERE day = :day"
+                    " AND test IN (SELECT value FROM json_each(:tests))"
+                    " AND ',' || run_list || ',' LIKE '%,' || :run || ',%'",
+                    {"day": day, "tests": json.dumps(test_pks), "run": run_pk},
+                )
+            }
+        fresh = [t for t in test_pks if t not in present]
+        if fresh:
+            _append_run(conn, settings, run_pk, day, fresh)
+        if present:
+            refresh(conn, day, sorted(present))
+    if commit is not None and _commit_shared(conn, str(commit), run_pk):
+        seq_rollups.refresh_commits(conn, [commit], test_pks)
+
+
+def _commit_shared(conn: sqlite3.Connection, commit: str, run_pk: int) -> bool:
+    """Whether another run has this commit: a key with one run of a commit has one unit of it,
+    so no mixed pair (and, the tables being exact before, no row of this commit to drop)."""
+    return bool(
+        conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE commit_sha = ? AND id <> ?)", (commit, run_pk)
+        ).fetchone()[0]
+    )
+
+
+# One run's counted test-runs as rollup rows: what _AGGREGATE gives for a group of one row
+# (count 1, sums and extremes of that row), without grouping. Added to the day's and the
+# week's rows ({bucket}: the row's day or week).
+_ONE_RUN = f"""
+SELECT tr.test, {{bucket}}, r.suite, 1, {_MAIN}, tr.outcome = 'flaky', tr.bad, {_BAD},
+    tr.attempts, CAST(strftime('%s', tr.ts) AS INTEGER), CAST(strftime('%s', tr.ts) AS INTEGER),
+    CASE WHEN {_BAD} THEN CAST(strftime('%s', tr.ts) AS INTEGER) END,
+    CASE WHEN {_MAIN} THEN {_ANCHORED} ELSE 0.0 END,
+    CASE WHEN {_MAIN} AND {_BAD} THEN {_ANCHORED} ELSE 0.0 END,
+    CASE WHEN {_MAIN} THEN 0.0 ELSE {_ANCHORED} END,
+    CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} ELSE 0.0 END
+FROM json_each(:tests) f CROSS JOIN test_runs tr ON tr.test = f.value AND tr.run = :run
+    CROSS JOIN runs r ON r.id = tr.run
+WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+"""
+_ADD_RUN = """
+INSERT INTO {table} ({columns}) {one_run}
+ON CONFLICT (test, suite, {bucket}) DO UPDATE SET
+    runs = runs + excluded.runs, main_runs = main_runs + excluded.main_runs,
+    flaky_runs = flaky_runs + excluded.flaky_runs,
+    failed_runs = failed_runs + excluded.failed_runs,
+    failed_any_runs = failed_any_runs + excluded.failed_any_runs,
+    max_attempts = max(max_attempts, excluded.max_attempts),
+    first_s = min(first_s, excluded.first_s), last_s = max(last_s, excluded.last_s),
+    last_failure_s = coalesce(max(last_failure_s, excluded.last_failure_s),
+                              last_failure_s, excluded.last_failure_s),
+    main_w = main_w + excluded.main_w, main_w_bad = main_w_bad + excluded.main_w_bad,
+    other_w = other_w + excluded.other_w, other_w_bad = other_w_bad + excluded.other_w_bad
+"""
+_ADD_RUN_DAY = _ADD_RUN.format(
+    table="test_day_rollups",
+    columns=_COLUMNS,
+    one_run=_ONE_RUN.format(bucket="substr(tr.ts, 1, 10)"),
+    bucket="day",
+)
+_ADD_RUN_WEEK = _ADD_RUN.format(
+    table="test_week_rollups",
+    columns=_WEEK_COLUMNS,
+    one_run=_ONE_RUN.format(bucket=_WEEK_OF.format(day="substr(tr.ts, 1, 10)")),
+    bucket="week",
+)
+
+
+def _append_run(
+    conn: sqlite3.Connection, settings: _Settings, run_pk: int, day: str, tests: list[int]
+) -> None:
+    """Add one run, later than every other of its day, to the rollups of `tests` (whose
+    test-runs in it were not counted before)."""
+    ensure_sql_functions(conn)  # the appended rows' weights use exp()
+    params = {"run": run_pk, "tests": json.dumps(tests), **settings.params()}
+    conn.execute(_ADD_RUN_DAY, params)
+    conn.execute(_ADD_RUN_WEEK, params)
+    seq_rollups.append_run(conn, run_pk, day, tests, settings.ln2_per_h)
+
+
+def refresh_runs(conn: sqlite3.Connection, run_pks: Sequence[int]) -> None:
+    """Refresh the rollups of several runs (an incident tag set or cleared on them)."""
+    if not run_pks or not enabled(conn):
+        return
+    rows = conn.execute(
+        "SELECT substr(r.ts, 1, 10), r.commit_sha, tr.test"
+        " FROM runs r JOIN test_runs tr ON tr.run = r.id"
+        " WHERE r.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(run_pks)),),
+    )
+    by_day: dict[str, set[int]] = {}
+    by_commit: dict[str, set[int]] = {}
+    for day, commit, test in rows:
+        by_day.setdefault(str(day), set()).add(int(test))
+        if commit is not None:
+            by_commit.setdefault(str(commit), set()).add(int(test))
+    for day, tests in sorted(by_day.items()):
+        refresh(conn, day, tests)
+    for commit, tests in sorted(by_commit.items()):
+        seq_rollups.refresh_commits(conn, [commit], tests)
+
+
+def drop_days_before(conn: sqlite3.Connection, day: str) -> int:
+    """Delete the rollup rows of days before `day` (prune); returns the rows deleted."""
+    if not enabled(conn):
+        return 0
+    deleted = conn.execute("DELETE FROM test_day_rollups WHERE day < ?", (day,)).rowcount
+    # The cut week keeps its days from `day` on: made again from the day rows left.
+    week = week_of(day)
+    conn.execute("DELETE FROM test_week_rollups WHERE week <= ?", (week,))
+    conn.execute(
+        _WEEKS_FROM_DAYS.format(where="day >= :week AND day < date(:week, '+7 days')"),
+        {"week": week},
+    )
+    return deleted + seq_rollups.drop_days_before(conn, day)
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+# The raw rows of the window's partial edge days (:edge_lo_end / :edge_hi_start from
+# window_params); every other day of the window comes from a rollup row.
+EDGE_RUNS = "r.ts > :start AND r.ts <= :now AND (r.ts < :edge_lo_end OR r.ts >= :edge_hi_start)"
+
+
+def window_params(conn: sqlite3.Connection, now: datetime, config: Config) -> dict[str, Any]:
+    """Named parameters splitting the window (now - window_days, now] into rollup and raw days.
+
+    Whole rollup days are :lo_day..:hi_day. The first day is read raw unless no run of it
+    lies at or before the window's start, the last day unless no run of it lies after now
+    (the usual case when now is the present: then only the first day is read raw).
+    """
+    start = now - timedelta(days=config.window_days)
+    first_day, last_day = to_iso(start)[:10], to_iso(now)[:10]
+    first_next = (date.fromisoformat(first_day) + timedelta(days=1)).isoformat()
+    last_prev = (date.fromisoformat(last_day) - timedelta(days=1)).isoformat()
+    last_next = (date.fromisoformat(last_day) + timedelta(days=1)).isoformat()
+    raw_first = (
+        bool(
+            conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE ts >= ? AND ts <= ?)",
+                (first_day, to_iso(start)),
+            ).fetchone()[0]
+        )
+        or first_day == last_day
+    )
+    raw_last = (
+        bool(
+            conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE ts > ? AND ts < ?)",
+                (to_iso(now), last_next),
+            ).fetchone()[0]
+        )
+        or first_day == last_day
+    )
+    return {
+        "start": to_iso(start),
+        "now": to_iso(now),
+        "now_jd": now.timestamp() / 86400.0 + UNIX_EPOCH_JD,
+        "first_day": first_day,
+        "last_day": last_day,
+        "lo_day": first_next if raw_first else first_day,
+        "hi_day": last_prev if raw_last else last_day,
+        "edge_lo_end": first_next if raw_first else to_iso(start),
+        "edge_hi_start": last_day if raw_last else "9999",
+        "raw_first": raw_first,
+        "raw_last": raw_last,
+        "main_weight": config.main_weight,
+        "other_weight": config.other_weight,
+    }
+
+
+# Per (test, suite) sums over the window's whole weeks, the rollup days around them and the
+# raw edge days (each a scan in primary-key order, no sort), then merged (a few rows).
+_SUMS = """sum(runs) AS runs, sum(main_runs) AS main_runs,
+        sum(flaky_runs) AS flaky_runs, sum(failed_runs) AS failed_runs,
+        sum(failed_any_runs) AS failed_any_runs, max(max_attempts) AS max_attempts,
+        min(first_s) AS first_s, max(last_s) AS last_s, max(last_failure_s) AS last_failure_s,
+        total(main_w) AS main_w, total(main_w_bad) AS main_w_bad, total(other_w) AS other_w,
+        total(other_w_bad) AS other_w_bad"""
+_PER_SUITE = f"""
+    SELECT test, suite, {_SUMS}
+    FROM {{source}}
+    GROUP BY test, suite"""
+_WHOLE_WEEKS = "test_week_rollups WHERE week >= :week_lo AND week <= :week_hi"
+_DAYS_AROUND = (
+    "test_day_rollups WHERE day >= :lo_day AND day <= :hi_day"
+    " AND (day < :weeks_start OR day >= :weeks_end)"
+)
+_BASE = f"""
+WITH per_suite AS (
+    SELECT test, suite, {_SUMS}
+    FROM (
+        {_PER_SUITE.format(source=_WHOLE_WEEKS)}
+        UNION ALL
+        {_PER_SUITE.format(source=_DAYS_AROUND)}
+        UNION ALL
+        {_PER_SUITE.format(source="({edges})")}
+    )
+    GROUP BY test, suite
+)
+SELECT test AS key, sum(runs) AS runs, sum(flaky_runs) AS flaky_runs,
+    sum(failed_runs) AS failed_runs, sum(failed_any_runs) AS failed_any_runs,
+    strftime('%Y-%m-%dT%H:%M:%SZ', min(first_s), 'unixepoch') AS first_ts,
+    strftime('%Y-%m-%dT%H:%M:%SZ', max(last_s), 'unixepoch') AS last_ts,
+    strftime('%Y-%m-%dT%H:%M:%SZ', max(last_failure_s), 'unixepoch') AS last_failure_at,
+    max(max_attempts) AS max_attempts,
+    max(main_runs > 0 AND gating) AS gates_main, max(runs > main_runs AND gating) AS gates_branch,
+    sum(main_runs) AS main_runs, min(suite) AS suite_min, max(suite) AS suite_max,
+    json_group_object(suite, json_array(runs, max_attempts)) AS suites_json,
+    :main_weight * total(main_w_bad) + :other_weight * total(other_w_bad) AS weighted_bad,
+    :main_weight * total(main_w) + :other_weight * total(other_w) AS weighted_total
+FROM (
+    SELECT *, suite NOT IN (SELECT value FROM json_each(:non_gating)) AS gating FROM per_suite
+)
+GROUP BY test
+"""
+
+
+def _week_params(lo_day: str, hi_day: str) -> dict[str, str]:
+    """The whole Monday-to-Sunday weeks inside lo_day..hi_day, and the days around them."""
+    lo, hi = date.fromisoformat(lo_day), date.fromisoformat(hi_day)
+    first = lo + timedelta(days=-lo.weekday() % 7)  # the first Monday on or after lo
+    after = hi + timedelta(days=1)
+    end = after - timedelta(days=after.weekday())  # the Monday after the last whole week
+    if first >= end:  # no whole week: every day from the day rows
+        return {"week_lo": "9999", "week_hi": "0000", "weeks_start": "9999", "weeks_end": "9999"}
+    return {
+        "week_lo": first.isoformat(),
+        "week_hi": (end - timedelta(days=7)).isoformat(),
+        "weeks_start": first.isoformat(),
+        "weeks_end": end.isoformat(),
+    }
+
+
+def test_base(
+    conn: sqlite3.Connection,
+    now: datetime,
+    config: Config,
+    *,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> list[dict[str, Any]] | None:
+    """Stage-1 facts per test over the window, from rollups plus the raw edge days.
+
+    Keys: key (tests.id), runs, flaky_runs, failed_runs, failed_any_runs, weighted_bad,
+    weighted_total, first_ts, last_ts, last_failure_at, max_attempts, gates_main,
+    gates_branch, main_runs, suite_min, suite_max, suites ({suite: (runs, max attempts)}).
+    None when the rollups cannot answer exactly (none kept, other half-life, a window outside
+    the anchor's span, a suite or branch filter: the recency sums are kept across suites).
+    """
+    settings = _settings(conn)
+    if settings is None or settings.half_life != config.half_life_days:
+        return None
+    if suite is not None or branch_kind is not None:
+        return None
+    window = window_params(conn, now, config)
+    if not (settings.covers(window["first_day"]) and settings.covers(window["last_day"])):
+        return None
+    ensure_sql_functions(conn)
+    params: dict[str, Any] = {
+        **window,
+        **_week_params(window["lo_day"], window["hi_day"]),
+        **settings.params(),
+        "non_gating": json.dumps(list(config.non_gating_suites)),
+    }
+    # Every stored sum is relative to the anchor: one factor brings them to `now`.
+    factor = math.exp(-settings.ln2_per_h * (window["now_jd"] - _day_jd(settings.anchor)))
+    cursor = conn.execute(_BASE.format(edges=_AGGREGATE.format(where=EDGE_RUNS)), params)
+    names = [col[0] for col in cursor.description]
+    out = []
+    for row in cursor:
+        item = dict(zip(names, row, strict=True))
+        suites = json.loads(item.pop("suites_json"))
+        item["suites"] = {name: (int(v[0]), int(v[1])) for name, v in suites.items()}
+        item["weighted_bad"] *= factor
+        item["weighted_total"] *= factor
+        out.append(item)
+    return out

@@ -1,0 +1,1 @@
+"""Statistics, evidence, verdicts, daily series, the report, pivots and per-test detail."""

@@ -1,0 +1,472 @@
+"""Build the ranked, explained triage report of a history as of `now`.
+
+Choices where the spec leaves room:
+- A test is listed when it has at least one counted run in the window; a test seen only in
+  skipped, edited or incident runs is treated like a dead one and not listed.
+- A test's `suite` is the suite of most of its counted runs (ties: alphabetical). It "retries"
+  when any suite it ran in showed an attempt > 1 for any test in the window.
+- A test's `signature` is its most frequent first-failure signature in the window (ties: the
+  most recent, then the hash).
+- Families are the parents with at least one parametrized member (`test_x[...]`); signature
+  groups are the tests sharing their most frequent signature. Both are pooled by run
+  (see flaketui.core.rollups.evidence) and ranked like tests among their own kind.
+- Order of `tests`: flaky by rank, regressions by regression_rank, then insufficient and
+  healthy by damage, recency score and id. `rank` orders flaky entries by damage desc, then
+  recency score desc, then id; `regression_rank` orders regressions the same way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Generator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+from flaketui.core.config import Config
+from flaketui.core.history.dbhandle import Connected
+from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.scoring.aggregates import (
+    per_family_evidence,
+    per_signature_evidence,
+    per_test_evidence,
+    signature_counts,
+    suite_counts,
+)
+from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.core.scoring.verdicts import compute_scores, judge
+from flaketui.core.timeutil import parse_iso, utc_now
+
+DAILY_DAYS = 30
+FIRST_SERIES = 100  # daily series computed in report_stages' first step (list order)
+VERDICT_ORDER = {"flaky": 0, "regression": 1, "insufficient": 2, "healthy": 3}
+T = TypeVar("T")
+
+
+def effective_now(
+    db: Connected, requested: datetime | None, config: Config
+) -> tuple[datetime, bool]:
+    """SPEC §1 clock: `requested`, else now, else the newest run when the history is older
+    than the window; the flag says the clock was moved back to the newest run."""
+    if requested is not None:
+        # A naive time means UTC, like every timestamp flaketui reads.
+        if requested.tzinfo is None:
+            requested = requested.replace(tzinfo=UTC)
+        return requested.astimezone(UTC), False
+    current = utc_now()
+    row = db.conn.execute("SELECT max(ts) FROM runs").fetchone()
+    if row is None or row[0] is None:
+        return current, False
+    newest = parse_iso(str(row[0]))
+    if newest < current - timedelta(days=config.window_days):
+        return newest, True
+    return current, False
+
+
+@dataclass(slots=True)
+class _TestInfo:
+    pk: int
+    test_id: str
+    parent: str
+    test_file: str | None
+    first_seen: datetime
+    suite: str
+    retries: bool
+    signature: str | None = None
+    signature_text: str | None = None
+
+
+def _test_infos(
+    db: Connected,
+    evidence: dict[int, Evidence],
+    now: datetime,
+    config: Config,
+    suite: str | None,
+    branch_kind: str | None,
+) -> dict[int, _TestInfo]:
+    """Identity, main suite, retry status and top signature of every listed test."""
+    per_suite: dict[int, dict[str, int]] = {}
+    retry_suites: set[str] = set()
+    multi_suite = []
+    for pk, ev in evidence.items():
+        if ev.suites:
+            per_suite[pk] = {name: runs for name, (runs, _attempts) in ev.suites.items()}
+            retry_suites.update(name for name, (_runs, most) in ev.suites.items() if most > 1)
+        elif ev.suite_min == ev.suite_max and ev.suite_min is not None:
+            per_suite[pk] = {ev.suite_min: ev.runs}
+            if ev.max_attempts > 1:
+                retry_suites.add(ev.suite_min)
+        else:
+            multi_suite.append(pk)
+    # Only tests seen in several suites need the per-suite split (a focused query).
+    if multi_suite:
+        for pk, name, runs, attempts in suite_counts(
+            db, now, config, suite, branch_kind, test_pks=multi_suite
+        ):
+            per_suite.setdefault(pk, {})[name] = runs
+            if attempts > 1:
+                retry_suites.add(name)
+    infos: dict[int, _TestInfo] = {}
+    rows = db.conn.execute("SELECT id, test_id, parent, test_file, first_seen FROM tests")
+    for pk, test_id, parent, test_file, first_seen in rows:
+        if pk not in evidence:
+            continue
+        suites = per_suite.get(pk, {})
+        main_suite = min(suites, key=lambda s: (-suites[s], s)) if suites else "default"
+        infos[pk] = _TestInfo(
+            pk,
+            test_id,
+            parent,
+            test_file,
+            parse_iso(first_seen),
+            main_suite,
+            any(s in retry_suites for s in suites),
+        )
+    failing = [pk for pk, ev in evidence.items() if ev.last_failure_at is not None]
+    best: dict[int, tuple[int, str, str, str]] = {}
+    if failing:
+        for pk, sig_hash, text, runs, last in signature_counts(
+            db, now, config, suite, branch_kind, test_pks=failing
+        ):
+            key = (runs, last, sig_hash, text)
+            if pk in infos and (pk not in best or key > best[pk]):
+                best[pk] = key
+    for pk, (_runs, _last, sig_hash, text) in best.items():
+        infos[pk].signature, infos[pk].signature_text = sig_hash, text
+    return infos
+
+
+def _rank_key(scores: Scores, name: str) -> tuple[float, float, str]:
+    return (-scores.damage, -scores.recency_score, name)
+
+
+def assign_ranks(
+    items: Sequence[T],
+    verdict: Callable[[T], str],
+    scores: Callable[[T], Scores],
+    name: Callable[[T], str],
+    set_rank: Callable[[T, int], None],
+    set_regression_rank: Callable[[T, int], None],
+) -> list[T]:
+    """Rank flaky and regression items (1 = fix first) and return all items in list order."""
+    ordered = sorted(
+        items, key=lambda it: (VERDICT_ORDER[verdict(it)], *_rank_key(scores(it), name(it)))
+    )
+    flaky_rank = regression_rank = 0
+    for item in ordered:
+        if verdict(item) == "flaky":
+            flaky_rank += 1
+            set_rank(item, flaky_rank)
+        elif verdict(item) == "regression":
+            regression_rank += 1
+            set_regression_rank(item, regression_rank)
+    return ordered
+
+
+def _owner_lookup(
+    repo_root: Path | None, config: Config
+) -> Callable[[str | None, str], str | None]:
+    """owner_of(test_file, suite) from the CODEOWNERS resolver, cached per file and suite."""
+    try:
+        from flaketui.core.owners import OwnerResolver
+    except ImportError:  # pragma: no cover - the resolver ships with flaketui
+        return lambda _file, _suite: None
+    resolver = OwnerResolver(repo_root, config)
+    cache: dict[tuple[str | None, str], str | None] = {}
+
+    def owner_of(test_file: str | None, suite: str) -> str | None:
+        if (test_file, suite) not in cache:
+            cache[(test_file, suite)] = resolver.owner_of(test_file, suite)
+        return cache[(test_file, suite)]
+
+    return owner_of
+
+
+def _daily_scores(
+    db: Connected, test_ids: list[str], now: datetime, config: Config
+) -> dict[str, list[float]]:
+    """Daily recency scores (oldest first) from flaketui.core.scoring.series, when present."""
+    try:
+        from flaketui.core.scoring.series import daily_recency_scores
+    except ImportError:
+        return {}
+    if not test_ids:
+        return {}
+    return dict(daily_recency_scores(db, test_ids, now=now, days=DAILY_DAYS, config=config))
+
+
+def _group(
+    key: str,
+    label: str,
+    members: list[_TestInfo],
+    ev: Evidence,
+    now: datetime,
+    config: Config,
+    owner_of: Callable[[str | None, str], str | None],
+) -> GroupVerdict:
+    first_seen = min(m.first_seen for m in members)
+    retries = any(m.retries for m in members)
+    scores = compute_scores(ev, retries=retries, first_seen=first_seen, now=now, config=config)
+    judgement = judge(ev, scores, retries=retries, first_seen=first_seen, now=now, config=config)
+    first = min(members, key=lambda m: m.test_id)
+    return GroupVerdict(
+        key=key,
+        label=label,
+        members=sorted(m.test_id for m in members),
+        scores=scores,
+        verdict=judgement.verdict,
+        reason=judgement.reason,
+        flags=judgement.flags,
+        owner=owner_of(first.test_file, first.suite),
+    )
+
+
+def _rank_groups(groups: list[GroupVerdict]) -> list[GroupVerdict]:
+    def set_rank(g: GroupVerdict, rank: int) -> None:
+        g.rank = rank
+
+    def set_regression_rank(g: GroupVerdict, rank: int) -> None:
+        g.regression_rank = rank
+
+    return assign_ranks(
+        groups,
+        lambda g: g.verdict,
+        lambda g: g.scores,
+        lambda g: g.key,
+        set_rank,
+        set_regression_rank,
+    )
+
+
+def build_report(
+    db: Connected,
+    *,
+    now: datetime | None = None,
+    config: Config | None = None,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+    repo_root: Path | None = None,
+) -> Report:
+    """Score, judge and rank every live test, family and signature group as of `now`."""
+    stages = report_stages(
+        db, now=now, config=config, suite=suite, branch_kind=branch_kind, repo_root=repo_root
+    )
+    with closing(stages):
+        *_, report = stages
+    return report
+
+
+def report_stages(
+    db: Connected,
+    *,
+    now: datetime | None = None,
+    config: Config | None = None,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+    repo_root: Path | None = None,
+) -> Generator[Report, None, None]:
+    """The report in two steps read from one snapshot: its tests alone, then all of it.
+
+    The first report has every test scored, judged and ranked (what a ranked list needs), the
+    daily scores of the first FIRST_SERIES failing tests in list order (the others' are empty
+    until then), and no families or signature groups. The second is build_report's: the
+    groups, and every daily series. An app shows the first while the second is computed
+    (SPEC §9, first ranked screen).
+    """
+    conn = db.conn
+    # Inside a caller's transaction (or on a connection-like without one), read as given.
+    own = not getattr(conn, "in_transaction", True)
+    # One read snapshot for every query of both steps: an ingest committing between two of
+    # them would show a test to one and not to the next (a KeyError, or a report mixing runs).
+    if own:
+        conn.execute("BEGIN")
+    try:
+        partial = _rank_tests(db, now, config or Config(), suite, branch_kind, repo_root)
+        yield partial.report
+        yield _complete(db, partial)
+    finally:
+        if own and conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+@dataclass(slots=True)
+class _Partial:
+    """The tests-only report, and what its second step is built from."""
+
+    report: Report
+    config: Config
+    evidence: dict[int, Evidence]
+    infos: dict[int, _TestInfo]
+    suite: str | None
+    branch_kind: str | None
+    owner_of: Callable[[str | None, str], str | None]
+    pending: list[TestVerdict]  # failing tests whose daily scores the second step fills
+
+
+def _rank_tests(
+    db: Connected,
+    now: datetime | None,
+    config: Config,
+    suite: str | None,
+    branch_kind: str | None,
+    repo_root: Path | None,
+) -> _Partial:
+    now, clamped = effective_now(db, now, config)
+    evidence = per_test_evidence(db, now, config, suite, branch_kind)
+    infos = _test_infos(db, evidence, now, config, suite, branch_kind)
+    owner_of = _owner_lookup(repo_root, config)
+    tests: list[TestVerdict] = []
+    for pk, ev in evidence.items():
+        info = infos[pk]
+        scores = compute_scores(
+            ev, retries=info.retries, first_seen=info.first_seen, now=now, config=config
+        )
+        judgement = judge(
+            ev, scores, retries=info.retries, first_seen=info.first_seen, now=now, config=config
+        )
+        tests.append(
+            TestVerdict(
+                test_id=info.test_id,
+                parent=info.parent,
+                suite=info.suite,
+                test_file=info.test_file,
+                scores=scores,
+                verdict=judgement.verdict,
+                reason=judgement.reason,
+                flags=judgement.flags,
+                signature=info.signature,
+                signature_text=info.signature_text,
+                owner=owner_of(info.test_file, info.suite),
+                first_bad_commit=judgement.first_bad_commit,
+                last_good_commit=judgement.last_good_commit,
+            )
+        )
+
+    def set_rank(t: TestVerdict, rank: int) -> None:
+        t.rank = rank
+
+    def set_regression_rank(t: TestVerdict, rank: int) -> None:
+        t.regression_rank = rank
+
+    tests = assign_ranks(
+        tests,
+        lambda t: t.verdict,
+        lambda t: t.scores,
+        lambda t: t.test_id,
+        set_rank,
+        set_regression_rank,
+    )
+    # A test without a failure in the window scores 0 on every day of the series (its older
+    # failures weigh under 5 % each by then), so only failing tests are asked for: the first
+    # FIRST_SERIES of them in list order now (a screenful and more), the rest in step two.
+    failing = [t for t in tests if t.scores.last_failure_at is not None]
+    first, pending = failing[:FIRST_SERIES], failing[FIRST_SERIES:]
+    daily = _daily_scores(db, [t.test_id for t in first], now, config)
+    waiting = {t.test_id for t in pending}
+    for test in tests:
+        if test.test_id not in waiting:
+            test.daily_scores = list(daily.get(test.test_id, [0.0] * DAILY_DAYS))
+    report = Report(
+        now=now,
+        window_days=config.window_days,
+        config=config.as_dict(),
+        tests=tests,
+        families=[],
+        signatures=[],
+        now_was_clamped=clamped,
+    )
+    return _Partial(report, config, evidence, infos, suite, branch_kind, owner_of, pending)
+
+
+def _complete(db: Connected, partial: _Partial) -> Report:
+    """The second step: the pending daily scores, the families and the signature groups.
+
+    Tests that gain their daily scores are new objects: the first report may be on screen.
+    """
+    first, config, infos = partial.report, partial.config, partial.infos
+    now, suite, branch_kind, owner_of = (
+        first.now,
+        partial.suite,
+        partial.branch_kind,
+        partial.owner_of,
+    )
+    daily = _daily_scores(db, [t.test_id for t in partial.pending], now, config)
+    waiting = {t.test_id for t in partial.pending}
+    tests = [
+        replace(t, daily_scores=list(daily.get(t.test_id, [0.0] * DAILY_DAYS)))
+        if t.test_id in waiting
+        else t
+        for t in first.tests
+    ]
+    by_parent: dict[str, list[_TestInfo]] = defaultdict(list)
+    by_signature: dict[str, list[_TestInfo]] = defaultdict(list)
+    for info in infos.values():
+        by_parent[info.parent].append(info)
+        if info.signature is not None:
+            by_signature[info.signature].append(info)
+    families = [
+        _group(parent, parent, by_parent[parent], ev, now, config, owner_of)
+        for parent, ev in per_family_evidence(
+            db, now, config, suite, branch_kind, tests=partial.evidence
+        ).items()
+        if by_parent.get(parent)
+    ]
+    members = {info.pk: info.signature for info in infos.values() if info.signature}
+    signatures = [
+        _group(
+            sig,
+            by_signature[sig][0].signature_text or sig,
+            by_signature[sig],
+            ev,
+            now,
+            config,
+            owner_of,
+        )
+        for sig, ev in per_signature_evidence(
+            db, members, now, config, suite, branch_kind, tests=partial.evidence
+        ).items()
+        if by_signature.get(sig)
+    ]
+    _add_group_series(db, families, signatures, infos, now, config)
+    return replace(
+        first, tests=tests, families=_rank_groups(families), signatures=_rank_groups(signatures)
+    )
+
+
+def _add_group_series(
+    db: Connected,
+    families: list[GroupVerdict],
+    signatures: list[GroupVerdict],
+    infos: dict[int, _TestInfo],
+    now: datetime,
+    config: Config,
+) -> None:
+    """The pooled daily scores of the groups with a failure in the window (zeros otherwise).
+
+    As for tests, a group without a failure in the window scores 0 on every day of the series.
+    """
+    from flaketui.core.scoring.series import daily_group_scores, daily_recency_scores
+
+    zeros = [0.0] * DAILY_DAYS
+    # A family's series pools its runs as its evidence does (family_day_seq from the rollups).
+    failing_families = sorted(g.key for g in families if g.scores.last_failure_at is not None)
+    daily = (
+        daily_recency_scores(
+            db, failing_families, now=now, days=DAILY_DAYS, config=config, family=True
+        )
+        if failing_families
+        else {}
+    )
+    for group in families:
+        group.daily_scores = list(daily.get(group.key, zeros))
+    failing_signatures = {g.key for g in signatures if g.scores.last_failure_at is not None}
+    members = {
+        info.pk: info.signature
+        for info in infos.values()
+        if info.signature is not None and info.signature in failing_signatures
+    }
+    daily = daily_group_scores(db, members, now=now, days=DAILY_DAYS, config=config)
+    for group in signatures:
+        group.daily_scores = list(daily.get(group.key, zeros))

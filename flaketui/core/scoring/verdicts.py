@@ -1,0 +1,300 @@
+"""Verdict rules (SPEC §6), the default branch's change point, reasons and flags.
+
+The rules run in this order; the first that matches decides:
+1. `insufficient`: fewer than N_min counted runs.
+2. `healthy`: no bad run in the window.
+3. `regression` (change point): the default branch's own time-ordered sequence ends in a
+   streak of bad runs, none of them `flaky` (a regression fails every attempt), after at least
+   one good main run, and the streak is long: at least min_break_runs (3), and at least as many
+   as make it unlikely (< streak_surprise, 5 %) under the test's own earlier main failure rate
+   p (n >= ln 0.05 / ln p). PR and release runs are ignored here, so PR runs on older commits
+   that still pass do not rescue it. first_bad_commit / last_good_commit come from this sequence.
+4. `healthy` + `resolved` (a resolved incident): the counted runs end in a clean streak that
+   the test's own past would rarely produce. With p = bad runs / runs up to and including the
+   last failed run (the rate while it was failing), the streak of n clean runs since must be
+   - at least N_min runs,
+   - unlikely under p: (1 - p) ** n < streak_surprise (5 %), i.e. n >= ln 0.05 / ln(1 - p),
+     about 3 / p runs: a 10 % flake needs 29 clean runs, a 2 % one 149;
+   - and span at least resolved_min_days (3) from the last failure to the latest clean run,
+     so a burst of re-runs on one afternoon resolves nothing and every daily schedule (the
+     nightly, a working day's pushes) has been seen clean at least twice: the streak test
+     assumes independent runs, and flakes that cluster by schedule or worker count are not.
+     The floor stays well below auto_quarantine_days (7), so a test fixed while in `warning`
+     can fall back before it would be auto-quarantined.
+   A test flaky 40 days ago and clean for 30 days is healthy; a 9 % flake (or a family or
+   signature group pooling several) that has been quiet for 14 runs is still flaky. A single
+   flake among hundreds of runs rarely resolves: its rate makes any quiet stretch likely, so it
+   stays flaky with a damage near zero, at the bottom of the list.
+5. `regression`: Wilson low >= 0.70 (failing almost always, seed 000).
+6. The band 0.50 <= Wilson low < 0.70: `flaky` + `high-rate` with flake evidence, else
+   `regression` (a test failing most of the time for no visible flaky reason is broken).
+7. `flaky`: there is flake evidence (SPEC §4): a flaky run (failed, then passed on retry); a
+   commit with both a good and a bad run; or bad runs interleaved with good ones on the default
+   branch (two separate bad stretches, or one recovered stretch shorter than min_break_runs). The
+   interleaving counts in every suite; in suites that never retry it is the main evidence.
+   Seed 000's "hi < 0.10 is healthy" band does not override evidence: a 3 % flake on a busy
+   gating test is the standing tax seed 003 ranks first (damage puts it where it belongs).
+8. `healthy`: Wilson high < 0.10 without flake evidence (seed 000: too rare to act on).
+9. `regression` + `suspected`: no flake evidence and the latest main runs are bad (a streak
+   too short for rule 3): treated as a break until the history says otherwise.
+10. `healthy`: bad runs without any flake evidence (e.g. failures on PR commits only).
+
+Flags (sorted in output):
+- `alternating`: flip rate >= 0.8 over >= N_min runs (test-order dependence, a toggled resource).
+- `high-rate`: flaky with a Wilson low >= 0.50.
+- `resolved`: healthy because the failures lie in the past (rule 4).
+- `suspected`: regression from a short trailing streak on the default branch (rule 9).
+- `new`: first seen less than grace_days before now.
+- `no-retry`: flaky in a suite that never retries: evidence from flips and same-commit runs.
+- `nightly-only`: runs only in non-gating suites (blast radius 1).
+- `pr-only`: every bad run is off the default branch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from flaketui.core.config import Config
+from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.scoring.results import Scores
+from flaketui.core.scoring.statistics import (
+    blast_radius,
+    damage,
+    flip_rate_interval,
+    recency_score,
+    runs_per_week,
+    wilson_interval,
+    wilson_low,
+)
+from flaketui.core.timeutil import days_between, parse_iso
+
+DEFAULTS = Config()
+
+
+@dataclass(slots=True)
+class Judgement:
+    """A verdict with its one-line reason, flags and (for regressions) the change point."""
+
+    verdict: str
+    reason: str
+    flags: list[str] = field(default_factory=list)
+    first_bad_commit: str | None = None
+    last_good_commit: str | None = None
+
+
+def compute_scores(
+    ev: Evidence, *, retries: bool, first_seen: datetime, now: datetime, config: Config
+) -> Scores:
+    """Every score of SPEC §5 from one test's or group's evidence."""
+    low, high = wilson_interval(ev.failed_runs, ev.runs, config.z)
+    flip_low, _ = flip_rate_interval(ev.flips, ev.runs, config.z)
+    # Retrying suites show flakes directly; otherwise (or with no flaky run yet) flips do.
+    if retries and ev.flaky_runs > 0:
+        flake_low = wilson_low(ev.flaky_runs, ev.runs, config.z)
+    else:
+        flake_low = flip_low
+    window_start = now - timedelta(days=config.window_days)
+    seen_from = max(window_start, min(first_seen, parse_iso(ev.first_ts)))
+    weekly = runs_per_week(ev.runs, days_between(seen_from, now), config.window_days)
+    radius = blast_radius(bool(ev.gates_main), bool(ev.gates_branch), config)
+    return Scores(
+        runs=ev.runs,
+        flaky_runs=ev.flaky_runs,
+        failed_runs=ev.failed_runs,
+        fail_rate=ev.failed_runs / ev.runs if ev.runs else 0.0,
+        wilson_low=low,
+        wilson_high=high,
+        flip_rate=ev.flips / (ev.runs - 1) if ev.runs > 1 else 0.0,
+        flip_rate_low=flip_low,
+        flake_rate_low=flake_low,
+        runs_per_week=weekly,
+        blast_radius=radius,
+        damage=damage(flake_low, weekly, radius),
+        recency_score=recency_score(ev.weighted_bad, ev.weighted_total, config.laplace_alpha),
+        last_failure_at=parse_iso(ev.last_failure_at) if ev.last_failure_at else None,
+    )
+
+
+def unlikely_streak(rate: float, surprise: float) -> float:
+    """Length n from which a streak of events of probability `rate` each has P < surprise.
+
+    rate ** n < surprise  <=>  n > ln(surprise) / ln(rate); inf when rate >= 1 (always
+    likely), 0 when rate <= 0 (never happens, so any streak is a surprise).
+    """
+    if rate >= 1.0:
+        return math.inf
+    if rate <= 0.0:
+        return 0.0
+    return math.log(surprise) / math.log(rate)
+
+
+def required_streak(ev: Evidence, config: Config = DEFAULTS) -> int:
+    """Bad main runs in a row needed to believe a change point, given the earlier main rate."""
+    if ev.good_rn <= 0:
+        return config.min_break_runs
+    earlier_rate = (ev.main_bad - ev.streak) / ev.good_rn
+    needed = unlikely_streak(earlier_rate, config.streak_surprise)
+    return max(config.min_break_runs, math.ceil(needed))
+
+
+def is_change_point(ev: Evidence, config: Config = DEFAULTS) -> bool:
+    """The default branch broke at a point and has been bad ever since."""
+    return ev.good_rn > 0 and ev.streak_flaky == 0 and ev.streak >= required_streak(ev, config)
+
+
+def past_bad_rate(ev: Evidence) -> float:
+    """Bad runs over the runs up to and including the last failed one (before the clean tail)."""
+    before_tail = ev.runs - ev.clean_tail
+    return min(1.0, ev.failed_runs / before_tail) if before_tail > 0 else 0.0
+
+
+def clean_runs_needed(ev: Evidence, config: Config = DEFAULTS) -> int:
+    """Clean runs in a row after the last failure that make the failures history (rule 4)."""
+    needed = unlikely_streak(1.0 - past_bad_rate(ev), config.streak_surprise)
+    if not math.isfinite(needed):  # rate 0: no failure to resolve (rule 2 took it)
+        return config.n_min
+    return max(config.n_min, math.ceil(needed))
+
+
+def clean_days(ev: Evidence) -> float:
+    """Days from the last failure to the latest counted (clean) run; 0 without a failure."""
+    if ev.last_failure_at is None:
+        return 0.0
+    return max(0.0, days_between(parse_iso(ev.last_failure_at), parse_iso(ev.last_ts)))
+
+
+def is_resolved(ev: Evidence, config: Config = DEFAULTS) -> bool:
+    """Rule 4: the failures lie in the past, behind a clean streak the past rate rarely gives."""
+    return (
+        ev.failed_runs > 0
+        and ev.clean_tail >= clean_runs_needed(ev, config)
+        and clean_days(ev) >= config.resolved_min_days
+    )
+
+
+def interleaved_on_main(ev: Evidence, config: Config = DEFAULTS) -> bool:
+    """Bad main runs interleaved with good ones (flips), not one long stretch."""
+    if ev.main_bad_streaks >= 2:
+        return True
+    return (
+        ev.main_bad_streaks == 1 and ev.main_recoveries >= 1 and ev.main_bad < config.min_break_runs
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def evidence_parts(ev: Evidence, config: Config = DEFAULTS) -> list[str]:
+    """The flake evidence a person can check, one phrase each; empty when there is none."""
+    parts = []
+    if ev.flaky_runs:
+        parts.append(f"{_count(ev.flaky_runs, 'flaky run')} of {ev.runs}")
+    if ev.mixed_commits:
+        parts.append(f"same-commit pass and fail {_count(ev.mixed_commits, 'time')}")
+    if interleaved_on_main(ev, config):
+        parts.append(f"{_count(ev.main_flips, 'flip')} in {ev.main_runs} main runs")
+    return parts
+
+
+def _bad_of(ev: Evidence, scores: Scores) -> str:
+    interval = f"Wilson {scores.wilson_low:.2f}-{scores.wilson_high:.2f}"
+    return f"{_count(ev.failed_runs, 'bad run')} of {ev.runs} ({interval})"
+
+
+def judge(
+    ev: Evidence,
+    scores: Scores,
+    *,
+    retries: bool,
+    first_seen: datetime,
+    now: datetime,
+    config: Config,
+) -> Judgement:
+    """Apply the verdict rules of this module's docstring to one test or group."""
+    result = _decide(ev, scores, config=config)
+    flags = set(result.flags)
+    if ev.runs >= config.n_min and scores.flip_rate >= config.alternating_flip_rate:
+        flags.add("alternating")
+    if first_seen > now - timedelta(days=config.grace_days):
+        flags.add("new")
+    if scores.blast_radius == config.blast_radius_nongating and not (
+        ev.gates_main or ev.gates_branch
+    ):
+        flags.add("nightly-only")
+    if ev.failed_runs > 0 and ev.main_bad == 0:
+        flags.add("pr-only")
+    if result.verdict == "flaky" and not retries:
+        flags.add("no-retry")
+    result.flags = sorted(flags)
+    return result
+
+
+def _resolved(ev: Evidence, config: Config) -> Judgement:
+    when = (ev.last_failure_at or "")[:10]
+    return Judgement(
+        "healthy",
+        f"{_count(ev.failed_runs, 'bad run')}, the last on {when}; "
+        f"{ev.clean_tail} clean runs since, over {clean_days(ev):.0f} days "
+        f"(>= {clean_runs_needed(ev, config)} needed at the earlier bad rate "
+        f"{past_bad_rate(ev):.2f})",
+        ["resolved"],
+    )
+
+
+def _not_yet_resolved(ev: Evidence, config: Config) -> str:
+    """Why a quiet spell is not a resolution yet; empty unless it is at least N_min runs."""
+    if ev.clean_tail < config.n_min:
+        return ""
+    return (
+        f"; clean for the last {ev.clean_tail} runs over {clean_days(ev):.0f} days, "
+        f"{clean_runs_needed(ev, config)} runs and {config.resolved_min_days:g} days "
+        "needed to call it resolved"
+    )
+
+
+def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
+    if ev.runs < config.n_min:
+        return Judgement("insufficient", f"{ev.runs} counted runs; {config.n_min} needed")
+    if ev.failed_runs == 0:
+        return Judgement("healthy", f"0 bad runs of {ev.runs}")
+    if is_change_point(ev, config):
+        return _regression(ev, scores, f"bad on main for the last {ev.streak} runs")
+    if is_resolved(ev, config):
+        return _resolved(ev, config)
+    parts = evidence_parts(ev, config)
+    if scores.wilson_low >= config.regression_low:
+        return _regression(ev, scores, f"failing almost always: {_bad_of(ev, scores)}")
+    if scores.wilson_low >= config.flaky_low_max:
+        if parts:
+            reason = f"{_bad_of(ev, scores)}; " + ", ".join(parts) + _not_yet_resolved(ev, config)
+            return Judgement("flaky", reason, ["high-rate"])
+        return _regression(ev, scores, f"failing mostly, no flake evidence: {_bad_of(ev, scores)}")
+    if parts:
+        if ev.flaky_runs and ev.main_bad == ev.failed_runs:
+            parts[0] += " on main"
+        return Judgement("flaky", ", ".join(parts) + _not_yet_resolved(ev, config))
+    if scores.wilson_high < config.healthy_high:
+        return Judgement("healthy", f"rare: {_bad_of(ev, scores)}")
+    if ev.streak > 0 and ev.streak_flaky == 0:
+        result = _regression(
+            ev, scores, f"bad on main for the last {_count(ev.streak, 'run')}, too few to be sure"
+        )
+        result.flags.append("suspected")
+        return result
+    return Judgement(
+        "healthy",
+        f"{_bad_of(ev, scores)} without flake evidence "
+        "(no retry pass, no same-commit pass and fail, no flips on main)",
+    )
+
+
+def _regression(ev: Evidence, scores: Scores, what: str) -> Judgement:
+    """A regression judgement, with the default branch's change point when there is one."""
+    first_bad = ev.first_bad_commit if ev.streak > 0 else None
+    last_good = ev.last_good_commit if ev.streak > 0 else None
+    since = f" since commit {first_bad}" if first_bad else ""
+    good = f" (last good {last_good})" if last_good else ""
+    return Judgement("regression", f"{what}{since}{good}", [], first_bad, last_good)

@@ -1,0 +1,71 @@
+"""pytest entry point: options, then the recorder and the skip-file honouring plugins on demand.
+
+Inactive unless asked: with no flaketui option, ini value or discoverable skip file, it does
+nothing. It imports no UI library.
+
+PYTEST_DONT_REWRITE: it has no assert to rewrite, and an editable install imports it before
+pytest can mark it, so `-p flaketui.pytest_plugin` would warn "already imported".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register flaketui's command-line and ini options in their own group."""
+    group = parser.getgroup("flaketui", "flaketui: record results, honour the skip file")
+    group.addoption(
+        "--flaketui-db",
+        dest="flaketui_db",
+        default=None,
+        metavar="PATH",
+        help="record every test attempt into this flaketui history (SQLite).",
+    )
+    group.addoption(
+        "--flaketui-suite",
+        dest="flaketui_suite",
+        default=None,
+        metavar="NAME",
+        help="suite name of the recorded run (default: detected, else 'default').",
+    )
+    group.addoption(
+        "--flaketui-skip-file",
+        dest="flaketui_skip_file",
+        default=None,
+        metavar="PATH",
+        help="honour this quarantine skip file (default: $FLAKETUI_SKIP_FILE, ini "
+        "flaketui_skip_file, [tool.flaketui] skip_file, else <rootdir>/.quarantine.json).",
+    )
+    group.addoption(
+        "--flaketui-quarantined-only",
+        dest="flaketui_quarantined_only",
+        action="store_true",
+        default=False,
+        help="run only the quarantined tests, both modes, without failing on them "
+        "(the nightly 'is it fixed yet' job).",
+    )
+    group.addoption(
+        "--flaketui-no-skip-file",
+        dest="flaketui_no_skip_file",
+        action="store_true",
+        default=False,
+        help="ignore any skip file (run every test).",
+    )
+    parser.addini("flaketui_db", "record every test attempt into this flaketui history")
+    parser.addini("flaketui_suite", "suite name of the recorded run")
+    parser.addini("flaketui_skip_file", "quarantine skip file to honour")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the recorder and the skip-file plugin when they are asked for."""
+    # Loaded into every session of every user who installs flaketui: the recorder's modules
+    # are imported only when recording is asked for.
+    if config.getoption("flaketui_db", None) or config.getini("flaketui_db"):
+        from flaketui.pytest_plugin.recording import register_recorder
+
+        register_recorder(config)
+    from flaketui.pytest_plugin.skipfile import register_skip_file
+
+    register_skip_file(config)

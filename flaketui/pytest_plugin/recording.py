@@ -1,0 +1,347 @@
+"""The recording half of the pytest plugin: every attempt of every test, written in batches.
+
+Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value. Decisions:
+- An attempt is one setup/call/teardown cycle; pytest-rerunfailures logs one cycle per attempt
+  (failed phases of retried attempts have ``outcome == "rerun"``). Its outcome is that of its
+  first failing phase (``fail`` for the call, ``error`` for setup, teardown or a crashed xdist
+  worker), else ``skipped`` if a phase skipped, else ``pass``. xfail and non-strict xpass are
+  ``skipped`` (they do not gate); a strict xpass fails. Subtest reports are not attempts.
+- duration_ms is the sum of the attempt's setup, call and teardown durations.
+- worker_id is the xdist worker ("gw0", ...) or None in a serial run; worker_count is the number
+  of xdist workers, else 1. Only the xdist controller writes; workers only annotate reports.
+- The writer inserts the run row (finished = 0) with the first batch, so a session killed before
+  it leaves no run; the run is marked finished after the last flush unless the session was
+  interrupted or crashed (exit status 2, 3 or 4); attempts still incomplete then are dropped.
+  --collect-only, --setup-only and --setup-plan sessions record nothing.
+- A failure message is "<ExcType>: <crash message>", a blank line, then pytest's long report
+  (its last LONG_REPORT_MAX_CHARS when longer); passes and skips store no message.
+- Writing problems after start-up (locked beyond the busy timeout, disk full) warn once and
+  never fail the session; unwritten attempts are retried at session end.
+- Cost (SPEC §9: under 5 % of a 5 000-test suite): the history is opened with plain sqlite3
+  (sqlite-utils would import pandas and numpy), batches are FLUSH_EVERY_ATTEMPTS attempts or
+  FLUSH_EVERY_SECONDS, whichever comes first, and the per-report work is a few dict operations.
+  On a slow machine or disk the time-triggered batches space out so that writing them stays
+  under FLUSH_MAX_TIME_SHARE of the session (a batch taking 50 ms waits 2.5 s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import Generator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+# Plain dataclasses only: the writer and sqlite-utils are imported once recording is asked for.
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+if TYPE_CHECKING:
+    from flaketui.core.config import Config
+    from flaketui.core.ingest.writer import RunRecorder
+
+# A batch costs one transaction plus a test-run and rollup refresh of its tests: 1 000 attempts
+# keep that fixed cost negligible, the time limit keeps a killed session's loss small.
+FLUSH_EVERY_ATTEMPTS = 1_000
+FLUSH_EVERY_SECONDS = 1.0
+# Each batch also has a fixed cost (a commit rewrites the indexes' touched pages, the rollups
+# refresh per call): time-triggered batches wait at least last write time / this share, but
+# never more than FLUSH_MAX_SECONDS (a write that waited for a lock says little).
+FLUSH_MAX_TIME_SHARE = 0.02
+FLUSH_MAX_SECONDS = 10.0
+# The writer keeps the first 8 KiB of a message: keep the end of a long report (where pytest
+# prints the failing line and the E lines) rather than its source listing.
+LONG_REPORT_MAX_CHARS = 6 * 1024
+# Exit statuses of a session that did not run to its end.
+UNFINISHED_EXIT_STATUSES = frozenset(
+    {pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR}
+)
+RECORDER_PLUGIN_NAME = "flaketui-recorder"
+ANNOTATOR_PLUGIN_NAME = "flaketui-exception-type"
+EXC_TYPE_ATTR = "flaketui_exc_type"
+
+
+def register_recorder(config: pytest.Config) -> None:
+    """Register the recorder when --flaketui-db or the ini option asks for it."""
+    db_path = config.getoption("flaketui_db", None) or config.getini("flaketui_db")
+    if not db_path or any(
+        config.getoption(name, False) for name in ("help", "collectonly", "setuponly", "setupplan")
+    ):
+        return  # nothing runs, so nothing to record
+    if hasattr(config, "workerinput"):
+        # An xdist worker: the controller receives its reports and writes them; the exception
+        # type is only known here, so it travels on the report.
+        config.pluginmanager.register(ExceptionTypeAnnotator(), ANNOTATOR_PLUGIN_NAME)
+        return
+    # A command-line path is relative to where pytest was started, an ini one to the ini file.
+    base = config.invocation_params.dir
+    if not config.getoption("flaketui_db", None) and config.inipath is not None:
+        base = config.inipath.parent
+    conn, settings, meta = _open_for_recording(config, base / Path(str(db_path)).expanduser())
+    config.pluginmanager.register(Recorder(config, conn, settings, meta), RECORDER_PLUGIN_NAME)
+
+
+def _open_for_recording(
+    config: pytest.Config, db_path: Path
+) -> tuple[sqlite3.Connection, Config, RunMeta]:
+    """Open the history and resolve the run's metadata; bad input becomes a usage error."""
+    from flaketui.core.config import load_config
+    from flaketui.core.errors import FlaketuiError
+    from flaketui.core.history.store import open_connection
+    from flaketui.core.ingest.runmeta import resolve_run_meta
+
+    suite = config.getoption("flaketui_suite", None) or config.getini("flaketui_suite") or None
+    try:
+        settings = load_config(config.rootpath)
+        meta = resolve_run_meta(
+            RunMeta(suite=suite, ts=datetime.now(UTC)),
+            env=os.environ,
+            cwd=config.rootpath,
+            config=settings,
+            fallback_run_id=uuid.uuid4().hex,
+        )
+        conn = open_connection(db_path)  # the recorder stamps a new history's scheme
+    except FlaketuiError as exc:
+        raise pytest.UsageError(f"flaketui: {exc.message}") from None
+    return conn, settings, meta
+
+
+class ExceptionTypeAnnotator:
+    """Stamps a failed report with its exception type name (it travels to the xdist controller).
+
+    Only xdist workers need it: a serial session's Recorder notes the type with a plain
+    makereport hook instead (a wrapper costs several times more per phase, 3 per test).
+    """
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Record call.excinfo's type name on failed reports."""
+        report = yield
+        if call.excinfo is not None and report.failed:
+            setattr(report, EXC_TYPE_ATTR, call.excinfo.typename)
+        return report
+
+
+class _OpenAttempt:
+    """The phases seen so far of one attempt of one test on one worker."""
+
+    __slots__ = ("duration", "message", "outcome", "skipped")
+
+    def __init__(self) -> None:
+        self.outcome: str | None = None  # the first failing phase's outcome
+        self.message: str | None = None
+        self.skipped = False
+        self.duration = 0.0
+
+
+class Recorder:
+    """Collects attempts from reports and writes them to the history in batches."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        conn: sqlite3.Connection,
+        settings: Config,
+        meta: RunMeta,
+    ) -> None:
+        self.config = config
+        self.conn = conn
+        self.settings = settings
+        self.meta = meta
+        self.run: RunRecorder | None = None
+        self.open_attempts: dict[tuple[str, str | None], _OpenAttempt] = {}
+        # (nodeid, phase) -> exception type name, between makereport and logreport (serial runs)
+        self.exc_types: dict[tuple[str, str], str] = {}
+        self.done: list[tuple[str, Attempt]] = []  # complete attempts not yet written
+        self.last_flush = time.monotonic()
+        self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
+        self.write_failed = False  # after a failed write, wait for the session end
+        self.warned = False
+        # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
+        self.distributed = True
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
+        """Start the run writer once xdist has set up its workers (the worker count is known)."""
+        yield
+        from flaketui.core.ingest.writer import RunRecorder
+
+        # Without xdist's controller every report is this process's own: no worker id to look
+        # for (three getattr misses per report otherwise).
+        self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
+        meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
+        try:
+            self.run = RunRecorder(self.conn, meta, source="pytest", config=self.settings)
+        except Exception as exc:
+            self._warn(f"cannot start recording the run ({exc}); nothing will be recorded")
+        self.last_flush = time.monotonic()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        """Note the exception type of a phase that raised (serial sessions; see the annotator)."""
+        if call.excinfo is not None:
+            self.exc_types[(item.nodeid, call.when)] = call.excinfo.typename
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Fold one phase report into its attempt; flush when the batch is due."""
+        # Runs three times per test: the common case (a passing phase) takes the fewest steps.
+        if "Subtest" in type(report).__name__:
+            return
+        nodeid = report.nodeid
+        key = (nodeid, _worker_id(report) if self.distributed else None)
+        open_attempts = self.open_attempts
+        attempt = open_attempts.get(key)
+        when = report.when
+        if attempt is None:
+            attempt = open_attempts[key] = _OpenAttempt()
+        elif when == "setup":
+            # A setup after an unclosed attempt (its teardown was never logged): close that one.
+            self._close(key, attempt)
+            attempt = open_attempts[key] = _OpenAttempt()
+        attempt.duration += report.duration or 0.0
+        # pytest-rerunfailures makes an attempt's three reports before logging them: keyed by phase
+        exc_type = self.exc_types.pop((nodeid, when), None) if self.exc_types else None
+        outcome = report.outcome
+        if outcome == "passed":
+            if hasattr(report, "wasxfail"):  # a non-strict xpass
+                attempt.skipped = True
+        elif outcome == "failed" or outcome == "rerun":
+            if attempt.outcome is None:
+                attempt.outcome = "fail" if when == "call" else "error"
+                attempt.message = _failure_message(report, exc_type)
+        else:  # skipped, xfailed
+            attempt.skipped = True
+        if when == "setup" or when == "call":
+            return
+        # teardown ends an attempt; an xdist crash report ("???") ends it too.
+        self._close(key, attempt)
+        del open_attempts[key]
+        if (
+            len(self.done) >= FLUSH_EVERY_ATTEMPTS
+            or time.monotonic() - self.last_flush >= self.flush_interval
+        ) and not self.write_failed:
+            self.flush()
+
+    def _close(self, key: tuple[str, str | None], attempt: _OpenAttempt) -> None:
+        """Queue an open attempt for the next batch."""
+        outcome = attempt.outcome
+        if outcome is None:
+            outcome = "skipped" if attempt.skipped else "pass"
+        self.done.append(
+            (key[0], Attempt(outcome, round(attempt.duration * 1000), attempt.message, key[1]))
+        )
+
+    def flush(self) -> None:
+        """Write the complete attempts collected so far, one transaction per batch."""
+        start = self.last_flush = time.monotonic()
+        # Types of phases whose report was never logged (a plugin swallowed it): a flush runs at
+        # the end of an attempt, when no phase of this process is between makereport and logreport.
+        self.exc_types.clear()
+        if self.run is None:
+            self.done.clear()  # recording could not start: keep no memory of it
+            return
+        if not self.done:
+            return
+        cases: dict[str, CaseResult] = {}
+        for nodeid, attempt in self.done:
+            case = cases.get(nodeid)
+            if case is None:
+                case = cases[nodeid] = CaseResult(nodeid, nodeid.split("::", 1)[0], [])
+            case.attempts.append(attempt)
+        try:
+            self.run.add(cases.values())
+        except Exception as exc:
+            self.write_failed = True
+            self._warn(f"cannot write to the history ({exc}); retrying at the end of the session")
+        else:
+            self.done.clear()
+            self.write_failed = False
+        self.last_flush = time.monotonic()
+        spent = self.last_flush - start
+        wait = min(spent / FLUSH_MAX_TIME_SHARE, FLUSH_MAX_SECONDS)
+        self.flush_interval = max(FLUSH_EVERY_SECONDS, wait)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Flush everything; mark the run finished unless the session was cut short."""
+        interrupted = exitstatus in UNFINISHED_EXIT_STATUSES
+        for key, attempt in list(self.open_attempts.items()):
+            if not interrupted:
+                self._close(key, attempt)
+        self.open_attempts.clear()
+        self.flush()
+        if self.run is not None and not interrupted and not self.done:
+            try:
+                self.run.finish()
+            except Exception as exc:
+                self._warn(f"cannot mark the run finished ({exc})")
+        if self.done:
+            self._warn(f"{len(self.done)} attempts could not be recorded")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Close the history; the last connection's close checkpoints the WAL into the file."""
+        # That checkpoint is kept on purpose (about 30 ms for 5 000 tests): CI jobs upload
+        # history.db alone right after pytest, and a WAL left beside it would hold the run.
+        self.conn.close()
+
+    def _warn(self, text: str) -> None:
+        """Tell the user once about a recording problem, never failing the session."""
+        if self.warned:
+            return
+        self.warned = True
+        line = f"flaketui: {text}"
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, yellow=True)
+        else:
+            print(line, file=sys.stderr)
+
+
+def _worker_id(report: pytest.TestReport) -> str | None:
+    """The xdist worker that produced a report, None in a serial run."""
+    worker_id = getattr(report, "worker_id", None)
+    if worker_id is None:
+        node = getattr(report, "node", None)  # xdist's crash reports carry only the node
+        gateway = getattr(node, "gateway", None)
+        worker_id = getattr(gateway, "id", None)
+    return worker_id if isinstance(worker_id, str) else None
+
+
+def _worker_count(config: pytest.Config) -> int:
+    """How many xdist workers this session runs, 1 without xdist."""
+    dsession: Any = config.pluginmanager.getplugin("dsession")
+    if dsession is None:
+        return 1
+    nodemanager = getattr(dsession, "nodemanager", None)
+    specs = getattr(nodemanager, "specs", None)
+    if specs:
+        return len(specs)
+    count = 0
+    for spec in config.getoption("tx", None) or []:
+        times, star, _ = str(spec).partition("*")
+        count += int(times) if star and times.isdigit() else 1
+    return max(count, 1)
+
+
+def _failure_message(report: pytest.TestReport, exc_type: str | None = None) -> str:
+    """'<ExcType>: <crash message>', then the end of the long report."""
+    # str() of the longrepr, not report.longreprtext: the latter opens with xdist's worker line.
+    text = "" if report.longrepr is None else str(report.longrepr)
+    if len(text) > LONG_REPORT_MAX_CHARS:
+        text = "…\n" + text[-LONG_REPORT_MAX_CHARS:]
+    crash = getattr(report.longrepr, "reprcrash", None)
+    first = getattr(crash, "message", None) or ""
+    exc_type = getattr(report, EXC_TYPE_ATTR, None) or exc_type
+    if first and exc_type:
+        head = first.split(":", 1)[0]
+        if head != exc_type and not head.endswith("." + exc_type):
+            first = f"{exc_type}: {first}"
+    return f"{first}\n\n{text}" if first else text
