@@ -12,7 +12,7 @@ check:
 	$(PY) -m ruff check flaketui tests bench sample_data
 	$(PY) -m ruff format --check flaketui tests bench sample_data
 	$(PY) -m mypy
-	$(BIN)lint-imports
+	$(BIN)lint-imports --no-cache
 	$(PY) -m flaketui.cli.reference --check
 
 # The whole test suite on two cores (what CI runs, in parallel).
