@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
-from flaketui.core.errors import FlaketuiError
-from flaketui.core.quarantine.skipfile import SkipFile, SkipFileError, read_skip_file
+from flaketui.core.errors import FlaketuiError, SkipFileError
+from flaketui.core.quarantine.skipfile import SkipFile, read_skip_file
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
 from flaketui.tui.history_access import reading, writing
 
