@@ -19,7 +19,7 @@ from typing import Any
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.quarantine.skipfile import SCORE_KEYS, SkipEntry, SkipFile, round_scores
-from flaketui.core.scoring.results import Report, Scores, TestVerdict
+from flaketui.core.scoring.results import Report, Scores, TestVerdict, Verdict
 from flaketui.core.timeutil import to_iso
 
 FORMATS = ("json", "csv", "markdown", "deselect", "list")
@@ -37,7 +37,7 @@ class Decision:
 
     entry: SkipEntry
     owner: str | None  # the current owner where the history knows it, else the entry's
-    verdict: str | None  # current verdict; None when the history has not scored the test
+    verdict: Verdict | None  # current verdict; None when the history has not scored the test
     verdict_reason: str | None
     current: Scores | None
     expired: bool

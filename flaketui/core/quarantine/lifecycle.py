@@ -65,7 +65,7 @@ from flaketui.core.quarantine.machine import (
 from flaketui.core.quarantine.skipfile import SkipFile
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.report import build_report
-from flaketui.core.scoring.results import Report, TestVerdict
+from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.scoring.series import daily_recency_scores
 from flaketui.core.timeutil import parse_iso, to_iso
 
@@ -188,7 +188,7 @@ def derive(
         and (entry.quarantined_at is None or entry.quarantined_at <= now)
         and (entry.hand_added or not any(_enters_quarantine(ev) for ev in audit_events[test_id]))
     }
-    tracked = {t for t, v in verdicts.items() if v.verdict == "flaky"}
+    tracked = {t for t, v in verdicts.items() if v.verdict == Verdict.FLAKY}
     tracked |= {t for t in audit_events if t in first_seen} | set(hand)
     today = now.date()
     span = config.window_days
@@ -205,7 +205,7 @@ def derive(
             test_id=test_id,
             config=config,
             threshold=threshold,
-            enters=verdict is not None and verdict.verdict == "flaky",
+            enters=verdict is not None and verdict.verdict == Verdict.FLAKY,
             verdict=verdict.verdict if verdict else None,
             first_seen=first_seen.get(test_id),
             now=now,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from flaketui.core.config import Config
+from flaketui.core.scoring.results import Verdict
 from flaketui.core.timeutil import to_iso
 
 STATES = ("none", "watching", "warning", "quarantined", "fix_or_delete", "removal_recommended")
@@ -50,7 +51,7 @@ class TestState:
     since: date | None = None  # the day the current state began
     score: float = 0.0  # recency score as of now
     threshold: float = 0.0  # its suite's quarantine threshold
-    verdict: str | None = None  # verdict as of now; None when the report does not list it
+    verdict: Verdict | None = None  # verdict as of now; None when the report does not list it
     quarantined_since: date | None = None
     quarantined_by: str | None = None
     clean_runs: int = 0  # consecutive clean runs since the quarantine began
@@ -88,7 +89,7 @@ class Walker:
     first_seen: datetime | None
     now: datetime
     recorded: frozenset[tuple[str, str, str]]
-    verdict: str | None = None  # as of now, for the reason of a fall back to none
+    verdict: Verdict | None = None  # as of now, for the reason of a fall back to none
     state: str = "none"
     since: date | None = None
     high_days: int = 0  # consecutive days at or above the suite threshold
