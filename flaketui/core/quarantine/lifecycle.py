@@ -56,6 +56,7 @@ from flaketui.core.quarantine.machine import (
     QUARANTINED,
     STATES,
     Event,
+    LifecycleState,
     TestState,
     Transition,
     Walker,
@@ -74,6 +75,7 @@ __all__ = [
     "QUARANTINED",
     "STATES",
     "Event",
+    "LifecycleState",
     "Plan",
     "TestState",
     "Transition",
@@ -100,7 +102,7 @@ class Plan:
 
     def tracked(self) -> dict[str, TestState]:
         """The tests in a lifecycle state other than `none` (what the app's State column shows)."""
-        return {t: s for t, s in self.states.items() if s.state != "none"}
+        return {t: s for t, s in self.states.items() if s.state != LifecycleState.NONE}
 
     def awaiting_apply(self) -> set[str]:
         """Tests whose current state comes from a transition `--apply` has not written yet."""
@@ -137,7 +139,13 @@ def _audit_inputs(
             if before in STATES and after in STATES:
                 reason = str(reason_text or "")
                 events[test_id].append(
-                    Event(ts, "state", before=before, after=after, reason=reason)
+                    Event(
+                        ts,
+                        "state",
+                        before=LifecycleState(before),
+                        after=LifecycleState(after),
+                        reason=reason,
+                    )
                 )
     return events, frozenset(keys)
 
