@@ -21,6 +21,7 @@ from flaketui.core.quarantine.skipfile import (
     ForeignSkipFile,
     SkipEntry,
     SkipFile,
+    SkipMode,
     read_skip_file,
     resolve_skip_file_source,
 )
@@ -139,7 +140,7 @@ class SkipFilePlugin:
 
     def _forgivable(self, nodeid: str) -> bool:
         entry = self.entries.get(nodeid)
-        return entry is not None and (self.quarantined_only or entry.mode == "run")
+        return entry is not None and (self.quarantined_only or entry.mode == SkipMode.RUN)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(
@@ -155,7 +156,7 @@ class SkipFilePlugin:
             entry = self.entries.get(item.nodeid)
             if self.quarantined_only:
                 (keep if entry is not None else dropped).append(item)
-            elif entry is not None and entry.mode == "skip":
+            elif entry is not None and entry.mode == SkipMode.SKIP:
                 dropped.append(item)
             else:
                 keep.append(item)
@@ -235,7 +236,7 @@ class SkipFilePlugin:
     def pytest_report_header(self, config: pytest.Config) -> str:
         """Which skip file is honoured, from where, with how many entries."""
         modes = [e.mode for e in self.entries.values()]
-        what = f"{modes.count('skip')} skip, {modes.count('run')} run"
+        what = f"{modes.count(SkipMode.SKIP)} skip, {modes.count(SkipMode.RUN)} run"
         extra = ", quarantined tests only" if self.quarantined_only else ""
         return f"flaketui: skip file {self.skip.path} ({SOURCE_LABELS[self.source]}; {what}{extra})"
 

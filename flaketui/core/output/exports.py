@@ -18,7 +18,13 @@ from datetime import datetime
 from typing import Any
 
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.quarantine.skipfile import SCORE_KEYS, SkipEntry, SkipFile, round_scores
+from flaketui.core.quarantine.skipfile import (
+    SCORE_KEYS,
+    SkipEntry,
+    SkipFile,
+    SkipMode,
+    round_scores,
+)
 from flaketui.core.scoring.results import Report, Scores, TestVerdict, Verdict
 from flaketui.core.timeutil import to_iso
 
@@ -49,7 +55,7 @@ def decisions(
     *,
     now: datetime,
     owner: str | None = None,
-    mode: str | None = None,
+    mode: SkipMode | None = None,
 ) -> list[Decision]:
     """The skip file's entries by test id, joined with the report, filtered by owner and mode."""
     if skip is None:
