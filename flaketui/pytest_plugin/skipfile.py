@@ -46,6 +46,13 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _worker_output(config: pytest.Config) -> dict[str, Any] | None:
+    """What an xdist worker sends its controller when it ends; None outside a worker."""
+    # xdist sets this attribute on a worker's config; pytest.Config does not declare it.
+    output: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    return output
+
+
 def _warn(config: pytest.Config, message: str) -> None:
     """A configuration-time warning, shown once (by the controller, not by every worker)."""
     if not _is_worker(config):
@@ -167,15 +174,17 @@ class SkipFilePlugin:
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
-        if _is_worker(config):
-            config.workeroutput[WORKER_KEY] = self._worker_state()  # type: ignore[attr-defined]
+        output = _worker_output(config)
+        if output is not None:
+            output[WORKER_KEY] = self._worker_state()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A collection error means some tests were not collected."""
         if report.failed:
             self.collect_failed = True
-            if _is_worker(self.config):
-                self.config.workeroutput[WORKER_KEY] = self._worker_state()  # type: ignore[attr-defined]
+            output = _worker_output(self.config)
+            if output is not None:
+                output[WORKER_KEY] = self._worker_state()
 
     def _worker_state(self) -> dict[str, Any]:
         return {
