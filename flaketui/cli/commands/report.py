@@ -12,7 +12,7 @@ from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import stale_note
 from flaketui.core.models import BRANCH_KINDS
-from flaketui.core.output.formats import FORMATS, GROUP_BYS, render
+from flaketui.core.output.formats import FORMATS, GROUP_BYS, ReportFormat, render
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import parse_iso
@@ -56,4 +56,5 @@ def report_command(
     if note is not None:
         click.echo(note, err=True)
     threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
-    click.echo(render(report, fmt, group_by=group_by, limit=limit, threshold=threshold), nl=False)
+    text = render(report, ReportFormat(fmt), group_by=group_by, limit=limit, threshold=threshold)
+    click.echo(text, nl=False)
