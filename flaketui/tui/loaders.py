@@ -288,8 +288,14 @@ def who() -> str | None:
     return os.environ.get("FLAKETUI_WHO") or None
 
 
-def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -> str:
-    """Write the skip-file entry and its audit row; return the notification text."""
+def quarantine_test(
+    source: Source, request: QuarantineRequest, now: datetime, scored_at: datetime | None = None
+) -> str:
+    """Write the skip-file entry and its audit row; return the notification text.
+
+    now stamps the entry and the audit row; its scores are taken as of scored_at (the moment
+    the app's scores are as of; default now).
+    """
     quarantine_mod = _core("quarantine.actions")
     with writing(source.path) as db:
         written = quarantine_mod.quarantine(
@@ -305,6 +311,7 @@ def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -
             source="app",
             config=source.config,
             repo_root=source.owners_from,
+            scored_at=scored_at,
         )
     what = request.test_id if len(written) == 1 else f"{len(written)} params of {request.test_id}"
     return f"Quarantined {what} ({request.mode}) in {source.skip_display or source.skip_path}"

@@ -1,0 +1,109 @@
+"""The app as a new user meets it: trying it never dirties the clone, and it says what it did."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from tui_history import NOW
+
+from flaketui.core.quarantine.skipfile import read_skip_file
+from flaketui.core.timeutil import parse_iso, utc_now
+from flaketui.tui.app import FlaketuiApp, make_app
+
+SIZE = (160, 48)
+GIT = ("git", "-c", "user.name=New User", "-c", "user.email=new@example.com")
+
+
+async def _settle(pilot: object) -> None:
+    app = pilot.app  # type: ignore[attr-defined]
+    for _ in range(3):
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        [*GIT, *args], cwd=repo, capture_output=True, text=True, check=True, timeout=30
+    )
+    return done.stdout
+
+
+def _audit(history: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(history)
+    try:
+        return conn.execute("SELECT action, source FROM audit_log ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def clone(history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git work tree whose committed sample is the test history; the current directory."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "clone"
+    (repo / "sample_data").mkdir(parents=True)
+    shutil.copyfile(history, repo / "sample_data" / "history.db")
+    (repo / ".gitignore").write_text(".quarantine.json.lock\n*.db-wal\n*.db-shm\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "sample")
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return repo
+
+
+async def test_the_quickstart_key_tour_leaves_the_clone_clean(clone: Path, tmp_path: Path) -> None:
+    sample = clone / "sample_data" / "history.db"
+    before = hashlib.sha256(sample.read_bytes()).hexdigest()
+    app: FlaketuiApp = make_app("sample_data/history.db", cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("q")
+        await _settle(pilot)
+        await pilot.press("ctrl+s")
+        await _settle(pilot)
+        quarantined = [n.message for n in app._notifications if n.title == "Done"]
+        await pilot.press("u")
+        await _settle(pilot)
+        messages = [n.message for n in app._notifications]
+    assert _git(clone, "status", "--porcelain", "--ignored=no") == ""
+    assert hashlib.sha256(sample.read_bytes()).hexdigest() == before
+    # The quarantine and the release did happen, in a trial copy the app named.
+    assert quarantined and "trial copy" in quarantined[0], messages
+    trial = app.source.path
+    assert trial != sample.absolute() and trial.is_relative_to(tmp_path / "cache")
+    assert _audit(trial) == [("quarantine", "app"), ("release", "app")]
+    assert any("tracked by git" in m for m in messages), messages
+
+
+async def test_an_action_is_stamped_with_the_wall_clock_not_with_now(
+    history: Path, tmp_path: Path
+) -> None:
+    skip_path = tmp_path / "quarantine.json"
+    app = make_app(history, now=NOW, skip_file=skip_path, cursor_blink=False, watch=False)
+    started = utc_now().replace(microsecond=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        assert app.main_screen.data is not None and app.main_screen.data.report.now == NOW
+        await pilot.press("q")
+        await _settle(pilot)
+        await pilot.press("ctrl+s")
+        await _settle(pilot)
+    skip = read_skip_file(skip_path, explicit=True)
+    assert skip is not None and len(skip.entries) == 1
+    entry = next(iter(skip.entries.values()))
+    assert entry.quarantined_at is not None and entry.quarantined_at >= started
+    assert entry.expires is not None and entry.expires > started
+    conn = sqlite3.connect(history)
+    try:
+        (stamp,) = conn.execute("SELECT ts FROM audit_log").fetchone()
+    finally:
+        conn.close()
+    assert parse_iso(stamp) >= started
