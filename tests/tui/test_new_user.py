@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 from tui_history import NOW
 
 from flaketui.core.quarantine.skipfile import read_skip_file
@@ -107,3 +108,19 @@ async def test_an_action_is_stamped_with_the_wall_clock_not_with_now(
     finally:
         conn.close()
     assert parse_iso(stamp) >= started
+
+
+async def test_a_broken_skip_file_is_shown_as_broken_not_as_empty(
+    history: Path, tmp_path: Path
+) -> None:
+    skip_path = tmp_path / "quarantine.json"
+    skip_path.write_text('{"version": 1, "tests": {\n')
+    app = make_app(history, now=NOW, skip_file=skip_path, cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("3")
+        await _settle(pilot)
+        status = str(app.main_screen.query_one("#loading", Static).content)
+    assert "Nothing quarantined" not in status
+    assert status.startswith("⚠ The skip file cannot be read: ") and str(skip_path) in status
+    assert "\n" not in status
