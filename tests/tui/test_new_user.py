@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -15,6 +16,8 @@ from tui_history import NOW
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.clipboard import save_copy
+from flaketui.tui.screens.detail import DetailScreen
 
 SIZE = (160, 48)
 GIT = ("git", "-c", "user.name=New User", "-c", "user.email=new@example.com")
@@ -124,3 +127,46 @@ async def test_a_broken_skip_file_is_shown_as_broken_not_as_empty(
     assert "Nothing quarantined" not in status
     assert status.startswith("⚠ The skip file cannot be read: ") and str(skip_path) in status
     assert "\n" not in status
+
+
+async def test_copy_says_where_the_text_went_and_keeps_it_in_a_file(
+    history: Path, tmp_path: Path
+) -> None:
+    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("enter")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen) and screen.data is not None
+        await pilot.press("c")
+        await _settle(pilot)
+        repro = screen.data.repro
+        notes = [n for n in app._notifications if repro in n.message]
+    assert app.clipboard == repro
+    assert [n.title for n in notes] == ["Sent to the terminal's clipboard (OSC 52)"]
+    saved = tmp_path / "cache" / "flaketui" / "copied.txt"
+    assert saved.read_text() == repro + "\n"
+    assert notes[0].message.endswith(f"it is also in {saved}.")
+
+
+def test_inside_tmux_the_copy_is_also_in_the_paste_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    socket = tmp_path / "tmux.sock"
+    server = ["tmux", "-S", str(socket)]
+    subprocess.run([*server, "new-session", "-d", "-s", "copy"], check=True, timeout=30)
+    try:
+        env = {"PATH": os.environ["PATH"], "TMUX": f"{socket},0,0"}
+        outcome = save_copy("pytest 'tests/a.py::t' --count=50", env)
+        shown = subprocess.run(
+            [*server, "show-buffer"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+    finally:
+        subprocess.run([*server, "kill-server"], check=False, timeout=30)
+    assert outcome.tmux_buffer and shown == "pytest 'tests/a.py::t' --count=50"
+    assert "tmux's paste buffer (prefix ])" in outcome.message("x")
+    # Outside tmux, only the file.
+    assert not save_copy("x", {"PATH": os.environ["PATH"]}).tmux_buffer

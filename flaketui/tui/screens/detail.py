@@ -248,11 +248,21 @@ class DetailScreen(Screen[None]):
             self.query_one("#runs-heading", Static).update(heading)
 
     def action_copy_repro(self) -> None:
-        """Copy the reproduction command to the clipboard."""
+        """Send the reproduction command to the clipboard, and keep it where it surely lands.
+
+        See flaketui.tui.clipboard: the terminal may drop the OSC 52 sequence unseen.
+        """
         if self.data is None:
             return
         self.app.copy_to_clipboard(self.data.repro)
-        self.notify(self.data.repro, title="Copied to the clipboard")
+        self._save_copy(self.data.repro)
+
+    @work(thread=True, group="copy", exit_on_error=False)
+    def _save_copy(self, text: str) -> None:
+        from flaketui.tui.clipboard import TITLE, save_copy
+
+        outcome = save_copy(text)
+        self.app.call_from_thread(self.notify, outcome.message(text), title=TITLE, timeout=10)
 
     def action_reload(self) -> None:
         """Read this test's detail again."""
