@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
@@ -16,7 +17,7 @@ from flaketui.core.timeutil import parse_iso, to_iso
 
 
 @cli.command("changes")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.argument("test_or_parent")
 @click.option("--now", metavar="ISO", help="Judge as of this time (default: now).")
 @click.option(

@@ -9,6 +9,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.open import CODEOWNERS_OPTION
 from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import SkipFileError
 from flaketui.core.history.store import open_history
@@ -17,7 +18,7 @@ from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.core.timeutil import parse_iso, utc_now
 
-DB_PATH = click.Path(dir_okay=False, path_type=Path)
+DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 # deselect and list feed a test runner's exclusions, so by default they hold only `skip` entries.
 DEFAULT_MODE = {"deselect": "skip", "list": "skip"}
 
@@ -33,7 +34,7 @@ DEFAULT_MODE = {"deselect": "skip", "list": "skip"}
 )
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     help="Write here (atomically) instead of standard output.",
 )
 @SKIP_FILE_OPTION

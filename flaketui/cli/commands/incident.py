@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.incidents import (
@@ -20,7 +21,7 @@ from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
 
-DB_PATH = click.Path(dir_okay=False, path_type=Path)
+DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 
 
 @cli.group()

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.pivot import Pivot, PivotRow, worker_pivot
@@ -56,7 +57,7 @@ def _table(title: str, rows: list[PivotRow]) -> list[str]:
 
 
 @cli.command("pivot")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.argument("test_or_parent")
 @click.option("--now", metavar="ISO", help="Score as of this time (default: now).")
 @click.option(

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.prune import prune_history
 from flaketui.core.history.store import open_history
@@ -14,7 +15,7 @@ from flaketui.core.timeutil import to_iso
 
 
 @cli.command("prune")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.option(
     "--older-than",
     "days",

@@ -8,6 +8,7 @@ import click
 import sqlite_utils
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import (
@@ -19,7 +20,7 @@ from flaketui.core.ingest.resign import (
 
 
 @cli.command("resign")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 def resign_command(db: Path) -> None:
     """Re-sign the failure messages of history DB with this flaketui's algorithm and the
     configured mask patterns (ingest and merge do this by themselves when the scheme changed).
