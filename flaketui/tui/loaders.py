@@ -15,6 +15,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.quarantine.skipfile import SkipFile, SkipFileError, read_skip_file
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
+from flaketui.core.words import plural
 from flaketui.tui.history_access import reading, writing
 
 if TYPE_CHECKING:
@@ -342,4 +343,4 @@ def export_tests(tests: list[TestVerdict], report: Report, fmt: str, path: Path)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise FlaketuiError(f"{path}: cannot write ({exc.strerror})") from exc
-    return f"Exported {len(tests)} tests as {fmt} to {path}"
+    return f"Exported {plural(len(tests), 'test')} as {fmt} to {path}"

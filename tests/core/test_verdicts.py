@@ -405,3 +405,10 @@ def test_more_clean_runs_never_undo_a_resolution(
     # And the rule never resolves a streak the past rate makes likely (>= 5 %).
     if resolved:
         assert (1.0 - failed / before) ** tail < 0.05 and tail >= 10 and days >= 3.0
+
+
+def test_a_reason_counts_one_run_in_the_singular(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.run(ts=T0 + timedelta(days=20)).result(A, ["pass"])
+    assert verdict(db, A).reason == f"1 counted run; {Config().n_min} needed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -18,6 +19,7 @@ from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.clipboard import save_copy
 from flaketui.tui.screens.detail import DetailScreen
+from flaketui.tui.screens.export_modal import ExportModal
 
 SIZE = (160, 48)
 GIT = ("git", "-c", "user.name=New User", "-c", "user.email=new@example.com")
@@ -170,3 +172,34 @@ def test_inside_tmux_the_copy_is_also_in_the_paste_buffer(
     assert "tmux's paste buffer (prefix ])" in outcome.message("x")
     # Outside tmux, only the file.
     assert not save_copy("x", {"PATH": os.environ["PATH"]}).tmux_buffer
+
+
+async def test_a_long_signature_wraps_under_its_own_text(history: Path, tmp_path: Path) -> None:
+    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    async with app.run_test(size=(72, 60)) as pilot:
+        await _settle(pilot)
+        await pilot.press("enter")
+        await _settle(pilot)
+        box = app.screen.query_one("#signatures", Static)
+        lines = [box.render_line(y).text.rstrip() for y in range(box.size.height)]
+    counted = [line for line in lines if re.match(r"^\s*\d+ runs? ", line)]
+    assert counted and "database is locked" in counted[0], lines
+    text_column = counted[0].index("sqlite")
+    # Every other line (the wrapped rest of a signature, its example) starts under the text.
+    for line in lines:
+        if line.strip() and line not in counted:
+            assert line[:text_column].strip() == "", lines
+    assert any(line.strip().startswith("e.g. ") for line in lines), lines
+
+
+async def test_counts_of_one_are_singular_in_the_app(history: Path, tmp_path: Path) -> None:
+    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("slash", *"login", "enter")
+        await _settle(pilot)
+        await pilot.press("e")
+        await _settle(pilot)
+        assert isinstance(app.screen, ExportModal)
+        title = str(app.screen.query_one(".dialog-title", Static).content)
+    assert title == "Export the flaky view (1 test)"

@@ -14,6 +14,7 @@ from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.scoring.series import verdict_changes
 from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.words import plural
 
 
 @cli.command("changes")
@@ -52,7 +53,9 @@ def changes_command(
         click.echo(json.dumps(payload, indent=2))
         return
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    click.echo(f"{test_or_parent}: verdict changes over {span} days to {to_iso(moment)}{clock}")
+    click.echo(
+        f"{test_or_parent}: verdict changes over {plural(span, 'day')} to {to_iso(moment)}{clock}"
+    )
     if not found:
         click.echo("none")
     for change in found:

@@ -12,6 +12,7 @@ from flaketui.core.config import load_config
 from flaketui.core.history.prune import prune_history
 from flaketui.core.history.store import open_history
 from flaketui.core.timeutil import to_iso
+from flaketui.core.words import plural
 
 
 @cli.command("prune")
@@ -35,7 +36,10 @@ def prune_command(db: Path, days: float, vacuum: bool) -> None:
     )
     window = load_config().window_days
     if days < window:
-        click.echo(f"note: {days:g} days is inside the scoring window ({window} days)")
+        click.echo(
+            f"note: {days:g} day{'' if days == 1 else 's'} is inside the scoring window"
+            f" ({plural(window, 'day')})"
+        )
     if vacuum:
         mb = 1024 * 1024
         click.echo(

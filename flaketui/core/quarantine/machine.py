@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from flaketui.core.config import Config
 from flaketui.core.timeutil import to_iso
+from flaketui.core.words import plural
 
 STATES = ("none", "watching", "warning", "quarantined", "fix_or_delete", "removal_recommended")
 QUARANTINED = frozenset({"quarantined", "fix_or_delete", "removal_recommended"})
@@ -148,7 +149,7 @@ class Walker:
                 effect = "release" if self.q_by == LIFECYCLE else "keep"
                 self._release(
                     ev.ts,
-                    f"{self.clean_runs} consecutive clean runs while quarantined",
+                    f"{plural(self.clean_runs, 'consecutive clean run')} while quarantined",
                     effect=effect,
                 )
 
@@ -207,7 +208,7 @@ class Walker:
                 self.move(
                     "warning",
                     ts,
-                    f"score >= {self.threshold:g} for {self.high_days} days",
+                    f"score >= {self.threshold:g} for {plural(self.high_days, 'day')}",
                 )
                 self.warning_day = day
             elif score < cfg.release_threshold:
@@ -225,7 +226,9 @@ class Walker:
                     return
                 self.note = ""
                 days = (day - warned).days
-                self.move("quarantined", ts, f"{days} days in warning", effect="quarantine")
+                self.move(
+                    "quarantined", ts, f"{plural(days, 'day')} in warning", effect="quarantine"
+                )
                 self.q_start, self.q_by, self.clean_runs = ts, LIFECYCLE, 0
 
     def _grace_end(self) -> datetime | None:
@@ -245,7 +248,7 @@ class Walker:
             due = start + timedelta(days=days)
             if self.state == before and day >= due:
                 # A clock that ran out before the replay's first day is dated when it ran out.
-                self.move(after, day_end(due, self.now), f"{days} days quarantined")
+                self.move(after, day_end(due, self.now), f"{plural(days, 'day')} quarantined")
 
 
 def replay(walker: Walker, days: list[date], scores: list[float], events: Iterable[Event]) -> None:
