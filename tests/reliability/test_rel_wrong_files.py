@@ -28,7 +28,7 @@ from flaketui.core.models import RunMeta
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]
 TEST_ID = "pkg.Mod::t1"
-EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {\n  },\n  "version": 1\n}\n'
+EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {},\n  "version": 1\n}\n'
 
 
 @pytest.fixture(autouse=True)
