@@ -17,6 +17,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.timeutil import utc_now
 from flaketui.tui.actionmodel import quarantine_reason
+from flaketui.tui.cache import export_folder, shown
 from flaketui.tui.commands import FlaketuiCommands
 from flaketui.tui.loaders import (
     QuarantineRequest,
@@ -29,7 +30,7 @@ from flaketui.tui.loaders import (
 from flaketui.tui.messages import HistoryChanged, WriteDone
 from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.startup import Preload, make_source
-from flaketui.tui.trial import Trial, shown, trial_for
+from flaketui.tui.trial import Trial, trial_for
 
 POLL_SECONDS = 2.0
 # Quarantine and release refuse on a read-only history rather than write the skip file alone:
@@ -221,13 +222,18 @@ class FlaketuiApp(App[None]):
         report = main.data.report
         from flaketui.tui.screens.export_modal import ExportModal
 
+        folder = export_folder()
+
         def done(choice: tuple[str, Path] | None) -> None:
             if choice is not None:
                 fmt, path = choice
-                self.run_write(lambda: export_tests(tests, report, fmt, path), reload=False)
+                self.run_write(
+                    lambda: export_tests(tests, report, fmt, path, make_folder=folder),
+                    reload=False,
+                )
 
         self.push_screen(
-            ExportModal(main.state.view, len(tests), Path.cwd(), blink=self.cursor_blink), done
+            ExportModal(main.state.view, len(tests), folder, blink=self.cursor_blink), done
         )
 
     def action_help(self) -> None:

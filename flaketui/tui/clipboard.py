@@ -19,7 +19,7 @@ from pathlib import Path
 
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
-from flaketui.tui.trial import cache_home, shown
+from flaketui.tui.cache import cache_home, shown
 
 TMUX_TIMEOUT_SECONDS = 5
 COPY_FILE = "copied.txt"

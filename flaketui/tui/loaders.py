@@ -333,13 +333,25 @@ def release_test(source: Source, test_id: str, now: datetime) -> str:
 EXPORT_FORMATS = ("json", "csv", "markdown", "deselect", "list")
 
 
-def export_tests(tests: list[TestVerdict], report: Report, fmt: str, path: Path) -> str:
-    """Render the listed tests with the core exporter and write them; return the notification."""
+def export_tests(
+    tests: list[TestVerdict],
+    report: Report,
+    fmt: str,
+    path: Path,
+    *,
+    make_folder: Path | None = None,
+) -> str:
+    """Render the listed tests with the core exporter and write them; return the notification.
+
+    make_folder: the default folder, created when the path lies in it (another folder must exist).
+    """
     if fmt not in EXPORT_FORMATS:
         raise FlaketuiError(f"unknown export format {fmt!r} (one of {', '.join(EXPORT_FORMATS)})")
     exports = _core("output.exports")
     text = exports.render_tests(tests, fmt, report=report)
     try:
+        if make_folder is not None and path.parent == make_folder:
+            make_folder.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise FlaketuiError(f"{path}: cannot write ({exc.strerror})") from exc

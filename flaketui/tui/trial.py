@@ -22,6 +22,7 @@ from pathlib import Path
 
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
+from flaketui.tui.cache import cache_home, shown
 from flaketui.tui.history_access import open_reader
 from flaketui.tui.loaders import Source
 
@@ -45,24 +46,10 @@ def tracked_by_git(path: Path) -> bool:
     return done.returncode == 0
 
 
-def cache_home() -> Path:
-    """The user's cache directory: $XDG_CACHE_HOME, else ~/.cache."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    return Path(base) if base else Path.home() / ".cache"
-
-
 def trial_home(history: Path) -> Path:
     """Where the trial copies of one history live (one folder per tracked file)."""
     digest = hashlib.sha256(str(history.resolve()).encode()).hexdigest()[:10]
     return cache_home() / "flaketui" / "trial" / f"{history.stem}-{digest}"
-
-
-def shown(path: Path) -> str:
-    """A path as the app names it: under the home directory as `~/...`."""
-    try:
-        return f"~/{path.relative_to(Path.home())}"
-    except ValueError:
-        return str(path)
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from textual.widgets import Static
+from textual.widgets import Input, Static
 from tui_history import NOW
 
 from flaketui.core.quarantine.skipfile import read_skip_file
@@ -203,3 +204,21 @@ async def test_counts_of_one_are_singular_in_the_app(history: Path, tmp_path: Pa
         assert isinstance(app.screen, ExportModal)
         title = str(app.screen.query_one(".dialog-title", Static).content)
     assert title == "Export the flaky view (1 test)"
+
+
+async def test_the_export_dialog_proposes_a_file_outside_the_work_tree(
+    clone: Path, tmp_path: Path
+) -> None:
+    app = make_app("sample_data/history.db", now=NOW, cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("e")
+        await _settle(pilot)
+        proposed = Path(app.screen.query_one("#path", Input).value)
+        await pilot.press("ctrl+s")
+        await _settle(pilot)
+        messages = [n.message for n in app._notifications]
+    assert proposed == tmp_path / "cache" / "flaketui" / "exports" / "flaketui-flaky.json"
+    assert json.loads(proposed.read_text())
+    assert any(str(proposed) in m for m in messages), messages
+    assert _git(clone, "status", "--porcelain", "--ignored=no") == ""
