@@ -21,6 +21,7 @@ from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.clipboard import save_copy
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.export_modal import ExportModal
+from flaketui.tui.widgets.flake_table import FlakeTable
 
 SIZE = (160, 48)
 GIT = ("git", "-c", "user.name=New User", "-c", "user.email=new@example.com")
@@ -103,6 +104,11 @@ async def test_an_action_is_stamped_with_the_wall_clock_not_with_now(
         await _settle(pilot)
         await pilot.press("ctrl+s")
         await _settle(pilot)
+        # Its days left count from the wall clock too: 30, not 30 plus the days since --now.
+        await pilot.press("3")
+        await _settle(pilot)
+        row = app.main_screen.query_one(FlakeTable).current_row
+    assert row is not None and "30d" in row.cell_source
     skip = read_skip_file(skip_path, explicit=True)
     assert skip is not None and len(skip.entries) == 1
     entry = next(iter(skip.entries.values()))
