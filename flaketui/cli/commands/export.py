@@ -17,6 +17,7 @@ from flaketui.core.output.exports import FORMATS, decisions, render_decisions
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.core.timeutil import parse_iso, utc_now
+from flaketui.core.words import plural
 
 DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 # deselect and list feed a test runner's exclusions, so by default they hold only `skip` entries.
@@ -79,4 +80,4 @@ def export_command(
         click.echo(text, nl=False)
         return
     write_atomically(output.absolute(), text.encode("utf-8"))
-    click.echo(f"exported {len(found)} decision(s) as {fmt} to {output}", err=True)
+    click.echo(f"exported {plural(len(found), 'decision')} as {fmt} to {output}", err=True)

@@ -31,8 +31,9 @@ def prune_command(db: Path, days: float, vacuum: bool) -> None:
     history = open_history(db, create=False)
     result = prune_history(history, days, vacuum=vacuum)
     click.echo(
-        f"pruned {result.runs} run(s) before {to_iso(result.cutoff)}: {result.results} result(s),"
-        f" {result.tests} test(s) and {result.signatures} signature(s) no longer referenced"
+        f"pruned {plural(result.runs, 'run')} before {to_iso(result.cutoff)}:"
+        f" {plural(result.results, 'result')}, {plural(result.tests, 'test')} and"
+        f" {plural(result.signatures, 'signature')} no longer referenced"
     )
     window = load_config().window_days
     if days < window:
