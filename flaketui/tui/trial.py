@@ -59,6 +59,7 @@ class Trial:
     tracked: Path  # the tracked history, never written
     skip_file: Path  # the skip file the session would write outside a trial
     home: Path
+    display: str = ""  # the tracked history as the user named it
     started: bool = False
 
     @property
@@ -74,8 +75,9 @@ class Trial:
     def notice(self) -> str:
         """What the app says once the trial is known."""
         return (
-            f"{self.tracked.name} is tracked by git, so quarantine and release write to a trial "
-            f"copy in {shown(self.home)} (made afresh each session): the work tree stays as it is"
+            f"{self.display or self.tracked.name} is tracked by git, so quarantine and release "
+            f"write to a trial copy in {shown(self.home)} (made afresh each session): the work "
+            "tree stays as it is"
         )
 
     def start(self, source: Source) -> None:
@@ -113,4 +115,9 @@ def trial_for(source: Source) -> Trial | None:
     """The trial of a session whose history git tracks; None for any other history."""
     if not tracked_by_git(source.path):
         return None
-    return Trial(tracked=source.path, skip_file=source.skip_path, home=trial_home(source.path))
+    return Trial(
+        tracked=source.path,
+        skip_file=source.skip_path,
+        home=trial_home(source.path),
+        display=source.display,
+    )

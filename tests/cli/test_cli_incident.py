@@ -100,8 +100,7 @@ def test_add_window_and_remove(history: Path) -> None:
     ]
     code, out = invoke("incident", "list", str(history), "--now", NOW)
     assert (
-        "outage: 2 runs, window 2026-11-01T02:00:00Z .. 2026-11-01T03:30:00Z  "
-        "(db failover)" in out
+        "outage: 2 runs, window 2026-11-01T02:00:00Z .. 2026-11-01T03:30:00Z  (db failover)" in out
     )
     code, out = invoke("incident", "remove", str(history), "outage")
     assert (code, out) == (0, "incident outage removed: 2 runs count again\n")
