@@ -16,6 +16,7 @@ import click
 
 from flaketui import __version__
 from flaketui.cli import LAZY_COMMANDS
+from flaketui.cli.params import FilePath
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history import store
 
@@ -45,12 +46,29 @@ class FlaketuiGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Turn user-facing errors into click's one-line 'Error: ...' and exit status."""
+        """Turn user-facing errors into click's one-line 'Error: ...' and exit status 1.
+
+        A wrong value of an argument or option is one too; a command line click cannot parse
+        (an unknown option, a missing argument) keeps click's usage message and status 2.
+        """
         store.forget_opened()
         try:
             return super().invoke(ctx)
+        except click.MissingParameter:
+            raise  # the command line's shape: click's usage message, exit status 2
+        except click.BadParameter as exc:
+            # A wrong value (a missing file, a directory, a number out of range, a choice not
+            # offered) is the user's input, as a history that cannot be opened is: one line.
+            raise click.ClickException(bad_value(exc)) from None
         except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
+
+
+def bad_value(exc: click.BadParameter) -> str:
+    """One line for a refused value: the path's own problem, else click's `Invalid value ...`."""
+    if isinstance(exc.param, click.Parameter) and isinstance(exc.param.type, FilePath):
+        return exc.message
+    return " ".join(exc.format_message().split())
 
 
 def user_error(

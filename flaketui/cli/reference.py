@@ -26,8 +26,9 @@ Generated from the commands' own `--help` by `python -m flaketui.cli.reference` 
 do not edit by hand. `flaketui --help` and `flaketui COMMAND --help` print the same text.
 
 `flaketui HISTORY` is short for `flaketui open HISTORY`; `python -m flaketui` is the same program.
-Bad input is one `Error: ...` line on stderr with exit status 1 (2 for a usage error), never a
-traceback, and the history is left as it was.
+Bad input (a missing file, a directory, a wrong option value) is one `Error: ...` line on stderr
+with exit status 1, never a traceback, and the history is left as it was; a command line that
+cannot be parsed (an unknown option, a missing argument) gets click's usage message and 2.
 """
 
 

@@ -41,6 +41,7 @@ import pytest
 
 # Plain dataclasses only: the writer and sqlite-utils are imported once recording is asked for.
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.words import plural
 
 if TYPE_CHECKING:
     from flaketui.core.config import Config
@@ -284,7 +285,7 @@ class Recorder:
             except Exception as exc:
                 self._warn(f"cannot mark the run finished ({exc})")
         if self.done:
-            self._warn(f"{len(self.done)} attempts could not be recorded")
+            self._warn(f"{plural(len(self.done), 'attempt')} could not be recorded")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Close the history; the last connection's close checkpoints the WAL into the file."""

@@ -2,7 +2,9 @@
 
 `skip` entries are deselected; `run` entries run and keep their real outcome in every report,
 only the session's exit status ignores their failures. Under xdist the workers deselect (they
-collect) and the controller, which sees every report, reports and sets the exit status.
+collect) and the controller, which sees every report, reports and sets the exit status; the
+workers tell it what they deselected, so pytest's summary line counts it as it does without
+xdist ("1 deselected").
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from flaketui.core.quarantine.skipfile import (
     resolve_skip_file_source,
 )
 from flaketui.core.timeutil import to_iso, utc_now
+from flaketui.core.words import plural
 
 PLUGIN_NAME = "flaketui-skipfile"
 WORKER_KEY = "flaketui_skipfile"
@@ -137,6 +140,8 @@ class SkipFilePlugin:
         self.deselected: set[str] = set()  # skip entries deselected in this session
         self.matched: set[str] = set()  # entries matching a collected test
         self.others_deselected = 0  # non-quarantined tests dropped by --flaketui-quarantined-only
+        self.dropped: set[str] = set()  # every test this plugin deselected (either way)
+        self.counted: set[str] = set()  # xdist controller: dropped tests in pytest's summary
         self.collected = False  # collection happened here or on a worker
         self.collect_failed = False
         self.forgiven: set[str] = set()  # failed tests whose failure the exit status ignores
@@ -171,6 +176,7 @@ class SkipFilePlugin:
             self.others_deselected = len(dropped)
         else:
             self.deselected = {item.nodeid for item in dropped}
+        self.dropped = {item.nodeid for item in dropped}
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
@@ -191,6 +197,7 @@ class SkipFilePlugin:
             "matched": sorted(self.matched),
             "deselected": sorted(self.deselected),
             "others_deselected": self.others_deselected,
+            "dropped": sorted(self.dropped),
             "collect_failed": self.collect_failed,
         }
 
@@ -206,6 +213,20 @@ class SkipFilePlugin:
         # Every worker collects the whole session; one worker's count is the session's.
         self.others_deselected = max(self.others_deselected, state["others_deselected"])
         self.collect_failed = self.collect_failed or state["collect_failed"]
+        self._count_deselected(set(state.get("dropped", ())))
+
+    def _count_deselected(self, dropped: set[str]) -> None:
+        """Add the tests a worker deselected to pytest's summary line, once each.
+
+        The controller collects nothing, so its terminal reporter never hears of deselection:
+        its statistics get the node ids (each worker collects, and drops, the same tests).
+        """
+        new = dropped - self.counted
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if not new or reporter is None:
+            return
+        self.counted |= new
+        reporter.stats.setdefault("deselected", []).extend(sorted(new))
 
     # --- outcomes and exit status (the single process, or the xdist controller) --------------
 
@@ -273,17 +294,20 @@ class SkipFilePlugin:
         """List deselected, forgiven, expired and unmatched entries."""
         tr = terminalreporter
         tr.write_sep("=", "flaketui quarantine")
-        tr.write_line(f"skip file: {self.skip.path} ({len(self.entries)} entries)")
+        tr.write_line(
+            f"skip file: {self.skip.path} ({plural(len(self.entries), 'entry', 'entries')})"
+        )
         if self.quarantined_only:
             self._summary_quarantined_only(tr)
         if self.deselected:
-            tr.write_line(f"deselected {len(self.deselected)} quarantined test(s) (mode skip):")
+            count = plural(len(self.deselected), "quarantined test")
+            tr.write_line(f"deselected {count} (mode skip):")
             for test_id in sorted(self.deselected):
                 tr.write_line(f"  {test_id}  ({self._describe(self.entries[test_id])})")
         if self.forgiven:
             tr.write_line(
-                f"{len(self.forgiven)} quarantined test(s) failed; their failures are reported "
-                "but do not fail the session:",
+                f"{plural(len(self.forgiven), 'quarantined test')} failed; their failures are "
+                "reported but do not fail the session:",
                 yellow=True,
             )
             for test_id in sorted(self.forgiven):
@@ -303,7 +327,7 @@ class SkipFilePlugin:
     def _summary_quarantined_only(self, tr: Any) -> None:
         tr.write_line(
             f"quarantined tests only: ran {len(self.matched)}, "
-            f"deselected {self.others_deselected} other test(s)"
+            f"deselected {plural(self.others_deselected, 'other test')}"
         )
         fixed = sorted(self.passed - self.forgiven)
         if fixed:

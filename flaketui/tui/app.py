@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.timeutil import utc_now
 from flaketui.tui.actionmodel import quarantine_reason
+from flaketui.tui.cache import export_folder, shown
 from flaketui.tui.commands import FlaketuiCommands
 from flaketui.tui.loaders import (
     QuarantineRequest,
@@ -28,6 +30,7 @@ from flaketui.tui.loaders import (
 from flaketui.tui.messages import HistoryChanged, WriteDone
 from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.startup import Preload, make_source
+from flaketui.tui.trial import Trial, trial_for
 
 POLL_SECONDS = 2.0
 # Quarantine and release refuse on a read-only history rather than write the skip file alone:
@@ -65,6 +68,10 @@ class FlaketuiApp(App[None]):
         self.last_stamp: tuple[int, ...] | None = None
         self.main_screen = MainScreen()
         self._warmed = False
+        # Set once known (a worker asks git): writes then go to copies, see flaketui.tui.trial.
+        self.trial: Trial | None = None
+        self._trial_known = False
+        self._trial_lock = threading.Lock()
 
     def get_default_screen(self) -> MainScreen:
         """The list is the first screen itself, not one pushed over a blank default.
@@ -81,6 +88,14 @@ class FlaketuiApp(App[None]):
             self.notify(READ_ONLY_NOTICE, title="Read-only history", timeout=8)
         if self.poll_history:
             self.set_interval(POLL_SECONDS, self.check_history)
+        self._find_trial()
+
+    @work(thread=True, exclusive=True, group="trial", exit_on_error=False)
+    def _find_trial(self) -> None:
+        """Ask git whether the history is a tracked file: then this session is a trial."""
+        trial = self._resolve_trial()
+        if trial is not None:
+            self.call_from_thread(self.notify, trial.notice(), title="Trial copy", timeout=10)
 
     # ---- the history watcher ----------------------------------------------------------------
 
@@ -103,8 +118,38 @@ class FlaketuiApp(App[None]):
     # ---- writes -----------------------------------------------------------------------------
 
     def write_now(self) -> datetime:
-        """The audit clock: the requested --now (reproducible runs), else the wall clock."""
-        return self.source.requested_now or utc_now()
+        """When an action happens: always the wall clock.
+
+        `--now` only sets the moment the scores are computed as of; an entry's quarantined_at,
+        its expiry and the audit row record when the user acted.
+        """
+        return utc_now()
+
+    def scored_at(self) -> datetime | None:
+        """The moment the shown scores are as of (a quarantine records them as evidence)."""
+        data = self.main_screen.data
+        return data.report.now if data is not None else self.source.requested_now
+
+    def write_source(self) -> Source:
+        """Where a write goes (called in the write worker): a trial's copies, made at its first."""
+        trial = self._resolve_trial()
+        if trial is not None:
+            trial.start(self.source)
+        return self.source
+
+    def _resolve_trial(self) -> Trial | None:
+        """Ask git once (from a worker) whether the session is a trial."""
+        with self._trial_lock:
+            if not self._trial_known:
+                self.trial = trial_for(self.source)
+                self._trial_known = True
+            return self.trial
+
+    def skip_file_shown(self) -> str:
+        """The skip file a write changes, as the dialogs name it."""
+        if self.trial is not None and not self.trial.started:
+            return f"a trial copy of {self.trial.skip_file.name} in {shown(self.trial.home)}"
+        return self.source.skip_display or str(self.source.skip_path)
 
     def _target(self) -> tuple[str, object] | None:
         """The test or family the active screen points at, with its report item."""
@@ -141,14 +186,17 @@ class FlaketuiApp(App[None]):
 
         def done(request: QuarantineRequest | None) -> None:
             if request is not None:
-                self.run_write(lambda: quarantine_test(self.source, request, self.write_now()))
+                scored = self.scored_at()
+                self.run_write(
+                    lambda: quarantine_test(self.write_source(), request, self.write_now(), scored)
+                )
 
         self.push_screen(
             QuarantineModal(
                 test_id,
                 reason=reason,
                 expires_days=self.source.config.skip_expiry_days,
-                skip_file=self.source.skip_display or str(self.source.skip_path),
+                skip_file=self.skip_file_shown(),
                 blink=self.cursor_blink,
             ),
             done,
@@ -163,7 +211,7 @@ class FlaketuiApp(App[None]):
         if not self._writable():
             return
         test_id = target[0]
-        self.run_write(lambda: release_test(self.source, test_id, self.write_now()))
+        self.run_write(lambda: release_test(self.write_source(), test_id, self.write_now()))
 
     def action_export(self) -> None:
         """Ask for format and path, then export the tests of the current view."""
@@ -174,13 +222,18 @@ class FlaketuiApp(App[None]):
         report = main.data.report
         from flaketui.tui.screens.export_modal import ExportModal
 
+        folder = export_folder()
+
         def done(choice: tuple[str, Path] | None) -> None:
             if choice is not None:
                 fmt, path = choice
-                self.run_write(lambda: export_tests(tests, report, fmt, path), reload=False)
+                self.run_write(
+                    lambda: export_tests(tests, report, fmt, path, make_folder=folder),
+                    reload=False,
+                )
 
         self.push_screen(
-            ExportModal(main.state.view, len(tests), Path.cwd(), blink=self.cursor_blink), done
+            ExportModal(main.state.view, len(tests), folder, blink=self.cursor_blink), done
         )
 
     def action_help(self) -> None:

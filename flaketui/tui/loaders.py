@@ -15,6 +15,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, SkipFileError
 from flaketui.core.quarantine.skipfile import SkipFile, SkipMode, read_skip_file
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict, Verdict
+from flaketui.core.words import plural
 from flaketui.tui.history_access import reading, writing
 
 if TYPE_CHECKING:
@@ -288,8 +289,14 @@ def who() -> str | None:
     return os.environ.get("FLAKETUI_WHO") or None
 
 
-def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -> str:
-    """Write the skip-file entry and its audit row; return the notification text."""
+def quarantine_test(
+    source: Source, request: QuarantineRequest, now: datetime, scored_at: datetime | None = None
+) -> str:
+    """Write the skip-file entry and its audit row; return the notification text.
+
+    now stamps the entry and the audit row; its scores are taken as of scored_at (the moment
+    the app's scores are as of; default now).
+    """
     quarantine_mod = _core("quarantine.actions")
     with writing(source.path) as db:
         written = quarantine_mod.quarantine(
@@ -305,6 +312,7 @@ def quarantine_test(source: Source, request: QuarantineRequest, now: datetime) -
             source="app",
             config=source.config,
             repo_root=source.owners_from,
+            scored_at=scored_at,
         )
     what = request.test_id if len(written) == 1 else f"{len(written)} params of {request.test_id}"
     return f"Quarantined {what} ({request.mode}) in {source.skip_display or source.skip_path}"
@@ -325,14 +333,26 @@ def release_test(source: Source, test_id: str, now: datetime) -> str:
 EXPORT_FORMATS = ("json", "csv", "markdown", "deselect", "list")
 
 
-def export_tests(tests: list[TestVerdict], report: Report, fmt: str, path: Path) -> str:
-    """Render the listed tests with the core exporter and write them; return the notification."""
+def export_tests(
+    tests: list[TestVerdict],
+    report: Report,
+    fmt: str,
+    path: Path,
+    *,
+    make_folder: Path | None = None,
+) -> str:
+    """Render the listed tests with the core exporter and write them; return the notification.
+
+    make_folder: the default folder, created when the path lies in it (another folder must exist).
+    """
     if fmt not in EXPORT_FORMATS:
         raise FlaketuiError(f"unknown export format {fmt!r} (one of {', '.join(EXPORT_FORMATS)})")
     exports = _core("output.exports")
     text = exports.render_tests(tests, fmt, report=report)
     try:
+        if make_folder is not None and path.parent == make_folder:
+            make_folder.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise FlaketuiError(f"{path}: cannot write ({exc.strerror})") from exc
-    return f"Exported {len(tests)} tests as {fmt} to {path}"
+    return f"Exported {plural(len(tests), 'test')} as {fmt} to {path}"

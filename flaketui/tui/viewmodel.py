@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.core.timeutil import utc_now
 from flaketui.tui.loaders import QuarantineRow  # the loaded skip-file entries the view lists
 
 VIEWS = ("flaky", "regressions", "quarantined", "all")
@@ -76,6 +78,9 @@ class ViewContext:
 
     now: datetime
     lifecycle: dict[str, str] = field(default_factory=dict)
+    # A skip-file entry expires in real time, as the pytest plugin checks it: its days left
+    # count from the wall clock, not from the moment the scores are as of (--now).
+    wall_now: datetime = field(default_factory=utc_now)
     # In a grouped view, the # column numbers the top-level rows (groups and lone tests) in
     # their pooled-damage order: tests' and groups' own ranks are counted apart and would
     # repeat. Keyed by _position_key; members of a group have none.
@@ -289,10 +294,11 @@ def _days_left(row: QuarantineRow, now: datetime) -> float | None:
 
 
 def _days_left_text(row: QuarantineRow, ctx: ViewContext) -> str:
-    left = _days_left(row, ctx.now)
+    left = _days_left(row, ctx.wall_now)
     if left is None:
         return "—"
-    return "expired" if left < 0 else f"{int(left)}d"
+    # A part day counts: an entry added now for 30 days has 30 days left, not 29.
+    return "expired" if left < 0 else f"{math.ceil(left)}d"
 
 
 _QUARANTINE_COLUMNS: list[Column] = [
@@ -304,7 +310,7 @@ _QUARANTINE_COLUMNS: list[Column] = [
         lambda i, c: i.expires,
         lambda i, c: i.expires.strftime("%Y-%m-%d") if i.expires else "—",
     ),
-    Column("days_left", "Days left", lambda i, c: _days_left(i, c.now), _days_left_text),
+    Column("days_left", "Days left", lambda i, c: _days_left(i, c.wall_now), _days_left_text),
     Column(
         "added",
         "Added",

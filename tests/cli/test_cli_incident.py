@@ -56,7 +56,7 @@ def test_list_shows_proposal_with_accept_command(history: Path) -> None:
     code, out = invoke("incident", "list", str(history), "--now", NOW)
     assert code == 0, out
     assert "no tagged incidents" in out
-    assert "PROPOSED auto-20261101-0300: 1 run(s)" in out
+    assert "PROPOSED auto-20261101-0300: 1 run" in out
     assert "(worst 10/12 in run-00004)" in out
     accept = (
         f"flaketui incident add {history} auto-20261101-0300 "
@@ -68,10 +68,10 @@ def test_list_shows_proposal_with_accept_command(history: Path) -> None:
     assert code == 0, out
     assert (
         "incident auto-20261101-0300 (2026-11-01T03:00:00Z .. 2026-11-01T03:00:00Z): "
-        "tagged 1 run(s)" in out
+        "tagged 1 run" in out
     )
     code, out = invoke("incident", "list", str(history), "--now", NOW)
-    assert "auto-20261101-0300: 1 run(s), window 2026-11-01T03:00:00Z .. " in out
+    assert "auto-20261101-0300: 1 run, window 2026-11-01T03:00:00Z .. " in out
     assert "no proposed incidents" in out
 
 
@@ -89,7 +89,7 @@ def test_add_window_and_remove(history: Path) -> None:
         "db failover",
     )
     assert code == 0, out
-    assert "tagged 2 run(s)" in out
+    assert "tagged 2 runs" in out
     assert [tag for _run, tag in incidents_in(history)] == [
         None,
         None,
@@ -100,11 +100,10 @@ def test_add_window_and_remove(history: Path) -> None:
     ]
     code, out = invoke("incident", "list", str(history), "--now", NOW)
     assert (
-        "outage: 2 run(s), window 2026-11-01T02:00:00Z .. 2026-11-01T03:30:00Z  "
-        "(db failover)" in out
+        "outage: 2 runs, window 2026-11-01T02:00:00Z .. 2026-11-01T03:30:00Z  (db failover)" in out
     )
     code, out = invoke("incident", "remove", str(history), "outage")
-    assert (code, out) == (0, "incident outage removed: 2 run(s) count again\n")
+    assert (code, out) == (0, "incident outage removed: 2 runs count again\n")
     assert all(tag is None for _run, tag in incidents_in(history))
 
 

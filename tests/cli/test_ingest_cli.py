@@ -63,7 +63,7 @@ def test_ingest_one_report_prints_a_summary(tmp_path: Path) -> None:
     result = run(tmp_path / "h.db", report, "--no-detect")
     assert result.exit_code == 0, result.output
     assert result.output.count("\n") == 1
-    assert "new run" in result.output and "3 result(s) added" in result.output
+    assert "new run" in result.output and "3 results added" in result.output
     assert query(tmp_path / "h.db", "SELECT count(*) FROM tests") == [(2,)]
 
 
@@ -227,12 +227,12 @@ def test_manifest_of_500_runs_lands_in_one_command_and_is_idempotent(tmp_path: P
     db = tmp_path / "h.db"
     result = run(db, "--manifest", manifest)
     assert result.exit_code == 0, result.output
-    assert "500 run(s) landed with 1000 result(s)" in result.output
+    assert "500 runs landed with 1000 results" in result.output
     assert query(db, "SELECT count(*), count(DISTINCT branch_kind) FROM runs") == [(500, 1)]
     before = dump(db)
     again = run(db, "--manifest", manifest)
     assert again.exit_code == 0
-    assert "0 run(s) landed" in again.output and "500 already present" in again.output
+    assert "0 runs landed" in again.output and "500 already present" in again.output
     assert dump(db) == before
 
 
@@ -273,7 +273,7 @@ def test_manifest_refuses_bad_lines_by_number_and_lands_the_rest(tmp_path: Path)
     )
     assert refused == [2, 4, 8, 9, 10, 11, 12]
     assert "missing.xml" in result.output and "broken.xml" in result.output
-    assert "3 run(s) landed with 4 result(s)" in result.output
+    assert "3 runs landed with 4 results" in result.output
     runs = query(db, "SELECT run_id, suite, ts, worker_count FROM runs ORDER BY id")
     assert runs[0] == ("one", "default", "2026-08-02T00:00:00Z", 1)
     assert runs[1][1:3] == ("unit", "2026-08-01T10:00:00Z")

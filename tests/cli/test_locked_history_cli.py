@@ -16,7 +16,7 @@ from flaketui.core.errors import HistoryLockedError
 from flaketui.core.history.store import open_connection, transaction
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]
-EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {\n  },\n  "version": 1\n}\n'
+EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {},\n  "version": 1\n}\n'
 LOCKED = "Error: history.db: database is locked (another process is writing to it; retry)\n"
 WRITERS: dict[str, list[str]] = {
     "ingest": ["ingest", "history.db", "new.xml", "--no-detect", "--run-id", "r2"],

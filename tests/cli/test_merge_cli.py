@@ -50,10 +50,10 @@ def test_merge_gathers_histories_and_is_idempotent(tmp_path: Path, sources: list
     desk = tmp_path / "desk.db"
     first = merge(desk, *sources)
     assert first.exit_code == 0, first.output
-    assert "2 run(s) added" in first.output and first.output.count("\n") == 1
+    assert "2 runs added" in first.output and first.output.count("\n") == 1
     once = dump(desk)
     second = merge(desk, *sources)
-    assert second.exit_code == 0 and "0 run(s) added" in second.output
+    assert second.exit_code == 0 and "0 runs added" in second.output
     assert dump(desk) == once
     conn = sqlite3.connect(desk)
     assert conn.execute("SELECT count(*) FROM tests").fetchone() == (3,)

@@ -160,4 +160,4 @@ def test_not_a_database_is_refused(runner: CliRunner, tmp_path: Path) -> None:
 
 def test_limit_must_be_positive(runner: CliRunner, history: Path) -> None:
     result = runner.invoke(cli, ["report", str(history), "--limit", "0"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1

@@ -83,7 +83,7 @@ def test_a_new_mask_pattern_regroups_old_messages_with_resign(
     assert "flaketui resign" in err  # the stale note (CliRunner mixes stderr into output)
     code, out = invoke("resign", str(history))
     assert code == 0, out
-    assert out.startswith("re-signed 2 failure message(s)")
+    assert out.startswith("re-signed 2 failure messages")
     count, results, runs = _signatures(history)
     assert count == 1 and len(results) == 1 and results == runs
     code, out = invoke("report", str(history), "--now", NOW)
@@ -100,7 +100,7 @@ def test_ingest_re_signs_by_itself_when_the_scheme_changed(history: Path, tmp_pa
         "ingest", str(history), str(report), "--no-detect", "--timestamp", "2026-11-30T11:00:00Z"
     )
     assert code == 0, out
-    assert "re-signed 3 stored failure message(s)" in out
+    assert "re-signed 3 stored failure messages" in out
     count, results, _ = _signatures(history)
     assert count == 1 and len(results) == 1
     code, out = invoke("ingest", str(history), str(report), "--no-detect")

@@ -16,6 +16,7 @@ from flaketui.core.history.store import open_history
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.scoring.detail import (
     UnknownTestError,
+    did_you_mean,
     family_members,
     outcome_sequence,
     signatures_of,
@@ -118,3 +119,30 @@ def test_family_sequence_and_members(db: sqlite_utils.Database) -> None:
     ]
     with pytest.raises(UnknownTestError, match=re.escape("no test or family named 't.py::nope'")):
         outcome_sequence(db, "t.py::nope", now=T0, config=Config())
+
+
+def test_did_you_mean_finds_a_name_spelled_close_to_the_typed_one(
+    db: sqlite_utils.Database,
+) -> None:
+    hb = HistoryBuilder(db)
+    run = hb.run(ts=T0)
+    for test_id in (
+        "tests/test_net.py::test_netwrk_call",
+        "tests/test_net.py::test_network_cache",
+        "tests/test_net.py::test_dns_lookup",
+        "tests/test_other.py::test_netwrk_call",
+        TEST,
+    ):
+        run.result(test_id, ["pass"])
+    # A dropped letter: nothing contains the typed name, the close ones are offered, the same
+    # file first, then the closest.
+    assert did_you_mean(db, "tests/test_net.py::test_network_call") == (
+        "; did you mean 'tests/test_net.py::test_netwrk_call', "
+        "'tests/test_net.py::test_network_cache', 'tests/test_other.py::test_netwrk_call'?"
+    )
+    assert did_you_mean(db, "test_network_call[usd]").startswith(
+        "; did you mean 'tests/test_net.py::test_netwrk_call'"
+    )
+    # What contains the typed text still comes first; a name unlike any gets no suggestion.
+    assert did_you_mean(db, "dns_look") == "; did you mean 'tests/test_net.py::test_dns_lookup'?"
+    assert did_you_mean(db, "tests/test_net.py::test_upload_file") == ""

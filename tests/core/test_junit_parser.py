@@ -273,14 +273,38 @@ def test_leading_newlines_before_declaration_are_accepted_and_lines_stay_right(
     ok = '\n\n<?xml version="1.0"?>\n<testsuite><testcase name="t"/></testsuite>'
     assert [c.test_id for c in _cases(tmp_path, ok)] == ["t"]
     bad = '\n\n<?xml version="1.0"?>\n<testsuite>\n<testcase time="<<x>>"/></testsuite>'
-    assert _error(tmp_path, bad) == f"{tmp_path / 'report.xml'}:5: not well-formed (invalid token)"
+    assert _error(tmp_path, bad) == f"{tmp_path / 'report.xml'}:5:17: {INVALID_CHARACTER}"
+
+
+INVALID_CHARACTER = (
+    "a character XML does not allow here (an unescaped < or & in an attribute or text?)"
+)
 
 
 def test_malformed_attribute_names_the_line(tmp_path: Path) -> None:
     content = '<?xml version="1.0"?>\n<testsuite>\n<testcase name="a" time="<<computed>>"/>'
-    assert _error(tmp_path, content) == (
-        f"{tmp_path / 'report.xml'}:3: not well-formed (invalid token)"
-    )
+    assert _error(tmp_path, content) == (f"{tmp_path / 'report.xml'}:3:26: {INVALID_CHARACTER}")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("<testsuite><testcase name='a'>", "1:31: the file ends before its XML is complete"),
+        ("hello <<", "1:1: not XML: text or markup where an XML tag was expected"),
+        (
+            "<testsuite>\n<testcase name='a'>\n</testsuit>",
+            "3:3: a closing tag that does not match the element it closes",
+        ),
+        ("<testsuite/><testsuite/>", "1:13: more after the end of the report's root element"),
+        ("<testsuite name='&x;'/>", "1:1: an undefined entity (an & not written as &amp;?)"),
+        ("<testsuite a='1' a='2'/>", "1:18: an attribute given twice in one tag"),
+    ],
+    ids=["truncated", "not-xml", "mismatched", "two-roots", "entity", "duplicate"],
+)
+def test_bad_xml_is_said_in_plain_words_with_line_and_column(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    assert _error(tmp_path, content).startswith(f"{tmp_path / 'report.xml'}:{message}")
 
 
 def test_empty_file_and_missing_file(tmp_path: Path) -> None:
@@ -294,7 +318,7 @@ def test_truncated_file_fails_midway_after_streaming_earlier_cases(tmp_path: Pat
     path = _write(tmp_path, f"<testsuites><testsuite>{many}<testcase name='cut")
     assert path.stat().st_size > 2 * junit.CHUNK_BYTES
     seen: list[str] = []
-    with pytest.raises(ReportError, match=r"report\.xml:1: "):
+    with pytest.raises(ReportError, match=r"report\.xml:1:\d+: the file ends inside a tag"):
         for case in iter_cases(path):
             seen.append(case.test_id)
     assert seen[:2] == ["c::t0", "c::t1"]  # streamed before the bad end was reached

@@ -109,7 +109,7 @@ def test_prune_command_with_vacuum(history: sqlite_utils.Database, tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert "pruned" in result.output and "vacuumed:" in result.output
     again = CliRunner().invoke(cli, ["prune", str(path), "--older-than", "30"])
-    assert again.exit_code == 0 and again.output.startswith("pruned 0 run(s)")
+    assert again.exit_code == 0 and again.output.startswith("pruned 0 runs")
 
 
 def test_prune_command_refuses_bad_input(tmp_path: Path) -> None:

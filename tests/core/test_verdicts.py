@@ -458,3 +458,10 @@ def test_rare_without_evidence_is_healthy_only_below_a_wilson_high_of_010(
     result = _judge_with(_band_evidence(flake_evidence=False), 0.02, high)
     assert (result.verdict, result.flags) == (expected, flags)
     assert result.reason.startswith("rare: ") == (expected == "healthy")
+
+
+def test_a_reason_counts_one_run_in_the_singular(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    hb.run(ts=T0 + timedelta(days=20)).result(A, ["pass"])
+    assert verdict(db, A).reason == f"1 counted run; {Config().n_min} needed"

@@ -93,10 +93,6 @@ class Runner:
             return self.pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "2", *args)
         return self.pytester.runpytest(*PLUGIN_ARGS, *args)
 
-    def deselected(self, count: int) -> int:
-        """The deselected count pytest reports (the xdist controller never sees deselection)."""
-        return 0 if self.xdist else count
-
 
 @pytest.fixture(params=["single", "xdist"])
 def run(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Runner:
@@ -154,7 +150,7 @@ def test_skip_run_expired_and_unmatched_entries(run: Runner, pytester: pytest.Py
     )
     result = run("--junitxml", "out.xml")
     # The skip entry is not run; the failing run entry fails in every report but not the session.
-    result.assert_outcomes(passed=5, failed=1, deselected=run.deselected(1))
+    result.assert_outcomes(passed=5, failed=1, deselected=1)
     assert result.ret == pytest.ExitCode.OK
     junit = ran_ids(pytester.path / "out.xml")
     assert SKIP not in junit
@@ -165,9 +161,9 @@ def test_skip_run_expired_and_unmatched_entries(run: Runner, pytester: pytest.Py
     result.stdout.fnmatch_lines(
         [
             "*= flaketui quarantine =*",
-            "deselected 1 quarantined test(s) (mode skip):",
+            "deselected 1 quarantined test (mode skip):",
             f"  {SKIP}  (flaky (skip); until *",
-            "1 quarantined test(s) failed; their failures are reported but do not fail the sess*",
+            "1 quarantined test failed; their failures are reported but do not fail the session:",
             f"  {RUN_FAILS}",
             "EXPIRED: 1 quarantine entry past the expiry date (still honoured; release, fix *",
             f"  {SKIP}  (*",
@@ -209,7 +205,7 @@ def test_a_run_entry_runs_keeps_its_failure_in_reports_and_only_the_exit_status_
     result.stdout.fnmatch_lines([f"FAILED {flaky} - AssertionError: failed for real*"])
     result.stdout.fnmatch_lines(
         [
-            "1 quarantined test(s) failed; their failures are reported but do not fail the sess*",
+            "1 quarantined test failed; their failures are reported but do not fail the sess*",
             f"  {flaky}",
         ]
     )
@@ -218,11 +214,38 @@ def test_a_run_entry_runs_keeps_its_failure_in_reports_and_only_the_exit_status_
     assert result.ret == pytest.ExitCode.OK
 
 
+def test_under_xdist_the_summary_line_counts_the_deselected_entries(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    write_skip_file(pytester.path / ".quarantine.json", {SKIP: "skip", RUN_FAILS: "run"})
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-n", "2")
+    result.stdout.fnmatch_lines(
+        [
+            f"skip file: {pytester.path / '.quarantine.json'} (2 entries)",
+            "deselected 1 quarantined test (mode skip):",
+            "*= 1 failed, 5 passed, 1 deselected in *",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_one_entry_is_counted_in_the_singular(single: Runner, pytester: pytest.Pytester) -> None:
+    write_skip_file(pytester.path / ".quarantine.json", {SKIP: "skip"})
+    result = single()
+    result.stdout.fnmatch_lines(
+        [
+            f"skip file: {pytester.path / '.quarantine.json'} (1 entry)",
+            "deselected 1 quarantined test (mode skip):",
+        ]
+    )
+
+
 def test_a_real_failure_still_fails_the_session(run: Runner, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_other="def test_broken():\n    assert False\n")
     write_skip_file(pytester.path / ".quarantine.json", {RUN_FAILS: "run", SKIP: "skip"})
     result = run()
-    result.assert_outcomes(passed=5, failed=2, deselected=run.deselected(1))
+    result.assert_outcomes(passed=5, failed=2, deselected=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
@@ -239,11 +262,11 @@ def test_quarantined_only_runs_exactly_the_quarantined_tests(
         RUN_FAILS: "failed",
         "test_suite.py::test_param[2]": "passed",
     }
-    result.assert_outcomes(passed=1, failed=2, deselected=run.deselected(4))
+    result.assert_outcomes(passed=1, failed=2, deselected=4)
     assert result.ret == pytest.ExitCode.OK  # the nightly job gathers evidence, it does not gate
     result.stdout.fnmatch_lines(
         [
-            "quarantined tests only: ran 3, deselected 4 other test(s)",
+            "quarantined tests only: ran 3, deselected 4 other tests",
             "passed this session (release candidates): 1",
             "  test_suite.py::test_param[2]",
             "still failing: 2",
@@ -403,7 +426,7 @@ def test_quarantined_only_with_nothing_quarantined_succeeds(suite: pytest.Pytest
     result = suite.runpytest(*PLUGIN_ARGS, "--flaketui-quarantined-only")
     result.assert_outcomes(deselected=7)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["quarantined tests only: ran 0, deselected 7 other test(s)"])
+    result.stdout.fnmatch_lines(["quarantined tests only: ran 0, deselected 7 other tests"])
 
 
 def test_broken_tool_flaketui_table_matters_only_when_it_is_used(suite: pytest.Pytester) -> None:

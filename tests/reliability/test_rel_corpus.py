@@ -92,5 +92,5 @@ def test_every_corpus_file_lands_or_is_refused_and_earlier_data_survives(
     for number in landed:
         result = _ingest(db, CORPUS_FILES[number], number)
         assert result.exit_code == 0, result.output
-        assert "0 file(s) ingested, 1 already ingested" in result.output
+        assert "0 files ingested, 1 already ingested" in result.output
     assert snapshot(db) == before

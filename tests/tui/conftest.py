@@ -14,6 +14,14 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
 SAMPLE_NOW = NOW  # the sample history's anchor: 2026-11-30T18:00:00Z
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's cache files (trial copies, copied text) stay in the test's folder, and no
+    test copies into the tmux server it may run in."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("TMUX", raising=False)
+
+
 @pytest.fixture(scope="session")
 def built_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The history of tests/tui/history_builder.py, built once."""

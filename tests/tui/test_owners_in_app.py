@@ -86,7 +86,7 @@ def test_open_passes_codeowners_and_refuses_a_missing_one(
     assert result.exit_code == 0, result.output
     assert started[0].source.owners_from == owners.absolute()
     missing = CliRunner().invoke(cli, ["open", str(history), "--codeowners", str(tmp_path / "no")])
-    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert missing.exit_code == 1 and "does not exist" in missing.output
     assert not started[1:]
 
 

@@ -8,15 +8,17 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.scoring.series import verdict_changes
 from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.words import plural
 
 
 @cli.command("changes")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.argument("test_or_parent")
 @click.option("--now", metavar="ISO", help="Judge as of this time (default: now).")
 @click.option(
@@ -51,7 +53,9 @@ def changes_command(
         click.echo(json.dumps(payload, indent=2))
         return
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    click.echo(f"{test_or_parent}: verdict changes over {span} days to {to_iso(moment)}{clock}")
+    click.echo(
+        f"{test_or_parent}: verdict changes over {plural(span, 'day')} to {to_iso(moment)}{clock}"
+    )
     if not found:
         click.echo("none")
     for change in found:

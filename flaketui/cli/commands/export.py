@@ -9,6 +9,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.open import CODEOWNERS_OPTION
 from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import SkipFileError
 from flaketui.core.history.store import open_history
@@ -16,8 +17,9 @@ from flaketui.core.output.exports import FORMATS, decisions, render_decisions
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.skipfile import SkipMode, read_skip_file
 from flaketui.core.timeutil import parse_iso, utc_now
+from flaketui.core.words import plural
 
-DB_PATH = click.Path(dir_okay=False, path_type=Path)
+DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 # deselect and list feed a test runner's exclusions, so by default they hold only `skip` entries.
 DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP}
 
@@ -33,7 +35,7 @@ DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP
 )
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     help="Write here (atomically) instead of standard output.",
 )
 @SKIP_FILE_OPTION
@@ -82,4 +84,4 @@ def export_command(
         click.echo(text, nl=False)
         return
     write_atomically(output.absolute(), text.encode("utf-8"))
-    click.echo(f"exported {len(found)} decision(s) as {fmt} to {output}", err=True)
+    click.echo(f"exported {plural(len(found), 'decision')} as {fmt} to {output}", err=True)

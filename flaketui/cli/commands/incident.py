@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.incidents import (
@@ -19,8 +20,9 @@ from flaketui.core.history.incidents import (
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.words import plural
 
-DB_PATH = click.Path(dir_okay=False, path_type=Path)
+DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 
 
 @cli.group()
@@ -54,9 +56,11 @@ def add_command(
         what = f"{to_iso(change.start)} .. {to_iso(change.end)}"
     else:
         what = f"signature {change.signature}"
-    click.echo(f"incident {change.tag} ({what}): tagged {change.runs_tagged} run(s)")
+    click.echo(f"incident {change.tag} ({what}): tagged {plural(change.runs_tagged, 'run')}")
     if change.runs_already_tagged:
-        click.echo(f"  {change.runs_already_tagged} matching run(s) keep their other incident tag")
+        keep = "keeps its" if change.runs_already_tagged == 1 else "keep their"
+        count = plural(change.runs_already_tagged, "matching run")
+        click.echo(f"  {count} {keep} other incident tag")
 
 
 def _describe(item: Incident) -> str:
@@ -85,15 +89,16 @@ def list_command(db: Path, now: str | None) -> None:
     if not incidents:
         click.echo("no tagged incidents")
     for item in incidents:
-        click.echo(f"{item.tag}: {item.runs} run(s), {_describe(item)}")
+        click.echo(f"{item.tag}: {plural(item.runs, 'run')}, {_describe(item)}")
     proposals = propose_incidents(history, now=moment, config=config)
     for proposal in proposals:
         worst = max(proposal.runs, key=lambda run: run.failed_share)
         click.echo(
-            f"PROPOSED {proposal.tag}: {len(proposal.runs)} run(s) where most tests failed "
+            f"PROPOSED {proposal.tag}: {plural(len(proposal.runs), 'run')} where most tests failed "
             f"(worst {worst.failed_tests}/{worst.tests} in {worst.run_id}), "
             f"{to_iso(proposal.start)} .. {to_iso(proposal.end)}, "
-            f"suites {', '.join(proposal.suites)}; {proposal.runs_in_window} run(s) in window"
+            f"suites {', '.join(proposal.suites)}; "
+            f"{plural(proposal.runs_in_window, 'run')} in window"
         )
         if proposal.top_signature_text:
             click.echo(f"  top signature {proposal.top_signature}: {proposal.top_signature_text}")
@@ -109,4 +114,5 @@ def remove_command(db: Path, tag: str) -> None:
     """Remove incident TAG: its runs count again."""
     history = open_history(db, create=False)
     freed = remove_incident(history, tag)
-    click.echo(f"incident {tag} removed: {freed} run(s) count again")
+    counts = "counts" if freed == 1 else "count"
+    click.echo(f"incident {tag} removed: {plural(freed, 'run')} {counts} again")

@@ -19,6 +19,7 @@ from flaketui.core.ingest.runmeta import resolve_run_meta
 from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
+from flaketui.core.words import plural
 
 MAX_REFUSED_SHOWN = 50
 
@@ -125,13 +126,14 @@ def ingest_command(
     result = ingest_reports(history, list(reports), resolved, config=config)
     resign_if_stale(history, config.mask_patterns)
     if result.empty:
-        click.echo(f"no test cases in {len(reports)} report(s): no run recorded")
+        click.echo(f"no test cases in {plural(len(reports), 'report')}: no run recorded")
         return
     state = "new run" if result.created else "existing run"
     skipped = f", {result.files_skipped} already ingested" if result.files_skipped else ""
     click.echo(
-        f"run {result.run_id} ({state}): {result.files_ingested} file(s) ingested{skipped}, "
-        f"{result.results} result(s) added, {result.tests} test(s) in the run"
+        f"run {result.run_id} ({state}): "
+        f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
+        f"{plural(result.results, 'result')} added, {plural(result.tests, 'test')} in the run"
     )
 
 
@@ -159,12 +161,13 @@ def _ingest_manifest(db: Path, manifest: Path) -> None:
 
 def _print_summary(summary: ManifestSummary) -> None:
     line = (
-        f"{summary.runs_landed} run(s) landed with {summary.results_landed} result(s), "
+        f"{plural(summary.runs_landed, 'run')} landed with "
+        f"{plural(summary.results_landed, 'result')}, "
         f"{summary.runs_already_present} already present"
     )
     if summary.runs_empty:
         line += f", {summary.runs_empty} without test cases"
-    line += f", {len(summary.refused)} line(s) refused"
+    line += f", {plural(len(summary.refused), 'line')} refused"
     click.echo(line)
     for number, reason in summary.refused[:MAX_REFUSED_SHOWN]:
         click.echo(f"line {number}: {reason}", err=True)

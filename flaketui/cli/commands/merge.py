@@ -11,6 +11,7 @@ from flaketui.core.config import load_config
 from flaketui.core.history.merge import merge_histories
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import has_runs, is_current, resign, stamp
+from flaketui.core.words import plural
 
 
 @cli.command("merge")
@@ -32,10 +33,14 @@ def merge_command(dest: Path, sources: tuple[Path, ...]) -> None:
     # A source signed with another scheme would split groups: sign everything with this one.
     elif foreign or not is_current(history, patterns):
         summary_resign = resign(history, patterns)
-        click.echo(f"re-signed {summary_resign.messages} failure message(s) for this scheme")
+        click.echo(
+            f"re-signed {plural(summary_resign.messages, 'failure message')} for this scheme"
+        )
     click.echo(
-        f"merged {summary.sources} history(ies): {summary.runs_added} run(s) added, "
+        f"merged {plural(summary.sources, 'history', 'histories')}: "
+        f"{plural(summary.runs_added, 'run')} added, "
         f"{summary.runs_extended} extended, {summary.runs_unchanged} already present; "
-        f"{summary.results_added} result(s), {summary.incidents_added} incident(s), "
-        f"{summary.audit_rows_added} audit row(s) added"
+        f"{plural(summary.results_added, 'result')}, "
+        f"{plural(summary.incidents_added, 'incident')}, "
+        f"{plural(summary.audit_rows_added, 'audit row')} added"
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.early import open_source, take_early
 from flaketui.tui.history_access import check_history
@@ -15,7 +16,7 @@ from flaketui.tui.startup import Preload
 # Shared by open, report and export: where owners come from.
 CODEOWNERS_OPTION = click.option(
     "--codeowners",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=FilePath(what="CODEOWNERS file", path_type=Path, dir_okay=False, exists=True),
     help="CODEOWNERS file for owners (default: the git root's, else the one beside the history).",
 )
 
@@ -25,7 +26,7 @@ CODEOWNERS_OPTION = click.option(
 @click.option("--now", "now_text", metavar="ISO", help="Score as of this UTC time.")
 @click.option(
     "--skip-file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=FilePath(what="skip file", path_type=Path, dir_okay=False),
     help="Skip file to read and write (default: .quarantine.json at the repository root).",
 )
 @CODEOWNERS_OPTION

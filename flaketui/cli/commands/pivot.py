@@ -9,11 +9,13 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.pivot import Pivot, PivotRow, worker_pivot
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.words import plural
 
 
 def _row_dict(row: PivotRow) -> dict[str, Any]:
@@ -56,7 +58,7 @@ def _table(title: str, rows: list[PivotRow]) -> list[str]:
 
 
 @cli.command("pivot")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.argument("test_or_parent")
 @click.option("--now", metavar="ISO", help="Score as of this time (default: now).")
 @click.option(
@@ -71,10 +73,10 @@ def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str) -> N
     if fmt == "json":
         click.echo(json.dumps(pivot_json(pivot, now_was_clamped=clamped), indent=2))
         return
-    what = f"family of {len(pivot.members)} params" if pivot.kind == "family" else "test"
+    what = f"family of {plural(len(pivot.members), 'param')}" if pivot.kind == "family" else "test"
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
     click.echo(f"{pivot.key} ({what}) as of {to_iso(moment)}{clock}")
-    click.echo(f"{pivot.runs} counted runs, {pivot.bad_runs} bad (first attempt failed)")
+    click.echo(f"{plural(pivot.runs, 'counted run')}, {pivot.bad_runs} bad (first attempt failed)")
     if not pivot.runs:
         return
     click.echo("")

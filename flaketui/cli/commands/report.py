@@ -8,6 +8,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.open import CODEOWNERS_OPTION
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import stale_note
@@ -19,7 +20,7 @@ from flaketui.core.timeutil import parse_iso
 
 
 @cli.command("report")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.option("--now", metavar="ISO", help="Score as of this time (default: now, see README).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Show the first N only.")

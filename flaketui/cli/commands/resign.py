@@ -8,6 +8,7 @@ import click
 import sqlite_utils
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import (
@@ -16,10 +17,11 @@ from flaketui.core.ingest.resign import (
     scheme_of,
     stored_scheme,
 )
+from flaketui.core.words import plural
 
 
 @cli.command("resign")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 def resign_command(db: Path) -> None:
     """Re-sign the failure messages of history DB with this flaketui's algorithm and the
     configured mask patterns (ingest and merge do this by themselves when the scheme changed).
@@ -29,9 +31,10 @@ def resign_command(db: Path) -> None:
     before = stored_scheme(history)
     summary = resign(history, patterns)
     click.echo(
-        f"re-signed {summary.messages} failure message(s) ({before} -> {scheme_of(patterns)}):"
+        f"re-signed {plural(summary.messages, 'failure message')}"
+        f" ({before} -> {scheme_of(patterns)}):"
         f" {summary.changed} changed signature, {summary.signatures_before} ->"
-        f" {summary.signatures_after} signature(s)"
+        f" {plural(summary.signatures_after, 'signature')}"
     )
 
 
@@ -43,6 +46,7 @@ def resign_if_stale(history: sqlite_utils.Database, patterns: tuple[str, ...]) -
     summary = ensure_current(history, patterns)
     if summary is not None:
         click.echo(
-            f"re-signed {summary.messages} stored failure message(s) for the current signature"
-            f" scheme ({summary.signatures_before} -> {summary.signatures_after} signature(s))"
+            f"re-signed {plural(summary.messages, 'stored failure message')} for the current"
+            f" signature scheme ({summary.signatures_before} ->"
+            f" {plural(summary.signatures_after, 'signature')})"
         )

@@ -371,6 +371,34 @@ def _fix_prolog(chunk: bytes) -> bytes:
     return bom + stripped[: end + 2] + leading + stripped[end + 2 :]
 
 
+_EXPAT = xml.parsers.expat.errors
+# Expat's terse reasons in plain words, with the usual cause of each in a test report.
+XML_PROBLEMS: dict[str, str] = {
+    _EXPAT.XML_ERROR_NO_ELEMENTS: "the file ends before its XML is complete (truncated?)",
+    _EXPAT.XML_ERROR_SYNTAX: "not XML: text or markup where an XML tag was expected",
+    _EXPAT.XML_ERROR_INVALID_TOKEN: (
+        "a character XML does not allow here (an unescaped < or & in an attribute or text?)"
+    ),
+    _EXPAT.XML_ERROR_UNCLOSED_TOKEN: "the file ends inside a tag (truncated?)",
+    _EXPAT.XML_ERROR_PARTIAL_CHAR: "the file ends inside a character (truncated?)",
+    _EXPAT.XML_ERROR_TAG_MISMATCH: "a closing tag that does not match the element it closes",
+    _EXPAT.XML_ERROR_DUPLICATE_ATTRIBUTE: "an attribute given twice in one tag",
+    _EXPAT.XML_ERROR_JUNK_AFTER_DOC_ELEMENT: (
+        "more after the end of the report's root element (two reports in one file?)"
+    ),
+    _EXPAT.XML_ERROR_UNDEFINED_ENTITY: "an undefined entity (an & not written as &amp;?)",
+    _EXPAT.XML_ERROR_BAD_CHAR_REF: "a character reference to a character XML does not allow",
+    _EXPAT.XML_ERROR_UNCLOSED_CDATA_SECTION: "the file ends inside a CDATA section (truncated?)",
+    _EXPAT.XML_ERROR_INCORRECT_ENCODING: "bytes that do not match the declared encoding",
+}
+
+
+def xml_problem(exc: xml.parsers.expat.ExpatError) -> str:
+    """What is wrong with a report expat refused, in plain words."""
+    reason = xml.parsers.expat.ErrorString(exc.code)
+    return XML_PROBLEMS.get(reason, f"not valid XML ({reason})")
+
+
 def _open(path: Path, label: str) -> BinaryIO:
     """Open a report for binary reading; ReportError when that is impossible."""
     try:
@@ -402,8 +430,8 @@ def _feed(path: Path, label: str, parser: xml.parsers.expat.XMLParserType) -> It
             try:
                 parser.Parse(chunk, not chunk)
             except xml.parsers.expat.ExpatError as exc:
-                reason = xml.parsers.expat.ErrorString(exc.code)
-                raise ReportError(f"{label}:{exc.lineno}: {reason}") from None
+                where = f"{label}:{exc.lineno}:{exc.offset + 1}"
+                raise ReportError(f"{where}: {xml_problem(exc)}") from None
             except (LookupError, UnicodeError, ValueError) as exc:
                 # An encoding declaration expat or Python does not know.
                 raise ReportError(f"{label}: unreadable encoding ({exc})") from None

@@ -79,7 +79,8 @@ def _parse_line(number: int, text: str, base: Path) -> _Line:
         raise FlaketuiError("not a JSON object")
     unknown = sorted(set(entry) - KNOWN_KEYS)
     if unknown:
-        raise FlaketuiError(f"unknown key(s) {', '.join(map(repr, unknown))}")
+        keys = "key" if len(unknown) == 1 else "keys"
+        raise FlaketuiError(f"unknown {keys} {', '.join(map(repr, unknown))}")
     for key in STRING_KEYS:
         if key in entry and entry[key] is not None and not isinstance(entry[key], str):
             raise FlaketuiError(f"{key!r} must be a string")

@@ -19,6 +19,7 @@ from typing import Any
 
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.core.timeutil import to_iso
+from flaketui.core.words import plural
 
 SCHEMA_VERSION = 1
 FLOAT_DIGITS = 6
@@ -239,7 +240,7 @@ def sparkline(values: Sequence[float], floor_max: float = 0.0) -> str:
 
 
 def _header(report: Report) -> str:
-    line = f"flaketui report as of {to_iso(report.now)}, window {report.window_days} days"
+    line = f"flaketui report as of {to_iso(report.now)}, window {plural(report.window_days, 'day')}"
     if report.now_was_clamped:
         line += " (the history is older than the window: shown as of its newest run)"
     return line
@@ -255,7 +256,7 @@ def _rank_cell(entry: dict[str, Any]) -> str:
 
 def _name_of(entry: dict[str, Any], group_by: str | None) -> str:
     if group_by == "family":
-        return f"{entry['parent']} ({entry['params']} params)"
+        return f"{entry['parent']} ({plural(entry['params'], 'param')})"
     if group_by == "signature":
         count = len(entry["tests"])
         return f"{entry['signature_text']} ({count} test{'' if count == 1 else 's'})"

@@ -10,6 +10,7 @@ from enum import StrEnum
 from flaketui.core.config import Config
 from flaketui.core.scoring.results import Verdict
 from flaketui.core.timeutil import to_iso
+from flaketui.core.words import plural
 
 
 class LifecycleState(StrEnum):
@@ -174,7 +175,7 @@ class Walker:
                 effect = "release" if self.q_by == LIFECYCLE else "keep"
                 self._release(
                     ev.ts,
-                    f"{self.clean_runs} consecutive clean runs while quarantined",
+                    f"{plural(self.clean_runs, 'consecutive clean run')} while quarantined",
                     effect=effect,
                 )
 
@@ -240,7 +241,7 @@ class Walker:
                 self.move(
                     LifecycleState.WARNING,
                     ts,
-                    f"score >= {self.threshold:g} for {self.high_days} days",
+                    f"score >= {self.threshold:g} for {plural(self.high_days, 'day')}",
                 )
                 self.warning_day = day
             elif score < cfg.release_threshold:
@@ -261,7 +262,10 @@ class Walker:
                 self.note = ""
                 days = (day - warned).days
                 self.move(
-                    LifecycleState.QUARANTINED, ts, f"{days} days in warning", effect="quarantine"
+                    LifecycleState.QUARANTINED,
+                    ts,
+                    f"{plural(days, 'day')} in warning",
+                    effect="quarantine",
                 )
                 self.q_start, self.q_by, self.clean_runs = ts, LIFECYCLE, 0
 
@@ -290,7 +294,7 @@ class Walker:
             due = start + timedelta(days=days)
             if self.state == before and day >= due:
                 # A clock that ran out before the replay's first day is dated when it ran out.
-                self.move(after, day_end(due, self.now), f"{days} days quarantined")
+                self.move(after, day_end(due, self.now), f"{plural(days, 'day')} quarantined")
 
 
 def replay(walker: Walker, days: list[date], scores: list[float], events: Iterable[Event]) -> None:

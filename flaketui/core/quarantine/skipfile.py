@@ -21,10 +21,10 @@ Format (documented in the README)::
     }
 
 The rendering is exactly `json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)` plus a
-trailing newline, except that an empty `tests` object is still split over two lines: adding one
-entry then shows in `git diff` as that entry's lines (plus at most a comma on its neighbour), and
-removing it restores the file byte for byte. Entries written by hand keep their exact text until
-flaketui changes them.
+trailing newline (an empty `tests` object is `"tests": {}`): adding an entry shows in `git diff`
+as that entry's lines (plus at most a comma on its neighbour, or the `{}` line opening for the
+first one), and removing it restores the file byte for byte. Entries written by hand keep their
+exact text until flaketui changes them.
 """
 
 from __future__ import annotations
@@ -345,13 +345,7 @@ def render_skip_file(skip: SkipFile) -> str:
     doc["format"] = FORMAT_MARKER
     doc["version"] = FORMAT_VERSION
     doc["tests"] = {tid: skip.entries[tid].to_json() for tid in sorted(skip.entries)}
-    lines = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False).split("\n")
-    # Keep an empty "tests" on two lines so the first entry's diff touches no other line.
-    for index, line in enumerate(lines):
-        if line in ('  "tests": {}', '  "tests": {},'):
-            lines[index : index + 1] = ['  "tests": {', "  }" + line[len('  "tests": {}') :]]
-            break
-    return "\n".join(lines) + "\n"
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def skip_file_lock(path: Path) -> filelock.BaseFileLock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -93,10 +94,21 @@ def resolve_target(db: Connected, test_or_parent: str) -> Target:
     return Target(test_or_parent, "family", [int(r[0]) for r in rows], [str(r[1]) for r in rows])
 
 
+# How alike a typed test name and a stored one must be (difflib's ratio) to be offered: a
+# letter or two dropped, doubled or swapped in a name of a dozen letters passes, another name
+# of the same module does not.
+CLOSE_NAME_RATIO = 0.8
+
+
 def did_you_mean(db: Connected, text: str, limit: int = 3) -> str:
-    """A '; did you mean ...' suffix naming tests or families that contain `text`, or ''."""
-    # A bare function name or a partial path is the usual typo: offer what contains it.
-    needle = text.strip().split("::")[-1] if "::" in text else text.strip()
+    """A '; did you mean ...' suffix naming tests or families like `text`, or ''.
+
+    First what contains the typed name (a bare function name or a partial path is the usual
+    slip), else names close to it in spelling: difflib's similarity of the test-name parts
+    (after the last `::`, parameters aside) at CLOSE_NAME_RATIO or more, the same file first.
+    """
+    typed = text.strip()
+    needle = typed.split("::")[-1] if "::" in typed else typed
     if not needle:
         return ""
     rows = db.conn.execute(
@@ -105,12 +117,38 @@ def did_you_mean(db: Connected, text: str, limit: int = 3) -> str:
         " ORDER BY length(parent), parent LIMIT ?",
         (needle, limit + 1),
     ).fetchall()
-    names = [str(r[0]) for r in rows]
+    names = [str(r[0]) for r in rows] or _close_names(db, typed, limit + 1)
     if not names:
         return ""
     shown = ", ".join(repr(n) for n in names[:limit])
     more = " or more" if len(names) > limit else ""
     return f"; did you mean {shown}{more}?"
+
+
+def _name_part(test_id: str) -> str:
+    return test_id.split("::")[-1].split("[")[0].lower()
+
+
+def _close_names(db: Connected, typed: str, limit: int) -> list[str]:
+    """Stored parents whose test name is spelled like the typed one, the closest first."""
+    wanted = _name_part(typed)
+    file_part = typed.split("::")[0] if "::" in typed else None
+    scored: list[tuple[float, bool, str]] = []
+    matcher = difflib.SequenceMatcher(b=wanted, autojunk=False)
+    for (parent,) in db.conn.execute("SELECT DISTINCT parent FROM tests"):
+        name = str(parent)
+        matcher.set_seq1(_name_part(name))
+        if (
+            matcher.real_quick_ratio() < CLOSE_NAME_RATIO
+            or matcher.quick_ratio() < CLOSE_NAME_RATIO
+        ):
+            continue
+        ratio = matcher.ratio()
+        if ratio >= CLOSE_NAME_RATIO:
+            same_file = file_part is not None and name.split("::")[0] == file_part
+            scored.append((ratio, same_file, name))
+    scored.sort(key=lambda t: (not t[1], -t[0], len(t[2]), t[2]))
+    return [name for _, _, name in scored[:limit]]
 
 
 def family_members(db: Connected, parent: str) -> list[str]:

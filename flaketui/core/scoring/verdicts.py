@@ -195,7 +195,7 @@ def evidence_parts(ev: Evidence, config: Config = DEFAULTS) -> list[str]:
     if ev.mixed_commits:
         parts.append(f"same-commit pass and fail {_count(ev.mixed_commits, 'time')}")
     if interleaved_on_main(ev, config):
-        parts.append(f"{_count(ev.main_flips, 'flip')} in {ev.main_runs} main runs")
+        parts.append(f"{_count(ev.main_flips, 'flip')} in {_count(ev.main_runs, 'main run')}")
     return parts
 
 
@@ -237,7 +237,7 @@ def _resolved(ev: Evidence, config: Config) -> Judgement:
     return Judgement(
         Verdict.HEALTHY,
         f"{_count(ev.failed_runs, 'bad run')}, the last on {when}; "
-        f"{ev.clean_tail} clean runs since, over {clean_days(ev):.0f} days "
+        f"{_count(ev.clean_tail, 'clean run')} since, over {clean_days(ev):.0f} days "
         f"(>= {clean_runs_needed(ev, config)} needed at the earlier bad rate "
         f"{past_bad_rate(ev):.2f})",
         ["resolved"],
@@ -249,19 +249,21 @@ def _not_yet_resolved(ev: Evidence, config: Config) -> str:
     if ev.clean_tail < config.n_min:
         return ""
     return (
-        f"; clean for the last {ev.clean_tail} runs over {clean_days(ev):.0f} days, "
-        f"{clean_runs_needed(ev, config)} runs and {config.resolved_min_days:g} days "
+        f"; clean for the last {_count(ev.clean_tail, 'run')} over {clean_days(ev):.0f} days, "
+        f"{_count(clean_runs_needed(ev, config), 'run')} and {config.resolved_min_days:g} days "
         "needed to call it resolved"
     )
 
 
 def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
     if ev.runs < config.n_min:
-        return Judgement(Verdict.INSUFFICIENT, f"{ev.runs} counted runs; {config.n_min} needed")
+        return Judgement(
+            Verdict.INSUFFICIENT, f"{_count(ev.runs, 'counted run')}; {config.n_min} needed"
+        )
     if ev.failed_runs == 0:
         return Judgement(Verdict.HEALTHY, f"0 bad runs of {ev.runs}")
     if is_change_point(ev, config):
-        return _regression(ev, scores, f"bad on main for the last {ev.streak} runs")
+        return _regression(ev, scores, f"bad on main for the last {_count(ev.streak, 'run')}")
     if is_resolved(ev, config):
         return _resolved(ev, config)
     parts = evidence_parts(ev, config)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -17,6 +18,7 @@ from textual.widgets import DataTable, LoadingIndicator, Static
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.timeutil import to_iso
+from flaketui.core.words import plural
 from flaketui.tui.loaders import DetailData, load_detail, load_verdict_changes
 from flaketui.tui.messages import DetailLoaded, LoadFailed, VerdictChangesLoaded
 from flaketui.tui.viewmodel import relative_time, short_id
@@ -114,7 +116,9 @@ class DetailScreen(Screen[None]):
         for table in self.query(".family-only"):
             table.display = isinstance(self.item, GroupVerdict)
         days = int(self.flaketui.source.config.window_days)
-        self.query_one("#changes-heading", Static).update(f"Verdict changes, last {days} days")
+        self.query_one("#changes-heading", Static).update(
+            f"Verdict changes, last {plural(days, 'day')}"
+        )
         self._load()
         self._load_changes()
 
@@ -183,24 +187,32 @@ class DetailScreen(Screen[None]):
         self.query_one(PivotPlot).show(rows)
 
     def _fill_signatures(self, data: DetailData) -> None:
-        text = Text()
+        """One row per signature: its run count, then its text, hash and an example message.
+
+        A grid, so a line too long for the screen wraps under its own text, not back to the
+        left edge beneath the counts.
+        """
+        box = self.query_one("#signatures", Static)
         if not data.signatures:
-            text.append("no failure in the window", "dim")
+            box.update(Text("no failure in the window", "dim"))
+            return
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(ratio=1, overflow="fold")
         for signature in data.signatures:
-            text.append(f"{signature.runs:>5} runs  ", "bold")
-            text.append(signature.text.splitlines()[0] if signature.text else "", "bold red")
-            text.append(f"  [{signature.hash[:10]}]", "dim")
+            line = Text(signature.text.splitlines()[0] if signature.text else "", "bold red")
+            line.append(f"  [{signature.hash[:10]}]", "dim")
             if signature.incident_runs:
                 share = (
                     "all"
                     if signature.incident_runs == signature.runs
                     else f"{signature.incident_runs} of them"
                 )
-                text.append(f"  {share} in incidents (not scored)", "magenta")
-            text.append("\n")
+                line.append(f"  {share} in incidents (not scored)", "magenta")
+            grid.add_row(Text(plural(signature.runs, "run"), "bold"), line)
             example = " ".join(signature.example.split())[:150]
-            text.append(f"            e.g. {example}\n", "dim")
-        self.query_one("#signatures", Static).update(text)
+            grid.add_row("", Text(f"e.g. {example}", "dim"))
+        box.update(grid)
 
     def _fill_members(self, data: DetailData) -> None:
         if data.kind != "family":
@@ -248,11 +260,21 @@ class DetailScreen(Screen[None]):
             self.query_one("#runs-heading", Static).update(heading)
 
     def action_copy_repro(self) -> None:
-        """Copy the reproduction command to the clipboard."""
+        """Send the reproduction command to the clipboard, and keep it where it surely lands.
+
+        See flaketui.tui.clipboard: the terminal may drop the OSC 52 sequence unseen.
+        """
         if self.data is None:
             return
         self.app.copy_to_clipboard(self.data.repro)
-        self.notify(self.data.repro, title="Copied to the clipboard")
+        self._save_copy(self.data.repro)
+
+    @work(thread=True, group="copy", exit_on_error=False)
+    def _save_copy(self, text: str) -> None:
+        from flaketui.tui.clipboard import TITLE, save_copy
+
+        outcome = save_copy(text)
+        self.app.call_from_thread(self.notify, outcome.message(text), title=TITLE, timeout=10)
 
     def action_reload(self) -> None:
         """Read this test's detail again."""

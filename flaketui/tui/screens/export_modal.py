@@ -12,6 +12,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
+from flaketui.core.words import plural
 from flaketui.tui.actionmodel import default_export_name
 from flaketui.tui.loaders import EXPORT_FORMATS
 from flaketui.tui.widgets.fields import text_input
@@ -38,7 +39,8 @@ class ExportModal(ModalScreen[tuple[str, Path] | None]):
         """Format picker and path box."""
         with Vertical(id="export-dialog", classes="dialog"):
             yield Static(
-                f"Export the {self.view} view ({self.count} tests)", classes="dialog-title"
+                f"Export the {self.view} view ({plural(self.count, 'test')})",
+                classes="dialog-title",
             )
             with Grid(classes="form"):
                 yield Label("Format")

@@ -339,6 +339,8 @@ class MainScreen(Screen[None]):
         if needle:
             return f"No row matches “{needle}”: Esc clears the filter."
         if self.state.view == "quarantined":
+            if self.data is not None and self.data.skip_problem:
+                return f"⚠ The skip file cannot be read: {self.data.skip_problem}"
             skip = self.flaketui.source.skip_display
             return f"Nothing quarantined in {skip}: select a test in 1 Flaky and press q."
         return {

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from flaketui.core.words import plural
 from flaketui.tui.widgets.palette import OUTCOME_GLYPHS, OUTCOME_STYLES
 
 
@@ -61,7 +62,10 @@ class OutcomeStrip(Static):
     def _draw(self) -> None:
         width = max(self.size.width, 1)
         shown = min(len(self.outcomes), width)
-        note = Text(f"{shown} of {len(self.outcomes)} runs, oldest left, newest right", style="dim")
+        note = Text(
+            f"{shown} of {plural(len(self.outcomes), 'run')}, oldest left, newest right",
+            style="dim",
+        )
         self.update(
             Text("\n").join([render_strip(self.outcomes, width), legend(self.outcomes), note])
         )

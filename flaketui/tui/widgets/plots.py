@@ -7,6 +7,8 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
+from flaketui.core.words import plural
+
 
 class PivotPlot(PlotextPlot):
     """One Wilson interval per worker count, with the observed failure rate as a point."""
@@ -46,7 +48,7 @@ class TrendPlot(PlotextPlot):
         """Draw the daily series and, when given, the quarantine threshold."""
         plt = self.plt
         plt.clear_figure()
-        plt.title(f"recency score, last {len(scores)} days")
+        plt.title(f"recency score, last {plural(len(scores), 'day')}")
         if scores:
             days = [float(d) for d in range(-len(scores) + 1, 1)]
             plt.plot(days, list(scores), color="cyan", marker="braille")

@@ -1,0 +1,43 @@
+"""Click parameter types whose refusals read as the project's one-line errors.
+
+A wrong value is one line and exit status 1 (see FlaketuiGroup.invoke): `PATH: does not
+exist`, `PATH: is a directory, not a history file`, as the core says it of a history it
+cannot open.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+class FilePath(click.Path):
+    """click.Path, with its refusals said as `PATH: problem` (what names the expected file)."""
+
+    def __init__(self, *, what: str = "file", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, or a BadParameter that names it and says what is wrong in plain words."""
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(self.problem(Path(os.fsdecode(value))), param, ctx)
+
+    def problem(self, path: Path) -> str:
+        """Why `path` is refused."""
+        if not path.exists():
+            return f"{path}: does not exist"
+        if path.is_dir() and not self.dir_okay:
+            return f"{path}: is a directory, not a {self.what}"
+        if not path.is_dir() and not self.file_okay:
+            return f"{path}: is a file, not a directory"
+        if self.readable and not os.access(path, os.R_OK):
+            return f"{path}: cannot be read (permission denied)"
+        if self.writable and not os.access(path, os.W_OK):
+            return f"{path}: cannot be written (permission denied)"
+        return f"{path}: cannot be used"

@@ -1,0 +1,83 @@
+"""Bad user input is one line and exit status 1 in every command; a malformed command line is
+click's usage message and status 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.cli.commands import cli
+
+WITH_A_DIRECTORY = [
+    ["adir"],
+    ["open", "adir"],
+    ["report", "adir"],
+    ["changes", "adir", "t"],
+    ["export", "adir", "--format", "json"],
+    ["pivot", "adir", "t"],
+    ["prune", "adir", "--older-than", "5"],
+    ["resign", "adir"],
+    ["lifecycle", "adir"],
+    ["quarantine", "adir", "t", "--reason", "r"],
+    ["release", "adir", "t"],
+    ["merge", "adir", "adir"],
+    ["incident", "list", "adir"],
+]
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "adir").mkdir()
+    return CliRunner()
+
+
+@pytest.mark.parametrize("args", WITH_A_DIRECTORY, ids=" ".join)
+def test_a_directory_for_the_history_is_one_line_and_status_1(
+    runner: CliRunner, args: list[str]
+) -> None:
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output == "Error: adir: is a directory, not a history file\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["report", "missing.db"], "Error: missing.db: does not exist"),
+        (
+            ["open", "h.db", "--codeowners", "adir"],
+            "Error: adir: is a directory, not a CODEOWNERS file",
+        ),
+        (["open", "h.db", "--codeowners", "nope"], "Error: nope: does not exist"),
+        (["open", "h.db", "--skip-file", "adir"], "Error: adir: is a directory, not a skip file"),
+        (
+            ["report", "h.db", "--limit", "0"],
+            "Error: Invalid value for '--limit': 0 is not in the range x>=1.",
+        ),
+        (
+            ["report", "h.db", "--format", "yaml"],
+            "Error: Invalid value for '--format': 'yaml' is not one of",
+        ),
+    ],
+)
+def test_a_wrong_value_is_one_line_and_status_1(
+    runner: CliRunner, args: list[str], line: str
+) -> None:
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(line) and result.output.count("\n") == 1, result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["report", "h.db", "--bogus"], ["report"], ["quarantine", "h.db", "t"], ["nosuch", "x", "y"]],
+)
+def test_a_malformed_command_line_keeps_clicks_usage_and_status_2(
+    runner: CliRunner, args: list[str]
+) -> None:
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Usage: "), result.output
