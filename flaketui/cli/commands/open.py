@@ -11,7 +11,7 @@ from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.core.config import load_config
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.history_access import check_history
-from flaketui.tui.startup import make_source
+from flaketui.tui.startup import StagedRead, make_source
 
 
 @cli.command("open")
@@ -31,7 +31,11 @@ def open_command(
     check_history(history)
     config = load_config(Path.cwd())
     source = make_source(history, now, skip_file, config=config, codeowners=codeowners)
-    # Imported here: checking the arguments and the history needs no UI.
+    # The history is read while the UI is imported and starts (see startup.StagedRead).
+    first_read = StagedRead(source)
     from flaketui.tui.app import FlaketuiApp
 
-    FlaketuiApp(source).run()
+    try:
+        FlaketuiApp(source, first_read=first_read).run()
+    finally:
+        first_read.stop()
