@@ -2,39 +2,29 @@
 
 Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH] [--editable]
 
-The history is bench/generate.py's cached one for (results, seed), or --history. Medians of
---repeat interleaved rounds, each measured in a fresh Python process (start-up is what the target
-compares: interpreter, imports, first paint; "about 1 s here" for the bare app), two ways:
-- on a real pseudo-terminal of SIZE (in_terminal), the headline keys:
-  - bare_app_s: spawn to the bare Textual app's empty DataTable header drawn on the terminal;
+The history is bench/generate.py's cached one for (results, seed), or --history. Each round runs
+two conditions, interleaved: on the machine as it is ("idle"), and while one other CPU-bound
+process runs ("busy": the bench starts a process that spins on one core, and stops it after).
+In each condition, every measured app is a fresh process:
+- on a real pseudo-terminal of SIZE:
+  - bare_app_s: spawn to a bare Textual app's empty DataTable header drawn on the terminal;
   - first_screen_s: spawn of the `flaketui open` console script to the rank-1 test drawn;
-  - ratio: first_screen_s / bare_app_s;
-- headless (App.run_test in a child process), the same race with a `headless_` prefix:
-  - headless_bare_app_s, headless_first_screen_s and headless_ratio: spawn to the first frame
-    Textual composes (App._display, which headless mode does not send) with the empty table,
-    and with the ranked rows; the flaketui child takes the path `flaketui open` takes
-    (make_source, the preload, then Textual and the app);
-  - headless_settled_*: the same to the moment `pilot.pause()` returns, which waits until the
-    whole process is idle by its CPU time: for flaketui that includes the rest of the load
-    (groups, lifecycle) begun after the first screen, so it is not the first screen's time;
-  - max_stall_ms: the worst lateness of a 10 ms timer in the headless flaketui child, from the
-    list screen's mount (its first paint included) until everything is loaded (ranking,
-    lifecycle states, every row added): the worst over the rounds, not the median.
-Also, in this process (imports already paid, headless), warm_bare_app_s, warm_first_screen_s
-and warm_ratio, the same race without start-up.
-Which flaketui: by default a copy of the working tree's package compiled to bytecode, first on
-PYTHONPATH of every child, as a wheel installed by pip is (the `flaketui` key says so). This
-environment's editable install has no bytecode and sets PYTHONDONTWRITEBYTECODE, so each start
-of it compiles flaketui from source (~65 ms), which no installed copy pays, while the bare app's
-Textual is precompiled; `--editable` measures the editable install as it is (the console script).
-The last line printed is one JSON object with these keys (and history, results, repeat, flaketui,
-load); ratio, the headline figure BENCHMARKS.md reports, is the terminal one.
+  - ratio: first_screen_s / bare_app_s (medians over the rounds);
+- headless (App.run_test), max_stall_ms: the worst lateness of a 10 ms timer in the app, from
+  the list screen's mount (its first paint included) until everything is loaded (the ranking,
+  then the groups and the lifecycle states): the worst over the rounds, not the median.
+The busy condition's figures carry a `busy_` prefix. Which flaketui: by default a copy of the
+working tree's package compiled to bytecode, first on PYTHONPATH of every child, as a wheel
+installed by pip is (the `flaketui` key says so); `--editable` measures the editable install
+as it is, through its console script. The last line printed is one JSON object with these keys
+(and history, results, repeat, flaketui, load).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -43,9 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -53,79 +42,32 @@ SIZE = (160, 48)
 TICK_S = 0.010
 TIMEOUT_S = 900.0
 READY = "READY"
+CONDITIONS = ("idle", "busy")
+
+# The other CPU-bound process of the busy condition: it spins until it is stopped.
+SPINNER = "while True: pass"
 
 
-# ---- what runs in the measured processes ------------------------------------------------------
+# ---- what runs in the measured process --------------------------------------------------------
 
 
-async def _bare(report: dict[str, float]) -> None:
-    from textual.app import App, ComposeResult
-    from textual.widgets import DataTable
-
-    class BareApp(App[None]):
-        """The framework's floor: an app showing an empty table."""
-
-        def compose(self) -> ComposeResult:
-            """One empty DataTable."""
-            yield DataTable()
-
-    app = BareApp()
-    painted = _paint_clock(app, lambda: True)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        report["settled"] = time.perf_counter()
-    report["ready"] = painted.get("at", report["settled"])
-
-
-def _paint_clock(app: Any, shows: Callable[[], bool]) -> dict[str, float]:
-    """Time of the app's first frame drawn while `shows()` holds (headless: composed, not sent).
-
-    Textual hands every frame to App._display, also in headless mode, where it is not written:
-    this is when a terminal would receive the screen.
-    """
-    clock: dict[str, float] = {}
-    display = app._display
-
-    def timed_display(screen: Any, renderable: Any) -> None:
-        if "at" not in clock and renderable is not None and shows():
-            clock["at"] = time.perf_counter()
-        display(screen, renderable)
-
-    app._display = timed_display
-    return clock
-
-
-async def _flaketui(history: Path, skip_file: Path, report: dict[str, float]) -> None:
+async def _stalls(history: Path, skip_file: Path, report: dict[str, object]) -> None:
+    """Run the app headless on `history`; record its worst timer lateness and its rank-1 test."""
     from common import NOW
 
-    # The order of the `flaketui` console script (flaketui.cli.main): collection paused until
-    # the first screen is up, resolve, start the first load, then import the UI.
-    from flaketui.tui import gcpause
-
-    gcpause.pause_startup()
-    from flaketui.tui.startup import Preload, make_source
+    # In the order of `flaketui open`: the history starts being read, then the UI is imported.
+    from flaketui.tui.startup import StagedRead, make_source
 
     source = make_source(history, NOW, skip_file)
-    preload = Preload(source)
+    first_read = StagedRead(source)
     from flaketui.tui.app import FlaketuiApp
     from flaketui.tui.widgets.flake_table import FlakeTable
 
-    app = FlaketuiApp(source, watch=False, preload=preload)
-
-    def ranked() -> bool:
-        if not app.main_screen.is_mounted or app.main_screen.data is None:
-            return False
-        table = app.main_screen.query_one(FlakeTable)
-        return table.row_count > 0 or not _expects_rows(app.main_screen.data)
-
-    painted = _paint_clock(app, ranked)
+    app = FlaketuiApp(source, watch=False, first_read=first_read)
     worst = 0.0
-    async with app.run_test(size=SIZE) as pilot:
-        # Stalls count from the list screen's mount: before it, Textual is still building the
-        # screen (compose, styles), as the bare app does too. No pilot.pause() here: it would
-        # post a message to every widget on the first screen's path, which the bare app's
-        # first frame never waits for.
-        while not app.main_screen.is_mounted:
+    async with app.run_test(size=SIZE):
+        screen = app.main_screen
+        while not screen.is_mounted:
             await asyncio.sleep(0.005)
         last = time.perf_counter()
 
@@ -136,44 +78,22 @@ async def _flaketui(history: Path, skip_file: Path, report: dict[str, float]) ->
             last = current
 
         app.set_interval(TICK_S, tick)
-        table = app.main_screen.query_one(FlakeTable)
-        screen = app.main_screen
         started = time.perf_counter()
-        while screen.data is None or (table.row_count == 0 and _expects_rows(screen.data)):
+        table = screen.query_one(FlakeTable)
+        while screen.data is None or not screen.data.extras_loaded:
             if time.perf_counter() - started > TIMEOUT_S:
-                raise SystemExit("the first screen never appeared")
+                raise SystemExit("the history never finished loading")
             await asyncio.sleep(0.005)
-        await pilot.pause()
-        report["settled"] = time.perf_counter()
-        report["ready"] = painted.get("at", report["settled"])
         first = table.current_row
-        report["first_row"] = first.cells[1] if first is not None else ""  # type: ignore[assignment]
-        # Keep measuring stalls until the rest has loaded and every row is in the table.
-        while screen.data is None or not screen.data.extras_loaded or _rows_pending(table):
-            if time.perf_counter() - started > TIMEOUT_S:
-                raise SystemExit("the lifecycle states never arrived")
-            await asyncio.sleep(0.005)
-        await pilot.pause()
-        report["done"] = time.perf_counter()
+        report["first_row"] = first.cells[1] if first is not None else ""
+        await asyncio.sleep(5 * TICK_S)  # the last rows' paint, within the window
     report["stall_s"] = worst
 
 
-def _expects_rows(data: object) -> bool:
-    return any(t.verdict == "flaky" for t in data.report.tests)  # type: ignore[attr-defined]
-
-
-def _rows_pending(table: object) -> bool:
-    return table.row_count < len(table.rows_by_key)  # type: ignore[attr-defined]
-
-
-def child(kind: str, history: Path | None, skip_file: Path | None) -> None:
-    """Run one measured app and print its timings as JSON (perf_counter is system-wide)."""
-    report: dict[str, float] = {}
-    if kind == "bare":
-        asyncio.run(_bare(report))
-    else:
-        assert history is not None and skip_file is not None
-        asyncio.run(_flaketui(history, skip_file, report))
+def child(history: Path, skip_file: Path) -> None:
+    """Run one measured app headless and print its figures as JSON."""
+    report: dict[str, object] = {}
+    asyncio.run(_stalls(history, skip_file, report))
     print(READY, json.dumps(report), flush=True)
     os._exit(0)  # teardown is not start-up
 
@@ -181,23 +101,16 @@ def child(kind: str, history: Path | None, skip_file: Path | None) -> None:
 # ---- the parent --------------------------------------------------------------------------------
 
 
-def cold(kind: str, history: Path, skip_file: Path, env: dict[str, str]) -> dict[str, float]:
-    """Spawn a child, and return its spawn-to-ready time and its stall."""
-    command = [sys.executable, __file__, "--child", kind]
-    if kind == "app":
-        command += ["--history", str(history), "--skip-file", str(skip_file)]
-    spawned = time.perf_counter()
+def headless(history: Path, skip_file: Path, env: dict[str, str]) -> dict[str, object]:
+    """Spawn the headless child; its stall and the rank-1 test as it draws it."""
+    command = [sys.executable, __file__, "--child", "--history", str(history)]
+    command += ["--skip-file", str(skip_file)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith(READY)), None)
     if done.returncode != 0 or line is None:
-        raise SystemExit(f"{kind} child failed:\n{done.stdout}\n{done.stderr}")
-    report = json.loads(line[len(READY) :])
-    return {
-        "seconds": report["ready"] - spawned,
-        "settled": report["settled"] - spawned,
-        "stall_s": report.get("stall_s", 0.0),
-        "first_row": report.get("first_row", ""),
-    }
+        raise SystemExit(f"headless child failed:\n{done.stdout}\n{done.stderr}")
+    report: dict[str, object] = json.loads(line[len(READY) :])
+    return report
 
 
 BARE_IN_TERMINAL = """
@@ -274,15 +187,18 @@ def terminal_round(
     return bare, first
 
 
-def warm(kind: str, history: Path, skip_file: Path) -> float:
-    """The same race in this process, with every import already paid."""
-    report: dict[str, float] = {}
-    started = time.perf_counter()
-    if kind == "bare":
-        asyncio.run(_bare(report))
-    else:
-        asyncio.run(_flaketui(history, skip_file, report))
-    return report["ready"] - started
+@contextlib.contextmanager
+def condition(name: str) -> Iterator[subprocess.Popen[bytes] | None]:
+    """Run the block as it is ("idle"), or beside one spinning process ("busy", yielded)."""
+    if name != "busy":
+        yield None
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", SPINNER])
+    try:
+        yield spinner
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def count_results(history: Path) -> int:
@@ -306,17 +222,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run this environment's editable install as is (no bytecode) instead of a copy",
     )
-    parser.add_argument("--child", choices=("bare", "app"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child, args.history, args.skip_file)
+        child(args.history, args.skip_file)
         return 0
     if args.history is None:
         from generate import ensure_history
 
         args.history = ensure_history(args.results, args.seed)
     history = args.history.resolve()
+    bare: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    first: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    stalls: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-") as tmp:
         skip_file = Path(tmp) / "quarantine.json"
         env = dict(os.environ)
@@ -326,66 +245,36 @@ def main(argv: list[str] | None = None) -> int:
             site = Path(tmp) / "site"
             install_copy(site)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-        bare: list[float] = []
-        first: list[float] = []
-        bare_settled: list[float] = []
-        first_settled: list[float] = []
-        stalls: list[float] = []
-        term_bare: list[float] = []
-        term_first: list[float] = []
         for _ in range(args.repeat):
-            measured_bare = cold("bare", history, skip_file, env)
-            bare.append(measured_bare["seconds"])
-            bare_settled.append(measured_bare["settled"])
-            measured = cold("app", history, skip_file, env)
-            first.append(measured["seconds"])
-            first_settled.append(measured["settled"])
-            stalls.append(measured["stall_s"])
-            print(
-                f"headless: bare {bare[-1]:.3f} s  first screen {first[-1]:.3f} s  "
-                f"stall {stalls[-1] * 1000:.1f} ms",
-                file=sys.stderr,
-            )
-            marker = str(measured["first_row"]).lstrip("…")  # the rank-1 test as drawn
-            one_bare, one_first = terminal_round(
-                history, skip_file, marker, Path(tmp), env, args.editable
-            )
-            term_bare.append(one_bare)
-            term_first.append(one_first)
-            print(
-                f"terminal: bare {one_bare:.3f} s  first screen {one_first:.3f} s",
-                file=sys.stderr,
-            )
-        warm("bare", history, skip_file)  # pay the imports once, unmeasured
-        warm("app", history, skip_file)
-        warm_bare = [warm("bare", history, skip_file) for _ in range(args.repeat)]
-        warm_first = [warm("app", history, skip_file) for _ in range(args.repeat)]
-    print(
-        f"warm: bare {statistics.median(warm_bare):.3f} s  "
-        f"first screen {statistics.median(warm_first):.3f} s",
-        file=sys.stderr,
-    )
+            for name in CONDITIONS:
+                with condition(name):
+                    measured = headless(history, skip_file, env)
+                    stalls[name].append(float(measured["stall_s"]))  # type: ignore[arg-type]
+                    marker = str(measured["first_row"]).lstrip("…")  # the rank-1 test as drawn
+                    one_bare, one_first = terminal_round(
+                        history, skip_file, marker, Path(tmp), env, args.editable
+                    )
+                bare[name].append(one_bare)
+                first[name].append(one_first)
+                print(
+                    f"{name}: bare {one_bare:.3f} s  first screen {one_first:.3f} s  "
+                    f"stall {stalls[name][-1] * 1000:.1f} ms",
+                    file=sys.stderr,
+                )
     median = statistics.median
-    summary = {
+    summary: dict[str, object] = {
         "history": str(history),
         "results": count_results(history),
         "repeat": args.repeat,
         "flaketui": "editable install" if args.editable else "installed copy with bytecode",
         "load": os.getloadavg()[0],
-        "warm_bare_app_s": round(median(warm_bare), 3),
-        "warm_first_screen_s": round(median(warm_first), 3),
-        "warm_ratio": round(median(warm_first) / median(warm_bare), 2),
-        "headless_bare_app_s": round(median(bare), 3),
-        "headless_first_screen_s": round(median(first), 3),
-        "headless_ratio": round(median(first) / median(bare), 2),
-        "headless_settled_bare_app_s": round(median(bare_settled), 3),
-        "headless_settled_first_screen_s": round(median(first_settled), 3),
-        "headless_settled_ratio": round(median(first_settled) / median(bare_settled), 2),
-        "first_screen_s": round(median(term_first), 3),
-        "bare_app_s": round(median(term_bare), 3),
-        "ratio": round(median(term_first) / median(term_bare), 2),
-        "max_stall_ms": round(max(stalls) * 1000, 1),
     }
+    for name in CONDITIONS:
+        prefix = "" if name == "idle" else f"{name}_"
+        summary[f"{prefix}bare_app_s"] = round(median(bare[name]), 3)
+        summary[f"{prefix}first_screen_s"] = round(median(first[name]), 3)
+        summary[f"{prefix}ratio"] = round(median(first[name]) / median(bare[name]), 2)
+        summary[f"{prefix}max_stall_ms"] = round(max(stalls[name]) * 1000, 1)
     print(json.dumps(summary))
     return 0
 

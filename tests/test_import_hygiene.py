@@ -85,3 +85,27 @@ def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
     package.mkdir()
     (package / "a.py").write_text("from flaketui.core.b import _hidden, shown\n")
     assert _private_imports(package) == ["flaketui/a.py:1 flaketui.core.b._hidden"]
+
+
+def test_the_headless_contract_names_every_command_but_open() -> None:
+    """A new command module is headless unless it is the app's: the contract must list it."""
+    import tomllib
+
+    import flaketui.cli.commands
+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    headless = next(c for c in contracts if c["name"] == "Headless commands never load the app")
+    commands = {
+        f"flaketui.cli.commands.{m.name}"
+        for m in pkgutil.iter_modules(flaketui.cli.commands.__path__)
+        if m.name != "open"
+    }
+    assert set(headless["source_modules"]) == commands | {
+        "flaketui.cli.group",
+        "flaketui.cli.options",
+    }
+    assert {"flaketui.tui", "textual", "textual_plotext", "plotext"} <= set(
+        headless["forbidden_modules"]
+    )

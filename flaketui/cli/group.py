@@ -1,24 +1,36 @@
-"""The `flaketui` click group: thin click commands, each calling core functions.
-
-Imported by flaketui.cli on first use (`from flaketui.cli import cli` still works): the console
-script starts in that light module, so `flaketui HISTORY` can start reading the history before
-click and the commands are imported.
-"""
+"""The `flaketui` click group: thin click commands, each calling core functions."""
 
 from __future__ import annotations
 
 import importlib
 import sqlite3
-import sys
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import click
 
 from flaketui import __version__
-from flaketui.cli import LAZY_COMMANDS
 from flaketui.cli.params import FilePath
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history import store
+
+# Command name -> module under flaketui.cli.commands, imported only when the command runs (or
+# for --help): a command pays for its own imports only (the app's for `open`, pandas through
+# sqlite-utils for others).
+LAZY_COMMANDS: dict[str, str] = {
+    "changes": "changes",
+    "export": "export",
+    "incident": "incident",
+    "ingest": "ingest",
+    "lifecycle": "lifecycle",
+    "merge": "merge",
+    "open": "open",
+    "pivot": "pivot",
+    "prune": "prune",
+    "quarantine": "quarantine",
+    "release": "quarantine",
+    "report": "report",
+    "resign": "resign",
+}
 
 
 class FlaketuiGroup(click.Group):
@@ -39,11 +51,15 @@ class FlaketuiGroup(click.Group):
             importlib.import_module(f"flaketui.cli.commands.{self.lazy_commands[cmd_name]}")
         return self.commands.get(cmd_name)
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Route a first argument that is not a command name to the default command."""
-        if args and not args[0].startswith("-") and args[0] not in self.list_commands(ctx):
-            args = [self.default_command, *args]
-        return super().parse_args(ctx, args)
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """A first argument that names no command is the default command's (a history path)."""
+        if args and args[0] not in self.list_commands(ctx) and not args[0].startswith("-"):
+            command = self.get_command(ctx, self.default_command)
+            if command is not None:
+                return self.default_command, command, args
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Turn user-facing errors into click's one-line 'Error: ...' and exit status 1.
@@ -85,15 +101,6 @@ def user_error(
             return click.ClickException(store.locked_error(paths, exc).message)
         return click.ClickException(" ".join(f"{paths}: {exc}".split()))
     return click.ClickException("interrupted")
-
-
-def report_user_error(
-    exc: FlaketuiError | sqlite3.OperationalError | KeyboardInterrupt,
-) -> NoReturn:
-    """Print the one-line error as click does ('Error: ...' on stderr) and exit with its status."""
-    error = user_error(exc)
-    error.show()
-    sys.exit(error.exit_code)
 
 
 @click.group(cls=FlaketuiGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -29,7 +29,7 @@ from flaketui.tui.loaders import (
 )
 from flaketui.tui.messages import HistoryChanged, WriteDone
 from flaketui.tui.screens.main import MainScreen
-from flaketui.tui.startup import Preload, make_source
+from flaketui.tui.startup import StagedRead, make_source
 from flaketui.tui.trial import Trial, trial_for
 
 POLL_SECONDS = 2.0
@@ -58,11 +58,11 @@ class FlaketuiApp(App[None]):
         *,
         cursor_blink: bool = True,
         watch: bool = True,
-        preload: Preload | None = None,
+        first_read: StagedRead | None = None,
     ) -> None:
         super().__init__()
         self.source = source
-        self.preload = preload  # the first ranking, already being read (see startup.py)
+        self.first_read = first_read  # the history, already being read (see startup.py)
         self.cursor_blink = cursor_blink
         self.poll_history = watch
         self.last_stamp: tuple[int, ...] | None = None
@@ -80,6 +80,11 @@ class FlaketuiApp(App[None]):
         switched screens: two layouts and a repaint the first ranked screen waited for.
         """
         return self.main_screen
+
+    def take_first_read(self) -> StagedRead | None:
+        """The read started before the app (once): the first load shows it."""
+        read, self.first_read = self.first_read, None
+        return read
 
     def on_mount(self) -> None:
         """Start watching the history file."""
@@ -295,12 +300,7 @@ def make_app(
     cursor_blink: bool = True,
     watch: bool = True,
     codeowners: str | Path | None = None,
-    preload: bool = True,
 ) -> FlaketuiApp:
-    """Build the app for one history (used by `flaketui open`, the tests and the benchmark).
-
-    With preload, the first ranking starts loading now, before the app runs.
-    """
+    """Build the app for one history (used by `flaketui open`, the tests and the benchmark)."""
     source = make_source(path, now, skip_file, config=config, codeowners=codeowners)
-    first = Preload(source) if preload else None
-    return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch, preload=first)
+    return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)

@@ -213,7 +213,7 @@ def load_extras(source: Source, data: MainData) -> Extras:
 
 def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:
     """The outcome sequence, signatures, worker pivot and trend of one test or family."""
-    # Only here: the first load (the start-up's forked reader) does not pay for these imports.
+    # Only here: the first load (read while the UI starts) does not pay for these imports.
     from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
 
     detail = _core("scoring.detail")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from textual.message import Message
@@ -12,12 +13,24 @@ from flaketui.tui.widgets.flake_table import PreparedRows
 
 
 class MainLoaded(Message):
-    """The ranked report is ready, with the rows built for the view state of `state`."""
+    """The ranked report is ready, with the rows built for the view state of `state`.
 
-    def __init__(self, data: MainData, state: ViewState, rows: PreparedRows) -> None:
+    `rest`, when given, is what the load waits for before it reads the rest (groups, lifecycle
+    states): the screen sets it once these rows are painted.
+    """
+
+    def __init__(
+        self,
+        data: MainData,
+        state: ViewState,
+        rows: PreparedRows,
+        *,
+        rest: threading.Event | None = None,
+    ) -> None:
         self.data = data
         self.state = state
         self.rows = rows
+        self.rest = rest
         super().__init__()
 
 

@@ -6,9 +6,11 @@ No timing assertions (figures go to BENCHMARKS.md, never into tests).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -126,21 +128,33 @@ def test_plugin_simultaneous_pairs(bench: Any, monkeypatch: Any, capsys: Any) ->
     assert isinstance(out["cpu_overhead"], float) and out["recording_s"] > 0
 
 
-def test_app_prints_first_screen_ratio_and_stall(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+def test_app_prints_first_screen_ratios_and_stalls_idle_and_busy(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
     out = run_main(bench("app"), ["--results", "2000", "--repeat", "1"], monkeypatch, capsys)
-    assert {"first_screen_s", "bare_app_s", "ratio", "max_stall_ms"} <= set(out)
-    assert out["first_screen_s"] > 0 and out["bare_app_s"] > 0 and out["max_stall_ms"] >= 0
-    # The first ranked frame comes before the process goes idle (the rest of the load).
-    assert 0 < out["headless_first_screen_s"] <= out["headless_settled_first_screen_s"]
+    for prefix in ("", "busy_"):
+        assert out[f"{prefix}first_screen_s"] > 0 and out[f"{prefix}bare_app_s"] > 0
+        assert out[f"{prefix}ratio"] > 0 and out[f"{prefix}max_stall_ms"] >= 0
 
 
-def test_headless_ready_is_the_first_frame_not_the_idle_process(bench: Any) -> None:
-    """The headless clock stops at the first frame Textual composes, before pilot.pause()."""
-    import asyncio
+def test_the_busy_condition_runs_one_spinning_process_and_stops_it(bench: Any) -> None:
+    app = bench("app")
+    with app.condition("idle") as nothing:
+        assert nothing is None
+    with app.condition("busy") as spinner:
+        assert spinner.poll() is None  # running while the block runs
+        ticks = os.sysconf("SC_CLK_TCK")
+        deadline = time.monotonic() + 30
+        while _cpu_ticks(spinner.pid) < ticks // 10:  # it spins: 0.1 s of CPU, soon
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    assert spinner.poll() is not None  # stopped and reaped after it
 
-    report: dict[str, float] = {}
-    asyncio.run(bench("app")._bare(report))
-    assert report["ready"] < report["settled"]
+
+def _cpu_ticks(pid: int) -> int:
+    """User and system CPU time of a process, in clock ticks (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="bench/keys.py drives the app in tmux")

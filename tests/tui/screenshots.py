@@ -49,7 +49,7 @@ async def shoot(work: Path) -> dict[str, Path]:
         await pilot.press("4", "f")
         await _settle(app, pilot)
         table = app.main_screen.query_one(FlakeTable)
-        keys = [str(key.value) for key in table.rows]
+        keys = table.row_order
         table.move_cursor(row=next(i for i, k in enumerate(keys) if "g:tests/billing/" in k))
         await pilot.press("enter")
         await _settle(app, pilot)

@@ -6,6 +6,7 @@ import csv
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, record_run
 
 from flaketui.core.quarantine.skipfile import read_skip_file
+from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.loaders import load_in_stages
 from flaketui.tui.screens import main as main_screen
@@ -43,7 +45,7 @@ async def _settle(pilot: object) -> None:
 
 def _targets(app: FlaketuiApp) -> list[str]:
     table = app.main_screen.query_one(FlakeTable)
-    return [table.rows_by_key[str(key.value)].target for key in table.rows]
+    return [table.rows_by_key[key].target for key in table.row_order]
 
 
 def _audit(history: Path) -> list[tuple[str, str, str]]:
@@ -112,51 +114,33 @@ async def test_grouping_toggles_and_expands(history: Path, tmp_path: Path) -> No
         assert len(_targets(app)) == 5
         await pilot.press("g")
         table = app.main_screen.query_one(FlakeTable)
-        kinds = [table.rows_by_key[str(k.value)].kind for k in table.rows]
+        kinds = [table.rows_by_key[key].kind for key in table.row_order]
         assert kinds == ["group", "group"]
         await pilot.press("enter")  # Enter on a signature group expands it
         assert len(_targets(app)) == 6
         assert not isinstance(app.screen, DetailScreen)
 
 
-class _HeldPreload:
-    """A thread preload whose later steps (groups, lifecycle) wait for the test's release."""
+class _HeldStages:
+    """The staged load, its later steps (groups, lifecycle) held until the test's release."""
 
-    def __init__(self, source: object) -> None:
+    def __init__(self) -> None:
         self.release = threading.Event()
-        self._steps = [threading.Event() for _ in range(3)]
-        self._out: list[object] = []
-        threading.Thread(target=self._read, args=(source,), daemon=True).start()
 
-    def _read(self, source: object) -> None:
-        stages = load_in_stages(source)  # type: ignore[arg-type]
-        for step in range(3):
-            if step == 1:
-                self.release.wait(30)
-            self._out.append(next(stages))
-            self._steps[step].set()
-        stages.close()
-
-    def _wait(self, step: int) -> object:
-        self._steps[step].wait(60)
-        return self._out[step]
-
-    def result(self) -> object:
-        return self._wait(0)
-
-    def complete(self) -> object:
-        return self._wait(1)
-
-    def extras(self) -> object:
-        return self._wait(2)
+    def __call__(self, source: Any) -> Iterator[object]:
+        stages = load_in_stages(source)
+        yield next(stages)
+        assert self.release.wait(60)
+        yield from stages
 
 
 async def test_a_grouped_view_waits_for_the_groups_read_after_the_ranking(
-    history: Path, tmp_path: Path
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = make_source(history, NOW, tmp_path / "quarantine.json")
-    preload = _HeldPreload(source)
-    app = FlaketuiApp(source, cursor_blink=False, watch=False, preload=preload)  # type: ignore[arg-type]
+    held = _HeldStages()
+    monkeypatch.setattr(startup, "load_in_stages", held)
+    app = FlaketuiApp(source, cursor_blink=False, watch=False)
     async with app.run_test(size=SIZE) as pilot:
         while app.main_screen.data is None:
             await pilot.pause()
@@ -165,7 +149,7 @@ async def test_a_grouped_view_waits_for_the_groups_read_after_the_ranking(
         loading = app.main_screen.query_one("#loading", Static)
         assert loading.display and "groups are still being read" in str(loading.render())
         assert BILLING not in _targets(app)  # members listed alone until their group arrives
-        preload.release.set()
+        held.release.set()
         await _settle(pilot)
         assert not loading.display
         assert _targets(app) == [BILLING, AUTH]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from textual.widgets import Static
 from tui_history import NOW
 
 from flaketui.core.errors import FlaketuiError
+from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.loaders import load_in_stages
 from flaketui.tui.screens import main as main_screen
@@ -22,27 +24,25 @@ SIZE = (160, 48)
 SAFETY_S = 60  # a wait that never ends fails the test instead of hanging it
 
 
-class _Preload:
-    """A preload whose ranking comes when the test releases it (at once when `ready`)."""
+class _Stages:
+    """The staged load, its ranking given when the test releases it (at once when `ready`)."""
 
-    def __init__(self, source: object, *, ready: bool, error: str | None = None) -> None:
+    def __init__(self, *, ready: bool, error: str | None = None) -> None:
         self.release = threading.Event()
         if ready:
             self.release.set()
-        self._error = error
-        self._steps = list(load_in_stages(source)) if error is None else []  # type: ignore[arg-type]
+        self.error = error
+        self.asked: list[str] = []
 
-    def result(self) -> object:
+    def __call__(self, source: Any) -> Iterator[object]:
+        steps = iter(load_in_stages(source)) if self.error is None else iter([])
         assert self.release.wait(SAFETY_S)
-        if self._error is not None:
-            raise FlaketuiError(self._error)
-        return self._steps[0]
-
-    def complete(self) -> object:
-        return self._steps[1] if self._steps else None
-
-    def extras(self) -> object:
-        return self._steps[2] if self._steps else None
+        if self.error is not None:
+            raise FlaketuiError(self.error)
+        yield next(steps)
+        self.asked.append("complete")
+        yield next(steps)
+        yield next(steps)
 
 
 def _record_paints(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
@@ -66,12 +66,17 @@ def _record_paints(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int
 
 
 def _app(
-    history: Path, tmp_path: Path, *, ready: bool, error: str | None = None
-) -> tuple[FlaketuiApp, _Preload]:
+    history: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    ready: bool,
+    error: str | None = None,
+) -> tuple[FlaketuiApp, _Stages]:
     source = make_source(history, NOW, tmp_path / "quarantine.json")
-    preload = _Preload(source, ready=ready, error=error)
-    app = FlaketuiApp(source, cursor_blink=False, watch=False, preload=preload)  # type: ignore[arg-type]
-    return app, preload
+    stages = _Stages(ready=ready, error=error)
+    monkeypatch.setattr(startup, "load_in_stages", stages)
+    return FlaketuiApp(source, cursor_blink=False, watch=False), stages
 
 
 async def _settle(pilot: Any) -> None:
@@ -84,7 +89,7 @@ async def test_a_ranking_ready_at_mount_is_in_the_first_paint_and_shown_once(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     painted, shown = _record_paints(monkeypatch)
-    app, _preload = _app(history, tmp_path, ready=True)
+    app, _stages = _app(history, tmp_path, monkeypatch, ready=True)
     async with app.run_test(size=SIZE) as pilot:
         await asyncio.wait_for(_settle(pilot), SAFETY_S)
         assert app.main_screen.data is not None
@@ -100,13 +105,13 @@ async def test_a_ranking_still_reading_shows_the_loading_line_first(
 ) -> None:
     monkeypatch.setattr(main_screen, "FIRST_PAINT_HOLD_S", 0.0)  # the wait gives up at once
     painted, shown = _record_paints(monkeypatch)
-    app, preload = _app(history, tmp_path, ready=False)
+    app, stages = _app(history, tmp_path, monkeypatch, ready=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         loading = app.main_screen.query_one("#loading", Static)
         assert loading.display and "reading" in str(loading.render())
         assert app.main_screen.data is None and painted and painted[0] == 0
-        preload.release.set()
+        stages.release.set()
         await asyncio.wait_for(_settle(pilot), SAFETY_S)
         assert app.main_screen.data is not None and painted[-1] > 0
         assert not loading.display
@@ -119,7 +124,7 @@ async def test_a_failed_first_load_ends_the_wait_with_its_error(
     # A wait the failure did not end would outlast the safety timeout below.
     monkeypatch.setattr(main_screen, "FIRST_PAINT_HOLD_S", 10 * SAFETY_S)
     error = "history.db: not a flaketui history"
-    app, _preload = _app(history, tmp_path, ready=True, error=error)
+    app, _stages = _app(history, tmp_path, monkeypatch, ready=True, error=error)
     notified: list[str] = []
     monkeypatch.setattr(app, "notify", lambda message, **kw: notified.append(message))
 
@@ -135,9 +140,9 @@ async def test_a_failed_first_load_ends_the_wait_with_its_error(
 async def test_the_rest_is_read_once_the_ranked_rows_are_painted(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The groups and lifecycle states (their unpickling, their rows) would take the GIL from
-    # the first paint: they are asked for after it.
-    app, preload = _app(history, tmp_path, ready=True)
+    # The groups and lifecycle states (their reading, their rows) would take the CPU from the
+    # first paint: they are asked for after it.
+    app, stages = _app(history, tmp_path, monkeypatch, ready=True)
     order: list[str] = []
     render_lines = FlakeTable.render_lines
 
@@ -147,24 +152,20 @@ async def test_the_rest_is_read_once_the_ranked_rows_are_painted(
         return render_lines(self, crop)
 
     monkeypatch.setattr(FlakeTable, "render_lines", rendering)
-    complete = preload.complete
-
-    def asked() -> object:
-        order.append("complete")
-        return complete()
-
-    monkeypatch.setattr(preload, "complete", asked)
+    stages.asked = order
     async with app.run_test(size=SIZE) as pilot:
         await asyncio.wait_for(_settle(pilot), SAFETY_S)
         assert app.main_screen.data is not None and app.main_screen.data.extras_loaded
     assert order == ["paint", "complete"]
 
 
-async def test_the_first_screen_parses_only_its_own_css(history: Path, tmp_path: Path) -> None:
+async def test_the_first_screen_parses_only_its_own_css(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The detail screen's and the dialogs' rules load with them, not before the first paint.
     from flaketui.tui.screens.detail import DetailScreen
 
-    app, _preload = _app(history, tmp_path, ready=True)
+    app, _stages = _app(history, tmp_path, monkeypatch, ready=True)
     sheets = Path(main_screen.__file__).parent.parent
     async with app.run_test(size=SIZE) as pilot:
         await asyncio.wait_for(_settle(pilot), SAFETY_S)

@@ -73,5 +73,7 @@ def test_valid_history_starts_the_app(monkeypatch: pytest.MonkeyPatch, history: 
     assert code == 0, output
     app = started[0]
     assert isinstance(app, FlaketuiApp)
+    # The history was being read before the app ran; the read is stopped once it ends.
+    assert app.first_read is not None and app.first_read.stopped
     assert app.source.requested_now is not None
     assert app.source.skip_path.name == "q.json"

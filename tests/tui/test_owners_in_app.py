@@ -19,7 +19,7 @@ SAMPLE_CODEOWNERS = Path(__file__).resolve().parents[2] / "sample_data" / "CODEO
 
 def _owners_shown(app: FlaketuiApp) -> list[str]:
     table = app.main_screen.query_one(FlakeTable)
-    column = list(table.columns).index("owner")  # type: ignore[arg-type]
+    column = table.column_keys.index("owner")
     return [row.cells[column] for row in table.rows_by_key.values()]
 
 

@@ -41,9 +41,6 @@ async def _settle(pilot: Pilot[Any]) -> None:
     for _ in range(3):
         await app.workers.wait_for_complete()
         await pilot.pause()
-    table = app.main_screen.query_one(FlakeTable)
-    while table.row_count < len(table.rows_by_key):
-        await pilot.pause(0.01)
 
 
 async def _quiet(pilot: Pilot[Any]) -> None:
@@ -55,7 +52,7 @@ async def _quiet(pilot: Pilot[Any]) -> None:
 async def _focus_row(pilot: Pilot[Any], needle: str) -> None:
     app: FlaketuiApp = pilot.app  # type: ignore[assignment]
     table = app.main_screen.query_one(FlakeTable)
-    keys = [str(key.value) for key in table.rows]
+    keys = table.row_order
     index = next(i for i, key in enumerate(keys) if needle in key)
     table.move_cursor(row=index, animate=False)
     await pilot.pause()

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.open import CODEOWNERS_OPTION
 from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import SkipFileError

@@ -7,18 +7,12 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
+from flaketui.core.config import load_config
 from flaketui.core.timeutil import parse_iso
-from flaketui.tui.early import open_source, take_early
 from flaketui.tui.history_access import check_history
-from flaketui.tui.startup import Preload
-
-# Shared by open, report and export: where owners come from.
-CODEOWNERS_OPTION = click.option(
-    "--codeowners",
-    type=FilePath(what="CODEOWNERS file", path_type=Path, dir_okay=False, exists=True),
-    help="CODEOWNERS file for owners (default: the git root's, else the one beside the history).",
-)
+from flaketui.tui.startup import StagedRead, make_source
 
 
 @cli.command("open")
@@ -36,10 +30,13 @@ def open_command(
     """Open the triage app on HISTORY (a flaketui SQLite history)."""
     now = parse_iso(now_text) if now_text else None
     check_history(history)
-    source = open_source(history, now, skip_file, codeowners)
-    # The ranking is loading already when the console script could start it (tui.early), else
-    # it starts now; either way Textual is imported while it reads.
-    preload = take_early(source) or Preload(source)
+    config = load_config(Path.cwd())
+    source = make_source(history, now, skip_file, config=config, codeowners=codeowners)
+    # The history is read while the UI is imported and starts (see startup.StagedRead).
+    first_read = StagedRead(source)
     from flaketui.tui.app import FlaketuiApp
 
-    FlaketuiApp(source, preload=preload).run()
+    try:
+        FlaketuiApp(source, first_read=first_read).run()
+    finally:
+        first_read.stop()

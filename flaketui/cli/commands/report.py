@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.open import CODEOWNERS_OPTION
+from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history

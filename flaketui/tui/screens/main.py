@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -15,14 +15,15 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Input, Sparkline, Static
+from textual.widgets import Input, Sparkline, Static
+from textual.worker import get_current_worker
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
-from flaketui.tui.gcpause import end_startup, gc_paused
 from flaketui.tui.loaders import MainData, load_extras, load_main
 from flaketui.tui.messages import ExtrasLoaded, LoadFailed, MainLoaded, RowsBuilt
+from flaketui.tui.startup import StagedRead
 from flaketui.tui.viewmodel import (
     VIEW_TITLES,
     VIEWS,
@@ -33,20 +34,20 @@ from flaketui.tui.viewmodel import (
     columns_for,
 )
 from flaketui.tui.widgets.fields import text_input
-from flaketui.tui.widgets.flake_table import FIRST_ROWS, FlakeTable, PreparedRows, prepare_rows
+from flaketui.tui.widgets.flake_table import FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
 from flaketui.tui.widgets.keybar import KeyBar
 from flaketui.tui.widgets.viewtabs import ViewTabs
 
 if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
-    from flaketui.tui.startup import Preload
 
 SYNC_REBUILD_TESTS = 5000  # above this, a changed view's rows are built in a worker
 WARM_UP_AFTER_S = 2.0  # import the other screens this long after the list, at the latest
 # The first paint waits this long at most for the first load (see _hold_first_paint).
 FIRST_PAINT_HOLD_S = 0.25
 EXTRAS_AFTER_PAINT_S = 0.03  # the rest of the load starts this long after the rows' paint
+CANCEL_CHECK_S = 0.05  # a load waiting to read the rest looks this often whether it was replaced
 
 
 class MainScreen(Screen[None]):
@@ -88,7 +89,6 @@ class MainScreen(Screen[None]):
         self.branch_kind: str | None = None
         self._loading_since = 0.0
         self._loading_timer: Timer | None = None
-        self._extras_preload: Preload | None = None
         # While the first paint waits for the first load: the loop and future the worker
         # resolves (see _hold_first_paint).
         self._first_waiter: tuple[asyncio.AbstractEventLoop, _Waiter] | None = None
@@ -126,10 +126,9 @@ class MainScreen(Screen[None]):
     async def _hold_first_paint(self, waiter: _Waiter) -> None:
         """Show the first load's rows in the first paint when they come within a moment.
 
-        The screen paints once its mount ends. With the ranking already read (the preload
-        forked at start-up) or about to be, painting the empty list first cost the rows a
-        second full paint and a frame's wait (first ranked screen). The wait is
-        bounded: a long read shows the loading line as before, the rows following it.
+        The screen paints once its mount ends. Painting the empty list first, with the ranking
+        about to arrive, would cost the rows a second full paint and a frame's wait. The wait
+        is bounded: a long read shows the loading line, the rows following it.
         """
         try:
             loaded = await asyncio.wait_for(waiter, FIRST_PAINT_HOLD_S)
@@ -139,9 +138,6 @@ class MainScreen(Screen[None]):
             self._first_waiter = None
         if loaded is not None:
             self._loaded(loaded)  # the same message, posted too, is then skipped
-        # The console script paused the collector for the start-up (gcpause): resume it once
-        # the first screen is painted.
-        self.call_after_refresh(end_startup)
 
     def _offer_first(self, loaded: MainLoaded | None) -> None:
         """Hand a load's result to a first paint waiting for it (from the worker thread)."""
@@ -175,17 +171,12 @@ class MainScreen(Screen[None]):
             self._loading_timer = None
         self.query_one("#loading", Static).display = False
 
-    def _take_preload(self, suite: str | None, branch_kind: str | None) -> Preload | None:
-        """The load started before the UI, when it is what this load asks for (once)."""
-        preload, self.flaketui.preload = self.flaketui.preload, None
-        if suite is not None or branch_kind is not None:
-            preload = None
-        self._extras_preload = preload  # its extras go with the ranking it loaded
-        return preload
-
     def _load(self, suite: str | None, branch_kind: str | None) -> None:
-        preload = self._take_preload(suite, branch_kind)
-        self._load_worker(suite, branch_kind, preload, self.state.copy())
+        read = None
+        if suite is None and branch_kind is None:
+            # The read `flaketui open` started before the UI, on the first load; else a new one.
+            read = self.flaketui.take_first_read() or StagedRead(self.flaketui.source)
+        self._load_worker(suite, branch_kind, self.state.copy(), threading.Event(), read)
 
     # Each worker names itself: Textual's default description is the repr of the arguments,
     # which for a loaded report is megabytes of text made on the UI thread.
@@ -194,26 +185,46 @@ class MainScreen(Screen[None]):
         self,
         suite: str | None,
         branch_kind: str | None,
-        preload: Preload | None,
         state: ViewState,
+        rest: threading.Event,
+        read: StagedRead | None,
     ) -> None:
+        """The ranking first; the rest (groups, lifecycle states) once the UI sets `rest`.
+
+        Without a suite or branch-kind filter, every step comes from one read of the history
+        (`read`, startup.StagedRead): the tests ranked without their groups, which is what the
+        first screen waits for, then the complete report, then the lifecycle states.
+        """
         source = self.flaketui.source
         try:
-            with gc_paused():
-                if preload is not None:
-                    data = preload.result()
-                else:
-                    data = load_main(source, suite=suite, branch_kind=branch_kind)
-                # The first screenful's cells only: the first paint waits for this worker,
-                # while the table's later chunks have time to make the rest.
-                rows = prepare_rows(data, state, eager_rows=FIRST_ROWS)
+            if read is not None:
+                data = read.first()
+            else:
+                data = load_main(source, suite=suite, branch_kind=branch_kind)
+            loaded = MainLoaded(data, state, prepare_rows(data, state), rest=rest)
+            self._offer_first(loaded)
+            self.post_message(loaded)
+            if not _wait_unless_cancelled(rest):
+                return
+            if read is not None:
+                complete = replace(data, report=read.complete(), groups_loaded=True)
+                rows = prepare_rows(complete, state)
+                self.post_message(ExtrasLoaded(data, complete, state, rows))
+                data = complete
+                extras = read.extras()
+            else:
+                extras = load_extras(source, data)
+            data_after = replace(data, lifecycle=extras.lifecycle, suites=extras.suites)
+            data_after.extras_loaded = True
+            rows = prepare_rows(data_after, state)
         except FlaketuiError as exc:
             self._offer_first(None)
             self.post_message(LoadFailed(exc.message))
             return
-        loaded = MainLoaded(data, state, rows)
-        self._offer_first(loaded)
-        self.post_message(loaded)
+        finally:
+            if read is not None:
+                read.stop()  # a cancelled load reads no further
+        self.post_message(ExtrasLoaded(data, data_after, state, rows))
 
     @on(MainLoaded)
     def _loaded(self, event: MainLoaded) -> None:
@@ -226,12 +237,10 @@ class MainScreen(Screen[None]):
         self._show_header()
         self._show_rows(event.state, event.rows)
         # The rest (groups, lifecycle states) once these rows are painted and written out: its
-        # reading and row building would take the GIL from that paint, and from the thread
-        # writing it to the terminal (first ranked screen).
-        state, preload, self._extras_preload = self.state.copy(), self._extras_preload, None
-        data = event.data
-        start = partial(self._start_extras, data, state, preload)
-        self.call_after_refresh(self.set_timer, EXTRAS_AFTER_PAINT_S, start)
+        # reading and row building would take the CPU from that paint.
+        rest = event.rest
+        if rest is not None:
+            self.call_after_refresh(self.set_timer, EXTRAS_AFTER_PAINT_S, rest.set)
         # The other screens' imports wait until the rest has loaded, or a moment at most.
         self.set_timer(WARM_UP_AFTER_S, self.flaketui.start_warm_up)
 
@@ -240,32 +249,6 @@ class MainScreen(Screen[None]):
             self.query_one(HistoryHeader).show(
                 self.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
             )
-
-    def _start_extras(self, data: MainData, state: ViewState, preload: Preload | None) -> None:
-        if data is self.data:  # not replaced by a newer load meanwhile (its own extras follow)
-            self._load_extras(data, state, preload)
-
-    @work(thread=True, exclusive=True, group="extras", exit_on_error=False, description="extras")
-    def _load_extras(self, data: MainData, state: ViewState, preload: Preload | None) -> None:
-        """After the first screen: the complete report (a preload's), then lifecycle states."""
-        try:
-            with gc_paused():
-                report = preload.complete() if preload is not None else None
-                if report is not None:  # the groups and the remaining daily series
-                    complete = replace(data, report=report, groups_loaded=True)
-                    rows = prepare_rows(complete, state)
-                    self.post_message(ExtrasLoaded(data, complete, state, rows))
-                    data = complete
-                extras = preload.extras() if preload is not None else None
-                if extras is None:
-                    extras = load_extras(self.flaketui.source, data)
-                data_after = replace(data, lifecycle=extras.lifecycle, suites=extras.suites)
-                data_after.extras_loaded = True
-                rows = prepare_rows(data_after, state)
-        except FlaketuiError as exc:
-            self.post_message(LoadFailed(exc.message))
-            return
-        self.post_message(ExtrasLoaded(data, data_after, state, rows))
 
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:
@@ -298,8 +281,7 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="rows", exit_on_error=False, description="rows")
     def _rebuild_rows(self, data: MainData, state: ViewState) -> None:
-        with gc_paused():
-            rows = prepare_rows(data, state, eager=False)  # cells as rows are added
+        rows = prepare_rows(data, state, eager=False)  # cells as rows are drawn
         self.post_message(RowsBuilt(data, state, rows))
 
     @on(RowsBuilt)
@@ -410,17 +392,17 @@ class MainScreen(Screen[None]):
         by_id = {t.test_id: t for t in self.data.report.tests}
         return [by_id[w] for w in wanted if w in by_id]
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FlakeTable.RowHighlighted)
+    def _highlighted(self, event: FlakeTable.RowHighlighted) -> None:
         self._show_selection(self.query_one(FlakeTable).current_row)
 
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(FlakeTable.RowSelected)
+    def _selected(self, event: FlakeTable.RowSelected) -> None:
         self.action_open_detail()
 
-    @on(DataTable.HeaderSelected)
-    def _header(self, event: DataTable.HeaderSelected) -> None:
-        key = str(event.column_key.value)
+    @on(FlakeTable.HeaderSelected)
+    def _header(self, event: FlakeTable.HeaderSelected) -> None:
+        key = event.column_key
         if self.state.sort_column == key:
             self.state.sort_reverse = not self.state.sort_reverse
         else:
@@ -562,3 +544,12 @@ _Waiter = asyncio.Future[MainLoaded | None]
 def _resolve(waiter: _Waiter, loaded: MainLoaded | None) -> None:
     if not waiter.done():  # not timed out meanwhile
         waiter.set_result(loaded)
+
+
+def _wait_unless_cancelled(event: threading.Event) -> bool:
+    """Wait in a worker for `event`; False when the worker was cancelled meanwhile."""
+    worker = get_current_worker()
+    while not event.wait(CANCEL_CHECK_S):
+        if worker.is_cancelled:
+            return False
+    return not worker.is_cancelled

@@ -1,63 +1,67 @@
-"""The ranked list: a DataTable fed with view-model rows, keeping the cursor on the same row.
+"""The ranked list: view-model rows drawn line by line, keeping the cursor on the same row.
 
-Rows and their styled cells are built off the UI thread (prepare_rows); the table adds the
-first screenful at once and the rest in chunks a frame apart, because adding and measuring
-thousands of rows in one go would stall the event loop.
+A ScrollView on Textual's line API: the widget holds the rows of the view and draws only the
+lines on screen, so showing a view of 50 000 tests costs what showing its first screenful
+costs. Rows and their styled cells are built off the UI thread (prepare_rows); a cell that is
+not made yet is made when its row is first drawn. The look is the one of Textual's DataTable
+with a row cursor and zebra stripes (header, stripes, cursor, hover), from component classes
+that the app's stylesheet may restyle.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from functools import partial
-from typing import Any, overload
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, overload
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.coordinate import Coordinate
+from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
 
 from flaketui.tui.loaders import MainData
 from flaketui.tui.viewmodel import Column, Row, ViewContext, ViewState, build_rows, columns_for
-from flaketui.tui.widgets.fast_rows import cell_segments, render_row, style_of
 from flaketui.tui.widgets.palette import VERDICT_STYLES
 
 RIGHT_ALIGNED = frozenset({"rank", "damage", "recency", "flip", "runs", "fail_rate", "days_left"})
-FIRST_ROWS = 60  # more than a tall terminal shows: the first screen is complete at once
-CHUNK_ROWS = 500  # rows per later frame at most: few chunks, since each one costs a repaint
-CHUNK_BUDGET_S = 0.04  # and at most this long per chunk (no stall over 100 ms)
-CHUNK_DELAY_S = 0.005
+FIRST_ROWS = 60  # more than a tall terminal shows: the first screen's cells, made in the worker
 EAGER_ROWS = 5000  # a worker makes the cells of a view this small (see prepare_rows)
+CELL_PADDING = 1  # blank cells on each side of a cell
+HEADER_LINES = 1
+SORT_MARK = " ▼"
 
 
 class LazyCells(Sequence[list[Text]]):
-    """The styled cells of rows, made for a row when it is first added or compared.
+    """The styled cells of rows, made for a row when it is first drawn or compared.
 
-    A view of 50 000 tests shows its first screenful at once and adds the rest in chunks:
-    styling every cell up front cost seconds on the UI thread.
+    A view of 50 000 tests shows its first screenful at once: styling every cell up front
+    would cost seconds before it.
     """
 
     def __init__(self, rows: list[Row], keys: tuple[str, ...]) -> None:
         """Cells of `rows` for the columns `keys`, none made yet."""
-        self._rows = rows
-        self._keys = keys
-        self._made: list[list[Text] | None] = [None] * len(rows)
+        self.rows = rows
+        self.keys = keys
+        self.made: list[list[Text] | None] = [None] * len(rows)
 
     def __len__(self) -> int:
         """One entry per row."""
-        return len(self._rows)
+        return len(self.rows)
 
     def make(self, count: int) -> None:
         """Make the cells of the first `count` rows now (in a worker, before they are shown)."""
-        for index in range(min(count, len(self._rows))):
+        for index in range(min(count, len(self.rows))):
             self[index]
+
+    def made_count(self) -> int:
+        """How many rows have their cells made."""
+        return sum(1 for cells in self.made if cells is not None)
 
     @overload
     def __getitem__(self, index: int) -> list[Text]: ...
@@ -69,18 +73,24 @@ class LazyCells(Sequence[list[Text]]):
         """A row's cells (made and kept on first use), or a slice's."""
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        made = self._made[index]
+        made = self.made[index]
         if made is None:
-            made = self._made[index] = row_cells(self._rows[index], self._keys)
+            made = self.made[index] = row_cells(self.rows[index], self.keys)
         return made
+
+    def is_made(self, index: int) -> bool:
+        """Whether the row's cells exist already."""
+        return self.made[index] is not None
 
 
 @dataclass(slots=True)
 class PreparedRows:
-    """The rows of one view and their styled cells, ready to add."""
+    """The rows of one view and their styled cells, ready to show."""
 
     rows: list[Row]
     cells: Sequence[list[Text]]
+    # The widest made cell of each column (None: measured by the table when shown).
+    widths: list[int] | None = field(default=None)
 
 
 def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
@@ -98,13 +108,27 @@ def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
     return cells
 
 
+def measure(cells: Sequence[list[Text]], columns: int) -> list[int]:
+    """The widest made cell of each of `columns` columns (rows not made yet are skipped)."""
+    widths = [0] * columns
+    made = cells.is_made if isinstance(cells, LazyCells) else None
+    for index in range(len(cells)):
+        if made is not None and not made(index):
+            continue
+        for column, text in enumerate(cells[index][:columns]):
+            width = cell_len(text.plain)
+            if width > widths[column]:
+                widths[column] = width
+    return widths
+
+
 def prepare_rows(
     data: MainData, state: ViewState, *, eager: bool = True, eager_rows: int = EAGER_ROWS
 ) -> PreparedRows:
     """Build the rows of the view `state` asks for (pure: safe in a worker thread).
 
-    eager (the first load's workers): a view of up to eager_rows rows gets its cells made
-    here, off the UI thread; otherwise they are made as the table adds the rows.
+    eager (the workers of a load): a view of up to eager_rows rows gets its cells made and
+    measured here, off the UI thread; otherwise they are made as the list draws the rows.
     """
     columns = columns_for(state.view)
     ctx = ViewContext(now=data.report.now, lifecycle=data.lifecycle)
@@ -113,327 +137,445 @@ def prepare_rows(
     cells = LazyCells(rows, keys)
     if eager:
         cells.make(eager_rows)
-    return PreparedRows(rows, cells)
+    return PreparedRows(rows, cells, measure(cells, len(keys)))
 
 
-def _one_line(cell: object) -> bool:
-    """A Text of one line without tabs: its width is the cell length of its text."""
-    return isinstance(cell, Text) and "\n" not in cell.plain and "\t" not in cell.plain
+def style_of(cell: Text) -> Style:
+    """A cell's style as a Style (Text keeps a string as given)."""
+    style = cell.style
+    if isinstance(style, Style):
+        return style
+    return Style.parse(style) if style else Style.null()
 
 
-class FlakeTable(DataTable[Text]):
+def cell_segments(
+    cell: Text, width: int, edge_style: Style, text_style: Style, padding: int = CELL_PADDING
+) -> list[Segment]:
+    """One cell's line: padding in the edge style, the text cropped or justified in its own."""
+    inner = max(0, width - 2 * padding)
+    plain = cell.plain.replace("\n", " ")
+    size = cell_len(plain)
+    trailing = 0
+    if size > inner:
+        plain = set_cell_size(plain, inner)
+    elif cell.justify == "right":
+        plain = " " * (inner - size) + plain
+    else:
+        trailing = inner - size  # the padding fills the rest of the cell in its own style
+    line = []
+    if padding:
+        line.append(Segment(" " * padding, edge_style))
+    if plain:
+        line.append(Segment(plain, text_style))
+    if padding + trailing:
+        line.append(Segment(" " * (padding + trailing), edge_style))
+    return line
+
+
+class FlakeTable(ScrollView, can_focus=True):
     """Rows are tests, groups or group members; the row key says which."""
 
+    ALLOW_SELECT = False
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("right", "scroll_right", "Scroll right", show=False),
+        Binding("left", "scroll_left", "Scroll left", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("ctrl+home", "first_row", "Top", show=False),
+        Binding("ctrl+end", "last_row", "Bottom", show=False),
+        Binding("home", "scroll_home", "Home", show=False),
+        Binding("end", "scroll_end", "End", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "flaketable--cursor",
+        "flaketable--hover",
+        "flaketable--header",
+        "flaketable--header-hover",
+        "flaketable--odd-row",
+        "flaketable--even-row",
+    }
+
+    # The colours of Textual's DataTable with a row cursor and zebra stripes.
+    DEFAULT_CSS = """
+    FlakeTable {
+        background: $surface;
+        color: $foreground;
+        height: auto;
+        max-height: 100%;
+
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .flaketable--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .flaketable--header {
+                background-tint: $foreground 5%;
+            }
+        }
+        &:dark {
+            & > .flaketable--even-row {
+                background: $surface-darken-1 40%;
+            }
+        }
+        & > .flaketable--header {
+            text-style: bold;
+            background: $panel;
+            color: $foreground;
+        }
+        &:ansi > .flaketable--header {
+            background: ansi_bright_blue;
+            color: ansi_default;
+        }
+        & > .flaketable--odd-row {
+        }
+        & > .flaketable--even-row {
+            background: $surface-lighten-1 50%;
+        }
+        & > .flaketable--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        & > .flaketable--header-hover {
+            background: $accent 30%;
+        }
+        & > .flaketable--hover {
+            background: $block-hover-background;
+        }
+    }
+    """
+
+    class RowHighlighted(Message):
+        """The cursor moved to another row."""
+
+        def __init__(self, table: FlakeTable, row: Row | None) -> None:
+            self.table = table
+            self.row = row
+            super().__init__()
+
+    class RowSelected(Message):
+        """Enter, or a click on the row under the cursor."""
+
+        def __init__(self, table: FlakeTable, row: Row) -> None:
+            self.table = table
+            self.row = row
+            super().__init__()
+
+    class HeaderSelected(Message):
+        """A click on a column's header."""
+
+        def __init__(self, table: FlakeTable, column_key: str) -> None:
+            self.table = table
+            self.column_key = column_key
+            super().__init__()
+
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self.rows_by_key: dict[str, Row] = {}
-        self._column_keys: tuple[str, ...] = ()
-        self._row_order: list[str] = []
-        self._prepared = PreparedRows([], [])
-        self._added = 0  # rows of _prepared already in the table
-        self._generation = 0  # bumped by show(): pending chunks of an older show() stop
-        self._sort_key: str | None = None
-        # Read once per paint (see render_lines): the table's style and its rows' styles.
-        self._paint_style: Style | None = None
-        self._paint_row_styles: dict[tuple[object, Style], Style] | None = None
+        self.column_keys: tuple[str, ...] = ()
+        self.labels: list[Text] = []
+        self.widths: list[int] = []  # content width of each column, padding excluded
+        self.row_order: list[str] = []
+        self.cursor_row = 0
+        self.prepared = PreparedRows([], [])
+        self.sort_key: str | None = None
+        self.hover_line: int | None = None  # the line under the mouse (0 is the header)
+        self.widening = False  # a wider cell was drawn: the columns widen after this paint
+
+    # ---- content ----------------------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        """Rows in the list."""
+        return len(self.row_order)
 
     def show(self, prepared: PreparedRows, columns: list[Column], *, sort_key: str | None) -> None:
         """Replace the content, keeping the cursor on the row it was on when it still exists."""
         current = self.current_row
         keys = tuple(c.key for c in columns)
-        if keys != self._column_keys:
-            self.clear(columns=True)
-            for column in columns:
-                # Text, not str: DataTable parses a str label as markup, and Rich's markup
-                # pass loads its emoji table (a visible part of a cold start).
-                self.add_column(Text(column.label), key=column.key)
-            self._column_keys = keys
-        else:
-            self.clear()
-        for column in columns:
-            label = column.label + (" ▼" if column.key == sort_key else "")
-            self.columns[column.key].label = Text(label)  # type: ignore[index]
-        self._generation += 1
-        self._sort_key = sort_key
-        self._prepared = prepared
-        self._added = 0
+        # Columns keep their width from view to view (a filter, a sort, a grouping) while the
+        # same columns are shown: the list does not shift sideways under the reader.
+        kept = self.widths if keys == self.column_keys else []
+        self.column_keys = keys
+        self.labels = [
+            Text(column.label + (SORT_MARK if column.key == sort_key else "")) for column in columns
+        ]
+        self.sort_key = sort_key
+        self.prepared = prepared
         self.rows_by_key = {row.key: row for row in prepared.rows}
-        self._row_order = [row.key for row in prepared.rows]
-        target = None
+        self.row_order = [row.key for row in prepared.rows]
+        self.set_widths(prepared)
+        self.widths = [max(pair) for pair in zip(self.widths, kept + [0] * len(keys), strict=False)]
+        self.cursor_row = 0
         if current is not None and current.key in self.rows_by_key:
-            target = self._row_order.index(current.key)
-        self._add_up_to(max(FIRST_ROWS, (target or 0) + 1))
-        if target is not None:
-            self.move_cursor(row=target, animate=False)
-        self._schedule_more()
+            self.cursor_row = self.row_order.index(current.key)
+        self.resize_content()
+        # New content starts at its top left, as a new table would, the cursor's row in view.
+        self.scroll_to(0, 0, animate=False, force=True, immediate=True)
+        if self.cursor_row:
+            self.scroll_to_cursor()
+        self.refresh()
 
     def show_changes(
         self, prepared: PreparedRows, columns: list[Column], *, sort_key: str | None
     ) -> None:
-        """Show new content: only the changed cells when the rows and columns are the same.
+        """Show new cell values of the same rows (lifecycle states arrived), else show().
 
-        When the lifecycle states arrive, one column of the same rows changes; rewriting those
-        cells costs one repaint, where replacing every row costs several.
+        The columns fit the new values, narrower too: a placeholder wider than the states
+        that replace it leaves no gap.
         """
-        same_rows = [row.key for row in prepared.rows] == self._row_order
-        same_columns = tuple(c.key for c in columns) == self._column_keys
-        # Comparing a huge view cell by cell would make all its cells on the UI thread.
-        small = len(prepared.rows) <= EAGER_ROWS
-        if not (same_rows and same_columns and sort_key == self._sort_key and small):
+        same_rows = [row.key for row in prepared.rows] == self.row_order
+        same_columns = tuple(c.key for c in columns) == self.column_keys
+        if not (same_rows and same_columns and sort_key == self.sort_key):
             self.show(prepared, columns, sort_key=sort_key)
             return
-        old = self._prepared
-        changed: set[int] = set()  # column indexes
-        for index, row in enumerate(prepared.rows):
-            self.rows_by_key[row.key] = row
-            if index >= self._added:
-                continue  # not in the table yet: its chunk adds the new cells
-            cells = prepared.cells[index]
-            for column, (before, after) in enumerate(zip(old.cells[index], cells, strict=True)):
-                if before.plain != after.plain or before.style != after.style:
-                    # Widths are set below: DataTable's update_width re-measures the whole
-                    # column for every cell that got narrower (quadratic in the rows).
-                    self.update_cell(row.key, self._column_keys[column], after)
-                    changed.add(column)
-        self._prepared = prepared
-        for column in changed:
-            table_column = self.columns[self._column_keys[column]]  # type: ignore[index]
-            widths = [cell_len(cells[column].plain) for cells in prepared.cells[: self._added]]
-            # As DataTable counts it: the label is part of a column's content width.
-            table_column.content_width = max([*widths, table_column.label.cell_len])
-        if changed:
-            self._require_update_dimensions = True  # the scroll size follows the widths
-            self.check_idle()
+        self.prepared = prepared
+        self.rows_by_key = {row.key: row for row in prepared.rows}
+        self.set_widths(prepared)
+        self.resize_content()
+        self.refresh()
 
-    def _add_up_to(self, count: int, deadline: float | None = None) -> None:
-        """Add the prepared rows up to `count` (in list order), or until `deadline`."""
-        prepared = self._prepared
-        end = min(count, len(prepared.rows))
-        for index in range(self._added, end):
-            self.add_row(*prepared.cells[index], key=prepared.rows[index].key)
-            self._added = index + 1
-            if deadline is not None and index % 25 == 0 and time.perf_counter() > deadline:
-                return
-        self._added = max(self._added, end)
+    def set_widths(self, prepared: PreparedRows) -> None:
+        """Each column as wide as its widest made cell, and its label."""
+        widths = prepared.widths
+        if widths is None or len(widths) != len(self.labels):
+            widths = measure(prepared.cells, len(self.labels))
+        self.widths = [
+            max(width, label.cell_len) for width, label in zip(widths, self.labels, strict=True)
+        ]
 
-    def _schedule_more(self) -> None:
-        if self._added < len(self._prepared.rows):
-            generation = self._generation
-            # After the rows added so far are painted, and a moment more: the thread writing
-            # that paint to the terminal needs the GIL the next chunk would hold.
-            later = partial(self.set_timer, CHUNK_DELAY_S, lambda: self._add_chunk(generation))
-            self.call_after_refresh(later)
-
-    def _add_chunk(self, generation: int) -> None:
-        if generation != self._generation:
-            return  # a newer show() replaced these rows
-        # A time budget, not a row count: the event loop gets its turn well within 100 ms
-        # on any machine, and a fast one fills big views in fewer, larger chunks.
-        self._add_up_to(self._added + CHUNK_ROWS, time.perf_counter() + CHUNK_BUDGET_S)
-        self._schedule_more()
-
-    def _size_updated(
-        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
-    ) -> bool:
-        """Drop the rendered rows when the width they were drawn for changes, at once.
-
-        DataTable drops them on the Resize event that follows, which also comes after the
-        first layout with the size unchanged: every row of the first ranked screen was then
-        drawn a second time, just after the first paint. See _on_resize.
-        """
-        if size != self._size:  # as ScrollView compares (size is the content's)
-            self._update_count += 1
-        return super()._size_updated(size, virtual_size, container_size, layout)
-
-    def _on_resize(self, event: events.Resize) -> None:
-        """Keep the rendered rows: _size_updated dropped them already if the size changed."""
-        event.prevent_default()  # DataTable's handler would drop them again, whatever the size
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """Paint, reading the table's style and each kind of row's style once, not per line.
-
-        DataTable asks for them per line (and per row): each is a walk up the DOM merging
-        styles, about a tenth of a full paint of the list (first ranked screen).
-        """
-        self._paint_style = super().rich_style
-        self._paint_row_styles = {}
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._paint_style = None
-            self._paint_row_styles = None
-
-    @property
-    def rich_style(self) -> Style:
-        """The table's style (the paint's own while painting)."""
-        return self._paint_style or super().rich_style
-
-    def _get_row_style(self, row_index: int, base_style: Style) -> Style:
-        """DataTable's row style, once per paint for each kind of row."""
-        memo = self._paint_row_styles
-        if memo is None:
-            return super()._get_row_style(row_index, base_style)
-        if row_index == -1 or row_index < self.fixed_rows:
-            kind: object = row_index if row_index == -1 else "fixed"
-        else:
-            kind = row_index % 2 if self.zebra_stripes else "plain"
-        style = memo.get((kind, base_style))
-        if style is None:
-            style = memo[(kind, base_style)] = super()._get_row_style(row_index, base_style)
-        return style
-
-    def _render_line_in_row(
-        self,
-        row_key: RowKey,
-        line_no: int,
-        base_style: Style,
-        cursor_location: Coordinate,
-        hover_location: Coordinate,
-    ) -> tuple[list[list[Segment]], list[list[Segment]]]:
-        """A body row in one pass (fast_rows.render_row), cached as DataTable caches rows."""
-        if line_no:
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
-        cache_key = (
-            row_key,
-            line_no,
-            base_style,
-            cursor_location,
-            hover_location,
-            self.cursor_type,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self._update_count,
-            self._pseudo_class_state,
-        )
-        cached = self._row_render_cache.get(cache_key)
-        if cached is not None:
-            return cached
-        pair = render_row(self, row_key, base_style, cursor_location, hover_location)
-        if pair is None:
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
-        self._row_render_cache[cache_key] = pair
-        return pair
-
-    def _render_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> list[list[Segment]]:
-        """Render a one-line, one-style text cell without a Rich render pass.
-
-        DataTable renders every cell through Rich (padding, styling, line splitting), which
-        costs a large table a visible stall on each full repaint (new rows, a refreshed
-        state). The cells here are single-line Text of one style, whose rendering is a padded
-        string and three segments: identical output (tests/tui/test_fast_cells.py compares
-        it with DataTable's own), several times faster. Anything else takes DataTable's path.
-        """
-        fast = self._fast_cell(row_index, column_index)
-        if fast is None:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key, column_key, cell = fast
-        cache_key = (
-            row_key,
-            column_key,
-            base_style,
-            cursor,
-            hover,
-            self._show_hover_cursor,
-            self._update_count,
-            self._pseudo_class_state,
-        )
-        cached = self._cell_render_cache.get(cache_key)
-        if cached is not None:
-            return cached
-        component_style, post_style = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
-        )
-        # The same sums as DataTable's (base + meta, component, cell, post), with the cell's
-        # meta (row and column, for clicks) added last: the other sums repeat from cell to
-        # cell, so Rich's style cache answers them.
-        meta = Style.from_meta({"row": row_index, "column": column_index})
-        pre_style = base_style + component_style
-        edge_style = pre_style + post_style + meta
-        text_style = pre_style + style_of(cell) + post_style + meta
-        line = cell_segments(cell, width, self.cell_padding, edge_style, text_style)
-        lines: list[list[Segment]] = [line]
-        self._cell_render_cache[cache_key] = lines
-        return lines
-
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """Widen columns for new rows, measuring one-line text cells by their length.
-
-        DataTable measures every new cell through Rich (tens of microseconds each: a visible
-        stall for a few hundred rows); a one-line, tab-free Text is as wide as its text.
-        Other rows go through DataTable's own measuring, which also sets the virtual size.
-        """
-        by_datatable: list[RowKey] = []
-        columns = self.ordered_columns
-        for row_key in new_rows:
-            row = self.rows.get(row_key)
-            cells = self._data.get(row_key)
-            if row is None or cells is None or row.label is not None or row.height != 1:
-                by_datatable.append(row_key)
-                continue
-            texts = [cells.get(column.key) for column in columns]
-            if not all(_one_line(text) for text in texts):
-                by_datatable.append(row_key)
-                continue
-            for column, text in zip(columns, texts, strict=True):
-                width = cell_len(text.plain)  # type: ignore[union-attr]
-                if width > column.content_width:
-                    column.content_width = width
-        super()._update_dimensions(by_datatable)
-
-    def _fast_cell(self, row_index: int, column_index: int) -> tuple[Any, Any, Text] | None:
-        """The keys and text of a body cell the fast path renders exactly, else None."""
-        if row_index < 0 or column_index < 0 or self.fixed_rows or self.fixed_columns:
-            return None
-        if self.cell_padding < 0 or not hasattr(self, "_get_styles_to_render_cell"):
-            return None
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        if row_key is None or column_key is None:
-            return None
-        cell = self._data.get(row_key, {}).get(column_key)
-        row = self.rows.get(row_key)
-        if row is None or row.height != 1 or not isinstance(cell, Text):
-            return None
-        if (
-            cell.spans
-            or "\n" in cell.plain
-            or cell.justify not in (None, "default", "left", "right")
-        ):
-            return None
-        if cell.overflow not in (None, "fold", "crop") or cell.end != "\n":
-            return None
-        return row_key, column_key, cell
+    def resize_content(self) -> None:
+        """Set the scrollable size from the column widths and the rows."""
+        width = sum(self.widths) + 2 * CELL_PADDING * len(self.widths)
+        self.virtual_size = Size(width, self.row_count + HEADER_LINES)
 
     def index_of(self, key: str) -> int:
-        """The index of a row, adding pending rows up to it first."""
-        index = self._row_order.index(key)
-        self._add_up_to(index + 1)
-        return index
+        """The index of a row."""
+        return self.row_order.index(key)
 
     @property
     def current_row(self) -> Row | None:
         """The view-model row under the cursor."""
-        order = self._row_order
+        order = self.row_order
         if not order or not 0 <= self.cursor_row < len(order):
             return None
         return self.rows_by_key.get(order[self.cursor_row])
+
+    def cells_of(self, key: str) -> list[Text]:
+        """The styled cells of a row, as drawn."""
+        return self.prepared.cells[self.index_of(key)]
+
+    # ---- the cursor -------------------------------------------------------------------------
+
+    def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> None:
+        """Put the cursor on row `row` (clamped to the list), scrolling it into view."""
+        last = self.row_count - 1
+        row = max(0, min(row, last))
+        previous, self.cursor_row = self.cursor_row, row
+        if scroll:
+            self.scroll_to_cursor(animate=animate)
+        if row != previous:
+            self.refresh_lines(previous + HEADER_LINES)
+            self.refresh_lines(row + HEADER_LINES)
+            self.post_message(self.RowHighlighted(self, self.current_row))
+
+    def scroll_to_cursor(self, *, animate: bool = False) -> None:
+        """Scroll so that the cursor's row is on screen, below the header."""
+        if not self.size.height:
+            self.call_after_refresh(self.scroll_to_cursor)
+            return
+        visible = max(1, self.scrollable_content_region.height - HEADER_LINES)
+        top = round(self.scroll_target_y)
+        if self.cursor_row < top:
+            top = self.cursor_row
+        elif self.cursor_row >= top + visible:
+            top = self.cursor_row - visible + 1
+        else:
+            return
+        self.scroll_to(y=top, animate=animate, force=True, immediate=not animate)
+
+    def page(self) -> int:
+        """Rows in one page of the list."""
+        return max(1, self.scrollable_content_region.height - HEADER_LINES)
+
+    def action_cursor_up(self) -> None:
+        """One row up."""
+        self.set_hover(None)
+        self.move_cursor(row=self.cursor_row - 1)
+
+    def action_cursor_down(self) -> None:
+        """One row down."""
+        self.set_hover(None)
+        self.move_cursor(row=self.cursor_row + 1)
+
+    def action_page_down(self) -> None:
+        """One page down, the cursor keeping its place on the screen."""
+        self.set_hover(None)
+        self.scroll_to(y=self.scroll_target_y + self.page(), animate=False, force=True)
+        self.move_cursor(row=self.cursor_row + self.page())
+
+    def action_page_up(self) -> None:
+        """One page up, the cursor keeping its place on the screen."""
+        self.set_hover(None)
+        self.scroll_to(y=self.scroll_target_y - self.page(), animate=False, force=True)
+        self.move_cursor(row=self.cursor_row - self.page())
+
+    def action_first_row(self) -> None:
+        """The first row."""
+        self.set_hover(None)
+        self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        """The last row."""
+        self.set_hover(None)
+        self.move_cursor(row=self.row_count - 1)
+
+    def action_scroll_home(self) -> None:
+        """Scroll to the first column."""
+        self.scroll_to(x=0, animate=False)
+
+    def action_scroll_end(self) -> None:
+        """Scroll to the last column."""
+        self.scroll_to(x=self.max_scroll_x, animate=False)
+
+    def action_select_cursor(self) -> None:
+        """Post RowSelected for the row under the cursor."""
+        row = self.current_row
+        if row is not None:
+            self.post_message(self.RowSelected(self, row))
+
+    # ---- the mouse --------------------------------------------------------------------------
+
+    def on_click(self, event: events.Click) -> None:
+        """A header click sorts; a row click moves the cursor there, or selects its row."""
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        if offset.y < HEADER_LINES:
+            column = self.column_at(offset.x + round(self.scroll_x))
+            if column is not None:
+                self.post_message(self.HeaderSelected(self, self.column_keys[column]))
+            return
+        row = round(self.scroll_y) + offset.y - HEADER_LINES
+        if not 0 <= row < self.row_count:
+            return
+        event.stop()
+        if row == self.cursor_row:
+            self.action_select_cursor()
+        else:
+            self.move_cursor(row=row)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        """Highlight the row (or the header) under the mouse."""
+        offset = event.get_content_offset(self)
+        line = None
+        if offset is not None:
+            line = offset.y
+            if line >= HEADER_LINES:
+                line += round(self.scroll_y)
+                if line - HEADER_LINES >= self.row_count:
+                    line = None
+        self.set_hover(line)
+
+    def on_leave(self, event: events.Leave) -> None:
+        """No hover once the mouse has left."""
+        self.set_hover(None)
+
+    def set_hover(self, line: int | None) -> None:
+        """Highlight `line` (list coordinates, 0 the header) as under the mouse, or none."""
+        if line != self.hover_line:
+            for old in (self.hover_line, line):
+                if old is not None:
+                    self.refresh_lines(old)
+            self.hover_line = line
+
+    def column_at(self, x: int) -> int | None:
+        """The column at x (list coordinates), or None past the last one."""
+        right = 0
+        for column, width in enumerate(self.widths):
+            right += width + 2 * CELL_PADDING
+            if x < right:
+                return column
+        return None
+
+    def refresh_lines(self, y_start: int, line_count: int = 1) -> None:
+        """Refresh lines in list coordinates (the header is line 0, always on screen)."""
+        if y_start < HEADER_LINES:
+            self.refresh(Region(0, 0, self.size.width, HEADER_LINES))
+            return
+        super().refresh_lines(y_start, line_count)
+
+    # ---- drawing ----------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        """One line of the list: the header on top, then the rows from the scroll offset."""
+        width = self.size.width
+        base_style = self.rich_style
+        scroll_x, scroll_y = self.scroll_offset
+        line = y if y < HEADER_LINES else y + scroll_y
+        index = line - HEADER_LINES
+        if index >= self.row_count:
+            return Strip.blank(width, base_style)
+        if index < 0:
+            cells = self.labels
+            row_style = self.get_component_rich_style("flaketable--header")
+        else:
+            cells = self.prepared.cells[index]
+            zebra = "flaketable--odd-row" if index % 2 else "flaketable--even-row"
+            row_style = self.get_component_rich_style(zebra)
+            self.note_widths(cells)
+        component, post = self.highlight(index, hover=self.hover_line == line)
+        pre_style = row_style + component
+        edge_base = pre_style + post
+        segments: list[Segment] = []
+        for column, (text, content_width) in enumerate(zip(cells, self.widths, strict=False)):
+            # Each cell's segments carry its place, as Rich metadata: the cells stay apart in
+            # exported screenshots, and any handler of mouse events can read where it points.
+            meta = Style.from_meta({"row": index, "column": column})
+            text_style = pre_style + style_of(text) + post + meta
+            cell_width = content_width + 2 * CELL_PADDING
+            segments += cell_segments(text, cell_width, edge_base + meta, text_style)
+        table_width = sum(self.widths) + 2 * CELL_PADDING * len(self.widths)
+        # The rest of the line, in the row's style (the cursor's, for the cursor row).
+        rest = Style.from_meta({"row": index, "column": 0, "out_of_bounds": True})
+        segments.append(Segment(" " * max(0, width - table_width), pre_style + rest))
+        strip = Strip(segments).crop(scroll_x, scroll_x + width)
+        return strip.adjust_cell_length(width, base_style).simplify()
+
+    def highlight(self, index: int, *, hover: bool) -> tuple[Style, Style]:
+        """The cursor and hover styles of row `index` (-1: the header), and the colours they
+        force over the cells' own (those of the cursor)."""
+        component = Style()
+        if hover:
+            component += self.get_component_rich_style("flaketable--hover")
+            if index < 0:
+                component += self.get_component_rich_style("flaketable--header-hover")
+        if index >= 0 and index == self.cursor_row:
+            component += self.get_component_rich_style("flaketable--cursor")
+        post = Style.from_color(component.color) + Style.from_color(bgcolor=component.bgcolor)
+        return component, post
+
+    def note_widths(self, cells: list[Text]) -> None:
+        """Widen the columns after this paint when a row drawn now is wider than they are."""
+        if self.widening:
+            return
+        for text, width in zip(cells, self.widths, strict=False):
+            if cell_len(text.plain) > width:
+                self.widening = True
+                self.call_after_refresh(self.widen)
+                return
+
+    def widen(self) -> None:
+        """Measure the made cells again and widen the columns to them."""
+        self.widening = False
+        widths = measure(self.prepared.cells, len(self.column_keys))
+        self.widths = [max(*pair) for pair in zip(widths, self.widths, strict=True)]
+        self.resize_content()
+        self.refresh()

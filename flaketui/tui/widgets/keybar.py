@@ -99,7 +99,7 @@ class KeyBar(Widget, can_focus=False):
         self._spans = spans
         return line
 
-    async def _on_click(self, event: events.Click) -> None:
+    async def on_click(self, event: events.Click) -> None:
         """Run the action of the key under the pointer, as pressing it would."""
         for start, end, node, binding in self._spans:
             if start <= event.x < end:

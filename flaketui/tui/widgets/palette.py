@@ -1,4 +1,4 @@
-"""Rich styles for cell text that tcss cannot reach (cells of a DataTable, plot colours)."""
+"""Rich styles for cell text that tcss cannot reach (the ranked list's cells, plot colours)."""
 
 from __future__ import annotations
 

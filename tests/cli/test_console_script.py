@@ -1,0 +1,105 @@
+"""The `flaketui` console script: `flaketui HISTORY` opens the app; user errors are one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flaketui.core.history.store import open_history
+
+NOW_TEXT = "2026-11-30T18:00:00Z"
+
+# The console script, with the app's run replaced by a report of what it would show.
+SHOWN_APP = """
+import json, sys
+import flaketui.tui.app as app_module
+
+app_module.FlaketuiApp.run = lambda self: print(json.dumps(
+    {"source": str(self.source.path), "now": str(self.source.requested_now),
+     "skip": self.source.skip_path.name}))
+sys.argv = ["flaketui", *sys.argv[1:]]
+from flaketui.cli import main
+main()
+"""
+
+RAISING_APP = """
+import sys
+import flaketui.tui.app as app_module
+from flaketui.core.errors import FlaketuiError
+
+def run(self):
+    raise {raised}
+
+app_module.FlaketuiApp.run = run
+sys.argv = ["flaketui", *sys.argv[1:]]
+from flaketui.cli import main
+main()
+"""
+
+
+def _console(code: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+@pytest.fixture
+def empty_history(tmp_path: Path) -> Path:
+    """A valid history with no runs."""
+    path = tmp_path / "history.db"
+    open_history(path).conn.close()
+    return path
+
+
+@pytest.mark.parametrize("prefix", [[], ["open"]])
+def test_history_alone_or_after_open_runs_the_app(
+    empty_history: Path, tmp_path: Path, prefix: list[str]
+) -> None:
+    args = [*prefix, str(empty_history), "--now", NOW_TEXT, "--skip-file", "q.json"]
+    done = _console(SHOWN_APP, args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {
+        "source": str(empty_history),
+        "now": "2026-11-30 18:00:00+00:00",
+        "skip": "q.json",
+    }
+
+
+@pytest.mark.parametrize("content", [b"not a database at all", b""])
+def test_a_history_open_refuses_is_one_line_before_any_screen(
+    tmp_path: Path, content: bytes
+) -> None:
+    bad = tmp_path / "history.db"
+    bad.write_bytes(content)
+    done = _console(SHOWN_APP, [str(bad), "--now", NOW_TEXT], tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("raised", "line"),
+    [('FlaketuiError("history.db: gone")', "Error: history.db: gone"),
+     ("KeyboardInterrupt()", "Error: interrupted")],
+)  # fmt: skip
+def test_a_user_error_while_the_app_runs_is_one_line(
+    empty_history: Path, tmp_path: Path, raised: str, line: str
+) -> None:
+    args = [str(empty_history), "--now", NOW_TEXT]
+    done = _console(RAISING_APP.format(raised=raised), args, tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [line]
+
+
+def test_options_and_commands_still_reach_click(tmp_path: Path) -> None:
+    done = _console(SHOWN_APP, ["--version"], tmp_path)
+    assert done.returncode == 0 and "flaketui" in done.stdout
+    done = _console(SHOWN_APP, ["report", "--help"], tmp_path)
+    assert done.returncode == 0 and "Usage: flaketui report" in done.stdout
+    done = _console(SHOWN_APP, ["--bogus"], tmp_path)
+    assert done.returncode == 2 and "No such option" in done.stderr
