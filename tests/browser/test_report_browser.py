@@ -185,6 +185,8 @@ def test_phone_width_and_print(
     page.emulate_media(media="print")
     assert not page.locator("#filter").is_visible()
     assert page.locator("#details").is_visible()
+    page.set_viewport_size({"width": 794, "height": 1123})  # A4 at 96 dpi
+    assert page.evaluate("document.documentElement.scrollWidth") <= 794
     screenshot = tmp_path / "phone.png"
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 0

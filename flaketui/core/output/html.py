@@ -78,7 +78,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 td.id{overflow-wrap:anywhere;min-width:12rem;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;
 font-size:.92em}
 tr:nth-child(even) td{background:var(--alt)}
-.reason{color:var(--muted);min-width:10rem}
+.reason{color:var(--muted);min-width:10rem;overflow-wrap:anywhere}
 svg{display:block}svg.spark polyline{fill:none;stroke:var(--flaky);stroke-width:1.5}
 svg.spark line{stroke:var(--line);stroke-dasharray:2 2}
 .heat{display:grid;grid-template-columns:minmax(8rem,22rem) 1fr;gap:.15rem .6rem;
@@ -97,9 +97,18 @@ margin:.2rem 0;max-height:12rem;overflow:auto;font-size:.85em}
 .empty{color:var(--muted);font-style:italic}
 .plots{display:flex;flex-wrap:wrap;gap:0 2rem}h4{margin:.6rem 0 .2rem;font-size:.92rem}
 @media (max-width:700px){body{padding:.5rem;font-size:13px}
-.wide{display:none}.heat{grid-template-columns:1fr}.counts li{min-width:5.5rem}}
-@media print{.controls{display:none}th{position:static}body{max-width:none;padding:0}
-th[data-sort]::after{content:""}tr,.heat>*{break-inside:avoid}.scroll{overflow:visible}
+.wide{display:none}.heat{grid-template-columns:1fr}.counts li{min-width:5.5rem}
+#tests thead tr{display:flex;flex-wrap:wrap;gap:.25rem}
+#tests th{border:1px solid var(--line);border-radius:4px;padding:.15rem .4rem}
+#tests tbody tr{display:flex;flex-wrap:wrap;gap:.1rem .8rem;padding:.45rem .2rem;
+border-bottom:1px solid var(--line)}
+#tests tbody tr:nth-child(even){background:var(--alt)}
+#tests td{border:0;padding:0;background:none}
+#tests td.id{flex:1 1 calc(100% - 3rem);min-width:0}#tests td.reason{flex-basis:100%;min-width:0}
+#tests td[data-label]::before{content:attr(data-label) " ";color:var(--muted)}}
+@media print{.controls{display:none}th{position:static}body{max-width:none;padding:0;
+font-size:9pt}th[data-sort]::after{content:""}tr,.heat>*{break-inside:avoid}
+.scroll{overflow:visible}.wide{display:none}td.id{min-width:16em}.reason{min-width:0}
 a{color:inherit;text-decoration:none}}
 """
 
@@ -133,6 +142,11 @@ if(box){box.addEventListener('input',apply);pick.addEventListener('change',apply
 def e(value: object) -> str:
     """CI data as HTML text (quotes escaped too, so it is safe in attributes)."""
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def breakable(test_id: str) -> str:
+    """A test id as HTML text that may wrap after each `/` and `::` of its path."""
+    return e(test_id).replace("/", "/<wbr>").replace("::", "::<wbr>")
 
 
 @dataclass(slots=True)
@@ -251,17 +265,19 @@ def _test_table(
     rows = []
     for test in tests:
         shown, order = _rank(test)
-        name = e(test.test_id)
+        name = breakable(test.test_id)
         if test.test_id in anchors:
             name = f'<a href="#{anchors[test.test_id]}">{name}</a>'
         scores = test.scores
         rows.append(
             f'<tr data-verdict="{e(test.verdict)}"><td class="num" data-v="{order}">{shown}</td>'
             f'<td class="id">{name}</td><td class="v-{e(test.verdict)}">{e(test.verdict)}</td>'
-            f'<td class="num">{scores.damage:.3f}</td>'
+            f'<td class="num" data-label="damage">{scores.damage:.3f}</td>'
             f'<td class="num wide">{scores.recency_score:.3f}</td>'
-            f'<td class="num">{scores.runs}</td><td class="num">{scores.flaky_runs}</td>'
-            f'<td class="num wide">{scores.failed_runs}</td><td>{e(test.owner or "-")}</td>'
+            f'<td class="num" data-label="runs">{scores.runs}</td>'
+            f'<td class="num" data-label="flaky">{scores.flaky_runs}</td>'
+            f'<td class="num wide">{scores.failed_runs}</td>'
+            f'<td data-label="owner">{e(test.owner or "-")}</td>'
             f'<td class="wide">{sparkline_svg(test.daily_scores, threshold)}</td>'
             f'<td class="reason">{e(test.reason)}</td></tr>'
         )
@@ -302,7 +318,7 @@ def _regressions(tests: Iterable[TestVerdict], anchors: dict[str, str]) -> list[
         ]
     rows = []
     for test in regressions:
-        name = e(test.test_id)
+        name = breakable(test.test_id)
         if test.test_id in anchors:
             name = f'<a href="#{anchors[test.test_id]}">{name}</a>'
         rows.append(
@@ -360,7 +376,8 @@ def _heatmap(details: Sequence[TestDetail]) -> list[str]:
     if not details:
         return [*head, '<p class="empty">No flaky or regressed tests.</p></section>']
     rows = [
-        f'<div class="id">{e(d.test.test_id)}</div><div class="scroll">{heatmap_svg(d.runs)}</div>'
+        f'<div class="id">{breakable(d.test.test_id)}</div>'
+        f'<div class="scroll">{heatmap_svg(d.runs)}</div>'
         for d in details
     ]
     return [*head, '<div class="heat">', *rows, "</div></section>"]
@@ -409,7 +426,7 @@ def _details(details: Sequence[TestDetail]) -> list[str]:
         if pivot is None:
             continue
         out.append(
-            f'<article class="detail" id="t{index}"><h3>{e(test.test_id)}</h3>'
+            f'<article class="detail" id="t{index}"><h3>{breakable(test.test_id)}</h3>'
             f'<p class="meta"><span class="v-{e(test.verdict)}">{e(test.verdict)}</span> · '
             f"{e(test.reason)} · owner {e(test.owner or '-')}</p>"
         )
