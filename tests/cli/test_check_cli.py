@@ -6,17 +6,20 @@ The summary is compared with tests/cli/expected/check_summary.md; run pytest wit
 
 from __future__ import annotations
 
+import html
 import json
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from flaketui.cli.commands import cli
 from flaketui.core.history.store import open_history
-from flaketui.core.output.check import md_text
+from flaketui.core.output.check import md_text, one_line
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)
@@ -266,3 +269,14 @@ def test_md_text_escapes_markup() -> None:
     assert md_text("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
     assert md_text("line1\nline2\x1b[31m") == "line1 line2 \\[31m"
     assert md_text(None) == "-"
+
+
+@given(st.text(max_size=60))
+def test_md_text_renders_as_the_same_text(text: str) -> None:
+    # Whatever CI sends, the rendered paragraph holds exactly that text, flattened to one line.
+    markdown = MarkdownIt("commonmark").enable("table")
+    rendered = markdown.render(f"x {md_text(text)} y")
+    assert html.unescape(rendered) == f"<p>x {one_line(text) or '-'} y</p>\n"
+    # In a table cell it stays in its cell.
+    row = markdown.render(f"| a | b |\n|---|---|\n| {md_text(text)} | z |\n")
+    assert "<td>z</td>" in row

@@ -235,9 +235,10 @@ def _failures(result: CheckResult) -> list[tuple[str, str]]:
 
 def md_text(value: object) -> str:
     """CI data as inert Markdown text: one line, HTML-escaped, Markdown punctuation escaped."""
-    if value is None or value == "":
+    flat = "" if value is None else one_line(value)
+    if not flat:
         return "-"
-    return _MD_SPECIALS.sub(r"\\\1", html.escape(one_line(value), quote=True))
+    return _MD_SPECIALS.sub(r"\\\1", html.escape(flat, quote=True))
 
 
 def _shorten(text: str | None) -> str | None:
