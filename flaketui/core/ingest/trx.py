@@ -1,10 +1,10 @@
 """Stream test results out of .NET TRX files (``dotnet test --logger trx``, VSTest, MSTest).
 
 Read with defusedxml's iterparse, which refuses DTDs, entity declarations and external
-references before anything is expanded or fetched; each result element is cleared once read,
-so memory stays flat in the file size. Two passes: the first collects the test definitions
-(``UnitTest`` id -> ``TestMethod`` class name), which TRX writes after the results; the second
-yields the results.
+references before anything is expanded or fetched; each element is dropped once read, so
+memory does not grow with the file's outputs and messages. Two passes: the first collects the
+test definitions (``UnitTest`` id -> ``TestMethod`` class name, about 80 bytes per distinct
+test, class names shared), which TRX writes after the results; the second yields the results.
 
 Decisions where producers differ:
 - Test id: ``Class.Name::method`` from the definition's ``className`` (an assembly-qualified
@@ -26,6 +26,8 @@ Decisions where producers differ:
 from __future__ import annotations
 
 import re
+import sys
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import datetime
@@ -51,17 +53,38 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-def _events(path: Path, events: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
-    """iterparse events with every parser problem turned into one-line ReportErrors."""
+def _events(path: Path) -> Iterator[tuple[str, Any, Any]]:
+    """(event, element, parent) for each start and end, parser problems as one-line ReportErrors.
+
+    Once the reader is done with an element two levels under the root (a result, a test
+    definition, an entry), it is dropped: the tree never holds more than the open elements and
+    the one being read.
+    """
     label = str(path)
+    stack: list[Any] = []
     try:
         with path.open("rb") as stream:
             if not stream.read(1):
                 raise ReportError(f"{label}: empty file")
             stream.seek(0)
-            yield from iterparse(
-                stream, events=events, forbid_dtd=True, forbid_entities=True, forbid_external=True
-            )
+            for event, elem in iterparse(
+                stream,
+                events=("start", "end"),
+                forbid_dtd=True,
+                forbid_entities=True,
+                forbid_external=True,
+            ):
+                if event == "start":
+                    yield event, elem, stack[-1] if stack else None
+                    stack.append(elem)
+                    continue
+                stack.pop()
+                parent = stack[-1] if stack else None
+                yield event, elem, parent
+                if len(stack) == 2 and parent is not None:
+                    # A grandchild of the root (a result, a definition, an entry) was read:
+                    # drop it and its earlier siblings.
+                    parent.clear()
     except OSError as exc:
         raise ReportError(f"{label}: cannot read ({exc.strerror or exc})") from exc
     except DefusedXmlException:
@@ -72,25 +95,20 @@ def _events(path: Path, events: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
         raise ReportError(f"{label}:{line}: {reason}") from None
 
 
-def _class_names(path: Path) -> dict[str, str]:
+def _class_names(path: Path) -> dict[int | str, str]:
     """Test definition id -> class name (first pass); ReportError when the root is not TRX."""
-    classes: dict[str, str] = {}
+    classes: dict[int | str, str] = {}
     unit_id: str | None = None
-    first = True
-    for event, elem in _events(path, ("start", "end")):
+    for event, elem, parent in _events(path):
         tag = _local(elem.tag)
-        if first:
-            if tag != "TestRun":
-                raise ReportError(f"{path}: not a TRX report (root element <{tag}>)")
-            first = False
+        if parent is None and event == "start" and tag != "TestRun":
+            raise ReportError(f"{path}: not a TRX report (root element <{tag}>)")
         if event == "start":
             if tag == "UnitTest":
                 unit_id = elem.get("id")
             continue
         if tag == "TestMethod" and unit_id and elem.get("className"):
-            classes[unit_id] = str(elem.get("className")).split(",")[0].strip()
-        if tag in ("UnitTest", "UnitTestResult", "Results"):
-            elem.clear()
+            classes[_key(unit_id)] = sys.intern(str(elem.get("className")).split(",")[0].strip())
     return classes
 
 
@@ -128,9 +146,17 @@ def _message(result: Any) -> str | None:
     return text[:MESSAGE_CAP_CHARS] if text else None
 
 
-def _test_id(result: Any, classes: dict[str, str]) -> str:
+def _key(test_id: str) -> int | str:
+    """A definition id as a small key: a GUID's 128-bit integer, else the text itself."""
+    try:
+        return uuid.UUID(test_id).int
+    except ValueError:
+        return test_id
+
+
+def _test_id(result: Any, classes: dict[int | str, str]) -> str:
     name = (result.get("testName") or "").strip()
-    class_name = classes.get(result.get("testId") or "")
+    class_name = classes.get(_key(result.get("testId") or ""))
     if not class_name:
         return name or "(unnamed)"
     if name.startswith(class_name + "."):
@@ -142,18 +168,15 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
     """Stream one TRX file's results as the writer's rows; ReportError on bad input."""
     path = Path(path)
     classes = _class_names(path)
-    depth = 0  # UnitTestResult nesting: inner results of a data-driven test are at depth 2
-    has_inner: list[bool] = []
-    for event, elem in _events(path, ("start", "end")):
+    has_inner: list[bool] = []  # per open UnitTestResult: whether it holds inner results
+    for event, elem, _parent in _events(path):
         if _local(elem.tag) != "UnitTestResult":
             continue
         if event == "start":
-            depth += 1
             if has_inner:
                 has_inner[-1] = True
             has_inner.append(False)
             continue
-        depth -= 1
         if not has_inner.pop():
             attempt: AttemptRow = (
                 _outcome(elem.get("outcome")),
@@ -162,13 +185,13 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
                 None,
             )
             yield _test_id(elem, classes), None, (attempt,)
-        if depth == 0:
-            elem.clear()
 
 
 def report_timestamp(path: Path) -> datetime | None:
     """``Times/@start`` (else ``@creation``) as aware UTC, when plausible."""
-    for _event, elem in _events(Path(path), ("end",)):
+    for event, elem, _parent in _events(Path(path)):
+        if event != "end":
+            continue
         if _local(elem.tag) == "Times":
             for key in ("start", "creation"):
                 moment = parse_report_timestamp(elem.get(key) or "")
