@@ -11,7 +11,8 @@ Reasons, each enabled by `fail_on` (all of them by default):
 - `damage` (only with a ceiling): the flaky tests' damage, summed, above the ceiling.
 
 The Markdown summary lists the new flaky tests, the new regressions with their first bad commit,
-and the quarantines added, released (audit log) or expired since the point. Everything that came
+and the quarantines added, released (audit log) or expired since the point (entries that expired
+before it are named once more, since they are still in the skip file). Everything that came
 from CI (test ids, reasons, owners, commits) is escaped twice: HTML-escaped, since GitHub and
 GitLab render HTML in Markdown, and backslash-escaped, so it cannot open a link, a table cell or
 emphasis.
@@ -316,15 +317,27 @@ def render_summary(result: CheckResult) -> str:
     out += ["", "#### Quarantines", ""]
     out += _quarantine_lines("Added", result.added)
     out += _quarantine_lines("Released", result.released)
-    if result.expired:
-        out.append(f"- Expired ({len(result.expired)}):")
-        for entry in result.expired:
+    recent = [e for e in result.expired if e.expires is not None and e.expires > result.since]
+    if recent:
+        out.append(f"- Expired ({len(recent)}):")
+        for entry in recent:
             expires = to_iso(entry.expires) if entry.expires is not None else "-"
             out.append(
                 f"  - {md_text(entry.test_id)}, expired {expires}, owner {md_text(entry.owner)}"
             )
     else:
         out.append("- Expired: none.")
+    older = len(result.expired) - len(recent)
+    if older:
+        out.append(
+            f"- {older} more expired before, still in the skip file: "
+            + ", ".join(
+                f"{md_text(e.test_id)} (owner {md_text(e.owner)})"
+                for e in result.expired
+                if e not in recent
+            )
+            + "."
+        )
     return "\n".join(out) + "\n"
 
 
