@@ -1,9 +1,9 @@
-"""Benchmark the app: start-up to the first ranked screen beside a bare Textual app (SPEC §9).
+"""Benchmark the app: start-up to the first ranked screen beside a bare Textual app.
 
 Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH] [--editable]
 
 The history is bench/generate.py's cached one for (results, seed), or --history. Medians of
---repeat interleaved rounds, each measured in a fresh Python process (start-up is what SPEC §9
+--repeat interleaved rounds, each measured in a fresh Python process (start-up is what the target
 compares: interpreter, imports, first paint; "about 1 s here" for the bare app), two ways:
 - on a real pseudo-terminal of SIZE (in_terminal), the headline keys:
   - bare_app_s: spawn to the bare Textual app's empty DataTable header drawn on the terminal;

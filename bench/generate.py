@@ -2,7 +2,7 @@
 
 Usage: python bench/generate.py --results 1000000 [--seed 6] [--out PATH]
 
-Shape (issue 6): runs spread over the 90 days before NOW, about 10 a day on main, as many PR
+Shape: runs spread over the 90 days before NOW, about 10 a day on main, as many PR
 runs and one nightly; 1 000 to 10 000 tests (a third parametrized); a few percent flaky, a few
 regressions on main; retries once in the `ci` suite (main and PR), never in `nightly`; failure
 messages with volatile parts (addresses, ports, temp paths, timings, ids); PR commits that edit

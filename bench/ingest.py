@@ -1,4 +1,4 @@
-"""Benchmark JUnit ingest against a bare streaming parse of the same files (SPEC §9).
+"""Benchmark JUnit ingest against a bare streaming parse of the same files.
 
 Usage: python bench/ingest.py --results 100000 [--repeat 3] [--seed 6]
        python bench/ingest.py --report-mb 500      (one big report: peak memory)
@@ -9,16 +9,16 @@ of the suite in each, failure messages with volatile parts), then medians of --r
   (the history is created and opened before the clock starts: once per history, not per report);
 - parse_s: the anchor, expat fed 64 KiB chunks with one start-element handler counting
   <testcase>: the floor of reading the same bytes as XML, nothing built or stored;
-- store_floor_s (informational, not an anchor of §9): inserting rows already built from the same
+- store_floor_s (informational, not an anchor): inserting rows already built from the same
   files, one `results` and one `test_runs` row per result with the real schema and indexes, one
   transaction per file: what the schema costs a writer that computes nothing;
 - backfill_s (informational): the same runs, with the same metadata, as one manifest backfill
   (`flaketui ingest --manifest`), which commits runs in batches; backfill_ratio = it / parse;
 - parser_s (informational): flaketui's own parser yielding every case row, nothing stored;
 - append_floor_s (informational): the same built rows appended to tables with no key, index or
-  constraint, a transaction per file: the least any schema keeping SPEC §2's rows can pay here.
+  constraint, a transaction per file: the least any schema keeping the history's rows can pay here.
   parser_s + append_floor_s is a lower bound for a single-threaded ingest of these files
-  (lower_bound_ratio): what §9's 2.5 would have to fit in.
+  (lower_bound_ratio): what the 2.5 target would have to fit in.
 --report-mb M: one report of about M MB is ingested by a child process; peak_rss_mb is that
 child's peak resident set (import_rss_mb: the same child doing nothing but the imports).
 The last stdout line is one JSON object: results, results_per_s, parse_ratio (ingest / parse,
@@ -289,7 +289,7 @@ def append_floor(paths: list[Path], db_path: Path) -> float:
     """Informational: seconds to append the same built rows to tables with no key, no index and
     no constraint, in a WAL history as flaketui opens one, one transaction per file.
 
-    The least any design can pay in this process to keep what SPEC §2 stores per run (a row per
+    The least any design can pay in this process to keep what the history stores per run (a row per
     attempt, a row per test and run) with each run committed on its own: every per-test ordering
     (a key or index on the test, the rollups) costs on top of it.
     """

@@ -1,4 +1,4 @@
-"""Benchmark moving around the app: how long each key takes to change the screen (SPEC §9).
+"""Benchmark moving around the app: how long each key takes to change the screen.
 
 Usage: python bench/keys.py --results 1000000 --tests 50000 [--repeat 3] [--history PATH]
 

@@ -1,4 +1,4 @@
-"""Benchmark the recording plugin's overhead on a generated N-test suite (SPEC §9).
+"""Benchmark the recording plugin's overhead on a generated N-test suite.
 
 Usage: python bench/plugin.py --tests 5000 [--pairs 15] [--lean] [--editable]
                               [--instructions] [--simultaneous]
@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, install_copy, loadavg, log, machine, median
 
 TESTS_PER_FILE = 500
-TARGET = 0.05  # SPEC §9: under 5 %
+TARGET = 0.05  # the target: under 5 %
 CI_LEVEL = 0.95
 
 

@@ -1,4 +1,4 @@
-"""Benchmark a full rescore against its two anchors, in one process, on one history (SPEC §9).
+"""Benchmark a full rescore against its two anchors, in one process, on one history.
 
 Usage: python bench/scoring.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH]
 
@@ -7,7 +7,7 @@ Medians of --repeat interleaved rounds of:
   family and signature group, verdicts and ranks: what `flaketui report` and the app rank by);
 - scan_s: the grouped-scan anchor, one pass over the raw result rows:
   SELECT test, count(*), sum(outcome != 'pass') FROM results GROUP BY test;
-- pandas_s: seed 004's score vectorised: one query of the counted (test, run) rows, the decay
+- pandas_s: the recency score vectorised: one query of the counted (test, run) rows, the decay
   and branch weights as column arithmetic, one groupby; no Python loop over rows.
 The last stdout line is one JSON object: results, rescore_s, scan_s, pandas_s, scan_ratio
 (rescore / scan, target <= 1.0), pandas_speedup (pandas / rescore, target >= 5) and
@@ -41,7 +41,7 @@ from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import to_iso
 
 SCAN_SQL = "SELECT test, count(*), sum(outcome != 'pass') FROM results GROUP BY test"
-# The seed's "1 query": counted run-level rows, filters done by SQLite as any competent user would.
+# One query: counted run-level rows, filters done by SQLite as any competent user would.
 PANDAS_SQL = """
 SELECT tr.test, tr.ts, r.branch_kind, tr.outcome
 FROM test_runs tr JOIN runs r ON r.id = tr.run
@@ -56,7 +56,7 @@ def grouped_scan(conn: sqlite3.Connection) -> int:
 
 
 def pandas_scores(conn: sqlite3.Connection, config: Config) -> pd.Series:
-    """Seed 004's recency score per test id row, vectorised."""
+    """The recency score per test id row, vectorised."""
     start = to_iso(NOW - timedelta(days=config.window_days))
     frame = pd.read_sql_query(PANDAS_SQL, conn, params=(start, to_iso(NOW)))
     ts = pd.to_datetime(frame["ts"], format="%Y-%m-%dT%H:%M:%SZ", utc=True)

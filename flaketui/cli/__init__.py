@@ -2,7 +2,7 @@
 
 This module stays light (no click): for `flaketui HISTORY` the history starts being read before
 click and the commands are imported, and the app runs without them when the arguments are plain
-(flaketui.tui.early, SPEC §9 first ranked screen). The click group is flaketui.cli.group; `cli`
+(flaketui.tui.early: a sooner first screen). The click group is flaketui.cli.group; `cli`
 and `FlaketuiGroup` are importable from here too.
 """
 

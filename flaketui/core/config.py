@@ -13,12 +13,12 @@ from flaketui.core.errors import ConfigError
 
 @dataclass(frozen=True)
 class Config:
-    """Every tunable constant, with the defaults of the spec and the seed articles."""
+    """Every tunable constant, with their defaults (docs/scoring.md, docs/lifecycle.md)."""
 
     z: float = 1.96  # Wilson interval, ~95 %
     n_min: int = 10  # fewer runs than this: verdict 'insufficient'
     window_days: int = 90
-    half_life_days: float = 14.0  # recency score decay (seed 004)
+    half_life_days: float = 14.0  # recency score decay (exponential, by half-life)
     main_weight: float = 3.0
     other_weight: float = 1.0
     laplace_alpha: float = 2.0
@@ -28,7 +28,7 @@ class Config:
     non_gating_suites: tuple[str, ...] = ("nightly",)
     default_branches: tuple[str, ...] = ("main", "master")
     regression_low: float = 0.70  # Wilson low at or above: failing almost always
-    flaky_low_max: float = 0.50  # seed 000's flaky band upper edge on the Wilson low
+    flaky_low_max: float = 0.50  # upper edge of the high-rate flaky band on the Wilson low
     healthy_high: float = 0.10
     # Verdict rules (flaketui.core.scoring.verdicts): a bad stretch on the default branch needs this
     # many runs to be a break; streaks (bad for a change point, clean for a resolved incident)

@@ -17,7 +17,7 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value. Decisi
   (its last LONG_REPORT_MAX_CHARS when longer); passes and skips store no message.
 - Writing problems after start-up (locked beyond the busy timeout, disk full) warn once and
   never fail the session; unwritten attempts are retried at session end.
-- Cost (SPEC §9: under 5 % of a 5 000-test suite): the history is opened with plain sqlite3
+- Cost (the target: under 5 % of a 5 000-test suite): the history is opened with plain sqlite3
   (sqlite-utils would import pandas and numpy), batches are FLUSH_EVERY_ATTEMPTS attempts or
   FLUSH_EVERY_SECONDS, whichever comes first, and the per-report work is a few dict operations.
   On a slow machine or disk the time-triggered batches space out so that writing them stays

@@ -1,4 +1,4 @@
-"""The skip-file half of the pytest plugin: honour the shared quarantine skip file (SPEC §8).
+"""The skip-file half of the pytest plugin: honour the shared quarantine skip file.
 
 `skip` entries are deselected; `run` entries run and keep their real outcome in every report,
 only the session's exit status ignores their failures. Under xdist the workers deselect (they
@@ -52,7 +52,7 @@ def _warn(config: pytest.Config, message: str) -> None:
 
 
 def _locate(config: pytest.Config) -> tuple[Path, str]:
-    """The skip file's path and its source, in the order of SPEC §8."""
+    """The skip file's path and its source, in the order docs/skip-file.md gives."""
     rootdir = Path(config.rootpath)
     ini_value = str(config.getini("flaketui_skip_file") or "").strip()
     ini = None

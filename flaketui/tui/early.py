@@ -2,7 +2,7 @@
 
 The console script calls start_early first thing. When its arguments are a plain request for
 the app, the ranking starts loading (startup.Preload) some 30-50 ms sooner than `open` could
-start it: the first ranked screen of a large history waits for that load (SPEC §9). Then
+start it: the first ranked screen of a large history waits for that load. Then
 open_early runs the app on that load without click, when the history passes `open`'s check;
 otherwise (or for anything this cannot parse) click runs `open`, which checks its arguments and
 the history as always and takes this load only when it reads exactly what they ask for

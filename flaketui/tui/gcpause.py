@@ -2,7 +2,7 @@
 
 A load allocates millions of short-lived objects; each allocation burst can trigger a full
 collection, which walks every tracked object holding the GIL, and the event loop feels that
-walk as a stall of hundreds of milliseconds (SPEC §9: no stall over 100 ms while loading).
+walk as a stall of hundreds of milliseconds (the target: no stall over 100 ms while loading).
 The collector is paused while any load runs and resumed when the last one ends, with what
 survived frozen; reference counting still frees everything that is not in a cycle meanwhile.
 

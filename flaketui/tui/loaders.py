@@ -170,7 +170,7 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
     stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
     with reading(source.path) as db:
-        # build_report applies the SPEC §1 clock itself (and flags a clamped now).
+        # build_report applies the report's clock itself (and flags a clamped now).
         report: Report = report_mod.build_report(
             db,
             now=source.requested_now,
@@ -258,7 +258,7 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
 
 
 def load_verdict_changes(source: Source, key: str, report: Report) -> list[Any]:
-    """The verdict changes of a test or family over the window, oldest first (SPEC §6).
+    """The verdict changes of a test or family over the window, oldest first.
 
     Apart from load_detail: it re-judges the target as of every day's end, a second or two
     for a big family, and the rest of the detail need not wait for it.

@@ -1,7 +1,7 @@
 """Before the UI exists: resolve where the app reads and writes, and start reading the ranking.
 
 Nothing here imports Textual, so `flaketui open` can start the first load in a thread and only
-then import the UI: the history is read while Textual starts (SPEC §9, first ranked screen).
+then import the UI: the history is read while Textual starts (first ranked screen).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ class Preload:
     complete report (groups, every daily series), the lifecycle states and suites.
     On Linux, while the process has a single thread (before Textual starts), the reading runs
     in a forked child process: scoring and the lifecycle replay are long pure-Python loops, and
-    in a thread they would hold the GIL the event loop needs, stalling the first screens
-    (SPEC §9). The child sends the results back pickled over a pipe and exits. Elsewhere, or
+    in a thread they would hold the GIL the event loop needs, stalling the first screens.
+    The child sends the results back pickled over a pipe and exits. Elsewhere, or
     once threads exist, a daemon thread does the same work in this process.
     """
 
@@ -96,7 +96,7 @@ class Preload:
         self._child_lock = threading.Lock()
         self._forked = False
         # The later steps are read (unpickled, or made in the thread) once asked for: before,
-        # their work would take the GIL from the first paint of the ranked list (SPEC §9).
+        # their work would take the GIL from the first paint of the ranked list.
         self._wanted = threading.Event()
         if allow_fork and _can_fork():
             self._fork()
@@ -273,7 +273,7 @@ def _by_fields() -> dict[type, Any]:
 
     Pickle's default for a slotted dataclass is a state of (name, value) pairs per object:
     on the first ranking of a 1 M-result history about 7 ms to pickle in the reader and 5 ms
-    to unpickle in the app, both on the way to the first ranked screen (SPEC §9); as tuples,
+    to unpickle in the app, both on the way to the first ranked screen; as tuples,
     about 3 and 2.5. Rebuilt through the class's __init__, so only for classes whose fields
     all go through it and which have no __post_init__ to run again.
     """

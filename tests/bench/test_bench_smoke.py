@@ -1,6 +1,6 @@
 """Tiny runs of every benchmark script: each works and prints one JSON object as its last line.
 
-No timing assertions (SPEC §9: figures go to BENCHMARKS.md, never into tests).
+No timing assertions (figures go to BENCHMARKS.md, never into tests).
 """
 
 from __future__ import annotations

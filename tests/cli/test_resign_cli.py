@@ -1,4 +1,4 @@
-"""Re-signing (SPEC §7): a new mask pattern or algorithm version regroups old messages."""
+"""Re-signing: a new mask pattern or algorithm version regroups old messages."""
 
 from __future__ import annotations
 

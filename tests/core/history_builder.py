@@ -9,7 +9,7 @@ Usage::
     hb.sequence("tests/test_b.py::test_b", "PPFRP", start=T0, step=timedelta(hours=6))
 
 Rows follow flaketui/core/history/store.py exactly (runs, run_changed_files, tests, signatures,
-results, test_runs), with the per-run outcome of SPEC §4 computed here, so tests can start
+results, test_runs), with the per-run outcome computed here, so tests can start
 from a known history without the ingest writer.
 """
 

@@ -1,4 +1,4 @@
-"""The quarantine lifecycle (SPEC §8): synthetic timelines through every transition and back."""
+"""The quarantine lifecycle: synthetic timelines through every transition and back."""
 
 from __future__ import annotations
 

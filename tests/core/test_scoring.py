@@ -28,7 +28,7 @@ Z2 = 1.96**2
 
 
 def test_wilson_all_failures_matches_closed_form() -> None:
-    # k = n: lo = n / (n + z^2); the spec's corrected figure for 10/10 is 0.72.
+    # k = n: lo = n / (n + z^2); for 10/10 that is 0.72.
     low, high = wilson_interval(10, 10)
     assert low == pytest.approx(10 / (10 + Z2))
     assert round(low, 2) == 0.72
@@ -48,8 +48,8 @@ def test_wilson_one_in_four_hand_computed() -> None:
     assert high == pytest.approx(0.69936, abs=1e-4)
 
 
-def test_wilson_seed_000_bands() -> None:
-    # seed 000: N = 10 separates p = 0.1 (lo 0.02, hi 0.44) and p = 0.8 (lo 0.44, hi 0.98)
+def test_wilson_bands_at_ten_runs() -> None:
+    # N = 10 separates p = 0.1 (lo 0.02, hi 0.44) and p = 0.8 (lo 0.44, hi 0.98)
     assert wilson_interval(1, 10) == pytest.approx((0.0179, 0.4042), abs=1e-3)
     assert wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-3)
 
@@ -83,8 +83,8 @@ def test_wilson_narrows_with_more_runs_at_the_same_rate(n: int, k_raw: int, fact
     assert high_more - low_more < high - low
 
 
-def test_flips_of_seed_003_sequences() -> None:
-    # Sequences exactly as printed in seed 003 (its 10/13 counts for B are off by its own data).
+def test_flips_of_a_broken_and_an_alternating_sequence() -> None:
+    # Two hand-written sequences, A and B, with their flip counts worked out by hand.
     a = [c == "F" for c in "PPPPPPPPPPFFFFFFFFFF"]
     b = [c == "F" for c in "PFPPFPFPFPPFPFPFPPFF"]
     assert flip_count(a) == 1
@@ -176,6 +176,6 @@ def test_flips_are_the_streak_boundaries(bad: list[bool]) -> None:
 
 
 def test_flip_rate_interval_hand_computed() -> None:
-    # Seed 003's B: 15 flips over 19 transitions -> Wilson (15, 19).
+    # Sequence B: 15 flips over 19 transitions -> Wilson (15, 19).
     assert flip_rate_interval(15, 20) == wilson_interval(15, 19)
     assert flip_rate_interval(15, 20)[0] == pytest.approx(0.5667, abs=1e-4)

@@ -1,4 +1,4 @@
-"""Failure signatures (SPEC §7): masks with readable placeholders, user patterns, versioning."""
+"""Failure signatures: masks with readable placeholders, user patterns, versioning."""
 
 from __future__ import annotations
 

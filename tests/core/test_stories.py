@@ -1,4 +1,4 @@
-"""Every story of sample_data/history.db lands where it belongs (issue 3 acceptance).
+"""Every story of sample_data/history.db lands where it belongs.
 
 The facts come from sample_data/stories.json; the history is scored as of its anchor.
 """

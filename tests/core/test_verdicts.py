@@ -1,4 +1,4 @@
-"""Each verdict rule of SPEC §6 on a synthetic history, with hand-checked numbers."""
+"""Each verdict rule on a synthetic history, with hand-checked numbers."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def verdict(db: sqlite_utils.Database, test_id: str, **kwargs) -> results.TestVe
     return next(t for t in report(db, **kwargs).tests if t.test_id == test_id)
 
 
-def test_seed_003_a_is_a_regression_and_b_is_flaky(
+def test_a_broken_test_is_a_regression_and_an_alternating_one_flaky(
     db: sqlite_utils.Database, hb: HistoryBuilder
 ) -> None:
     commits_a = [f"a{i:02d}" for i in range(1, 21)]
@@ -219,7 +219,7 @@ def test_very_rare_failure_without_flake_evidence_is_healthy(
 def test_rare_flake_with_evidence_stays_flaky(
     db: sqlite_utils.Database, hb: HistoryBuilder
 ) -> None:
-    # seed 003: a 3 % flake on a busy gating test is a standing tax, not noise.
+    # A 3 % flake on a busy gating test is a standing tax, not noise.
     hb.sequence(A, ("P" * 32 + "R") * 3, start=T0, step=timedelta(minutes=30))
     result = verdict(db, A)
     assert result.scores.wilson_high < 0.10
@@ -355,7 +355,7 @@ def test_clean_runs_in_one_burst_do_not_resolve_without_clean_days(
 def test_thin_family_is_flaky_as_a_family_through_quiet_spells(
     db: sqlite_utils.Database, hb: HistoryBuilder
 ) -> None:
-    # seed 004's shape: 12 params, one of them flaky in every 11th run (9 %), the last flake
+    # A fixture-leak shape: 12 params, one of them flaky in every 11th run (9 %), the last flake
     # 14 runs ago. Each param alone is thin; the family (pooled by run) stays flaky: after 9
     # bad of 99 runs (p = 0.09), 14 clean runs happen 27 % of the time, 32 would be needed.
     params = [f"tests/test_bill.py::test_rollup[p{i:02d}]" for i in range(12)]

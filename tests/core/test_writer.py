@@ -68,7 +68,7 @@ def test_parent_strips_one_trailing_param_block() -> None:
 
 
 def reference_outcome(outcomes: list[str]) -> tuple[str, int]:
-    """SPEC §4 per-run outcome and 'bad', spelled out independently of the SQL."""
+    """The per-run outcome and 'bad', spelled out independently of the SQL."""
     real = [o for o in outcomes if o != "skipped"]
     if not real:
         return "skipped", 0

@@ -208,7 +208,7 @@ def test_the_app_loading_while_ingest_writes_never_errors(tmp_path: Path) -> Non
     assert len(final.report.tests) == 1 + LISTED_PER_RUN * READ_RUNS
 
 
-# ---- issue 4: two `flaketui quarantine` processes started together, many times ---------------
+# ---- two `flaketui quarantine` processes started together, many times ---------------
 
 QUARANTINE_ROUNDS = 12
 PRESENT_ENTRIES = 300  # a skip file a real repository could have: each update re-reads it all

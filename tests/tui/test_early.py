@@ -184,7 +184,7 @@ def test_a_user_error_while_the_app_runs_is_one_line_as_under_click(
 
 def test_the_early_read_imports_only_what_the_reading_needs() -> None:
     # The forked reader starts from what is imported by then: click, Textual, Rich and the
-    # view modules would only delay the first ranking (SPEC §9).
+    # view modules would only delay the first ranking.
     probe = (
         "import sys, flaketui.cli, flaketui.tui.early\n"
         "late = ('click', 'textual', 'rich', 'flaketui.tui.viewmodel', 'flaketui.tui.actionmodel',"

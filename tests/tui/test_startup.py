@@ -168,7 +168,7 @@ def test_gc_is_paused_while_any_load_runs_and_restored_after() -> None:
 
 def test_the_app_starts_without_the_heavy_optional_imports() -> None:
     # Plotting (detail), Markdown (help), the dialogs' forms (TextArea) and sqlite-utils
-    # (pandas, numpy) load after the first screen, in workers: the start-up race of SPEC §9 is
+    # (pandas, numpy) load after the first screen, in workers: the start-up race is
     # against a bare Textual app.
     probe = (
         "import sys, flaketui.tui.startup, flaketui.tui.app\n"

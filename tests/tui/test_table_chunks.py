@@ -198,7 +198,7 @@ async def test_the_first_chunk_waits_for_the_first_screenful_to_be_painted(
     monkeypatch: object,
 ) -> None:
     # A chunk added before that paint would hold the event loop (and the GIL the thread
-    # writing the screen needs) just when the first ranked screen is due (SPEC §9).
+    # writing the screen needs) just when the first ranked screen is due.
     painted: list[int] = []
     render_lines = FlakeTable.render_lines
 

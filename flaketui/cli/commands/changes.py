@@ -1,4 +1,4 @@
-"""`flaketui changes`: the days a test's or family's verdict changed, over the window (SPEC §6)."""
+"""`flaketui changes`: the days a test's or family's verdict changed, over the window."""
 
 from __future__ import annotations
 

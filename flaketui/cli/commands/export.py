@@ -58,7 +58,7 @@ def export_command(
     skip = read_skip_file(path, explicit=skip_file is not None)
     history = open_history(db, create=False, readonly=True)
     requested = parse_iso(now) if now else None
-    # Verdicts as of the §1 effective now; expiry against the real clock (or --now).
+    # Verdicts as of the effective now; expiry against the real clock (or --now).
     moment, _clamped = effective_now(history, requested, config)
     expiry_now = requested or utc_now()
     report = None

@@ -1,4 +1,4 @@
-"""`flaketui lifecycle`: derive the quarantine lifecycle (SPEC §8), apply it, gate CI on it."""
+"""`flaketui lifecycle`: derive the quarantine lifecycle, apply it, gate CI on it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Merge other histories into one: copy their runs, remapping integer ids, idempotently.
 
-Rules (the spec leaves them open):
+Rules:
 - A run whose run_id is new to DEST is copied whole: its row (with its original ``source``),
   report-file hashes, changed files, results and recomputed per-test outcomes.
 - A run whose run_id DEST already has gains only the tests DEST's copy lacks (the other shards

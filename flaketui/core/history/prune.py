@@ -1,6 +1,6 @@
 """Retention: delete runs older than a cutoff, keeping rollups and the audit log consistent.
 
-Decisions where the spec is silent:
+Choices made here:
 - The cutoff is `now - older_than_days` on the real clock; a run with ts < cutoff goes, with
   its results, test-runs, report hashes and changed files (ON DELETE CASCADE).
 - The audit log is append-only and never pruned: a decision stays explained. A test named in it

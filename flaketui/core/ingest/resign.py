@@ -1,4 +1,4 @@
-"""Re-sign stored failure messages when the signature scheme changes (SPEC §7).
+"""Re-sign stored failure messages when the signature scheme changes.
 
 A signature depends on the normalisation algorithm (`SIGNATURE_VERSION`) and on the user's
 `mask_patterns`. The scheme a history was signed with is kept in `meta.signature_scheme`; a

@@ -3,7 +3,7 @@
 A (test, run) row is first written from the one case that brought the test's attempts; when more
 attempts of that test arrive in the same run (a repeat in one report, a later shard, a later
 recorder batch) the row is marked dirty and recomputed from the stored results by SQL, so the
-rules of SPEC §4 hold however attempts are split.
+counting rules hold however attempts are split.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ _UPSERT_TEST_RUN_UNEDITED_SQL = (
 
 
 def _run_outcome(failed: int, passed: int) -> str:
-    """SPEC §4 outcome of one test in one run from its attempt counts (mixed = flaky)."""
+    """The outcome of one test in one run from its attempt counts (mixed = flaky)."""
     if failed + passed == 0:
         return "skipped"
     if failed == 0:

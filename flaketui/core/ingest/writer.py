@@ -1,6 +1,6 @@
 """Write test results into the history: one run per transaction, idempotent per report file.
 
-Decisions where the spec is silent:
+Choices made here:
 - A run's metadata is fixed by the ingest that creates it; later shards only add results.
 - Repeats of a test id within a run (in one file, across shard files or across recorder batches)
   become successive attempts: numbering continues from the run's highest attempt for that test.
@@ -218,7 +218,7 @@ def _ingest_run(
         # A run created here was never counted by the rollups: each slice is appended.
         _after_write(conn, run_pk, appended=found is None)
     if was_empty:
-        # Every stored message was signed just now: record the scheme (SPEC §7, resign).
+        # Every stored message was signed just now: record the scheme (see resign).
         record_scheme(conn, config.mask_patterns)
     tests = int(
         conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
@@ -305,7 +305,7 @@ class RunRecorder:
             run_pk, ts = create_run(conn, self.meta, self.source, finished=0), to_iso(self.meta.ts)
             if first_run:
                 # Every stored message will be signed by this recorder: record the scheme in
-                # the run's first transaction, as ingest does (SPEC §7, resign).
+                # the run's first transaction, as ingest does (see resign).
                 record_scheme(conn, self.config.mask_patterns)
         else:
             run_pk, ts = found

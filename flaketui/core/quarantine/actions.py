@@ -1,4 +1,4 @@
-"""Quarantine and release: skip-file entries plus their append-only audit-log rows (SPEC §8).
+"""Quarantine and release: skip-file entries plus their append-only audit-log rows.
 
 Lock order, for every writer: the history's write transaction first, then the skip file's lock.
 """
@@ -177,7 +177,7 @@ def quarantine(
     Re-quarantining an entry updates it but keeps its original quarantined_at, so extending an
     entry does not reset the lifecycle clock. force quarantines an id absent from the history.
     Owners come from CODEOWNERS under repo_root (default: the repository holding the skip file).
-    Scores are taken as of scored_at (default now; the CLI passes the §1 effective now, so an
+    Scores are taken as of scored_at (default now; the CLI passes the effective now, so an
     old history is scored as of its newest run while the entry is dated now).
     """
     _check_source(source)

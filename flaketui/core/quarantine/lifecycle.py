@@ -1,4 +1,4 @@
-"""The quarantine lifecycle of SPEC §8, derived for one `now` from the history and the audit log.
+"""The quarantine lifecycle, derived for one `now` from the history and the audit log.
 
 States: `none` → `watching` → `warning` → `quarantined` → `fix_or_delete` →
 `removal_recommended`, and back to `none` on release. Derivation is a replay, deterministic for

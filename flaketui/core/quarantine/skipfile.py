@@ -1,4 +1,4 @@
-"""The shared quarantine skip file (SPEC §8): format, path resolution, reading, locked writes.
+"""The shared quarantine skip file: format, path resolution, reading, locked writes.
 
 Format (documented in the README)::
 

@@ -1,7 +1,7 @@
 """Per test, per UTC day (and week), per suite rollups of the counted runs, so ranking reads
 tests x weeks rows.
 
-A rollup row sums the counted test-runs (SPEC §4: not skipped, the commit did not edit the test,
+A rollup row sums the counted test-runs (not skipped, the commit did not edit the test,
 the run is no incident) of one (test, day, suite); a week row sums the day rows of one
 Monday-to-Sunday week. Recency weights stay exact: a run's decay weight 2^(-(now - ts)/h) is
 2^(-(now - anchor)/h) * 2^((ts - anchor)/h) for any anchor day, so the rows store sums of

@@ -5,7 +5,7 @@ one row per test or group. flaketui.core.scoring.aggregates runs it over a whole
 over `TEST_UNITS` / `FAMILY_UNITS` also judges one target (flaketui.core.scoring.series does).
 Sequences are ordered by (ts, run id); ties in time are broken by ingest order.
 
-Counted runs (SPEC §4), as of `now`:
+Counted runs, as of `now`:
 - the run's `ts` lies in the window `(now - window_days, now]`;
 - the test-run is not `skipped` and its run's commit did not edit the test's file (`edited`);
 - the run is not an incident: `runs.incident` is NULL (flaketui.core.history.incidents tags the runs
@@ -48,8 +48,8 @@ def counted_runs_cte(
 
     Use it as `f"WITH {cte} SELECT ... FROM {name} ..."`. Columns of `<name>`: test (tests.id),
     run (runs.id), ts, outcome, bad, attempts, failed_attempts, worker_id, signature
-    (signatures.id), suite, branch_kind, commit_sha, worker_count, and per run: weight (seed
-    004's recency weight as of now), is_main (0/1), gating (0/1: suite not non-gating).
+    (signatures.id), suite, branch_kind, commit_sha, worker_count, and per run: weight (the
+    recency weight as of now), is_main (0/1), gating (0/1: suite not non-gating).
     `test_ids` (tests.test_id) or `test_pks` (tests.id) restrict it to some tests and drive the
     scan from them (index range reads instead of a full scan). Parameters are named
     `:<name>_...` so several CTEs can share one statement.

@@ -8,7 +8,7 @@ run count), and the recency sums relative to the day's start (as in test_day_rol
 Chaining ordered day rows (flaketui.core.rollups.read.sequences) gives exactly what
 `flaketui.core.rollups.evidence.ANALYSIS` computes over the raw rows.
 
-Every statement reads the counted runs of SPEC §4 (not skipped, not edited, no incident);
+Every statement reads the counted runs (not skipped, not edited, no incident);
 the window (time range) is the caller's `{where}`.
 """
 

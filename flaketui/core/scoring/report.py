@@ -1,6 +1,6 @@
 """Build the ranked, explained triage report of a history as of `now`.
 
-Choices where the spec leaves room:
+Choices made here:
 - A test is listed when it has at least one counted run in the window; a test seen only in
   skipped, edited or incident runs is treated like a dead one and not listed.
 - A test's `suite` is the suite of most of its counted runs (ties: alphabetical). It "retries"
@@ -48,7 +48,7 @@ T = TypeVar("T")
 def effective_now(
     db: Connected, requested: datetime | None, config: Config
 ) -> tuple[datetime, bool]:
-    """SPEC §1 clock: `requested`, else now, else the newest run when the history is older
+    """The clock: `requested`, else now, else the newest run when the history is older
     than the window; the flag says the clock was moved back to the newest run."""
     if requested is not None:
         # A naive time means UTC, like every timestamp flaketui reads.
@@ -273,7 +273,7 @@ def report_stages(
     daily scores of the first FIRST_SERIES failing tests in list order (the others' are empty
     until then), and no families or signature groups. The second is build_report's: the
     groups, and every daily series. An app shows the first while the second is computed
-    (SPEC §9, first ranked screen).
+    (the app's first ranked screen).
     """
     conn = db.conn
     # Inside a caller's transaction (or on a connection-like without one), read as given.

@@ -25,7 +25,7 @@ class Scores:
     runs_per_week: float = 0.0
     blast_radius: float = 0.0
     damage: float = 0.0  # expected blocked merges per week
-    recency_score: float = 0.0  # seed 004's score, in [0, 1)
+    recency_score: float = 0.0  # in [0, 1)
     last_failure_at: datetime | None = None
 
 

@@ -1,6 +1,6 @@
 """Pure scoring functions over counts: Wilson interval, flips, recency, blast radius, damage.
 
-Choices where the spec leaves room:
+Choices made here:
 - `wilson_interval(k, 0)` is (0.0, 1.0): with no observation every rate is possible.
 - The interval is clamped to [0, 1] and widened by at most a rounding error so that
   lo <= k/n <= hi always holds (floating point can otherwise miss it by 1e-17).
@@ -63,14 +63,14 @@ def flip_rate_interval(flips: int, runs: int, z: float = 1.96) -> tuple[float, f
 
 
 def recency_weight(age_days: float, branch_kind: str, config: Config) -> float:
-    """Seed 004's weight of one run: half-life decay times the branch weight."""
+    """The recency weight of one run: half-life decay times the branch weight."""
     decay = 0.5 ** (max(0.0, age_days) / config.half_life_days)
     branch = config.main_weight if branch_kind == "main" else config.other_weight
     return decay * branch
 
 
 def recency_score(weighted_bad: float, weighted_total: float, alpha: float) -> float:
-    """Seed 004's score: weighted flaky-or-failed runs over weighted runs plus Laplace alpha."""
+    """The recency score: weighted flaky-or-failed runs over weighted runs plus Laplace alpha."""
     denominator = weighted_total + alpha
     if denominator <= 0.0:
         return 0.0
@@ -98,5 +98,5 @@ def runs_per_week(runs: int, days_seen: float, window_days: float) -> float:
 
 
 def damage(flake_rate_low: float, weekly_runs: float, radius: float) -> float:
-    """Seed 003's damage: expected blocked merges per week."""
+    """Damage: expected blocked merges per week."""
     return flake_rate_low * weekly_runs * radius

@@ -1,4 +1,4 @@
-"""Verdict rules (SPEC §6), the default branch's change point, reasons and flags.
+"""Verdict rules, the default branch's change point, reasons and flags.
 
 The rules run in this order; the first that matches decides:
 1. `insufficient`: fewer than N_min counted runs.
@@ -25,16 +25,16 @@ The rules run in this order; the first that matches decides:
    signature group pooling several) that has been quiet for 14 runs is still flaky. A single
    flake among hundreds of runs rarely resolves: its rate makes any quiet stretch likely, so it
    stays flaky with a damage near zero, at the bottom of the list.
-5. `regression`: Wilson low >= 0.70 (failing almost always, seed 000).
+5. `regression`: Wilson low >= 0.70 (failing almost always).
 6. The band 0.50 <= Wilson low < 0.70: `flaky` + `high-rate` with flake evidence, else
    `regression` (a test failing most of the time for no visible flaky reason is broken).
-7. `flaky`: there is flake evidence (SPEC §4): a flaky run (failed, then passed on retry); a
+7. `flaky`: there is flake evidence: a flaky run (failed, then passed on retry); a
    commit with both a good and a bad run; or bad runs interleaved with good ones on the default
    branch (two separate bad stretches, or one recovered stretch shorter than min_break_runs). The
    interleaving counts in every suite; in suites that never retry it is the main evidence.
-   Seed 000's "hi < 0.10 is healthy" band does not override evidence: a 3 % flake on a busy
-   gating test is the standing tax seed 003 ranks first (damage puts it where it belongs).
-8. `healthy`: Wilson high < 0.10 without flake evidence (seed 000: too rare to act on).
+   The "Wilson high < 0.10 is healthy" band does not override evidence: a 3 % flake on a busy
+   gating test is a standing tax worth ranking (damage puts it where it belongs).
+8. `healthy`: Wilson high < 0.10 without flake evidence (too rare to act on).
 9. `regression` + `suspected`: no flake evidence and the latest main runs are bad (a streak
    too short for rule 3): treated as a break until the history says otherwise.
 10. `healthy`: bad runs without any flake evidence (e.g. failures on PR commits only).
@@ -87,7 +87,7 @@ class Judgement:
 def compute_scores(
     ev: Evidence, *, retries: bool, first_seen: datetime, now: datetime, config: Config
 ) -> Scores:
-    """Every score of SPEC §5 from one test's or group's evidence."""
+    """Every score from one test's or group's evidence."""
     low, high = wilson_interval(ev.failed_runs, ev.runs, config.z)
     flip_low, _ = flip_rate_interval(ev.flips, ev.runs, config.z)
     # Retrying suites show flakes directly; otherwise (or with no flaky run yet) flips do.

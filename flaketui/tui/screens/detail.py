@@ -51,7 +51,7 @@ def verdict_changes_text(changes: Sequence[Any], verdict: str) -> Text:
 class DetailScreen(Screen[None]):
     """Everything behind one row of the list."""
 
-    # Loaded when the screen is first shown: the first screen need not parse it (SPEC §9).
+    # Loaded when the screen is first shown: the first screen need not parse it.
     CSS_PATH = "../detail.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", tooltip="Back to the list"),

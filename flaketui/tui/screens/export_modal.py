@@ -20,7 +20,7 @@ from flaketui.tui.widgets.fields import text_input
 class ExportModal(ModalScreen[tuple[str, Path] | None]):
     """Dismiss with (format, path), or None on cancel."""
 
-    # Loaded when the screen is first shown: the first screen need not parse it (SPEC §9).
+    # Loaded when the screen is first shown: the first screen need not parse it.
     CSS_PATH = "../dialogs.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),

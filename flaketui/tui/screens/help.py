@@ -47,7 +47,7 @@ Press `Esc` to close.
 class HelpScreen(ModalScreen[None]):
     """Keys and column meanings."""
 
-    # Loaded when the screen is first shown: the first screen need not parse it (SPEC §9).
+    # Loaded when the screen is first shown: the first screen need not parse it.
     CSS_PATH = "../dialogs.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Close"),

@@ -106,7 +106,7 @@ class MainScreen(Screen[None]):
             [(v, f"{i} {VIEW_TITLES[v]}") for i, v in enumerate(VIEWS, start=1)], id="views"
         )
         # The filter box is mounted on the first `/` (see _filter_box): hidden until then, it
-        # need not be styled and laid out for the first screen (SPEC §9).
+        # need not be styled and laid out for the first screen.
         yield Static(id="loading")
         yield FlakeTable(id="table")
         with Horizontal(id="selection"):
@@ -128,7 +128,7 @@ class MainScreen(Screen[None]):
 
         The screen paints once its mount ends. With the ranking already read (the preload
         forked at start-up) or about to be, painting the empty list first cost the rows a
-        second full paint and a frame's wait (SPEC §9, first ranked screen). The wait is
+        second full paint and a frame's wait (first ranked screen). The wait is
         bounded: a long read shows the loading line as before, the rows following it.
         """
         try:
@@ -188,7 +188,7 @@ class MainScreen(Screen[None]):
         self._load_worker(suite, branch_kind, preload, self.state.copy())
 
     # Each worker names itself: Textual's default description is the repr of the arguments,
-    # which for a loaded report is megabytes of text made on the UI thread (SPEC §9).
+    # which for a loaded report is megabytes of text made on the UI thread.
     @work(thread=True, exclusive=True, group="load", exit_on_error=False, description="load")
     def _load_worker(
         self,
@@ -227,7 +227,7 @@ class MainScreen(Screen[None]):
         self._show_rows(event.state, event.rows)
         # The rest (groups, lifecycle states) once these rows are painted and written out: its
         # reading and row building would take the GIL from that paint, and from the thread
-        # writing it to the terminal (SPEC §9, first ranked screen).
+        # writing it to the terminal (first ranked screen).
         state, preload, self._extras_preload = self.state.copy(), self._extras_preload, None
         data = event.data
         start = partial(self._start_extras, data, state, preload)
@@ -287,7 +287,7 @@ class MainScreen(Screen[None]):
         """Rebuild the rows from the loaded data and the view state (no I/O).
 
         At once for a small history; for a big one in a worker, so that sorting or filtering
-        50 000 tests never freezes the screen (SPEC §9), the old rows staying until then.
+        50 000 tests never freezes the screen, the old rows staying until then.
         """
         if self.data is None:
             return

@@ -21,7 +21,7 @@ MODES = [("skip — deselect it in CI", "skip"), ("run — run it, ignore its fa
 class QuarantineModal(ModalScreen[QuarantineRequest | None]):
     """Collect what the skip-file entry says; dismiss with the request, or None on cancel."""
 
-    # Loaded when the screen is first shown: the first screen need not parse it (SPEC §9).
+    # Loaded when the screen is first shown: the first screen need not parse it.
     CSS_PATH = "../dialogs.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),

@@ -2,7 +2,7 @@
 
 DataTable renders a row cell by cell, each cell reading the table's reactive settings, building
 a cache key and summing its styles anew. On the first ranked screen that was some 15 ms of the
-first paint (SPEC §9): here the settings and the row's styles are read once per row, and each
+first paint: here the settings and the row's styles are read once per row, and each
 cell only adds its own meta (row and column, for clicks). tests/tui/test_fast_rows.py compares
 the segments with the cell-by-cell path for every row, cursor and hover on and off.
 """

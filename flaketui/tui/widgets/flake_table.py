@@ -2,7 +2,7 @@
 
 Rows and their styled cells are built off the UI thread (prepare_rows); the table adds the
 first screenful at once and the rest in chunks a frame apart, because adding and measuring
-thousands of rows in one go would stall the event loop (SPEC §9).
+thousands of rows in one go would stall the event loop.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from flaketui.tui.widgets.palette import VERDICT_STYLES
 RIGHT_ALIGNED = frozenset({"rank", "damage", "recency", "flip", "runs", "fail_rate", "days_left"})
 FIRST_ROWS = 60  # more than a tall terminal shows: the first screen is complete at once
 CHUNK_ROWS = 500  # rows per later frame at most: few chunks, since each one costs a repaint
-CHUNK_BUDGET_S = 0.04  # and at most this long per chunk (SPEC §9: no stall over 100 ms)
+CHUNK_BUDGET_S = 0.04  # and at most this long per chunk (no stall over 100 ms)
 CHUNK_DELAY_S = 0.005
 EAGER_ROWS = 5000  # a worker makes the cells of a view this small (see prepare_rows)
 
@@ -41,7 +41,7 @@ class LazyCells(Sequence[list[Text]]):
     """The styled cells of rows, made for a row when it is first added or compared.
 
     A view of 50 000 tests shows its first screenful at once and adds the rest in chunks:
-    styling every cell up front cost seconds on the UI thread (SPEC §9).
+    styling every cell up front cost seconds on the UI thread.
     """
 
     def __init__(self, rows: list[Row], keys: tuple[str, ...]) -> None:
@@ -173,7 +173,7 @@ class FlakeTable(DataTable[Text]):
         """Show new content: only the changed cells when the rows and columns are the same.
 
         When the lifecycle states arrive, one column of the same rows changes; rewriting those
-        cells costs one repaint, where replacing every row costs several (SPEC §9).
+        cells costs one repaint, where replacing every row costs several.
         """
         same_rows = [row.key for row in prepared.rows] == self._row_order
         same_columns = tuple(c.key for c in columns) == self._column_keys
@@ -220,7 +220,7 @@ class FlakeTable(DataTable[Text]):
         if self._added < len(self._prepared.rows):
             generation = self._generation
             # After the rows added so far are painted, and a moment more: the thread writing
-            # that paint to the terminal needs the GIL the next chunk would hold (SPEC §9).
+            # that paint to the terminal needs the GIL the next chunk would hold.
             later = partial(self.set_timer, CHUNK_DELAY_S, lambda: self._add_chunk(generation))
             self.call_after_refresh(later)
 
@@ -239,7 +239,7 @@ class FlakeTable(DataTable[Text]):
 
         DataTable drops them on the Resize event that follows, which also comes after the
         first layout with the size unchanged: every row of the first ranked screen was then
-        drawn a second time, just after the first paint (SPEC §9). See _on_resize.
+        drawn a second time, just after the first paint. See _on_resize.
         """
         if size != self._size:  # as ScrollView compares (size is the content's)
             self._update_count += 1
@@ -253,7 +253,7 @@ class FlakeTable(DataTable[Text]):
         """Paint, reading the table's style and each kind of row's style once, not per line.
 
         DataTable asks for them per line (and per row): each is a walk up the DOM merging
-        styles, about a tenth of a full paint of the list (SPEC §9, first ranked screen).
+        styles, about a tenth of a full paint of the list (first ranked screen).
         """
         self._paint_style = super().rich_style
         self._paint_row_styles = {}

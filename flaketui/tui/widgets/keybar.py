@@ -2,7 +2,7 @@
 
 Textual's Footer mounts one widget per key and recomposes them on every change of the active
 bindings (each focus change): on the main screen that was about 0.15 s of a 0.5 s start-up
-(SPEC §9, first ranked screen). This bar draws the same keys as one line of text, restyles
+(first ranked screen). This bar draws the same keys as one line of text, restyles
 nothing when focus moves, and still runs a key's action when it is clicked.
 """
 

@@ -1,7 +1,7 @@
 """The main screen's view tabs, drawn by a single widget.
 
 Textual's Tabs is nine widgets (containers, one Tab per view, the underline), each styled,
-laid out and rendered on the first screen: about 40 ms of a cold start (SPEC §9, first ranked
+laid out and rendered on the first screen: about 40 ms of a cold start (first ranked
 screen). This bar draws the same two lines (labels, then the underline under the active one)
 with Textual's own colours and underline renderable, and behaves the same: click a label or
 its underline, or focus it and press left or right; activating a view posts `Activated`.
