@@ -209,7 +209,7 @@ class Recorder:
         attempt.duration += report.duration or 0.0
         # pytest-rerunfailures makes an attempt's three reports before logging them: keyed by phase
         exc_type = self.exc_types.pop((nodeid, when), None) if self.exc_types else None
-        outcome = report.outcome
+        outcome: str = report.outcome  # also "rerun", from pytest-rerunfailures
         if outcome == "passed":
             if hasattr(report, "wasxfail"):  # a non-strict xpass
                 attempt.skipped = True

@@ -21,6 +21,7 @@ from flaketui.core.quarantine.skipfile import (
     ForeignSkipFile,
     SkipEntry,
     SkipFile,
+    SkipMode,
     read_skip_file,
     resolve_skip_file_source,
 )
@@ -43,6 +44,13 @@ class FlaketuiSkipFileWarning(pytest.PytestWarning):
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def _worker_output(config: pytest.Config) -> dict[str, Any] | None:
+    """What an xdist worker sends its controller when it ends; None outside a worker."""
+    # xdist sets this attribute on a worker's config; pytest.Config does not declare it.
+    output: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    return output
 
 
 def _warn(config: pytest.Config, message: str) -> None:
@@ -139,7 +147,7 @@ class SkipFilePlugin:
 
     def _forgivable(self, nodeid: str) -> bool:
         entry = self.entries.get(nodeid)
-        return entry is not None and (self.quarantined_only or entry.mode == "run")
+        return entry is not None and (self.quarantined_only or entry.mode == SkipMode.RUN)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(
@@ -155,7 +163,7 @@ class SkipFilePlugin:
             entry = self.entries.get(item.nodeid)
             if self.quarantined_only:
                 (keep if entry is not None else dropped).append(item)
-            elif entry is not None and entry.mode == "skip":
+            elif entry is not None and entry.mode == SkipMode.SKIP:
                 dropped.append(item)
             else:
                 keep.append(item)
@@ -166,15 +174,17 @@ class SkipFilePlugin:
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
-        if _is_worker(config):
-            config.workeroutput[WORKER_KEY] = self._worker_state()  # type: ignore[attr-defined]
+        output = _worker_output(config)
+        if output is not None:
+            output[WORKER_KEY] = self._worker_state()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A collection error means some tests were not collected."""
         if report.failed:
             self.collect_failed = True
-            if _is_worker(self.config):
-                self.config.workeroutput[WORKER_KEY] = self._worker_state()  # type: ignore[attr-defined]
+            output = _worker_output(self.config)
+            if output is not None:
+                output[WORKER_KEY] = self._worker_state()
 
     def _worker_state(self) -> dict[str, Any]:
         return {
@@ -235,7 +245,7 @@ class SkipFilePlugin:
     def pytest_report_header(self, config: pytest.Config) -> str:
         """Which skip file is honoured, from where, with how many entries."""
         modes = [e.mode for e in self.entries.values()]
-        what = f"{modes.count('skip')} skip, {modes.count('run')} run"
+        what = f"{modes.count(SkipMode.SKIP)} skip, {modes.count(SkipMode.RUN)} run"
         extra = ", quarantined tests only" if self.quarantined_only else ""
         return f"flaketui: skip file {self.skip.path} ({SOURCE_LABELS[self.source]}; {what}{extra})"
 

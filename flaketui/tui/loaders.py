@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
-from flaketui.core.errors import FlaketuiError
-from flaketui.core.quarantine.skipfile import SkipFile, SkipFileError, read_skip_file
-from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
+from flaketui.core.errors import FlaketuiError, SkipFileError
+from flaketui.core.quarantine.skipfile import SkipFile, SkipMode, read_skip_file
+from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict, Verdict
 from flaketui.tui.history_access import reading, writing
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class QuarantineRow:
     """One skip-file entry as the Quarantined view shows it (viewmodel lists them)."""
 
     test_id: str
-    mode: str
+    mode: SkipMode
     reason: str
     owner: str | None
     ticket: str | None
@@ -79,7 +79,7 @@ class DetailData:
 
     key: str
     kind: str  # test | family
-    verdict: str
+    verdict: Verdict
     reason: str
     outcomes: list[Any]
     signatures: list[Any]

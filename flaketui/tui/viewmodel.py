@@ -89,13 +89,15 @@ def _position_key(item: Any) -> tuple[str, str]:
 def _rank(item: Any, ctx: ViewContext) -> int | None:
     if ctx.positions:
         return ctx.positions.get(_position_key(item))
-    return item.rank
+    rank: int | None = item.rank
+    return rank
 
 
 def _regression_rank(item: Any, ctx: ViewContext) -> int | None:
     if ctx.positions:
         return _rank(item, ctx)
-    return getattr(item, "regression_rank", item.rank)
+    rank: int | None = getattr(item, "regression_rank", item.rank)
+    return rank
 
 
 def _rank_text(rank: int | None) -> str:

@@ -18,6 +18,8 @@ from flaketui.core.ingest.signatures import first_meaningful_line, normalise, si
         # long hex and 0x numbers (a short hex-looking word stays)
         ("object at 0x7f3a9c2e1b80 is stale", "object at <HEX> is stale"),
         ("commit 3f9c0a1b2c3d4e5f not found", "commit <HEX> not found"),
+        ("request 3f9c0a1b failed", "request <HEX> failed"),  # 8 hex digits: an id
+        ("request 3f9c0a1 failed", "request <NUM>f<NUM>c<NUM>a<NUM> failed"),  # 7: not yet
         ("cafe closed", "cafe closed"),
         # UUIDs
         ("job 550e8400-e29b-41d4-a716-446655440000 lost", "job <UUID> lost"),
@@ -35,6 +37,11 @@ from flaketui.core.ingest.signatures import first_meaningful_line, normalise, si
         # ports, IPs, URLs, timestamps
         ("connect to 127.0.0.1:54321 failed", "connect to <IP><PORT> failed"),
         ("connect to db:5432 failed", "connect to db<PORT> failed"),
+        ("connect to db:443 failed", "connect to db<PORT> failed"),
+        ("GET host:80 refused", "GET host<PORT> refused"),
+        # a colon before one digit or six is not a port
+        ("retry host:8 again", "retry host:<NUM> again"),
+        ("offset x:123456 bad", "offset x:<NUM> bad"),
         ("GET https://api.example/v1/orders?id=7 -> 503", "GET <URL> -> <NUM>"),
         ("at 2026-11-30T18:00:00Z and 09:15:02.120", "at <TS> and <TS>"),
         # whitespace collapses

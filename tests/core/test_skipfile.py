@@ -6,6 +6,8 @@ import json
 import multiprocessing
 import shutil
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -418,6 +420,52 @@ def test_two_concurrent_writers_both_land_and_the_file_always_parses(tmp_path: P
             f"tests/test_right.py::t{round_no}",
         ]
     assert not list(tmp_path.glob("*.tmp"))
+
+
+# How long the first writer, paused inside its update, leaves the second to barge in: locked,
+# the second cannot even read the file meanwhile; unlocked, it finishes in milliseconds.
+BARGE_IN_DEADLINE_S = 1.0
+
+
+def test_a_second_writer_waits_for_the_first_and_both_entries_land(tmp_path: Path) -> None:
+    """Two writers sharing nothing but the skip file (no history, no lock of their own).
+
+    The first pauses between reading the file and writing it back, until the second is done or
+    a deadline passes. Without the skip file's lock the second reads the same old file and its
+    entry is then overwritten by the first's write.
+    """
+    path = tmp_path / ".quarantine.json"
+    add(path, entry("tests/test_old.py::t"))
+    first_inside, second_inside, second_done = (threading.Event() for _ in range(3))
+    overlapped: list[bool] = []
+
+    def first_mutation(entries: dict[str, SkipEntry]) -> None:
+        entries["tests/test_first.py::t"] = entry("tests/test_first.py::t")
+        first_inside.set()
+        second_done.wait(BARGE_IN_DEADLINE_S)
+        overlapped.append(second_inside.is_set())
+
+    def second_mutation(entries: dict[str, SkipEntry]) -> None:
+        second_inside.set()
+        entries["tests/test_second.py::t"] = entry("tests/test_second.py::t")
+
+    def second_writer() -> None:
+        assert first_inside.wait(30), "the first writer never started its update"
+        update_skip_file(path, second_mutation)
+        second_done.set()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        second = pool.submit(second_writer)
+        update_skip_file(path, first_mutation)
+        second.result(timeout=60)
+    assert overlapped == [False], "the second writer read the file during the first's update"
+    skip = read_skip_file(path, explicit=True)
+    assert skip is not None
+    assert sorted(skip.entries) == [
+        "tests/test_first.py::t",
+        "tests/test_old.py::t",
+        "tests/test_second.py::t",
+    ]
 
 
 def test_a_failed_rename_leaves_the_old_file_and_no_temporary(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -16,8 +17,9 @@ from flaketui.core.history.store import open_history
 from flaketui.core.rollups.evidence import Evidence
 from flaketui.core.scoring import results
 from flaketui.core.scoring.report import build_report
+from flaketui.core.scoring.results import Scores
 from flaketui.core.scoring.statistics import wilson_interval
-from flaketui.core.scoring.verdicts import is_resolved, unlikely_streak
+from flaketui.core.scoring.verdicts import Judgement, is_resolved, judge, unlikely_streak
 from flaketui.core.timeutil import to_iso
 from tests.core.history_builder import HistoryBuilder, utc
 
@@ -405,3 +407,54 @@ def test_more_clean_runs_never_undo_a_resolution(
     # And the rule never resolves a streak the past rate makes likely (>= 5 %).
     if resolved:
         assert (1.0 - failed / before) ** tail < 0.05 and tail >= 10 and days >= 3.0
+
+
+# The band edges, on the rule itself: Wilson bounds exactly at and just past each threshold.
+
+
+def _band_evidence(*, flake_evidence: bool) -> Evidence:
+    """40 main runs, 12 bad and the latest one bad; flaky on retry or never retried."""
+    flaky = 6 if flake_evidence else 0
+    return dataclasses.replace(
+        _evidence(12, 40, 0, 0.0),
+        flaky_runs=flaky, main_bad_streaks=1, main_recoveries=0, good_rn=39, streak=1,
+    )  # fmt: skip
+
+
+def _judge_with(ev: Evidence, low: float, high: float) -> Judgement:
+    scores = Scores(runs=ev.runs, failed_runs=ev.failed_runs, wilson_low=low, wilson_high=high)
+    config = Config()
+    return judge(ev, scores, retries=True, first_seen=T0, now=NOW, config=config)
+
+
+@pytest.mark.parametrize(
+    ("low", "flake_evidence", "expected", "flags"),
+    [
+        (0.50, True, "flaky", ["high-rate"]),
+        (0.4999, True, "flaky", []),
+        (0.50, False, "regression", []),
+        (0.4999, False, "regression", ["suspected"]),
+    ],
+)
+def test_high_rate_band_starts_at_a_wilson_low_of_050(
+    low: float, flake_evidence: bool, expected: str, flags: list[str]
+) -> None:
+    assert Config().flaky_low_max == 0.50
+    result = _judge_with(_band_evidence(flake_evidence=flake_evidence), low, 0.69)
+    assert (result.verdict, result.flags) == (expected, flags)
+    if expected == "regression":
+        in_band = result.reason.startswith("failing mostly, no flake evidence")
+        assert in_band == (low >= 0.50)
+
+
+@pytest.mark.parametrize(
+    ("high", "expected", "flags"),
+    [(0.0999, "healthy", []), (0.10, "regression", ["suspected"])],
+)
+def test_rare_without_evidence_is_healthy_only_below_a_wilson_high_of_010(
+    high: float, expected: str, flags: list[str]
+) -> None:
+    assert Config().healthy_high == 0.10
+    result = _judge_with(_band_evidence(flake_evidence=False), 0.02, high)
+    assert (result.verdict, result.flags) == (expected, flags)
+    assert result.reason.startswith("rare: ") == (expected == "healthy")

@@ -100,7 +100,13 @@ def test_spread(n):
 """
 
 # test_d waits until a, b and c are in the history, then SIGKILLs the process writing it
-# (the xdist controller, or the session itself).
+# (the xdist controller, or the session itself). KILLED_CONFTEST has each finished test
+# written at once, in a batch of its own.
+KILLED_CONFTEST = """
+from flaketui.pytest_plugin import recording
+
+recording.FLUSH_EVERY_ATTEMPTS = 1
+"""
 KILLED_SUITE = """
 import os
 import signal
@@ -117,7 +123,7 @@ def test_b():
     pass
 
 def test_c():
-    time.sleep(1.2)  # past the recorder's flush interval: a, b and c are written next
+    pass
 
 def _recorded():
     try:
@@ -342,6 +348,7 @@ def test_xdist_failure_messages_lead_with_the_type_known_on_the_worker(
 def test_killed_session_stays_unfinished(
     pytester: pytest.Pytester, xdist_args: tuple[str, ...]
 ) -> None:
+    pytester.makeconftest(KILLED_CONFTEST)
     pytester.makepyfile(test_killed=KILLED_SUITE)
     result = _run_subprocess(pytester, *xdist_args)
     assert result.ret == -9

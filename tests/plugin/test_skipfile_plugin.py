@@ -180,6 +180,44 @@ def test_skip_run_expired_and_unmatched_entries(run: Runner, pytester: pytest.Py
     )
 
 
+RUN_MODE_SUITE = """
+from pathlib import Path
+
+def test_flaky_today():
+    Path(__file__).with_name("flaky_today.ran").write_text("ran", encoding="utf-8")
+    assert False, "failed for real while quarantined in run mode"
+
+def test_fine():
+    pass
+"""
+
+
+def test_a_run_entry_runs_keeps_its_failure_in_reports_and_only_the_exit_status_forgives(
+    run: Runner, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(test_run_mode=RUN_MODE_SUITE)
+    flaky = "test_run_mode.py::test_flaky_today"
+    write_skip_file(pytester.path / ".quarantine.json", {flaky: "run"})
+    result = run("test_run_mode.py", "--junitxml", "out.xml", "-rf")
+    # It ran: its side effect is there, and its real outcome is in every report.
+    assert (pytester.path / "flaky_today.ran").read_text(encoding="utf-8") == "ran"
+    result.assert_outcomes(passed=1, failed=1)
+    assert ran_ids(pytester.path / "out.xml") == {
+        flaky: "failed",
+        "test_run_mode.py::test_fine": "passed",
+    }
+    result.stdout.fnmatch_lines([f"FAILED {flaky} - AssertionError: failed for real*"])
+    result.stdout.fnmatch_lines(
+        [
+            "1 quarantined test(s) failed; their failures are reported but do not fail the sess*",
+            f"  {flaky}",
+        ]
+    )
+    assert "deselected" not in result.stdout.str()
+    # Only the exit status forgives it.
+    assert result.ret == pytest.ExitCode.OK
+
+
 def test_a_real_failure_still_fails_the_session(run: Runner, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_other="def test_broken():\n    assert False\n")
     write_skip_file(pytester.path / ".quarantine.json", {RUN_FAILS: "run", SKIP: "skip"})
@@ -389,5 +427,7 @@ def test_a_plugin_that_rewrites_the_status_does_not_undo_forgiving(
         "    session.exitstatus = exitstatus\n"
     )
     write_skip_file(pytester.path / ".quarantine.json", {RUN_FAILS: "run", SKIP: "skip"})
-    result = single()
+    result = single("--junitxml", "out.xml")
+    assert ran_ids(pytester.path / "out.xml")[RUN_FAILS] == "failed"  # it ran, and failed
+    result.assert_outcomes(passed=5, failed=1, deselected=1)
     assert result.ret == pytest.ExitCode.OK

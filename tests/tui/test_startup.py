@@ -109,17 +109,20 @@ def test_the_thread_preload_makes_the_later_steps_once_asked(
     from flaketui.tui import startup
 
     made: list[int] = []
+    resumed = threading.Event()  # the reader asked the stages for the step after the first
     real = startup.load_in_stages
 
     def stages(source: object) -> Iterator[object]:
         for step, value in enumerate(real(source)):  # type: ignore[arg-type]
             made.append(step)
             yield value
+            resumed.set()
 
     monkeypatch.setattr(startup, "load_in_stages", stages)
     preload = Preload(make_source(history, NOW, tmp_path / "q.json"), allow_fork=False)
     preload.result()
-    time.sleep(0.5)  # time enough to make the later steps, were they made unasked
+    # A reader that did not wait to be asked would go on at once: give it half a second.
+    assert not resumed.wait(0.5), "the later steps were made before they were asked for"
     assert made == [0]
     assert preload.complete() is not None and preload.extras() is not None
     assert made == [0, 1, 2]
@@ -129,12 +132,21 @@ ASKED_RUN = """
 import json, sys, time
 from datetime import datetime
 from flaketui.tui.startup import Preload, make_source
+
+def exited(pid):
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:  # unreaped: a zombie
+        return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+
 preload = Preload(make_source(sys.argv[1], datetime.fromisoformat(sys.argv[2]), sys.argv[3]))
 preload.result()
-time.sleep(0.5)  # the child has long sent everything: still, nothing is unpickled until asked
+# The forked reader exits once it has sent every step: still, nothing is unpickled until asked.
+deadline = time.monotonic() + 30
+while not exited(preload._child) and time.monotonic() < deadline:
+    time.sleep(0.01)
+sent = exited(preload._child)
 before = preload._done[1].is_set()
 complete = preload.complete() is not None and preload.extras() is not None
-print(json.dumps({"forked": preload.forked, "before": before, "complete": complete}))
+print(json.dumps({"forked": preload.forked, "sent": sent, "before": before, "complete": complete}))
 """
 
 
@@ -143,7 +155,7 @@ def test_the_forked_preload_unpickles_the_later_steps_once_asked(
     history: Path, tmp_path: Path
 ) -> None:
     out = _forked(history, tmp_path, ASKED_RUN)
-    assert out == {"forked": True, "before": False, "complete": True}
+    assert out == {"forked": True, "sent": True, "before": False, "complete": True}
 
 
 def test_gc_is_paused_while_any_load_runs_and_restored_after() -> None:
@@ -210,7 +222,10 @@ from datetime import datetime
 import flaketui.tui.loaders as loaders
 from flaketui.tui.startup import Preload, make_source
 
+IN_LIFECYCLE = sys.argv[3] + ".in-lifecycle"
+
 def slow_lifecycle(*args, **kwargs):
+    open(IN_LIFECYCLE, "w").close()
     time.sleep(60)  # a long lifecycle replay, in the forked reader
     return {}
 
@@ -219,7 +234,9 @@ preload = Preload(make_source(sys.argv[1], datetime.fromisoformat(sys.argv[2]), 
 preload.result()
 preload.complete()
 print(preload._child, flush=True)
-time.sleep(0.2)  # the reader is in its lifecycle step now
+deadline = time.monotonic() + 30
+while not os.path.exists(IN_LIFECYCLE) and time.monotonic() < deadline:
+    time.sleep(0.01)  # until the reader is in its lifecycle step
 os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no cleanup
 """
 
@@ -233,6 +250,7 @@ def test_a_killed_app_takes_its_forked_reader_with_it(history: Path, tmp_path: P
         timeout=60,
     )
     child = int(done.stdout.strip().splitlines()[-1])
+    assert (tmp_path / "q.in-lifecycle").exists()  # killed while its reader was replaying
     for _ in range(100):
         if not _running(child):
             break

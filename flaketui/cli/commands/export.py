@@ -14,12 +14,12 @@ from flaketui.core.errors import SkipFileError
 from flaketui.core.history.store import open_history
 from flaketui.core.output.exports import FORMATS, decisions, render_decisions
 from flaketui.core.owners import locate_codeowners
-from flaketui.core.quarantine.skipfile import read_skip_file
+from flaketui.core.quarantine.skipfile import SkipMode, read_skip_file
 from flaketui.core.timeutil import parse_iso, utc_now
 
 DB_PATH = click.Path(dir_okay=False, path_type=Path)
 # deselect and list feed a test runner's exclusions, so by default they hold only `skip` entries.
-DEFAULT_MODE = {"deselect": "skip", "list": "skip"}
+DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP}
 
 
 @cli.command("export")
@@ -28,7 +28,7 @@ DEFAULT_MODE = {"deselect": "skip", "list": "skip"}
 @click.option("--owner", help="Only decisions for this owner (exact match).")
 @click.option(
     "--mode",
-    type=click.Choice(["skip", "run", "all"]),
+    type=click.Choice([*(mode.value for mode in SkipMode), "all"]),
     help="Only entries of this mode (default: skip for deselect and list, else all).",
 )
 @click.option(
@@ -71,7 +71,11 @@ def export_command(
         )
     chosen = mode or DEFAULT_MODE.get(fmt, "all")
     found = decisions(
-        skip, report, now=expiry_now, owner=owner, mode=None if chosen == "all" else chosen
+        skip,
+        report,
+        now=expiry_now,
+        owner=owner,
+        mode=None if chosen == "all" else SkipMode(chosen),
     )
     text = render_decisions(found, fmt, now=expiry_now)
     if output is None:

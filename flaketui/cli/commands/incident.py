@@ -50,11 +50,10 @@ def add_command(
         signature=signature,
         note=note,
     )
-    what = (
-        f"signature {change.signature}"
-        if change.kind == "signature"
-        else f"{to_iso(change.start)} .. {to_iso(change.end)}"  # type: ignore[arg-type]
-    )
+    if change.start is not None and change.end is not None:
+        what = f"{to_iso(change.start)} .. {to_iso(change.end)}"
+    else:
+        what = f"signature {change.signature}"
     click.echo(f"incident {change.tag} ({what}): tagged {change.runs_tagged} run(s)")
     if change.runs_already_tagged:
         click.echo(f"  {change.runs_already_tagged} matching run(s) keep their other incident tag")

@@ -11,6 +11,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import DB_PATH, SKIP_FILE_OPTION, skip_path_for
 from flaketui.core.history.store import open_history
+from flaketui.core.quarantine.machine import LifecycleState
 from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso
 
@@ -78,7 +79,7 @@ def _as_json(plan: Any, shown: list[Any], gate: Any, applied: Any, code: int) ->
                 "note": s.note,
             }
             for s in sorted(plan.states.values(), key=lambda s: s.test_id)
-            if s.state != "none"
+            if s.state != LifecycleState.NONE
         ],
         "gate": {
             "new_regressions": [
@@ -118,7 +119,9 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
                 row.append(t.by + ("" if t.recorded else " (pending)"))
             rows.append(row)
         lines.extend(_table(headers, rows))
-    states = sorted((s for s in plan.states.values() if s.state != "none"), key=lambda s: s.test_id)
+    states = sorted(
+        (s for s in plan.states.values() if s.state != LifecycleState.NONE), key=lambda s: s.test_id
+    )
     lines.append("")
     lines.append(f"States: {len(states)}")
     if states:

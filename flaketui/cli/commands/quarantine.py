@@ -10,7 +10,7 @@ import click
 from flaketui.cli import cli
 from flaketui.core.config import Config, load_config
 from flaketui.core.history.store import open_history
-from flaketui.core.quarantine.skipfile import repo_root, resolve_skip_file
+from flaketui.core.quarantine.skipfile import SkipMode, repo_root, resolve_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 
 DB_PATH = click.Path(dir_okay=False, path_type=Path)
@@ -45,8 +45,8 @@ def _display(path: Path) -> str:
 @click.option("--reason", required=True, help="Why (kept in the skip file and the audit log).")
 @click.option(
     "--mode",
-    type=click.Choice(["skip", "run"]),
-    default="skip",
+    type=click.Choice([mode.value for mode in SkipMode]),
+    default=SkipMode.SKIP.value,
     show_default=True,
     help="skip: deselected in CI; run: runs, but its failures do not fail the session.",
 )
@@ -85,7 +85,7 @@ def quarantine_command(
         path,
         test_id,
         reason=reason,
-        mode=mode,
+        mode=SkipMode(mode),
         expires_days=expires_days,
         ticket=ticket,
         now=requested or utc_now(),

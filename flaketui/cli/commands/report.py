@@ -14,7 +14,7 @@ from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import stale_note
 from flaketui.core.models import BRANCH_KINDS
-from flaketui.core.output.formats import FORMATS, GROUP_BYS, render
+from flaketui.core.output.formats import FORMATS, GROUP_BYS, ReportFormat, render
 from flaketui.core.output.html import collect_details, render_html
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.scoring.report import build_report
@@ -69,7 +69,9 @@ def report_command(
             details = collect_details(history, report, config)
             text = render_html(report, details, threshold=threshold, limit=limit)
         else:
-            text = render(report, fmt, group_by=group_by, limit=limit, threshold=threshold)
+            text = render(
+                report, ReportFormat(fmt), group_by=group_by, limit=limit, threshold=threshold
+            )
     finally:
         history.conn.close()
     if note is not None:

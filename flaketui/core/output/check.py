@@ -31,7 +31,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
 from flaketui.core.scoring.report import VERDICT_ORDER, build_report, effective_now
-from flaketui.core.scoring.results import Report, TestVerdict
+from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.timeutil import parse_iso, to_iso
 
 REASONS = ("new-flaky", "regression", "quarantine-expired")
@@ -68,7 +68,7 @@ class CheckResult:
     since: datetime
     since_label: str  # how the point was given, for people ("run 1234", "7d", ...)
     window_days: int
-    counts: dict[str, int]  # tests per verdict as of now
+    counts: dict[Verdict, int]  # tests per verdict as of now
     new_flaky: list[TestVerdict] = field(default_factory=list)
     regressions: list[TestVerdict] = field(default_factory=list)  # every open regression
     new_regressions: list[TestVerdict] = field(default_factory=list)
@@ -178,7 +178,7 @@ def check(
     return result
 
 
-def _counts(report: Report) -> dict[str, int]:
+def _counts(report: Report) -> dict[Verdict, int]:
     """Tests per verdict, in the order a triage reads them."""
     counts = dict.fromkeys(VERDICT_ORDER, 0)
     for test in report.tests:

@@ -15,16 +15,35 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.quarantine.skipfile import SCORE_KEYS, SkipEntry, SkipFile, round_scores
-from flaketui.core.scoring.results import Report, Scores, TestVerdict
+from flaketui.core.quarantine.skipfile import (
+    SCORE_KEYS,
+    SkipEntry,
+    SkipFile,
+    SkipMode,
+    round_scores,
+)
+from flaketui.core.scoring.results import Report, Scores, TestVerdict, Verdict
 from flaketui.core.timeutil import to_iso
 
-FORMATS = ("json", "csv", "markdown", "deselect", "list")
 EXPORT_VERSION = 1
 UNOWNED = "Unowned"
+
+
+class ExportFormat(StrEnum):
+    """The formats decisions and listed tests export to; compares and prints as its value."""
+
+    JSON = "json"
+    CSV = "csv"
+    MARKDOWN = "markdown"
+    DESELECT = "deselect"  # pytest --deselect arguments
+    LIST = "list"  # one test id a line
+
+
+FORMATS = tuple(fmt.value for fmt in ExportFormat)  # plain names, for option choices
 
 
 class ExportError(FlaketuiError):
@@ -37,7 +56,7 @@ class Decision:
 
     entry: SkipEntry
     owner: str | None  # the current owner where the history knows it, else the entry's
-    verdict: str | None  # current verdict; None when the history has not scored the test
+    verdict: Verdict | None  # current verdict; None when the history has not scored the test
     verdict_reason: str | None
     current: Scores | None
     expired: bool
@@ -49,7 +68,7 @@ def decisions(
     *,
     now: datetime,
     owner: str | None = None,
-    mode: str | None = None,
+    mode: SkipMode | None = None,
 ) -> list[Decision]:
     """The skip file's entries by test id, joined with the report, filtered by owner and mode."""
     if skip is None:
@@ -290,42 +309,46 @@ def _verdict_cells(test: TestVerdict) -> list[str]:
     ]
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise ExportError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
+def export_format(name: str) -> ExportFormat:
+    """The export format called name; ExportError, one line, for any other name."""
+    if name not in FORMATS:
+        raise ExportError(f"unknown export format {name!r} (one of {', '.join(FORMATS)})")
+    return ExportFormat(name)
 
 
 def render_decisions(found: list[Decision], fmt: str, *, now: datetime) -> str:
-    """Render quarantine decisions in one of FORMATS."""
-    _check_format(fmt)
+    """Render quarantine decisions in one of the ExportFormat formats (checked)."""
+    chosen = export_format(fmt)
     ids = [d.entry.test_id for d in found]
-    renderers: dict[str, Callable[[], str]] = {
-        "json": lambda: render_json("decisions", now, [decision_json(d) for d in found]),
-        "csv": lambda: render_csv(DECISION_COLUMNS, (_decision_row(d) for d in found)),
-        "markdown": lambda: render_markdown(
+    renderers: dict[ExportFormat, Callable[[], str]] = {
+        ExportFormat.JSON: lambda: render_json("decisions", now, [decision_json(d) for d in found]),
+        ExportFormat.CSV: lambda: render_csv(DECISION_COLUMNS, (_decision_row(d) for d in found)),
+        ExportFormat.MARKDOWN: lambda: render_markdown(
             f"Quarantined tests: {len(found)} (as of {to_iso(now)})",
             DECISION_HEADERS,
             [(d.owner, _decision_cells(d)) for d in found],
         ),
-        "deselect": lambda: render_deselect(ids),
-        "list": lambda: render_list(ids),
+        ExportFormat.DESELECT: lambda: render_deselect(ids),
+        ExportFormat.LIST: lambda: render_list(ids),
     }
-    return renderers[fmt]()
+    return renderers[chosen]()
 
 
 def render_tests(tests: list[TestVerdict], fmt: str, *, report: Report) -> str:
-    """Render listed tests (the app's current view) in one of FORMATS."""
-    _check_format(fmt)
+    """Render listed tests (the app's current view) in one of the ExportFormat formats."""
+    chosen = export_format(fmt)
     ids = [t.test_id for t in tests]
-    renderers: dict[str, Callable[[], str]] = {
-        "json": lambda: render_json("tests", report.now, [verdict_json(t) for t in tests]),
-        "csv": lambda: render_csv(TEST_COLUMNS, (_verdict_row(t) for t in tests)),
-        "markdown": lambda: render_markdown(
+    renderers: dict[ExportFormat, Callable[[], str]] = {
+        ExportFormat.JSON: lambda: render_json(
+            "tests", report.now, [verdict_json(t) for t in tests]
+        ),
+        ExportFormat.CSV: lambda: render_csv(TEST_COLUMNS, (_verdict_row(t) for t in tests)),
+        ExportFormat.MARKDOWN: lambda: render_markdown(
             f"Tests: {len(tests)} (as of {to_iso(report.now)})",
             TEST_HEADERS,
             [(t.owner, _verdict_cells(t)) for t in tests],
         ),
-        "deselect": lambda: render_deselect(ids),
-        "list": lambda: render_list(ids),
+        ExportFormat.DESELECT: lambda: render_deselect(ids),
+        ExportFormat.LIST: lambda: render_list(ids),
     }
-    return renderers[fmt]()
+    return renderers[chosen]()

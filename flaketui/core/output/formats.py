@@ -14,6 +14,7 @@ import io
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
@@ -22,7 +23,18 @@ from flaketui.core.timeutil import to_iso
 SCHEMA_VERSION = 1
 FLOAT_DIGITS = 6
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
-FORMATS = ("table", "json", "csv", "markdown")
+
+
+class ReportFormat(StrEnum):
+    """The formats a report renders in; compares and prints as its value."""
+
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+    MARKDOWN = "markdown"
+
+
+FORMATS = tuple(fmt.value for fmt in ReportFormat)  # plain names, for option choices
 GROUP_BYS = ("family", "signature")
 
 TEST_KEYS = (
@@ -333,17 +345,17 @@ def _trends(report: Report, group_by: str | None, limit: int | None) -> list[lis
 
 def render(
     report: Report,
-    fmt: str,
+    fmt: ReportFormat,
     *,
     group_by: str | None = None,
     limit: int | None = None,
     threshold: float = 0.30,
 ) -> str:
-    """Render in one of FORMATS."""
-    if fmt == "json":
+    """Render in one of the ReportFormat formats."""
+    if fmt == ReportFormat.JSON:
         return render_json(report, limit)
-    if fmt == "csv":
+    if fmt == ReportFormat.CSV:
         return render_csv(report, group_by, limit)
-    if fmt == "markdown":
+    if fmt == ReportFormat.MARKDOWN:
         return render_markdown(report, group_by, limit, threshold)
     return render_table(report, group_by, limit)

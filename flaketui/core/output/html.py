@@ -28,7 +28,7 @@ from flaketui.core.scoring.detail import (
 )
 from flaketui.core.scoring.pivot import Pivot, PivotRow, worker_pivot
 from flaketui.core.scoring.report import VERDICT_ORDER
-from flaketui.core.scoring.results import Report, TestVerdict
+from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.timeutil import to_iso
 
 HEATMAP_TESTS = 40
@@ -210,7 +210,7 @@ def render_html(
     return "\n".join(parts) + "\n"
 
 
-def _header(report: Report, counts: dict[str, int]) -> list[str]:
+def _header(report: Report, counts: dict[Verdict, int]) -> list[str]:
     clamp = (
         " (the history is older than the window: shown as of its newest run)"
         if report.now_was_clamped

@@ -24,6 +24,7 @@ from flaketui.core.quarantine.skipfile import (
     MODES,
     SCORE_KEYS,
     SkipEntry,
+    SkipMode,
     round_scores,
     update_skip_file,
 )
@@ -161,7 +162,7 @@ def quarantine(
     test_id_or_parent: str,
     *,
     reason: str,
-    mode: str = "skip",
+    mode: str = SkipMode.SKIP,
     expires_days: int | None = None,
     ticket: str | None = None,
     now: datetime,
@@ -183,6 +184,7 @@ def quarantine(
     _check_source(source)
     if mode not in MODES:
         raise QuarantineError(f"mode must be 'skip' or 'run', not {mode!r}")
+    chosen_mode = SkipMode(mode)
     if not reason.strip():
         raise QuarantineError("a reason is required")
     days = config.skip_expiry_days if expires_days is None else expires_days
@@ -211,7 +213,7 @@ def quarantine(
             started = previous.quarantined_at if previous is not None else None
             entries[test_id] = SkipEntry(
                 test_id=test_id,
-                mode=mode,
+                mode=chosen_mode,
                 reason=reason.strip(),
                 owner=known.owner,
                 ticket=ticket or None,

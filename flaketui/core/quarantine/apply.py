@@ -32,7 +32,7 @@ from flaketui.core.history.store import transaction
 from flaketui.core.quarantine.actions import quarantine, release
 from flaketui.core.quarantine.lifecycle import LIFECYCLE, Plan, Transition
 from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile, read_skip_file
-from flaketui.core.scoring.results import TestVerdict
+from flaketui.core.scoring.results import TestVerdict, Verdict
 from flaketui.core.timeutil import parse_iso, to_iso
 
 GATE_NEW_REGRESSIONS = 4
@@ -107,7 +107,7 @@ def gate_findings(
     gate.new_regressions = [
         v
         for v in plan.report.tests
-        if v.verdict == "regression" and not _acknowledged(db, v, now, config.window_days)
+        if v.verdict == Verdict.REGRESSION and not _acknowledged(db, v, now, config.window_days)
     ]
     if skip is None:
         return gate

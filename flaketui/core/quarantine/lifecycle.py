@@ -56,6 +56,7 @@ from flaketui.core.quarantine.machine import (
     QUARANTINED,
     STATES,
     Event,
+    LifecycleState,
     TestState,
     Transition,
     Walker,
@@ -65,7 +66,7 @@ from flaketui.core.quarantine.machine import (
 from flaketui.core.quarantine.skipfile import SkipFile
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.report import build_report
-from flaketui.core.scoring.results import Report, TestVerdict
+from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.scoring.series import daily_recency_scores
 from flaketui.core.timeutil import parse_iso, to_iso
 
@@ -74,6 +75,7 @@ __all__ = [
     "QUARANTINED",
     "STATES",
     "Event",
+    "LifecycleState",
     "Plan",
     "TestState",
     "Transition",
@@ -100,7 +102,7 @@ class Plan:
 
     def tracked(self) -> dict[str, TestState]:
         """The tests in a lifecycle state other than `none` (what the app's State column shows)."""
-        return {t: s for t, s in self.states.items() if s.state != "none"}
+        return {t: s for t, s in self.states.items() if s.state != LifecycleState.NONE}
 
     def awaiting_apply(self) -> set[str]:
         """Tests whose current state comes from a transition `--apply` has not written yet."""
@@ -137,7 +139,13 @@ def _audit_inputs(
             if before in STATES and after in STATES:
                 reason = str(reason_text or "")
                 events[test_id].append(
-                    Event(ts, "state", before=before, after=after, reason=reason)
+                    Event(
+                        ts,
+                        "state",
+                        before=LifecycleState(before),
+                        after=LifecycleState(after),
+                        reason=reason,
+                    )
                 )
     return events, frozenset(keys)
 
@@ -188,7 +196,7 @@ def derive(
         and (entry.quarantined_at is None or entry.quarantined_at <= now)
         and (entry.hand_added or not any(_enters_quarantine(ev) for ev in audit_events[test_id]))
     }
-    tracked = {t for t, v in verdicts.items() if v.verdict == "flaky"}
+    tracked = {t for t, v in verdicts.items() if v.verdict == Verdict.FLAKY}
     tracked |= {t for t in audit_events if t in first_seen} | set(hand)
     today = now.date()
     span = config.window_days
@@ -205,7 +213,7 @@ def derive(
             test_id=test_id,
             config=config,
             threshold=threshold,
-            enters=verdict is not None and verdict.verdict == "flaky",
+            enters=verdict is not None and verdict.verdict == Verdict.FLAKY,
             verdict=verdict.verdict if verdict else None,
             first_seen=first_seen.get(test_id),
             now=now,

@@ -5,12 +5,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from enum import StrEnum
 
 from flaketui.core.config import Config
+from flaketui.core.scoring.results import Verdict
 from flaketui.core.timeutil import to_iso
 
-STATES = ("none", "watching", "warning", "quarantined", "fix_or_delete", "removal_recommended")
-QUARANTINED = frozenset({"quarantined", "fix_or_delete", "removal_recommended"})
+
+class LifecycleState(StrEnum):
+    """Where a test stands in the quarantine lifecycle; compares and prints as its value."""
+
+    NONE = "none"
+    WATCHING = "watching"
+    WARNING = "warning"
+    QUARANTINED = "quarantined"
+    FIX_OR_DELETE = "fix_or_delete"
+    REMOVAL_RECOMMENDED = "removal_recommended"
+
+
+STATES = tuple(LifecycleState)
+QUARANTINED = frozenset(
+    {
+        LifecycleState.QUARANTINED,
+        LifecycleState.FIX_OR_DELETE,
+        LifecycleState.REMOVAL_RECOMMENDED,
+    }
+)
 LIFECYCLE = "lifecycle"  # Transition.by for transitions the lifecycle itself makes
 PERSON_SOURCES = ("cli", "app")
 
@@ -20,8 +40,8 @@ class Transition:
     """One change of lifecycle state of one test."""
 
     test_id: str
-    before: str
-    after: str
+    before: LifecycleState
+    after: LifecycleState
     day: date
     ts: datetime
     reason: str
@@ -46,11 +66,11 @@ class TestState:
     """Where one tracked test stands as of `now`."""
 
     test_id: str
-    state: str = "none"
+    state: LifecycleState = LifecycleState.NONE
     since: date | None = None  # the day the current state began
     score: float = 0.0  # recency score as of now
     threshold: float = 0.0  # its suite's quarantine threshold
-    verdict: str | None = None  # verdict as of now; None when the report does not list it
+    verdict: Verdict | None = None  # verdict as of now; None when the report does not list it
     quarantined_since: date | None = None
     quarantined_by: str | None = None
     clean_runs: int = 0  # consecutive clean runs since the quarantine began
@@ -66,8 +86,8 @@ class Event:
     by: str = LIFECYCLE  # who decided: a person, "hand" (a skip-file entry) or the lifecycle
     clean: bool = False  # runs: every attempt passed
     clock: bool = True  # quarantines: whether ts starts the quarantine clock
-    before: str = "none"  # state events: the recorded transition
-    after: str = "none"
+    before: LifecycleState = LifecycleState.NONE  # state events: the recorded transition
+    after: LifecycleState = LifecycleState.NONE
     reason: str = ""
 
 
@@ -88,8 +108,8 @@ class Walker:
     first_seen: datetime | None
     now: datetime
     recorded: frozenset[tuple[str, str, str]]
-    verdict: str | None = None  # as of now, for the reason of a fall back to none
-    state: str = "none"
+    verdict: Verdict | None = None  # as of now, for the reason of a fall back to none
+    state: LifecycleState = LifecycleState.NONE
     since: date | None = None
     high_days: int = 0  # consecutive days at or above the suite threshold
     warning_day: date | None = None
@@ -102,7 +122,7 @@ class Walker:
 
     def move(
         self,
-        after: str,
+        after: LifecycleState,
         ts: datetime,
         reason: str,
         *,
@@ -136,7 +156,13 @@ class Walker:
             self._recorded(ev)
         elif ev.kind == "quarantine":
             if not quarantined:
-                self.move("quarantined", ev.ts, f"quarantined by {ev.by}", by=ev.by, recorded=True)
+                self.move(
+                    LifecycleState.QUARANTINED,
+                    ev.ts,
+                    f"quarantined by {ev.by}",
+                    by=ev.by,
+                    recorded=True,
+                )
                 self.q_start = ev.ts if ev.clock else None
                 self.clean_runs = 0
             self.q_by = ev.by  # a person re-quarantining takes the entry over
@@ -163,15 +189,15 @@ class Walker:
         if ev.after in QUARANTINED and self.state not in QUARANTINED:
             # A row past the quarantine itself implies when the quarantine began.
             elapsed = {
-                "fix_or_delete": self.config.fix_or_delete_days,
-                "removal_recommended": self.config.removal_days,
+                LifecycleState.FIX_OR_DELETE: self.config.fix_or_delete_days,
+                LifecycleState.REMOVAL_RECOMMENDED: self.config.removal_days,
             }.get(ev.after, 0)
             self.q_start = ev.ts - timedelta(days=elapsed)
             self.q_by, self.clean_runs = LIFECYCLE, 0
         elif ev.after not in QUARANTINED and self.state in QUARANTINED:
             self.q_start = self.q_by = None
             self.clean_runs = self.high_days = 0
-        self.warning_day = day if ev.after == "warning" else None
+        self.warning_day = day if ev.after == LifecycleState.WARNING else None
         self.state, self.since = ev.after, day
 
     def _release(
@@ -183,7 +209,7 @@ class Walker:
         effect: str | None = None,
         recorded: bool = False,
     ) -> None:
-        self.move("none", ts, reason, by=by, effect=effect, recorded=recorded)
+        self.move(LifecycleState.NONE, ts, reason, by=by, effect=effect, recorded=recorded)
         self.q_start = self.q_by = self.warning_day = None
         self.clean_runs = self.high_days = 0
 
@@ -197,26 +223,35 @@ class Walker:
             self._clocks(day)
             return
         if not self.enters:
-            if self.state in ("watching", "warning") and day == self.now.date():
-                self.move("none", ts, f"verdict {self.verdict or 'unlisted'} as of now, not flaky")
+            if (
+                self.state in (LifecycleState.WATCHING, LifecycleState.WARNING)
+                and day == self.now.date()
+            ):
+                self.move(
+                    LifecycleState.NONE,
+                    ts,
+                    f"verdict {self.verdict or 'unlisted'} as of now, not flaky",
+                )
             return
-        if self.state == "none" and score >= cfg.watch_threshold:
-            self.move("watching", ts, f"score {score:.3f} >= {cfg.watch_threshold:g}")
-        if self.state == "watching":
+        if self.state == LifecycleState.NONE and score >= cfg.watch_threshold:
+            self.move(LifecycleState.WATCHING, ts, f"score {score:.3f} >= {cfg.watch_threshold:g}")
+        if self.state == LifecycleState.WATCHING:
             if self.high_days >= cfg.warning_days:
                 self.move(
-                    "warning",
+                    LifecycleState.WARNING,
                     ts,
                     f"score >= {self.threshold:g} for {self.high_days} days",
                 )
                 self.warning_day = day
             elif score < cfg.release_threshold:
                 reason = f"score {score:.3f} < {cfg.release_threshold:g}"
-                self.move("none", ts, reason)
-        if self.state == "warning":
+                self.move(LifecycleState.NONE, ts, reason)
+        if self.state == LifecycleState.WARNING:
             warned = self.warning_day or day
             if score < cfg.watch_threshold:
-                self.move("watching", ts, f"score {score:.3f} < {cfg.watch_threshold:g}")
+                self.move(
+                    LifecycleState.WATCHING, ts, f"score {score:.3f} < {cfg.watch_threshold:g}"
+                )
                 self.warning_day = None
             elif (day - warned).days >= cfg.auto_quarantine_days:
                 grace_end = self._grace_end()
@@ -225,7 +260,9 @@ class Walker:
                     return
                 self.note = ""
                 days = (day - warned).days
-                self.move("quarantined", ts, f"{days} days in warning", effect="quarantine")
+                self.move(
+                    LifecycleState.QUARANTINED, ts, f"{days} days in warning", effect="quarantine"
+                )
                 self.q_start, self.q_by, self.clean_runs = ts, LIFECYCLE, 0
 
     def _grace_end(self) -> datetime | None:
@@ -239,8 +276,16 @@ class Walker:
             return
         start = self.q_start.date()
         for before, after, days in (
-            ("quarantined", "fix_or_delete", self.config.fix_or_delete_days),
-            ("fix_or_delete", "removal_recommended", self.config.removal_days),
+            (
+                LifecycleState.QUARANTINED,
+                LifecycleState.FIX_OR_DELETE,
+                self.config.fix_or_delete_days,
+            ),
+            (
+                LifecycleState.FIX_OR_DELETE,
+                LifecycleState.REMOVAL_RECOMMENDED,
+                self.config.removal_days,
+            ),
         ):
             due = start + timedelta(days=days)
             if self.state == before and day >= due:

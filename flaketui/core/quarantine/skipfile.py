@@ -36,6 +36,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,6 @@ FORMAT_MARKER = "flaketui-skip-file"
 FORMAT_VERSION = 1
 DEFAULT_NAME = ".quarantine.json"
 ENV_VAR = "FLAKETUI_SKIP_FILE"
-MODES = ("skip", "run")
 SCORE_KEYS = ("damage", "recency_score", "wilson_low", "wilson_high", "flip_rate", "runs")
 SCORE_DIGITS = 6
 LOCK_TIMEOUT_S = 30.0
@@ -68,6 +68,16 @@ ENTRY_FIELDS = (
 )
 
 
+class SkipMode(StrEnum):
+    """How CI treats a quarantined test; compares and prints as its value."""
+
+    SKIP = "skip"  # deselected
+    RUN = "run"  # runs, its real outcome reported; only the exit status ignores its failure
+
+
+MODES = tuple(SkipMode)
+
+
 class ForeignSkipFile(SkipFileError):
     """An auto-discovered file at the skip file's path that is not a flaketui skip file."""
 
@@ -77,7 +87,7 @@ class SkipEntry:
     """One quarantined test: how CI treats it, why, and the evidence when it was quarantined."""
 
     test_id: str
-    mode: str = "skip"  # "skip": deselected; "run": runs, failures ignored by the exit status
+    mode: SkipMode = SkipMode.SKIP
     reason: str = ""
     owner: str | None = None
     ticket: str | None = None
@@ -244,7 +254,7 @@ def _entry_from_json(test_id: str, obj: Any) -> SkipEntry:
     """Parse one entry; missing fields (hand-written entries) get defaults."""
     if not isinstance(obj, dict):
         raise FlaketuiError(f"tests[{test_id!r}]: expected an object, got {obj!r}")
-    mode = obj.get("mode", "skip")
+    mode = obj.get("mode", SkipMode.SKIP)
     if mode not in MODES:
         raise FlaketuiError(f"tests[{test_id!r}].mode: expected 'skip' or 'run', got {mode!r}")
     scores = obj.get("scores") or {}
@@ -253,7 +263,7 @@ def _entry_from_json(test_id: str, obj: Any) -> SkipEntry:
     added_by = _optional_str(test_id, obj, "added_by") or "hand"
     return SkipEntry(
         test_id=test_id,
-        mode=mode,
+        mode=SkipMode(mode),
         reason=_optional_str(test_id, obj, "reason") or "",
         owner=_optional_str(test_id, obj, "owner"),
         ticket=_optional_str(test_id, obj, "ticket"),

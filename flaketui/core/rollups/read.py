@@ -223,8 +223,10 @@ def _state(
     if day == raw_first:  # the partial first day: its raw row, if it has units
         if first is None:
             return None
-        return first["main_last_bad" if main else "last_bad"]
-    return row["prev_main_bad" if main else "prev_bad"]
+        first_state: int | None = first["main_last_bad" if main else "last_bad"]
+        return first_state
+    state: int | None = row["prev_main_bad" if main else "prev_bad"]
+    return state
 
 
 def sequences(

@@ -35,13 +35,18 @@ from flaketui.core.scoring.aggregates import (
     signature_counts,
     suite_counts,
 )
-from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict, Verdict
 from flaketui.core.scoring.verdicts import compute_scores, judge
 from flaketui.core.timeutil import parse_iso, utc_now
 
 DAILY_DAYS = 30
 FIRST_SERIES = 100  # daily series computed in report_stages' first step (list order)
-VERDICT_ORDER = {"flaky": 0, "regression": 1, "insufficient": 2, "healthy": 3}
+VERDICT_ORDER = {
+    Verdict.FLAKY: 0,
+    Verdict.REGRESSION: 1,
+    Verdict.INSUFFICIENT: 2,
+    Verdict.HEALTHY: 3,
+}
 T = TypeVar("T")
 
 
@@ -144,7 +149,7 @@ def _rank_key(scores: Scores, name: str) -> tuple[float, float, str]:
 
 def assign_ranks(
     items: Sequence[T],
-    verdict: Callable[[T], str],
+    verdict: Callable[[T], Verdict],
     scores: Callable[[T], Scores],
     name: Callable[[T], str],
     set_rank: Callable[[T, int], None],
@@ -156,10 +161,10 @@ def assign_ranks(
     )
     flaky_rank = regression_rank = 0
     for item in ordered:
-        if verdict(item) == "flaky":
+        if verdict(item) == Verdict.FLAKY:
             flaky_rank += 1
             set_rank(item, flaky_rank)
-        elif verdict(item) == "regression":
+        elif verdict(item) == Verdict.REGRESSION:
             regression_rank += 1
             set_regression_rank(item, regression_rank)
     return ordered

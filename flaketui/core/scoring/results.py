@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-VERDICTS = ("insufficient", "healthy", "flaky", "regression")
+
+class Verdict(StrEnum):
+    """What the verdict rules decide for one test or group; compares and prints as its value."""
+
+    INSUFFICIENT = "insufficient"
+    HEALTHY = "healthy"
+    FLAKY = "flaky"
+    REGRESSION = "regression"
 
 
 @dataclass(slots=True)
@@ -38,7 +46,7 @@ class TestVerdict:
     suite: str
     test_file: str | None
     scores: Scores
-    verdict: str  # one of VERDICTS
+    verdict: Verdict
     reason: str
     flags: list[str] = field(default_factory=list)
     rank: int | None = None  # position in the flaky triage list
@@ -59,7 +67,7 @@ class GroupVerdict:
     label: str  # parent id, or signature text
     members: list[str]  # test ids
     scores: Scores
-    verdict: str
+    verdict: Verdict
     reason: str
     rank: int | None = None
     owner: str | None = None

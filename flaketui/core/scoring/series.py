@@ -32,6 +32,7 @@ from flaketui.core.rollups.evidence import (
     ensure_sql_functions,
 )
 from flaketui.core.scoring.detail import Target, resolve_target
+from flaketui.core.scoring.results import Verdict
 from flaketui.core.scoring.statistics import recency_score
 from flaketui.core.scoring.verdicts import compute_scores, judge
 from flaketui.core.timeutil import days_between, parse_iso, to_iso
@@ -42,8 +43,8 @@ class VerdictChange:
     """A test's verdict changed during `day` (judged as of that day's end)."""
 
     day: date
-    before: str  # the verdict as of the previous day's end
-    after: str
+    before: Verdict  # the verdict as of the previous day's end
+    after: Verdict
     reason: str  # the reason of the new verdict
 
 
@@ -456,7 +457,7 @@ def _judge_as_of(
     first_seen: datetime,
     as_of: datetime,
     config: Config,
-) -> tuple[str, str]:
+) -> tuple[Verdict, str]:
     """(verdict, reason) of one test or family as of a moment, by the report's rules."""
     cte, params = counted_runs_cte(as_of, config, test_ids=target.test_ids)
     params.update(analysis_params(as_of, config))
@@ -465,7 +466,7 @@ def _judge_as_of(
     names = [col[0] for col in cursor.description]
     rows = cursor.fetchall()
     if not rows:
-        return "insufficient", "no counted runs"
+        return Verdict.INSUFFICIENT, "no counted runs"
     ev = Evidence(**dict(zip(names, rows[0], strict=True)))
     # Retries only change the damage score, never the verdict.
     retries = ev.max_attempts > 1

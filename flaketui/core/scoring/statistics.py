@@ -64,7 +64,7 @@ def flip_rate_interval(flips: int, runs: int, z: float = 1.96) -> tuple[float, f
 
 def recency_weight(age_days: float, branch_kind: str, config: Config) -> float:
     """The recency weight of one run: half-life decay times the branch weight."""
-    decay = 0.5 ** (max(0.0, age_days) / config.half_life_days)
+    decay: float = 0.5 ** (max(0.0, age_days) / config.half_life_days)
     branch = config.main_weight if branch_kind == "main" else config.other_weight
     return decay * branch
 

@@ -58,7 +58,7 @@ from datetime import datetime, timedelta
 
 from flaketui.core.config import Config
 from flaketui.core.rollups.evidence import Evidence
-from flaketui.core.scoring.results import Scores
+from flaketui.core.scoring.results import Scores, Verdict
 from flaketui.core.scoring.statistics import (
     blast_radius,
     damage,
@@ -77,7 +77,7 @@ DEFAULTS = Config()
 class Judgement:
     """A verdict with its one-line reason, flags and (for regressions) the change point."""
 
-    verdict: str
+    verdict: Verdict
     reason: str
     flags: list[str] = field(default_factory=list)
     first_bad_commit: str | None = None
@@ -226,7 +226,7 @@ def judge(
         flags.add("nightly-only")
     if ev.failed_runs > 0 and ev.main_bad == 0:
         flags.add("pr-only")
-    if result.verdict == "flaky" and not retries:
+    if result.verdict == Verdict.FLAKY and not retries:
         flags.add("no-retry")
     result.flags = sorted(flags)
     return result
@@ -235,7 +235,7 @@ def judge(
 def _resolved(ev: Evidence, config: Config) -> Judgement:
     when = (ev.last_failure_at or "")[:10]
     return Judgement(
-        "healthy",
+        Verdict.HEALTHY,
         f"{_count(ev.failed_runs, 'bad run')}, the last on {when}; "
         f"{ev.clean_tail} clean runs since, over {clean_days(ev):.0f} days "
         f"(>= {clean_runs_needed(ev, config)} needed at the earlier bad rate "
@@ -257,9 +257,9 @@ def _not_yet_resolved(ev: Evidence, config: Config) -> str:
 
 def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
     if ev.runs < config.n_min:
-        return Judgement("insufficient", f"{ev.runs} counted runs; {config.n_min} needed")
+        return Judgement(Verdict.INSUFFICIENT, f"{ev.runs} counted runs; {config.n_min} needed")
     if ev.failed_runs == 0:
-        return Judgement("healthy", f"0 bad runs of {ev.runs}")
+        return Judgement(Verdict.HEALTHY, f"0 bad runs of {ev.runs}")
     if is_change_point(ev, config):
         return _regression(ev, scores, f"bad on main for the last {ev.streak} runs")
     if is_resolved(ev, config):
@@ -270,14 +270,14 @@ def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
     if scores.wilson_low >= config.flaky_low_max:
         if parts:
             reason = f"{_bad_of(ev, scores)}; " + ", ".join(parts) + _not_yet_resolved(ev, config)
-            return Judgement("flaky", reason, ["high-rate"])
+            return Judgement(Verdict.FLAKY, reason, ["high-rate"])
         return _regression(ev, scores, f"failing mostly, no flake evidence: {_bad_of(ev, scores)}")
     if parts:
         if ev.flaky_runs and ev.main_bad == ev.failed_runs:
             parts[0] += " on main"
-        return Judgement("flaky", ", ".join(parts) + _not_yet_resolved(ev, config))
+        return Judgement(Verdict.FLAKY, ", ".join(parts) + _not_yet_resolved(ev, config))
     if scores.wilson_high < config.healthy_high:
-        return Judgement("healthy", f"rare: {_bad_of(ev, scores)}")
+        return Judgement(Verdict.HEALTHY, f"rare: {_bad_of(ev, scores)}")
     if ev.streak > 0 and ev.streak_flaky == 0:
         result = _regression(
             ev, scores, f"bad on main for the last {_count(ev.streak, 'run')}, too few to be sure"
@@ -285,7 +285,7 @@ def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
         result.flags.append("suspected")
         return result
     return Judgement(
-        "healthy",
+        Verdict.HEALTHY,
         f"{_bad_of(ev, scores)} without flake evidence "
         "(no retry pass, no same-commit pass and fail, no flips on main)",
     )
@@ -297,4 +297,4 @@ def _regression(ev: Evidence, scores: Scores, what: str) -> Judgement:
     last_good = ev.last_good_commit if ev.streak > 0 else None
     since = f" since commit {first_bad}" if first_bad else ""
     good = f" (last good {last_good})" if last_good else ""
-    return Judgement("regression", f"{what}{since}{good}", [], first_bad, last_good)
+    return Judgement(Verdict.REGRESSION, f"{what}{since}{good}", [], first_bad, last_good)
