@@ -18,6 +18,7 @@ from flaketui.core.history import store
 # sqlite-utils for others).
 LAZY_COMMANDS: dict[str, str] = {
     "changes": "changes",
+    "check": "check",
     "export": "export",
     "incident": "incident",
     "ingest": "ingest",

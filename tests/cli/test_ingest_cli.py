@@ -302,7 +302,7 @@ def test_manifest_run_with_a_refused_shard_is_refused_whole(tmp_path: Path) -> N
     [
         (["--manifest", "nowhere.jsonl"], "no such manifest"),
         (["x.xml", "--manifest", "m.jsonl"], "not both"),
-        (["--manifest", "m.jsonl", "--suite", "unit"], "comes from the manifest"),
+        (["--manifest", "m.jsonl", "--suite", "unit"], "come from the manifest"),
     ],
 )
 def test_manifest_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:

@@ -83,12 +83,13 @@ def _ingest_one(report: str) -> None:
 
 
 def parse(report: str) -> None:
-    """Count the attempts the parser streams out of report; print them with the peak RSS."""
-    from flaketui.core.ingest.junit import iter_cases
+    """Count the attempts its parser (told by content) streams out of report; print them with
+    the peak RSS."""
+    from flaketui.core.ingest.formats import iter_report_rows
 
     Path("/proc/self/clear_refs").write_text("5")
     before = _status_kib("VmRSS")
-    attempts = sum(len(case.attempts) for case in iter_cases(Path(report)))
+    attempts = sum(len(attempts) for _id, _file, attempts in iter_report_rows(Path(report)))
     print(
         json.dumps(
             {"attempts": attempts, "rss_before_kib": before, "peak_kib": _status_kib("VmHWM")}

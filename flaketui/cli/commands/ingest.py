@@ -1,4 +1,4 @@
-"""`flaketui ingest`: load JUnit reports (one run) or a backfill manifest into a history."""
+"""`flaketui ingest`: load test reports (one run) or a backfill manifest into a history."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from flaketui.cli.commands.resign import resign_if_stale
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import open_history
-from flaketui.core.ingest.junit import reports_timestamp
+from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
 from flaketui.core.ingest.runmeta import resolve_run_meta
 from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
@@ -62,6 +62,11 @@ def _worker_count(text: str | None) -> int | None:
     help="Backfill: a JSON-lines file, one run (or shard) per line; see the README.",
 )  # fmt: skip
 @click.option("--no-detect", is_flag=True, help="Do not read CI variables or git.")
+@click.option(
+    "--format", "report_format", type=click.Choice(REPORT_FORMATS),
+    help="Read every report in this format (default: told by content: JUnit XML, CTRF JSON, "
+    ".NET TRX or TAP).",
+)  # fmt: skip
 def ingest_command(
     db: Path,
     reports: tuple[Path, ...],
@@ -78,17 +83,21 @@ def ingest_command(
     ci_url: str | None,
     manifest: Path | None,
     no_detect: bool,
+    report_format: str | None,
 ) -> None:
-    """Ingest JUnit REPORTS into history DB as one run (shards of one run: give them all, or
-    ingest each with the same --run-id). A report already ingested into the run is skipped.
+    """Ingest REPORTS (JUnit XML, CTRF JSON, .NET TRX or TAP) into history DB as one run
+    (shards of one run: give them all, or ingest each with the same --run-id). A report
+    already ingested into the run is skipped.
     """
     if manifest is not None:
         if reports:
             raise FlaketuiError("give report files or --manifest, not both")
         flags = (run_id, suite, branch, branch_kind, commit_sha, timestamp, worker_count,
-                 incident, runner_host, ci_url)  # fmt: skip
+                 incident, runner_host, ci_url, report_format)  # fmt: skip
         if changed_files or any(flag is not None for flag in flags):
-            raise FlaketuiError("with --manifest, run metadata comes from the manifest's lines")
+            raise FlaketuiError(
+                "with --manifest, run metadata and formats come from the manifest's lines"
+            )
         _ingest_manifest(db, manifest)
         return
     if not reports:
@@ -113,7 +122,7 @@ def ingest_command(
     hashes = [file_sha256(path) for path in reports]
     if meta.ts is None:
         # The manifest's rule: an archived report re-ingested later keeps the day it ran.
-        meta.ts = reports_timestamp(reports)
+        meta.ts = reports_timestamp(reports, report_format)
     resolved = resolve_run_meta(
         meta,
         env=os.environ,
@@ -123,7 +132,9 @@ def ingest_command(
         fallback_run_id=content_run_id(hashes),
     )
     history = open_history(db)
-    result = ingest_reports(history, list(reports), resolved, config=config)
+    result = ingest_reports(
+        history, list(reports), resolved, config=config, report_format=report_format
+    )
     resign_if_stale(history, config.mask_patterns)
     if result.empty:
         click.echo(f"no test cases in {plural(len(reports), 'report')}: no run recorded")

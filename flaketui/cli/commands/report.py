@@ -1,4 +1,5 @@
-"""`flaketui report`: the ranked, explained triage list, headless (table, JSON, CSV, Markdown)."""
+"""`flaketui report`: the ranked, explained triage list, headless (table, JSON, CSV, Markdown,
+HTML)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
+from flaketui.core.atomic import write_atomically
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import stale_note
 from flaketui.core.models import BRANCH_KINDS
 from flaketui.core.output.formats import FORMATS, GROUP_BYS, ReportFormat, render
+from flaketui.core.output.html import collect_details, render_html
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import parse_iso
@@ -22,7 +25,16 @@ from flaketui.core.timeutil import parse_iso
 @cli.command("report")
 @click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.option("--now", metavar="ISO", help="Score as of this time (default: now, see README).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice((*FORMATS, "html")), default="table", show_default=True
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Write the report to PATH (replaced atomically) instead of stdout.",
+)
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Show the first N only.")
 @click.option("--suite", metavar="S", help="Only runs of this suite (ranks are computed over it).")
 @click.option("--branch-kind", type=click.Choice(BRANCH_KINDS), help="Only runs of this kind.")
@@ -32,6 +44,7 @@ def report_command(
     db: Path,
     now: str | None,
     fmt: str,
+    output: Path | None,
     limit: int | None,
     suite: str | None,
     branch_kind: str | None,
@@ -52,10 +65,19 @@ def report_command(
             repo_root=locate_codeowners(db, explicit=codeowners),
         )
         note = stale_note(history, config.mask_patterns)
+        threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
+        if fmt == "html":
+            details = collect_details(history, report, config)
+            text = render_html(report, details, threshold=threshold, limit=limit)
+        else:
+            text = render(
+                report, ReportFormat(fmt), group_by=group_by, limit=limit, threshold=threshold
+            )
     finally:
         history.conn.close()
     if note is not None:
         click.echo(note, err=True)
-    threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
-    text = render(report, ReportFormat(fmt), group_by=group_by, limit=limit, threshold=threshold)
-    click.echo(text, nl=False)
+    if output is not None:
+        write_atomically(output, text.encode())
+    else:
+        click.echo(text, nl=False)

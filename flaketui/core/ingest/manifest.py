@@ -11,6 +11,8 @@ Decisions where the issue is silent:
   refused. One explicit ``timestamp`` on any shard line dates the whole run.
 - Lines without ``run_id`` are runs of their own, named from their files' content hashes.
 - No environment or git detection; runner_host stays unknown unless given.
+- ``format`` (junit, ctrf, trx or tap) reads the line's files in that format instead of telling
+  it from their content; a run's shards take the first line's that gives one.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.ingest.junit import reports_timestamp
+from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp
 from flaketui.core.ingest.writer import ingest_batch
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
@@ -40,7 +42,16 @@ BATCH_BYTES = 64 * 1024 * 1024
 
 STRING_KEYS = ("run_id", "suite", "branch", "commit", "incident", "runner_host", "ci_url")
 KNOWN_KEYS = frozenset(
-    {*STRING_KEYS, "file", "files", "branch_kind", "timestamp", "worker_count", "changed_files"}
+    {
+        *STRING_KEYS,
+        "file",
+        "files",
+        "branch_kind",
+        "timestamp",
+        "worker_count",
+        "changed_files",
+        "format",
+    }
 )
 
 
@@ -61,6 +72,7 @@ class _Line:
     files: list[Path]
     meta: RunMeta
     group: str  # run_id, or a per-line key for lines without one
+    report_format: str | None = None  # None: told by content
 
 
 def _strings(value: Any, key: str) -> list[str]:
@@ -106,6 +118,9 @@ def _parse_line(number: int, text: str, base: Path) -> _Line:
     changed = entry.get("changed_files") or []
     if changed:
         changed = _strings(changed, "changed_files")
+    report_format = entry.get("format")
+    if report_format is not None and report_format not in REPORT_FORMATS:
+        raise FlaketuiError(f"'format' must be one of {', '.join(REPORT_FORMATS)}")
     ts = entry.get("timestamp")
     if ts is not None and not isinstance(ts, str):
         raise FlaketuiError("'timestamp' must be an ISO 8601 string")
@@ -122,7 +137,7 @@ def _parse_line(number: int, text: str, base: Path) -> _Line:
         incident=entry.get("incident"),
         changed_files=changed,
     )
-    return _Line(number, files, meta, meta.run_id or f"\0line {number}")
+    return _Line(number, files, meta, meta.run_id or f"\0line {number}", report_format)
 
 
 def _report_timestamps(lines: list[_Line]) -> None:
@@ -130,7 +145,7 @@ def _report_timestamps(lines: list[_Line]) -> None:
     for line in lines:
         try:
             if line.meta.ts is None:
-                line.meta.ts = reports_timestamp(line.files)
+                line.meta.ts = reports_timestamp(line.files, line.report_format)
         except FlaketuiError as exc:  # an unreadable report
             raise _LineRefused(line.number, exc.message) from None
         if line.meta.ts is None:
@@ -244,6 +259,7 @@ def ingest_manifest(
                 for lines in batch
             ],
             config=config,
+            report_formats=[_run_format(lines) for lines in batch],
         )
         for lines, outcome in zip(batch, outcomes, strict=True):
             if isinstance(outcome, FlaketuiError):  # ReportError, bad metadata
@@ -260,6 +276,11 @@ def ingest_manifest(
             progress(done, len(runs))
     summary.refused.sort()
     return summary
+
+
+def _run_format(lines: list[_Line]) -> str | None:
+    """The report format of a run: the first of its lines that gives one."""
+    return next((line.report_format for line in lines if line.report_format), None)
 
 
 def _batches(runs: list[list[_Line]]) -> Iterator[list[list[_Line]]]:

@@ -102,12 +102,16 @@ def ingest_reports(
     *,
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
     source: str = "junit",
+    report_format: str | None = None,
 ) -> IngestResult:
-    """Ingest report files as ONE run, atomically and idempotently; ReportError on bad input."""
+    """Ingest report files as ONE run, atomically and idempotently; ReportError on bad input.
+
+    report_format: junit, ctrf, trx or tap for every file; None tells each file's by content.
+    """
     hashes, full = _prepare(paths, meta, config)
     conn = db if isinstance(db, sqlite3.Connection) else db.conn
     with bulk_settings(conn), transaction(conn):
-        return _ingest_run(conn, hashes, full, config, source)
+        return _ingest_run(conn, hashes, full, config, source, report_format)
 
 
 def ingest_batch(
@@ -116,6 +120,7 @@ def ingest_batch(
     *,
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
     source: str = "junit",
+    report_formats: Sequence[str | None] | None = None,
 ) -> list[IngestResult | FlaketuiError]:
     """Ingest several runs in ONE transaction, each behind its own savepoint.
 
@@ -123,7 +128,9 @@ def ingest_batch(
     as its error, in the run's place; any other error rolls the whole batch back and is raised.
     Each run is still whole or absent, and one commit for many runs writes each page the runs
     share once instead of once per run (a backfill's per-run commits were ~30 % of its CPU).
+    report_formats: one per run (see ingest_reports), or None to tell every file by content.
     """
+    formats = list(report_formats) if report_formats is not None else [None] * len(runs)
     outcomes: list[IngestResult | FlaketuiError | None] = [None] * len(runs)
     prepared = []
     for index, (paths, meta) in enumerate(runs):
@@ -137,7 +144,9 @@ def ingest_batch(
             for index, hashes, full in prepared:
                 conn.execute("SAVEPOINT flaketui_run")
                 try:
-                    outcomes[index] = _ingest_run(conn, hashes, full, config, source)
+                    outcomes[index] = _ingest_run(
+                        conn, hashes, full, config, source, formats[index]
+                    )
                 except FlaketuiError as exc:
                     conn.execute("ROLLBACK TO flaketui_run")
                     outcomes[index] = exc
@@ -165,6 +174,7 @@ def _ingest_run(
     full: RunMeta,
     config: Config,
     source: str,
+    report_format: str | None = None,
 ) -> IngestResult:
     """One run's rows, rollups and files, inside the caller's transaction."""
     assert full.run_id is not None and full.ts is not None
@@ -182,7 +192,7 @@ def _ingest_run(
     writer: RunWriter | None = None
     added = 0
     for _, path in new_files:
-        cases = iter_cases(path)
+        cases = iter_cases(path, report_format)
         first = next(cases, None)
         if first is None:
             continue
@@ -245,12 +255,13 @@ def _after_write(conn: sqlite3.Connection, run_pk: int, *, appended: bool) -> No
         last = tests[-1]
 
 
-def iter_cases(path: Path) -> Iterator[CaseRow]:
-    """The parser's case rows of one report (imported on first use: the recorder never parses
-    XML). A module-level name so the crash tests can wrap it."""
-    from flaketui.core.ingest.junit import iter_case_rows
+def iter_cases(path: Path, report_format: str | None = None) -> Iterator[CaseRow]:
+    """The parser's case rows of one report, in its format (given, or told by content; the
+    parsers are imported on first use: the recorder never parses reports). A module-level name
+    so the crash tests can wrap it."""
+    from flaketui.core.ingest.formats import iter_report_rows
 
-    return iter_case_rows(path)
+    return iter_report_rows(path, report_format)
 
 
 def _chain(first: CaseRow, rest: Iterator[CaseRow]) -> Iterator[CaseRow]:

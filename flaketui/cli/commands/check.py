@@ -1,0 +1,126 @@
+"""`flaketui check`: a CI gate on what changed since a point, with a Markdown summary."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.cli.options import CODEOWNERS_OPTION
+from flaketui.cli.commands.quarantine import DB_PATH, SKIP_FILE_OPTION, skip_path_for
+from flaketui.core.atomic import write_atomically
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.store import open_history
+from flaketui.core.output.check import (
+    REASONS,
+    SinceError,
+    check,
+    parse_fail_on,
+    render_summary,
+)
+from flaketui.core.owners import locate_codeowners
+from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
+from flaketui.core.timeutil import parse_iso
+
+EXIT_CODES = """\b
+Exit status: 0 when no enabled reason holds; 1 when one does (one line per finding on stdout:
+new-flaky, regression, quarantine-expired, damage) or on an error (unreadable history or skip
+file); 2 on a usage error (unknown option value, --since naming no run).
+"""
+
+
+def _fail_on(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+    try:
+        return parse_fail_on(value)
+    except FlaketuiError as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+def _now(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
+    try:
+        return None if value is None else parse_iso(value)
+    except FlaketuiError as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
+    """The skip file, or None when absent or (found, not named) not flaketui's."""
+    try:
+        return read_skip_file(path, explicit=explicit)
+    except ForeignSkipFile as exc:
+        click.echo(f"warning: {exc.message}; ignored", err=True)
+        return None
+
+
+@cli.command("check", epilog=EXIT_CODES)
+@click.argument("db", type=DB_PATH)
+@click.option("--now", metavar="ISO", callback=_now, help="Judge as of this time (default: now).")
+@click.option(
+    "--since",
+    metavar="RUN_ID|DURATION",
+    help="Compare with the history as of this run, or this long ago (30m, 12h, 7d, 2w); "
+    "default: just before the newest run.",
+)
+@click.option(
+    "--fail-on",
+    "fail_on",
+    metavar="REASONS",
+    default=",".join(REASONS),
+    show_default=True,
+    callback=_fail_on,
+    help="Comma-separated reasons that fail the check (empty: none).",
+)
+@click.option(
+    "--max-damage",
+    type=click.FloatRange(min=0),
+    metavar="X",
+    help="Also fail when the flaky tests together block more than X merges a week.",
+)
+@click.option(
+    "--summary-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Write a Markdown summary there (e.g. $GITHUB_STEP_SUMMARY), passing or failing.",
+)
+@SKIP_FILE_OPTION
+@CODEOWNERS_OPTION
+@click.pass_context
+def check_command(
+    ctx: click.Context,
+    db: Path,
+    now: datetime | None,
+    since: str | None,
+    fail_on: tuple[str, ...],
+    max_damage: float | None,
+    summary_file: Path | None,
+    skip_file: str | None,
+    codeowners: Path | None,
+) -> None:
+    """Fail a CI job on new flaky tests, open regressions or expired quarantines in DB."""
+    skip_path, config = skip_path_for(skip_file)
+    skip = _read_skip(skip_path, explicit=skip_file is not None)
+    history = open_history(db, create=False, readonly=True)
+    try:
+        result = check(
+            history,
+            now=now,
+            since=since,
+            config=config,
+            skip=skip,
+            fail_on=fail_on,
+            max_damage=max_damage,
+            repo_root=locate_codeowners(db, explicit=codeowners),
+        )
+    except SinceError as exc:
+        raise click.BadParameter(exc.message, param_hint="'--since'") from None
+    finally:
+        history.conn.close()
+    if summary_file is not None:
+        write_atomically(summary_file, render_summary(result).encode())
+    for _reason, line in result.failures:
+        click.echo(line)
+    if result.failed:
+        ctx.exit(1)
+    click.echo(f"check passed: nothing to fail on since {result.since_label}")

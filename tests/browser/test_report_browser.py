@@ -1,0 +1,218 @@
+"""The HTML report in a real headless Chromium (Debian's `chromium`, driven by Playwright).
+
+The page is opened from disk with every request outside that file refused and recorded: the
+test fails if the page asks the network for anything. It reads the counts, sorts and filters the
+table, checks that markup in CI data shows as text and never runs, and that the page fits a
+phone's width and hides its controls in print.
+
+`python tests/browser/test_report_browser.py` rewrites docs/report-html.png from the sample
+history.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script
+    sys.path.insert(0, str(ROOT))
+
+from flaketui.cli.commands import cli  # noqa: E402
+from tests.cli.test_report_html import (  # noqa: E402
+    IMG_MESSAGE,
+    IMG_OWNER,
+    NOW,
+    SCRIPT_ID,
+    hostile_history,
+)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# With headless=True Playwright adds --headless itself.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOT = ROOT / "docs" / "report-html.png"
+SAMPLE_NOW = "2026-11-30T18:00:00Z"  # the sample history as its README describes it
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+
+
+class Browser:
+    """One fresh Chromium profile; pages whose requests outside their own file are refused."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.foreign: list[str] = []
+        self.console_errors: list[str] = []
+
+    def open(self, path: Path, *, width: int = 1100, height: int = 900) -> Any:
+        page = self.context.new_page()
+        page.set_viewport_size({"width": width, "height": height})
+        own = path.resolve().as_uri()
+
+        def route(request_route: Any) -> None:
+            url = request_route.request.url
+            if url == own:
+                request_route.continue_()
+            else:
+                self.foreign.append(url)
+                request_route.abort()
+
+        page.route("**/*", route)
+        page.on("request", lambda r: None if r.url == own else self.foreign.append(r.url))
+        page.on(
+            "console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None
+        )
+        page.goto(own)
+        return page
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        context = driver.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            offline=True,
+        )
+        try:
+            yield Browser(context)
+        finally:
+            context.close()
+
+
+def write_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, Any]]:
+    """The hostile history's HTML report and its JSON twin."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text(f"[tool.flaketui]\nowner_fallback = '{IMG_OWNER}'\n")
+    monkeypatch.chdir(work)
+    history = hostile_history(tmp_path / "h.db")
+    target = tmp_path / "report.html"
+    runner = CliRunner()
+    base = ["report", str(history), "--now", NOW]
+    made = runner.invoke(cli, [*base, "--format", "html", "-o", str(target)])
+    assert made.exit_code == 0, made.output
+    as_json = runner.invoke(cli, [*base, "--format", "json"])
+    return target, json.loads(as_json.output)
+
+
+def column(page: Any, index: int) -> list[str]:
+    """The visible cells of one column of the tests table, top to bottom."""
+    return list(
+        page.eval_on_selector_all(
+            "#tests tbody tr:not([hidden])",
+            f"rows => rows.map(r => r.cells[{index}].textContent)",
+        )
+    )
+
+
+def test_counts_sort_filter_and_no_network(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, data = write_report(tmp_path, monkeypatch)
+    page = browser.open(path)
+    expected = {v: sum(t["verdict"] == v for t in data["tests"]) for v in ("flaky", "regression")}
+    assert expected == {"flaky": 2, "regression": 1}
+    for verdict in ("flaky", "regression", "insufficient", "healthy"):
+        shown = page.inner_text(f'[data-count="{verdict}"]')
+        assert int(shown) == sum(t["verdict"] == verdict for t in data["tests"])
+    assert column(page, 1)[0] == data["tests"][0]["test_id"]
+
+    damage = page.locator("#tests th", has_text="Damage")
+    damage.click()
+    ascending = [float(v) for v in column(page, 3)]
+    assert ascending == sorted(ascending) and ascending[0] < ascending[-1]
+    assert damage.get_attribute("aria-sort") == "ascending"
+    damage.click()
+    descending = [float(v) for v in column(page, 3)]
+    assert descending == sorted(ascending, reverse=True)
+    page.locator("#tests th", has_text="Test").click()
+    names = column(page, 1)
+    assert names == sorted(names, key=str.lower)
+
+    page.fill("#filter", "test_pool")
+    assert column(page, 1) == ["tests/test_z.py::test_pool"]
+    assert page.inner_text("#shown") == "1"
+    page.fill("#filter", "")
+    page.select_option("#verdict", "regression")
+    assert column(page, 1) == ["tests/test_c.py::test_sum"]
+
+    assert browser.foreign == []
+    assert browser.console_errors == []
+
+
+def test_markup_in_ci_data_shows_as_text(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, _data = write_report(tmp_path, monkeypatch)
+    page = browser.open(path)
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("#tests td.id", has_text=SCRIPT_ID).count() == 1
+    assert page.locator("#details pre", has_text=IMG_MESSAGE).count() == 1
+    assert page.locator("#tests td", has_text=IMG_OWNER).count() == 4
+    assert page.locator("img").count() == 0
+    assert page.locator("script").count() == 1
+    assert browser.foreign == []
+
+
+def test_phone_width_and_print(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, _data = write_report(tmp_path, monkeypatch)
+    page = browser.open(path, width=390, height=844)
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0  # wide tables scroll inside their own box, the page does not
+    assert not page.locator("#tests th", has_text="Trend").is_visible()
+    page.emulate_media(media="print")
+    assert not page.locator("#filter").is_visible()
+    assert page.locator("#details").is_visible()
+    page.set_viewport_size({"width": 794, "height": 1123})  # A4 at 96 dpi
+    assert page.evaluate("document.documentElement.scrollWidth") <= 794
+    screenshot = tmp_path / "phone.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+    assert screenshot.stat().st_size > 0
+
+
+def write_docs_screenshot() -> None:
+    """Screenshot the top of the sample history's report (six tests listed) for the docs."""
+    from playwright.sync_api import sync_playwright
+
+    history = ROOT / "sample_data" / "history.db"
+    target = ROOT / "bench" / "out" / "report-html-sample.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    args = ["report", str(history), "--now", SAMPLE_NOW, "--format", "html", "--limit", "6"]
+    args += ["-o", str(target)]
+    made = CliRunner().invoke(cli, args)
+    assert made.exit_code == 0, made.output
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 1700})
+        page.goto(target.resolve().as_uri())
+        page.screenshot(path=str(SCREENSHOT))
+        browser.close()
+    print(SCREENSHOT)
+
+
+if __name__ == "__main__":
+    write_docs_screenshot()

@@ -1,0 +1,167 @@
+"""`flaketui report --format html` and `-o`: one inert, self-contained file; CI data as text.
+
+The page is also opened in a real browser by tests/browser/test_report_browser.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.cli.commands import cli
+from flaketui.core.history.store import open_history
+from tests.core.history_builder import HistoryBuilder, utc
+
+T0 = utc(2026, 10, 1)
+NOW = "2026-11-01T00:00:00Z"
+SCRIPT_ID = "tests/test_x.py::test_y[<script>window.pwned=1</script>]"
+IMG_MESSAGE = 'Timeout <img src=x onerror="window.pwned=2"> waiting for "db"'
+IMG_OWNER = "<img src=y onerror=alert(3)>"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+MAX_BYTES_1000_TESTS = 2_000_000
+
+
+def hostile_history(path: Path) -> Path:
+    """A flaky test with markup in its id and message, a regression, a healthy test, 2 workers."""
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    for day in range(25):
+        run = hb.run(ts=T0 + timedelta(days=day), commit=f"c{day:02d}", worker_count=2)
+        worker = f"gw{day % 2}"
+        flaky = ["fail", "pass"] if day % 3 == 0 else ["pass"]
+        run.result(SCRIPT_ID, flaky, message=IMG_MESSAGE, worker_id=worker)
+        run.result("tests/test_z.py::test_pool", ["fail", "pass"] if day % 5 == 0 else ["pass"])
+        run.result("tests/test_c.py::test_sum", ["fail"] if day >= 20 else ["pass"])
+        run.result("tests/test_d.py::test_ok", ["pass"])
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+    return path
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text(f"[tool.flaketui]\nowner_fallback = '{IMG_OWNER}'\n")
+    monkeypatch.chdir(work)
+    return CliRunner()
+
+
+def render_html(runner: CliRunner, history: Path, *args: str) -> str:
+    result = runner.invoke(cli, ["report", str(history), "--now", NOW, "--format", "html", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+class Page(HTMLParser):
+    """Every tag with its attributes, the text outside scripts and styles, the script bodies."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.scripts: list[str] = []
+        self._raw: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("script", "style"):
+            self._raw = tag
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._raw:
+            self._raw = None
+
+    def handle_data(self, data: str) -> None:
+        if self._raw == "script":
+            self.scripts.append(data)
+        elif self._raw is None:
+            self.text.append(data)
+
+
+def parse(page: str) -> Page:
+    parser = Page()
+    parser.feed(page)
+    parser.close()
+    return parser
+
+
+def test_ci_data_shows_as_text_never_as_markup(runner: CliRunner, tmp_path: Path) -> None:
+    page = parse(render_html(runner, hostile_history(tmp_path / "h.db")))
+    names = [tag for tag, _attrs in page.tags]
+    assert names.count("script") == 1  # the page's own sorting and filtering
+    assert "img" not in names
+    assert not any(key.startswith("on") for _tag, attrs in page.tags for key in attrs)
+    text = "".join(page.text)
+    assert SCRIPT_ID in text
+    assert 'Timeout <img src=x onerror="window.pwned=2"> waiting for "db"' in text
+    assert IMG_OWNER in text
+
+
+def test_self_contained_and_offline(runner: CliRunner, tmp_path: Path) -> None:
+    raw = render_html(runner, hostile_history(tmp_path / "h.db"))
+    page = parse(raw)
+    for tag, attrs in page.tags:
+        assert "src" not in attrs, tag
+        assert attrs.get("href") is None or str(attrs["href"]).startswith("#"), attrs
+    assert "url(" not in raw and "@import" not in raw
+    assert "http://" not in raw and "https://" not in raw
+    policy = next(a["content"] for t, a in page.tags if a.get("http-equiv"))
+    assert "default-src 'none'" in str(policy)
+
+
+def test_header_lists_and_sections(runner: CliRunner, tmp_path: Path) -> None:
+    page = parse(render_html(runner, hostile_history(tmp_path / "h.db")))
+    counts = {a["data-count"]: None for _t, a in page.tags if "data-count" in a}
+    assert set(counts) == {"flaky", "regression", "insufficient", "healthy"}
+    text = "".join(page.text)
+    assert "As of 2026-11-01T00:00:00Z, window 90 days." in text
+    ids = {a.get("id") for _t, a in page.tags}
+    assert {"tests", "regressions", "heatmap", "details", "t0", "t1", "t2"} <= ids
+    assert "bad on main for the last 5 runs since commit c20 (last good c19)" in text
+    # The interval plots name each worker; the heatmap has a cell per run of each test.
+    assert "worker gw0: " in text and "worker count 2: " in text
+    assert sum(1 for t, a in page.tags if t == "rect") == 3 * 25
+    assert sum(1 for t, a in page.tags if t == "svg" and a.get("class") == "spark") == 3
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown", "html"])
+def test_output_option_writes_the_same_bytes(runner: CliRunner, tmp_path: Path, fmt: str) -> None:
+    history = hostile_history(tmp_path / "h.db")
+    shown = runner.invoke(cli, ["report", str(history), "--now", NOW, "--format", fmt])
+    target = tmp_path / f"report.{fmt}"
+    written = runner.invoke(
+        cli, ["report", str(history), "--now", NOW, "--format", fmt, "-o", str(target)]
+    )
+    assert shown.exit_code == written.exit_code == 0, written.output
+    assert written.output == ""
+    assert target.read_text(encoding="utf-8") == shown.output
+
+
+def test_output_to_a_directory_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    history = hostile_history(tmp_path / "h.db")
+    result = runner.invoke(cli, ["report", str(history), "--format", "html", "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "is a directory" in result.output
+
+
+def test_size_for_a_thousand_tests(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    __import__("generate")
+    generate = sys.modules["generate"].generate
+    history = tmp_path / "big.db"
+    shape = generate(history, 40_000, tests_count=1000)
+    assert shape["tests"] == 1000
+    target = tmp_path / "big.html"
+    result = runner.invoke(cli, ["report", str(history), "--format", "html", "-o", str(target)])
+    assert result.exit_code == 0, result.output
+    page = target.read_bytes()
+    assert page.count(b"<tr data-verdict=") >= 950  # every listed test is in the table
+    assert len(page) <= MAX_BYTES_1000_TESTS
