@@ -34,6 +34,10 @@ LAZY_COMMANDS: dict[str, str] = {
 }
 
 
+# Commands whose exit status 1 reports a finding to CI: their wrong values exit with 2.
+GATE_COMMANDS = frozenset({"check"})
+
+
 class FlaketuiGroup(click.Group):
     """A group where `flaketui PATH` means `flaketui open PATH`, and user errors are one line."""
 
@@ -65,8 +69,9 @@ class FlaketuiGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Turn user-facing errors into click's one-line 'Error: ...' and exit status 1.
 
-        A wrong value of an argument or option is one too; a command line click cannot parse
-        (an unknown option, a missing argument) keeps click's usage message and status 2.
+        A wrong value of an argument or option is one too (status 2 for a CI gate, whose 1 is a
+        finding); a command line click cannot parse (an unknown option, a missing argument)
+        keeps click's usage message and status 2.
         """
         store.forget_opened()
         try:
@@ -76,7 +81,10 @@ class FlaketuiGroup(click.Group):
         except click.BadParameter as exc:
             # A wrong value (a missing file, a directory, a number out of range, a choice not
             # offered) is the user's input, as a history that cannot be opened is: one line.
-            raise click.ClickException(bad_value(exc)) from None
+            error = click.ClickException(bad_value(exc))
+            if ctx.invoked_subcommand in GATE_COMMANDS:
+                error.exit_code = 2  # a gate's status 1 is a finding: a wrong value is not one
+            raise error from None
         except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
 

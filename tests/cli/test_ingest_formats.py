@@ -223,14 +223,16 @@ def test_format_option_overrides_the_content(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     result = run(db, CORPUS / "ctrf" / "minimal.json", "--format", "junit", "--timestamp", NOW)
     assert result.exit_code == 1
-    assert "minimal.json:" in result.output and "not well-formed" in result.output
+    assert (
+        "minimal.json:" in result.output and "a character XML does not allow here" in result.output
+    )
     text_file = tmp_path / "notes.txt"
     text_file.write_text("hello\nworld\n")
     refused = run(db, text_file, "--format", "tap", "--timestamp", NOW)
     assert refused.exit_code == 1
     assert "not a TAP stream (no version, plan or test line)" in refused.output
     unknown = run(db, text_file, "--format", "xml")
-    assert unknown.exit_code == 2 and "'xml' is not one of" in unknown.output
+    assert unknown.exit_code == 1 and "'xml' is not one of" in unknown.output
 
 
 def test_manifest_reads_every_format(tmp_path: Path) -> None:
@@ -248,9 +250,12 @@ def test_manifest_reads_every_format(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     result = CliRunner().invoke(cli, ["ingest", str(db), "--manifest", str(manifest)])
     assert result.exit_code == 1
-    assert "4 run(s) landed" in result.output
+    assert "4 runs landed" in result.output
     assert "line 5: 'format' must be one of junit, ctrf, trx, tap" in result.output
-    assert "line 6: " in result.output and "not-ok-todo.tap:1: not well-formed" in result.output
+    assert (
+        "line 6: " in result.output
+        and "not-ok-todo.tap:1:2: a character XML does not allow here" in result.output
+    )
     assert query(db, "SELECT count(*) FROM runs") == [(4,)]
 
 

@@ -146,7 +146,7 @@ def test_output_option_writes_the_same_bytes(runner: CliRunner, tmp_path: Path, 
 def test_output_to_a_directory_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
     history = hostile_history(tmp_path / "h.db")
     result = runner.invoke(cli, ["report", str(history), "--format", "html", "-o", str(tmp_path)])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "is a directory" in result.output
 
 
