@@ -38,6 +38,15 @@ class Config:
     streak_surprise: float = 0.05
     resolved_min_days: float = 3.0
     alternating_flip_rate: float = 0.80
+    # Present-tense rates (flaketui.core.scoring.verdicts): weekly rates never extrapolate
+    # from a shorter span; a flake whose rate's upper bound stays under rare_flake_rate is
+    # healthy (flag rare-flake); a steady flake is called resolved by chance at most
+    # false_resolution_rate of the time; a change in a test's daily bad-run rate counts
+    # when a likelihood-ratio test passes at change_alpha (Bonferroni over the days).
+    min_span_days: float = 7.0
+    rare_flake_rate: float = 0.01
+    false_resolution_rate: float = 0.025
+    change_alpha: float = 0.01
     watch_threshold: float = 0.15
     quarantine_threshold: float = 0.30
     suite_thresholds: dict[str, float] = field(default_factory=dict)

@@ -23,6 +23,7 @@ from flaketui.core.output.formats import (
 )
 from flaketui.core.scoring import report as report_module
 from flaketui.core.scoring.report import build_report, effective_now, report_stages
+from flaketui.core.scoring.statistics import wilson_low
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)
@@ -270,13 +271,14 @@ def test_suite_is_the_most_frequent_and_retries_are_per_suite(
     hb.sequence("tests/test_y.py::test_retried", "PPRPPPPPPPPP", start=T0, suite="nightly")
     tests = {t.test_id: t for t in build_report(db, now=NOW).tests}
     assert tests[both].suite == "ci"
-    # `nightly` retries (another test's flaky run), so the flaky-run bound is used for damage
-    # only when the test has flaky runs; this one has none, so flips drive it.
+    # `nightly` retries (another test's flaky run); retries or not, damage uses the Wilson
+    # lower bound of bad runs / runs (no change in the daily rate: the whole window).
     assert tests[both].scores.flaky_runs == 0
-    assert tests[both].scores.damage == pytest.approx(
-        tests[both].scores.flip_rate_low
-        * tests[both].scores.runs_per_week
-        * tests[both].scores.blast_radius
+    scores = tests[both].scores
+    assert (scores.current_runs, scores.current_bad_runs) == (scores.runs, scores.failed_runs)
+    assert scores.flake_rate_low == pytest.approx(wilson_low(scores.failed_runs, scores.runs))
+    assert scores.damage == pytest.approx(
+        scores.flake_rate_low * scores.runs_per_week * scores.blast_radius
     )
     assert tests["tests/test_y.py::test_retried"].suite == "nightly"
     assert "no-retry" not in tests["tests/test_y.py::test_retried"].flags

@@ -21,7 +21,9 @@ class Scores:
     wilson_high: float = 0.0
     flip_rate: float = 0.0
     flip_rate_low: float = 0.0
-    flake_rate_low: float = 0.0  # Wilson low of the flake evidence used by damage
+    flake_rate_low: float = 0.0  # Wilson low of bad runs / runs in the current regime (damage)
+    current_runs: int = 0  # runs since the latest change in the daily bad-run rate (or all)
+    current_bad_runs: int = 0
     runs_per_week: float = 0.0
     blast_radius: float = 0.0
     damage: float = 0.0  # expected blocked merges per week
@@ -49,6 +51,7 @@ class TestVerdict:
     first_bad_commit: str | None = None
     last_good_commit: str | None = None
     daily_scores: list[float] = field(default_factory=list)  # recency score per day, oldest first
+    onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
 
 
 @dataclass(slots=True)
@@ -66,6 +69,7 @@ class GroupVerdict:
     flags: list[str] = field(default_factory=list)
     regression_rank: int | None = None
     daily_scores: list[float] = field(default_factory=list)  # pooled recency per day, oldest first
+    onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
 
 
 @dataclass(slots=True)
