@@ -168,10 +168,20 @@ def test_json_is_byte_stable_and_has_exact_keys(
     assert first == second
     data = json.loads(first)
     assert list(data) == sorted(
-        ["schema_version", "now", "window_days", "config", "tests", "families", "signatures"]
+        [
+            "schema_version",
+            "now",
+            "window_days",
+            "config",
+            "rare_flakes",
+            "tests",
+            "families",
+            "signatures",
+        ]
     )
     assert data["now"] == "2026-11-01T00:00:00Z"
-    assert data["schema_version"] == 1 and data["window_days"] == 90
+    assert data["schema_version"] == 2 and data["window_days"] == 90
+    assert data["rare_flakes"] == 0
     assert data["config"]["z"] == 1.96
     assert all(set(t) == set(TEST_KEYS) for t in data["tests"])
     assert all(set(f) == set(FAMILY_KEYS) for f in data["families"])
@@ -246,6 +256,7 @@ def test_table_lists_every_entry_aligned(db: sqlite_utils.Database, hb: HistoryB
         "FLAKY",
         "FLIP",
         "FLAGS",
+        "SINCE",
         "TEST",
     ]
     body = lines[3:]
@@ -253,6 +264,11 @@ def test_table_lists_every_entry_aligned(db: sqlite_utils.Database, hb: HistoryB
     column = header.index("TEST")
     assert {line[column:] for line in body} == {t.test_id for t in report.tests}
     assert "R1" in {line.split()[0] for line in body}
+    # A flaky entry shows the day its flaking began; the others a dash.
+    since = {line[column:]: line.split()[9] for line in body}
+    for test in report.tests:
+        assert since[test.test_id] == (test.onset or "-")
+    assert any(t.onset for t in report.tests if t.verdict == "flaky")
 
 
 @pytest.mark.parametrize("suite_columns", [16, 0])

@@ -8,6 +8,7 @@ evidence showed them, weekly rates come from honest spans, a resolved test carri
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.history.store import open_history
+from flaketui.core.output.formats import render_json, render_table
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.results import Report, TestVerdict
 from flaketui.core.scoring.statistics import best_split, change_threshold, runs_per_week
@@ -90,6 +92,10 @@ def test_rare_noise_stays_off_the_flaky_list(tmp_path: Path) -> None:
     assert len(listed) >= 4
     top = [t.test_id for t in report.tests if t.rank is not None and t.rank <= len(listed)]
     assert sorted(top) == listed
+    # The header counts them, and the JSON says how many.
+    rare = sum("rare-flake" in t.flags for t in report.tests)
+    assert f"; {rare} rare flakes below 1% listed as healthy" in render_table(report)
+    assert json.loads(render_json(report))["rare_flakes"] == rare
 
 
 def _onset_plan(onset_day: float) -> tuple[Plan, list[str], list[str]]:

@@ -19,7 +19,7 @@ from typing import Any
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.core.timeutil import to_iso
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FLOAT_DIGITS = 6
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 FORMATS = ("table", "json", "csv", "markdown")
@@ -52,6 +52,10 @@ TEST_KEYS = (
     "first_bad_commit",
     "last_good_commit",
     "last_failure_at",
+    "flake_rate_low",
+    "current_runs",
+    "current_bad_runs",
+    "onset",
 )
 SCORE_KEYS = (
     "damage",
@@ -67,6 +71,9 @@ SCORE_KEYS = (
     "runs_per_week",
     "blast_radius",
     "last_failure_at",
+    "flake_rate_low",
+    "current_runs",
+    "current_bad_runs",
 )
 FAMILY_KEYS = (
     "parent",
@@ -77,6 +84,7 @@ FAMILY_KEYS = (
     "reason",
     "flags",
     "owner",
+    "onset",
     *SCORE_KEYS,
 )
 SIGNATURE_KEYS = (
@@ -89,6 +97,7 @@ SIGNATURE_KEYS = (
     "reason",
     "flags",
     "owner",
+    "onset",
     *SCORE_KEYS,
 )
 
@@ -130,6 +139,7 @@ def test_entry(test: TestVerdict) -> dict[str, Any]:
         owner=test.owner,
         first_bad_commit=test.first_bad_commit,
         last_good_commit=test.last_good_commit,
+        onset=test.onset,
     )
     return {key: _plain(entry[key]) for key in TEST_KEYS}
 
@@ -161,6 +171,7 @@ def _group_common(group: GroupVerdict) -> dict[str, Any]:
         "reason": group.reason,
         "flags": list(group.flags),
         "owner": group.owner,
+        "onset": group.onset,
     }
 
 
@@ -175,6 +186,7 @@ def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
         "now": to_iso(report.now),
         "window_days": report.window_days,
         "config": _plain(report.config),
+        "rare_flakes": rare_flakes(report),
         "tests": [test_entry(t) for t in _cut(report.tests, limit)],
         "families": [family_entry(g) for g in _cut(report.families, limit)],
         "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
@@ -226,10 +238,20 @@ def sparkline(values: Sequence[float], floor_max: float = 0.0) -> str:
     return "".join(SPARK_BLOCKS[min(last, max(0, round(v / top * last)))] for v in values)
 
 
+def rare_flakes(report: Report) -> int:
+    """Tests judged healthy as rare flakes (flag `rare-flake`): counted in the header."""
+    return sum("rare-flake" in t.flags for t in report.tests)
+
+
 def _header(report: Report) -> str:
     line = f"flaketui report as of {to_iso(report.now)}, window {report.window_days} days"
     if report.now_was_clamped:
         line += " (the history is older than the window: shown as of its newest run)"
+    rare = rare_flakes(report)
+    if rare:
+        line += f"; {rare} rare flake{'s' if rare != 1 else ''} below " + (
+            f"{report.config.get('rare_flake_rate', 0.01):.0%} listed as healthy"
+        )
     return line
 
 
@@ -262,6 +284,7 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
         "FLAKY",
         "FLIP",
         "FLAGS",
+        "SINCE",
         {"family": "FAMILY", "signature": "SIGNATURE"}.get(group_by or "", "TEST"),
     )
     lines = [head]
@@ -277,6 +300,7 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
                 str(e["flaky_runs"]),
                 f"{e['flip_rate']:.2f}",
                 ",".join(e["flags"]) or "-",
+                e["onset"] or "-",
                 _name_of(e, group_by),
             )
         )
