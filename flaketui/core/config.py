@@ -47,6 +47,13 @@ class Config:
     rare_flake_rate: float = 0.01
     false_resolution_rate: float = 0.025
     change_alpha: float = 0.01
+    # Outage proposals (flaketui.core.history.outages): at least outage_min_tests distinct
+    # tests, and outage_min_share of the tests their runs ran, failing with one signature in
+    # one run or within outage_span_hours; excluded from scoring until a person rejects them.
+    outage_min_tests: int = 5
+    outage_min_share: float = 0.1
+    outage_span_hours: float = 2.0
+    exclude_proposed_outages: bool = True
     watch_threshold: float = 0.15
     quarantine_threshold: float = 0.30
     suite_thresholds: dict[str, float] = field(default_factory=dict)

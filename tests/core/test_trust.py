@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from flaketui.core.config import Config
 from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import render_json, render_table
+from flaketui.core.scoring import results
 from flaketui.core.scoring.report import build_report
-from flaketui.core.scoring.results import Report, TestVerdict
 from flaketui.core.scoring.statistics import best_split, change_threshold, runs_per_week
 from flaketui.core.scoring.verdicts import clean_tail_chance
 from tests.core.history_builder import HistoryBuilder, utc
@@ -35,7 +35,7 @@ def _history(tmp_path: Path, plan: Plan, seed: int) -> tuple[sqlite_utils.Databa
     return db, simulate(db, plan, seed=seed)
 
 
-def _by_id(report: Report) -> dict[str, TestVerdict]:
+def _by_id(report: results.Report) -> dict[str, results.TestVerdict]:
     return {t.test_id: t for t in report.tests}
 
 

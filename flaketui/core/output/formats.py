@@ -187,6 +187,7 @@ def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
         "window_days": report.window_days,
         "config": _plain(report.config),
         "rare_flakes": rare_flakes(report),
+        "proposed_incidents": _plain(report.proposed_incidents),
         "tests": [test_entry(t) for t in _cut(report.tests, limit)],
         "families": [family_entry(g) for g in _cut(report.families, limit)],
         "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
@@ -247,6 +248,9 @@ def _header(report: Report) -> str:
     line = f"flaketui report as of {to_iso(report.now)}, window {report.window_days} days"
     if report.now_was_clamped:
         line += " (the history is older than the window: shown as of its newest run)"
+    outages = len(report.proposed_incidents)
+    if outages:
+        line += f"; {outages} suspected outage{'s' if outages != 1 else ''} excluded"
     rare = rare_flakes(report)
     if rare:
         line += f"; {rare} rare flake{'s' if rare != 1 else ''} below " + (

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
+from flaketui.core.history.outages import proposed_outages
 from flaketui.core.rollups.evidence import Evidence
 from flaketui.core.scoring.aggregates import (
     per_family_evidence,
@@ -413,6 +414,7 @@ def _rank_tests(
         families=[],
         signatures=[],
         now_was_clamped=clamped,
+        proposed_incidents=proposed_outages(db.conn),
     )
     return _Partial(report, config, evidence, infos, suite, branch_kind, owner_of, pending)
 

@@ -83,3 +83,5 @@ class Report:
     families: list[GroupVerdict]
     signatures: list[GroupVerdict]
     now_was_clamped: bool = False  # history older than the window: shown as of its newest run
+    # Suspected outages excluded from scoring while awaiting review (flaketui.core.history.outages)
+    proposed_incidents: list[dict[str, Any]] = field(default_factory=list)
