@@ -90,6 +90,11 @@ def test_thresholds_absolute_relative_and_span(tmp_path: Path) -> None:
         hb.run(ts=T0 + timedelta(hours=11, minutes=30)).result(
             f"tests/test_o.py::test_{name}", ["fail"], message=down
         )
+    # Every test passes again later: outages pass.
+    _suite_run(hb, T0 + timedelta(hours=20), 40, 0, down)
+    run = hb.run(ts=T0 + timedelta(hours=20))
+    for name in "abcdef":
+        run.result(f"tests/test_o.py::test_{name}", ["pass"])
     found = find_outages(db.conn, now=NOW, config=Config())
     assert [(o.start, o.failed_tests, len(o.run_ids)) for o in found] == [
         (T0 + timedelta(hours=5), 5, 1),
@@ -103,6 +108,19 @@ def test_thresholds_absolute_relative_and_span(tmp_path: Path) -> None:
         db.conn, now=NOW, config=Config(outage_min_share=0.2)
     )] == [6]  # fmt: skip
     assert find_outages(db.conn, now=NOW, config=Config(outage_min_tests=7)) == []
+
+
+def test_a_break_that_stays_is_no_outage(tmp_path: Path) -> None:
+    """Six tests failing with one message from a run on, never passing again: a regression."""
+    db = open_history(tmp_path / "b.db")
+    hb = HistoryBuilder(db)
+    for hour in range(6):
+        _suite_run(hb, T0 + timedelta(hours=hour), 40, 6 if hour >= 3 else 0, "KeyError: 'id'")
+    assert find_outages(db.conn, now=NOW, config=Config()) == []
+    # Once five of them pass again, it was an outage after all.
+    _suite_run(hb, T0 + timedelta(hours=7), 40, 1, "KeyError: 'id'")
+    (found,) = find_outages(db.conn, now=NOW, config=Config())
+    assert found.failed_tests == 6
 
 
 def test_a_flaky_test_failing_often_is_no_outage(tmp_path: Path) -> None:
@@ -181,15 +199,22 @@ def test_ingest_proposes_and_the_cli_reviews(
     result = runner.invoke(
         cli, ["ingest", db, str(report), "--timestamp", ts, "--run-id", "r1", "--no-detect"]
     )
+    # One red run says nothing yet: an outage passes, a break stays.
+    assert result.exit_code == 0 and "suspected" not in result.output, result.output
+    rerun = _report_file(tmp_path / "r2.xml", failing=0)
+    later = "2026-11-01T10:30:00Z"
+    result = runner.invoke(
+        cli, ["ingest", db, str(rerun), "--timestamp", later, "--run-id", "r2", "--no-detect"]
+    )
     assert result.exit_code == 0, result.output
     assert "1 suspected outage(s) excluded from scoring" in result.output
-    listed = runner.invoke(cli, ["incident", "list", db, "--proposed", "--now", ts])
+    listed = runner.invoke(cli, ["incident", "list", db, "--proposed", "--now", later])
     assert listed.exit_code == 0, listed.output
     assert "OUTAGE outage-20261101-1000-" in listed.output
     assert "6 of 10 tests failed with one signature in 1 run(s)" in listed.output
     assert "excluded from scoring, awaiting review" in listed.output
     tag = listed.output.split()[1].rstrip(":")
-    report_json = runner.invoke(cli, ["report", db, "--now", ts, "--format", "json"])
+    report_json = runner.invoke(cli, ["report", db, "--now", later, "--format", "json"])
     assert f'"tag": "{tag}"' in report_json.output
     rejected = runner.invoke(cli, ["incident", "reject", db, tag])
     assert rejected.exit_code == 0 and f"outage {tag} rejected: 1 run(s)" in rejected.output

@@ -9,7 +9,10 @@ one message; a flaky test, however often it fails, is one test.
 Found outages are proposed as incidents (`record_outages`, after an ingest or a merge): an
 incident row with the cluster's window and signature, tagged `outage-YYYYMMDD-HHMM-<hash>`,
 whose runs are tagged so scoring excludes them (`exclude_proposed_outages`, on by default).
-A flaky test that failed in an outage keeps its evidence from every other run. A person then
+A flaky test that failed in an outage keeps its evidence from every other run. An outage
+passes: a cluster is proposed only once at least half of its tests passed again in a later
+run (the re-run of the red commit, the next push), so a change that broke five tests at once
+is left to the scorer, which calls it a regression. A person then
 accepts the proposal (it stays, as any incident) or rejects it (its runs count again, and the
 same cluster is never proposed again). Review states live in `meta` under REVIEW_KEY, so the
 store's schema is unchanged: {tag: "proposed" | "rejected"}; an accepted proposal is an
@@ -22,13 +25,14 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from flaketui.core.config import Config
-from flaketui.core.history.incidents import IncidentError, set_incident
 from flaketui.core.history.store import transaction
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+
+if TYPE_CHECKING:  # reports read proposals: keep sqlite-utils out of the reading path
+    import sqlite_utils
 
 REVIEW_KEY = "outage_reviews"
 PROPOSED = "proposed"
@@ -107,6 +111,8 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
         ran, suites, run_ids = _runs_facts(conn, pks)
         if len(failed) < config.outage_min_share * ran:
             continue
+        if 2 * _recovered(conn, failed, runs[pks[-1]]) < len(failed):
+            continue
         tag = _tag(start, sig)
         found.append(
             Outage(
@@ -130,6 +136,16 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
         if outage.status == "new" and outage.tag in accepted:
             outage.status = "accepted"
     return found
+
+
+def _recovered(conn: sqlite3.Connection, tests: set[int], after: str) -> int:
+    """How many of `tests` passed their first attempt in a run after `after`."""
+    row = conn.execute(
+        "SELECT count(DISTINCT test) FROM test_runs WHERE bad = 0 AND outcome <> 'skipped' "
+        "AND ts > ? AND test IN (SELECT value FROM json_each(?))",
+        (after, json.dumps(sorted(tests))),
+    ).fetchone()
+    return int(row[0])
 
 
 def _runs_facts(conn: sqlite3.Connection, pks: list[int]) -> tuple[int, list[str], list[str]]:
@@ -190,7 +206,7 @@ def record_outages(
                     (json.dumps(outage.run_pks),),
                 )
             ]
-            set_incident(conn, free, outage.tag)
+            _tag_runs(conn, free, outage.tag)
             states[outage.tag] = PROPOSED
             outage.status = PROPOSED
         if new:
@@ -198,7 +214,15 @@ def record_outages(
     return new
 
 
+def _tag_runs(conn: sqlite3.Connection, run_pks: list[int], tag: str | None) -> None:
+    from flaketui.core.history.incidents import set_incident
+
+    set_incident(conn, run_pks, tag)
+
+
 def _pending(conn: sqlite3.Connection, tag: str) -> dict[str, str]:
+    from flaketui.core.history.incidents import IncidentError
+
     states = reviews(conn)
     if states.get(tag) != PROPOSED:
         raise IncidentError(
@@ -228,7 +252,7 @@ def reject_outage(db: sqlite_utils.Database, tag: str) -> int:
             int(pk) for (pk,) in conn.execute("SELECT id FROM runs WHERE incident = ?", (tag,))
         ]
         conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,))
-        set_incident(conn, freed, None)
+        _tag_runs(conn, freed, None)
         states[tag] = REJECTED
         _save_reviews(conn, states)
     return len(freed)
