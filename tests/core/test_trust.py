@@ -254,3 +254,18 @@ def test_simulated_histories_score_alike_from_rollups_and_raw_rows(
     db, sim = _history(tmp_path, plan, seed)
     for hours_back in (0, 30):
         assert assert_everything_agrees(db, sim.now - timedelta(hours=hours_back), Config()) > 40
+
+
+def test_interrupted_runs_are_shown_and_scored_for_what_they_recorded(tmp_path: Path) -> None:
+    db = open_history(tmp_path / "interrupted.db")
+    hb = HistoryBuilder(db)
+    test = "tests/test_i.py::test_i"
+    start = utc(2026, 11, 1)
+    hb.sequence(test, "PPPPPPPPPPPP", start=start, step=timedelta(hours=2))
+    killed = hb.run(ts=start + timedelta(hours=30), finished=False)
+    killed.result(test, ["pass"])
+    report = build_report(db, now=start + timedelta(days=2))
+    assert report.interrupted_runs == 1
+    assert _by_id(report)[test].scores.runs == 13
+    assert "; 1 interrupted run (scored for the tests they recorded)" in render_table(report)
+    assert json.loads(render_json(report))["interrupted_runs"] == 1

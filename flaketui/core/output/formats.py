@@ -188,6 +188,7 @@ def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
         "config": _plain(report.config),
         "rare_flakes": rare_flakes(report),
         "proposed_incidents": _plain(report.proposed_incidents),
+        "interrupted_runs": report.interrupted_runs,
         "tests": [test_entry(t) for t in _cut(report.tests, limit)],
         "families": [family_entry(g) for g in _cut(report.families, limit)],
         "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
@@ -248,6 +249,10 @@ def _header(report: Report) -> str:
     line = f"flaketui report as of {to_iso(report.now)}, window {report.window_days} days"
     if report.now_was_clamped:
         line += " (the history is older than the window: shown as of its newest run)"
+    if report.interrupted_runs:
+        count = report.interrupted_runs
+        line += f"; {count} interrupted run{'s' if count != 1 else ''} (scored for the tests"
+        line += " they recorded)"
     outages = len(report.proposed_incidents)
     if outages:
         line += f"; {outages} suspected outage{'s' if outages != 1 else ''} excluded"

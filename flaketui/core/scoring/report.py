@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.outages import proposed_outages
-from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.rollups.evidence import Evidence, counted_runs_cte
 from flaketui.core.scoring.aggregates import (
     per_family_evidence,
     per_signature_evidence,
@@ -415,8 +415,21 @@ def _rank_tests(
         signatures=[],
         now_was_clamped=clamped,
         proposed_incidents=proposed_outages(db.conn),
+        interrupted_runs=_interrupted_runs(db, now, config, suite, branch_kind),
     )
     return _Partial(report, config, evidence, infos, suite, branch_kind, owner_of, pending)
+
+
+def _interrupted_runs(
+    db: Connected, now: datetime, config: Config, suite: str | None, branch_kind: str | None
+) -> int:
+    """Counted runs of the window whose recording never finished."""
+    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind)
+    sql = (
+        f"WITH {cte} SELECT count(*) FROM counted_runs c JOIN runs r ON r.id = c.id "
+        "WHERE r.finished = 0"
+    )
+    return int(db.conn.execute(sql, params).fetchone()[0])
 
 
 def _complete(db: Connected, partial: _Partial) -> Report:

@@ -85,3 +85,6 @@ class Report:
     now_was_clamped: bool = False  # history older than the window: shown as of its newest run
     # Suspected outages excluded from scoring while awaiting review (flaketui.core.history.outages)
     proposed_incidents: list[dict[str, Any]] = field(default_factory=list)
+    # Runs in the window that never finished (a killed recording): scored for the tests they
+    # recorded, every stored attempt having really happened
+    interrupted_runs: int = 0
