@@ -4,12 +4,12 @@ Terminal escape sequences (colour codes, as a real ESC or written out as `\x1b[3
 repr) are removed from the whole message first, so no mask ever sees their digits. The
 normalised text is then the message's first meaningful line (blank lines and bare traceback
 headers skipped) with the user's mask patterns replaced by `<MASK>`, then, in this order:
-UUIDs `<UUID>`, timestamps and clock times `<TS>`, URLs `<URL>`, IPv6 then IPv4 addresses
-`<IP>`, Kubernetes pod names (`api-7d9f8b6c5-x2k4p` -> `api-<POD>`), POSIX,
-Windows and UNC paths `<PATH>`, `0x` numbers and long hex `<HEX>` (container ids among them),
-base64-like tokens `<TOKEN>`, `:port` suffixes `<PORT>`, remaining numbers `<NUM>`; whitespace
-collapsed; at most MAX_SIGNATURE_TEXT characters. The hash is the first 16 hex digits of its
-SHA-256.
+UUIDs `<UUID>`, IPv6 addresses `<IP>` (before clock times, whose shape they can contain),
+timestamps and clock times `<TS>`, URLs `<URL>`, IPv4 addresses `<IP>`, Kubernetes pod names
+(`api-7d9f8b6c5-x2k4p` -> `api-<POD>`), POSIX, Windows and UNC paths `<PATH>`, `0x` numbers
+and long hex `<HEX>` (container ids among them), base64-like tokens `<TOKEN>`, `:port`
+suffixes `<PORT>`, remaining numbers `<NUM>`; whitespace collapsed; at most
+MAX_SIGNATURE_TEXT characters. The hash is the first 16 hex digits of its SHA-256.
 
 Masks never start inside a word: a Windows drive is a lone letter (`C:\`), so the `y:\n` of
 `'property:\n'` in a repr stays text; a UNC path needs a server and a share.
@@ -57,15 +57,6 @@ _MASKS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     (
-        "<TS>",
-        re.compile(
-            r"\b\d{4}-\d{2}-\d{2}"
-            r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
-            r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
-        ),
-    ),
-    ("<URL>", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")),
-    (
         "<IP>",
         re.compile(
             # Full or `::`-compressed groups, optionally ending in a dotted IPv4 part; at least
@@ -77,6 +68,15 @@ _MASKS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r")(?![\w:])"
         ),
     ),
+    (
+        "<TS>",
+        re.compile(
+            r"\b\d{4}-\d{2}-\d{2}"
+            r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+            r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+        ),
+    ),
+    ("<URL>", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")),
     ("<IP>", re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")),
     (
         # Deployment pods: <name>-<replica-set hash>-<suffix>; bare <name>-<suffix> pods need a
