@@ -38,6 +38,12 @@ LAZY_COMMANDS: dict[str, str] = {
 GATE_COMMANDS = frozenset({"check"})
 
 
+class GateValueError(click.ClickException):
+    """A wrong value given to a gate: one line, status 2 (its status 1 is a finding)."""
+
+    exit_code = 2
+
+
 class FlaketuiGroup(click.Group):
     """A group where `flaketui PATH` means `flaketui open PATH`, and user errors are one line."""
 
@@ -81,10 +87,9 @@ class FlaketuiGroup(click.Group):
         except click.BadParameter as exc:
             # A wrong value (a missing file, a directory, a number out of range, a choice not
             # offered) is the user's input, as a history that cannot be opened is: one line.
-            error = click.ClickException(bad_value(exc))
             if ctx.invoked_subcommand in GATE_COMMANDS:
-                error.exit_code = 2  # a gate's status 1 is a finding: a wrong value is not one
-            raise error from None
+                raise GateValueError(bad_value(exc)) from None
+            raise click.ClickException(bad_value(exc)) from None
         except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
 

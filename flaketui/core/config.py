@@ -38,6 +38,22 @@ class Config:
     streak_surprise: float = 0.05
     resolved_min_days: float = 3.0
     alternating_flip_rate: float = 0.80
+    # Present-tense rates (flaketui.core.scoring.verdicts): weekly rates never extrapolate
+    # from a shorter span; a flake whose rate's upper bound stays under rare_flake_rate is
+    # healthy (flag rare-flake); a steady flake is called resolved by chance at most
+    # false_resolution_rate of the time; a change in a test's daily bad-run rate counts
+    # when a likelihood-ratio test passes at change_alpha (Bonferroni over the days).
+    min_span_days: float = 7.0
+    rare_flake_rate: float = 0.01
+    false_resolution_rate: float = 0.025
+    change_alpha: float = 0.01
+    # Outage proposals (flaketui.core.history.outages): at least outage_min_tests distinct
+    # tests, and outage_min_share of the tests their runs ran, failing with one signature in
+    # one run or within outage_span_hours; excluded from scoring until a person rejects them.
+    outage_min_tests: int = 5
+    outage_min_share: float = 0.1
+    outage_span_hours: float = 2.0
+    exclude_proposed_outages: bool = True
     watch_threshold: float = 0.15
     quarantine_threshold: float = 0.30
     suite_thresholds: dict[str, float] = field(default_factory=dict)

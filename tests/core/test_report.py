@@ -23,6 +23,7 @@ from flaketui.core.output.formats import (
 )
 from flaketui.core.scoring import report as report_module
 from flaketui.core.scoring.report import build_report, effective_now, report_stages
+from flaketui.core.scoring.statistics import wilson_low
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)
@@ -167,10 +168,23 @@ def test_json_is_byte_stable_and_has_exact_keys(
     assert first == second
     data = json.loads(first)
     assert list(data) == sorted(
-        ["schema_version", "now", "window_days", "config", "tests", "families", "signatures"]
+        [
+            "schema_version",
+            "now",
+            "window_days",
+            "config",
+            "rare_flakes",
+            "proposed_incidents",
+            "interrupted_runs",
+            "tests",
+            "families",
+            "signatures",
+        ]
     )
     assert data["now"] == "2026-11-01T00:00:00Z"
-    assert data["schema_version"] == 1 and data["window_days"] == 90
+    assert data["schema_version"] == 2 and data["window_days"] == 90
+    assert data["rare_flakes"] == 0 and data["proposed_incidents"] == []
+    assert data["interrupted_runs"] == 0
     assert data["config"]["z"] == 1.96
     assert all(set(t) == set(TEST_KEYS) for t in data["tests"])
     assert all(set(f) == set(FAMILY_KEYS) for f in data["families"])
@@ -245,6 +259,7 @@ def test_table_lists_every_entry_aligned(db: sqlite_utils.Database, hb: HistoryB
         "FLAKY",
         "FLIP",
         "FLAGS",
+        "SINCE",
         "TEST",
     ]
     body = lines[3:]
@@ -252,6 +267,11 @@ def test_table_lists_every_entry_aligned(db: sqlite_utils.Database, hb: HistoryB
     column = header.index("TEST")
     assert {line[column:] for line in body} == {t.test_id for t in report.tests}
     assert "R1" in {line.split()[0] for line in body}
+    # A flaky entry shows the day its flaking began; the others a dash.
+    since = {line[column:]: line.split()[9] for line in body}
+    for test in report.tests:
+        assert since[test.test_id] == (test.onset or "-")
+    assert any(t.onset for t in report.tests if t.verdict == "flaky")
 
 
 @pytest.mark.parametrize("suite_columns", [16, 0])
@@ -270,13 +290,14 @@ def test_suite_is_the_most_frequent_and_retries_are_per_suite(
     hb.sequence("tests/test_y.py::test_retried", "PPRPPPPPPPPP", start=T0, suite="nightly")
     tests = {t.test_id: t for t in build_report(db, now=NOW).tests}
     assert tests[both].suite == "ci"
-    # `nightly` retries (another test's flaky run), so the flaky-run bound is used for damage
-    # only when the test has flaky runs; this one has none, so flips drive it.
+    # `nightly` retries (another test's flaky run); retries or not, damage uses the Wilson
+    # lower bound of bad runs / runs (no change in the daily rate: the whole window).
     assert tests[both].scores.flaky_runs == 0
-    assert tests[both].scores.damage == pytest.approx(
-        tests[both].scores.flip_rate_low
-        * tests[both].scores.runs_per_week
-        * tests[both].scores.blast_radius
+    scores = tests[both].scores
+    assert (scores.current_runs, scores.current_bad_runs) == (scores.runs, scores.failed_runs)
+    assert scores.flake_rate_low == pytest.approx(wilson_low(scores.failed_runs, scores.runs))
+    assert scores.damage == pytest.approx(
+        scores.flake_rate_low * scores.runs_per_week * scores.blast_radius
     )
     assert tests["tests/test_y.py::test_retried"].suite == "nightly"
     assert "no-retry" not in tests["tests/test_y.py::test_retried"].flags

@@ -143,8 +143,14 @@ def test_blast_radius_levels() -> None:
 
 def test_runs_per_week_uses_shorter_of_window_and_age() -> None:
     assert runs_per_week(90, days_seen=200.0, window_days=90) == pytest.approx(7.0)
-    assert runs_per_week(10, days_seen=5.0, window_days=90) == pytest.approx(14.0)
-    assert runs_per_week(3, days_seen=0.1, window_days=90) == pytest.approx(21.0)  # >= 1 day
+    # Never extrapolated from less than min_span_days (7 by default).
+    assert runs_per_week(10, days_seen=5.0, window_days=90) == pytest.approx(10.0)
+    assert runs_per_week(3, days_seen=0.1, window_days=90) == pytest.approx(3.0)
+    assert runs_per_week(10, days_seen=5.0, window_days=90, min_span_days=1.0) == pytest.approx(
+        14.0
+    )
+    # A window shorter than the floor is the span.
+    assert runs_per_week(10, days_seen=5.0, window_days=3) == pytest.approx(10 / 3 * 7)
 
 
 def test_damage_is_a_product() -> None:

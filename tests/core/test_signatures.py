@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flaketui.core.ingest import signatures
 from flaketui.core.ingest.resign import scheme_of
@@ -111,3 +113,104 @@ def test_the_algorithm_version_is_part_of_the_scheme() -> None:
     assert scheme_of(()).startswith(f"v{version}:")
     assert scheme_of((), version=version + 1) != scheme_of(())
     assert scheme_of(["tenant-[a-z]+"]) != scheme_of(())
+
+
+# Messages that signed wrongly before the scheme's third version, one per rule.
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # terminal colours, real or written out in a repr: gone before any mask runs
+        (
+            "AssertionError: assert '\x1b[31mcolor\x1b[0m' == 'x'",
+            "AssertionError: assert 'color' == 'x'",
+        ),
+        ("AssertionError: assert '\\x1b[1;31mred\\x1b[0m'", "AssertionError: assert 'red'"),
+        ("E \x1b]8;;https://x\x07link\x1b]8;;\x07 failed", "E link failed"),
+        # masks do not start inside a word: `y:\n` in a repr is no Windows drive
+        (
+            "AssertionError: assert 'property:\\n  type: int' == 'x'",
+            "AssertionError: assert 'property:\\n type: int' == 'x'",
+        ),
+        ("copy \\\\fileserver\\builds\\app.zip failed", "copy <PATH> failed"),
+        ("not a share: a\\\\b", "not a share: a\\\\b"),
+        # Kubernetes pods, IPv6, IPv4-mapped and container ids
+        (
+            "ConnectionError: api-7d9f8b6c5-x2k4p unreachable",
+            "ConnectionError: api-<POD> unreachable",
+        ),
+        ("job batch-import-8x2k4 evicted", "job batch-import-<POD> evicted"),
+        ("connect to [2001:db8::8a2e:370:7334]:443 failed", "connect to [<IP>]<PORT> failed"),
+        ("from fe80::1ff:fe23:4567:890a and ::1", "from <IP> and <IP>"),
+        ("peer ::ffff:10.1.2.3 reset", "peer <IP> reset"),
+        ("container 4f66ad9a0b2e exited (137)", "container <HEX> exited (<NUM>)"),
+        # ordinary words and code stay readable
+        (
+            "ValueError: test-something-words and rhythm",
+            "ValueError: test-something-words and rhythm",
+        ),
+        ("TypeError: std::vector<int> went wrong", "TypeError: std::vector<int> went wrong"),
+    ],
+)
+def test_scheme_three_masks(message: str, expected: str) -> None:
+    assert normalise(message) == expected
+
+
+def test_generic_lines_are_told_apart_by_their_failure_location() -> None:
+    here = sign(
+        "AssertionError: assert False\n\ntests/test_a.py:12: in helper\n"
+        "tests/test_a.py:42: AssertionError"
+    )
+    again = sign("AssertionError: assert False\n\ntests/test_a.py:42: AssertionError")
+    there = sign("AssertionError: assert False\n\ntests/test_b.py:7: AssertionError")
+    assert here is not None and again is not None and there is not None
+    assert here.text == "AssertionError: assert False @ tests/test_a.py:42"
+    assert here == again
+    assert here.hash != there.hash
+    numbers = sign("assert '1' == '2'\n\nsrc\\pkg\\test_c.py:9: AssertionError")
+    assert numbers is not None and numbers.text == "assert '<NUM>' == '<NUM>' @ src/pkg/test_c.py:9"
+    # A line that names its cause keeps one signature wherever it failed.
+    one = sign("KeyError: 'user'\n\ntests/test_a.py:1: KeyError")
+    two = sign("KeyError: 'user'\n\ntests/test_b.py:2: KeyError")
+    assert one == two and one is not None and "@" not in one.text
+    # No location to tell it apart: the generic line stays as it is.
+    assert normalise("assert False") == "assert False"
+
+
+_SGR = st.lists(st.integers(0, 107), min_size=1, max_size=3).map(
+    lambda codes: "\x1b[" + ";".join(map(str, codes)) + "m"
+)
+_POD_CHARS = "bcdfghjklmnpqrstvwxz24567789"
+
+
+@given(
+    word=st.from_regex(r"[a-z]{3,12}", fullmatch=True),
+    colour=_SGR,
+    written_out=st.booleans(),
+)
+def test_colour_codes_never_reach_a_mask(word: str, colour: str, written_out: bool) -> None:
+    if written_out:
+        colour = colour.replace("\x1b", "\\x1b")
+        reset = "\\x1b[0m"
+    else:
+        reset = "\x1b[0m"
+    assert normalise(f"AssertionError: got {colour}{word}{reset}") == f"AssertionError: got {word}"
+
+
+@given(
+    hash_part=st.text(_POD_CHARS, min_size=8, max_size=10),
+    suffix=st.text(_POD_CHARS, min_size=5, max_size=5),
+    v4=st.tuples(*[st.integers(0, 255)] * 4),
+    v6=st.lists(st.integers(0, 0xFFFF), min_size=8, max_size=8),
+    compress=st.booleans(),
+)
+def test_infrastructure_names_keep_one_signature(
+    hash_part: str, suffix: str, v4: tuple[int, ...], v6: list[int], compress: bool
+) -> None:
+    ipv6 = ":".join(f"{g:x}" for g in v6)
+    if compress:
+        ipv6 = ":".join(f"{g:x}" for g in v6[:2]) + "::" + f"{v6[-1]:x}"
+    message = (
+        f"ConnectionError: pod api-{hash_part}-{suffix} at {'.'.join(map(str, v4))}"
+        f" via {ipv6} refused"
+    )
+    assert normalise(message) == "ConnectionError: pod api-<POD> at <IP> via <IP> refused"

@@ -61,9 +61,11 @@ def test_a_broken_test_is_a_regression_and_an_alternating_one_flaky(
     assert b.verdict == "flaky" and b.rank == 1
     assert b.scores.flip_rate == pytest.approx(15 / 19)
     assert b.scores.flip_rate_low == pytest.approx(wilson_interval(15, 19)[0])
-    # No retries in this suite: damage uses the flip-rate lower bound.
+    # One damage rule: the Wilson lower bound of bad runs / runs (9 of 20, no change in the
+    # daily rate), whatever showed the flakiness (flips here: the suite never retries).
     # 20 runs, first seen 31 days before now -> 20 / 31 * 7 runs a week; gating on main -> 4.
-    expected = wilson_interval(15, 19)[0] * (20 / 31 * 7) * 4
+    assert (b.scores.current_runs, b.scores.current_bad_runs) == (20, 9)
+    expected = wilson_interval(9, 20)[0] * (20 / 31 * 7) * 4
     assert b.scores.damage == pytest.approx(expected, rel=1e-3)
     assert b.scores.damage > 0
     assert "no-retry" in b.flags
@@ -102,11 +104,12 @@ def test_flaky_40_days_ago_and_clean_for_30_days_is_healthy(
     result = verdict(db, test)
     assert result.verdict == "healthy"
     assert "resolved" in result.flags
-    # Up to the last flake: PRPRRPR, 4 bad of 7 -> p = 0.57; ln 0.05 / ln(3/7) = 3.5 runs, so
-    # N_min (10) decides; 31 clean runs from 2026-09-23 to 2026-10-31 = 38 days >= 7.
+    # Up to the last flake: PRPRRPR, 4 bad of 7. The chance that 4 bad runs among 7 + n all
+    # miss the last n is C(7, 4) / C(7 + n, 4): under 2.5 % from n = 9, so N_min (10)
+    # decides; 31 clean runs from 2026-09-23 to 2026-10-31 = 38 days >= 3.
     assert result.reason == (
         "4 bad runs, the last on 2026-09-23; 31 clean runs since, over 38 days "
-        "(>= 10 needed at the earlier bad rate 0.57)"
+        "(>= 10 needed after 4 bad runs in 7)"
     )
     assert result.rank is None
 
@@ -307,20 +310,19 @@ def _ten_percent_flake_then_clean(hb: HistoryBuilder, test: str, clean_days: int
     )
 
 
-def test_ten_percent_flake_resolves_after_29_clean_runs(
+def test_ten_percent_flake_resolves_after_45_clean_runs(
     db: sqlite_utils.Database, hb: HistoryBuilder
 ) -> None:
-    # p = 8 / 80 = 0.1 up to the last flake -> ceil(28.43) = 29 clean runs needed.
-    _ten_percent_flake_then_clean(hb, A, 29)
-    _ten_percent_flake_then_clean(hb, B, 28)
+    # 8 bad runs in the 80 up to the last flake: C(80, 8) / C(80 + n, 8) is 2.63 % at n = 44
+    # and 2.46 % at n = 45, the first tail under false_resolution_rate (2.5 %).
+    _ten_percent_flake_then_clean(hb, A, 45)
+    _ten_percent_flake_then_clean(hb, B, 44)
     a, b = verdict(db, A), verdict(db, B)
     assert a.verdict == "healthy" and "resolved" in a.flags
-    assert "29 clean runs since, over 49 days (>= 29 needed at the earlier bad rate 0.10)" in (
-        a.reason
-    )
+    assert "45 clean runs since, over 49 days (>= 45 needed after 8 bad runs in 80)" in (a.reason)
     assert b.verdict == "flaky" and "resolved" not in b.flags
     assert b.reason.endswith(
-        "; clean for the last 28 runs over 49 days, 29 runs and 3 days needed to call it resolved"
+        "; clean for the last 44 runs over 49 days, 45 runs and 3 days needed to call it resolved"
     )
 
 
@@ -328,15 +330,15 @@ def test_recent_crash_is_not_resolved_by_a_likely_clean_streak(
     db: sqlite_utils.Database, hb: HistoryBuilder
 ) -> None:
     # A crash every ~16 runs (6 %) for 20 days, the last 4 days ago, 24 clean runs since.
-    # Under the earlier rate, 24 clean runs happen 1 time in 4: not a resolution.
+    # A steady 6 % flake gives 24 clean runs 1 time in 4: not a resolution.
     start = NOW - timedelta(days=24)
     pattern = ("P" * 15 + "E") * 5
     hb.sequence(A, pattern, start=start, step=timedelta(hours=6), message="Worker crashed")
     hb.sequence(A, "P" * 24, start=NOW - timedelta(days=4), step=timedelta(hours=4))
     result = verdict(db, A)
-    # 5 bad of 80 -> p = 0.0625; ln 0.05 / ln 0.9375 = 46.4 -> 47 runs needed.
+    # 5 bad in 80: C(80, 5) / C(80 + n, 5) < 2.5 % from n = 86.
     assert result.verdict == "flaky"
-    assert "47 runs and 3 days needed to call it resolved" in result.reason
+    assert "86 runs and 3 days needed to call it resolved" in result.reason
 
 
 def test_clean_runs_in_one_burst_do_not_resolve_without_clean_days(
@@ -359,7 +361,8 @@ def test_thin_family_is_flaky_as_a_family_through_quiet_spells(
 ) -> None:
     # A fixture-leak shape: 12 params, one of them flaky in every 11th run (9 %), the last flake
     # 14 runs ago. Each param alone is thin; the family (pooled by run) stays flaky: after 9
-    # bad of 99 runs (p = 0.09), 14 clean runs happen 27 % of the time, 32 would be needed.
+    # bad in 99 runs, 14 clean runs after them happen by chance 29 % of the time
+    # (C(99, 9) / C(113, 9)); 49 would be needed.
     params = [f"tests/test_bill.py::test_rollup[p{i:02d}]" for i in range(12)]
     runs = 99 + 14
     for index in range(runs):
@@ -371,7 +374,7 @@ def test_thin_family_is_flaky_as_a_family_through_quiet_spells(
     family = next(f for f in built.families if f.key == "tests/test_bill.py::test_rollup")
     assert (family.scores.runs, family.scores.flaky_runs) == (113, 9)
     assert family.verdict == "flaky" and family.rank == 1
-    assert "32 runs and 3 days needed to call it resolved" in family.reason
+    assert "49 runs and 3 days needed to call it resolved" in family.reason
     members = [t for t in built.tests if t.parent == family.key]
     assert max(t.scores.flaky_runs for t in members) == 1
 

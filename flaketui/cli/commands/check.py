@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.commands.quarantine import DB_PATH, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import open_history

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,12 +18,24 @@ from flaketui.core.history.incidents import (
     propose_incidents,
     remove_incident,
 )
+from flaketui.core.history.outages import (
+    Outage,
+    accept_outage,
+    find_outages,
+    record_outages,
+    reject_outage,
+)
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
 
 DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from flaketui.core.config import Config
 
 
 @cli.group()
@@ -77,14 +90,78 @@ def _describe(item: Incident) -> str:
     return rule + note
 
 
+def propose_outages(history: sqlite_utils.Database, config: Config) -> None:
+    """After a write: propose new outages as incidents (excluded from scoring) and say so."""
+    moment, _clamped = effective_now(history, None, config)
+    new = record_outages(history, now=moment, config=config)
+    if new:
+        click.echo(
+            f"{len(new)} suspected outage(s) excluded from scoring: "
+            "review with `flaketui incident list --proposed`"
+        )
+
+
+STATE_WORDS = {
+    "proposed": "excluded from scoring, awaiting review",
+    "rejected": "rejected: its runs count",
+    "accepted": "accepted",
+    "new": "not excluded (exclude_proposed_outages is off)",
+}
+
+
+def _show_outage(db: Path, item: Outage) -> None:
+    click.echo(
+        f"OUTAGE {item.tag}: {item.failed_tests} of {item.tests} tests failed with one "
+        f"signature in {len(item.run_ids)} run(s), {to_iso(item.start)} .. {to_iso(item.end)}, "
+        f"suites {', '.join(item.suites)}; {STATE_WORDS[item.status]}"
+    )
+    click.echo(f"  signature {item.signature}: {item.signature_text}")
+    click.echo(f"  runs: {', '.join(item.run_ids)}")
+    if item.status == "proposed":
+        click.echo(f"  accept: flaketui incident accept {db} {item.tag}")
+        click.echo(f"  reject: flaketui incident reject {db} {item.tag}")
+
+
+@incident.command("accept")
+@click.argument("db", type=DB_PATH)
+@click.argument("tag")
+def accept_command(db: Path, tag: str) -> None:
+    """Keep proposed outage TAG as an incident: its runs stay out of scoring."""
+    history = open_history(db, create=False)
+    runs = accept_outage(history, tag)
+    click.echo(f"outage {tag} accepted: {runs} run(s) stay excluded")
+
+
+@incident.command("reject")
+@click.argument("db", type=DB_PATH)
+@click.argument("tag")
+def reject_command(db: Path, tag: str) -> None:
+    """Reject proposed outage TAG: its runs count again; it is not proposed again."""
+    history = open_history(db, create=False)
+    runs = reject_outage(history, tag)
+    click.echo(f"outage {tag} rejected: {runs} run(s) count again")
+
+
 @incident.command("list")
 @click.argument("db", type=DB_PATH)
 @click.option("--now", metavar="ISO", help="Propose incidents as of this time (default: now).")
-def list_command(db: Path, now: str | None) -> None:
+@click.option(
+    "--proposed",
+    is_flag=True,
+    help="Only the suspected outages (many tests failing with one signature), with evidence.",
+)
+def list_command(db: Path, now: str | None, proposed: bool) -> None:
     """List tagged incidents and the runs proposed as incidents (most tests failed at once)."""
     history = open_history(db, create=False, readonly=True)
     config = load_config()
     moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
+    outages = find_outages(history.conn, now=moment, config=config)
+    if proposed:
+        for outage in outages:
+            _show_outage(db, outage)
+        if not outages:
+            click.echo("no suspected outages")
+        return
     incidents = list_incidents(history)
     if not incidents:
         click.echo("no tagged incidents")
@@ -105,6 +182,12 @@ def list_command(db: Path, now: str | None) -> None:
         click.echo(f"  accept: {proposal.accept_command(str(db))}")
     if not proposals:
         click.echo("no proposed incidents")
+    pending = sum(outage.status == "proposed" for outage in outages)
+    if pending:
+        click.echo(
+            f"{pending} suspected outage(s) excluded from scoring: "
+            "review with `flaketui incident list --proposed`"
+        )
 
 
 @incident.command("remove")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.commands.incident import propose_outages
 from flaketui.cli.commands.resign import resign_if_stale
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
@@ -146,6 +147,7 @@ def ingest_command(
         f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
         f"{plural(result.results, 'result')} added, {plural(result.tests, 'test')} in the run"
     )
+    propose_outages(history, config)
 
 
 def _ingest_manifest(db: Path, manifest: Path) -> None:
@@ -166,6 +168,7 @@ def _ingest_manifest(db: Path, manifest: Path) -> None:
         summary = ingest_manifest(history, manifest, config=config)
     _print_summary(summary)
     resign_if_stale(history, config.mask_patterns)
+    propose_outages(history, config)
     if summary.refused:
         raise SystemExit(1)
 

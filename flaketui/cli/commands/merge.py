@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.commands.incident import propose_outages
 from flaketui.core.config import load_config
 from flaketui.core.history.merge import merge_histories
 from flaketui.core.history.store import open_history
@@ -44,3 +45,4 @@ def merge_command(dest: Path, sources: tuple[Path, ...]) -> None:
         f"{plural(summary.incidents_added, 'incident')}, "
         f"{plural(summary.audit_rows_added, 'audit row')} added"
     )
+    propose_outages(history, load_config())

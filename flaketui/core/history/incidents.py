@@ -42,7 +42,7 @@ class Incident:
     """A tagged incident as listed: its rules and how many runs carry the tag now."""
 
     tag: str
-    kind: str  # window | signature | ingest (tagged when the run was ingested, no rule)
+    kind: str  # window | signature | outage | ingest (tagged when the run was ingested, no rule)
     runs: int
     start: datetime | None = None  # window rule, or the first tagged run for 'ingest'
     end: datetime | None = None
@@ -91,7 +91,7 @@ class Proposal:
         )  # fmt: skip
 
 
-def _set_incident(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | None) -> int:
+def set_incident(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | None) -> int:
     """Set or clear runs.incident: the single place incident tags change.
 
     Per-day rollups (section 9) that depend on runs.incident must be rebuilt here for the
@@ -129,12 +129,14 @@ def _matching_runs(
 ) -> list[tuple[int, str | None]]:
     """(run pk, current incident) of the runs one incident rule matches."""
     if signature is not None:
+        # An outage proposal has both: the runs of its window that failed with its signature.
         rows = conn.execute(
             "SELECT DISTINCT runs.id, runs.incident FROM runs "
             "JOIN results ON results.run = runs.id "
             "JOIN signatures ON signatures.id = results.signature "
-            "WHERE signatures.hash = ?",
-            (signature,),
+            "WHERE signatures.hash = ? AND (? IS NULL OR runs.ts >= ?) "
+            "AND (? IS NULL OR runs.ts <= ?)",
+            (signature, start, start, end, end),
         ).fetchall()
     else:
         rows = conn.execute(
@@ -180,7 +182,7 @@ def add_incident(
             "VALUES (?, ?, ?, ?, ?, ?)",
             (tag, start_ts, end_ts, full_hash, to_iso(utc_now()), note),
         )
-        tagged = _set_incident(conn, free, tag)
+        tagged = set_incident(conn, free, tag)
     return IncidentChange(
         tag=tag,
         kind="signature" if full_hash is not None else "window",
@@ -210,7 +212,7 @@ def _apply_rules(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> int
         matched = _matching_runs(
             conn, start=start_ts, end=end_ts, signature=signature, only_pks=run_pks
         )
-        tagged += _set_incident(conn, [pk for pk, incident in matched if incident is None], tag)
+        tagged += set_incident(conn, [pk for pk, incident in matched if incident is None], tag)
     return tagged
 
 
@@ -224,7 +226,7 @@ def remove_incident(db: sqlite_utils.Database, tag: str) -> int:
         rules = conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,)).rowcount
         if not freed and not rules:
             raise IncidentError(f"no incident tagged {tag!r} (see flaketui incident list)")
-        _set_incident(conn, freed, None)
+        set_incident(conn, freed, None)
         # Another incident's rule may cover runs this tag had claimed first.
         _apply_rules(conn, freed)
         still = conn.execute(
@@ -254,7 +256,9 @@ def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
     ):
         seen.add(tag)
         runs, first, last = counts.get(tag, (0, None, None))
-        if sig is not None:
+        if sig is not None and start_ts is not None:
+            kind = "outage"
+        elif sig is not None:
             kind = "signature"
         elif start_ts is not None and end_ts is not None:
             kind = "window"

@@ -21,7 +21,7 @@ from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerd
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FLOAT_DIGITS = 6
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -65,6 +65,10 @@ TEST_KEYS = (
     "first_bad_commit",
     "last_good_commit",
     "last_failure_at",
+    "flake_rate_low",
+    "current_runs",
+    "current_bad_runs",
+    "onset",
 )
 SCORE_KEYS = (
     "damage",
@@ -80,6 +84,9 @@ SCORE_KEYS = (
     "runs_per_week",
     "blast_radius",
     "last_failure_at",
+    "flake_rate_low",
+    "current_runs",
+    "current_bad_runs",
 )
 FAMILY_KEYS = (
     "parent",
@@ -90,6 +97,7 @@ FAMILY_KEYS = (
     "reason",
     "flags",
     "owner",
+    "onset",
     *SCORE_KEYS,
 )
 SIGNATURE_KEYS = (
@@ -102,6 +110,7 @@ SIGNATURE_KEYS = (
     "reason",
     "flags",
     "owner",
+    "onset",
     *SCORE_KEYS,
 )
 
@@ -143,6 +152,7 @@ def test_entry(test: TestVerdict) -> dict[str, Any]:
         owner=test.owner,
         first_bad_commit=test.first_bad_commit,
         last_good_commit=test.last_good_commit,
+        onset=test.onset,
     )
     return {key: _plain(entry[key]) for key in TEST_KEYS}
 
@@ -174,6 +184,7 @@ def _group_common(group: GroupVerdict) -> dict[str, Any]:
         "reason": group.reason,
         "flags": list(group.flags),
         "owner": group.owner,
+        "onset": group.onset,
     }
 
 
@@ -188,6 +199,9 @@ def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
         "now": to_iso(report.now),
         "window_days": report.window_days,
         "config": _plain(report.config),
+        "rare_flakes": rare_flakes(report),
+        "proposed_incidents": _plain(report.proposed_incidents),
+        "interrupted_runs": report.interrupted_runs,
         "tests": [test_entry(t) for t in _cut(report.tests, limit)],
         "families": [family_entry(g) for g in _cut(report.families, limit)],
         "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
@@ -239,10 +253,27 @@ def sparkline(values: Sequence[float], floor_max: float = 0.0) -> str:
     return "".join(SPARK_BLOCKS[min(last, max(0, round(v / top * last)))] for v in values)
 
 
+def rare_flakes(report: Report) -> int:
+    """Tests judged healthy as rare flakes (flag `rare-flake`): counted in the header."""
+    return sum("rare-flake" in t.flags for t in report.tests)
+
+
 def _header(report: Report) -> str:
     line = f"flaketui report as of {to_iso(report.now)}, window {plural(report.window_days, 'day')}"
     if report.now_was_clamped:
         line += " (the history is older than the window: shown as of its newest run)"
+    if report.interrupted_runs:
+        count = report.interrupted_runs
+        line += f"; {count} interrupted run{'s' if count != 1 else ''} (scored for the tests"
+        line += " they recorded)"
+    outages = len(report.proposed_incidents)
+    if outages:
+        line += f"; {outages} suspected outage{'s' if outages != 1 else ''} excluded"
+    rare = rare_flakes(report)
+    if rare:
+        line += f"; {rare} rare flake{'s' if rare != 1 else ''} below " + (
+            f"{report.config.get('rare_flake_rate', 0.01):.0%} listed as healthy"
+        )
     return line
 
 
@@ -275,6 +306,7 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
         "FLAKY",
         "FLIP",
         "FLAGS",
+        "SINCE",
         {"family": "FAMILY", "signature": "SIGNATURE"}.get(group_by or "", "TEST"),
     )
     lines = [head]
@@ -290,6 +322,7 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
                 str(e["flaky_runs"]),
                 f"{e['flip_rate']:.2f}",
                 ",".join(e["flags"]) or "-",
+                e["onset"] or "-",
                 _name_of(e, group_by),
             )
         )

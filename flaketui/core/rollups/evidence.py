@@ -250,11 +250,12 @@ class Evidence:
 
 
 def ensure_sql_functions(conn: sqlite3.Connection) -> None:
-    """Provide exp() when SQLite was built without its math functions."""
+    """Provide exp() and ln() when SQLite was built without its math functions."""
     try:
-        conn.execute("SELECT exp(0)").fetchone()
+        conn.execute("SELECT exp(0), ln(1)").fetchone()
     except sqlite3.OperationalError:
         conn.create_function("exp", 1, math.exp, deterministic=True)
+        conn.create_function("ln", 1, math.log, deterministic=True)
 
 
 def analysis_params(now: datetime, config: Config) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from flaketui.core.rollups.evidence import (
     counted_runs_cte,
     ensure_sql_functions,
 )
+from flaketui.core.scoring.statistics import RateChange
 
 # Stage 1: one grouped scan for every key; the sequence analysis then runs on failing keys only.
 _BASE_COLUMNS = """
@@ -476,3 +477,89 @@ def signature_counts(
     return [
         (int(t), str(h), str(x), int(n), str(ts)) for t, h, x, n, ts in db.conn.execute(sql, params)
     ]
+
+
+# The most likely single change in a key's daily bad-run rate (statistics.best_split, in SQL so
+# that one row per key reaches Python): for each boundary between two days with counted runs,
+# the Bernoulli log-likelihood of the two sides at their own rates; the best boundary (ties:
+# the earliest) with the counts after it and the first bad day on each side.
+_LL = "(CASE WHEN {k} > 0 AND {k} < {n} THEN {k} * ln(1.0 * {k} / {n}) + ({n} - {k}) * ln(1.0 - 1.0 * {k} / {n}) ELSE 0.0 END)"  # noqa: E501
+_RATE_CHANGE = f"""
+per_day AS (
+    SELECT key, substr(ts, 1, 10) AS day, count(*) AS n, sum(bad) AS k FROM units
+    GROUP BY key, day
+),
+cum AS (
+    SELECT key, day, n, k,
+        sum(n) OVER upto AS nl, sum(k) OVER upto AS kl,
+        sum(n) OVER whole AS nt, sum(k) OVER whole AS kt,
+        count(*) OVER whole AS days, row_number() OVER upto AS i
+    FROM per_day
+    WINDOW upto AS (PARTITION BY key ORDER BY day ROWS UNBOUNDED PRECEDING),
+        whole AS (PARTITION BY key)
+),
+scored AS (
+    SELECT key, day, nl, kl, nt, kt, days,
+        {_LL.format(k="kl", n="nl")} + {_LL.format(k="(kt - kl)", n="(nt - nl)")} AS ll
+    FROM cum WHERE i < days
+),
+best AS (
+    SELECT key, day, nl, kl, ll,
+        row_number() OVER (PARTITION BY key ORDER BY ll DESC, day) AS pick
+    FROM scored
+),
+totals AS (
+    SELECT key, sum(n) AS nt, sum(k) AS kt, count(*) AS days,
+        min(CASE WHEN k > 0 THEN day END) AS first_bad_day
+    FROM per_day GROUP BY key
+)
+SELECT t.key, t.nt AS runs, t.kt AS bad, t.days, t.first_bad_day,
+    {_LL.format(k="t.kt", n="t.nt")} AS whole_ll,
+    b.day AS split_day, b.nl AS runs_before, b.kl AS bad_before, b.ll AS split_ll,
+    (SELECT min(p.day) FROM per_day p WHERE p.key = t.key AND p.k > 0 AND p.day > b.day)
+        AS first_bad_after
+FROM totals t LEFT JOIN best b ON b.key = t.key AND b.pick = 1
+"""
+
+
+def rate_changes(
+    db: Connected,
+    now: datetime,
+    config: Config,
+    kind: str,
+    test_pks: Sequence[int],
+    suite: str | None = None,
+    branch_kind: str | None = None,
+    members: Mapping[int, str] | None = None,
+) -> dict[Any, RateChange]:
+    """The most likely change in each key's daily bad-run rate (one row per key).
+
+    `kind`: "test" (keys tests.id), "family" (parent ids) or "signature" (hashes, with
+    `members` mapping tests.id -> hash). Read from the raw rows of `test_pks` alone (the tests
+    with a failure, or the members of the groups with one), whatever answers the rest of the
+    scoring, so the rollup and the raw-row scorer see the same figures by construction.
+    """
+    if not test_pks:
+        return {}
+    ensure_sql_functions(db.conn)
+    cte, params = counted_runs_cte(
+        now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
+    )
+    units = {"test": TEST_UNITS, "family": FAMILY_UNITS, "signature": SIGNATURE_UNITS}[kind]
+    if kind == "signature":
+        params["members"] = json.dumps({str(t): sig for t, sig in (members or {}).items()})
+    out = {}
+    for row in _rows(db, f"WITH {cte},{units},{_RATE_CHANGE}", params):
+        out[row["key"]] = RateChange(
+            runs=int(row["runs"]),
+            bad=int(row["bad"]),
+            days=int(row["days"]),
+            first_bad_day=row["first_bad_day"],
+            whole_ll=float(row["whole_ll"]),
+            split_day=row["split_day"],
+            runs_before=int(row["runs_before"] or 0),
+            bad_before=int(row["bad_before"] or 0),
+            split_ll=float(row["split_ll"] if row["split_ll"] is not None else row["whole_ll"]),
+            first_bad_after=row["first_bad_after"],
+        )
+    return out

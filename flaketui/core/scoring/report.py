@@ -23,20 +23,22 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
-from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.history.outages import proposed_outages
+from flaketui.core.rollups.evidence import Evidence, counted_runs_cte
 from flaketui.core.scoring.aggregates import (
     per_family_evidence,
     per_signature_evidence,
     per_test_evidence,
+    rate_changes,
     signature_counts,
     suite_counts,
 )
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict, Verdict
-from flaketui.core.scoring.verdicts import compute_scores, judge
+from flaketui.core.scoring.verdicts import Current, compute_scores, current_of, judge, settle
 from flaketui.core.timeutil import parse_iso, utc_now
 
 DAILY_DAYS = 30
@@ -202,6 +204,28 @@ def _daily_scores(
     return dict(daily_recency_scores(db, test_ids, now=now, days=DAILY_DAYS, config=config))
 
 
+def _currents(
+    db: Connected,
+    now: datetime,
+    config: Config,
+    kind: str,
+    failing: dict[Any, Evidence],
+    test_pks: Sequence[int],
+    suite: str | None,
+    branch_kind: str | None,
+    members: dict[int, str] | None = None,
+) -> dict[Any, Current]:
+    """The current regime of every key with a failure in the window (see current_of)."""
+    if not failing:
+        return {}
+    changes = rate_changes(db, now, config, kind, test_pks, suite, branch_kind, members)
+    return {key: current_of(changes[key], config) for key in failing if key in changes}
+
+
+def _onset(verdict: str, current: Current | None) -> str | None:
+    return current.onset if verdict == "flaky" and current is not None else None
+
+
 def _group(
     key: str,
     label: str,
@@ -210,21 +234,25 @@ def _group(
     now: datetime,
     config: Config,
     owner_of: Callable[[str | None, str], str | None],
+    current: Current | None = None,
 ) -> GroupVerdict:
     first_seen = min(m.first_seen for m in members)
     retries = any(m.retries for m in members)
-    scores = compute_scores(ev, retries=retries, first_seen=first_seen, now=now, config=config)
+    scores = compute_scores(
+        ev, retries=retries, first_seen=first_seen, now=now, config=config, current=current
+    )
     judgement = judge(ev, scores, retries=retries, first_seen=first_seen, now=now, config=config)
     first = min(members, key=lambda m: m.test_id)
     return GroupVerdict(
         key=key,
         label=label,
         members=sorted(m.test_id for m in members),
-        scores=scores,
+        scores=settle(scores, judgement.verdict),
         verdict=judgement.verdict,
         reason=judgement.reason,
         flags=judgement.flags,
         owner=owner_of(first.test_file, first.suite),
+        onset=_onset(judgement.verdict, current),
     )
 
 
@@ -322,15 +350,24 @@ def _rank_tests(
     evidence = per_test_evidence(db, now, config, suite, branch_kind)
     infos = _test_infos(db, evidence, now, config, suite, branch_kind)
     owner_of = _owner_lookup(repo_root, config)
+    bad = {pk: ev for pk, ev in evidence.items() if ev.failed_runs}
+    currents = _currents(db, now, config, "test", bad, list(bad), suite, branch_kind)
     tests: list[TestVerdict] = []
     for pk, ev in evidence.items():
         info = infos[pk]
+        current = currents.get(pk)
         scores = compute_scores(
-            ev, retries=info.retries, first_seen=info.first_seen, now=now, config=config
+            ev,
+            retries=info.retries,
+            first_seen=info.first_seen,
+            now=now,
+            config=config,
+            current=current,
         )
         judgement = judge(
             ev, scores, retries=info.retries, first_seen=info.first_seen, now=now, config=config
         )
+        scores = settle(scores, judgement.verdict)
         tests.append(
             TestVerdict(
                 test_id=info.test_id,
@@ -346,6 +383,7 @@ def _rank_tests(
                 owner=owner_of(info.test_file, info.suite),
                 first_bad_commit=judgement.first_bad_commit,
                 last_good_commit=judgement.last_good_commit,
+                onset=_onset(judgement.verdict, current),
             )
         )
 
@@ -381,8 +419,22 @@ def _rank_tests(
         families=[],
         signatures=[],
         now_was_clamped=clamped,
+        proposed_incidents=proposed_outages(db.conn),
+        interrupted_runs=_interrupted_runs(db, now, config, suite, branch_kind),
     )
     return _Partial(report, config, evidence, infos, suite, branch_kind, owner_of, pending)
+
+
+def _interrupted_runs(
+    db: Connected, now: datetime, config: Config, suite: str | None, branch_kind: str | None
+) -> int:
+    """Counted runs of the window whose recording never finished."""
+    cte, params = counted_runs_cte(now, config, suite=suite, branch_kind=branch_kind)
+    sql = (
+        f"WITH {cte} SELECT count(*) FROM counted_runs c JOIN runs r ON r.id = c.id "
+        "WHERE r.finished = 0"
+    )
+    return int(db.conn.execute(sql, params).fetchone()[0])
 
 
 def _complete(db: Connected, partial: _Partial) -> Report:
@@ -411,14 +463,26 @@ def _complete(db: Connected, partial: _Partial) -> Report:
         by_parent[info.parent].append(info)
         if info.signature is not None:
             by_signature[info.signature].append(info)
+    family_evidence = per_family_evidence(
+        db, now, config, suite, branch_kind, tests=partial.evidence
+    )
+    bad = {k: ev for k, ev in family_evidence.items() if ev.failed_runs and by_parent.get(k)}
+    pks = [info.pk for parent in bad for info in by_parent[parent]]
+    currents = _currents(db, now, config, "family", bad, pks, suite, branch_kind)
     families = [
-        _group(parent, parent, by_parent[parent], ev, now, config, owner_of)
-        for parent, ev in per_family_evidence(
-            db, now, config, suite, branch_kind, tests=partial.evidence
-        ).items()
+        _group(parent, parent, by_parent[parent], ev, now, config, owner_of, currents.get(parent))
+        for parent, ev in family_evidence.items()
         if by_parent.get(parent)
     ]
     members = {info.pk: info.signature for info in infos.values() if info.signature}
+    signature_evidence = per_signature_evidence(
+        db, members, now, config, suite, branch_kind, tests=partial.evidence
+    )
+    bad = {k: ev for k, ev in signature_evidence.items() if ev.failed_runs}
+    wanted = {pk: sig for pk, sig in members.items() if sig in bad}
+    currents = _currents(
+        db, now, config, "signature", bad, list(wanted), suite, branch_kind, wanted
+    )
     signatures = [
         _group(
             sig,
@@ -428,10 +492,9 @@ def _complete(db: Connected, partial: _Partial) -> Report:
             now,
             config,
             owner_of,
+            currents.get(sig),
         )
-        for sig, ev in per_signature_evidence(
-            db, members, now, config, suite, branch_kind, tests=partial.evidence
-        ).items()
+        for sig, ev in signature_evidence.items()
         if by_signature.get(sig)
     ]
     _add_group_series(db, families, signatures, infos, now, config)

@@ -29,7 +29,9 @@ class Scores:
     wilson_high: float = 0.0
     flip_rate: float = 0.0
     flip_rate_low: float = 0.0
-    flake_rate_low: float = 0.0  # Wilson low of the flake evidence used by damage
+    flake_rate_low: float = 0.0  # Wilson low of bad runs / runs in the current regime (damage)
+    current_runs: int = 0  # runs since the latest change in the daily bad-run rate (or all)
+    current_bad_runs: int = 0
     runs_per_week: float = 0.0
     blast_radius: float = 0.0
     damage: float = 0.0  # expected blocked merges per week
@@ -57,6 +59,7 @@ class TestVerdict:
     first_bad_commit: str | None = None
     last_good_commit: str | None = None
     daily_scores: list[float] = field(default_factory=list)  # recency score per day, oldest first
+    onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
 
 
 @dataclass(slots=True)
@@ -74,6 +77,7 @@ class GroupVerdict:
     flags: list[str] = field(default_factory=list)
     regression_rank: int | None = None
     daily_scores: list[float] = field(default_factory=list)  # pooled recency per day, oldest first
+    onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
 
 
 @dataclass(slots=True)
@@ -87,3 +91,8 @@ class Report:
     families: list[GroupVerdict]
     signatures: list[GroupVerdict]
     now_was_clamped: bool = False  # history older than the window: shown as of its newest run
+    # Suspected outages excluded from scoring while awaiting review (flaketui.core.history.outages)
+    proposed_incidents: list[dict[str, Any]] = field(default_factory=list)
+    # Runs in the window that never finished (a killed recording): scored for the tests they
+    # recorded, every stored attempt having really happened
+    interrupted_runs: int = 0

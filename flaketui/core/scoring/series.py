@@ -31,10 +31,11 @@ from flaketui.core.rollups.evidence import (
     counted_runs_cte,
     ensure_sql_functions,
 )
+from flaketui.core.scoring.aggregates import rate_changes
 from flaketui.core.scoring.detail import Target, resolve_target
 from flaketui.core.scoring.results import Verdict
 from flaketui.core.scoring.statistics import recency_score
-from flaketui.core.scoring.verdicts import compute_scores, judge
+from flaketui.core.scoring.verdicts import compute_scores, current_of, judge
 from flaketui.core.timeutil import days_between, parse_iso, to_iso
 
 
@@ -470,7 +471,22 @@ def _judge_as_of(
     ev = Evidence(**dict(zip(names, rows[0], strict=True)))
     # Retries only change the damage score, never the verdict.
     retries = ev.max_attempts > 1
-    scores = compute_scores(ev, retries=retries, first_seen=first_seen, now=as_of, config=config)
+    current = None
+    if ev.failed_runs:
+        pks = [
+            int(pk)
+            for (pk,) in db.conn.execute(
+                "SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(target.test_ids),),
+            )
+        ]
+        kind = "family" if target.kind == "family" else "test"
+        changes = rate_changes(db, as_of, config, kind, pks)
+        if ev.key in changes:
+            current = current_of(changes[ev.key], config)
+    scores = compute_scores(
+        ev, retries=retries, first_seen=first_seen, now=as_of, config=config, current=current
+    )
     judgement = judge(ev, scores, retries=retries, first_seen=first_seen, now=as_of, config=config)
     return judgement.verdict, judgement.reason
 

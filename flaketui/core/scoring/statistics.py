@@ -7,8 +7,11 @@ Choices made here:
 - `recency_weight` treats a negative age (a run after `now`) as age 0; callers exclude
   such runs anyway.
 - `runs_per_week` divides by the shorter of the window and the time since the test (or
-  group) was first seen, never by less than one day, so a test added yesterday with two
-  runs is not extrapolated to 14 runs a day.
+  group) was first seen, never by less than `min_span_days` (7 by default), so 27 runs
+  recorded within 40 minutes are 27 runs a week, not 170.
+- `best_split` finds the most likely change in a daily bad-run rate; `RateChange.significant`
+  keeps it when a likelihood-ratio test passes, Bonferroni-corrected over the candidate days
+  (the scorer runs the same search in SQL: flaketui.core.scoring.aggregates.rate_changes).
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
 
 from flaketui.core.config import Config
 
 DAYS_PER_WEEK = 7.0
-MIN_SPAN_DAYS = 1.0
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -91,10 +95,73 @@ def is_gating(suite: str, config: Config) -> bool:
     return suite not in config.non_gating_suites
 
 
-def runs_per_week(runs: int, days_seen: float, window_days: float) -> float:
-    """Distinct runs per week over the shorter of the window and the time seen (>= 1 day)."""
-    span = max(MIN_SPAN_DAYS, min(float(window_days), days_seen))
-    return runs / span * DAYS_PER_WEEK
+def runs_per_week(
+    runs: int, days_seen: float, window_days: float, min_span_days: float = 7.0
+) -> float:
+    """Distinct runs per week over the shorter of the window and the time seen, never over
+    less than min_span_days (nor more than the window)."""
+    span = max(min(float(min_span_days), float(window_days)), min(float(window_days), days_seen))
+    return runs / max(span, 1e-9) * DAYS_PER_WEEK
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal distribution's quantile (inverse CDF) at p."""
+    return NormalDist().inv_cdf(p)
+
+
+def _loglik(bad: int, runs: int) -> float:
+    """Bernoulli log-likelihood of `bad` of `runs` at its own maximum-likelihood rate."""
+    if runs <= 0 or bad <= 0 or bad >= runs:
+        return 0.0
+    p = bad / runs
+    return bad * math.log(p) + (runs - bad) * math.log(1.0 - p)
+
+
+def change_threshold(days: int, alpha: float) -> float:
+    """Likelihood-ratio statistic a split must reach: chi-square (1 dof) at alpha / splits."""
+    splits = max(1, days - 1)
+    return normal_quantile(1.0 - alpha / (2.0 * splits)) ** 2
+
+
+def best_split(counts: Sequence[tuple[int, int]]) -> tuple[int, float]:
+    """(index, statistic) of the most likely change in daily (runs, bad) counts: the days
+    before `index` against the days from it, and twice the log-likelihood ratio of two
+    Bernoulli rates against one; (0, 0.0) with fewer than two days. Ties: the earliest."""
+    runs = sum(n for n, _ in counts)
+    bad = sum(k for _, k in counts)
+    whole = _loglik(bad, runs)
+    best, where = -math.inf, 0
+    left_runs = left_bad = 0
+    for index in range(len(counts) - 1):
+        left_runs += counts[index][0]
+        left_bad += counts[index][1]
+        both = _loglik(left_bad, left_runs) + _loglik(bad - left_bad, runs - left_runs)
+        if both > best:
+            best, where = both, index + 1
+    if where == 0:
+        return 0, 0.0
+    return where, 2.0 * (best - whole)
+
+
+@dataclass(frozen=True, slots=True)
+class RateChange:
+    """A key's daily bad-run counts summed, with their most likely single change."""
+
+    runs: int
+    bad: int
+    days: int  # days with a counted run
+    first_bad_day: str | None
+    whole_ll: float  # log-likelihood at one rate
+    split_day: str | None  # last day before the change (None with a single day)
+    runs_before: int
+    bad_before: int
+    split_ll: float  # log-likelihood with a rate on each side of split_day
+    first_bad_after: str | None
+
+    def significant(self, alpha: float) -> bool:
+        """The change passes the likelihood-ratio test (Bonferroni over the days)."""
+        statistic = 2.0 * (self.split_ll - self.whole_ll)
+        return self.split_day is not None and statistic > change_threshold(self.days, alpha)
 
 
 def damage(flake_rate_low: float, weekly_runs: float, radius: float) -> float:

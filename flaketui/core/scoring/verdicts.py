@@ -4,27 +4,35 @@ The rules run in this order; the first that matches decides:
 1. `insufficient`: fewer than N_min counted runs.
 2. `healthy`: no bad run in the window.
 3. `regression` (change point): the default branch's own time-ordered sequence ends in a
-   streak of bad runs, none of them `flaky` (a regression fails every attempt), after at least
-   one good main run, and the streak is long: at least min_break_runs (3), and at least as many
-   as make it unlikely (< streak_surprise, 5 %) under the test's own earlier main failure rate
-   p (n >= ln 0.05 / ln p). PR and release runs are ignored here, so PR runs on older commits
-   that still pass do not rescue it. first_bad_commit / last_good_commit come from this sequence.
+   streak of bad runs after at least one good main run, every one of which failed every
+   attempt (a regression), save at most one rescued by a retry (the last flake of a flaky
+   test often opens the streak its break continues: the break wins over the older flake
+   evidence), and the runs that failed through are many: at least min_break_runs (3), and at
+   least as many as make it unlikely (< streak_surprise, 5 %) under the test's own earlier
+   main failure rate p (n >= ln 0.05 / ln p). PR and release runs are ignored here, so PR
+   runs on older commits that still pass do not rescue it. first_bad_commit /
+   last_good_commit come from this sequence.
 4. `healthy` + `resolved` (a resolved incident): the counted runs end in a clean streak that
-   the test's own past would rarely produce. With p = bad runs / runs up to and including the
-   last failed run (the rate while it was failing), the streak of n clean runs since must be
-   - at least N_min runs,
-   - unlikely under p: (1 - p) ** n < streak_surprise (5 %), i.e. n >= ln 0.05 / ln(1 - p),
-     about 3 / p runs: a 10 % flake needs 29 clean runs, a 2 % one 149;
-   - and span at least resolved_min_days (3) from the last failure to the latest clean run,
-     so a burst of re-runs on one afternoon resolves nothing and every daily schedule (the
-     nightly, a working day's pushes) has been seen clean at least twice: the streak test
-     assumes independent runs, and flakes that cluster by schedule or worker count are not.
-     The floor stays well below auto_quarantine_days (7), so a test fixed while in `warning`
-     can fall back before it would be auto-quarantined.
-   A test flaky 40 days ago and clean for 30 days is healthy; a 9 % flake (or a family or
-   signature group pooling several) that has been quiet for 14 runs is still flaky. A single
-   flake among hundreds of runs rarely resolves: its rate makes any quiet stretch likely, so it
-   stays flaky with a damage near zero, at the bottom of the list.
+   a test still flaking at a steady rate would rarely produce, bounded by construction. The
+   runs of a steady flake are exchangeable: whatever its rate, its k bad runs among N are
+   equally likely to sit at any k of the N positions, so the chance that all of them fall
+   before the last n runs is C(N - n, k) / C(N, k) (a permutation test, exact for every
+   rate). The failures are history when
+   - that chance is below false_resolution_rate (2.5 %): a steady flake is called resolved
+     by chance at most 2.5 % of the time at any rate, half the 5 % promised, which leaves
+     room for runs that are not quite independent (a bad hour on a shared runner);
+   - the streak is at least N_min runs;
+   - and it spans at least resolved_min_days (3) from the last failure to the latest clean
+     run, so a burst of re-runs on one afternoon resolves nothing and every daily schedule
+     (the nightly, a working day's pushes) has been seen clean at least twice.
+   8 flakes in 80 runs need 45 clean runs after them; 10 failures in a row then 10 clean
+   runs are already unlikely (C(20, 10) / C(30, 10) = 0.6 %). More clean runs only lower
+   the chance, so they never undo a resolution.
+4b. `healthy` + `rare-flake`: flake evidence, but the Wilson upper bound of the bad-run rate
+   in the current regime (the runs since the latest significant change in the daily rate,
+   or the whole window) stays below rare_flake_rate (1 %): the background noise of shared
+   CI machines (a retry-rescued failure or two in a thousand runs) is not worth a fix,
+   while a test that started failing days ago is judged on those days alone.
 5. `regression`: Wilson low >= 0.70 (failing almost always).
 6. The band 0.50 <= Wilson low < 0.70: `flaky` + `high-rate` with flake evidence, else
    `regression` (a test failing most of the time for no visible flaky reason is broken).
@@ -43,6 +51,7 @@ Flags (sorted in output):
 - `alternating`: flip rate >= 0.8 over >= N_min runs (test-order dependence, a toggled resource).
 - `high-rate`: flaky with a Wilson low >= 0.50.
 - `resolved`: healthy because the failures lie in the past (rule 4).
+- `rare-flake`: healthy because the flake rate is surely below rare_flake_rate (rule 4b).
 - `suspected`: regression from a short trailing streak on the default branch (rule 9).
 - `new`: first seen less than grace_days before now.
 - `no-retry`: flaky in a suite that never retries: evidence from flips and same-commit runs.
@@ -52,6 +61,7 @@ Flags (sorted in output):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -60,6 +70,7 @@ from flaketui.core.config import Config
 from flaketui.core.rollups.evidence import Evidence
 from flaketui.core.scoring.results import Scores, Verdict
 from flaketui.core.scoring.statistics import (
+    RateChange,
     blast_radius,
     damage,
     flip_rate_interval,
@@ -84,20 +95,56 @@ class Judgement:
     last_good_commit: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Current:
+    """The runs of the current rate regime (since the latest change in the daily bad-run
+    rate; the whole window when it never changed) and the day the flaking began."""
+
+    runs: int
+    bad: int
+    onset: str | None  # 'YYYY-MM-DD', None without a bad run
+
+
+def current_of(change: RateChange, config: Config = DEFAULTS) -> Current:
+    """The current regime: the runs after the most likely change in the daily bad-run rate
+    when it passes the likelihood-ratio test at change_alpha, else the whole window. The
+    onset is the first bad day after a significant rise, else the first bad day."""
+    if not change.significant(config.change_alpha):
+        return Current(change.runs, change.bad, change.first_bad_day)
+    runs = change.runs - change.runs_before
+    bad = change.bad - change.bad_before
+    rose = change.runs_before == 0 or bad / runs > change.bad_before / change.runs_before
+    onset = change.first_bad_after if rose else change.first_bad_day
+    return Current(runs, bad, onset or change.first_bad_day)
+
+
 def compute_scores(
-    ev: Evidence, *, retries: bool, first_seen: datetime, now: datetime, config: Config
+    ev: Evidence,
+    *,
+    retries: bool,
+    first_seen: datetime,
+    now: datetime,
+    config: Config,
+    current: Current | None = None,
 ) -> Scores:
-    """Every score from one test's or group's evidence."""
+    """Every score from one test's or group's evidence.
+
+    One damage rule whatever evidence showed the flakiness: the flake rate is the Wilson
+    lower bound of bad runs over runs in the current regime (`current`, else the window).
+    A bad run blocks a merge whether a retry, a same-commit re-run or a flip revealed that
+    it was a flake, so a test failing 27 runs of 44 never ranks under one failing 13 because
+    fewer of its failures were retried. `retries` no longer changes the estimate.
+    """
     low, high = wilson_interval(ev.failed_runs, ev.runs, config.z)
     flip_low, _ = flip_rate_interval(ev.flips, ev.runs, config.z)
-    # Retrying suites show flakes directly; otherwise (or with no flaky run yet) flips do.
-    if retries and ev.flaky_runs > 0:
-        flake_low = wilson_low(ev.flaky_runs, ev.runs, config.z)
-    else:
-        flake_low = flip_low
+    if current is None or current.runs <= 0:
+        current = Current(ev.runs, ev.failed_runs, None)
+    flake_low = wilson_low(current.bad, current.runs, config.z)
     window_start = now - timedelta(days=config.window_days)
     seen_from = max(window_start, min(first_seen, parse_iso(ev.first_ts)))
-    weekly = runs_per_week(ev.runs, days_between(seen_from, now), config.window_days)
+    weekly = runs_per_week(
+        ev.runs, days_between(seen_from, now), config.window_days, config.min_span_days
+    )
     radius = blast_radius(bool(ev.gates_main), bool(ev.gates_branch), config)
     return Scores(
         runs=ev.runs,
@@ -109,6 +156,8 @@ def compute_scores(
         flip_rate=ev.flips / (ev.runs - 1) if ev.runs > 1 else 0.0,
         flip_rate_low=flip_low,
         flake_rate_low=flake_low,
+        current_runs=current.runs,
+        current_bad_runs=current.bad,
         runs_per_week=weekly,
         blast_radius=radius,
         damage=damage(flake_low, weekly, radius),
@@ -140,22 +189,61 @@ def required_streak(ev: Evidence, config: Config = DEFAULTS) -> int:
 
 
 def is_change_point(ev: Evidence, config: Config = DEFAULTS) -> bool:
-    """The default branch broke at a point and has been bad ever since."""
-    return ev.good_rn > 0 and ev.streak_flaky == 0 and ev.streak >= required_streak(ev, config)
+    """The default branch broke at a point and has been bad ever since.
+
+    Every run of the streak failed every attempt, except at most one that a retry rescued:
+    a flaky test's last flake often opens the streak its break then continues."""
+    failed_through = ev.streak - ev.streak_flaky
+    return ev.good_rn > 0 and ev.streak_flaky <= 1 and failed_through >= required_streak(ev, config)
 
 
-def past_bad_rate(ev: Evidence) -> float:
-    """Bad runs over the runs up to and including the last failed one (before the clean tail)."""
-    before_tail = ev.runs - ev.clean_tail
-    return min(1.0, ev.failed_runs / before_tail) if before_tail > 0 else 0.0
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def clean_tail_chance(bad: int, before: int, tail: int) -> float:
+    """Chance that `bad` runs placed at random among `before + tail` all miss the last `tail`:
+    C(before, bad) / C(before + tail, bad) (1.0 without a bad run)."""
+    if bad <= 0:
+        return 1.0
+    if bad > before:
+        return 0.0
+    return math.exp(_log_choose(before, bad) - _log_choose(before + tail, bad))
 
 
 def clean_runs_needed(ev: Evidence, config: Config = DEFAULTS) -> int:
     """Clean runs in a row after the last failure that make the failures history (rule 4)."""
-    needed = unlikely_streak(1.0 - past_bad_rate(ev), config.streak_surprise)
-    if not math.isfinite(needed):  # rate 0: no failure to resolve (rule 2 took it)
+    before = ev.runs - ev.clean_tail
+    if ev.failed_runs <= 0 or before <= 0:  # no failure to resolve (rule 2 took it)
         return config.n_min
-    return max(config.n_min, math.ceil(needed))
+    low, high = 0, 1
+    while clean_tail_chance(ev.failed_runs, before, high) >= config.false_resolution_rate:
+        low, high = high, high * 2
+    while high - low > 1:  # the chance falls as the tail grows: the first tail under the bar
+        middle = (low + high) // 2
+        if clean_tail_chance(ev.failed_runs, before, middle) < config.false_resolution_rate:
+            high = middle
+        else:
+            low = middle
+    return max(config.n_min, high)
+
+
+def current_high(scores: Scores, config: Config = DEFAULTS) -> float:
+    """Wilson upper bound of the bad-run rate in the current regime."""
+    return wilson_interval(scores.current_bad_runs, scores.current_runs, config.z)[1]
+
+
+def is_rare(scores: Scores, config: Config = DEFAULTS) -> bool:
+    """Rule 4b: the current bad-run rate is surely below the rare-flake floor."""
+    return current_high(scores, config) < config.rare_flake_rate
+
+
+def settle(scores: Scores, verdict: str) -> Scores:
+    """The scores as listed: a healthy test blocks nothing now, so its damage is 0 (its past
+    flakes must not order the All view)."""
+    if verdict == "healthy" and scores.damage:
+        return dataclasses.replace(scores, damage=0.0)
+    return scores
 
 
 def clean_days(ev: Evidence) -> float:
@@ -238,8 +326,8 @@ def _resolved(ev: Evidence, config: Config) -> Judgement:
         Verdict.HEALTHY,
         f"{_count(ev.failed_runs, 'bad run')}, the last on {when}; "
         f"{_count(ev.clean_tail, 'clean run')} since, over {clean_days(ev):.0f} days "
-        f"(>= {clean_runs_needed(ev, config)} needed at the earlier bad rate "
-        f"{past_bad_rate(ev):.2f})",
+        f"(>= {clean_runs_needed(ev, config)} needed after "
+        f"{_count(ev.failed_runs, 'bad run')} in {ev.runs - ev.clean_tail})",
         ["resolved"],
     )
 
@@ -267,6 +355,15 @@ def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
     if is_resolved(ev, config):
         return _resolved(ev, config)
     parts = evidence_parts(ev, config)
+    if parts and is_rare(scores, config):
+        bad, runs = scores.current_bad_runs, scores.current_runs
+        return Judgement(
+            Verdict.HEALTHY,
+            f"rare flake: {_count(bad, 'bad run')} of {runs} "
+            f"(rate at most {current_high(scores, config):.2%} < {config.rare_flake_rate:.0%}); "
+            + ", ".join(parts),
+            ["rare-flake"],
+        )
     if scores.wilson_low >= config.regression_low:
         return _regression(ev, scores, f"failing almost always: {_bad_of(ev, scores)}")
     if scores.wilson_low >= config.flaky_low_max:

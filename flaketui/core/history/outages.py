@@ -1,0 +1,286 @@
+"""Outage detection: many distinct tests failing with one signature at once.
+
+An outage is a failure signature that many distinct tests failed with (their first attempt),
+in one run or across runs within `outage_span_hours` of the first such failure: at least
+`outage_min_tests` tests (absolute), and at least `outage_min_share` of the distinct tests
+those runs ran (relative). A shared service down for a few runs fails a fifth of a suite with
+one message; a flaky test, however often it fails, is one test.
+
+Found outages are proposed as incidents (`record_outages`, after an ingest or a merge): an
+incident row with the cluster's window and signature, tagged `outage-YYYYMMDD-HHMM-<hash>`,
+whose runs are tagged so scoring excludes them (`exclude_proposed_outages`, on by default).
+A flaky test that failed in an outage keeps its evidence from every other run. An outage
+passes: a cluster is proposed only once at least half of its tests passed again in a later
+run (the re-run of the red commit, the next push), so a change that broke five tests at once
+is left to the scorer, which calls it a regression. A person then
+accepts the proposal (it stays, as any incident) or rejects it (its runs count again, and the
+same cluster is never proposed again). Review states live in `meta` under REVIEW_KEY, so the
+store's schema is unchanged: {tag: "proposed" | "rejected"}; an accepted proposal is an
+ordinary incident and leaves the map.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from flaketui.core.config import Config
+from flaketui.core.history.store import transaction
+from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+
+if TYPE_CHECKING:  # reports read proposals: keep sqlite-utils out of the reading path
+    import sqlite_utils
+
+REVIEW_KEY = "outage_reviews"
+PROPOSED = "proposed"
+REJECTED = "rejected"
+
+
+@dataclass(slots=True)
+class Outage:
+    """A cluster of first-attempt failures with one signature: the evidence of a proposal."""
+
+    tag: str
+    signature: str
+    signature_text: str
+    start: datetime
+    end: datetime
+    run_pks: list[int]
+    run_ids: list[str]
+    failed_tests: int  # distinct tests that failed with the signature
+    tests: int  # distinct tests the cluster's runs ran
+    suites: list[str] = field(default_factory=list)
+    status: str = "new"  # new (not recorded) | proposed | rejected | accepted
+
+    @property
+    def share(self) -> float:
+        return self.failed_tests / self.tests if self.tests else 0.0
+
+
+def _tag(start: datetime, signature: str) -> str:
+    return f"outage-{start:%Y%m%d-%H%M}-{signature[:6]}"
+
+
+def reviews(conn: sqlite3.Connection) -> dict[str, str]:
+    """The review state of every recorded proposal, by tag."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (REVIEW_KEY,)).fetchone()
+    return dict(json.loads(row[0])) if row else {}
+
+
+def _save_reviews(conn: sqlite3.Connection, states: dict[str, str]) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        (REVIEW_KEY, json.dumps(states, sort_keys=True)),
+    )
+
+
+def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> list[Outage]:
+    """Every outage-like cluster among the runs of the window, oldest first.
+
+    Runs already tagged with another incident are left out; runs tagged with an outage
+    proposal are kept, so a recorded proposal is found again (and shown with its state).
+    """
+    since = to_iso(now - timedelta(days=config.window_days))
+    states = reviews(conn)
+    proposal_tags = json.dumps(sorted(states))
+    failures = conn.execute(
+        "SELECT tr.run, r.ts, s.hash, s.text, tr.test FROM test_runs tr "
+        "JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
+        "WHERE tr.bad = 1 AND r.ts > ? AND r.ts <= ? AND (r.incident IS NULL OR r.incident IN "
+        "(SELECT value FROM json_each(?))) ORDER BY s.hash, r.ts, tr.run",
+        (since, to_iso(now), proposal_tags),
+    ).fetchall()
+    span = timedelta(hours=config.outage_span_hours)
+    clusters: list[tuple[str, str, datetime, dict[int, str], set[int]]] = []
+    for run, ts, sig, text, test in failures:
+        when = parse_iso(ts)
+        last = clusters[-1] if clusters else None
+        if last is None or last[0] != sig or when - last[2] > span:
+            clusters.append((sig, text, when, {}, set()))
+            last = clusters[-1]
+        last[3][int(run)] = ts
+        last[4].add(int(test))
+    found = []
+    for sig, text, start, runs, failed in clusters:
+        if len(failed) < config.outage_min_tests:
+            continue
+        pks = sorted(runs, key=lambda pk: (runs[pk], pk))
+        ran, suites, run_ids = _runs_facts(conn, pks)
+        if len(failed) < config.outage_min_share * ran:
+            continue
+        if 2 * _recovered(conn, failed, runs[pks[-1]]) < len(failed):
+            continue
+        tag = _tag(start, sig)
+        found.append(
+            Outage(
+                tag=tag,
+                signature=sig,
+                signature_text=text,
+                start=start,
+                end=parse_iso(runs[pks[-1]]),
+                run_pks=pks,
+                run_ids=run_ids,
+                failed_tests=len(failed),
+                tests=ran,
+                suites=suites,
+                status=states.get(tag, "new"),
+            )
+        )
+    accepted = {
+        str(tag) for (tag,) in conn.execute("SELECT tag FROM incidents WHERE note LIKE 'outage:%'")
+    }
+    for outage in found:
+        if outage.status == "new" and outage.tag in accepted:
+            outage.status = "accepted"
+    return found
+
+
+def _recovered(conn: sqlite3.Connection, tests: set[int], after: str) -> int:
+    """How many of `tests` passed their first attempt in a run after `after`."""
+    row = conn.execute(
+        "SELECT count(DISTINCT test) FROM test_runs WHERE bad = 0 AND outcome <> 'skipped' "
+        "AND ts > ? AND test IN (SELECT value FROM json_each(?))",
+        (after, json.dumps(sorted(tests))),
+    ).fetchone()
+    return int(row[0])
+
+
+def _runs_facts(conn: sqlite3.Connection, pks: list[int]) -> tuple[int, list[str], list[str]]:
+    """(distinct tests run, suites, run ids) of some runs."""
+    wanted = json.dumps(pks)
+    ran = conn.execute(
+        "SELECT count(DISTINCT test) FROM test_runs WHERE outcome <> 'skipped' "
+        "AND run IN (SELECT value FROM json_each(?))",
+        (wanted,),
+    ).fetchone()[0]
+    rows = conn.execute(
+        "SELECT run_id, suite FROM runs WHERE id IN (SELECT value FROM json_each(?)) "
+        "ORDER BY ts, id",
+        (wanted,),
+    ).fetchall()
+    return int(ran), sorted({str(s) for _r, s in rows}), [str(r) for r, _s in rows]
+
+
+def _note(outage: Outage) -> str:
+    return (
+        f"outage: {outage.failed_tests} of {outage.tests} tests failed with "
+        f"{outage.signature_text} in {len(outage.run_pks)} run(s)"
+    )
+
+
+def record_outages(
+    db: sqlite_utils.Database, *, now: datetime | None, config: Config
+) -> list[Outage]:
+    """Propose the outages not seen before as incidents and exclude their runs from scoring.
+
+    Does nothing unless `exclude_proposed_outages` is on. Returns the new proposals.
+    """
+    if not config.exclude_proposed_outages:
+        return []
+    conn = db.conn
+    moment = now or utc_now()
+    with transaction(conn):
+        states = reviews(conn)
+        new = [o for o in find_outages(conn, now=moment, config=config) if o.status == "new"]
+        for outage in new:
+            conn.execute(
+                "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    outage.tag,
+                    to_iso(outage.start),
+                    to_iso(outage.end),
+                    outage.signature,
+                    to_iso(utc_now()),
+                    _note(outage),
+                ),
+            )
+            free = [
+                int(pk)
+                for (pk,) in conn.execute(
+                    "SELECT id FROM runs WHERE incident IS NULL "
+                    "AND id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(outage.run_pks),),
+                )
+            ]
+            _tag_runs(conn, free, outage.tag)
+            states[outage.tag] = PROPOSED
+            outage.status = PROPOSED
+        if new:
+            _save_reviews(conn, states)
+    return new
+
+
+def _tag_runs(conn: sqlite3.Connection, run_pks: list[int], tag: str | None) -> None:
+    from flaketui.core.history.incidents import set_incident
+
+    set_incident(conn, run_pks, tag)
+
+
+def _pending(conn: sqlite3.Connection, tag: str) -> dict[str, str]:
+    from flaketui.core.history.incidents import IncidentError
+
+    states = reviews(conn)
+    if states.get(tag) != PROPOSED:
+        raise IncidentError(
+            f"no proposed outage tagged {tag!r} (see flaketui incident list --proposed)"
+        )
+    return states
+
+
+def accept_outage(db: sqlite_utils.Database, tag: str) -> int:
+    """Keep a proposed outage as an incident; returns how many runs it excludes."""
+    conn = db.conn
+    with transaction(conn):
+        states = _pending(conn, tag)
+        del states[tag]
+        _save_reviews(conn, states)
+        return int(
+            conn.execute("SELECT count(*) FROM runs WHERE incident = ?", (tag,)).fetchone()[0]
+        )
+
+
+def reject_outage(db: sqlite_utils.Database, tag: str) -> int:
+    """Drop a proposed outage: its runs count again and it is never proposed again."""
+    conn = db.conn
+    with transaction(conn):
+        states = _pending(conn, tag)
+        freed = [
+            int(pk) for (pk,) in conn.execute("SELECT id FROM runs WHERE incident = ?", (tag,))
+        ]
+        conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,))
+        _tag_runs(conn, freed, None)
+        states[tag] = REJECTED
+        _save_reviews(conn, states)
+    return len(freed)
+
+
+def proposed_outages(conn: sqlite3.Connection) -> list[dict[str, object]]:
+    """The recorded proposals awaiting review, for reports: tag, window, signature, runs."""
+    pending = sorted(tag for tag, state in reviews(conn).items() if state == PROPOSED)
+    out: list[dict[str, object]] = []
+    for tag in pending:
+        row = conn.execute(
+            "SELECT i.start_ts, i.end_ts, i.signature, s.text, i.note, "
+            "(SELECT count(*) FROM runs WHERE incident = i.tag) "
+            "FROM incidents i LEFT JOIN signatures s ON s.hash = i.signature WHERE i.tag = ?",
+            (tag,),
+        ).fetchone()
+        if row is None:
+            continue
+        start, end, sig, text, note, runs = row
+        out.append(
+            {
+                "tag": tag,
+                "start": start,
+                "end": end,
+                "signature": sig,
+                "signature_text": text,
+                "runs": int(runs),
+                "evidence": note,
+            }
+        )
+    return out

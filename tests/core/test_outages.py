@@ -1,0 +1,228 @@
+"""Outage detection: proposals, their exclusion from scoring, accept and reject."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+from click.testing import CliRunner
+
+from flaketui.cli.commands import cli
+from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.outages import (
+    accept_outage,
+    find_outages,
+    proposed_outages,
+    record_outages,
+    reject_outage,
+)
+from flaketui.core.history.store import open_history
+from flaketui.core.scoring.report import build_report
+from tests.core.history_builder import HistoryBuilder, utc
+from tests.core.test_rollup_scoring import assert_everything_agrees
+from tests.simulate import Behaviour, Outage, Plan, Suite, simulate
+
+T0 = utc(2026, 11, 1)
+NOW = utc(2026, 11, 3)
+
+
+def _outage_history(tmp_path: Path, seed: int = 5) -> tuple[sqlite_utils.Database, object]:
+    db = open_history(tmp_path / "outage.db")
+    plan = Plan(days=30, suites=(Suite(main_per_day=5, pr_per_day=5, retry_share=0.5),))
+    plan.add("ok", 60, Behaviour("healthy"))
+    plan.add("flaky", 5, Behaviour("steady", rate=0.1))
+    plan.outages = (Outage(8.0), Outage(17.3), Outage(26.6))
+    return db, simulate(db, plan, seed=seed)
+
+
+def test_outages_hitting_a_fifth_of_the_suite_are_proposed_and_excluded(tmp_path: Path) -> None:
+    db, sim = _outage_history(tmp_path)
+    before = build_report(db, now=sim.now)  # type: ignore[attr-defined]
+    # Without the proposals, healthy victims pass and fail on the same commit.
+    victims = [t for t in before.tests if "ok" in t.test_id and t.scores.failed_runs]
+    assert victims
+    found = find_outages(db.conn, now=sim.now, config=Config())  # type: ignore[attr-defined]
+    assert sorted(run for o in found for run in o.run_ids) == sorted(sim.outage_runs)  # type: ignore[attr-defined]
+    assert all(o.failed_tests == 13 and o.tests == 65 for o in found)
+    new = record_outages(db, now=sim.now, config=Config())  # type: ignore[attr-defined]
+    assert [o.tag for o in new] == [o.tag for o in found]
+    assert record_outages(db, now=sim.now, config=Config()) == []  # type: ignore[attr-defined]
+    report = build_report(db, now=sim.now)  # type: ignore[attr-defined]
+    tests = {t.test_id: t for t in report.tests}
+    # Every healthy victim is clean again; the flaky tests keep their evidence from the other
+    # runs (their failures in the outage runs no longer count).
+    assert all(tests[t.test_id].scores.failed_runs == 0 for t in victims)
+    assert all(t.verdict == "flaky" for t in report.tests if "flaky" in t.test_id)
+    assert [p["tag"] for p in report.proposed_incidents] == [o.tag for o in new]
+    assert all(p["runs"] == 1 for p in report.proposed_incidents)
+    # Tagging went through the rollups: both scoring paths still agree.
+    assert assert_everything_agrees(db, sim.now, Config()) > 60  # type: ignore[attr-defined]
+
+
+def _suite_run(hb: HistoryBuilder, ts: object, tests: int, failing: int, message: str) -> None:
+    run = hb.run(ts=ts)  # type: ignore[arg-type]
+    for index in range(tests):
+        failed = index < failing
+        run.result(
+            f"tests/test_o.py::test_{index:02d}",
+            ["fail"] if failed else ["pass"],
+            message=f"{message}\n\ntests/test_o.py:{index + 1}: Error",
+        )
+
+
+def test_thresholds_absolute_relative_and_span(tmp_path: Path) -> None:
+    db = open_history(tmp_path / "t.db")
+    hb = HistoryBuilder(db)
+    down = "ConnectionError: db down"
+    _suite_run(hb, T0, 40, 4, down)  # 4 tests: under the absolute threshold (5)
+    _suite_run(hb, T0 + timedelta(hours=5), 40, 5, down)  # 5 of 40: a proposal
+    # Across runs: 3 tests, then 3 others 90 minutes later, one signature: 6 distinct tests.
+    hb.run(ts=T0 + timedelta(hours=10)).result("tests/test_o.py::test_a", ["fail"], message=down)
+    for name in ("b", "c"):
+        hb.run(ts=T0 + timedelta(hours=10, minutes=5)).result(
+            f"tests/test_o.py::test_{name}", ["fail"], message=down
+        )
+    for name in ("d", "e", "f"):
+        hb.run(ts=T0 + timedelta(hours=11, minutes=30)).result(
+            f"tests/test_o.py::test_{name}", ["fail"], message=down
+        )
+    # Every test passes again later: outages pass.
+    _suite_run(hb, T0 + timedelta(hours=20), 40, 0, down)
+    run = hb.run(ts=T0 + timedelta(hours=20))
+    for name in "abcdef":
+        run.result(f"tests/test_o.py::test_{name}", ["pass"])
+    found = find_outages(db.conn, now=NOW, config=Config())
+    assert [(o.start, o.failed_tests, len(o.run_ids)) for o in found] == [
+        (T0 + timedelta(hours=5), 5, 1),
+        (T0 + timedelta(hours=10), 6, 6),
+    ]
+    # A span too short for the second cluster, a share too high for the first.
+    assert [o.failed_tests for o in find_outages(
+        db.conn, now=NOW, config=Config(outage_span_hours=1.0)
+    )] == [5]  # fmt: skip
+    assert [o.failed_tests for o in find_outages(
+        db.conn, now=NOW, config=Config(outage_min_share=0.2)
+    )] == [6]  # fmt: skip
+    assert find_outages(db.conn, now=NOW, config=Config(outage_min_tests=7)) == []
+
+
+def test_a_break_that_stays_is_no_outage(tmp_path: Path) -> None:
+    """Six tests failing with one message from a run on, never passing again: a regression."""
+    db = open_history(tmp_path / "b.db")
+    hb = HistoryBuilder(db)
+    for hour in range(6):
+        _suite_run(hb, T0 + timedelta(hours=hour), 40, 6 if hour >= 3 else 0, "KeyError: 'id'")
+    assert find_outages(db.conn, now=NOW, config=Config()) == []
+    # Once five of them pass again, it was an outage after all.
+    _suite_run(hb, T0 + timedelta(hours=7), 40, 1, "KeyError: 'id'")
+    (found,) = find_outages(db.conn, now=NOW, config=Config())
+    assert found.failed_tests == 6
+
+
+def test_a_flaky_test_failing_often_is_no_outage(tmp_path: Path) -> None:
+    db = open_history(tmp_path / "f.db")
+    hb = HistoryBuilder(db)
+    for hour in range(48):
+        run = hb.run(ts=T0 + timedelta(minutes=20 * hour))
+        run.result("tests/test_f.py::test_flaky", ["fail", "pass"], message="TimeoutError: slow")
+        run.result("tests/test_f.py::test_ok", ["pass"])
+    assert find_outages(db.conn, now=NOW, config=Config()) == []
+
+
+def test_reject_counts_the_runs_again_and_never_proposes_again(tmp_path: Path) -> None:
+    db, sim = _outage_history(tmp_path, seed=6)
+    now = sim.now  # type: ignore[attr-defined]
+    first, second, third = record_outages(db, now=now, config=Config())
+    assert reject_outage(db, first.tag) == 1
+    assert accept_outage(db, second.tag) == 1
+    assert [p["tag"] for p in proposed_outages(db.conn)] == [third.tag]
+    assert record_outages(db, now=now, config=Config()) == []
+    states = {o.tag: o.status for o in find_outages(db.conn, now=now, config=Config())}
+    assert states == {first.tag: "rejected", third.tag: "proposed"}  # accepted: a plain incident
+    tagged = dict(db.conn.execute("SELECT run_id, incident FROM runs WHERE incident IS NOT NULL"))
+    assert sorted(tagged.values()) == sorted([second.tag, third.tag])
+    with pytest.raises(FlaketuiError, match="no proposed outage tagged 'nope'"):
+        reject_outage(db, "nope")
+    with pytest.raises(FlaketuiError, match="no proposed outage tagged"):
+        accept_outage(db, first.tag)  # already rejected
+    assert assert_everything_agrees(db, now, Config()) > 60
+
+
+def test_exclusion_can_be_turned_off(tmp_path: Path) -> None:
+    db, sim = _outage_history(tmp_path, seed=7)
+    off = dataclasses.replace(Config(), exclude_proposed_outages=False)
+    assert record_outages(db, now=sim.now, config=off) == []  # type: ignore[attr-defined]
+    statuses = {o.status for o in find_outages(db.conn, now=sim.now, config=off)}  # type: ignore[attr-defined]
+    assert statuses == {"new"}
+    assert db.conn.execute("SELECT count(*) FROM runs WHERE incident IS NOT NULL").fetchone() == (
+        0,
+    )
+
+
+POD_SUFFIXES = ["x2k4p", "b7z9q", "m4n5d", "q8r2t", "v6w7x", "z9b2c", "d4f5g", "h6j7k", "l8m9n"]
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuite name="pytest" tests="10">
+{cases}
+</testsuite>
+"""
+
+
+def _report_file(path: Path, failing: int) -> Path:
+    cases = []
+    for index in range(10):
+        body = (
+            f"<failure message=\"ConnectionError: HTTPConnectionPool(host='10.0.0.{index}', "
+            f'port=5432) (pod db-7d9f8b6c5-{POD_SUFFIXES[index]})">boom</failure>'
+            if index < failing
+            else ""
+        )
+        cases.append(
+            f'<testcase classname="tests.test_c" name="test_{index}" file="tests/test_c.py">'
+            f"{body}</testcase>"
+        )
+    path.write_text(JUNIT.format(cases="\n".join(cases)), encoding="utf-8")
+    return path
+
+
+def test_ingest_proposes_and_the_cli_reviews(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # default config: no pyproject.toml here
+    db = str(tmp_path / "h.db")
+    runner = CliRunner()
+    ts = "2026-11-01T10:00:00Z"
+    report = _report_file(tmp_path / "r1.xml", failing=6)
+    result = runner.invoke(
+        cli, ["ingest", db, str(report), "--timestamp", ts, "--run-id", "r1", "--no-detect"]
+    )
+    # One red run says nothing yet: an outage passes, a break stays.
+    assert result.exit_code == 0 and "suspected" not in result.output, result.output
+    rerun = _report_file(tmp_path / "r2.xml", failing=0)
+    later = "2026-11-01T10:30:00Z"
+    result = runner.invoke(
+        cli, ["ingest", db, str(rerun), "--timestamp", later, "--run-id", "r2", "--no-detect"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "1 suspected outage(s) excluded from scoring" in result.output
+    listed = runner.invoke(cli, ["incident", "list", db, "--proposed", "--now", later])
+    assert listed.exit_code == 0, listed.output
+    assert "OUTAGE outage-20261101-1000-" in listed.output
+    assert "6 of 10 tests failed with one signature in 1 run(s)" in listed.output
+    assert "excluded from scoring, awaiting review" in listed.output
+    tag = listed.output.split()[1].rstrip(":")
+    report_json = runner.invoke(cli, ["report", db, "--now", later, "--format", "json"])
+    assert f'"tag": "{tag}"' in report_json.output
+    rejected = runner.invoke(cli, ["incident", "reject", db, tag])
+    assert rejected.exit_code == 0 and f"outage {tag} rejected: 1 run(s)" in rejected.output
+    again = runner.invoke(cli, ["incident", "reject", db, tag])
+    assert again.exit_code != 0
+    assert (
+        again.output.strip()
+        .splitlines()[-1]
+        .endswith(f"no proposed outage tagged {tag!r} (see flaketui incident list --proposed)")
+    )
+    assert "Traceback" not in again.output
