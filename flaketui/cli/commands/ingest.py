@@ -13,7 +13,7 @@ from flaketui.cli.commands.resign import resign_if_stale
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import open_history
-from flaketui.core.ingest.junit import reports_timestamp
+from flaketui.core.ingest.junit import reports_run_info, reports_timestamp
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
 from flaketui.core.ingest.runmeta import resolve_run_meta
 from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
@@ -113,6 +113,10 @@ def ingest_command(
     if meta.ts is None:
         # The manifest's rule: an archived report re-ingested later keeps the day it ran.
         meta.ts = reports_timestamp(reports)
+    # What the reports say about where they ran beats what this machine would guess.
+    for dimension, value in reports_run_info(reports, config.junit_properties).items():
+        if getattr(meta, dimension) is None:
+            setattr(meta, dimension, value)
     resolved = resolve_run_meta(
         meta,
         env=os.environ,
