@@ -170,7 +170,7 @@ def test_json_is_byte_stable_and_has_exact_keys(
         ["schema_version", "now", "window_days", "config", "tests", "families", "signatures"]
     )
     assert data["now"] == "2026-11-01T00:00:00Z"
-    assert data["schema_version"] == 1 and data["window_days"] == 90
+    assert data["schema_version"] == 2 and data["window_days"] == 90
     assert data["config"]["z"] == 1.96
     assert all(set(t) == set(TEST_KEYS) for t in data["tests"])
     assert all(set(f) == set(FAMILY_KEYS) for f in data["families"])

@@ -14,6 +14,7 @@ from flaketui.core.ingest.resign import stale_note
 from flaketui.core.models import BRANCH_KINDS
 from flaketui.core.output.formats import FORMATS, GROUP_BYS, render
 from flaketui.core.owners import locate_codeowners
+from flaketui.core.scoring.causes import attach_causes
 from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import parse_iso
 
@@ -50,6 +51,7 @@ def report_command(
             branch_kind=branch_kind,
             repo_root=locate_codeowners(db, explicit=codeowners),
         )
+        report = attach_causes(history, report, config)
         note = stale_note(history, config.mask_patterns)
     finally:
         history.conn.close()

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from flaketui.core.scoring.causes import Suspect
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.core.timeutil import to_iso
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FLOAT_DIGITS = 6
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 FORMATS = ("table", "json", "csv", "markdown")
@@ -52,6 +53,7 @@ TEST_KEYS = (
     "first_bad_commit",
     "last_good_commit",
     "last_failure_at",
+    "causes",
 )
 SCORE_KEYS = (
     "damage",
@@ -78,6 +80,7 @@ FAMILY_KEYS = (
     "flags",
     "owner",
     *SCORE_KEYS,
+    "causes",
 )
 SIGNATURE_KEYS = (
     "signature",
@@ -131,14 +134,37 @@ def test_entry(test: TestVerdict) -> dict[str, Any]:
         first_bad_commit=test.first_bad_commit,
         last_good_commit=test.last_good_commit,
     )
-    return {key: _plain(entry[key]) for key in TEST_KEYS}
+    plain = {key: _plain(entry[key]) for key in TEST_KEYS if key != "causes"}
+    plain["causes"] = [cause_entry(c) for c in test.causes]
+    return plain
+
+
+def cause_entry(suspect: Suspect) -> dict[str, Any]:
+    """One `causes` entry: a suspect dimension value (see flaketui.core.scoring.causes)."""
+    return {
+        "dimension": suspect.dimension,
+        "value": suspect.value,
+        "bad": suspect.bad,
+        "runs": suspect.runs,
+        "rate": _plain(suspect.rate),
+        "rest_rate": _plain(suspect.rest_rate),
+        # Significant digits, not decimals: a strong suspect's p-value is far below 1e-6.
+        "p_value": float(f"{suspect.p_value:.6g}"),
+        "label": suspect.label,
+    }
 
 
 def family_entry(group: GroupVerdict) -> dict[str, Any]:
     """One `families` entry: exactly FAMILY_KEYS."""
     entry = _scores(group.scores)
-    entry.update(parent=group.key, params=len(group.members), **_group_common(group))
-    return {key: _plain(entry[key]) for key in FAMILY_KEYS}
+    entry.update(
+        parent=group.key,
+        params=len(group.members),
+        **_group_common(group),
+    )
+    plain = {key: _plain(entry[key]) for key in FAMILY_KEYS if key != "causes"}
+    plain["causes"] = [cause_entry(c) for c in group.causes]
+    return plain
 
 
 def signature_entry(group: GroupVerdict) -> dict[str, Any]:
@@ -200,7 +226,8 @@ def _csv_cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, list):
-        return ";".join(str(v) for v in value)
+        # A cause is shown by its label ("host ci-runner-11"), the rest as they are.
+        return ";".join(str(v["label"]) if isinstance(v, dict) else str(v) for v in value)
     return value
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flaketui.core.scoring.causes import Suspect
 
 VERDICTS = ("insufficient", "healthy", "flaky", "regression")
 
@@ -49,6 +52,7 @@ class TestVerdict:
     first_bad_commit: str | None = None
     last_good_commit: str | None = None
     daily_scores: list[float] = field(default_factory=list)  # recency score per day, oldest first
+    causes: list[Suspect] = field(default_factory=list)  # flaky only, see scoring.causes
 
 
 @dataclass(slots=True)
@@ -66,6 +70,7 @@ class GroupVerdict:
     flags: list[str] = field(default_factory=list)
     regression_rank: int | None = None
     daily_scores: list[float] = field(default_factory=list)  # pooled recency per day, oldest first
+    causes: list[Suspect] = field(default_factory=list)  # flaky families only
 
 
 @dataclass(slots=True)
