@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # Command name -> module under flaketui.cli.commands (imported when the command runs).
 LAZY_COMMANDS: dict[str, str] = {
     "changes": "changes",
+    "diagnose": "diagnose",
     "export": "export",
     "incident": "incident",
     "ingest": "ingest",

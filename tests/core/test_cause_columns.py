@@ -160,3 +160,37 @@ def test_ingest_stores_the_report_facts(tmp_path: Path) -> None:
 def test_a_property_map_to_an_unknown_dimension_is_refused() -> None:
     with pytest.raises(ConfigError, match="not one of runner_host"):
         config_from_mapping({"junit_properties": {"x": "colour"}})
+
+
+def test_scoring_ignores_diagnose_experiment_runs(tmp_path: Path) -> None:
+    from flaketui.core.config import Config
+    from flaketui.core.output.formats import render_json
+    from flaketui.core.scoring.causes import analyse
+    from flaketui.core.scoring.detail import outcome_sequence
+    from flaketui.core.scoring.report import build_report, effective_now
+
+    path = tmp_path / "h.db"
+    for day in range(1, 13):
+        outcome = "fail" if day % 4 == 0 else "pass"
+        _record_at(path, f"ci-{day}", datetime(2026, 11, day, tzinfo=UTC), outcome, "pytest")
+    db = open_history(path)
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    before = render_json(build_report(db, now=now))
+    clock = effective_now(db, None, Config())
+    # Experiments: many failures, later than every CI run.
+    for number in range(6):
+        _record_at(path, f"diag-{number}", datetime(2026, 11, 19, number, tzinfo=UTC), "fail",
+                   "diagnose")  # fmt: skip
+    db = open_history(path)
+    assert render_json(build_report(db, now=now)) == before
+    assert effective_now(db, None, Config()) == clock
+    assert analyse(db, "t.py::a", now=now, config=Config()).runs == 12
+    assert len(outcome_sequence(db, "t.py::a", now=now, config=Config())) == 12
+
+
+def _record_at(path: Path, run_id: str, ts: datetime, outcome: str, source: str) -> None:
+    db = open_history(path)
+    recorder = RunRecorder(db, RunMeta(run_id=run_id, ts=ts, branch_kind="main"), source=source)
+    recorder.add([CaseResult("t.py::a", "t.py", [Attempt(outcome, 5, "AssertionError: x")])])
+    recorder.finish()
+    db.conn.close()

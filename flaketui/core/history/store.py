@@ -134,7 +134,8 @@ def _execute_script(conn: sqlite3.Connection, script: str) -> None:
 
 # What cause analysis needs: the run's environment and order seed, and per attempt the test
 # that ran just before it on the same worker (a tests.id of the same run), its position on that
-# worker and the timeout in force. NULL wherever the producer did not say.
+# worker and the timeout in force. NULL wherever the producer did not say. From this version
+# runs.source may also be 'diagnose': experiment runs of `flaketui diagnose`, never scored.
 SCHEMA_V2 = """
 ALTER TABLE runs ADD COLUMN os TEXT;
 ALTER TABLE runs ADD COLUMN python TEXT;
