@@ -205,3 +205,32 @@ def test_report_json_lists_causes_of_flaky_tests(mixed: Path) -> None:
     assert [c["dimension"] for c in causes[WORKERS_TEST]] == ["worker_count"]
     assert [c["value"] for c in causes[ORDER_TEST]] == [POLLUTER]
     assert all(not causes[random_test(n)] for n in range(Kinds().random_flakes))
+
+
+def test_a_worker_seen_only_at_many_workers_is_explained_by_the_worker_count() -> None:
+    from flaketui.core.scoring.causes import Unit, find_suspects
+
+    units = []
+    for number in range(120):
+        wide = number % 3 == 0  # a third of the runs at 16 workers, every one at 02h
+        bad = wide and number % 2 == 0
+        workers = {f"gw{n}" for n in range(16)} if wide else {"gw0", "gw1", "gw2", "gw3"}
+        if number == 3:
+            workers = {"gw0", "gw1", "gw2", "gw3"}  # one good 16-worker run missed gw4..gw15:
+            # "worker gw12" then has a smaller p-value than "16 workers", explained by it
+        units.append(
+            Unit(
+                number,
+                "2026-11-01T02:00:00Z" if wide else "2026-11-01T10:00:00Z",
+                bad,
+                {
+                    "worker_count": {"16" if wide else "4"},
+                    "worker_id": workers,
+                    "hour": {"02" if wide else "10"},
+                },
+            )
+        )
+    suspects = find_suspects(units, Config())
+    assert [(s.dimension, s.value, s.label) for s in suspects] == [
+        ("worker_count", "16", "16 workers")
+    ]
