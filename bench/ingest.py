@@ -224,7 +224,7 @@ def _built_rows(paths: list[Path]) -> tuple[dict[str, int], list[tuple[list, lis
         results, test_runs = [], []
         for test_id, _, attempts in iter_case_rows(path):
             pk = test_pks.setdefault(test_id, len(test_pks) + 1)
-            for number, (outcome, duration, message, worker) in enumerate(attempts, 1):
+            for number, (outcome, duration, message, worker, *_) in enumerate(attempts, 1):
                 results.append((pk, number, outcome, worker, duration, message, None))
             test_runs.append((pk, "fail" if attempts[0][0] != "pass" else "pass", len(attempts)))
         runs.append((results, test_runs))

@@ -19,6 +19,7 @@ from flaketui.core.history import store
 LAZY_COMMANDS: dict[str, str] = {
     "changes": "changes",
     "check": "check",
+    "diagnose": "diagnose",
     "export": "export",
     "incident": "incident",
     "ingest": "ingest",

@@ -10,6 +10,9 @@ from typing import Any
 
 from flaketui.core.errors import ConfigError
 
+# Run dimensions a JUnit report's properties may state (see junit_properties).
+RUN_DIMENSIONS = ("runner_host", "os", "python", "platform", "order_seed")
+
 
 @dataclass(frozen=True)
 class Config:
@@ -70,6 +73,14 @@ class Config:
     owner_fallback: str | None = None  # suite owner of last resort
     suite_owners: dict[str, str] = field(default_factory=dict)
     rotation: tuple[str, ...] = ()
+    # JUnit <property> name -> run dimension (runner_host, os, python, platform, order_seed)
+    junit_properties: dict[str, str] = field(default_factory=dict)
+    # Cause analysis: a suspect needs a corrected p-value at most this (Benjamini-Hochberg false
+    # discovery rate), at least this many bad runs under its value and a rate this many times
+    # the rest's (or the rest's this many times its own, for a value that protects).
+    suspect_fdr: float = 0.05
+    suspect_min_bad: int = 3
+    suspect_min_ratio: float = 2.0
 
     def threshold_for(self, suite: str) -> float:
         """The quarantine threshold of one suite."""
@@ -114,6 +125,12 @@ def config_from_mapping(table: dict[str, Any]) -> Config:
         if key not in known:
             raise ConfigError(f"[tool.flaketui] unknown setting {name!r}")
         values[key] = _coerce(key, getattr(defaults, key), value)
+    for name, dimension in values.get("junit_properties", {}).items():
+        if dimension not in RUN_DIMENSIONS:
+            raise ConfigError(
+                f"[tool.flaketui] junit_properties: {name!r} maps to {dimension!r}, "
+                f"not one of {', '.join(RUN_DIMENSIONS)}"
+            )
     return dataclasses.replace(defaults, **values)
 
 

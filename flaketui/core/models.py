@@ -17,6 +17,9 @@ class Attempt:
     duration_ms: int | None = None
     message: str | None = None  # raw failure text; masked and capped by the writer
     worker_id: str | None = None
+    predecessor: str | None = None  # test id that ran just before on the same worker
+    position: int | None = None  # 1-based order of the attempt on its worker
+    timeout_ms: int | None = None  # the per-test timeout in force (pytest-timeout), if any
 
 
 @dataclass(slots=True)
@@ -43,3 +46,7 @@ class RunMeta:
     ci_url: str | None = None
     incident: str | None = None
     changed_files: list[str] = field(default_factory=list)
+    os: str | None = None  # 'Linux', 'Darwin', 'Windows'
+    python: str | None = None  # '3.12.4'
+    platform: str | None = None  # 'linux-x86_64'
+    order_seed: str | None = None  # 'random-order:1234', 'randomly:42' when the order was shuffled

@@ -6,9 +6,17 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value. Decisi
   first failing phase (``fail`` for the call, ``error`` for setup, teardown or a crashed xdist
   worker), else ``skipped`` if a phase skipped, else ``pass``. xfail and non-strict xpass are
   ``skipped`` (they do not gate); a strict xpass fails. Subtest reports are not attempts.
-- duration_ms is the sum of the attempt's setup, call and teardown durations.
+- duration_ms runs from the start of the attempt's setup to the end of its teardown, measured
+  where the test runs with a monotonic clock taken when this module is imported, so a test that
+  freezes or patches time (freezegun, monkeypatch) cannot bend it; a value below zero or above
+  MAX_DURATION_MS is refused (None), and an attempt cut short by a crashed worker has None, not 0.
+- Per attempt also: the test that ran just before it in the same process (its worker), its
+  1-based position there, and the timeout pytest-timeout applies to it (marker, option,
+  PYTEST_TIMEOUT or ini), in ms. Per run: OS, Python, platform and the random-order seed of
+  pytest-randomly or pytest-random-order when one shuffled the order.
 - worker_id is the xdist worker ("gw0", ...) or None in a serial run; worker_count is the number
-  of xdist workers, else 1. Only the xdist controller writes; workers only annotate reports.
+  of xdist workers, else 1. Only the xdist controller writes; workers only annotate reports
+  (an AttemptTracker stamps each report with the attempt's facts, which travel with it).
 - The writer inserts the run row (finished = 0) with the first batch, so a session killed before
   it leaves no run; the run is marked finished after the last flush unless the session was
   interrupted or crashed (exit status 2, 3 or 4); attempts still incomplete then are dropped.
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import sqlite3
 import sys
 import time
@@ -66,6 +75,13 @@ UNFINISHED_EXIT_STATUSES = frozenset(
 RECORDER_PLUGIN_NAME = "flaketui-recorder"
 ANNOTATOR_PLUGIN_NAME = "flaketui-exception-type"
 EXC_TYPE_ATTR = "flaketui_exc_type"
+TRACKER_PLUGIN_NAME = "flaketui-attempt-tracker"
+# (elapsed ns at teardown else None, predecessor node id, position, timeout ms) on each report
+ATTEMPT_ATTR = "flaketui_attempt"
+MAX_DURATION_MS = 7 * 24 * 3600 * 1000
+# Held in a tuple, not as a module attribute: freezegun replaces module attributes that are the
+# real clock functions, and monkeypatching time.perf_counter_ns leaves this reference alone.
+_CLOCK = (time.perf_counter_ns,)
 
 
 def register_recorder(config: pytest.Config) -> None:
@@ -77,8 +93,10 @@ def register_recorder(config: pytest.Config) -> None:
         return  # nothing runs, so nothing to record
     if hasattr(config, "workerinput"):
         # An xdist worker: the controller receives its reports and writes them; the exception
-        # type is only known here, so it travels on the report.
+        # type and the attempt's timing and order are only known here, so they travel on the
+        # report.
         config.pluginmanager.register(ExceptionTypeAnnotator(), ANNOTATOR_PLUGIN_NAME)
+        config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
         return
     # A command-line path is relative to where pytest was started, an ini one to the ini file.
     base = config.invocation_params.dir
@@ -86,6 +104,8 @@ def register_recorder(config: pytest.Config) -> None:
         base = config.inipath.parent
     conn, settings, meta = _open_for_recording(config, base / Path(str(db_path)).expanduser())
     config.pluginmanager.register(Recorder(config, conn, settings, meta), RECORDER_PLUGIN_NAME)
+    # Under xdist the controller runs no test and its tracker stays idle.
+    config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
 
 
 def _open_for_recording(
@@ -101,7 +121,14 @@ def _open_for_recording(
     try:
         settings = load_config(config.rootpath)
         meta = resolve_run_meta(
-            RunMeta(suite=suite, ts=datetime.now(UTC)),
+            RunMeta(
+                suite=suite,
+                ts=datetime.now(UTC),
+                os=platform.system() or None,
+                python=platform.python_version(),
+                platform=f"{sys.platform}-{platform.machine()}".rstrip("-"),
+                order_seed=_order_seed(config),
+            ),
             env=os.environ,
             cwd=config.rootpath,
             config=settings,
@@ -131,16 +158,54 @@ class ExceptionTypeAnnotator:
         return report
 
 
+class AttemptTracker:
+    """Stamps each report of the process that runs the tests with its attempt's facts.
+
+    The attempt starts at its setup hook (tryfirst, before any fixture) and ends when its
+    teardown report is logged; pytest-rerunfailures runs each attempt's setup hook again.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.previous: str | None = None  # node id of the attempt before, in this process
+        self.current: str | None = None
+        self.position = 0
+        self.started = 0
+        self.timeout_ms: int | None = None
+        self.uses_timeout = _has_plugin(config, "timeout", "pytest_timeout")
+        self.default_timeout_ms = _default_timeout_ms(config) if self.uses_timeout else None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Start an attempt: note the clock, its predecessor, position and timeout."""
+        self.started = _CLOCK[0]()
+        self.previous, self.current = self.current, item.nodeid
+        self.position += 1
+        if self.uses_timeout:
+            self.timeout_ms = _item_timeout_ms(item, self.default_timeout_ms)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Stamp the report; a teardown's carries the attempt's elapsed time."""
+        if report.nodeid != self.current:
+            return  # not an attempt this tracker started (a collection or subtest report)
+        elapsed = _CLOCK[0]() - self.started if report.when == "teardown" else None
+        setattr(report, ATTEMPT_ATTR, (elapsed, self.previous, self.position, self.timeout_ms))
+
+
 class _OpenAttempt:
     """The phases seen so far of one attempt of one test on one worker."""
 
-    __slots__ = ("duration", "message", "outcome", "skipped")
+    __slots__ = ("elapsed_ns", "message", "outcome", "position", "predecessor", "skipped",
+                 "timeout_ms")  # fmt: skip
 
     def __init__(self) -> None:
         self.outcome: str | None = None  # the first failing phase's outcome
         self.message: str | None = None
         self.skipped = False
-        self.duration = 0.0
+        self.elapsed_ns: int | None = None
+        self.predecessor: str | None = None
+        self.position: int | None = None
+        self.timeout_ms: int | None = None
 
 
 class Recorder:
@@ -207,7 +272,11 @@ class Recorder:
             # A setup after an unclosed attempt (its teardown was never logged): close that one.
             self._close(key, attempt)
             attempt = open_attempts[key] = _OpenAttempt()
-        attempt.duration += report.duration or 0.0
+        stamp = getattr(report, ATTEMPT_ATTR, None)
+        if stamp is not None:
+            elapsed, attempt.predecessor, attempt.position, attempt.timeout_ms = stamp
+            if elapsed is not None:
+                attempt.elapsed_ns = elapsed
         # pytest-rerunfailures makes an attempt's three reports before logging them: keyed by phase
         exc_type = self.exc_types.pop((nodeid, when), None) if self.exc_types else None
         outcome: str = report.outcome  # also "rerun", from pytest-rerunfailures
@@ -237,7 +306,18 @@ class Recorder:
         if outcome is None:
             outcome = "skipped" if attempt.skipped else "pass"
         self.done.append(
-            (key[0], Attempt(outcome, round(attempt.duration * 1000), attempt.message, key[1]))
+            (
+                key[0],
+                Attempt(
+                    outcome,
+                    plausible_duration_ms(attempt.elapsed_ns),
+                    attempt.message,
+                    key[1],
+                    attempt.predecessor,
+                    attempt.position,
+                    attempt.timeout_ms,
+                ),
+            )
         )
 
     def flush(self) -> None:
@@ -304,6 +384,72 @@ class Recorder:
             reporter.write_line(line, yellow=True)
         else:
             print(line, file=sys.stderr)
+
+
+def plausible_duration_ms(elapsed_ns: int | None) -> int | None:
+    """Milliseconds of an elapsed time, or None when unknown or implausible."""
+    if not isinstance(elapsed_ns, int) or elapsed_ns < 0:
+        return None
+    duration = round(elapsed_ns / 1_000_000)
+    return duration if duration <= MAX_DURATION_MS else None
+
+
+def _timeout_seconds(value: object) -> float | None:
+    """A positive timeout in seconds from a marker, option or ini value, else None."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds > 0 and seconds < MAX_DURATION_MS / 1000 else None
+
+
+def _default_timeout_ms(config: pytest.Config) -> int | None:
+    """pytest-timeout's session-wide timeout: option, PYTEST_TIMEOUT, then ini."""
+    for value in (
+        config.getoption("timeout", None),
+        os.environ.get("PYTEST_TIMEOUT"),
+        config.getini("timeout"),  # registered by pytest-timeout, the caller's condition
+    ):
+        seconds = _timeout_seconds(value)
+        if value not in (None, "") and seconds is not None:
+            return round(seconds * 1000)
+        if value not in (None, ""):
+            return None  # set, to zero or nonsense: no timeout
+    return None
+
+
+def _item_timeout_ms(item: pytest.Item, default_ms: int | None) -> int | None:
+    """The timeout pytest-timeout applies to a test: its closest marker, else the default."""
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return default_ms
+    value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    seconds = _timeout_seconds(value)
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _order_seed(config: pytest.Config) -> str | None:
+    """The seed of the plugin that shuffled the test order, as 'plugin:seed', else None."""
+    if _has_plugin(config, "randomly", "pytest_randomly") and config.getoption(
+        "randomly_reorganize", True
+    ):
+        seed = config.getoption("randomly_seed", None)
+        if isinstance(seed, int):
+            return f"randomly:{seed}"
+    if _has_plugin(config, "random_order", "random_order.plugin"):
+        bucket = str(config.getoption("random_order_bucket", "default:"))
+        seed = str(config.getoption("random_order_seed", "default:"))
+        enabled = config.getoption("random_order_enabled", False) or not (
+            bucket.startswith("default:") and seed.startswith("default:")
+        )
+        if enabled and bucket.removeprefix("default:") != "none":
+            return f"random-order:{seed.removeprefix('default:')}"
+    return None
+
+
+def _has_plugin(config: pytest.Config, *names: str) -> bool:
+    """Whether a plugin is active under its entry-point or its module name (`-p module`)."""
+    return any(config.pluginmanager.hasplugin(name) for name in names)
 
 
 def _worker_id(report: pytest.TestReport) -> str | None:

@@ -97,6 +97,10 @@ def _connect(path: Path, how: str) -> Reader:
         if is_locked(exc):
             raise locked_error(path, exc) from exc
         raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc
+    if version < SCHEMA_VERSION:
+        conn.close()
+        store.upgrade_older(path)  # an older history keeps working once upgraded in place
+        return _connect(path, how)
     if version != SCHEMA_VERSION:
         conn.close()
         newer = version > SCHEMA_VERSION

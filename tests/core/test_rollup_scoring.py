@@ -541,3 +541,35 @@ def test_writer_in_time_order_adds_runs_exactly(tmp_path: Path) -> None:
     )
     assert_maintained(db)
     assert_everything_agrees(db, now, Config(window_days=3, n_min=3))
+
+
+def test_diagnose_experiment_runs_change_no_rollup_and_no_score(tmp_path: Path) -> None:
+    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    db = open_history(tmp_path / "h.db")
+    _write_history(db, now, 30, "r")
+    before = _snapshot(db)
+    report = build_report(db, now=now, config=Config())
+    for index in range(5):  # failing experiments inside the window, as `flaketui diagnose` stores
+        meta = RunMeta(
+            run_id=f"diagnose-x-{index}", suite="diagnose", branch_kind="pr",
+            ts=now - timedelta(hours=5 * index + 2), worker_count=4,
+        )  # fmt: skip
+        recorder = RunRecorder(db, meta, source="diagnose")
+        recorder.add(
+            [
+                CaseResult(test, test.split("::")[0], [Attempt("fail", 1, "AssertionError: x")])
+                for test in ("tests/test_x.py::test_a", "tests/test_x.py::test_b[1]")
+            ]
+        )
+        recorder.finish()
+    assert_maintained(db)
+    after = _snapshot(db)  # the same rows (recomputed sums may differ in the last bits)
+    for table in TABLES:
+        assert len(after[table]) == len(before[table]), table
+        for a, b in zip(after[table], before[table], strict=True):
+            assert all(_same(x, y) for x, y in zip(a, b, strict=True)), (table, a, b)
+    assert_everything_agrees(db, now, Config())
+    assert_same_report(build_report(db, now=now, config=Config()), report)

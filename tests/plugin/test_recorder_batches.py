@@ -192,15 +192,37 @@ def test_an_interrupted_session_is_flushed_but_not_finished(exitstatus: int) -> 
     assert not run.finished
 
 
-def test_a_teardown_error_after_a_pass_is_an_error_and_durations_add_up() -> None:
+def test_a_teardown_error_after_a_pass_is_an_error_with_the_stamped_duration() -> None:
+    run = FakeRun()
+    recorder = _recorder(run)
+    stamp = {plugin_recording.ATTEMPT_ATTR: (None, "test_m.py::before", 7, 30_000)}
+    recorder.pytest_runtest_logreport(_report("test_m.py::t", "setup", **stamp))
+    recorder.pytest_runtest_logreport(_report("test_m.py::t", "call", **stamp))
+    ended = {plugin_recording.ATTEMPT_ATTR: (30_400_000, "test_m.py::before", 7, 30_000)}
+    recorder.pytest_runtest_logreport(_report("test_m.py::t", "teardown", "failed", "bad", **ended))
+    assert [a.outcome for _, a in recorder.done] == ["error"]
+    # The tracker's elapsed time, not the reports' own durations (0.01 s each).
+    assert [a.duration_ms for _, a in recorder.done] == [30]
+    assert [a.message for _, a in recorder.done] == ["bad"]
+    assert [(a.predecessor, a.position, a.timeout_ms) for _, a in recorder.done] == [
+        ("test_m.py::before", 7, 30_000)
+    ]
+
+
+def test_a_crashed_attempt_has_no_duration_rather_than_zero() -> None:
     run = FakeRun()
     recorder = _recorder(run)
     recorder.pytest_runtest_logreport(_report("test_m.py::t", "setup"))
-    recorder.pytest_runtest_logreport(_report("test_m.py::t", "call"))
-    recorder.pytest_runtest_logreport(_report("test_m.py::t", "teardown", "failed", "bad"))
-    assert [a.outcome for _, a in recorder.done] == ["error"]
-    assert [a.duration_ms for _, a in recorder.done] == [30]
-    assert [a.message for _, a in recorder.done] == ["bad"]
+    recorder.pytest_runtest_logreport(_report("test_m.py::t", "???", "failed", "worker crashed"))
+    assert [(a.outcome, a.duration_ms) for _, a in recorder.done] == [("error", None)]
+
+
+@pytest.mark.parametrize(
+    ("elapsed_ns", "expected"),
+    [(None, None), (-5, None), (0, 0), (1_499_999, 1), (8 * 24 * 3600 * 10**9, None)],
+)
+def test_implausible_durations_are_refused(elapsed_ns: int | None, expected: int | None) -> None:
+    assert plugin_recording.plausible_duration_ms(elapsed_ns) == expected
 
 
 class FakeClock:

@@ -88,6 +88,23 @@ def test_detail_of_the_billing_family(snap_compare: Any, sample_app: FlaketuiApp
     assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
 
 
+def test_detail_suspects_with_the_pivot_by_worker_id(
+    snap_compare: Any, sample_app: FlaketuiApp
+) -> None:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _settle(pilot)
+        await pilot.press("4", "f")
+        await _settle(pilot)
+        await _focus_row(pilot, "g:tests/billing/")
+        await pilot.press("enter")
+        await _settle(pilot)
+        await pilot.press("d")
+        await _settle(pilot)
+        await _quiet(pilot)
+
+    assert snap_compare(sample_app, terminal_size=(160, 60), run_before=run_before)
+
+
 def test_quarantine_modal(snap_compare: Any, sample_app: FlaketuiApp) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         await _settle(pilot)

@@ -14,7 +14,8 @@ from flaketui.cli.commands.resign import resign_if_stale
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import open_history
-from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp
+from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp, sniff_format
+from flaketui.core.ingest.junit import reports_run_info
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
 from flaketui.core.ingest.runmeta import resolve_run_meta
 from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
@@ -124,6 +125,11 @@ def ingest_command(
     if meta.ts is None:
         # The manifest's rule: an archived report re-ingested later keeps the day it ran.
         meta.ts = reports_timestamp(reports, report_format)
+    # What JUnit reports say about where they ran beats what this machine would guess.
+    junit = [path for path in reports if (report_format or sniff_format(path)) == "junit"]
+    for dimension, value in reports_run_info(junit, config.junit_properties).items():
+        if getattr(meta, dimension) is None:
+            setattr(meta, dimension, value)
     resolved = resolve_run_meta(
         meta,
         env=os.environ,

@@ -1,4 +1,5 @@
-"""`flaketui pivot`: a test's or family's failure rate per worker count and worker id."""
+"""`flaketui pivot`: a test's or family's failure rate per worker count and worker id, or per
+value of any recorded dimension (`--by DIM`, `--by all`) with the suspects."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from flaketui.cli import cli
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
-from flaketui.core.scoring.pivot import Pivot, PivotRow, worker_pivot
+from flaketui.core.scoring.causes import DIMENSIONS, DimensionRow, Suspect
+from flaketui.core.scoring.pivot import (
+    DimensionPivot,
+    Pivot,
+    PivotRow,
+    dimension_pivot,
+    worker_pivot,
+)
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
@@ -57,6 +65,57 @@ def _table(title: str, rows: list[PivotRow]) -> list[str]:
     return lines
 
 
+def suspect_dict(suspect: Suspect) -> dict[str, Any]:
+    """One suspect as the JSON `causes` entries have it."""
+    return {
+        "dimension": suspect.dimension,
+        "value": suspect.value,
+        "bad": suspect.bad,
+        "runs": suspect.runs,
+        "rate": round(suspect.rate, 6),
+        "rest_rate": round(suspect.rest_rate, 6),
+        "p_value": float(f"{suspect.p_value:.6g}"),
+        "label": suspect.label,
+    }
+
+
+def _dimension_row(row: DimensionRow) -> dict[str, Any]:
+    return {
+        "value": row.value,
+        "runs": row.runs,
+        "bad_runs": row.bad_runs,
+        "fail_rate": round(row.fail_rate, 6),
+        "wilson_low": round(row.wilson_low, 6),
+        "wilson_high": round(row.wilson_high, 6),
+    }
+
+
+def dimension_pivot_json(pivot: DimensionPivot, *, now_was_clamped: bool) -> dict[str, Any]:
+    """The dimension pivot as a JSON-ready dict."""
+    return {
+        "key": pivot.key,
+        "kind": pivot.kind,
+        "members": pivot.members,
+        "now": to_iso(pivot.now),
+        "now_was_clamped": now_was_clamped,
+        "runs": pivot.runs,
+        "bad_runs": pivot.bad_runs,
+        "by": {dim: [_dimension_row(row) for row in rows] for dim, rows in pivot.by.items()},
+        "causes": [suspect_dict(s) for s in pivot.suspects],
+    }
+
+
+def _dimension_table(dimension: str, rows: list[DimensionRow]) -> list[str]:
+    width = max([len(dimension), *(len(row.value or "?") for row in rows)])
+    lines = [f"{dimension:<{width}}  {'runs':>6}  {'bad':>5}  {'fail rate':>9}  Wilson 95%"]
+    for row in rows:
+        lines.append(
+            f"{row.value or '?':<{width}}  {row.runs:>6}  {row.bad_runs:>5}  "
+            f"{row.fail_rate:>9.1%}  {row.wilson_low:.1%} - {row.wilson_high:.1%}"
+        )
+    return lines
+
+
 @cli.command("pivot")
 @click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
 @click.argument("test_or_parent")
@@ -64,11 +123,26 @@ def _table(title: str, rows: list[PivotRow]) -> list[str]:
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str) -> None:
-    """Runs, bad runs and Wilson interval per worker count and worker id (TEST or family)."""
+@click.option(
+    "--by",
+    "by",
+    type=click.Choice([*DIMENSIONS, "all"]),
+    help="Split by this recorded dimension (all: every one) and list the suspects.",
+)
+def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str, by: str | None) -> None:
+    """Runs, bad runs and Wilson interval per worker count and worker id (TEST or family),
+    or per value of a recorded dimension with --by."""
     history = open_history(db, create=False, readonly=True)
     config = load_config()
     moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
+    if by is not None:
+        dimensions = list(DIMENSIONS) if by == "all" else [by]
+        _show_dimensions(
+            dimension_pivot(history, test_or_parent, dimensions, now=moment, config=config),
+            fmt,
+            clamped,
+        )
+        return
     pivot = worker_pivot(history, test_or_parent, now=moment, config=config)
     if fmt == "json":
         click.echo(json.dumps(pivot_json(pivot, now_was_clamped=clamped), indent=2))
@@ -83,3 +157,31 @@ def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str) -> N
     click.echo("\n".join(_table("workers", pivot.by_worker_count)))
     click.echo("")
     click.echo("\n".join(_table("worker id", pivot.by_worker_id)))
+
+
+def _show_dimensions(pivot: DimensionPivot, fmt: str, clamped: bool) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(dimension_pivot_json(pivot, now_was_clamped=clamped), indent=2))
+        return
+    what = f"family of {len(pivot.members)} params" if pivot.kind == "family" else "test"
+    clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
+    click.echo(f"{pivot.key} ({what}) as of {to_iso(pivot.now)}{clock}")
+    click.echo(f"{pivot.runs} counted runs, {pivot.bad_runs} bad (first attempt failed)")
+    if not pivot.runs:
+        return
+    for dimension, rows in pivot.by.items():
+        click.echo("")
+        if rows:
+            click.echo("\n".join(_dimension_table(dimension, rows)))
+        else:
+            click.echo(f"{dimension}: not recorded")
+    click.echo("")
+    if not pivot.suspects:
+        click.echo("suspects: none (no value fails significantly more than the rest)")
+        return
+    click.echo("suspects (Fisher's exact test, Benjamini-Hochberg adjusted p):")
+    for suspect in pivot.suspects:
+        click.echo(
+            f"  {suspect.label}: {suspect.bad}/{suspect.runs} bad ({suspect.rate:.0%}) "
+            f"against {suspect.rest_rate:.0%} elsewhere, p = {suspect.p_value:.2g}"
+        )

@@ -18,6 +18,7 @@ from flaketui.core.models import BRANCH_KINDS
 from flaketui.core.output.formats import FORMATS, GROUP_BYS, ReportFormat, render
 from flaketui.core.output.html import collect_details, render_html
 from flaketui.core.owners import locate_codeowners
+from flaketui.core.scoring.causes import attach_causes
 from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import parse_iso
 
@@ -64,6 +65,7 @@ def report_command(
             branch_kind=branch_kind,
             repo_root=locate_codeowners(db, explicit=codeowners),
         )
+        report = attach_causes(history, report, config)
         note = stale_note(history, config.mask_patterns)
         threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
         if fmt == "html":

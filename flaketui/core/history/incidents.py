@@ -302,7 +302,8 @@ def propose_incidents(
         "SELECT runs.id, runs.run_id, runs.ts, runs.suite, count(*) AS tests, "
         "sum(test_runs.bad) AS failed FROM runs "
         "JOIN test_runs ON test_runs.run = runs.id "
-        "WHERE runs.incident IS NULL AND runs.ts > ? AND runs.ts <= ? "
+        "WHERE runs.incident IS NULL AND runs.source <> 'diagnose' "
+        "AND runs.ts > ? AND runs.ts <= ? "
         "AND test_runs.outcome != 'skipped' "
         "GROUP BY runs.id HAVING count(*) >= ? AND sum(test_runs.bad) >= ? * count(*) "
         "ORDER BY runs.ts, runs.id",
@@ -324,7 +325,8 @@ def _proposal(conn: sqlite3.Connection, group: list[tuple[int, ProposedRun]]) ->
     start, end = runs[0].ts, runs[-1].ts
     pks = f"[{','.join(str(pk) for pk, _run in group)}]"
     in_window = conn.execute(
-        "SELECT count(*) FROM runs WHERE incident IS NULL AND ts >= ? AND ts <= ?",
+        "SELECT count(*) FROM runs WHERE incident IS NULL AND source <> 'diagnose'"
+        " AND ts >= ? AND ts <= ?",
         (to_iso(start), to_iso(end)),
     ).fetchone()[0]
     top = conn.execute(

@@ -30,9 +30,12 @@ from flaketui.core.rollups import build as rollups
 
 RUN_COLUMNS = (
     "run_id, suite, branch, branch_kind, commit_sha, ts, worker_count, runner_host, ci_url,"
-    " incident, source, finished"
+    " incident, source, finished, os, python, platform, order_seed"
 )
-RESULT_COLUMNS = "test, attempt, outcome, worker_id, duration_ms, message, signature"
+RESULT_COLUMNS = (
+    "test, attempt, outcome, worker_id, duration_ms, message, signature, predecessor, position,"
+    " timeout_ms"
+)
 
 
 @dataclass
@@ -106,9 +109,18 @@ def _copy_results(
 ) -> int:
     """Copy a source run's results into a DEST run, except those of DEST tests in skip_tests."""
     rows = []
-    for test, attempt, outcome, worker, duration, message, signature in src.execute(
-        f"SELECT {RESULT_COLUMNS} FROM results WHERE run = ?", (src_run,)
-    ):
+    for (
+        test,
+        attempt,
+        outcome,
+        worker,
+        duration,
+        message,
+        signature,
+        before,
+        position,
+        timeout,
+    ) in src.execute(f"SELECT {RESULT_COLUMNS} FROM results WHERE run = ?", (src_run,)):
         dest_test = tests[test]
         if dest_test in skip_tests:
             continue
@@ -122,10 +134,14 @@ def _copy_results(
                 duration,
                 message,
                 None if signature is None else signatures[signature],
+                None if before is None else tests.get(before),
+                position,
+                timeout,
             )
         )
     dest.executemany(
-        f"INSERT INTO results (run, {RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+        f"INSERT INTO results (run, {RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
     )
     return len(rows)
 
@@ -158,7 +174,9 @@ def _merge_runs(
         if found is None:
             row = src.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (src_run,)).fetchone()
             cursor = dest.execute(
-                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row
+                f"INSERT INTO runs ({RUN_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
             )
             dest_run, ts = int(cursor.lastrowid or 0), str(row[5])
             _copy_run_children(dest, src, src_run, dest_run)

@@ -132,11 +132,30 @@ def _execute_script(conn: sqlite3.Connection, script: str) -> None:
             statement = ""
 
 
+# What cause analysis needs: the run's environment and order seed, and per attempt the test
+# that ran just before it on the same worker (a tests.id of the same run), its position on that
+# worker and the timeout in force. NULL wherever the producer did not say. From this version
+# runs.source may also be 'diagnose': experiment runs of `flaketui diagnose`, never scored.
+SCHEMA_V2 = """
+ALTER TABLE runs ADD COLUMN os TEXT;
+ALTER TABLE runs ADD COLUMN python TEXT;
+ALTER TABLE runs ADD COLUMN platform TEXT;
+ALTER TABLE runs ADD COLUMN order_seed TEXT;
+ALTER TABLE results ADD COLUMN predecessor INTEGER;
+ALTER TABLE results ADD COLUMN position INTEGER;
+ALTER TABLE results ADD COLUMN timeout_ms INTEGER;
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_to_1]
+def _migrate_to_2(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V2)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_to_1, _migrate_to_2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -228,9 +247,27 @@ def open_connection(
             raise HistoryError(f"{path}: cannot write ({exc})") from exc
     elif version < SCHEMA_VERSION:
         conn.close()
-        raise HistoryError(f"{path}: history needs an upgrade but is opened read-only")
+        upgrade_older(path)
+        return open_connection(path, create=False, readonly=True)
     _opened[os.path.realpath(path)] = path
     return conn
+
+
+def upgrade_older(path: str | Path) -> None:
+    """Bring a history written by an older flaketui to this schema (migrations only add).
+
+    A reader meeting an older file upgrades it first when it may write it, so histories from
+    before a migration keep working everywhere; a file it may not write is refused.
+    """
+    path = Path(path)
+    if not os.access(path, os.W_OK) or (
+        path.parent.exists() and not os.access(path.parent, os.W_OK)
+    ):
+        raise HistoryError(
+            f"{path}: history written by an older flaketui needs an upgrade, but the file is "
+            "read-only; upgrade a writable copy (any writing command, e.g. flaketui prune)"
+        )
+    open_connection(path, create=False).close()
 
 
 def _switch_to_wal(conn: sqlite3.Connection) -> None:

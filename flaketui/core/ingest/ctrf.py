@@ -110,6 +110,9 @@ def _attempts(label: str, where: str, test: dict[str, Any]) -> list[AttemptRow]:
         _duration(test.get("duration")),
         _message(test),
         worker,
+        None,
+        None,
+        None,
     )
     earlier = test.get("retryAttempts")
     if isinstance(earlier, list) and earlier:
@@ -123,6 +126,9 @@ def _attempts(label: str, where: str, test: dict[str, Any]) -> list[AttemptRow]:
                 _duration(attempt.get("duration")),
                 _message(attempt),
                 worker,
+                None,
+                None,
+                None,
             )
             for index, attempt in enumerate(ordered)
         ]
@@ -136,7 +142,7 @@ def _attempts(label: str, where: str, test: dict[str, Any]) -> list[AttemptRow]:
         count = 1
     if count <= 0 or final[0] == "skipped":
         return [final]
-    failed: AttemptRow = ("fail", None, final[2], worker)
+    failed: AttemptRow = ("fail", None, final[2], worker, None, None, None)
     return [*([failed] * count), final]
 
 

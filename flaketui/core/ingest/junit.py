@@ -43,6 +43,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
+from flaketui.core.config import RUN_DIMENSIONS
 from flaketui.core.errors import ReportError
 from flaketui.core.ingest.pytest_ids import pytest_node_id
 from flaketui.core.ingest.report_time import parse_report_timestamp, plausible
@@ -128,9 +129,10 @@ class _Capture:
         return None
 
 
-# What the parser hands the writer: (outcome, duration_ms, message, worker_id) per attempt, and
-# (test_id, test_file, attempts) per case. Plain tuples: no object per row on the hot path.
-AttemptRow = tuple[str, int | None, str | None, str | None]
+# What the parser hands the writer: (outcome, duration_ms, message, worker_id, predecessor,
+# position, timeout_ms) per attempt -- a report never says the last three, so they are None --
+# and (test_id, test_file, attempts) per case. Plain tuples: no object per row on the hot path.
+AttemptRow = tuple[str, int | None, str | None, str | None, str | None, int | None, int | None]
 CaseRow = tuple[str, str | None, tuple[AttemptRow, ...]]
 
 
@@ -174,11 +176,17 @@ class _OpenCase:
             parse_duration_ms(capture.time),
             capture.message(),
             self.worker_id,
+            None,
+            None,
+            None,
         )
 
     def attempts(self) -> tuple[AttemptRow, ...]:
         outcome, message = self._own_outcome()
-        own = (outcome, parse_duration_ms(self.attrs.get("time")), message, self.worker_id)
+        own = (
+            outcome, parse_duration_ms(self.attrs.get("time")), message, self.worker_id,
+            None, None, None,
+        )  # fmt: skip
         return (
             *(self._retry(c) for c in self.flaky),
             own,
@@ -318,7 +326,9 @@ class _CaseReader:
                 if len(durations) > 1024:
                     durations.clear()
                 duration = durations[time] = parse_duration_ms(time)
-            attempts: tuple[AttemptRow, ...] = ((_status_outcome(attrs), duration, None, None),)
+            attempts: tuple[AttemptRow, ...] = (
+                (_status_outcome(attrs), duration, None, None, None, None, None),
+            )
         else:
             attempts = self.case.attempts()
             self.case = None
@@ -494,3 +504,65 @@ def report_timestamp(path: Path) -> datetime | None:
 def reports_timestamp(paths: Iterable[Path]) -> datetime | None:
     """A run's date from its reports: the first plausible suite timestamp, in the files' order."""
     return next(filter(None, map(report_timestamp, paths)), None)
+
+
+# ---- run environment --------------------------------------------------------------------------
+
+# Run dimensions a report can state, and the property names read for them unless configured
+# otherwise (`[tool.flaketui] junit_properties`, property name -> dimension).
+DEFAULT_PROPERTY_DIMENSIONS = {
+    "hostname": "runner_host",
+    "runner_host": "runner_host",
+    "os": "os",
+    "python": "python",
+    "python_version": "python",
+    "platform": "platform",
+    "random_seed": "order_seed",
+    "order_seed": "order_seed",
+}
+MAX_DIMENSION_CHARS = 200
+
+
+def report_run_info(path: Path, properties: dict[str, str] | None = None) -> dict[str, str]:
+    """The run dimensions a report states before its first test case.
+
+    A suite's ``hostname`` attribute is the runner host; suite-level ``<property>`` elements
+    whose name maps to a dimension (DEFAULT_PROPERTY_DIMENSIONS updated by `properties`) give
+    the others. The first value of each dimension wins; values are stripped and capped.
+    """
+    mapping = {**DEFAULT_PROPERTY_DIMENSIONS, **(properties or {})}
+    label = str(path)
+    parser = _new_parser(label)
+    found: dict[str, str] = {}
+
+    def keep(dimension: str | None, value: str | None) -> None:
+        if dimension in RUN_DIMENSIONS and value and value.strip() and dimension not in found:
+            found[dimension] = value.strip()[:MAX_DIMENSION_CHARS]
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        name = _local(tag)
+        if name == "testcase":
+            raise _Found(datetime.min)
+        if name in SUITE_TAGS:
+            keep("runner_host", attrs.get("hostname"))
+        elif name == "property":
+            keep(mapping.get(attrs.get("name") or ""), attrs.get("value"))
+
+    parser.StartElementHandler = start
+    try:
+        for _ in _feed(Path(path), label, parser):
+            pass
+    except _Found:
+        pass
+    return found
+
+
+def reports_run_info(
+    paths: Iterable[Path], properties: dict[str, str] | None = None
+) -> dict[str, str]:
+    """report_run_info over a run's reports, the first file stating a dimension winning."""
+    found: dict[str, str] = {}
+    for path in paths:
+        for dimension, value in report_run_info(path, properties).items():
+            found.setdefault(dimension, value)
+    return found

@@ -45,8 +45,8 @@ def create_run(conn: sqlite3.Connection, meta: RunMeta, source: str, finished: i
     assert meta.run_id is not None and meta.ts is not None
     cursor = conn.execute(
         "INSERT INTO runs (run_id, suite, branch, branch_kind, commit_sha, ts, worker_count,"
-        " runner_host, ci_url, incident, source, finished)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " runner_host, ci_url, incident, source, finished, os, python, platform, order_seed)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             meta.run_id,
             meta.suite,
@@ -60,6 +60,10 @@ def create_run(conn: sqlite3.Connection, meta: RunMeta, source: str, finished: i
             meta.incident,
             source,
             finished,
+            meta.os,
+            meta.python,
+            meta.platform,
+            meta.order_seed,
         ),
     )
     run_pk = int(cursor.lastrowid or 0)
@@ -106,15 +110,16 @@ def _run_outcome(failed: int, passed: int) -> str:
 
 
 _INSERT_RESULT_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature)"
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
+    " predecessor, position, timeout_ms)"
     " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
-    " + 1, ?3, ?4, ?5, ?6, ?7)"
+    " + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
 )
 # A test's first case in a run whose rows only this transaction writes (see RunWriter.exclusive):
 # attempt numbers are counted here and the per-run row cannot exist yet, so plain inserts do.
 _INSERT_NEW_RESULT_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
+    " predecessor, position, timeout_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_NEW_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
@@ -126,13 +131,16 @@ _INSERT_NEW_TEST_RUN_UNEDITED_SQL = (
     " signature, edited) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
 )
 # The commonest rows, a test's first case in the run with one passing attempt and no message,
-# go in one statement per batch and worker from a JSON object {test row id: duration_ms}
-# instead of one executemany step each: a step re-evaluates the outcome CHECK's IN list by
-# building a temporary index (~15 000 instructions), and binding the row's None values costs
-# the sqlite3 module an adaptation lookup each (~3 000) -- more than inserting the row.
+# go in one statement per batch and worker from a JSON object {test row id: [duration_ms,
+# predecessor row id, position, timeout_ms]} instead of one executemany step each: a step
+# re-evaluates the outcome CHECK's IN list by building a temporary index (~15 000
+# instructions), and binding the row's None values costs the sqlite3 module an adaptation
+# lookup each (~3 000) -- more than inserting the row.
 _INSERT_NEW_PASSES_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms)"
-    " SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3, value FROM json_each(?2)"
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, predecessor,"
+    " position, timeout_ms) SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3,"
+    " json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),"
+    " json_extract(value, '$[3]') FROM json_each(?2)"
 )
 _INSERT_NEW_PASS_RUNS_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
@@ -149,8 +157,9 @@ _OUTCOME_SET = frozenset(OUTCOMES)
 # however long the ids or messages are.
 MAX_CACHED_CHARS = 8_000_000
 
-# One attempt row: outcome, duration_ms, message, worker_id (flaketui.core.ingest.junit.AttemptRow)
-AttemptRow = tuple[str, int | None, str | None, str | None]
+# One attempt row: outcome, duration_ms, message, worker_id, predecessor (a test id), position,
+# timeout_ms (flaketui.core.ingest.junit.AttemptRow)
+AttemptRow = tuple[str, int | None, str | None, str | None, str | None, int | None, int | None]
 CaseRow = tuple[str, str | None, Sequence[AttemptRow]]
 
 
@@ -160,7 +169,18 @@ def case_rows(cases: Iterable[CaseResult]) -> Iterator[CaseRow]:
         yield (
             case.test_id,
             case.test_file,
-            [(a.outcome, a.duration_ms, a.message, a.worker_id) for a in case.attempts],
+            [
+                (
+                    a.outcome,
+                    a.duration_ms,
+                    a.message,
+                    a.worker_id,
+                    a.predecessor,
+                    a.position,
+                    a.timeout_ms,
+                )
+                for a in case.attempts
+            ],
         )
 
 
@@ -252,12 +272,13 @@ class RunWriter:
         ):
             self.forget()  # bound memory; before any lookup, so this batch's ids stay cached
         test_pks = self._resolve_tests(batch)
+        predecessors = self._resolve_predecessors(batch)
         if touched is not None:
             touched.update(test_pks)
         run_pk, ts, seen = self.run_pk, self.ts, self.seen
         new_results: list[tuple[object, ...]] = []
         new_runs: list[tuple[object, ...]] = []
-        passes: dict[str | None, dict[int, int | None]] = {}  # worker -> see _INSERT_NEW_PASSES_SQL
+        passes: dict[str | None, dict[int, list[int | None]]] = {}  # see _INSERT_NEW_PASSES_SQL
         more_results: list[tuple[object, ...]] = []
         more_runs: list[tuple[object, ...]] = []
         for (test_id, _, attempts), test_pk in zip(batch, test_pks, strict=True):
@@ -268,20 +289,26 @@ class RunWriter:
                 self._mark_seen(test_pk)
             if len(attempts) == 1 and attempts[0][0] == "pass" and attempts[0][2] is None:
                 # The common case, spelled out: one passing attempt, no message.
-                _, duration, _, worker = attempts[0]
+                _, duration, _, worker, before, position, timeout = attempts[0]
+                before_pk = None if before is None else predecessors.get(before)
                 if new:
                     by_test = passes.get(worker)
                     if by_test is None:
                         by_test = passes[worker] = {}
-                    by_test[test_pk] = duration
+                    by_test[test_pk] = [duration, before_pk, position, timeout]
                 else:
-                    more_results.append((run_pk, test_pk, "pass", worker, duration, None, None))
+                    more_results.append(
+                        (run_pk, test_pk, "pass", worker, duration, None, None, before_pk,
+                         position, timeout)
+                    )  # fmt: skip
                     more_runs.append((test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None))
                 continue
             first_signature: int | None = None
             failed = passed = 0
             bad = -1  # unknown until the first non-skipped attempt
-            for number, (outcome, duration, raw_message, worker) in enumerate(attempts, 1):
+            for number, attempt in enumerate(attempts, 1):
+                outcome, duration, raw_message, worker, before, position, timeout = attempt
+                before_pk = None if before is None else predecessors.get(before)
                 if outcome not in _OUTCOME_SET:
                     raise ReportError(f"{test_id}: unknown outcome {outcome!r}")
                 message = clean_message(raw_message)
@@ -300,12 +327,14 @@ class RunWriter:
                         bad = 0
                 if new:
                     new_results.append(
-                        (run_pk, test_pk, number, outcome, worker, duration, message, signature)
-                    )
+                        (run_pk, test_pk, number, outcome, worker, duration, message, signature,
+                         before_pk, position, timeout)
+                    )  # fmt: skip
                 else:
                     more_results.append(
-                        (run_pk, test_pk, outcome, worker, duration, message, signature)
-                    )
+                        (run_pk, test_pk, outcome, worker, duration, message, signature,
+                         before_pk, position, timeout)
+                    )  # fmt: skip
             summary = (
                 test_pk, run_pk, ts, _run_outcome(failed, passed), max(bad, 0), len(attempts),
                 failed, attempts[0][3], first_signature,
@@ -383,6 +412,18 @@ class RunWriter:
             row = self.conn.execute("SELECT id FROM signatures WHERE hash = ?", (sig_hash,))
             pk = self.signature_ids[sig_hash] = int(row.fetchone()[0])
         return pk
+
+    def _resolve_predecessors(self, batch: list[CaseRow]) -> dict[str, int]:
+        """Row ids of the tests named as predecessors in the batch (they ran in this run)."""
+        names = {
+            attempt[4] for _, _, attempts in batch for attempt in attempts if attempt[4] is not None
+        }
+        if not names:
+            return {}
+        unknown = [name for name in names if name not in self.test_ids]
+        if unknown:
+            self._resolve_tests([(name, None, ()) for name in unknown])
+        return {name: self.test_ids[name] for name in names}
 
     def _cache_known(self, test_ids: list[str]) -> None:
         """Cache the stored rows of test_ids that this run's ts cannot change (first_seen)."""

@@ -84,6 +84,7 @@ class _Detected:
     ci_url: str | None = None
     suite: str | None = None
     is_pr: bool = False
+    runner_host: str | None = None  # the CI's name for the machine that ran the job
 
 
 def _get(env: Mapping[str, str], *names: str) -> str | None:
@@ -110,6 +111,7 @@ def _github(env: Mapping[str, str]) -> _Detected:
         ci_url=f"{server}/{repo}/actions/runs/{run}" if server and repo and run else None,
         suite="/".join(p for p in (workflow, job) if p) or None,
         is_pr=head is not None or (_get(env, "GITHUB_EVENT_NAME") or "").startswith("pull_request"),
+        runner_host=_get(env, "RUNNER_NAME"),
     )
 
 
@@ -131,6 +133,7 @@ def _gitlab(env: Mapping[str, str]) -> _Detected:
         ci_url=_get(env, "CI_JOB_URL", "CI_PIPELINE_URL"),
         suite=base_name,
         is_pr=mr_branch is not None or _get(env, "CI_MERGE_REQUEST_IID") is not None,
+        runner_host=_get(env, "CI_RUNNER_DESCRIPTION", "CI_RUNNER_SHORT_TOKEN"),
     )
 
 
@@ -145,6 +148,7 @@ def _buildkite(env: Mapping[str, str]) -> _Detected:
         ci_url=_get(env, "BUILDKITE_BUILD_URL"),
         suite=_get(env, "BUILDKITE_STEP_KEY"),
         is_pr=pull is not None and pull.lower() != "false",
+        runner_host=_get(env, "BUILDKITE_AGENT_NAME"),
     )
 
 
@@ -177,6 +181,7 @@ def _jenkins(env: Mapping[str, str]) -> _Detected:
         commit_sha=_get(env, "GIT_COMMIT"),
         ci_url=_get(env, "BUILD_URL"),
         is_pr=change is not None,
+        runner_host=_get(env, "NODE_NAME"),
     )
 
 
@@ -270,6 +275,7 @@ def resolve_run_meta(
         filled.commit_sha = filled.commit_sha or ci.commit_sha
         filled.ci_url = filled.ci_url or ci.ci_url
         filled.suite = filled.suite or ci.suite
+        filled.runner_host = filled.runner_host or ci.runner_host
         if ci.is_pr and filled.branch_kind is None:
             filled.branch_kind = "pr"
     if filled.commit_sha is None or filled.branch is None or not filled.changed_files:

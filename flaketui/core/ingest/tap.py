@@ -87,7 +87,7 @@ def _attempt(pending: _Pending) -> AttemptRow:
             duration = round(value)
     except ValueError:
         pass
-    return pending.outcome, duration, message, None
+    return pending.outcome, duration, message, None, None, None, None
 
 
 class _Reader:

@@ -183,6 +183,9 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
                 parse_duration_ms(elem.get("duration")),
                 _message(elem),
                 None,
+                None,
+                None,
+                None,
             )
             yield _test_id(elem, classes), None, (attempt,)
 

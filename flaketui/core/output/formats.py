@@ -17,6 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from flaketui.core.scoring.causes import Suspect
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
@@ -69,6 +70,7 @@ TEST_KEYS = (
     "current_runs",
     "current_bad_runs",
     "onset",
+    "causes",
 )
 SCORE_KEYS = (
     "damage",
@@ -99,6 +101,7 @@ FAMILY_KEYS = (
     "owner",
     "onset",
     *SCORE_KEYS,
+    "causes",
 )
 SIGNATURE_KEYS = (
     "signature",
@@ -154,14 +157,37 @@ def test_entry(test: TestVerdict) -> dict[str, Any]:
         last_good_commit=test.last_good_commit,
         onset=test.onset,
     )
-    return {key: _plain(entry[key]) for key in TEST_KEYS}
+    plain = {key: _plain(entry[key]) for key in TEST_KEYS if key != "causes"}
+    plain["causes"] = [cause_entry(c) for c in test.causes]
+    return plain
+
+
+def cause_entry(suspect: Suspect) -> dict[str, Any]:
+    """One `causes` entry: a suspect dimension value (see flaketui.core.scoring.causes)."""
+    return {
+        "dimension": suspect.dimension,
+        "value": suspect.value,
+        "bad": suspect.bad,
+        "runs": suspect.runs,
+        "rate": _plain(suspect.rate),
+        "rest_rate": _plain(suspect.rest_rate),
+        # Significant digits, not decimals: a strong suspect's p-value is far below 1e-6.
+        "p_value": float(f"{suspect.p_value:.6g}"),
+        "label": suspect.label,
+    }
 
 
 def family_entry(group: GroupVerdict) -> dict[str, Any]:
     """One `families` entry: exactly FAMILY_KEYS."""
     entry = _scores(group.scores)
-    entry.update(parent=group.key, params=len(group.members), **_group_common(group))
-    return {key: _plain(entry[key]) for key in FAMILY_KEYS}
+    entry.update(
+        parent=group.key,
+        params=len(group.members),
+        **_group_common(group),
+    )
+    plain = {key: _plain(entry[key]) for key in FAMILY_KEYS if key != "causes"}
+    plain["causes"] = [cause_entry(c) for c in group.causes]
+    return plain
 
 
 def signature_entry(group: GroupVerdict) -> dict[str, Any]:
@@ -227,7 +253,8 @@ def _csv_cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, list):
-        return ";".join(str(v) for v in value)
+        # A cause is shown by its label ("host ci-runner-11"), the rest as they are.
+        return ";".join(str(v["label"]) if isinstance(v, dict) else str(v) for v in value)
     return value
 
 

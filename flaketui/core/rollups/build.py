@@ -112,7 +112,8 @@ SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     total(CASE WHEN NOT {_MAIN} THEN {_ANCHORED} END) AS other_w,
     total(CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS other_w_bad
 FROM test_runs tr JOIN runs r ON r.id = tr.run
-WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0 AND {{where}}
+WHERE r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped'
+    AND tr.edited = 0 AND {{where}}
 GROUP BY tr.test, substr(tr.ts, 1, 10), r.suite
 """
 
@@ -366,7 +367,7 @@ SELECT tr.test, {{bucket}}, r.suite, 1, {_MAIN}, tr.outcome = 'flaky', tr.bad, {
     CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} ELSE 0.0 END
 FROM json_each(:tests) f CROSS JOIN test_runs tr ON tr.test = f.value AND tr.run = :run
     CROSS JOIN runs r ON r.id = tr.run
-WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+WHERE r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped' AND tr.edited = 0
 """
 _ADD_RUN = """
 INSERT INTO {table} ({columns}) {one_run}

@@ -10,6 +10,7 @@ Counted runs, as of `now`:
 - the test-run is not `skipped` and its run's commit did not edit the test's file (`edited`);
 - the run is not an incident: `runs.incident` is NULL (flaketui.core.history.incidents tags the runs
   its window and signature rules match, so the tag is the single source of truth);
+- the run is not a `flaketui diagnose` experiment (`runs.source = 'diagnose'`);
 - interrupted runs count: every recorded attempt really happened.
 
 Pooling rule for groups (families and signature groups): a group run is a run in which any
@@ -96,7 +97,8 @@ def counted_runs_cte(
             * CASE WHEN r.branch_kind = 'main' THEN :{name}_main_weight
                    ELSE :{name}_other_weight END AS weight
     FROM runs r
-    WHERE r.ts > :{name}_start AND r.ts <= :{name}_end AND r.incident IS NULL{run_filters}
+    WHERE r.ts > :{name}_start AND r.ts <= :{name}_end AND r.incident IS NULL
+        AND r.source <> 'diagnose'{run_filters}
 ),
 {name} AS (
     SELECT tr.test, tr.run, tr.ts, tr.outcome, tr.bad, tr.attempts, tr.failed_attempts,

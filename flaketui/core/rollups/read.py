@@ -486,7 +486,7 @@ def _window_runs(conn: sqlite3.Connection, window: Window, config: Config) -> di
     out = {}
     for pk, ts, commit, kind, suite in conn.execute(
         "SELECT id, ts, commit_sha, branch_kind, suite FROM runs"
-        " WHERE ts > :start AND ts <= :now AND incident IS NULL",
+        " WHERE ts > :start AND ts <= :now AND incident IS NULL AND source <> 'diagnose'",
         window.params,
     ):
         age = max(0.0, (now - parse_iso(ts)).total_seconds() / 86400.0)

@@ -8,14 +8,17 @@ run count), and the recency sums relative to the day's start (as in test_day_rol
 Chaining ordered day rows (flaketui.core.rollups.read.sequences) gives exactly what
 `flaketui.core.rollups.evidence.ANALYSIS` computes over the raw rows.
 
-Every statement reads the counted runs (not skipped, not edited, no incident);
+Every statement reads the counted runs (not skipped, not edited, no incident, no diagnose
+experiment);
 the window (time range) is the caller's `{where}`.
 """
 
 from __future__ import annotations
 
 # Counted raw units, one per (key, run). {source} joins test_runs tr and runs r (and tests t).
-COUNTED = "r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0"
+COUNTED = (
+    "r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped' AND tr.edited = 0"
+)
 TEST_UNITS = f"""
 SELECT tr.test AS key, tr.run AS run, tr.ts AS ts, tr.bad AS bad,
     tr.outcome = 'flaky' AS flaky, tr.outcome <> 'pass' AS failed_any,

@@ -174,6 +174,7 @@ JOIN runs ON runs.id = tr.run
 JOIN tests ON tests.id = tr.test
 LEFT JOIN signatures ON signatures.id = tr.signature
 WHERE tr.test IN (SELECT value FROM json_each(?)) AND tr.ts > ? AND tr.ts <= ?
+  AND runs.source <> 'diagnose'
 ORDER BY tr.ts, runs.run_id, tests.test_id
 """
 

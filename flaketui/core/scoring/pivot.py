@@ -1,4 +1,5 @@
-"""Worker pivot: failure rate and Wilson interval per worker count and per worker id."""
+"""Pivots: failure rate and Wilson interval per worker count and worker id (the worker pivot),
+and per value of any recorded dimension (the dimension pivot, from scoring.causes)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from datetime import datetime
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups.evidence import counted_runs_cte
+from flaketui.core.scoring.causes import (
+    DIMENSIONS,
+    DimensionRow,
+    Suspect,
+    analyse,
+    dimension_rows,
+)
 from flaketui.core.scoring.detail import resolve_target
 from flaketui.core.scoring.statistics import wilson_interval
 
@@ -92,4 +100,43 @@ def worker_pivot(db: Connected, test_or_parent: str, *, now: datetime, config: C
         bad_runs=sum(row.bad_runs for row in by_count),
         by_worker_count=by_count,
         by_worker_id=by_id,
+    )
+
+
+@dataclass(slots=True)
+class DimensionPivot:
+    """A test's or family's failure rate split by recorded dimensions (see scoring.causes)."""
+
+    key: str
+    kind: str
+    members: list[str]
+    now: datetime
+    runs: int
+    bad_runs: int
+    by: dict[str, list[DimensionRow]]  # dimension -> rows, in DIMENSIONS order
+    suspects: list[Suspect]
+
+
+def dimension_pivot(
+    db: Connected,
+    test_or_parent: str,
+    dimensions: list[str],
+    *,
+    now: datetime,
+    config: Config,
+) -> DimensionPivot:
+    """Runs, bad runs and the Wilson interval per value of each dimension, and the suspects."""
+    for dimension in dimensions:
+        if dimension not in DIMENSIONS:
+            raise ValueError(f"unknown dimension {dimension!r}")
+    analysis = analyse(db, test_or_parent, now=now, config=config)
+    return DimensionPivot(
+        key=analysis.key,
+        kind=analysis.kind,
+        members=analysis.members,
+        now=now,
+        runs=analysis.runs,
+        bad_runs=analysis.bad_runs,
+        by={dim: dimension_rows(analysis.units, dim, config) for dim in dimensions},
+        suspects=analysis.suspects,
     )

@@ -63,7 +63,7 @@ def effective_now(
             requested = requested.replace(tzinfo=UTC)
         return requested.astimezone(UTC), False
     current = utc_now()
-    row = db.conn.execute("SELECT max(ts) FROM runs").fetchone()
+    row = db.conn.execute("SELECT max(ts) FROM runs WHERE source <> 'diagnose'").fetchone()
     if row is None or row[0] is None:
         return current, False
     newest = parse_iso(str(row[0]))

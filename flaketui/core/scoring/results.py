@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flaketui.core.scoring.causes import Suspect
 
 
 class Verdict(StrEnum):
@@ -60,6 +63,7 @@ class TestVerdict:
     last_good_commit: str | None = None
     daily_scores: list[float] = field(default_factory=list)  # recency score per day, oldest first
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
+    causes: list[Suspect] = field(default_factory=list)  # flaky only, see scoring.causes
 
 
 @dataclass(slots=True)
@@ -78,6 +82,7 @@ class GroupVerdict:
     regression_rank: int | None = None
     daily_scores: list[float] = field(default_factory=list)  # pooled recency per day, oldest first
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
+    causes: list[Suspect] = field(default_factory=list)  # flaky families only
 
 
 @dataclass(slots=True)

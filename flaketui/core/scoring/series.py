@@ -179,7 +179,7 @@ def _group_sums_from_rollups(
     runs: dict[int, tuple[float, date, bool]] = {}
     for pk, ts, kind in db.conn.execute(
         "SELECT id, ts, branch_kind FROM runs"
-        " WHERE ts > :start AND ts <= :now AND incident IS NULL",
+        " WHERE ts > :start AND ts <= :now AND incident IS NULL AND source <> 'diagnose'",
         window.params,
     ):
         when = parse_iso(ts)
@@ -318,7 +318,7 @@ SELECT tr.test, tr.ts, tr.outcome <> 'pass' AS failed_any,
     exp(-:ln2_per_h * max(0.0, julianday(:now) - julianday(tr.ts)))
         * CASE WHEN r.branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS weight
 FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id
-WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+WHERE r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped' AND tr.edited = 0
   AND tr.test IN (SELECT value FROM json_each(:tests)) AND {where}
 """
 # The same per family: its units pooled by run (a run is failed if any member failed in it).
@@ -327,7 +327,7 @@ SELECT t.parent, r.ts, max(tr.outcome <> 'pass') AS failed_any,
     exp(-:ln2_per_h * max(0.0, julianday(:now) - julianday(r.ts)))
         * CASE WHEN r.branch_kind = 'main' THEN :main_weight ELSE :other_weight END AS weight
 FROM runs r CROSS JOIN test_runs tr ON tr.run = r.id CROSS JOIN tests t ON t.id = tr.test
-WHERE r.incident IS NULL AND tr.outcome <> 'skipped' AND tr.edited = 0
+WHERE r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped' AND tr.edited = 0
   AND t.parent IN (SELECT value FROM json_each(:tests))
   AND t.parent IN (SELECT parent FROM tests WHERE test_id <> parent) AND {where}
 GROUP BY t.parent, r.id

@@ -167,3 +167,45 @@ class RateChange:
 def damage(flake_rate_low: float, weekly_runs: float, radius: float) -> float:
     """Damage: expected blocked merges per week."""
     return flake_rate_low * weekly_runs * radius
+
+
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def fisher_exact(bad_in: int, runs_in: int, bad_rest: int, runs_rest: int) -> float:
+    """Two-sided p-value of Fisher's exact test on a 2x2 table of bad runs out of runs.
+
+    The margins are fixed; the p-value sums the hypergeometric probabilities of every table no
+    more likely than the observed one (a relative tolerance absorbs rounding), as R's
+    fisher.test does.
+    """
+    if not (0 <= bad_in <= runs_in and 0 <= bad_rest <= runs_rest):
+        raise ValueError("fisher_exact: need 0 <= bad <= runs on both sides")
+    total = runs_in + runs_rest
+    bad = bad_in + bad_rest
+    if total == 0 or runs_in == 0 or runs_rest == 0 or bad in (0, total):
+        return 1.0
+    low, high = max(0, runs_in - (total - bad)), min(runs_in, bad)
+    base = _log_choose(total, runs_in)
+
+    def log_pmf(k: int) -> float:
+        return _log_choose(bad, k) + _log_choose(total - bad, runs_in - k) - base
+
+    observed = log_pmf(bad_in)
+    cutoff = observed + 1e-7
+    p_value = sum(math.exp(lp) for k in range(low, high + 1) if (lp := log_pmf(k)) <= cutoff)
+    return min(1.0, p_value)
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values), in the input order."""
+    count = len(p_values)
+    order = sorted(range(count), key=lambda i: p_values[i])
+    adjusted = [1.0] * count
+    running = 1.0
+    for rank in range(count, 0, -1):
+        index = order[rank - 1]
+        running = min(running, p_values[index] * count / rank)
+        adjusted[index] = min(1.0, running)
+    return adjusted

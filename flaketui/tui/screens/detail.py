@@ -1,9 +1,12 @@
-"""The detail screen of one test or family: reason, outcome strip, pivot, trend, verdict
-changes, signatures, runs."""
+"""The detail screen of one test or family: reason, outcome strip, pivot by any recorded
+dimension with the likely causes, diagnose, trend, verdict changes, signatures, runs."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.table import Table
@@ -13,15 +16,24 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, LoadingIndicator, Static
+from textual.widgets import DataTable, LoadingIndicator, ProgressBar, Static
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
+from flaketui.tui.history_access import reading
 from flaketui.tui.loaders import DetailData, load_detail, load_verdict_changes
 from flaketui.tui.messages import DetailLoaded, LoadFailed, VerdictChangesLoaded
 from flaketui.tui.viewmodel import relative_time, short_id
+from flaketui.tui.widgets.causes import (
+    CausesLoaded,
+    DiagnoseDone,
+    DiagnoseProgress,
+    SuspectsPanel,
+    diagnosis_text,
+    suspects_text,
+)
 from flaketui.tui.widgets.keybar import KeyBar
 from flaketui.tui.widgets.outcome_strip import OutcomeStrip, outcome_kind
 from flaketui.tui.widgets.palette import OUTCOME_STYLES, VERDICT_STYLES
@@ -61,6 +73,9 @@ class DetailScreen(Screen[None]):
         Binding("q", "app.quarantine", "Quarantine", tooltip="Quarantine this test"),
         Binding("u", "app.release", "Release", tooltip="Remove this test from the skip file"),
         Binding("r", "reload", "Reload"),
+        Binding("d", "next_dimension", "Dimension", tooltip="Pivot by the next dimension"),
+        Binding("D", "diagnose", "Diagnose", tooltip="Re-run this test here under experiments"),
+        Binding("x", "cancel_diagnose", "Cancel", tooltip="Stop a running diagnose"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
     ]
 
@@ -69,6 +84,11 @@ class DetailScreen(Screen[None]):
         self.item = item
         self.report = report
         self.data: DetailData | None = None
+        self.analysis: Any = None  # flaketui.core.scoring.causes.CauseAnalysis, once loaded
+        self.dimension = "worker_count"
+        self.diagnosis: Any = None  # the latest diagnose's Diagnosis
+        self.cancel_diagnose = threading.Event()
+        self.diagnosing = False
 
     @property
     def key(self) -> str:
@@ -85,6 +105,11 @@ class DetailScreen(Screen[None]):
             with Horizontal(id="pivot-row"):
                 yield DataTable(id="pivot", cursor_type="none", zebra_stripes=True)
                 yield PivotPlot(id="pivot-plot")
+            yield Static("Likely causes", classes="heading")
+            yield SuspectsPanel(Text("reading…", "dim"), id="suspects")
+            yield Static("Diagnose", classes="heading")
+            yield ProgressBar(id="diagnose-progress", show_eta=False)
+            yield Static(Text("D: re-run it here under experiments", "dim"), id="diagnosis")
             yield TrendPlot(id="trend")
             yield Static(id="changes-heading", classes="heading")
             yield Static(Text("reading…", "dim"), id="changes")
@@ -119,8 +144,10 @@ class DetailScreen(Screen[None]):
         self.query_one("#changes-heading", Static).update(
             f"Verdict changes, last {plural(days, 'day')}"
         )
+        self.query_one("#diagnose-progress").display = False
         self._load()
         self._load_changes()
+        self._load_causes()
 
     @property
     def flaketui(self) -> FlaketuiApp:
@@ -144,6 +171,137 @@ class DetailScreen(Screen[None]):
             self.post_message(LoadFailed(exc.message))
             return
         self.post_message(VerdictChangesLoaded(self.key, changes))
+
+    @work(thread=True, exclusive=True, group="detail-causes", exit_on_error=False)
+    def _load_causes(self) -> None:
+        from flaketui.core.scoring.causes import analyse
+
+        source = self.flaketui.source
+        try:
+            with reading(source.path) as db:
+                analysis = analyse(db, self.key, now=self.report.now, config=source.config)
+        except FlaketuiError as exc:
+            self.post_message(LoadFailed(exc.message))
+            return
+        self.post_message(CausesLoaded(self.key, analysis))
+
+    @on(CausesLoaded)
+    def _causes_loaded(self, event: CausesLoaded) -> None:
+        if event.key != self.key:
+            return
+        self.analysis = event.analysis
+        self.query_one(SuspectsPanel).update(suspects_text(self.analysis, self.dimension))
+        if self.dimension != "worker_count":
+            self._show_dimension()
+
+    def action_next_dimension(self) -> None:
+        """Split the pivot and its interval plot by the next recorded dimension."""
+        from flaketui.core.scoring.causes import DIMENSIONS
+
+        if self.analysis is None:
+            return
+        self.dimension = DIMENSIONS[(DIMENSIONS.index(self.dimension) + 1) % len(DIMENSIONS)]
+        self.query_one(SuspectsPanel).update(suspects_text(self.analysis, self.dimension))
+        self._show_dimension()
+
+    def _show_dimension(self) -> None:
+        from flaketui.core.scoring.causes import dimension_rows
+
+        rows = dimension_rows(self.analysis.units, self.dimension, self.flaketui.source.config)
+        table = self.query_one("#pivot", DataTable)
+        table.clear(columns=True)
+        table.add_columns(self.dimension, "runs", "bad", "fail rate", "Wilson 95 %")
+        for row in rows:
+            table.add_row(
+                short_id(row.value, 28) or "—",
+                str(row.runs),
+                str(row.bad_runs),
+                f"{row.fail_rate:.2f}",
+                f"{row.wilson_low:.2f}–{row.wilson_high:.2f}",
+            )
+        plotted = [
+            SimpleNamespace(
+                key=row.value.rsplit("::", 1)[-1], runs=row.runs, fail_rate=row.fail_rate,
+                wilson_low=row.wilson_low, wilson_high=row.wilson_high,
+            )
+            for row in rows
+        ]  # fmt: skip
+        self.query_one(PivotPlot).show(plotted, self.dimension.replace("_", " "), prefix="")
+
+    def action_diagnose(self) -> None:
+        """Re-run this test in the current directory's repository under experiments."""
+        if self.diagnosing:
+            self.notify("diagnose is already running (x: cancel)")
+            return
+        self.diagnosing = True
+        self.cancel_diagnose.clear()
+        bar = self.query_one("#diagnose-progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        bar.display = True
+        self.query_one("#diagnosis", Static).update(Text("starting…", "dim"))
+        self._run_diagnose(Path.cwd())
+
+    def action_cancel_diagnose(self) -> None:
+        """Stop a running diagnose (the sessions run so far are kept)."""
+        if self.diagnosing:
+            self.cancel_diagnose.set()
+
+    @work(thread=True, exclusive=True, group="detail-diagnose", exit_on_error=False)
+    def _run_diagnose(self, repo: Path) -> None:
+        from flaketui.core.diagnosis.experiments import Diagnoser
+        from flaketui.core.diagnosis.sessions import PytestSessions, check_repository
+        from flaketui.core.history.store import open_history
+
+        source = self.flaketui.source
+
+        def progress(done: int, planned: int, what: str) -> None:
+            self.post_message(DiagnoseProgress(done, planned, what))
+
+        try:
+            if source.readonly:
+                raise FlaketuiError("the history is open read-only: diagnose cannot store runs")
+            history = open_history(source.path, create=False)
+            try:
+                diagnoser = Diagnoser(
+                    history,
+                    PytestSessions(check_repository(repo)),
+                    runs=10,
+                    minutes=None,
+                    config=source.config,
+                    now=self.report.now,
+                    cancel=self.cancel_diagnose,
+                    progress=progress,
+                )
+                diagnosis = diagnoser.diagnose(self.key)
+            finally:
+                history.conn.close()
+        except FlaketuiError as exc:
+            self.post_message(DiagnoseDone(None, exc.message))
+            return
+        self.post_message(DiagnoseDone(diagnosis))
+
+    @on(DiagnoseProgress)
+    def _diagnose_progress(self, event: DiagnoseProgress) -> None:
+        self.query_one("#diagnose-progress", ProgressBar).update(
+            total=max(event.planned, event.done, 1), progress=event.done
+        )
+        self.query_one("#diagnosis", Static).update(
+            Text(f"{event.what}: session {event.done} of ~{event.planned}   x: cancel", "dim")
+        )
+
+    @on(DiagnoseDone)
+    def _diagnose_done(self, event: DiagnoseDone) -> None:
+        self.diagnosing = False
+        self.query_one("#diagnose-progress").display = False
+        panel = self.query_one("#diagnosis", Static)
+        if event.diagnosis is None:
+            panel.update(Text(event.problem or "diagnose failed", "red"))
+            return
+        self.diagnosis = event.diagnosis
+        text = diagnosis_text(event.diagnosis)
+        if event.diagnosis.cancelled:
+            text.append("\n  cancelled: classified from the sessions that ran", "yellow")
+        panel.update(text)
 
     @on(VerdictChangesLoaded)
     def _changes_loaded(self, event: VerdictChangesLoaded) -> None:

@@ -13,11 +13,13 @@ from flaketui.core.words import plural
 class PivotPlot(PlotextPlot):
     """One Wilson interval per worker count, with the observed failure rate as a point."""
 
-    def show(self, rows: Sequence[Any]) -> None:
-        """Draw pivot rows (key = worker count, fail_rate, wilson_low, wilson_high)."""
+    def show(
+        self, rows: Sequence[Any], dimension: str = "worker count", prefix: str = "n="
+    ) -> None:
+        """Draw pivot rows (key = the value, fail_rate, wilson_low, wilson_high)."""
         plt = self.plt
         plt.clear_figure()
-        plt.title("failure rate by worker count (Wilson 95 %)")
+        plt.title(f"failure rate by {dimension} (Wilson 95 %)")
         rows = [r for r in rows if getattr(r, "runs", 0) > 0]
         if not rows:
             self.refresh()
@@ -32,7 +34,7 @@ class PivotPlot(PlotextPlot):
             plt.scatter([x] * steps, ys, marker="│", color="orange")
             plt.scatter([x, x], [low, high], marker="─", color="orange")
         plt.scatter(positions, [r.fail_rate for r in rows], color="red", marker="●")
-        plt.xticks(positions, [f"n={r.key}" for r in rows])
+        plt.xticks(positions, [f"{prefix}{r.key}"[:12] for r in rows])
         plt.xlim(0.5, len(rows) + 0.5)
         plt.ylim(0, top)
         ticks = [top * i / 4 for i in range(5)]

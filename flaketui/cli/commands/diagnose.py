@@ -1,0 +1,119 @@
+"""`flaketui diagnose`: re-run a flaky test in the repository under experiments, classify it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flaketui.cli import cli
+from flaketui.core.config import load_config
+from flaketui.core.diagnosis.experiments import Diagnoser, Diagnosis
+from flaketui.core.diagnosis.sessions import PytestSessions, check_node_id, check_repository
+from flaketui.core.history.store import open_history
+from flaketui.core.scoring.detail import resolve_target
+from flaketui.core.scoring.report import effective_now
+from flaketui.core.timeutil import utc_now
+
+
+def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The diagnosis as a JSON-ready dict."""
+    return {
+        "test_id": diagnosis.test_id,
+        "label": diagnosis.label,
+        "summary": diagnosis.summary,
+        "polluter": diagnosis.polluter,
+        "rate": diagnosis.rate,
+        "rate_low": diagnosis.rate_low,
+        "rate_high": diagnosis.rate_high,
+        "command": diagnosis.command,
+        "experiments": [
+            {"name": e.name, "sessions": e.sessions, "failed": e.failed}
+            for e in diagnosis.experiments
+        ],
+        "skipped": diagnosis.skipped,
+        "stored_runs": diagnosis.stored_runs,
+        "cancelled": diagnosis.cancelled,
+    }
+
+
+@cli.command("diagnose")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("test_id")
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    default=".",
+    show_default=True,
+    help="The repository whose pytest runs the test.",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=2, max=1000),
+    default=10,
+    show_default=True,
+    help="Sessions per experiment.",
+)
+@click.option(
+    "--minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Stop the experiments after this long (what ran is still classified).",
+)
+@click.option(
+    "--python", metavar="PATH", help="Interpreter to run pytest with (default: this one)."
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def diagnose_command(
+    db: Path,
+    test_id: str,
+    repo: Path,
+    runs: int,
+    minutes: float | None,
+    python: str | None,
+    fmt: str,
+) -> None:
+    """Re-run TEST_ID of history DB in the repository: alone, after its recorded predecessors,
+    at one and at many workers and in random orders; say why it is flaky.
+
+    The sessions are stored in DB under the source `diagnose`, which scoring ignores.
+    """
+    root = check_repository(repo)
+    check_node_id(root, test_id)
+    history = open_history(db, create=False)
+    try:
+        resolve_target(history, test_id)
+        config = load_config(root)
+        moment, _ = effective_now(history, None, config)
+        sessions = PytestSessions(root, python)
+        interactive = fmt == "text" and sys.stderr.isatty()
+
+        def progress(done: int, planned: int, what: str) -> None:
+            if interactive:
+                click.echo(f"\r[{done}/{planned}] {what:<30}", nl=False, err=True)
+
+        diagnoser = Diagnoser(
+            history, sessions, runs=runs, minutes=minutes, config=config, now=moment,
+            progress=progress,
+        )  # fmt: skip
+        diagnosis = diagnoser.diagnose(test_id)
+        if interactive:
+            click.echo("", err=True)
+    finally:
+        history.conn.close()
+    if fmt == "json":
+        click.echo(json.dumps(diagnosis_json(diagnosis), indent=2))
+        return
+    click.echo(f"{diagnosis.test_id}: {diagnosis.label}")
+    click.echo(f"  {diagnosis.summary}")
+    for experiment in diagnosis.experiments:
+        click.echo(f"  {experiment.name}: failed {experiment.failed}/{experiment.sessions}")
+    for note in diagnosis.skipped:
+        click.echo(f"  skipped {note}")
+    click.echo(f"  reproduce: {' '.join(diagnosis.command)}")
+    click.echo(
+        f"  {diagnosis.stored_runs} session(s) stored in {db} under source 'diagnose' "
+        f"(not scored; run at {utc_now():%Y-%m-%d %H:%M} UTC)"
+    )

@@ -1,0 +1,424 @@
+"""`flaketui diagnose`: reproduce a flaky test locally under controlled experiments, classify it.
+
+Experiments, each `runs` sessions unless said otherwise (one pytest session per repetition:
+pytest runs a node id once per session):
+1. alone: the test by itself;
+2. after its predecessors: the tests that ran before it on the same worker in its latest
+   recorded bad run (else the predecessor suspects), then the test, up to 3 times;
+3. workers: the test with those predecessors at one worker, then at the worker count where the
+   history shows it failing most (at least 2; only when pytest-xdist is installed);
+4. random orders: the test and its predecessors shuffled, one seed per session.
+
+Classification, first match wins:
+- ``fails-every-time``: it failed in every session alone (a break, not a flake, here);
+- ``order-dependent``: it failed at least twice in the serial sessions after its predecessors
+  (recorded or shuffled order), significantly more than alone (Fisher's exact test,
+  p <= 0.05): the polluter is found by bisecting
+  the tests that ran before it in a failing session (halves tried in order, each up to twice);
+- ``concurrency-dependent``: it failed more at many workers than at one (Fisher's exact test
+  p <= 0.05, or never at one and at least twice at many);
+- ``non-deterministic``: it failed alone in some sessions: the reproduced rate with its Wilson
+  interval (and the history's duration suspect, when it has one: a test near its timeout);
+- ``not-reproducible``: no experiment made it fail here; the history's suspects (a host, an OS,
+  a Python...) point at what differs from this machine.
+
+Every session is stored in the history as a run with source ``diagnose`` (suite ``diagnose``),
+which scoring, rollups, the outcome sequence and incident proposals ignore.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from flaketui.core.config import Config
+from flaketui.core.diagnosis.sessions import (
+    DiagnoseError,
+    PytestSessions,
+    SessionResult,
+    check_node_id,
+)
+from flaketui.core.history.dbhandle import Connected
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.scoring.causes import CauseAnalysis, analyse, dimension_rows
+from flaketui.core.scoring.statistics import fisher_exact, wilson_interval
+
+EXPERIMENT_SOURCE = "diagnose"
+LABELS = (
+    "order-dependent",
+    "concurrency-dependent",
+    "non-deterministic",
+    "fails-every-time",
+    "not-reproducible",
+)
+AFTER_REPEATS = 3
+BISECT_TRIES = 2
+MAX_PREDECESSORS = 200
+
+_LATEST_BAD_SQL = """
+SELECT a.run, coalesce(a.worker_id, ''), a.position FROM results a
+JOIN runs r ON r.id = a.run JOIN tests t ON t.id = a.test
+WHERE t.test_id IN (SELECT value FROM json_each(?)) AND a.attempt = 1
+  AND a.outcome IN ('fail', 'error') AND a.position IS NOT NULL AND r.source <> 'diagnose'
+ORDER BY r.ts DESC, r.id DESC LIMIT 1
+"""
+_BEFORE_SQL = """
+SELECT t.test_id FROM results a JOIN tests t ON t.id = a.test
+WHERE a.run = ? AND a.attempt = 1 AND coalesce(a.worker_id, '') = ? AND a.position < ?
+ORDER BY a.position
+"""
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(slots=True)
+class Experiment:
+    """One experiment's sessions: how many ran and in how many the test failed."""
+
+    name: str
+    sessions: int = 0
+    failed: int = 0
+    note: str = ""
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """What diagnose found for one test."""
+
+    test_id: str
+    label: str  # one of LABELS
+    summary: str
+    experiments: list[Experiment]
+    command: list[str]  # a reproduction command for the user
+    polluter: str | None = None
+    rate: float | None = None  # reproduced rate alone, with its Wilson interval
+    rate_low: float | None = None
+    rate_high: float | None = None
+    stored_runs: int = 0
+    cancelled: bool = False
+    skipped: list[str] = field(default_factory=list)  # experiments left out, and why
+
+
+class _Budget:
+    """Sessions left and the deadline; raises _Stop when cancelled or out of time."""
+
+    def __init__(self, minutes: float | None, cancel: threading.Event | None) -> None:
+        self.deadline = None if minutes is None else time.monotonic() + minutes * 60
+        self.cancel = cancel
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise _Stop("cancelled")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _Stop("time budget used up")
+
+
+class _Stop(Exception):
+    """Ends the experiments early (cancel, or the time budget)."""
+
+
+def recorded_predecessors(db: Connected, test_ids: list[str]) -> list[str]:
+    """The tests that ran before the test on its worker in its latest recorded bad run."""
+    conn = db.conn
+    row = conn.execute(_LATEST_BAD_SQL, (json.dumps(test_ids),)).fetchone()
+    if row is None:
+        return []
+    return [str(test) for (test,) in conn.execute(_BEFORE_SQL, row) if test not in test_ids]
+
+
+class Diagnoser:
+    """Runs the experiments for one test and stores their sessions."""
+
+    def __init__(
+        self,
+        db: Connected,
+        sessions: PytestSessions,
+        *,
+        runs: int,
+        minutes: float | None,
+        config: Config,
+        now: datetime,
+        cancel: threading.Event | None = None,
+        progress: Progress | None = None,
+        store: bool = True,
+    ) -> None:
+        self.db = db
+        self.sessions = sessions
+        self.runs = runs
+        self.budget = _Budget(minutes, cancel)
+        self.config = config
+        self.now = now
+        self.progress = progress
+        self.store = store
+        self.done = 0
+        self.planned = 0
+        self.results: list[tuple[SessionResult, int]] = []  # session, worker count
+        self.batch = uuid.uuid4().hex[:8]
+
+    def _session(self, node_ids: list[str], what: str, workers: int = 1) -> SessionResult:
+        self.budget.check()
+        if self.progress is not None:
+            self.progress(self.done, self.planned, what)
+        result = self.sessions.run(node_ids, workers=workers, cancel=self.budget.cancel)
+        self.done += 1
+        if result.cancelled:
+            raise _Stop("cancelled")
+        self.results.append((result, workers))
+        if self.progress is not None:
+            self.progress(self.done, self.planned, what)
+        return result
+
+    def diagnose(self, test_id: str) -> Diagnosis:
+        """Run the experiments on a test of the history and classify it."""
+        repo = self.sessions.repo
+        check_node_id(repo, test_id)
+        analysis = analyse(self.db, test_id, now=self.now, config=self.config)
+        before = [t for t in recorded_predecessors(self.db, analysis.members) if _usable(repo, t)][
+            -MAX_PREDECESSORS:
+        ]
+        if not before:
+            before = [
+                s.value
+                for s in analysis.suspects
+                if s.dimension == "predecessor" and _usable(repo, s.value)
+            ]
+        counts = dimension_rows(analysis.units, "worker_count", self.config)
+        many = max(
+            (row for row in counts if int(row.value) > 1),
+            key=lambda row: (row.fail_rate, int(row.value)),
+            default=None,
+        )
+        workers = max(2, int(many.value)) if many is not None else 2
+        use_xdist = self.sessions.has_xdist
+        self.planned = self.runs + (AFTER_REPEATS if before else 0) + self.runs
+        self.planned += 2 * self.runs if use_xdist else 0
+        experiments: dict[str, Experiment] = {}
+        skipped: list[str] = []
+        polluter: str | None = None
+        failing_order: list[str] | None = None
+        stop_reason = ""
+        try:
+            alone = experiments["alone"] = Experiment("alone")
+            for _ in range(self.runs):
+                alone.sessions += 1
+                alone.failed += self._session([test_id], "alone").failed(test_id)
+            if before:
+                after = experiments["after"] = Experiment("after predecessors")
+                for _ in range(AFTER_REPEATS):
+                    after.sessions += 1
+                    if self._session([*before, test_id], "after predecessors").failed(test_id):
+                        after.failed += 1
+                        failing_order = list(before)
+            else:
+                skipped.append("after predecessors: the history recorded none")
+            if use_xdist:
+                workload = [*before, test_id]
+                serial = experiments["serial"] = Experiment("1 worker")
+                parallel = experiments["parallel"] = Experiment(f"{workers} workers")
+                for _ in range(self.runs):
+                    serial.sessions += 1
+                    serial.failed += self._session(workload, "1 worker").failed(test_id)
+                    parallel.sessions += 1
+                    parallel.failed += self._session(
+                        workload, f"{workers} workers", workers
+                    ).failed(test_id)
+            else:
+                skipped.append("workers: pytest-xdist is not installed")
+            if before:
+                shuffled = experiments["random"] = Experiment("random orders")
+                rng = random.Random(test_id)  # the same orders for the same test
+                for _ in range(self.runs):
+                    order = [*before, test_id]
+                    rng.shuffle(order)
+                    shuffled.sessions += 1
+                    if self._session(order, "random orders").failed(test_id):
+                        shuffled.failed += 1
+                        ahead = order[: order.index(test_id)]
+                        if failing_order is None and ahead:
+                            failing_order = ahead
+            else:
+                skipped.append("random orders: no recorded predecessors to shuffle")
+            alone_low = experiments["alone"].failed < experiments["alone"].sessions
+            if failing_order is not None and alone_low and _order_matters(experiments):
+                polluter = self._bisect(failing_order, test_id)
+        except _Stop as stop:
+            stop_reason = str(stop)
+        diagnosis = self._classify(test_id, experiments, polluter, workers, before, analysis)
+        diagnosis.skipped = skipped + ([f"stopped early: {stop_reason}"] if stop_reason else [])
+        diagnosis.cancelled = stop_reason == "cancelled"
+        if self.store:
+            diagnosis.stored_runs = self._store()
+        return diagnosis
+
+    def _bisect(self, candidates: list[str], test_id: str) -> str | None:
+        """The one test that makes test_id fail when run before it, halving candidates."""
+        while len(candidates) > 1:
+            half = len(candidates) // 2
+            for part in (candidates[:half], candidates[half:]):
+                if self._fails_after(part, test_id):
+                    candidates = part
+                    break
+            else:
+                return None  # neither half alone: several tests together
+        if candidates and self._fails_after(candidates, test_id):
+            return candidates[0]
+        return None
+
+    def _fails_after(self, before: list[str], test_id: str) -> bool:
+        for _ in range(BISECT_TRIES):
+            if self._session([*before, test_id], "bisecting the polluter").failed(test_id):
+                return True
+        return False
+
+    def _classify(
+        self,
+        test_id: str,
+        experiments: dict[str, Experiment],
+        polluter: str | None,
+        workers: int,
+        before: list[str],
+        analysis: CauseAnalysis,
+    ) -> Diagnosis:
+        alone = experiments.get("alone", Experiment("alone"))
+        listed = list(experiments.values())
+        rate = low = high = None
+        if alone.sessions:
+            rate = alone.failed / alone.sessions
+            low, high = wilson_interval(alone.failed, alone.sessions, self.config.z)
+        repro = [test_id]
+
+        def make(label: str, summary: str, command: list[str]) -> Diagnosis:
+            return Diagnosis(
+                test_id, label, summary, listed, command, polluter, rate, low, high
+            )  # fmt: skip
+
+        if alone.sessions and alone.failed == alone.sessions:
+            return make(
+                "fails-every-time",
+                f"failed in all {alone.sessions} sessions alone: broken here, not flaky",
+                self.sessions.command(repro),
+            )
+        if _order_matters(experiments):
+            if polluter is not None:
+                return make(
+                    "order-dependent",
+                    f"fails after {polluter}, passes alone ({alone.failed}/{alone.sessions})",
+                    self.sessions.command([polluter, test_id]),
+                )
+            return make(
+                "order-dependent",
+                "fails after the tests that ran before it, passes alone; no single polluter "
+                "was isolated",
+                self.sessions.command([*before, test_id]),
+            )
+        serial, parallel = experiments.get("serial"), experiments.get("parallel")
+        if serial is not None and parallel is not None and parallel.failed > serial.failed:
+            p_value = fisher_exact(
+                parallel.failed, parallel.sessions, serial.failed, serial.sessions
+            )
+            if p_value <= 0.05 or (serial.failed == 0 and parallel.failed >= 2):
+                return make(
+                    "concurrency-dependent",
+                    f"failed {parallel.failed}/{parallel.sessions} at {workers} workers against "
+                    f"{serial.failed}/{serial.sessions} at one",
+                    self.sessions.command([*before, test_id], workers),
+                )
+        if alone.failed:
+            assert rate is not None and low is not None and high is not None
+            slow = [s.label for s in analysis.suspects if s.dimension == "duration"]
+            return make(
+                "non-deterministic",
+                f"failed {alone.failed}/{alone.sessions} alone: rate {rate:.0%} "
+                f"(Wilson 95% {low:.0%}-{high:.0%})"
+                + (f"; in the history {slow[0]}" if slow else ""),
+                self.sessions.command(repro),
+            )
+        hint = ", ".join(s.label for s in analysis.suspects[:3])
+        where = f"; the history points at {hint}" if hint else ""
+        return make(
+            "not-reproducible",
+            f"did not fail here in {sum(e.sessions for e in listed)} sessions: look at what "
+            f"differs from CI{where}",
+            self.sessions.command(repro),
+        )
+
+    def _store(self) -> int:
+        """Each session as a run with source 'diagnose'; how many runs were written."""
+        written = 0
+        host = socket.gethostname() or None
+        for number, (result, workers) in enumerate(self.results, start=1):
+            cases = []
+            previous: str | None = None
+            asked = [t for t in result.order if t in result.outcomes]
+            extra = [t for t in result.outcomes if t not in asked]
+            for position, test in enumerate([*asked, *extra], start=1):
+                serial = workers == 1
+                cases.append(
+                    CaseResult(
+                        test,
+                        test.split("::", 1)[0],
+                        [
+                            Attempt(
+                                result.outcomes[test],
+                                result.durations.get(test),
+                                None,
+                                None,
+                                previous if serial else None,
+                                position if serial else None,
+                            )
+                        ],
+                    )
+                )
+                previous = test
+            if not cases:
+                continue
+            meta = RunMeta(
+                run_id=f"diagnose-{self.batch}-{number:03d}",
+                suite="diagnose",
+                branch_kind="pr",
+                ts=datetime.now(UTC),
+                worker_count=workers,
+                runner_host=host,
+                os=platform.system() or None,
+                python=platform.python_version(),
+                platform=f"{sys.platform}-{platform.machine()}",
+            )
+            recorder = RunRecorder(self.db.conn, meta, source=EXPERIMENT_SOURCE, config=self.config)
+            recorder.add(cases)
+            recorder.finish()
+            written += 1
+        return written
+
+
+def _order_matters(experiments: dict[str, Experiment]) -> bool:
+    """Whether running after other tests made it fail more than running alone."""
+    alone = experiments.get("alone")
+    if alone is None or not alone.sessions:
+        return False
+    # Every session where it ran after its predecessors, serially.
+    ordered = [experiments[k] for k in ("after", "serial", "random") if k in experiments]
+    failed = sum(e.failed for e in ordered)
+    sessions = sum(e.sessions for e in ordered)
+    if failed < 2 or failed / sessions <= alone.failed / alone.sessions:
+        return False
+    return fisher_exact(failed, sessions, alone.failed, alone.sessions) <= 0.05
+
+
+def _usable(repo: Path, test_id: str) -> bool:
+    """Whether a recorded test id may be passed to pytest (see check_node_id)."""
+    try:
+        check_node_id(repo, test_id)
+    except DiagnoseError:
+        return False
+    return True

@@ -1,0 +1,468 @@
+"""Why a test is flaky: its counted runs split by every recorded dimension, and the suspects.
+
+Units: one per counted run of the target (a family's params pooled by run, bad when any
+param's first attempt failed, as the scorer pools them). Each unit holds, per dimension, the
+set of values it ran under; a dimension a run did not record is absent from it and that run
+takes no part in that dimension's comparisons.
+
+Dimensions:
+- worker_count, suite, branch_kind, runner_host, os, python: the run's;
+- hour: the run's hour of day, UTC ("07");
+- worker_id: the worker of the first attempt ('' in a serial run);
+- duration: the first attempt's band against the test's own median duration in the window
+  (DURATION_BANDS), or "near timeout" when it used NEAR_TIMEOUT_SHARE of a known timeout;
+- predecessor: every test that ran before the first attempt on the same worker in the same
+  run (recorded by the pytest plugin; reports do not say), at most the MAX_ORDER_RUNS newest
+  runs. A polluter need not run just before its victim.
+
+Suspects: for each dimension value, the unit's bad runs under it against the rest of the runs
+where that dimension is known, by Fisher's exact test (two-sided), the p-values of all of a
+target's comparisons adjusted together with Benjamini-Hochberg. A suspect has an adjusted
+p-value at most `suspect_fdr`, at least `suspect_min_bad` bad runs under its value, and a
+failure rate at least `suspect_min_ratio` times the rest's (the effect size): a value that
+makes the test fail more, never one that only fails less. Worker count is also compared as
+thresholds (">=4": runs at 4 workers or more against fewer). Strongest first, a suspect is
+kept only if it still holds (same criteria, unadjusted p-value) in the runs that the suspects
+kept before it do not cover: "after test_b" is dropped when test_b only ran before the
+victim in runs where the real polluter did too, and "2 workers" when "1 worker" explains the
+rest. A value whose runs all fall under another dimension's suspect value, and that does not
+stand out within them, comes after that broader one ("16 workers" before "worker gw12"); a tie
+goes to the dimension listed first ("16 workers" before "at 02h UTC" when they are the same
+runs).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from flaketui.core.config import Config
+from flaketui.core.history.dbhandle import Connected
+from flaketui.core.rollups.evidence import counted_runs_cte
+from flaketui.core.scoring.detail import Target, resolve_target
+from flaketui.core.scoring.results import Report
+from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact, wilson_interval
+
+DIMENSIONS = (
+    "worker_count",
+    "worker_id",
+    "runner_host",
+    "os",
+    "python",
+    "suite",
+    "branch_kind",
+    "hour",
+    "duration",
+    "predecessor",
+)
+# Upper edges (as multiples of the test's median duration) and names of the duration bands.
+DURATION_BANDS = ((1.0, "<=median"), (2.0, "1-2x median"), (4.0, "2-4x median"))
+SLOWEST_BAND = ">4x median"
+NEAR_TIMEOUT = "near timeout"
+NEAR_TIMEOUT_SHARE = 0.9
+MAX_ORDER_RUNS = 500
+MAX_PIVOT_ROWS = 50  # of the predecessor pivot, the values with the highest Wilson low
+
+_UNITS_SQL = """
+SELECT c.test, c.run, c.bad, c.ts, c.worker_count, coalesce(c.worker_id, ''), c.suite,
+       c.branch_kind, r.runner_host, r.os, r.python, a.duration_ms, a.timeout_ms, a.position
+FROM counted c CROSS JOIN runs r ON r.id = c.run
+LEFT JOIN results a ON a.run = c.run AND a.test = c.test AND a.attempt = 1
+ORDER BY c.ts DESC, c.run DESC
+"""
+
+# Tests that ran before each (run, worker, position) on the same worker, first attempts only.
+_BEFORE_SQL = """
+WITH spots(run, worker, position) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+    FROM json_each(?)
+)
+SELECT s.run, t.test_id
+FROM spots s CROSS JOIN results r ON r.run = s.run AND r.attempt = 1
+    AND coalesce(r.worker_id, '') = s.worker AND r.position < s.position
+JOIN tests t ON t.id = r.test
+"""
+
+
+@dataclass(slots=True)
+class Unit:
+    """One counted run of the target, with the values it ran under."""
+
+    run: int
+    ts: str
+    bad: bool
+    values: dict[str, set[str]] = field(default_factory=dict)
+    # per first attempt of a member: (duration_ms, timeout_ms), for the slow-cause text
+    timings: list[tuple[int, int | None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DimensionRow:
+    """Runs and bad runs under one value of one dimension, with the Wilson interval."""
+
+    value: str
+    runs: int
+    bad_runs: int
+    fail_rate: float
+    wilson_low: float
+    wilson_high: float
+
+
+@dataclass(slots=True)
+class Suspect:
+    """A dimension value under which the target fails more than in the rest of its runs."""
+
+    dimension: str
+    value: str
+    bad: int
+    runs: int
+    rate: float
+    rest_bad: int
+    rest_runs: int
+    rest_rate: float
+    p_value: float  # Benjamini-Hochberg adjusted
+    p_raw: float
+    label: str  # a short "likely cause" text
+
+
+@dataclass(slots=True)
+class CauseAnalysis:
+    """A target's units, the pivots they give and the suspects among their values."""
+
+    key: str
+    kind: str
+    members: list[str]
+    runs: int
+    bad_runs: int
+    units: list[Unit]
+    suspects: list[Suspect]
+
+
+def _median(values: list[int]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def duration_band(duration_ms: int, median_ms: float | None, timeout_ms: int | None) -> str:
+    """The duration band of one attempt (see DURATION_BANDS and NEAR_TIMEOUT)."""
+    if timeout_ms and duration_ms >= NEAR_TIMEOUT_SHARE * timeout_ms:
+        return NEAR_TIMEOUT
+    if not median_ms:
+        return DURATION_BANDS[0][1] if duration_ms <= 0 else SLOWEST_BAND
+    ratio = duration_ms / median_ms
+    for edge, name in DURATION_BANDS:
+        if ratio <= edge:
+            return name
+    return SLOWEST_BAND
+
+
+def load_units(db: Connected, target: Target, *, now: datetime, config: Config) -> list[Unit]:
+    """The target's counted runs, newest first, pooled by run, with every dimension's values."""
+    cte, params = counted_runs_cte(now, config, test_ids=target.test_ids)
+    conn = db.conn
+    rows = conn.execute(f"WITH {cte} {_UNITS_SQL}", params).fetchall()
+    durations: dict[int, list[int]] = defaultdict(list)
+    for row in rows:
+        if row[11] is not None:
+            durations[int(row[0])].append(int(row[11]))
+    medians = {test: _median(values) for test, values in durations.items()}
+    units: dict[int, Unit] = {}
+    spots: list[tuple[int, str, int]] = []
+    for (
+        test, run, bad, ts, workers, worker, suite, kind, host, os_name, python, duration,
+        timeout, position,
+    ) in rows:  # fmt: skip
+        unit = units.get(run)
+        if unit is None:
+            unit = units[run] = Unit(int(run), str(ts), bool(bad))
+            values = unit.values
+            values["worker_count"] = {str(workers)}
+            values["suite"] = {str(suite)}
+            values["branch_kind"] = {str(kind)}
+            values["hour"] = {str(ts)[11:13]}
+            for name, value in (("runner_host", host), ("os", os_name), ("python", python)):
+                if value:
+                    values[name] = {str(value)}
+        else:
+            unit.bad = unit.bad or bool(bad)
+        unit.values.setdefault("worker_id", set()).add(str(worker))
+        if duration is not None:
+            band = duration_band(int(duration), medians.get(int(test)), timeout)
+            unit.values.setdefault("duration", set()).add(band)
+            unit.timings.append((int(duration), None if timeout is None else int(timeout)))
+        if position is not None and len(spots) < MAX_ORDER_RUNS * len(target.test_ids):
+            spots.append((int(run), str(worker), int(position)))
+    if spots:
+        own = set(target.test_ids)
+        for run, before in conn.execute(_BEFORE_SQL, (json.dumps(spots),)):
+            if before not in own:
+                units[int(run)].values.setdefault("predecessor", set()).add(str(before))
+        for run, _, _ in spots:  # a first test on its worker had no predecessor
+            units[run].values.setdefault("predecessor", set())
+    return list(units.values())
+
+
+def _rows(units: list[Unit], dimension: str, config: Config) -> list[DimensionRow]:
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for unit in units:
+        for value in unit.values.get(dimension, ()):
+            counts[value][0] += 1
+            counts[value][1] += unit.bad
+    rows = []
+    for value, (runs, bad) in counts.items():
+        low, high = wilson_interval(bad, runs, config.z)
+        rows.append(DimensionRow(value, runs, bad, bad / runs, low, high))
+    return rows
+
+
+def _order_key(dimension: str, value: str) -> tuple[object, ...]:
+    if dimension == "worker_count":
+        return (int(value),)
+    if dimension == "duration":
+        names = [name for _, name in DURATION_BANDS] + [SLOWEST_BAND, NEAR_TIMEOUT]
+        return (names.index(value) if value in names else len(names), value)
+    if dimension == "worker_id":
+        digits = "".join(ch for ch in value if ch.isdigit())
+        return (value.rstrip("0123456789"), int(digits) if digits else -1, value)
+    return (value,)
+
+
+def dimension_rows(units: list[Unit], dimension: str, config: Config) -> list[DimensionRow]:
+    """The pivot of one dimension: a row per value (predecessor: the worst MAX_PIVOT_ROWS)."""
+    if dimension not in DIMENSIONS:
+        raise ValueError(f"unknown dimension {dimension!r}")
+    rows = _rows(units, dimension, config)
+    if dimension == "predecessor":
+        rows.sort(key=lambda row: (-row.wilson_low, -row.runs, row.value))
+        return rows[:MAX_PIVOT_ROWS]
+    return sorted(rows, key=lambda row: _order_key(dimension, row.value))
+
+
+def _comparisons(units: list[Unit], dimension: str) -> list[tuple[str, int, int, int, int]]:
+    """(value, bad, runs, rest_bad, rest_runs) for each value to compare, over known units."""
+    known = [unit for unit in units if dimension in unit.values]
+    total, total_bad = len(known), sum(unit.bad for unit in known)
+    if total < 2:
+        return []
+    groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for unit in known:
+        for value in unit.values[dimension]:
+            groups[value][0] += 1
+            groups[value][1] += unit.bad
+    if dimension == "worker_count" and len(groups) > 2:
+        ordered = sorted(groups, key=int)
+        thresholds: dict[str, list[int]] = {}
+        # The top edge's threshold is its exact value: compared once.
+        for index, edge in enumerate(ordered[1:-1], start=1):
+            above = ordered[index:]
+            thresholds[f">={edge}"] = [
+                sum(groups[v][0] for v in above),
+                sum(groups[v][1] for v in above),
+            ]
+        groups = {**groups, **thresholds}
+    out = []
+    for value, (runs, bad) in groups.items():
+        if runs == total:
+            continue  # nothing to compare against
+        out.append((value, bad, runs, total_bad - bad, total - runs))
+    return out
+
+
+def _percentile(values: list[int], share: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms < 100_000 else f"{ms / 60_000:.0f} min"
+
+
+def cause_label(dimension: str, value: str, units: list[Unit] | None = None) -> str:
+    """A short "likely cause" text for a suspect value."""
+    if dimension == "runner_host":
+        return f"host {value}"
+    if dimension == "worker_count":
+        return f"≥ {value[2:]} workers" if value.startswith(">=") else f"{value} workers"
+    if dimension == "worker_id":
+        return f"worker {value}" if value else "serial runs"
+    if dimension == "os":
+        return f"on {value}"
+    if dimension == "python":
+        return f"Python {value}"
+    if dimension == "suite":
+        return f"suite {value}"
+    if dimension == "branch_kind":
+        return f"{value} branches"
+    if dimension == "hour":
+        return f"at {value}h UTC"
+    if dimension == "predecessor":
+        return f"after {value.rsplit('::', 1)[-1]}"
+    if dimension == "duration":
+        bad = [timing for unit in units or [] if unit.bad for timing in unit.timings]
+        timeouts = [timeout for _, timeout in bad if timeout]
+        if bad and timeouts:
+            p95 = _percentile([duration for duration, _ in bad], 0.95)
+            return f"slow: p95 {_seconds(p95)} of a {_seconds(max(timeouts))} timeout"
+        return f"slow: {value}"
+    return f"{dimension} {value}"
+
+
+def _matches(unit: Unit, dimension: str, value: str) -> bool:
+    """Whether a unit ran under a dimension value (a ">=k" worker threshold included)."""
+    values = unit.values.get(dimension)
+    if not values:
+        return False
+    if dimension == "worker_count" and value.startswith(">="):
+        return any(int(v) >= int(value[2:]) for v in values)
+    return value in values
+
+
+def _passes(config: Config, bad: int, runs: int, rest_bad: int, rest_runs: int) -> bool:
+    """The effect-size part of a suspect's criteria."""
+    if not runs or not rest_runs:
+        return False
+    rate, rest_rate = bad / runs, rest_bad / rest_runs
+    return (
+        bad >= config.suspect_min_bad
+        and rate > rest_rate
+        and rate >= config.suspect_min_ratio * rest_rate
+    )
+
+
+def _still_holds(units: list[Unit], suspect: Suspect, kept: list[Suspect], config: Config) -> bool:
+    """Whether a suspect holds in the runs none of the kept suspects covers."""
+    if not kept:
+        return True
+    rest = [
+        unit
+        for unit in units
+        if suspect.dimension in unit.values
+        and not any(_matches(unit, k.dimension, k.value) for k in kept)
+    ]
+    inside = [unit for unit in rest if _matches(unit, suspect.dimension, suspect.value)]
+    bad, runs = sum(unit.bad for unit in inside), len(inside)
+    rest_bad, rest_runs = sum(unit.bad for unit in rest) - bad, len(rest) - runs
+    if not _passes(config, bad, runs, rest_bad, rest_runs):
+        return False
+    return fisher_exact(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
+
+
+def _broader_first(units: list[Unit], suspects: list[Suspect], config: Config) -> list[Suspect]:
+    """Suspects in order, except that one whose runs all fall under a later suspect's value of
+    another dimension, and which does not hold within that value's runs, moves after it:
+    "16 workers" explains "worker gw12" (a worker only 16-worker runs have), not the other way
+    round; "16 workers" still stands within ">=4 workers"."""
+    covered = {
+        id(s): frozenset(i for i, u in enumerate(units) if _matches(u, s.dimension, s.value))
+        for s in suspects
+    }
+
+    def explained(narrow: Suspect, wide: Suspect) -> bool:
+        inner, outer = covered[id(narrow)], covered[id(wide)]
+        if narrow.dimension == wide.dimension or not inner < outer:
+            return False
+        within = [units[i] for i in outer]
+        inside = [units[i] for i in inner]
+        bad, runs = sum(u.bad for u in inside), len(inside)
+        rest_bad, rest_runs = sum(u.bad for u in within) - bad, len(within) - runs
+        return not (
+            _passes(config, bad, runs, rest_bad, rest_runs)
+            and fisher_exact(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
+        )
+
+    order = list(suspects)
+    for _ in range(len(order) * len(order)):
+        moved = False
+        for i, narrow in enumerate(order):
+            wider = [j for j in range(i + 1, len(order)) if explained(narrow, order[j])]
+            if wider:
+                order.insert(wider[0], order.pop(i))
+                moved = True
+                break
+        if not moved:
+            break
+    return order
+
+
+def find_suspects(units: list[Unit], config: Config) -> list[Suspect]:
+    """The dimension values under which the target fails more (see the module docstring)."""
+    tests: list[tuple[str, str, int, int, int, int, float]] = []
+    for dimension in DIMENSIONS:
+        for value, bad, runs, rest_bad, rest_runs in _comparisons(units, dimension):
+            p_raw = fisher_exact(bad, runs, rest_bad, rest_runs)
+            tests.append((dimension, value, bad, runs, rest_bad, rest_runs, p_raw))
+    adjusted = benjamini_hochberg([test[-1] for test in tests])
+    suspects = []
+    for (dimension, value, bad, runs, rest_bad, rest_runs, p_raw), q in zip(
+        tests, adjusted, strict=True
+    ):
+        rate, rest_rate = bad / runs, rest_bad / rest_runs
+        if q <= config.suspect_fdr and _passes(config, bad, runs, rest_bad, rest_runs):
+            label = cause_label(dimension, value, units)
+            suspects.append(
+                Suspect(
+                    dimension,
+                    value,
+                    bad,
+                    runs,
+                    rate,
+                    rest_bad,
+                    rest_runs,
+                    rest_rate,
+                    q,
+                    p_raw,
+                    label,
+                )
+            )
+    # Ties (the same runs under two names: a nightly suite at 02h with 16 workers) go to the
+    # dimension listed first in DIMENSIONS.
+    suspects.sort(
+        key=lambda s: (s.p_raw, -(s.rate - s.rest_rate), DIMENSIONS.index(s.dimension), s.value)
+    )
+    suspects = _broader_first(units, suspects, config)
+    kept: list[Suspect] = []
+    for suspect in suspects:
+        if _still_holds(units, suspect, kept, config):
+            kept.append(suspect)
+    return kept
+
+
+def analyse(
+    db: Connected, test_or_parent: str | Target, *, now: datetime, config: Config
+) -> CauseAnalysis:
+    """Units and suspects of a test or family (an exact test id first, else a family)."""
+    target = (
+        test_or_parent if isinstance(test_or_parent, Target) else resolve_target(db, test_or_parent)
+    )
+    units = load_units(db, target, now=now, config=config)
+    return CauseAnalysis(
+        key=target.key,
+        kind=target.kind,
+        members=target.test_ids,
+        runs=len(units),
+        bad_runs=sum(unit.bad for unit in units),
+        units=units,
+        suspects=find_suspects(units, config),
+    )
+
+
+def attach_causes(db: Connected, report: Report, config: Config) -> Report:
+    """The report with the suspects of its flaky tests and flaky families filled in."""
+
+    def suspects_of(key: str, kind: str, members: list[str]) -> list[Suspect]:
+        units = load_units(db, Target(key, kind, [], members), now=report.now, config=config)
+        return find_suspects(units, config)
+
+    tests = [
+        replace(t, causes=suspects_of(t.test_id, "test", [t.test_id]))
+        if t.verdict == "flaky"
+        else t
+        for t in report.tests
+    ]
+    families = [
+        replace(g, causes=suspects_of(g.key, "family", g.members)) if g.verdict == "flaky" else g
+        for g in report.families
+    ]
+    return replace(report, tests=tests, families=families)

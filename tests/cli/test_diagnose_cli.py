@@ -1,0 +1,122 @@
+"""`flaketui diagnose` refuses what it cannot use in one line, before running anything."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flaketui.cli.group import cli
+from flaketui.core.diagnosis import sessions
+from flaketui.core.diagnosis.sessions import DiagnoseError, check_node_id
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+VICTIM = "tests/test_a.py::test_one"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_a.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "outside.py").write_text("def test_x():\n    pass\n")
+    return root
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "history.db"
+    history = open_history(path)
+    recorder = RunRecorder(history, RunMeta(run_id="r1", ts=datetime(2026, 11, 1, tzinfo=UTC)))
+    recorder.add([CaseResult(VICTIM, "tests/test_a.py", [Attempt("fail", 5, "boom")])])
+    recorder.finish()
+    history.conn.close()
+    return path
+
+
+@pytest.fixture
+def no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to start pytest fails the test."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(sessions.subprocess, "Popen", refuse)
+
+
+HOSTILE = [
+    "tests/test_a.py::test_one; rm -rf /",
+    "tests/test_a.py::test_one && echo owned",
+    "$(touch pwned)::test_one",
+    "../outside.py::test_x",
+    "tests/../../outside.py::test_x",
+    "/etc/passwd::test_x",
+    "-p::evil",
+    "--basetemp=/::x",
+    "tests/test_a.py::test_one\n--collect-only",
+    "tests/test_a.py::test_one\x00",
+    "tests/test_a.py",
+    "tests/test_a.py::",
+    "tests/test_a.py::1bad",
+    "tests/test_a.py::test_one[a]::test_two",
+    "tests/missing.py::test_one",
+    "tests/test_a.txt::test_one",
+]
+
+
+@pytest.mark.usefixtures("no_process")
+@pytest.mark.parametrize("test_id", HOSTILE)
+def test_a_hostile_test_id_is_refused_in_one_line(repo: Path, db: Path, test_id: str) -> None:
+    # After `--`, so that click hands even an option-like id to the command.
+    result = CliRunner().invoke(cli, ["diagnose", "--repo", str(repo), str(db), "--", test_id])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in repo.rglob("*")) == ["test_a.py", "tests"]
+
+
+@given(st.text(max_size=60))
+def test_only_plain_node_ids_of_files_in_the_repo_pass(text: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        checked = check_node_id(root, text)
+    except DiagnoseError:
+        return
+    file = checked.split("::", 1)[0]
+    assert (root / file).resolve().is_relative_to(root)
+    assert not checked.startswith("-") and "\n" not in checked and "\x00" not in checked
+
+
+def test_a_plain_node_id_with_params_is_accepted(repo: Path) -> None:
+    assert (
+        check_node_id(repo, "tests/test_a.py::test_one[a-b c]")
+        == "tests/test_a.py::test_one[a-b c]"
+    )
+
+
+@pytest.mark.usefixtures("no_process")
+def test_without_a_usable_repository_it_says_so_in_one_line(tmp_path: Path, db: Path) -> None:
+    for repo in (tmp_path / "missing", tmp_path / "history.db"):
+        result = CliRunner().invoke(cli, ["diagnose", str(db), VICTIM, "--repo", str(repo)])
+        assert result.exit_code == 1
+        assert result.output.count("\n") == 1 and "--repo" in result.output, result.output
+
+
+@pytest.mark.usefixtures("no_process")
+def test_a_test_the_history_does_not_hold_is_refused(repo: Path, tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    history = open_history(path)
+    RunRecorder(history, RunMeta(run_id="r", ts=datetime(2026, 11, 1, tzinfo=UTC))).add(
+        [CaseResult("tests/test_b.py::x", "tests/test_b.py", [Attempt("pass")])]
+    )
+    history.conn.close()
+    result = CliRunner().invoke(cli, ["diagnose", str(path), VICTIM, "--repo", str(repo)])
+    assert result.exit_code == 1
+    assert "no test or family named" in result.output

@@ -1,0 +1,237 @@
+"""Cause analysis: Fisher's exact test, Benjamini-Hochberg, pivots on every dimension, suspects."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from cause_history import (
+    BAD_HOST,
+    HOST_TEST,
+    NOW,
+    ORDER_TEST,
+    POLLUTER,
+    TIMING_TEST,
+    WORKERS_TEST,
+    Kinds,
+    build,
+    random_test,
+)
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flaketui.cli.group import cli
+from flaketui.core.config import Config
+from flaketui.core.history.store import open_history
+from flaketui.core.scoring.causes import DIMENSIONS, analyse, dimension_rows, duration_band
+from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact
+
+NOW_FLAG = ["--now", "2026-11-30T00:00:00Z"]
+
+
+# ---- the statistics ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        # R: fisher.test(matrix(c(bad_in, runs_in - bad_in, bad_rest, ...), 2))$p.value
+        ((3, 4, 1, 4), 0.4857142857),
+        ((8, 10, 2, 10), 0.0230141376),
+        ((1, 10, 11, 14), 0.0027594562),  # Fisher's lady tasting tea, as a 2x2 of counts
+        ((0, 5, 0, 5), 1.0),
+        ((5, 5, 0, 5), 0.0079365079),
+    ],
+)
+def test_fisher_exact_matches_published_values(
+    table: tuple[int, int, int, int], expected: float
+) -> None:
+    assert math.isclose(fisher_exact(*table), expected, rel_tol=1e-8)
+
+
+@given(
+    st.integers(0, 40)
+    .flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n), st.integers(0, 40)))
+    .flatmap(lambda t: st.tuples(st.just(t[0]), st.just(t[1]), st.integers(0, t[2]), st.just(t[2])))
+)
+def test_fisher_is_a_probability_and_symmetric(table: tuple[int, int, int, int]) -> None:
+    bad_in, runs_in, bad_rest, runs_rest = table
+    p = fisher_exact(bad_in, runs_in, bad_rest, runs_rest)
+    assert 0.0 <= p <= 1.0
+    assert math.isclose(p, fisher_exact(bad_rest, runs_rest, bad_in, runs_in), rel_tol=1e-9)
+
+
+def test_benjamini_hochberg_matches_r_p_adjust() -> None:
+    # R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "BH")
+    adjusted = benjamini_hochberg([0.01, 0.04, 0.03, 0.005, 0.5])
+    assert adjusted == pytest.approx([0.025, 0.05, 0.05, 0.025, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("duration", "median", "timeout", "band"),
+    [
+        (100, 100.0, None, "<=median"),
+        (150, 100.0, None, "1-2x median"),
+        (390, 100.0, None, "2-4x median"),
+        (401, 100.0, None, ">4x median"),
+        (27_000, 25_000.0, 30_000, "near timeout"),
+        (26_000, 25_000.0, 30_000, "1-2x median"),
+    ],
+)
+def test_duration_bands(duration: int, median: float, timeout: int | None, band: str) -> None:
+    assert duration_band(duration, median, timeout) == band
+
+
+# ---- generated histories ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=[1, 2])
+def mixed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("causes") / "history.db"
+    return build(path, seed=request.param)
+
+
+@pytest.mark.parametrize(
+    ("test_id", "dimension", "value"),
+    [
+        (HOST_TEST, "runner_host", BAD_HOST),
+        (WORKERS_TEST, "worker_count", "8"),
+        (ORDER_TEST, "predecessor", POLLUTER),
+        (TIMING_TEST, "duration", "near timeout"),
+    ],
+)
+def test_each_kind_of_flake_gets_its_own_cause_first(
+    mixed: Path, test_id: str, dimension: str, value: str
+) -> None:
+    analysis = analyse(open_history(mixed, readonly=True), test_id, now=NOW, config=Config())
+    assert analysis.suspects, "no suspect found"
+    top = analysis.suspects[0]
+    assert (top.dimension, top.value) == (dimension, value)
+    assert top.rate > top.rest_rate and top.p_value <= 0.05
+    # Nothing else is blamed for what the cause explains.
+    assert [s.dimension for s in analysis.suspects] == [dimension]
+
+
+def test_the_timing_cause_names_the_timeout(mixed: Path) -> None:
+    analysis = analyse(open_history(mixed, readonly=True), TIMING_TEST, now=NOW, config=Config())
+    assert analysis.suspects[0].label.startswith("slow: p95 ")
+    assert analysis.suspects[0].label.endswith("of a 30.0 s timeout")
+
+
+def test_random_flakes_in_the_mixed_history_get_no_suspect(mixed: Path) -> None:
+    db = open_history(mixed, readonly=True)
+    for index in range(Kinds().random_flakes):
+        assert analyse(db, random_test(index), now=NOW, config=Config()).suspects == []
+
+
+def test_purely_random_flakes_get_a_suspect_at_most_five_percent_of_the_time(
+    tmp_path: Path,
+) -> None:
+    flagged = total = 0
+    for seed in (101, 102, 103):
+        path = build(
+            tmp_path / f"r{seed}.db",
+            seed=seed,
+            runs=200,
+            kinds=Kinds(False, False, False, False, random_flakes=30),
+        )
+        db = open_history(path, readonly=True)
+        for index in range(30):
+            total += 1
+            flagged += bool(analyse(db, random_test(index), now=NOW, config=Config()).suspects)
+    assert flagged <= 0.05 * total, f"{flagged} of {total} random flakes got a suspect"
+
+
+def test_pivot_rows_cover_every_run_once_per_single_valued_dimension(mixed: Path) -> None:
+    analysis = analyse(open_history(mixed, readonly=True), HOST_TEST, now=NOW, config=Config())
+    for dimension in ("worker_count", "runner_host", "os", "python", "suite", "hour"):
+        rows = dimension_rows(analysis.units, dimension, Config())
+        assert sum(row.runs for row in rows) == analysis.runs, dimension
+        assert sum(row.bad_runs for row in rows) == analysis.bad_runs, dimension
+        assert all(row.wilson_low <= row.fail_rate <= row.wilson_high for row in rows)
+    counts = [row.value for row in dimension_rows(analysis.units, "worker_count", Config())]
+    assert counts == ["1", "2", "4", "8"]
+    hours = [row.value for row in dimension_rows(analysis.units, "hour", Config())]
+    assert hours == sorted(hours) and all(len(hour) == 2 for hour in hours)
+
+
+# ---- commands ---------------------------------------------------------------------------
+
+
+def test_pivot_by_all_json_has_every_dimension_and_the_causes(mixed: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["pivot", str(mixed), HOST_TEST, "--by", "all", "--format", "json", *NOW_FLAG]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert list(data["by"]) == list(DIMENSIONS)
+    host_rows = {row["value"]: row for row in data["by"]["runner_host"]}
+    assert set(host_rows[BAD_HOST]) == {
+        "value", "runs", "bad_runs", "fail_rate", "wilson_low", "wilson_high"
+    }  # fmt: skip
+    assert data["causes"][0]["dimension"] == "runner_host"
+    assert data["causes"][0]["value"] == BAD_HOST
+
+
+def test_pivot_by_one_dimension_prints_a_table_and_the_suspects(mixed: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["pivot", str(mixed), ORDER_TEST, "--by", "predecessor", *NOW_FLAG]
+    )
+    assert result.exit_code == 0, result.output
+    assert POLLUTER in result.output
+    assert "after test_sets_global:" in result.output
+
+
+def test_pivot_refuses_an_unknown_dimension(mixed: Path) -> None:
+    result = CliRunner().invoke(cli, ["pivot", str(mixed), HOST_TEST, "--by", "colour"])
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and "colour" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_report_json_lists_causes_of_flaky_tests(mixed: Path) -> None:
+    result = CliRunner().invoke(cli, ["report", str(mixed), "--format", "json", *NOW_FLAG])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["schema_version"] == 2
+    causes = {t["test_id"]: t["causes"] for t in data["tests"]}
+    assert [c["value"] for c in causes[HOST_TEST]] == [BAD_HOST]
+    assert set(causes[HOST_TEST][0]) == {
+        "dimension", "value", "bad", "runs", "rate", "rest_rate", "p_value", "label"
+    }  # fmt: skip
+    assert causes[HOST_TEST][0]["p_value"] > 0  # significant digits, not rounded to 0
+    assert [c["dimension"] for c in causes[WORKERS_TEST]] == ["worker_count"]
+    assert [c["value"] for c in causes[ORDER_TEST]] == [POLLUTER]
+    assert all(not causes[random_test(n)] for n in range(Kinds().random_flakes))
+
+
+def test_a_worker_seen_only_at_many_workers_is_explained_by_the_worker_count() -> None:
+    from flaketui.core.scoring.causes import Unit, find_suspects
+
+    units = []
+    for number in range(120):
+        wide = number % 3 == 0  # a third of the runs at 16 workers, every one at 02h
+        bad = wide and number % 2 == 0
+        workers = {f"gw{n}" for n in range(16)} if wide else {"gw0", "gw1", "gw2", "gw3"}
+        if number == 3:
+            workers = {"gw0", "gw1", "gw2", "gw3"}  # one good 16-worker run missed gw4..gw15:
+            # "worker gw12" then has a smaller p-value than "16 workers", explained by it
+        units.append(
+            Unit(
+                number,
+                "2026-11-01T02:00:00Z" if wide else "2026-11-01T10:00:00Z",
+                bad,
+                {
+                    "worker_count": {"16" if wide else "4"},
+                    "worker_id": workers,
+                    "hour": {"02" if wide else "10"},
+                },
+            )
+        )
+    suspects = find_suspects(units, Config())
+    assert [(s.dimension, s.value, s.label) for s in suspects] == [
+        ("worker_count", "16", "16 workers")
+    ]

@@ -1,0 +1,148 @@
+"""The detail screen: likely causes, the dimension switch, diagnose with progress and cancel."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, ProgressBar, Static
+from tui_history import BILLING, NOW
+
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.screens.detail import DetailScreen
+from flaketui.tui.widgets.causes import SuspectsPanel
+
+SIZE = (160, 60)
+DEADLINE_S = 120.0
+
+
+def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
+    return make_app(
+        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
+    )
+
+
+async def _settle(pilot: object) -> None:
+    app = pilot.app  # type: ignore[attr-defined]
+    for _ in range(3):
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+
+
+def _header(screen: DetailScreen) -> str:
+    table = screen.query_one("#pivot", DataTable)
+    return str(next(iter(table.columns.values())).label)
+
+
+async def test_suspects_panel_and_dimension_switch(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("f", "enter")  # the billing family, failing more with more workers
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen) and screen.key == BILLING
+        assert screen.analysis is not None
+        panel = str(screen.query_one(SuspectsPanel).content)
+        assert "pivot by worker_count" in panel
+        assert screen.analysis.suspects and screen.analysis.suspects[0].dimension in (
+            "worker_count",
+            "worker_id",
+        )
+        assert screen.analysis.suspects[0].label in panel
+        assert _header(screen) == "workers"
+        await pilot.press("d")
+        assert screen.dimension == "worker_id" and _header(screen) == "worker_id"
+        assert "pivot by worker_id" in str(screen.query_one(SuspectsPanel).content)
+        await pilot.press("d", "d")
+        assert _header(screen) == "os"
+        for _ in range(7):  # ten dimensions in all
+            await pilot.press("d")
+        assert screen.dimension == "worker_count"  # wrapped around
+
+
+async def test_diagnose_without_a_usable_test_file_says_so(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no test file of the history lives here
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        await pilot.press("f", "enter")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        await pilot.press("D")
+        await _settle(pilot)
+        text = str(screen.query_one("#diagnosis", Static).content)
+        assert "is not a file in" in text and "\n" not in text
+        assert not screen.diagnosing
+        assert not screen.query_one("#diagnose-progress").display
+
+
+SLOW_TEST = "import time\n\ndef test_wait():\n    time.sleep(0.3)\n\ndef test_other():\n    pass\n"
+
+
+def _small_history(path: Path) -> None:
+    db = open_history(path)
+    for number in range(12):
+        meta = RunMeta(run_id=f"r{number}", ts=NOW - timedelta(days=number + 1), branch_kind="main")
+        recorder = RunRecorder(db, meta)
+        outcome = "fail" if number % 3 == 0 else "pass"
+        recorder.add(
+            [
+                CaseResult(
+                    "test_wait.py::test_wait",
+                    "test_wait.py",
+                    [Attempt(outcome, 300, "AssertionError: x" if outcome == "fail" else None)],
+                )
+            ]
+        )
+        recorder.finish()
+    db.conn.close()
+
+
+async def test_diagnose_shows_progress_and_can_be_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_wait.py").write_text(SLOW_TEST)
+    history = tmp_path / "history.db"
+    _small_history(history)
+    monkeypatch.chdir(repo)
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        report = app.main_screen.data.report  # type: ignore[union-attr]
+        item = next(t for t in report.tests if t.test_id == "test_wait.py::test_wait")
+        await app.push_screen(DetailScreen(item, report))
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        await pilot.press("D")
+        bar = screen.query_one("#diagnose-progress", ProgressBar)
+        deadline = time.monotonic() + DEADLINE_S
+        while (bar.progress or 0) < 1:  # the first session has ended
+            assert time.monotonic() < deadline, "no progress reported"
+            await pilot.pause(0.05)
+        assert bar.display and screen.diagnosing
+        assert "x: cancel" in str(screen.query_one("#diagnosis", Static).content)
+        await pilot.press("x")
+        await _settle(pilot)
+        assert not screen.diagnosing and not bar.display
+        assert screen.diagnosis is not None and screen.diagnosis.cancelled
+        assert "cancelled" in str(screen.query_one("#diagnosis", Static).content)
+    stored = (
+        sqlite3.connect(history)
+        .execute("SELECT count(*) FROM runs WHERE source = 'diagnose'")
+        .fetchone()[0]
+    )
+    assert 1 <= stored < screen.diagnosis.experiments[0].sessions + 5
+    assert sorted(p.name for p in repo.iterdir()) == ["test_wait.py"]
