@@ -30,6 +30,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "release": "quarantine",
     "report": "report",
     "resign": "resign",
+    "sync": "sync",
 }
 
 

@@ -10,6 +10,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.resign import resign_if_stale
+from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import open_history
@@ -37,7 +38,7 @@ def _worker_count(text: str | None) -> int | None:
 
 
 @cli.command("ingest")
-@click.argument("db", type=click.Path(path_type=Path))
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--run-id", help="Run identity (default: from CI variables, else content hash).")
 @click.option("--suite", help="Suite name (default: from CI, else 'default').")
@@ -62,7 +63,7 @@ def _worker_count(text: str | None) -> int | None:
 )  # fmt: skip
 @click.option("--no-detect", is_flag=True, help="Do not read CI variables or git.")
 def ingest_command(
-    db: Path,
+    db: Path | str,
     reports: tuple[Path, ...],
     run_id: str | None,
     suite: str | None,
@@ -80,6 +81,7 @@ def ingest_command(
 ) -> None:
     """Ingest JUnit REPORTS into history DB as one run (shards of one run: give them all, or
     ingest each with the same --run-id). A report already ingested into the run is skipped.
+    DB is a history file or a postgresql:// URL of a shared history server.
     """
     if manifest is not None:
         if reports:
@@ -88,6 +90,8 @@ def ingest_command(
                  incident, runner_host, ci_url)  # fmt: skip
         if changed_files or any(flag is not None for flag in flags):
             raise FlaketuiError("with --manifest, run metadata comes from the manifest's lines")
+        if isinstance(db, str):
+            raise FlaketuiError("--manifest backfills a history file, not a server yet")
         _ingest_manifest(db, manifest)
         return
     if not reports:
@@ -121,9 +125,14 @@ def ingest_command(
         detect=not no_detect,
         fallback_run_id=content_run_id(hashes),
     )
-    history = open_history(db)
-    result = ingest_reports(history, list(reports), resolved, config=config)
-    resign_if_stale(history, config.mask_patterns)
+    if isinstance(db, str):
+        from flaketui.core.ingest.server import ingest_to_server
+
+        result = ingest_to_server(db, list(reports), resolved, config=config)
+    else:
+        history = open_history(db)
+        result = ingest_reports(history, list(reports), resolved, config=config)
+        resign_if_stale(history, config.mask_patterns)
     if result.empty:
         click.echo(f"no test cases in {len(reports)} report(s): no run recorded")
         return

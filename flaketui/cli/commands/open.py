@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.early import open_source, take_early
 from flaketui.tui.history_access import check_history
@@ -20,8 +21,20 @@ CODEOWNERS_OPTION = click.option(
 )
 
 
+def prepare_history(history: Path | str) -> Path:
+    """The file to open: a postgresql:// URL opens its replica in the cache, synced first."""
+    if not isinstance(history, str):
+        return history
+    from flaketui.cli.commands.sync import replica_path, run_sync
+
+    path = replica_path(history)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_sync(history, path)
+    return path
+
+
 @cli.command("open")
-@click.argument("history", type=click.Path(path_type=Path))
+@click.argument("history", type=HISTORY_ADDRESS)
 @click.option("--now", "now_text", metavar="ISO", help="Score as of this UTC time.")
 @click.option(
     "--skip-file",
@@ -30,10 +43,12 @@ CODEOWNERS_OPTION = click.option(
 )
 @CODEOWNERS_OPTION
 def open_command(
-    history: Path, now_text: str | None, skip_file: Path | None, codeowners: Path | None
+    history: Path | str, now_text: str | None, skip_file: Path | None, codeowners: Path | None
 ) -> None:
-    """Open the triage app on HISTORY (a flaketui SQLite history)."""
+    """Open the triage app on HISTORY (a flaketui SQLite history, or a postgresql:// URL: its
+    replica in the user's cache directory, synced first)."""
     now = parse_iso(now_text) if now_text else None
+    history = prepare_history(history)
     check_history(history)
     source = open_source(history, now, skip_file, codeowners)
     # The ranking is loading already when the console script could start it (tui.early), else
