@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.history_address import HISTORY_ADDRESS, local_history, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.incidents import (
     Incident,
+    IncidentChange,
     add_incident,
     list_incidents,
     propose_incidents,
     remove_incident,
 )
+from flaketui.core.history.pg.admin import add_server_incident, remove_server_incident
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -29,27 +33,34 @@ def incident() -> None:
 
 
 @incident.command("add")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
 @click.option("--from", "start", metavar="ISO", help="Window start (inclusive, UTC).")
 @click.option("--to", "end", metavar="ISO", help="Window end (inclusive, UTC).")
 @click.option("--signature", metavar="HASH", help="Tag every run with this failure signature.")
 @click.option("--note", help="Why: shown by `incident list`.")
 def add_command(
-    db: Path, tag: str, start: str | None, end: str | None, signature: str | None, note: str | None
+    db: Path | str,
+    tag: str,
+    start: str | None,
+    end: str | None,
+    signature: str | None,
+    note: str | None,
 ) -> None:
     """Tag the runs in a time window, or with a failure signature, as incident TAG."""
     if signature is None and (start is None or end is None):
         raise FlaketuiError("give --from and --to (a window) or --signature HASH")
-    history = open_history(db, create=False)
-    change = add_incident(
-        history,
-        tag,
-        start=parse_iso(start) if start is not None else None,
-        end=parse_iso(end) if end is not None else None,
-        signature=signature,
-        note=note,
-    )
+    window: dict[str, Any] = {
+        "start": parse_iso(start) if start is not None else None,
+        "end": parse_iso(end) if end is not None else None,
+        "signature": signature,
+        "note": note,
+    }
+    change: IncidentChange
+    if isinstance(db, str):
+        change = _on_server(db, "adding the incident", add_server_incident, tag, **window)
+    else:
+        change = add_incident(open_history(db, create=False), tag, **window)
     what = (
         f"signature {change.signature}"
         if change.kind == "signature"
@@ -75,11 +86,11 @@ def _describe(item: Incident) -> str:
 
 
 @incident.command("list")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.option("--now", metavar="ISO", help="Propose incidents as of this time (default: now).")
-def list_command(db: Path, now: str | None) -> None:
+def list_command(db: Path | str, now: str | None) -> None:
     """List tagged incidents and the runs proposed as incidents (most tests failed at once)."""
-    history = open_history(db, create=False, readonly=True)
+    history = open_history(local_history(db), create=False, readonly=True)
     config = load_config()
     moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
     incidents = list_incidents(history)
@@ -98,16 +109,31 @@ def list_command(db: Path, now: str | None) -> None:
         )
         if proposal.top_signature_text:
             click.echo(f"  top signature {proposal.top_signature}: {proposal.top_signature_text}")
-        click.echo(f"  accept: {proposal.accept_command(str(db))}")
+        click.echo(f"  accept: {proposal.accept_command(shown(db))}")
     if not proposals:
         click.echo("no proposed incidents")
 
 
 @incident.command("remove")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
-def remove_command(db: Path, tag: str) -> None:
+def remove_command(db: Path | str, tag: str) -> None:
     """Remove incident TAG: its runs count again."""
-    history = open_history(db, create=False)
-    freed = remove_incident(history, tag)
+    freed: int
+    if isinstance(db, str):
+        freed = _on_server(db, "removing the incident", remove_server_incident, tag)
+    else:
+        freed = remove_incident(open_history(db, create=False), tag)
     click.echo(f"incident {tag} removed: {freed} run(s) count again")
+
+
+def _on_server(url: str, doing: str, operation: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run an incident operation on the server history at url."""
+    from flaketui.core.history.pg.connect import connect, server_errors
+
+    pg = connect(url)
+    try:
+        with server_errors(url, doing):
+            return operation(pg, *args, **kwargs)
+    finally:
+        pg.close()

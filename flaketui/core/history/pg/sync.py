@@ -303,12 +303,10 @@ class _Puller:
             }
             deleted = [run_id for run_id in deleted if run_id not in alive]
         if deleted:
-            before = conn.total_changes
-            conn.execute(
+            summary.runs_deleted = conn.execute(
                 "DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(deleted),),
-            )
-            summary.runs_deleted = conn.total_changes - before
+            ).rowcount
         retagged: list[int] = []
         for run_id, incident, finished in pg.execute(
             f"SELECT run_id, incident, finished FROM runs WHERE {in_window}", window
