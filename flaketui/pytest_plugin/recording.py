@@ -321,6 +321,8 @@ class Recorder:
         # That checkpoint is kept on purpose (about 30 ms for 5 000 tests): CI jobs upload
         # history.db alone right after pytest, and a WAL left beside it would hold the run.
         self.conn.close()
+        if self.target is not None and self.target.kept is None:
+            self.target.close()  # the staging history of a server recording
 
     def _warn(self, text: str) -> None:
         """Tell the user once about a recording problem, never failing the session."""

@@ -44,8 +44,18 @@ def fail(*args: object) -> str:
 
 def ingest_plan(target: object) -> None:
     for report, run_id, ts in PLAN:
-        invoke("ingest", target, REPORTS / report, "--run-id", run_id, "--timestamp", ts,
-               "--no-detect", "--branch", "main")  # fmt: skip
+        invoke(
+            "ingest",
+            target,
+            REPORTS / report,
+            "--run-id",
+            run_id,
+            "--timestamp",
+            ts,
+            "--no-detect",
+            "--branch",
+            "main",
+        )
 
 
 def report(history: Path) -> object:
@@ -130,8 +140,10 @@ def test_replica_report_equals_direct_ingest(pg_url: str, tmp_path: Path) -> Non
     replica = tmp_path / "replica.db"
     invoke("sync", pg_url, replica)
     assert report(replica) == report(direct)
-    raw = "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.message FROM results x" \
-          " JOIN runs r ON r.id = x.run JOIN tests t ON t.id = x.test ORDER BY 1, 2, 3"  # fmt: skip
+    raw = (
+        "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.message FROM results x"
+        " JOIN runs r ON r.id = x.run JOIN tests t ON t.id = x.test ORDER BY 1, 2, 3"
+    )
     assert sqlite3.connect(replica).execute(raw).fetchall() == (
         sqlite3.connect(direct).execute(raw).fetchall()
     )
@@ -143,8 +155,16 @@ def test_incremental_sync_pulls_only_new_rows(pg_url: str, tmp_path: Path) -> No
     replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
     for index, (report_name, run_id, ts) in enumerate(PLAN):
         for target in (pg_url, direct):
-            invoke("ingest", target, REPORTS / report_name, "--run-id", run_id,
-                   "--timestamp", ts, "--no-detect")  # fmt: skip
+            invoke(
+                "ingest",
+                target,
+                REPORTS / report_name,
+                "--run-id",
+                run_id,
+                "--timestamp",
+                ts,
+                "--no-detect",
+            )
         if index % 2:
             invoke("sync", pg_url, replica)
     out = invoke("sync", pg_url, replica)
@@ -181,3 +201,42 @@ def test_open_syncs_a_replica_into_the_cache_dir(
 
     assert prepare_history(pg_url) == path
     assert sqlite3.connect(path).execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
+def test_a_late_commit_with_an_early_change_id_is_never_skipped(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.push import push_history
+    from flaketui.core.history.pg.staging import staging_history
+    from flaketui.core.ingest.writer import ingest_reports
+    from flaketui.core.models import RunMeta
+    from flaketui.core.timeutil import parse_iso
+
+    # Other tests than "early"'s, so that "late" never waits on its uncommitted rows.
+    other = tmp_path / "other.xml"
+    other.write_text(
+        '<testsuite name="s"><testcase classname="other.Mod" name="test_x"/></testsuite>'
+    )
+    invoke("ingest", pg_url, other, "--run-id", "first", "--no-detect")
+    early = connect(pg_url)
+    try:
+        with staging_history() as staged:
+            meta = RunMeta(run_id="early", ts=parse_iso("2026-11-20T10:00:00Z"))
+            ingest_reports(staged, [REPORTS / "main-unit.xml"], meta)
+            tx = early.transaction()
+            tx.__enter__()
+            early.execute("SELECT pg_current_xact_id()")  # its change id is taken first
+            push_history(early, staged, append=True)
+        invoke("ingest", pg_url, other, "--run-id", "late", "--no-detect")
+        replica = tmp_path / "replica.db"
+        invoke("sync", pg_url, replica)
+        # "late" committed, but an older transaction is open: the watermark waits for it.
+        got = sqlite3.connect(replica).execute("SELECT run_id FROM runs").fetchall()
+        assert got == [("first",)]
+        tx.__exit__(None, None, None)
+    finally:
+        early.close()
+    invoke("sync", pg_url, replica)
+    runs = sqlite3.connect(replica).execute("SELECT run_id FROM runs ORDER BY 1").fetchall()
+    assert runs == [("early",), ("first",), ("late",)]

@@ -100,20 +100,38 @@ def test_incidents_on_the_server_reach_the_replica(pg_url: str, tmp_path: Path) 
         ("main-unit.xml", "r1", "2026-11-20T10:00:00Z"),
         ("outage-unit.xml", "r2", "2026-11-22T10:00:00Z"),
     ):
-        invoke("ingest", pg_url, REPORTS / name, "--run-id", run_id, "--timestamp", ts,
-               "--no-detect")  # fmt: skip
+        invoke(
+            "ingest", pg_url, REPORTS / name, "--run-id", run_id, "--timestamp", ts, "--no-detect"
+        )
     replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
     invoke("merge", direct, pg_url)
     invoke("sync", pg_url, replica)
-    out = invoke("incident", "add", pg_url, "outage", "--from", "2026-11-22T00:00:00Z",
-                 "--to", "2026-11-22T23:00:00Z")  # fmt: skip
+    out = invoke(
+        "incident",
+        "add",
+        pg_url,
+        "outage",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-22T23:00:00Z",
+    )
     assert "tagged 1 run(s)" in out
-    invoke("incident", "add", direct, "outage", "--from", "2026-11-22T00:00:00Z",
-           "--to", "2026-11-22T23:00:00Z")  # fmt: skip
+    invoke(
+        "incident",
+        "add",
+        direct,
+        "outage",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-22T23:00:00Z",
+    )
     assert "1 run(s) updated" in invoke("sync", pg_url, replica)
     assert rows(replica, "SELECT run_id, incident FROM runs ORDER BY 1") == [
-        ("r1", None), ("r2", "outage"),
-    ]  # fmt: skip
+        ("r1", None),
+        ("r2", "outage"),
+    ]
 
     def report(db: Path) -> object:
         return json.loads(invoke("report", db, "--now", "2026-11-30T00:00:00Z", "--format", "json"))
@@ -127,8 +145,16 @@ def test_incidents_on_the_server_reach_the_replica(pg_url: str, tmp_path: Path) 
 
 
 def test_prune_on_the_server_reaches_the_replica(pg_url: str, tmp_path: Path) -> None:
-    invoke("ingest", pg_url, REPORTS / "main-unit.xml", "--run-id", "old",
-           "--timestamp", "2020-01-01T00:00:00Z", "--no-detect")  # fmt: skip
+    invoke(
+        "ingest",
+        pg_url,
+        REPORTS / "main-unit.xml",
+        "--run-id",
+        "old",
+        "--timestamp",
+        "2020-01-01T00:00:00Z",
+        "--no-detect",
+    )
     invoke("ingest", pg_url, REPORTS / "outage-unit.xml", "--run-id", "new", "--no-detect")
     replica = tmp_path / "replica.db"
     invoke("sync", pg_url, replica)
@@ -153,8 +179,9 @@ def test_quarantine_and_release_audit_rows_land_on_the_server(
     invoke("lifecycle", pg_url, "--apply", "--skip-file", skip, "--no-gate")
     invoke("sync", pg_url, replica)
     assert rows(replica, "SELECT action, test_id, who != '' FROM audit_log ORDER BY id") == [
-        ("quarantine", test_id, 1), ("release", test_id, 1),
-    ]  # fmt: skip
+        ("quarantine", test_id, 1),
+        ("release", test_id, 1),
+    ]
     # Sent once: the next command finds nothing new to send.
     invoke("lifecycle", pg_url, "--skip-file", skip, "--no-gate")
     import psycopg

@@ -15,8 +15,8 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import is_server_url, mask_url
 from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.sync import SyncSummary, sync_replica
-from flaketui.core.history.store import open_history
-from flaketui.core.ingest.resign import has_runs, stamp
+from flaketui.core.history.store import get_meta, open_history
+from flaketui.core.ingest.resign import SCHEME_KEY, has_runs, stamp
 
 
 def replica_path(url: str) -> Path:
@@ -32,7 +32,6 @@ def run_sync(url: str, history: Path, *, quiet: bool = False) -> SyncSummary:
     if not is_server_url(url):
         raise FlaketuiError(f"{url}: not a postgresql:// URL")
     db = open_history(history)
-    was_empty = not has_runs(db)
     pg = connect(url)
     shown = mask_url(url)
     last = [-1]
@@ -52,7 +51,8 @@ def run_sync(url: str, history: Path, *, quiet: bool = False) -> SyncSummary:
             summary = sync_replica(pg, db.conn, progress=progress)
     finally:
         pg.close()
-    if was_empty and has_runs(db):
+    if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
+        # Rows from writers that recorded no scheme: signed as this configuration signs.
         stamp(db, load_config().mask_patterns)
     db.conn.close()
     return summary

@@ -23,6 +23,8 @@ from typing import Any
 
 from flaketui.core.history.pg.columns import shared_columns
 
+# The meta key naming how the history's failure signatures were computed.
+SCHEME_KEY = "signature_scheme"
 # One advisory lock per run id; incidents' duplicate check takes this fixed one.
 INCIDENT_LOCK = 0x666C6963  # "flic"
 
@@ -73,9 +75,21 @@ def push_history(pg: Any, src: sqlite3.Connection, *, append: bool = False) -> P
         _push_tests(pg, src)
         if run_ids:
             _push_runs(pg, src, run_cols, result_cols, summary, append)
+        _push_scheme(pg, src)
         summary.incidents_added = _push_incidents(pg, src)
         summary.audit_rows_added = _push_audit(pg, src)
     return summary
+
+
+def _push_scheme(pg: Any, src: sqlite3.Connection) -> None:
+    """The first writer's signature scheme becomes the server's (replicas report a scheme their
+    configuration does not match, as any history does)."""
+    row = src.execute("SELECT value FROM meta WHERE key = ?", (SCHEME_KEY,)).fetchone()
+    if row is not None:
+        pg.execute(
+            "INSERT INTO flaketui_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+            (SCHEME_KEY, str(row[0])),
+        )
 
 
 def _push_signatures(pg: Any, src: sqlite3.Connection) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from flaketui.core.errors import HistoryError
 from flaketui.core.history.pg.columns import shared_columns
+from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.schema import history_id
 from flaketui.core.history.store import transaction
 from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
@@ -352,6 +353,11 @@ class _Puller:
             ).fetchall(),
         )
         summary.audit_rows_added = conn.total_changes - before
+        scheme = pg.execute(
+            "SELECT value FROM flaketui_meta WHERE key = %s", (SCHEME_KEY,)
+        ).fetchone()
+        if scheme is not None:
+            _set_meta(conn, SCHEME_KEY, str(scheme[0]))
         if not self.bulk:
             if deleted and summary.runs_deleted:
                 rollups.rebuild(conn)
