@@ -188,3 +188,29 @@ def test_quarantine_and_release_audit_rows_land_on_the_server(
 
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM audit_log").fetchone()[0] == 2
+
+
+def test_a_failed_push_keeps_the_run_and_says_how_to_send_it(
+    pytester: pytest.Pytester, pg_cluster: Cluster, plain_env: None
+) -> None:
+    url = pg_cluster.create_database()
+    name = url.rsplit("/", 1)[1]
+    pytester.makepyfile(
+        test_drop=f"""
+import psycopg
+
+def test_the_server_loses_the_database():
+    with psycopg.connect({pg_cluster.url()!r}, autocommit=True) as conn:
+        conn.execute('DROP DATABASE "{name}"')
+"""
+    )
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", url)
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert pg_cluster.password not in output
+    line = next(line for line in output.splitlines() if line.startswith("flaketui:"))
+    kept = Path(line.rsplit(" ", 1)[1])
+    assert "does not exist" in line and "flaketui merge postgresql://" in line
+    assert rows(kept, "SELECT count(*) FROM results") == [(1,)]
+    kept.unlink()
+    kept.parent.rmdir()
