@@ -240,3 +240,14 @@ def test_a_late_commit_with_an_early_change_id_is_never_skipped(
     invoke("sync", pg_url, replica)
     runs = sqlite3.connect(replica).execute("SELECT run_id FROM runs ORDER BY 1").fetchall()
     assert runs == [("early",), ("first",), ("late",)]
+
+
+def test_a_newer_server_schema_is_refused_in_one_line(pg_url: str, tmp_path: Path) -> None:
+    invoke("ingest", pg_url, REPORTS / "main-unit.xml", "--run-id", "r", "--no-detect")
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE flaketui_meta SET value = '99' WHERE key = 'schema_version'")
+    output = fail("sync", pg_url, tmp_path / "replica.db")
+    assert "schema version 99 is newer" in output and "upgrade flaketui" in output
+    assert not (tmp_path / "replica.db").exists()

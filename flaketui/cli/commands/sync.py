@@ -31,8 +31,12 @@ def run_sync(url: str, history: Path, *, quiet: bool = False) -> SyncSummary:
     """Sync the replica file from the server, with a progress line on stderr."""
     if not is_server_url(url):
         raise FlaketuiError(f"{url}: not a postgresql:// URL")
-    db = open_history(history)
-    pg = connect(url)
+    pg = connect(url)  # an unreachable server leaves no file behind
+    try:
+        db = open_history(history)
+    except BaseException:
+        pg.close()
+        raise
     shown = mask_url(url)
     last = [-1]
 

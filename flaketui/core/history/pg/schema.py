@@ -128,10 +128,6 @@ MIGRATIONS: list[str] = [SCHEMA_V1]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class SchemaTooNewError(Exception):
-    """The server's schema is newer than this flaketui."""
-
-
 def schema_version(conn: Any) -> int:
     """The server's schema version (0 for a database flaketui has never written)."""
     if conn.execute("SELECT to_regclass('flaketui_meta')").fetchone()[0] is None:
@@ -141,27 +137,34 @@ def schema_version(conn: Any) -> int:
 
 
 def migrate(conn: Any) -> None:
-    """Apply pending migrations in one transaction, one process at a time."""
+    """Apply pending migrations in one transaction, one process at a time.
+
+    The lock is a session advisory lock taken before the migrating transaction starts: a
+    transaction that began before another process's migration committed could still see the
+    tables as missing (catalog caches are refreshed when a transaction starts).
+    """
     from flaketui.core.errors import HistoryError
 
-    with conn.transaction():
-        version = schema_version(conn)
-        if version == SCHEMA_VERSION:
-            return
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        version = schema_version(conn)  # another process may have migrated meanwhile
-        if version > SCHEMA_VERSION:
-            raise HistoryError(
-                f"the server's history schema version {version} is newer than this flaketui "
-                f"supports ({SCHEMA_VERSION}); upgrade flaketui"
+    if schema_version(conn) == SCHEMA_VERSION:
+        return
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    try:
+        with conn.transaction():
+            version = schema_version(conn)  # another process may have migrated meanwhile
+            if version > SCHEMA_VERSION:
+                raise HistoryError(
+                    f"the server's history schema version {version} is newer than this "
+                    f"flaketui supports ({SCHEMA_VERSION}); upgrade flaketui"
+                )
+            for target in range(version, SCHEMA_VERSION):
+                conn.execute(MIGRATIONS[target])
+            conn.execute(
+                "INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
             )
-        for target in range(version, SCHEMA_VERSION):
-            conn.execute(MIGRATIONS[target])
-        conn.execute(
-            "INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (str(SCHEMA_VERSION),),
-        )
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
 
 
 def history_id(conn: Any) -> str:
