@@ -55,7 +55,8 @@ def server_errors(url: str, doing: str) -> Iterator[None]:
 
 
 def connect(url: str, *, migrate: bool = True) -> psycopg.Connection[Any]:
-    """Open a connection (autocommit off) and bring the server's schema up to date."""
+    """Open a connection (autocommit: writes go through `conn.transaction()`) and bring the
+    server's schema up to date."""
     psycopg = driver()
     try:
         conn = psycopg.connect(
