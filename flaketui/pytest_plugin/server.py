@@ -42,6 +42,7 @@ class ServerTarget:
         self.conn.close()
         kept = Path(tempfile.mkdtemp(prefix="flaketui-unsent-")) / "run.db"
         shutil.move(self.staging.dir / "staging.db", kept)
+        shutil.rmtree(self.staging.dir, ignore_errors=True)
         self.kept = kept
         return kept
 
