@@ -36,12 +36,13 @@ def shown(address: str | Path) -> str:
 AUDIT_SENT = "replica_audit_sent"  # replica meta: the last local audit row id sent to the server
 
 
-def local_history(address: Path | str) -> Path:
+def local_history(address: Path | str, *, quiet: bool = True) -> Path:
     """The file a command reads and writes for a history address.
 
     A file is itself. A postgresql:// URL is its replica in the user's cache directory, synced
-    now; the audit rows the command adds to it (quarantine, release, lifecycle --apply) are sent
-    to the server when the command ends.
+    now (with a progress line on stderr unless quiet); the audit rows the command adds to it
+    (quarantine, release, lifecycle --apply, the app's quarantine) are sent to the server when
+    the command ends.
     """
     if isinstance(address, Path):
         return address
@@ -49,7 +50,7 @@ def local_history(address: Path | str) -> Path:
 
     path = replica_path(address)
     path.parent.mkdir(parents=True, exist_ok=True)
-    run_sync(address, path, quiet=True)
+    run_sync(address, path, quiet=quiet)
     click.get_current_context().call_on_close(lambda: send_audit(address, path))
     return path
 

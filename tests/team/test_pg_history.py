@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli import cli
+from flaketui.core.config import load_config
 from flaketui.core.history.address import is_server_url, mask_url, scrub
 from tests.pgcluster import Cluster
 
@@ -197,10 +198,24 @@ def test_open_syncs_a_replica_into_the_cache_dir(
     path = replica_path(pg_url)
     assert path.parent == tmp_path / "cache" / "flaketui" / "replicas"
     assert replica_path(pg_url) == replica_path(mask_url(pg_url).replace("****", "other"))
-    from flaketui.cli.commands.open import prepare_history
+    import click
 
-    assert prepare_history(pg_url) == path
-    assert sqlite3.connect(path).execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    from flaketui.cli.commands.open import prepare_history
+    from flaketui.core.history.store import open_history
+    from flaketui.core.quarantine.actions import quarantine
+    from flaketui.core.timeutil import parse_iso
+
+    with click.Context(cli):
+        assert prepare_history(pg_url) == path
+        assert sqlite3.connect(path).execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        # The app quarantines a test on the replica...
+        replica = open_history(path, create=False)
+        (test_id,) = replica.conn.execute("SELECT test_id FROM tests LIMIT 1").fetchone()
+        quarantine(replica, tmp_path / "skip.json", test_id, reason="flaky",
+                   now=parse_iso(NOW), config=load_config(tmp_path), source="app")  # fmt: skip
+        replica.conn.close()
+    # ...and its audit row reaches the server when the command ends.
+    assert server_count(pg_url, "SELECT count(*) FROM audit_log WHERE source = 'app'") == 1
 
 
 def test_a_late_commit_with_an_early_change_id_is_never_skipped(

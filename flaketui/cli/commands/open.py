@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.history_address import HISTORY_ADDRESS
+from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.early import open_source, take_early
 from flaketui.tui.history_access import check_history
@@ -22,15 +22,9 @@ CODEOWNERS_OPTION = click.option(
 
 
 def prepare_history(history: Path | str) -> Path:
-    """The file to open: a postgresql:// URL opens its replica in the cache, synced first."""
-    if not isinstance(history, str):
-        return history
-    from flaketui.cli.commands.sync import replica_path, run_sync
-
-    path = replica_path(history)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run_sync(history, path)
-    return path
+    """The file to open: a postgresql:// URL opens its replica in the cache, synced first
+    (audit rows the app adds there go to the server when the command ends)."""
+    return local_history(history, quiet=False)
 
 
 @cli.command("open")
