@@ -32,6 +32,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "release": "quarantine",
     "report": "report",
     "resign": "resign",
+    "sync": "sync",
 }
 
 

@@ -20,7 +20,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="flaketui_db",
         default=None,
         metavar="PATH",
-        help="record every test attempt into this flaketui history (SQLite).",
+        help="record every test attempt into this flaketui history (SQLite file, or a "
+        "postgresql:// URL of a shared history server).",
     )
     group.addoption(
         "--flaketui-suite",

@@ -1,6 +1,7 @@
 """The recording half of the pytest plugin: every attempt of every test, written in batches.
 
-Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value. Decisions:
+Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file, or a
+``postgresql://`` URL: see flaketui.pytest_plugin.server). Decisions:
 - An attempt is one setup/call/teardown cycle; pytest-rerunfailures logs one cycle per attempt
   (failed phases of retried attempts have ``outcome == "rerun"``). Its outcome is that of its
   first failing phase (``fail`` for the call, ``error`` for setup, teardown or a crashed xdist
@@ -55,6 +56,7 @@ from flaketui.core.words import plural
 if TYPE_CHECKING:
     from flaketui.core.config import Config
     from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.pytest_plugin.server import ServerTarget
 
 # A batch costs one transaction plus a test-run and rollup refresh of its tests: 1 000 attempts
 # keep that fixed cost negligible, the time limit keeps a killed session's loss small.
@@ -102,16 +104,21 @@ def register_recorder(config: pytest.Config) -> None:
     base = config.invocation_params.dir
     if not config.getoption("flaketui_db", None) and config.inipath is not None:
         base = config.inipath.parent
-    conn, settings, meta = _open_for_recording(config, base / Path(str(db_path)).expanduser())
-    config.pluginmanager.register(Recorder(config, conn, settings, meta), RECORDER_PLUGIN_NAME)
+    address: Path | str = str(db_path)
+    if not str(db_path).lower().startswith(("postgresql://", "postgres://")):
+        address = base / Path(str(db_path)).expanduser()
+    conn, settings, meta, target = _open_for_recording(config, address)
+    recorder = Recorder(config, conn, settings, meta, target=target)
+    config.pluginmanager.register(recorder, RECORDER_PLUGIN_NAME)
     # Under xdist the controller runs no test and its tracker stays idle.
     config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
 
 
 def _open_for_recording(
-    config: pytest.Config, db_path: Path
-) -> tuple[sqlite3.Connection, Config, RunMeta]:
-    """Open the history and resolve the run's metadata; bad input becomes a usage error."""
+    config: pytest.Config, db_path: Path | str
+) -> tuple[sqlite3.Connection, Config, RunMeta, ServerTarget | None]:
+    """Open the history (a file, or a server URL's staging history) and resolve the run's
+    metadata; bad input becomes a usage error."""
     from flaketui.core.config import load_config
     from flaketui.core.errors import FlaketuiError
     from flaketui.core.history.store import open_connection
@@ -134,10 +141,17 @@ def _open_for_recording(
             config=settings,
             fallback_run_id=uuid.uuid4().hex,
         )
-        conn = open_connection(db_path)  # the recorder stamps a new history's scheme
+        target = None
+        if isinstance(db_path, str):
+            from flaketui.pytest_plugin.server import ServerTarget
+
+            target = ServerTarget(db_path)
+            conn = target.conn
+        else:
+            conn = open_connection(db_path)  # the recorder stamps a new history's scheme
     except FlaketuiError as exc:
         raise pytest.UsageError(f"flaketui: {exc.message}") from None
-    return conn, settings, meta
+    return conn, settings, meta, target
 
 
 class ExceptionTypeAnnotator:
@@ -217,9 +231,11 @@ class Recorder:
         conn: sqlite3.Connection,
         settings: Config,
         meta: RunMeta,
+        target: ServerTarget | None = None,
     ) -> None:
         self.config = config
         self.conn = conn
+        self.target = target  # a server the run is pushed to when the session ends
         self.settings = settings
         self.meta = meta
         self.run: RunRecorder | None = None
@@ -366,12 +382,28 @@ class Recorder:
                 self._warn(f"cannot mark the run finished ({exc})")
         if self.done:
             self._warn(f"{plural(len(self.done), 'attempt')} could not be recorded")
+        if self.target is not None and self.run is not None and self.run.results:
+            self._publish(self.target)
+
+    def _publish(self, target: ServerTarget) -> None:
+        """Push the staged run to the server; on failure keep it and say how to send it."""
+        try:
+            target.publish()
+        except Exception as exc:
+            kept = target.keep()
+            reason = getattr(exc, "message", None) or type(exc).__name__
+            self._warn(
+                f"{reason}; the run is kept in {kept}: send it with "
+                f"flaketui merge {target.shown} {kept}"
+            )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Close the history; the last connection's close checkpoints the WAL into the file."""
         # That checkpoint is kept on purpose (about 30 ms for 5 000 tests): CI jobs upload
         # history.db alone right after pytest, and a WAL left beside it would hold the run.
         self.conn.close()
+        if self.target is not None and self.target.kept is None:
+            self.target.close()  # the staging history of a server recording
 
     def _warn(self, text: str) -> None:
         """Tell the user once about a recording problem, never failing the session."""

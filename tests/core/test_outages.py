@@ -207,17 +207,17 @@ def test_ingest_proposes_and_the_cli_reviews(
         cli, ["ingest", db, str(rerun), "--timestamp", later, "--run-id", "r2", "--no-detect"]
     )
     assert result.exit_code == 0, result.output
-    assert "1 suspected outage(s) excluded from scoring" in result.output
+    assert "1 suspected outage excluded from scoring" in result.output
     listed = runner.invoke(cli, ["incident", "list", db, "--proposed", "--now", later])
     assert listed.exit_code == 0, listed.output
     assert "OUTAGE outage-20261101-1000-" in listed.output
-    assert "6 of 10 tests failed with one signature in 1 run(s)" in listed.output
+    assert "6 of 10 tests failed with one signature in 1 run" in listed.output
     assert "excluded from scoring, awaiting review" in listed.output
     tag = listed.output.split()[1].rstrip(":")
     report_json = runner.invoke(cli, ["report", db, "--now", later, "--format", "json"])
     assert f'"tag": "{tag}"' in report_json.output
     rejected = runner.invoke(cli, ["incident", "reject", db, tag])
-    assert rejected.exit_code == 0 and f"outage {tag} rejected: 1 run(s)" in rejected.output
+    assert rejected.exit_code == 0 and f"outage {tag} rejected: 1 run" in rejected.output
     again = runner.invoke(cli, ["incident", "reject", db, tag])
     assert again.exit_code != 0
     assert (

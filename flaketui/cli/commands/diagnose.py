@@ -17,6 +17,7 @@ from flaketui.core.history.store import open_history
 from flaketui.core.scoring.detail import resolve_target
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import utc_now
+from flaketui.core.words import plural
 
 
 def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
@@ -114,6 +115,6 @@ def diagnose_command(
         click.echo(f"  skipped {note}")
     click.echo(f"  reproduce: {' '.join(diagnosis.command)}")
     click.echo(
-        f"  {diagnosis.stored_runs} session(s) stored in {db} under source 'diagnose' "
+        f"  {plural(diagnosis.stored_runs, 'session')} stored in {db} under source 'diagnose' "
         f"(not scored; run at {utc_now():%Y-%m-%d %H:%M} UTC)"
     )

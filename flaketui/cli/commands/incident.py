@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.history_address import HISTORY_ADDRESS, local_history, shown
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.incidents import (
     Incident,
+    IncidentChange,
     add_incident,
     list_incidents,
     propose_incidents,
@@ -25,6 +27,7 @@ from flaketui.core.history.outages import (
     record_outages,
     reject_outage,
 )
+from flaketui.core.history.pg.admin import add_server_incident, remove_server_incident
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -44,27 +47,34 @@ def incident() -> None:
 
 
 @incident.command("add")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
 @click.option("--from", "start", metavar="ISO", help="Window start (inclusive, UTC).")
 @click.option("--to", "end", metavar="ISO", help="Window end (inclusive, UTC).")
 @click.option("--signature", metavar="HASH", help="Tag every run with this failure signature.")
 @click.option("--note", help="Why: shown by `incident list`.")
 def add_command(
-    db: Path, tag: str, start: str | None, end: str | None, signature: str | None, note: str | None
+    db: Path | str,
+    tag: str,
+    start: str | None,
+    end: str | None,
+    signature: str | None,
+    note: str | None,
 ) -> None:
     """Tag the runs in a time window, or with a failure signature, as incident TAG."""
     if signature is None and (start is None or end is None):
         raise FlaketuiError("give --from and --to (a window) or --signature HASH")
-    history = open_history(db, create=False)
-    change = add_incident(
-        history,
-        tag,
-        start=parse_iso(start) if start is not None else None,
-        end=parse_iso(end) if end is not None else None,
-        signature=signature,
-        note=note,
-    )
+    window: dict[str, Any] = {
+        "start": parse_iso(start) if start is not None else None,
+        "end": parse_iso(end) if end is not None else None,
+        "signature": signature,
+        "note": note,
+    }
+    change: IncidentChange
+    if isinstance(db, str):
+        change = _on_server(db, "adding the incident", add_server_incident, tag, **window)
+    else:
+        change = add_incident(open_history(db, create=False), tag, **window)
     if change.start is not None and change.end is not None:
         what = f"{to_iso(change.start)} .. {to_iso(change.end)}"
     else:
@@ -96,7 +106,7 @@ def propose_outages(history: sqlite_utils.Database, config: Config) -> None:
     new = record_outages(history, now=moment, config=config)
     if new:
         click.echo(
-            f"{len(new)} suspected outage(s) excluded from scoring: "
+            f"{plural(len(new), 'suspected outage')} excluded from scoring: "
             "review with `flaketui incident list --proposed`"
         )
 
@@ -109,10 +119,11 @@ STATE_WORDS = {
 }
 
 
-def _show_outage(db: Path, item: Outage) -> None:
+def _show_outage(db: str, item: Outage) -> None:
     click.echo(
         f"OUTAGE {item.tag}: {item.failed_tests} of {item.tests} tests failed with one "
-        f"signature in {len(item.run_ids)} run(s), {to_iso(item.start)} .. {to_iso(item.end)}, "
+        f"signature in {plural(len(item.run_ids), 'run')}, "
+        f"{to_iso(item.start)} .. {to_iso(item.end)}, "
         f"suites {', '.join(item.suites)}; {STATE_WORDS[item.status]}"
     )
     click.echo(f"  signature {item.signature}: {item.signature_text}")
@@ -129,7 +140,9 @@ def accept_command(db: Path, tag: str) -> None:
     """Keep proposed outage TAG as an incident: its runs stay out of scoring."""
     history = open_history(db, create=False)
     runs = accept_outage(history, tag)
-    click.echo(f"outage {tag} accepted: {runs} run(s) stay excluded")
+    click.echo(
+        f"outage {tag} accepted: {plural(runs, 'run')} {'stays' if runs == 1 else 'stay'} excluded"
+    )
 
 
 @incident.command("reject")
@@ -139,26 +152,28 @@ def reject_command(db: Path, tag: str) -> None:
     """Reject proposed outage TAG: its runs count again; it is not proposed again."""
     history = open_history(db, create=False)
     runs = reject_outage(history, tag)
-    click.echo(f"outage {tag} rejected: {runs} run(s) count again")
+    click.echo(
+        f"outage {tag} rejected: {plural(runs, 'run')} {'counts' if runs == 1 else 'count'} again"
+    )
 
 
 @incident.command("list")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.option("--now", metavar="ISO", help="Propose incidents as of this time (default: now).")
 @click.option(
     "--proposed",
     is_flag=True,
     help="Only the suspected outages (many tests failing with one signature), with evidence.",
 )
-def list_command(db: Path, now: str | None, proposed: bool) -> None:
+def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
     """List tagged incidents and the runs proposed as incidents (most tests failed at once)."""
-    history = open_history(db, create=False, readonly=True)
+    history = open_history(local_history(db), create=False, readonly=True)
     config = load_config()
     moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
     outages = find_outages(history.conn, now=moment, config=config)
     if proposed:
         for outage in outages:
-            _show_outage(db, outage)
+            _show_outage(shown(db), outage)
         if not outages:
             click.echo("no suspected outages")
         return
@@ -179,23 +194,38 @@ def list_command(db: Path, now: str | None, proposed: bool) -> None:
         )
         if proposal.top_signature_text:
             click.echo(f"  top signature {proposal.top_signature}: {proposal.top_signature_text}")
-        click.echo(f"  accept: {proposal.accept_command(str(db))}")
+        click.echo(f"  accept: {proposal.accept_command(shown(db))}")
     if not proposals:
         click.echo("no proposed incidents")
     pending = sum(outage.status == "proposed" for outage in outages)
     if pending:
         click.echo(
-            f"{pending} suspected outage(s) excluded from scoring: "
+            f"{plural(pending, 'suspected outage')} excluded from scoring: "
             "review with `flaketui incident list --proposed`"
         )
 
 
 @incident.command("remove")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
-def remove_command(db: Path, tag: str) -> None:
+def remove_command(db: Path | str, tag: str) -> None:
     """Remove incident TAG: its runs count again."""
-    history = open_history(db, create=False)
-    freed = remove_incident(history, tag)
+    freed: int
+    if isinstance(db, str):
+        freed = _on_server(db, "removing the incident", remove_server_incident, tag)
+    else:
+        freed = remove_incident(open_history(db, create=False), tag)
     counts = "counts" if freed == 1 else "count"
     click.echo(f"incident {tag} removed: {plural(freed, 'run')} {counts} again")
+
+
+def _on_server(url: str, doing: str, operation: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run an incident operation on the server history at url."""
+    from flaketui.core.history.pg.connect import connect, server_errors
+
+    pg = connect(url)
+    try:
+        with server_errors(url, doing):
+            return operation(pg, *args, **kwargs)
+    finally:
+        pg.close()

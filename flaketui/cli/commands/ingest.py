@@ -11,6 +11,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
 from flaketui.cli.commands.resign import resign_if_stale
+from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import open_history
@@ -40,7 +41,7 @@ def _worker_count(text: str | None) -> int | None:
 
 
 @cli.command("ingest")
-@click.argument("db", type=click.Path(path_type=Path))
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("reports", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--run-id", help="Run identity (default: from CI variables, else content hash).")
 @click.option("--suite", help="Suite name (default: from CI, else 'default').")
@@ -70,7 +71,7 @@ def _worker_count(text: str | None) -> int | None:
     ".NET TRX or TAP).",
 )  # fmt: skip
 def ingest_command(
-    db: Path,
+    db: Path | str,
     reports: tuple[Path, ...],
     run_id: str | None,
     suite: str | None,
@@ -89,7 +90,8 @@ def ingest_command(
 ) -> None:
     """Ingest REPORTS (JUnit XML, CTRF JSON, .NET TRX or TAP) into history DB as one run
     (shards of one run: give them all, or ingest each with the same --run-id). A report
-    already ingested into the run is skipped.
+    already ingested into the run is skipped. DB is a history file or a postgresql:// URL of a
+    shared history server.
     """
     if manifest is not None:
         if reports:
@@ -100,6 +102,8 @@ def ingest_command(
             raise FlaketuiError(
                 "with --manifest, run metadata and formats come from the manifest's lines"
             )
+        if isinstance(db, str):
+            raise FlaketuiError("--manifest backfills a history file, not a server yet")
         _ingest_manifest(db, manifest)
         return
     if not reports:
@@ -138,11 +142,18 @@ def ingest_command(
         detect=not no_detect,
         fallback_run_id=content_run_id(hashes),
     )
-    history = open_history(db)
-    result = ingest_reports(
-        history, list(reports), resolved, config=config, report_format=report_format
-    )
-    resign_if_stale(history, config.mask_patterns)
+    if isinstance(db, str):
+        from flaketui.core.ingest.server import ingest_to_server
+
+        result = ingest_to_server(
+            db, list(reports), resolved, config=config, report_format=report_format
+        )
+    else:
+        history = open_history(db)
+        result = ingest_reports(
+            history, list(reports), resolved, config=config, report_format=report_format
+        )
+        resign_if_stale(history, config.mask_patterns)
     if result.empty:
         click.echo(f"no test cases in {plural(len(reports), 'report')}: no run recorded")
         return
@@ -153,7 +164,8 @@ def ingest_command(
         f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
         f"{plural(result.results, 'result')} added, {plural(result.tests, 'test')} in the run"
     )
-    propose_outages(history, config)
+    if not isinstance(db, str):  # a server keeps raw runs; its replicas propose outages
+        propose_outages(open_history(db), config)
 
 
 def _ingest_manifest(db: Path, manifest: Path) -> None:

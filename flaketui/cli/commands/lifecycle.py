@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.quarantine import DB_PATH, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.core.history.store import open_history
 from flaketui.core.quarantine.machine import LifecycleState
 from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
@@ -151,7 +152,7 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
 
 
 @cli.command("lifecycle", epilog=EXIT_CODES)
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.option("--now", metavar="ISO", help="Derive the lifecycle as of this time (default: now).")
 @click.option("--apply", "apply", is_flag=True, help="Write the skip file and the audit log.")
 @click.option("--all", "show_all", is_flag=True, help="List recorded transitions too.")
@@ -159,7 +160,7 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
 @click.option("--no-gate", is_flag=True, help="Exit 0 whatever the gate finds.")
 @SKIP_FILE_OPTION
 def lifecycle_command(
-    db: Path,
+    db: Path | str,
     now: str | None,
     apply: bool,
     show_all: bool,
@@ -181,7 +182,7 @@ def lifecycle_command(
     from flaketui.core.scoring.report import effective_now
 
     path, config = skip_path_for(skip_file)
-    history = open_history(db, create=False, readonly=not apply)
+    history = open_history(local_history(db), create=False, readonly=not apply)
     try:
         moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
         explicit = skip_file is not None

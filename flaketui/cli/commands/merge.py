@@ -8,7 +8,10 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
+from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.config import load_config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.address import mask_url
 from flaketui.core.history.merge import merge_histories
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.resign import has_runs, is_current, resign, stamp
@@ -16,10 +19,64 @@ from flaketui.core.words import plural
 
 
 @cli.command("merge")
-@click.argument("dest", type=click.Path(path_type=Path))
-@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
-def merge_command(dest: Path, sources: tuple[Path, ...]) -> None:
-    """Copy into history DEST the runs of each SRC history it does not have yet (idempotent)."""
+@click.argument("dest", type=HISTORY_ADDRESS)
+@click.argument("sources", nargs=-1, required=True, type=HISTORY_ADDRESS)
+def merge_command(dest: Path | str, sources: tuple[Path | str, ...]) -> None:
+    """Copy into history DEST the runs of each SRC history it does not have yet (idempotent).
+
+    DEST or SRC may be a postgresql:// URL: files merge into a server, a server into a file.
+    """
+    if isinstance(dest, str):
+        _merge_into_server(dest, sources)
+        return
+    servers = [source for source in sources if isinstance(source, str)]
+    files = [source for source in sources if isinstance(source, Path)]
+    if files:
+        _merge_files(dest, files)
+    for url in servers:
+        from flaketui.cli.commands.sync import run_sync
+
+        summary = run_sync(url, dest, quiet=True)
+        click.echo(
+            f"merged {mask_url(url)}: {plural(summary.runs_added, 'run')} added, "
+            f"{plural(summary.results_added, 'result')}, "
+            f"{plural(summary.audit_rows_added, 'audit row')} added"
+        )
+
+
+def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
+    """Push each history file to the server, each in one transaction."""
+    from flaketui.core.history.pg.connect import connect, server_errors
+    from flaketui.core.history.pg.push import PushSummary, push_history
+
+    if any(isinstance(source, str) for source in sources):
+        raise FlaketuiError("merging one server into another is not supported")
+    for source in sources:  # refuse a bad source before anything is written
+        open_history(source, create=False, readonly=True).conn.close()
+    total = PushSummary()
+    pg = connect(url)
+    try:
+        for source in sources:
+            src = open_history(source, create=False, readonly=True)
+            try:
+                with server_errors(url, f"merging {source}"):
+                    done = push_history(pg, src.conn)
+            finally:
+                src.conn.close()
+            for name in vars(total):
+                setattr(total, name, getattr(total, name) + getattr(done, name))
+    finally:
+        pg.close()
+    click.echo(
+        f"merged {plural(len(sources), 'history', 'histories')} into {mask_url(url)}: "
+        f"{plural(total.runs_added, 'run')} "
+        f"added, {total.runs_extended} extended, {total.runs_unchanged} already present; "
+        f"{plural(total.results_added, 'result')}, {plural(total.incidents_added, 'incident')}, "
+        f"{plural(total.audit_rows_added, 'audit row')} added"
+    )
+
+
+def _merge_files(dest: Path, sources: list[Path]) -> None:
     patterns = load_config().mask_patterns
     foreign = False
     for source in sources:  # refuse a bad source before DEST is created

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
@@ -15,8 +16,14 @@ from flaketui.tui.history_access import check_history
 from flaketui.tui.startup import StagedRead, make_source
 
 
+def prepare_history(history: Path | str) -> Path:
+    """The file to open: a postgresql:// URL opens its replica in the cache, synced first
+    (audit rows the app adds there go to the server when the command ends)."""
+    return local_history(history, quiet=False)
+
+
 @cli.command("open")
-@click.argument("history", type=click.Path(path_type=Path))
+@click.argument("history", type=HISTORY_ADDRESS)
 @click.option("--now", "now_text", metavar="ISO", help="Score as of this UTC time.")
 @click.option(
     "--skip-file",
@@ -25,10 +32,12 @@ from flaketui.tui.startup import StagedRead, make_source
 )
 @CODEOWNERS_OPTION
 def open_command(
-    history: Path, now_text: str | None, skip_file: Path | None, codeowners: Path | None
+    history: Path | str, now_text: str | None, skip_file: Path | None, codeowners: Path | None
 ) -> None:
-    """Open the triage app on HISTORY (a flaketui SQLite history)."""
+    """Open the triage app on HISTORY (a flaketui SQLite history, or a postgresql:// URL: its
+    replica in the user's cache directory, synced first)."""
     now = parse_iso(now_text) if now_text else None
+    history = prepare_history(history)
     check_history(history)
     config = load_config(Path.cwd())
     source = make_source(history, now, skip_file, config=config, codeowners=codeowners)

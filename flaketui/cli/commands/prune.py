@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.params import FilePath
+from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.config import load_config
 from flaketui.core.history.prune import prune_history
 from flaketui.core.history.store import open_history
@@ -16,7 +16,7 @@ from flaketui.core.words import plural
 
 
 @cli.command("prune")
-@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.option(
     "--older-than",
     "days",
@@ -26,8 +26,11 @@ from flaketui.core.words import plural
     help="Delete runs older than this many days (with their results).",
 )
 @click.option("--vacuum", is_flag=True, help="Rewrite the file afterwards to give space back.")
-def prune_command(db: Path, days: float, vacuum: bool) -> None:
+def prune_command(db: Path | str, days: float, vacuum: bool) -> None:
     """Delete the runs of history DB older than DAYS; rollups follow, the audit log stays."""
+    if isinstance(db, str):
+        _prune_server(db, days, vacuum)
+        return
     history = open_history(db, create=False)
     result = prune_history(history, days, vacuum=vacuum)
     click.echo(
@@ -46,3 +49,24 @@ def prune_command(db: Path, days: float, vacuum: bool) -> None:
         click.echo(
             f"vacuumed: {result.bytes_before / mb:.1f} MB -> {result.bytes_after / mb:.1f} MB"
         )
+
+
+def _prune_server(url: str, days: float, vacuum: bool) -> None:
+    """Prune a server history (replicas drop the runs at their next sync)."""
+    from flaketui.core.errors import FlaketuiError
+    from flaketui.core.history.address import mask_url
+    from flaketui.core.history.pg.admin import prune_server
+    from flaketui.core.history.pg.connect import connect, server_errors
+
+    if vacuum:
+        raise FlaketuiError("--vacuum applies to a history file; a server reclaims space itself")
+    pg = connect(url)
+    try:
+        with server_errors(url, "pruning"):
+            cutoff, runs, results = prune_server(pg, days)
+    finally:
+        pg.close()
+    click.echo(
+        f"pruned {plural(runs, 'run')} before {to_iso(cutoff)} from {mask_url(url)}: "
+        f"{plural(results, 'result')}; replicas drop them at their next sync"
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.cli.params import FilePath
 from flaketui.core.config import Config, load_config
 from flaketui.core.history.store import open_history
@@ -41,7 +42,7 @@ def _display(path: Path) -> str:
 
 
 @cli.command("quarantine")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("test_id")
 @click.option("--reason", required=True, help="Why (kept in the skip file and the audit log).")
 @click.option(
@@ -63,7 +64,7 @@ def _display(path: Path) -> str:
 @SKIP_FILE_OPTION
 @NOW_OPTION
 def quarantine_command(
-    db: Path,
+    db: Path | str,
     test_id: str,
     reason: str,
     mode: str,
@@ -78,7 +79,7 @@ def quarantine_command(
     from flaketui.core.scoring.report import effective_now
 
     path, config = skip_path_for(skip_file)
-    history = open_history(db, create=False)
+    history = open_history(local_history(db), create=False)
     requested = parse_iso(now) if now else None
     scored_at, _clamped = effective_now(history, requested, config)
     entries = quarantine(
@@ -102,19 +103,19 @@ def quarantine_command(
 
 
 @cli.command("release")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("test_id")
 @click.option("--reason", help="Why (kept in the audit log).")
 @SKIP_FILE_OPTION
 @NOW_OPTION
 def release_command(
-    db: Path, test_id: str, reason: str | None, skip_file: str | None, now: str | None
+    db: Path | str, test_id: str, reason: str | None, skip_file: str | None, now: str | None
 ) -> None:
     """Release TEST_ID (a family parent releases every quarantined param) from the skip file."""
     from flaketui.core.quarantine.actions import release
 
     path, _config = skip_path_for(skip_file)
-    history = open_history(db, create=False)
+    history = open_history(local_history(db), create=False)
     released = release(
         history,
         path,

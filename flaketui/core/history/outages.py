@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from flaketui.core.config import Config
 from flaketui.core.history.store import transaction
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+from flaketui.core.words import plural
 
 if TYPE_CHECKING:  # reports read proposals: keep sqlite-utils out of the reading path
     import sqlite_utils
@@ -167,7 +168,7 @@ def _runs_facts(conn: sqlite3.Connection, pks: list[int]) -> tuple[int, list[str
 def _note(outage: Outage) -> str:
     return (
         f"outage: {outage.failed_tests} of {outage.tests} tests failed with "
-        f"{outage.signature_text} in {len(outage.run_pks)} run(s)"
+        f"{outage.signature_text} in {plural(len(outage.run_pks), 'run')}"
     )
 
 

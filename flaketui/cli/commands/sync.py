@@ -1,0 +1,80 @@
+"""`flaketui sync URL HISTORY`: bring a local replica of a server history up to date."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from flaketui.cli import cli
+from flaketui.cli.commands.incident import propose_outages
+from flaketui.core.config import load_config
+from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.address import is_server_url, mask_url
+from flaketui.core.history.pg.connect import connect, server_errors
+from flaketui.core.history.pg.sync import SyncSummary, sync_replica
+from flaketui.core.history.store import get_meta, open_history
+from flaketui.core.ingest.resign import SCHEME_KEY, has_runs, stamp
+from flaketui.core.words import plural
+
+
+def replica_path(url: str) -> Path:
+    """Where `flaketui URL` keeps its replica: the user's cache directory (XDG_CACHE_HOME, else
+    ~/.cache), one file per server, user and database (the password plays no part)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    key = hashlib.sha256(mask_url(url).encode("utf-8")).hexdigest()[:16]
+    return Path(base) / "flaketui" / "replicas" / f"{key}.db"
+
+
+def run_sync(url: str, history: Path, *, quiet: bool = False) -> SyncSummary:
+    """Sync the replica file from the server, with a progress line on stderr."""
+    if not is_server_url(url):
+        raise FlaketuiError(f"{url}: not a postgresql:// URL")
+    pg = connect(url)  # an unreachable server leaves no file behind
+    try:
+        db = open_history(history)
+    except BaseException:
+        pg.close()
+        raise
+    shown = mask_url(url)
+    last = [-1]
+
+    def progress(done: int, total: int) -> None:
+        if quiet:
+            return
+        percent = 100 if total == 0 else done * 100 // total
+        if percent != last[0] or done == total:
+            last[0] = percent
+            end = "\n" if done >= total else ""
+            print(f"\rsyncing {shown}: {done}/{total} results ({percent}%)", end=end,
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    try:
+        with server_errors(url, "syncing (the replica keeps what it had; retry)"):
+            summary = sync_replica(pg, db.conn, progress=progress)
+    finally:
+        pg.close()
+    if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
+        # Rows from writers that recorded no scheme: signed as this configuration signs.
+        stamp(db, load_config().mask_patterns)
+    # A replica proposes outages as a history written directly does: same reports, same report.
+    propose_outages(db, load_config())
+    db.conn.close()
+    return summary
+
+
+@cli.command("sync")
+@click.argument("url")
+@click.argument("history", type=click.Path(path_type=Path, dir_okay=False))
+def sync_command(url: str, history: Path) -> None:
+    """Bring replica HISTORY up to date with the server history at URL (only what changed)."""
+    summary = run_sync(url, history, quiet=not sys.stderr.isatty())
+    click.echo(
+        f"synced {mask_url(url)} into {history}: {plural(summary.runs_added, 'run')} and "
+        f"{plural(summary.results_added, 'result')} added, "
+        f"{plural(summary.runs_updated, 'run')} updated, "
+        f"{summary.runs_deleted} pruned, {plural(summary.audit_rows_added, 'audit row')} added"
+    )

@@ -1,0 +1,85 @@
+"""The HISTORY argument of commands that also write to a server: a file path or a
+`postgresql://` URL (kept as typed: a Path would fold its `//`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from flaketui.core.history.address import is_server_url, mask_url
+
+if TYPE_CHECKING:  # ParamType is generic only in recent click releases
+    _AddressType = click.ParamType[Path | str, Any]
+else:
+    _AddressType = click.ParamType
+
+
+class HistoryAddress(_AddressType):
+    """A history file (as a Path) or a server URL (as a str)."""
+
+    name = "HISTORY"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Path) or (isinstance(value, str) and is_server_url(value)):
+            return value
+        return Path(value)
+
+
+HISTORY_ADDRESS = HistoryAddress()
+
+
+def shown(address: str | Path) -> str:
+    """An address as messages show it (a URL's password masked)."""
+    return mask_url(address) if isinstance(address, str) else str(address)
+
+
+AUDIT_SENT = "replica_audit_sent"  # replica meta: the last local audit row id sent to the server
+
+
+def local_history(address: Path | str, *, quiet: bool = True) -> Path:
+    """The file a command reads and writes for a history address.
+
+    A file is itself. A postgresql:// URL is its replica in the user's cache directory, synced
+    now (with a progress line on stderr unless quiet); the audit rows the command adds to it
+    (quarantine, release, lifecycle --apply, the app's quarantine) are sent to the server when
+    the command ends.
+    """
+    if isinstance(address, Path):
+        return address
+    from flaketui.cli.commands.sync import replica_path, run_sync
+
+    path = replica_path(address)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_sync(address, path, quiet=quiet)
+    click.get_current_context().call_on_close(lambda: send_audit(address, path))
+    return path
+
+
+def send_audit(url: str, replica: Path) -> int:
+    """Send the replica's audit rows the server has not had from it; how many landed."""
+    from flaketui.core.history.pg.admin import AUDIT_COLUMNS, push_audit
+    from flaketui.core.history.pg.connect import connect, server_errors
+    from flaketui.core.history.store import get_meta, open_history, set_meta, transaction
+
+    db = open_history(replica, create=False)
+    try:
+        sent = int(get_meta(db, AUDIT_SENT) or 0)
+        rows = db.conn.execute(
+            f"SELECT id, {', '.join(AUDIT_COLUMNS)} FROM audit_log WHERE id > ? ORDER BY id",
+            (sent,),
+        ).fetchall()
+        if not rows:
+            return 0
+        pg = connect(url)
+        try:
+            with server_errors(url, "sending audit rows (they stay in the replica; retry)"):
+                landed = push_audit(pg, [row[1:] for row in rows])
+        finally:
+            pg.close()
+        with transaction(db.conn):
+            set_meta(db, AUDIT_SENT, str(rows[-1][0]))
+        return landed
+    finally:
+        db.conn.close()

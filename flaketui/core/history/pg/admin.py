@@ -1,0 +1,169 @@
+"""Writers of the server history beyond runs: incidents, retention, audit rows.
+
+Each is one server transaction. Incident tags change ``runs.incident`` (and the run's change
+id), so replicas re-read the runs and refresh what they feed; a pruned run leaves a row in
+``deletions`` for replicas to apply. Rules are the SQLite history's (flaketui.core.history
+.incidents and .prune): one tag per run, the first tag wins; the audit log is never pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from flaketui.core.history.incidents import IncidentChange, IncidentError
+from flaketui.core.history.prune import PruneError
+from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+
+INCIDENT_LOCK = 0x666C6963  # the push's incident lock: rules change one writer at a time
+
+
+def _resolve_signature(pg: Any, text: str) -> str:
+    prefix = text.strip().lower()
+    if not prefix:
+        raise IncidentError("empty signature")
+    rows = pg.execute(
+        "SELECT hash FROM signatures WHERE left(hash, %s) = %s ORDER BY hash LIMIT 2",
+        (len(prefix), prefix),
+    ).fetchall()
+    if not rows:
+        raise IncidentError(f"no failure signature starting with {text!r}")
+    if len(rows) > 1:
+        raise IncidentError(f"signature prefix {text!r} is ambiguous; give more characters")
+    return str(rows[0][0])
+
+
+def _matching(
+    pg: Any, start: str | None, end: str | None, signature: str | None, only: Sequence[int] | None
+) -> list[tuple[int, str | None]]:
+    if signature is not None:
+        sql = (
+            "SELECT DISTINCT r.id, r.incident FROM runs AS r JOIN results AS x ON x.run = r.id"
+            " JOIN signatures AS g ON g.id = x.signature WHERE g.hash = %s"
+        )
+        params: tuple[Any, ...] = (signature,)
+    else:
+        sql = "SELECT id, incident FROM runs AS r WHERE ts >= %s AND ts <= %s"
+        params = (start, end)
+    if only is not None:
+        sql += " AND r.id = ANY(%s)"
+        params = (*params, list(only))
+    return [(int(pk), incident) for pk, incident in pg.execute(sql, params).fetchall()]
+
+
+def _tag(pg: Any, run_pks: Sequence[int], tag: str | None) -> int:
+    if run_pks:
+        pg.execute(
+            "UPDATE runs SET incident = %s, change = pg_current_xact_id() WHERE id = ANY(%s)",
+            (tag, list(run_pks)),
+        )
+    return len(run_pks)
+
+
+def add_server_incident(
+    pg: Any,
+    tag: str,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    signature: str | None = None,
+    note: str | None = None,
+) -> IncidentChange:
+    """add_incident on the server."""
+    tag = tag.strip()
+    if not tag:
+        raise IncidentError("an incident needs a non-empty tag")
+    if (start is not None or end is not None) == (signature is not None):
+        raise IncidentError("give either a window (--from and --to) or --signature, not both")
+    if signature is None and (start is None or end is None):
+        raise IncidentError("a window incident needs both --from and --to")
+    start_ts = to_iso(start) if start is not None else None
+    end_ts = to_iso(end) if end is not None else None
+    if start_ts is not None and end_ts is not None and end_ts < start_ts:
+        raise IncidentError(f"window ends ({end_ts}) before it starts ({start_ts})")
+    with pg.transaction():
+        pg.execute("SELECT pg_advisory_xact_lock(%s)", (INCIDENT_LOCK,))
+        full = _resolve_signature(pg, signature) if signature is not None else None
+        matched = _matching(pg, start_ts, end_ts, full, None)
+        free = [pk for pk, incident in matched if incident is None]
+        other = sum(1 for _pk, incident in matched if incident is not None and incident != tag)
+        pg.execute(
+            "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            (tag, start_ts, end_ts, full, to_iso(utc_now()), note),
+        )
+        tagged = _tag(pg, free, tag)
+    return IncidentChange(
+        tag=tag,
+        kind="signature" if full is not None else "window",
+        runs_tagged=tagged,
+        runs_already_tagged=other,
+        start=parse_iso(start_ts) if start_ts else None,
+        end=parse_iso(end_ts) if end_ts else None,
+        signature=full,
+    )
+
+
+def remove_server_incident(pg: Any, tag: str) -> int:
+    """remove_incident on the server: the runs that count again."""
+    with pg.transaction():
+        pg.execute("SELECT pg_advisory_xact_lock(%s)", (INCIDENT_LOCK,))
+        freed = [int(r[0]) for r in pg.execute("SELECT id FROM runs WHERE incident = %s", (tag,))]
+        rules = pg.execute("DELETE FROM incidents WHERE tag = %s", (tag,)).rowcount
+        if not freed and not rules:
+            raise IncidentError(f"no incident tagged {tag!r} (see flaketui incident list)")
+        _tag(pg, freed, None)
+        for rule_tag, start_ts, end_ts, signature in pg.execute(
+            "SELECT tag, start_ts, end_ts, signature FROM incidents WHERE signature IS NOT NULL"
+            " OR (start_ts IS NOT NULL AND end_ts IS NOT NULL) ORDER BY id"
+        ).fetchall():
+            matched = _matching(pg, start_ts, end_ts, signature, freed)
+            _tag(pg, [pk for pk, incident in matched if incident is None], rule_tag)
+        still = pg.execute(
+            "SELECT count(*) FROM runs WHERE incident IS NULL AND id = ANY(%s)", (freed,)
+        ).fetchone()[0]
+    return int(still)
+
+
+def prune_server(
+    pg: Any, older_than_days: float, *, now: datetime | None = None
+) -> tuple[datetime, int, int]:
+    """Delete the server's runs older than the cutoff (with their rows); (cutoff, runs, results).
+
+    Each pruned run leaves its run id in ``deletions``, so replicas drop it at their next sync.
+    """
+    if not older_than_days > 0:
+        raise PruneError(f"--older-than must be a positive number of days, got {older_than_days}")
+    cutoff = (now or utc_now()) - timedelta(days=older_than_days)
+    with pg.transaction():
+        old = pg.execute(
+            "SELECT id, run_id FROM runs WHERE ts < %s ORDER BY id", (to_iso(cutoff),)
+        ).fetchall()
+        if not old:
+            return cutoff, 0, 0
+        ids = [int(row[0]) for row in old]
+        results = pg.execute("SELECT count(*) FROM results WHERE run = ANY(%s)", (ids,)).fetchone()
+        pg.execute("DELETE FROM runs WHERE id = ANY(%s)", (ids,))
+        pg.execute(
+            "INSERT INTO deletions (kind, key) SELECT 'run', k FROM unnest(%s::text[]) AS k",
+            ([str(row[1]) for row in old],),
+        )
+    return cutoff, len(old), int(results[0])
+
+
+AUDIT_COLUMNS = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
+
+
+def push_audit(pg: Any, rows: Sequence[Sequence[object]]) -> int:
+    """Append audit rows (AUDIT_COLUMNS order) the server does not have yet; how many landed."""
+    if not rows:
+        return 0
+    marks = ", ".join(["%s"] * len(AUDIT_COLUMNS))
+    with pg.transaction(), pg.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO audit_log ({', '.join(AUDIT_COLUMNS)}) VALUES ({marks})"
+            " ON CONFLICT DO NOTHING",
+            [tuple(row) for row in rows],
+        )
+        return max(int(cur.rowcount), 0)

@@ -1,0 +1,39 @@
+"""Column lists shared by push and sync: what both sides of a copy have.
+
+Rows are copied column by column where the SQLite history and the server both have a column,
+so a column added to both (by each side's migrations) flows without changes here; surrogate
+ids and the server's change ids never cross.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+# Never copied: surrogate ids (remapped through natural keys) and the server's change ids.
+NOT_COPIED = {
+    "runs": {"id", "change"},
+    "results": {"run", "test", "signature", "change"},
+}
+
+
+def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The columns of a SQLite table, in table order."""
+    return [str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def server_columns(pg: Any, table: str) -> list[str]:
+    """The columns of a server table, in table order."""
+    rows = pg.execute(
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
+        (table,),
+    ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def shared_columns(conn: sqlite3.Connection, pg: Any, table: str) -> list[str]:
+    """The columns both sides have, minus those never copied, in the SQLite table's order."""
+    on_server = set(server_columns(pg, table))
+    skip = NOT_COPIED[table]
+    return [c for c in sqlite_columns(conn, table) if c in on_server and c not in skip]

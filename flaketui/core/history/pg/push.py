@@ -1,0 +1,255 @@
+"""Push a SQLite history's raw rows to the server: the one write path of every server writer.
+
+Ingest and the pytest plugin write a run into a private staging history with the ordinary
+writer (parsing, redaction, signatures, attempt numbering) and push it; `merge` pushes
+published histories the same way. A push is one server transaction, so a run lands whole or
+not at all, and it follows the rules of merging histories:
+- a run new to the server is copied whole; a run the server has gains the tests its copy lacks
+  (other shards), and a test both hold keeps the server's attempts: pushing twice adds nothing;
+- tests match by test_id (first_seen becomes the earlier one), signatures by hash (the
+  server's example wins), incidents by (tag, window, signature), audit rows by
+  (ts, who, action, test_id).
+Many writers push at once: rows arrive through COPY into temporary tables and are inserted
+with ON CONFLICT DO NOTHING in key order; writers of one run id take a transaction-scoped
+advisory lock on it, so shards of one run never interleave their test checks.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flaketui.core.history.pg.columns import shared_columns
+
+# The meta key naming how the history's failure signatures were computed.
+SCHEME_KEY = "signature_scheme"
+# One advisory lock per run id; incidents' duplicate check takes this fixed one.
+INCIDENT_LOCK = 0x666C6963  # "flic"
+
+
+@dataclass
+class PushSummary:
+    """What a push added to the server."""
+
+    runs_added: int = 0
+    runs_extended: int = 0
+    runs_unchanged: int = 0
+    results_added: int = 0
+    incidents_added: int = 0
+    audit_rows_added: int = 0
+
+
+def _quoted(columns: Iterable[str]) -> str:
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def _copy(pg: Any, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    """COPY rows into a (temporary) table."""
+    with pg.cursor() as cur, cur.copy(f"COPY {table} ({_quoted(columns)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def push_history(pg: Any, src: sqlite3.Connection, *, append: bool = False) -> PushSummary:
+    """Copy every raw row of a SQLite history to the server in ONE transaction.
+
+    ``append``: the source holds new report files of its runs (an ingest or a recorder's
+    staging history), so a test the server's run already holds gains these attempts, numbered
+    after its last one, as an ingest into a file appends them; a run whose report files the
+    server already has all of is left alone (a repeated ingest). Without it, merge's rules.
+    """
+    summary = PushSummary()
+    run_cols = shared_columns(src, pg, "runs")
+    result_cols = shared_columns(src, pg, "results")
+    run_ids = sorted(str(r[0]) for r in src.execute("SELECT run_id FROM runs"))
+    with pg.transaction():
+        if run_ids:
+            pg.execute(
+                "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
+                " FROM unnest(%s::text[]) AS k ORDER BY h) AS locks",
+                (run_ids,),
+            )
+        _push_signatures(pg, src)
+        _push_tests(pg, src)
+        if run_ids:
+            _push_runs(pg, src, run_cols, result_cols, summary, append)
+        _push_scheme(pg, src)
+        summary.incidents_added = _push_incidents(pg, src)
+        summary.audit_rows_added = _push_audit(pg, src)
+    return summary
+
+
+def _push_scheme(pg: Any, src: sqlite3.Connection) -> None:
+    """The first writer's signature scheme becomes the server's (replicas report a scheme their
+    configuration does not match, as any history does)."""
+    row = src.execute("SELECT value FROM meta WHERE key = ?", (SCHEME_KEY,)).fetchone()
+    if row is not None:
+        pg.execute(
+            "INSERT INTO flaketui_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+            (SCHEME_KEY, str(row[0])),
+        )
+
+
+def _push_signatures(pg: Any, src: sqlite3.Connection) -> None:
+    pg.execute(
+        "CREATE TEMP TABLE s_signatures ON COMMIT DROP AS"
+        " SELECT hash, text, example FROM signatures WITH NO DATA"
+    )
+    _copy(pg, "s_signatures", ("hash", "text", "example"),
+          src.execute("SELECT hash, text, example FROM signatures"))  # fmt: skip
+    pg.execute(
+        "INSERT INTO signatures (hash, text, example)"
+        " SELECT hash, text, example FROM s_signatures ORDER BY hash ON CONFLICT (hash) DO NOTHING"
+    )
+
+
+def _push_tests(pg: Any, src: sqlite3.Connection) -> None:
+    pg.execute(
+        "CREATE TEMP TABLE s_tests ON COMMIT DROP AS"
+        " SELECT test_id, parent, test_file, first_seen FROM tests WITH NO DATA"
+    )
+    _copy(pg, "s_tests", ("test_id", "parent", "test_file", "first_seen"),
+          src.execute("SELECT test_id, parent, test_file, first_seen FROM tests"))  # fmt: skip
+    pg.execute(
+        "INSERT INTO tests (test_id, parent, test_file, first_seen)"
+        " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
+        " ON CONFLICT (test_id) DO NOTHING"
+    )
+    # Rows this push teaches something (an earlier first sighting, a file): locked in id order.
+    pg.execute(
+        "UPDATE tests AS t SET first_seen = least(t.first_seen, u.first_seen),"
+        " test_file = coalesce(t.test_file, u.test_file), change = pg_current_xact_id()"
+        " FROM (SELECT t2.id, s.first_seen, s.test_file FROM tests AS t2"
+        " JOIN s_tests AS s ON s.test_id = t2.test_id"
+        " WHERE s.first_seen < t2.first_seen OR (t2.test_file IS NULL AND s.test_file IS NOT NULL)"
+        " ORDER BY t2.id FOR UPDATE OF t2) AS u WHERE t.id = u.id"
+    )
+
+
+def _push_runs(
+    pg: Any,
+    src: sqlite3.Connection,
+    run_cols: Sequence[str],
+    result_cols: Sequence[str],
+    summary: PushSummary,
+    append: bool,
+) -> None:
+    cols = _quoted(run_cols)
+    pg.execute(f"CREATE TEMP TABLE s_runs ON COMMIT DROP AS SELECT {cols} FROM runs WITH NO DATA")
+    _copy(pg, "s_runs", run_cols, src.execute(f"SELECT {cols} FROM runs"))
+    added = {
+        str(row[0])
+        for row in pg.execute(
+            f"INSERT INTO runs ({cols}) SELECT {cols} FROM s_runs ORDER BY run_id"
+            " ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
+        ).fetchall()
+    }
+    children = (("run_files", "content_hash"), ("run_changed_files", "path"))
+    for table, column in children:
+        pg.execute(
+            f"CREATE TEMP TABLE s_{table} (run_id text NOT NULL, {column} text NOT NULL)"
+            " ON COMMIT DROP"
+        )
+        _copy(pg, f"s_{table}", ("run_id", column), src.execute(
+            f"SELECT r.run_id, c.{column} FROM {table} AS c JOIN runs AS r ON r.id = c.run"
+        ))  # fmt: skip
+    # Runs whose every report file the server had already: nothing of them is new (append).
+    pg.execute(
+        "CREATE TEMP TABLE s_done ON COMMIT DROP AS SELECT s.run_id FROM s_run_files AS s"
+        " JOIN runs AS r ON r.run_id = s.run_id LEFT JOIN run_files AS f"
+        " ON f.run = r.id AND f.content_hash = s.content_hash"
+        " GROUP BY s.run_id HAVING bool_and(f.run IS NOT NULL)"
+    )
+    for table, column in children:
+        pg.execute(
+            f"INSERT INTO {table} (run, {column}) SELECT r.id, s.{column} FROM s_{table} AS s"
+            f" JOIN runs AS r ON r.run_id = s.run_id ORDER BY 1, 2 ON CONFLICT DO NOTHING"
+        )
+    rcols = _quoted(result_cols)
+    pg.execute(
+        "CREATE TEMP TABLE s_results ON COMMIT DROP AS SELECT ''::text AS run_key,"
+        f" ''::text AS test_key, ''::text AS sig_key, {rcols} FROM results WITH NO DATA"
+    )
+    selected = ", ".join(f'x."{c}"' for c in result_cols)
+    _copy(pg, "s_results", ("run_key", "test_key", "sig_key", *result_cols), src.execute(
+        f"SELECT r.run_id, t.test_id, g.hash, {selected} FROM results AS x"
+        " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
+        " LEFT JOIN signatures AS g ON g.id = x.signature"
+    ))  # fmt: skip
+    if append:
+        chosen = ", ".join(
+            "s.attempt + coalesce(m.top, 0)" if c == "attempt" else f's."{c}"' for c in result_cols
+        )
+        landed = pg.execute(
+            f"INSERT INTO results (run, test, signature, {rcols})"
+            f" SELECT r.id, t.id, g.id, {chosen} FROM s_results AS s"
+            " JOIN runs AS r ON r.run_id = s.run_key JOIN tests AS t ON t.test_id = s.test_key"
+            " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
+            " LEFT JOIN (SELECT y.run, y.test, max(y.attempt) AS top FROM results AS y"
+            " JOIN runs AS yr ON yr.id = y.run JOIN s_runs AS ys ON ys.run_id = yr.run_id"
+            " GROUP BY y.run, y.test) AS m ON m.run = r.id AND m.test = t.id"
+            " WHERE s.run_key NOT IN (SELECT run_id FROM s_done)"
+            " ON CONFLICT DO NOTHING RETURNING run"
+        ).fetchall()
+    else:
+        chosen = ", ".join(f's."{c}"' for c in result_cols)
+        # A test the server's copy of the run already holds keeps its attempts (module doc).
+        landed = pg.execute(
+            f"INSERT INTO results (run, test, signature, {rcols})"
+            f" SELECT r.id, t.id, g.id, {chosen} FROM s_results AS s"
+            " JOIN runs AS r ON r.run_id = s.run_key JOIN tests AS t ON t.test_id = s.test_key"
+            " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
+            " WHERE NOT EXISTS (SELECT 1 FROM results AS y WHERE y.run = r.id AND y.test = t.id)"
+            " ON CONFLICT DO NOTHING RETURNING run"
+        ).fetchall()
+    grown = {int(row[0]) for row in landed}
+    summary.results_added += len(landed)
+    summary.runs_added += len(added)
+    server_ids = dict(
+        pg.execute("SELECT r.run_id, r.id FROM runs AS r JOIN s_runs AS s ON s.run_id = r.run_id")
+    )
+    for run_id in {str(r[0]) for r in src.execute("SELECT run_id FROM runs")} - added:
+        if server_ids.get(run_id) in grown:
+            summary.runs_extended += 1
+        else:
+            summary.runs_unchanged += 1
+
+
+def _push_incidents(pg: Any, src: sqlite3.Connection) -> int:
+    rows = src.execute(
+        "SELECT tag, start_ts, end_ts, signature, created_at, note FROM incidents ORDER BY id"
+    ).fetchall()
+    if not rows:
+        return 0
+    pg.execute("SELECT pg_advisory_xact_lock(%s)", (INCIDENT_LOCK,))
+    added = 0
+    with pg.cursor() as cur:
+        for row in rows:
+            cur.execute(
+                "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
+                " SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM incidents"
+                " WHERE tag = %s AND start_ts IS NOT DISTINCT FROM %s"
+                " AND end_ts IS NOT DISTINCT FROM %s AND signature IS NOT DISTINCT FROM %s)",
+                (*row, row[0], row[1], row[2], row[3]),
+            )
+            added += cur.rowcount
+    return added
+
+
+def _push_audit(pg: Any, src: sqlite3.Connection) -> int:
+    columns = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
+    rows = src.execute(f"SELECT {', '.join(columns)} FROM audit_log ORDER BY id").fetchall()
+    if not rows:
+        return 0
+    pg.execute(
+        f"CREATE TEMP TABLE s_audit ON COMMIT DROP AS SELECT {', '.join(columns)}"
+        " FROM audit_log WITH NO DATA"
+    )
+    _copy(pg, "s_audit", columns, rows)
+    cur = pg.execute(
+        f"INSERT INTO audit_log ({', '.join(columns)}) SELECT {', '.join(columns)} FROM s_audit"
+        " ORDER BY ts, who, action, test_id ON CONFLICT DO NOTHING"
+    )
+    return int(cur.rowcount)

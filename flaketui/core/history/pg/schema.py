@@ -1,0 +1,174 @@
+"""The server's schema: the raw history only, versioned with migrations of its own.
+
+Tables mirror the SQLite history's raw tables (runs, run_files, run_changed_files, tests,
+signatures, results, incidents, audit_log) with the same columns and text timestamps, so rows
+copy across unchanged; rollups exist only in the local replicas. Surrogate ids are the
+server's own: pushes and syncs match rows by their natural keys (run_id, test_id, signature
+hash).
+
+Change ids. Every row carries ``change``, the id of the transaction that last wrote it
+(``pg_current_xact_id()``, an xid8), and deletions leave a row in ``deletions``. Transaction
+ids are handed out when transactions start, not when they commit, so a plain sequence would let
+a sync skip a row committed late with a small id. A sync therefore reads up to the xmin of its
+snapshot (``pg_snapshot_xmin(pg_current_snapshot())``): every transaction below it has ended,
+so no row can appear later below that watermark. A long open transaction on the server holds
+the watermark back (its rows and later ones wait for the next sync); none is ever skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A fixed key for pg_advisory_xact_lock: one process migrates at a time.
+MIGRATION_LOCK = 0x666C616B  # "flak"
+CHANGE = "change xid8 NOT NULL DEFAULT pg_current_xact_id()"
+
+SCHEMA_V1 = f"""
+CREATE TABLE flaketui_meta (
+    key    text PRIMARY KEY,
+    value  text NOT NULL
+);
+INSERT INTO flaketui_meta (key, value) VALUES ('history_id', gen_random_uuid()::text);
+CREATE TABLE runs (
+    id            bigserial PRIMARY KEY,
+    run_id        text NOT NULL UNIQUE,
+    suite         text NOT NULL DEFAULT 'default',
+    branch        text,
+    branch_kind   text NOT NULL DEFAULT 'pr' CHECK (branch_kind IN ('main', 'pr', 'release')),
+    commit_sha    text,
+    ts            text NOT NULL,
+    worker_count  integer NOT NULL DEFAULT 1,
+    runner_host   text,
+    ci_url        text,
+    incident      text,
+    source        text NOT NULL,
+    finished      integer NOT NULL DEFAULT 1,
+    {CHANGE}
+);
+CREATE INDEX runs_ts ON runs (ts);
+CREATE INDEX runs_change ON runs (change);
+CREATE TABLE run_files (
+    run           bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    content_hash  text NOT NULL,
+    {CHANGE},
+    PRIMARY KEY (run, content_hash)
+);
+CREATE TABLE run_changed_files (
+    run   bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    path  text NOT NULL,
+    {CHANGE},
+    PRIMARY KEY (run, path)
+);
+CREATE TABLE tests (
+    id          bigserial PRIMARY KEY,
+    test_id     text NOT NULL UNIQUE,
+    parent      text NOT NULL,
+    test_file   text,
+    first_seen  text NOT NULL,
+    {CHANGE}
+);
+CREATE INDEX tests_change ON tests (change);
+CREATE TABLE signatures (
+    id       bigserial PRIMARY KEY,
+    hash     text NOT NULL UNIQUE,
+    text     text NOT NULL,
+    example  text NOT NULL,
+    {CHANGE}
+);
+CREATE TABLE results (
+    run          bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    test         bigint NOT NULL REFERENCES tests (id),
+    attempt      integer NOT NULL,
+    outcome      text NOT NULL CHECK (outcome IN ('pass', 'fail', 'error', 'skipped')),
+    worker_id    text,
+    duration_ms  integer,
+    message      text,
+    signature    bigint REFERENCES signatures (id),
+    {CHANGE},
+    PRIMARY KEY (run, test, attempt)
+);
+CREATE INDEX results_change ON results (change, run, test, attempt);
+CREATE INDEX results_test ON results (test);
+CREATE TABLE incidents (
+    id          bigserial PRIMARY KEY,
+    tag         text NOT NULL,
+    start_ts    text,
+    end_ts      text,
+    signature   text,
+    created_at  text NOT NULL,
+    note        text,
+    {CHANGE}
+);
+CREATE TABLE audit_log (
+    id          bigserial PRIMARY KEY,
+    ts          text NOT NULL,
+    who         text NOT NULL,
+    action      text NOT NULL,
+    test_id     text NOT NULL,
+    mode        text,
+    reason      text,
+    ticket      text,
+    scores      text,
+    source      text NOT NULL DEFAULT 'cli',
+    {CHANGE},
+    UNIQUE (ts, who, action, test_id)
+);
+CREATE INDEX audit_log_change ON audit_log (change);
+CREATE TABLE deletions (
+    id      bigserial PRIMARY KEY,
+    kind    text NOT NULL,          -- 'run': a pruned run, key = its run_id
+    key     text NOT NULL,
+    {CHANGE}
+);
+CREATE INDEX deletions_change ON deletions (change);
+"""
+
+# Each migration takes the schema from version i to i + 1; never edit a released one.
+MIGRATIONS: list[str] = [SCHEMA_V1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: Any) -> int:
+    """The server's schema version (0 for a database flaketui has never written)."""
+    if conn.execute("SELECT to_regclass('flaketui_meta')").fetchone()[0] is None:
+        return 0
+    row = conn.execute("SELECT value FROM flaketui_meta WHERE key = 'schema_version'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def migrate(conn: Any) -> None:
+    """Apply pending migrations in one transaction, one process at a time.
+
+    The lock is a session advisory lock taken before the migrating transaction starts: a
+    transaction that began before another process's migration committed could still see the
+    tables as missing (catalog caches are refreshed when a transaction starts).
+    """
+    from flaketui.core.errors import HistoryError
+
+    if schema_version(conn) == SCHEMA_VERSION:
+        return
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    try:
+        with conn.transaction():
+            version = schema_version(conn)  # another process may have migrated meanwhile
+            if version > SCHEMA_VERSION:
+                raise HistoryError(
+                    f"the server's history schema version {version} is newer than this "
+                    f"flaketui supports ({SCHEMA_VERSION}); upgrade flaketui"
+                )
+            for target in range(version, SCHEMA_VERSION):
+                conn.execute(MIGRATIONS[target])
+            conn.execute(
+                "INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+def history_id(conn: Any) -> str:
+    """The server history's identity (a replica syncs from one server only)."""
+    return str(
+        conn.execute("SELECT value FROM flaketui_meta WHERE key = 'history_id'").fetchone()[0]
+    )

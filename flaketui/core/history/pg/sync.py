@@ -1,0 +1,365 @@
+"""Keep a local SQLite replica of a server history: pull what changed since the last sync.
+
+The replica is an ordinary history (scoring, the app and reports read it as they read any
+other) plus three meta values: ``replica_of`` (the server history's id: a replica follows one
+server), ``replica_change`` (the change-id watermark: everything below it is here) and, during a
+sync, ``replica_cursor`` (the last result row applied).
+
+A sync reads from one REPEATABLE READ snapshot of the server and pulls the result rows whose
+change id lies in [watermark, snapshot xmin) in batches ordered by (change, run, test,
+attempt); each batch lands in one local transaction that also records the cursor, so a killed
+sync resumes after its last batch and inserting a row twice is impossible (INSERT OR IGNORE on
+(run, test, attempt) as well). Runs, tests and signatures come with the results that need them.
+Then runs changed in the window (an incident tag set or cleared), tests (an earlier first
+sighting), incidents (replaced when they differ), audit rows and pruned runs are applied, and the
+watermark moves up, all in one last transaction.
+
+Rollups: a sync into a history with no run yet copies raw rows only and builds the rollups
+once at the end (readers meanwhile read the raw rows: the history says it has no rollups);
+otherwise each batch refreshes what it touched, as an ingest does.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flaketui.core.errors import HistoryError
+from flaketui.core.history.pg.columns import shared_columns
+from flaketui.core.history.pg.push import SCHEME_KEY
+from flaketui.core.history.pg.schema import history_id
+from flaketui.core.history.store import transaction
+from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.rollups import build as rollups
+
+BATCH_ROWS = 20_000
+REPLICA_OF = "replica_of"
+REPLICA_CHANGE = "replica_change"
+REPLICA_CURSOR = "replica_cursor"
+REPLICA_BULK = "replica_bulk"  # rollups are rebuilt when the sync completes
+AUDIT_COLUMNS = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
+INCIDENT_COLUMNS = ("tag", "start_ts", "end_ts", "signature", "created_at", "note")
+
+Progress = Callable[[int, int], None]  # (result rows done, result rows in this sync)
+
+
+@dataclass
+class SyncSummary:
+    """What one sync brought into the replica."""
+
+    results_added: int = 0
+    runs_added: int = 0
+    runs_updated: int = 0
+    runs_deleted: int = 0
+    audit_rows_added: int = 0
+    incidents_changed: bool = False
+    batches: int = 0
+    resumed: bool = False
+
+
+def _meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _set_meta(conn: sqlite3.Connection, key: str, value: str | None) -> None:
+    if value is None:
+        conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+    else:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def replica_watermark(conn: sqlite3.Connection) -> int:
+    """The change id below which the replica holds everything (0: never synced)."""
+    return int(_meta(conn, REPLICA_CHANGE) or 0)
+
+
+def sync_replica(
+    pg: Any,
+    conn: sqlite3.Connection,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    progress: Progress | None = None,
+) -> SyncSummary:
+    """Bring the replica at conn up to date with the server at pg (see the module doc)."""
+    summary = SyncSummary()
+    server = history_id(pg)
+    mine = _meta(conn, REPLICA_OF)
+    if mine is not None and mine != server:
+        raise HistoryError(
+            "this history is a replica of another server history; sync into a new file"
+        )
+    with pg.transaction():
+        pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        high = int(pg.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").fetchone()[0])
+        low = replica_watermark(conn)
+        with transaction(conn):
+            if mine is None:
+                _set_meta(conn, REPLICA_OF, server)
+                if conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
+                    # A new replica: raw rows first, the rollups once at the end.
+                    _set_meta(conn, REPLICA_BULK, "1")
+                    conn.execute("DELETE FROM meta WHERE key = ?", (rollups.VERSION_KEY,))
+        bulk = _meta(conn, REPLICA_BULK) == "1"
+        cursor_text = _meta(conn, REPLICA_CURSOR)
+        cursor = json.loads(cursor_text) if cursor_text else None
+        summary.resumed = cursor is not None
+        puller = _Puller(pg, conn, bulk, summary)
+        total = int(
+            pg.execute(
+                "SELECT count(*) FROM results WHERE change >= %s::text::xid8"
+                " AND change < %s::text::xid8",
+                (str(low), str(high)),
+            ).fetchone()[0]
+        )
+        done = 0
+        if cursor is not None:
+            done = int(
+                pg.execute(
+                    "SELECT count(*) FROM results WHERE change >= %s::text::xid8"
+                    " AND (change, run, test, attempt) <= (%s::text::xid8, %s, %s, %s)",
+                    (str(low), str(cursor[0]), cursor[1], cursor[2], cursor[3]),
+                ).fetchone()[0]
+            )
+        if progress is not None:
+            progress(done, total)
+        while True:
+            rows = puller.fetch(low, high, cursor, batch_rows)
+            if not rows:
+                break
+            cursor = puller.apply(rows)
+            done += len(rows)
+            summary.batches += 1
+            if progress is not None:
+                progress(done, total)
+        with transaction(conn):
+            puller.finish(low, high)
+            if bulk:
+                rollups.rebuild(conn)
+                _set_meta(conn, REPLICA_BULK, None)
+            _set_meta(conn, REPLICA_CURSOR, None)
+            _set_meta(conn, REPLICA_CHANGE, str(high))
+    return summary
+
+
+class _Puller:
+    """Copies server rows into the replica, remapping ids through natural keys."""
+
+    def __init__(self, pg: Any, conn: sqlite3.Connection, bulk: bool, summary: SyncSummary):
+        self.pg = pg
+        self.conn = conn
+        self.bulk = bulk
+        self.summary = summary
+        self.run_cols = shared_columns(conn, pg, "runs")
+        self.result_cols = shared_columns(conn, pg, "results")
+        self.runs: dict[str, tuple[int, str]] = {}  # run_id -> local (id, ts)
+        self.tests: dict[str, int] = {}
+        self.signatures: dict[str, int] = {}
+
+    def fetch(
+        self, low: int, high: int, cursor: Sequence[int] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        cols = ", ".join(f'x."{c}"' for c in self.result_cols)
+        head = (
+            "SELECT x.change::text, x.run, x.test, x.attempt, r.run_id, t.test_id, g.hash,"
+            f" {cols} FROM results AS x JOIN runs AS r ON r.id = x.run"
+            " JOIN tests AS t ON t.id = x.test LEFT JOIN signatures AS g ON g.id = x.signature"
+        )
+        tail = " AND x.change < %s::text::xid8 ORDER BY x.change, x.run, x.test, x.attempt LIMIT %s"
+        if cursor is None:
+            sql = head + " WHERE x.change >= %s::text::xid8" + tail
+            params: tuple[Any, ...] = (str(low), str(high), limit)
+        else:
+            sql = (
+                head + " WHERE (x.change, x.run, x.test, x.attempt) > (%s::text::xid8, %s, %s, %s)"
+            )
+            sql += tail
+            params = (str(cursor[0]), cursor[1], cursor[2], cursor[3], str(high), limit)
+        return list(self.pg.execute(sql, params).fetchall())
+
+    def apply(self, rows: list[tuple[Any, ...]]) -> list[int]:
+        """Land one batch and its cursor in one local transaction; the new cursor."""
+        conn = self.conn
+        last = rows[-1]
+        cursor = [int(last[0]), int(last[1]), int(last[2]), int(last[3])]
+        with transaction(conn):
+            self._ensure_runs(sorted({str(row[4]) for row in rows}))
+            self._ensure_tests(sorted({str(row[5]) for row in rows}))
+            self._ensure_signatures(sorted({str(row[6]) for row in rows if row[6] is not None}))
+            placeholders = ", ".join("?" for _ in range(3 + len(self.result_cols)))
+            cols = ", ".join(f'"{c}"' for c in self.result_cols)
+            touched: dict[str, set[int]] = {}
+            before = conn.total_changes
+            conn.executemany(
+                f"INSERT OR IGNORE INTO results (run, test, signature, {cols})"
+                f" VALUES ({placeholders})",
+                [
+                    (
+                        self.runs[row[4]][0],
+                        self.tests[row[5]],
+                        None if row[6] is None else self.signatures[row[6]],
+                        *row[7:],
+                    )
+                    for row in rows
+                ],
+            )
+            self.summary.results_added += conn.total_changes - before
+            for row in rows:
+                touched.setdefault(str(row[4]), set()).add(self.tests[row[5]])
+            for run_id, tests in touched.items():
+                run_pk, ts = self.runs[run_id]
+                refresh_test_runs(conn, run_pk, ts, tests)
+                if not self.bulk:
+                    rollups.after_write(conn, run_pk, tests)
+            _set_meta(conn, REPLICA_CURSOR, json.dumps(cursor))
+        return cursor
+
+    def _ensure_runs(self, run_ids: list[str]) -> None:
+        missing = [r for r in run_ids if r not in self.runs]
+        if not missing:
+            return
+        conn = self.conn
+        for run_id in missing:
+            row = conn.execute("SELECT id, ts FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is not None:
+                self.runs[run_id] = (int(row[0]), str(row[1]))
+        missing = [r for r in missing if r not in self.runs]
+        if not missing:
+            return
+        cols = ", ".join(f'"{c}"' for c in self.run_cols)
+        server_rows = self.pg.execute(
+            f"SELECT id, {cols} FROM runs WHERE run_id = ANY(%s) ORDER BY ts, id", (missing,)
+        ).fetchall()
+        placeholders = ", ".join("?" for _ in self.run_cols)
+        id_at = self.run_cols.index("run_id")
+        ts_at = self.run_cols.index("ts")
+        local_of: dict[int, int] = {}
+        for server_pk, *values in server_rows:
+            cur = conn.execute(f"INSERT INTO runs ({cols}) VALUES ({placeholders})", values)
+            local = int(cur.lastrowid or 0)
+            self.runs[str(values[id_at])] = (local, str(values[ts_at]))
+            local_of[int(server_pk)] = local
+            self.summary.runs_added += 1
+        for table, column in (("run_files", "content_hash"), ("run_changed_files", "path")):
+            rows = self.pg.execute(
+                f"SELECT run, {column} FROM {table} WHERE run = ANY(%s)", (list(local_of),)
+            ).fetchall()
+            conn.executemany(
+                f"INSERT OR IGNORE INTO {table} (run, {column}) VALUES (?, ?)",
+                [(local_of[int(run)], value) for run, value in rows],
+            )
+
+    def _ensure_tests(self, test_ids: list[str]) -> None:
+        missing = [t for t in test_ids if t not in self.tests]
+        if not missing:
+            return
+        rows = self.pg.execute(
+            "SELECT test_id, parent, test_file, first_seen FROM tests WHERE test_id = ANY(%s)",
+            (missing,),
+        ).fetchall()
+        self.conn.executemany(UPSERT_TEST_SQL, rows)
+        for pk, test_id in self.conn.execute(
+            "SELECT id, test_id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(missing),),
+        ):
+            self.tests[str(test_id)] = int(pk)
+
+    def _ensure_signatures(self, hashes: list[str]) -> None:
+        missing = [h for h in hashes if h not in self.signatures]
+        if not missing:
+            return
+        rows = self.pg.execute(
+            "SELECT hash, text, example FROM signatures WHERE hash = ANY(%s)", (missing,)
+        ).fetchall()
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO signatures (hash, text, example) VALUES (?, ?, ?)", rows
+        )
+        for pk, sig_hash in self.conn.execute(
+            "SELECT id, hash FROM signatures WHERE hash IN (SELECT value FROM json_each(?))",
+            (json.dumps(missing),),
+        ):
+            self.signatures[str(sig_hash)] = int(pk)
+
+    def finish(self, low: int, high: int) -> None:
+        """Runs, tests, incidents, audit rows and deletions changed in the window."""
+        conn, pg, summary = self.conn, self.pg, self.summary
+        window = (str(low), str(high))
+        in_window = "change >= %s::text::xid8 AND change < %s::text::xid8"
+        deleted = [
+            str(r[0])
+            for r in pg.execute(
+                f"SELECT key FROM deletions WHERE kind = 'run' AND {in_window}", window
+            ).fetchall()
+        ]
+        if deleted:
+            # A run pruned and then ingested again under its id stays.
+            alive = {
+                str(r[0])
+                for r in pg.execute(
+                    "SELECT run_id FROM runs WHERE run_id = ANY(%s)", (deleted,)
+                ).fetchall()
+            }
+            deleted = [run_id for run_id in deleted if run_id not in alive]
+        if deleted:
+            summary.runs_deleted = conn.execute(
+                "DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(deleted),),
+            ).rowcount
+        retagged: list[int] = []
+        for run_id, incident, finished in pg.execute(
+            f"SELECT run_id, incident, finished FROM runs WHERE {in_window}", window
+        ).fetchall():
+            row = conn.execute(
+                "SELECT id, incident, finished FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None or (row[1], row[2]) == (incident, finished):
+                continue
+            conn.execute(
+                "UPDATE runs SET incident = ?, finished = ? WHERE id = ?",
+                (incident, finished, row[0]),
+            )
+            summary.runs_updated += 1
+            if row[1] != incident:
+                retagged.append(int(row[0]))
+        conn.executemany(
+            "UPDATE tests SET first_seen = min(first_seen, ?2), test_file = coalesce(test_file, ?3)"
+            " WHERE test_id = ?1",
+            pg.execute(
+                f"SELECT test_id, first_seen, test_file FROM tests WHERE {in_window}", window
+            ).fetchall(),
+        )
+        columns = ", ".join(INCIDENT_COLUMNS)
+        marks = ", ".join("?" * len(INCIDENT_COLUMNS))
+        theirs = pg.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
+        ours = conn.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
+        if [tuple(r) for r in theirs] != [tuple(r) for r in ours]:
+            conn.execute("DELETE FROM incidents")
+            conn.executemany(
+                f"INSERT INTO incidents ({columns}) VALUES ({marks})",
+                theirs,
+            )
+            summary.incidents_changed = True
+        audit = ", ".join(AUDIT_COLUMNS)
+        before = conn.total_changes
+        conn.executemany(
+            f"INSERT INTO audit_log ({audit}) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9"
+            " WHERE NOT EXISTS (SELECT 1 FROM audit_log"
+            " WHERE ts = ?1 AND who = ?2 AND action = ?3 AND test_id = ?4)",
+            pg.execute(
+                f"SELECT {audit} FROM audit_log WHERE {in_window} ORDER BY id", window
+            ).fetchall(),
+        )
+        summary.audit_rows_added = conn.total_changes - before
+        scheme = pg.execute(
+            "SELECT value FROM flaketui_meta WHERE key = %s", (SCHEME_KEY,)
+        ).fetchone()
+        if scheme is not None:
+            _set_meta(conn, SCHEME_KEY, str(scheme[0]))
+        if not self.bulk:
+            if deleted and summary.runs_deleted:
+                rollups.rebuild(conn)
+            elif retagged:
+                rollups.refresh_runs(conn, retagged)

@@ -1,0 +1,268 @@
+"""The shared history on PostgreSQL against a real server: addresses, writes, sync, reports."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.cli import cli
+from flaketui.core.config import load_config
+from flaketui.core.history.address import is_server_url, mask_url, scrub
+from tests.pgcluster import Cluster
+
+REPORTS = Path(__file__).resolve().parents[2] / "sample_data" / "reports"
+NOW = "2026-11-30T18:00:00Z"
+# (report, run id, timestamp): two of them shards of one run, one a second file of a run
+PLAN = [
+    ("main-unit.xml", "r-main", "2026-11-20T10:00:00Z"),
+    ("nightly-16-workers-shard1.xml", "r-nightly", "2026-11-21T02:00:00Z"),
+    ("nightly-16-workers-shard2.xml", "r-nightly", "2026-11-21T02:00:00Z"),
+    ("outage-unit.xml", "r-outage", "2026-11-22T10:00:00Z"),
+    ("pr-unit-retries.xml", "r-pr", "2026-11-23T10:00:00Z"),
+    ("pr-unit-retries.xml", "r-main", "2026-11-20T10:00:00Z"),
+]
+
+
+def invoke(*args: object) -> str:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def fail(*args: object) -> str:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    return result.output
+
+
+def ingest_plan(target: object) -> None:
+    for report, run_id, ts in PLAN:
+        invoke(
+            "ingest",
+            target,
+            REPORTS / report,
+            "--run-id",
+            run_id,
+            "--timestamp",
+            ts,
+            "--no-detect",
+            "--branch",
+            "main",
+        )
+
+
+def report(history: Path) -> object:
+    return json.loads(invoke("report", history, "--now", NOW, "--format", "json"))
+
+
+def server_count(url: str, sql: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return int(conn.execute(sql).fetchone()[0])
+
+
+# ---- addresses and credentials ----------------------------------------------------------------
+
+
+def test_addresses() -> None:
+    assert is_server_url("postgresql://h/db") and is_server_url("postgres://h/db")
+    assert not is_server_url("history.db") and not is_server_url(Path("postgresql:/h"))
+    assert mask_url("postgresql://u:s3cr%40t@h:5/db") == "postgresql://u:****@h:5/db"
+    assert mask_url("postgresql://h/db?user=u&password=zz&x=1") == (
+        "postgresql://h/db?user=u&password=****&x=1"
+    )
+    assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert scrub("auth s3cr@t failed", "postgresql://u:s3cr%40t@h/db") == "auth **** failed"
+
+
+def test_wrong_password_is_one_line_and_masked(pg_cluster: Cluster, tmp_path: Path) -> None:
+    url = pg_cluster.url().replace(pg_cluster.password, "not-the-password-42")
+    output = fail("ingest", url, REPORTS / "main-unit.xml", "--no-detect")
+    assert "not-the-password-42" not in output
+    assert "****" in output and "password authentication failed" in output
+
+
+def test_unreachable_server_is_one_line(tmp_path: Path) -> None:
+    output = fail("sync", "postgresql://u:hush-hush@127.0.0.1:1/db", tmp_path / "r.db")
+    assert "hush-hush" not in output and "connecting failed" in output
+
+
+def test_credentials_from_libpq_environment_and_pgpass(
+    pg_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = pg_cluster.create_database()
+    bare = url.replace(f":{pg_cluster.password}@", "@")
+    monkeypatch.setenv("PGPASSWORD", pg_cluster.password)
+    invoke("ingest", bare, REPORTS / "main-unit.xml", "--no-detect", "--run-id", "a")
+    monkeypatch.delenv("PGPASSWORD")
+    pgpass = tmp_path / "pgpass"
+    pgpass.write_text(f"127.0.0.1:{pg_cluster.port}:*:flaketui:{pg_cluster.password}\n")
+    pgpass.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(pgpass))
+    out = invoke("sync", bare, tmp_path / "replica.db")
+    assert "1 run" in out
+    # The password is stored nowhere in the replica.
+    assert pg_cluster.password.encode() not in (tmp_path / "replica.db").read_bytes()
+
+
+def test_without_the_extra_a_one_line_error_names_it(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from flaketui.cli import main\n"
+        "sys.argv = ['flaketui', 'sync', 'postgresql://u:pw@127.0.0.1:1/db', "
+        f"{str(tmp_path / 'r.db')!r}]\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "Error: a postgresql:// history needs psycopg 3: install the PostgreSQL extra: "
+        "pip install 'flaketui[postgres]'"
+    ]
+
+
+# ---- writes, idempotency, sync, reports ----------------------------------------------------------
+
+
+def test_replica_report_equals_direct_ingest(pg_url: str, tmp_path: Path) -> None:
+    direct = tmp_path / "direct.db"
+    ingest_plan(direct)
+    ingest_plan(pg_url)
+    ingest_plan(pg_url)  # idempotent by run id and report file
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    assert report(replica) == report(direct)
+    raw = (
+        "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.message FROM results x"
+        " JOIN runs r ON r.id = x.run JOIN tests t ON t.id = x.test ORDER BY 1, 2, 3"
+    )
+    assert sqlite3.connect(replica).execute(raw).fetchall() == (
+        sqlite3.connect(direct).execute(raw).fetchall()
+    )
+    out = invoke("sync", pg_url, replica)
+    assert "0 runs and 0 results added" in out
+
+
+def test_incremental_sync_pulls_only_new_rows(pg_url: str, tmp_path: Path) -> None:
+    replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
+    for index, (report_name, run_id, ts) in enumerate(PLAN):
+        for target in (pg_url, direct):
+            invoke(
+                "ingest",
+                target,
+                REPORTS / report_name,
+                "--run-id",
+                run_id,
+                "--timestamp",
+                ts,
+                "--no-detect",
+            )
+        if index % 2:
+            invoke("sync", pg_url, replica)
+    out = invoke("sync", pg_url, replica)
+    assert report(replica) == report(direct)
+    assert "0 results added" in invoke("sync", pg_url, replica)
+    assert out
+
+
+def test_merge_both_directions(pg_url: str, tmp_path: Path) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    invoke("ingest", a, REPORTS / "main-unit.xml", "--run-id", "ra", "--no-detect")
+    invoke("ingest", b, REPORTS / "outage-unit.xml", "--run-id", "rb", "--no-detect")
+    out = invoke("merge", pg_url, a, b)
+    assert "2 runs added" in out
+    assert "0 runs added" in invoke("merge", pg_url, a, b)
+    back = tmp_path / "back.db"
+    invoke("merge", back, pg_url)
+    both = tmp_path / "both.db"
+    invoke("merge", both, a, b)
+    assert report(back) == report(both)
+
+
+def test_open_syncs_a_replica_into_the_cache_dir(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flaketui.cli.commands.sync import replica_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    invoke("ingest", pg_url, REPORTS / "main-unit.xml", "--run-id", "r", "--no-detect")
+    path = replica_path(pg_url)
+    assert path.parent == tmp_path / "cache" / "flaketui" / "replicas"
+    assert replica_path(pg_url) == replica_path(mask_url(pg_url).replace("****", "other"))
+    import click
+
+    from flaketui.cli.commands.open import prepare_history
+    from flaketui.core.history.store import open_history
+    from flaketui.core.quarantine.actions import quarantine
+    from flaketui.core.timeutil import parse_iso
+
+    with click.Context(cli):
+        assert prepare_history(pg_url) == path
+        assert sqlite3.connect(path).execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        # The app quarantines a test on the replica...
+        replica = open_history(path, create=False)
+        (test_id,) = replica.conn.execute("SELECT test_id FROM tests LIMIT 1").fetchone()
+        quarantine(replica, tmp_path / "skip.json", test_id, reason="flaky",
+                   now=parse_iso(NOW), config=load_config(tmp_path), source="app")  # fmt: skip
+        replica.conn.close()
+    # ...and its audit row reaches the server when the command ends.
+    assert server_count(pg_url, "SELECT count(*) FROM audit_log WHERE source = 'app'") == 1
+
+
+def test_a_late_commit_with_an_early_change_id_is_never_skipped(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.push import push_history
+    from flaketui.core.history.pg.staging import staging_history
+    from flaketui.core.ingest.writer import ingest_reports
+    from flaketui.core.models import RunMeta
+    from flaketui.core.timeutil import parse_iso
+
+    # Other tests than "early"'s, so that "late" never waits on its uncommitted rows.
+    other = tmp_path / "other.xml"
+    other.write_text(
+        '<testsuite name="s"><testcase classname="other.Mod" name="test_x"/></testsuite>'
+    )
+    invoke("ingest", pg_url, other, "--run-id", "first", "--no-detect")
+    early = connect(pg_url)
+    try:
+        with staging_history() as staged:
+            meta = RunMeta(run_id="early", ts=parse_iso("2026-11-20T10:00:00Z"))
+            ingest_reports(staged, [REPORTS / "main-unit.xml"], meta)
+            tx = early.transaction()
+            tx.__enter__()
+            early.execute("SELECT pg_current_xact_id()")  # its change id is taken first
+            push_history(early, staged, append=True)
+        invoke("ingest", pg_url, other, "--run-id", "late", "--no-detect")
+        replica = tmp_path / "replica.db"
+        invoke("sync", pg_url, replica)
+        # "late" committed, but an older transaction is open: the watermark waits for it.
+        got = sqlite3.connect(replica).execute("SELECT run_id FROM runs").fetchall()
+        assert got == [("first",)]
+        tx.__exit__(None, None, None)
+    finally:
+        early.close()
+    invoke("sync", pg_url, replica)
+    runs = sqlite3.connect(replica).execute("SELECT run_id FROM runs ORDER BY 1").fetchall()
+    assert runs == [("early",), ("first",), ("late",)]
+
+
+def test_a_newer_server_schema_is_refused_in_one_line(pg_url: str, tmp_path: Path) -> None:
+    invoke("ingest", pg_url, REPORTS / "main-unit.xml", "--run-id", "r", "--no-detect")
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE flaketui_meta SET value = '99' WHERE key = 'schema_version'")
+    output = fail("sync", pg_url, tmp_path / "replica.db")
+    assert "schema version 99 is newer" in output and "upgrade flaketui" in output
+    assert not (tmp_path / "replica.db").exists()

@@ -1,0 +1,216 @@
+"""Every writer against a real server: the plugin, incidents, prune, quarantine's audit rows,
+lifecycle --apply; each change reaches a replica through sync."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.cli import cli
+from tests.pgcluster import Cluster
+
+REPORTS = Path(__file__).resolve().parents[2] / "sample_data" / "reports"
+PLUGIN_ARGS = ("-p", "xdist.plugin", "-p", "pytest_rerunfailures", "-p", "flaketui.pytest_plugin")
+SUITE = """
+import pytest
+
+def test_pass():
+    pass
+
+def test_fail():
+    assert False, "token=abc123secret boom"
+
+@pytest.mark.flaky(reruns=1)
+def test_flaky(request):
+    import os
+    if not os.path.exists("marker"):
+        open("marker", "w").close()
+        assert False
+"""
+
+
+def invoke(*args: object, code: int = 0) -> str:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == code, result.output
+    if code:
+        assert len(result.output.strip().splitlines()) == 1, result.output
+    return result.output
+
+
+def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return [tuple(r) for r in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def plain_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("GITHUB_", "GITLAB_", "CI_", "BUILDKITE", "CIRCLE", "JENKINS")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+
+def test_plugin_records_a_session_into_the_server(
+    pytester: pytest.Pytester, pg_url: str, plain_env: None, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", pg_url)
+    result.assert_outcomes(passed=2, failed=1)
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    got = rows(
+        replica,
+        "SELECT t.test_id, x.attempt, x.outcome, x.message IS NOT NULL, r.finished"
+        " FROM results x JOIN tests t ON t.id = x.test JOIN runs r ON r.id = x.run ORDER BY 1, 2",
+    )
+    assert got == [
+        ("test_suite.py::test_fail", 1, "fail", 1, 1),
+        ("test_suite.py::test_flaky", 1, "fail", 1, 1),
+        ("test_suite.py::test_flaky", 2, "pass", 0, 1),
+        ("test_suite.py::test_pass", 1, "pass", 0, 1),
+    ]
+    (message,) = rows(replica, "SELECT message FROM results WHERE outcome = 'fail' LIMIT 1")[0]
+    assert "abc123secret" not in str(message)  # redacted by the ordinary writer
+    assert pg_url.split("@")[0].split(":")[-1] not in result.stdout.str()
+
+
+def test_plugin_with_a_bad_server_is_a_usage_error_with_the_password_masked(
+    pytester: pytest.Pytester, pg_cluster: Cluster, plain_env: None
+) -> None:
+    pytester.makepyfile(test_suite="def test_a():\n    pass\n")
+    url = pg_cluster.url().replace(pg_cluster.password, "wrong-pass-77")
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", url)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "wrong-pass-77" not in result.stderr.str() + result.stdout.str()
+    assert "password authentication failed" in result.stderr.str()
+
+
+def test_incidents_on_the_server_reach_the_replica(pg_url: str, tmp_path: Path) -> None:
+    for name, run_id, ts in (
+        ("main-unit.xml", "r1", "2026-11-20T10:00:00Z"),
+        ("outage-unit.xml", "r2", "2026-11-22T10:00:00Z"),
+    ):
+        invoke(
+            "ingest", pg_url, REPORTS / name, "--run-id", run_id, "--timestamp", ts, "--no-detect"
+        )
+    replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
+    invoke("merge", direct, pg_url)
+    invoke("sync", pg_url, replica)
+    out = invoke(
+        "incident",
+        "add",
+        pg_url,
+        "outage",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-22T23:00:00Z",
+    )
+    assert "tagged 1 run" in out
+    invoke(
+        "incident",
+        "add",
+        direct,
+        "outage",
+        "--from",
+        "2026-11-22T00:00:00Z",
+        "--to",
+        "2026-11-22T23:00:00Z",
+    )
+    assert "1 run updated" in invoke("sync", pg_url, replica)
+    assert rows(replica, "SELECT run_id, incident FROM runs ORDER BY 1") == [
+        ("r1", None),
+        ("r2", "outage"),
+    ]
+
+    def report(db: Path) -> object:
+        return json.loads(invoke("report", db, "--now", "2026-11-30T00:00:00Z", "--format", "json"))
+
+    assert report(replica) == report(direct)
+    assert "1 run counts again" in invoke("incident", "remove", pg_url, "outage")
+    invoke("incident", "remove", direct, "outage")
+    invoke("sync", pg_url, replica)
+    assert report(replica) == report(direct)
+    invoke("incident", "remove", pg_url, "nope", code=1)
+
+
+def test_prune_on_the_server_reaches_the_replica(pg_url: str, tmp_path: Path) -> None:
+    invoke(
+        "ingest",
+        pg_url,
+        REPORTS / "main-unit.xml",
+        "--run-id",
+        "old",
+        "--timestamp",
+        "2020-01-01T00:00:00Z",
+        "--no-detect",
+    )
+    invoke("ingest", pg_url, REPORTS / "outage-unit.xml", "--run-id", "new", "--no-detect")
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    assert "pruned 1 run" in invoke("prune", pg_url, "--older-than", "365")
+    assert "1 pruned" in invoke("sync", pg_url, replica)
+    assert rows(replica, "SELECT run_id FROM runs") == [("new",)]
+    invoke("prune", pg_url, "--older-than", "365", "--vacuum", code=1)
+
+
+def test_quarantine_and_release_audit_rows_land_on_the_server(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    invoke("ingest", pg_url, REPORTS / "outage-unit.xml", "--run-id", "r", "--no-detect")
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    (test_id,) = rows(replica, "SELECT test_id FROM tests ORDER BY test_id LIMIT 1")[0]
+    skip = tmp_path / "skip.json"
+    invoke("quarantine", pg_url, test_id, "--reason", "flaky on CI", "--skip-file", skip)
+    invoke("release", pg_url, test_id, "--reason", "fixed", "--skip-file", skip)
+    invoke("lifecycle", pg_url, "--apply", "--skip-file", skip, "--no-gate")
+    invoke("sync", pg_url, replica)
+    assert rows(replica, "SELECT action, test_id, who != '' FROM audit_log ORDER BY id") == [
+        ("quarantine", test_id, 1),
+        ("release", test_id, 1),
+    ]
+    # Sent once: the next command finds nothing new to send.
+    invoke("lifecycle", pg_url, "--skip-file", skip, "--no-gate")
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone()[0] == 2
+
+
+def test_a_failed_push_keeps_the_run_and_says_how_to_send_it(
+    pytester: pytest.Pytester, pg_cluster: Cluster, plain_env: None
+) -> None:
+    url = pg_cluster.create_database()
+    name = url.rsplit("/", 1)[1]
+    pytester.makepyfile(
+        test_drop=f"""
+import psycopg
+
+def test_the_server_loses_the_database():
+    with psycopg.connect({pg_cluster.url()!r}, autocommit=True) as conn:
+        conn.execute('DROP DATABASE "{name}"')
+"""
+    )
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", url)
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert pg_cluster.password not in output
+    line = next(line for line in output.splitlines() if line.startswith("flaketui:"))
+    kept = Path(line.rsplit(" ", 1)[1])
+    assert "does not exist" in line and "flaketui merge postgresql://" in line
+    assert rows(kept, "SELECT count(*) FROM results") == [(1,)]
+    kept.unlink()
+    kept.parent.rmdir()
