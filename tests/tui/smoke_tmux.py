@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             keys("Down")
             moved_to(before)
             keys("Up", "Enter")
-            wait_for("drill down: detail screen", "Outcome sequence", "Reproduce", "workers")
+            wait_for("drill down: detail screen", "Outcome sequence", "Likely causes", "workers")
             keys("Escape")
             back = wait_for("back to the list", "1 Flaky", "Damage")
             # The line under the table names the highlighted test in full (list cells are
