@@ -42,7 +42,7 @@ _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 # Backslash-escaped in Markdown text after HTML escaping ('$' opens math on GitHub); '&', ';' and
 # '#' stay, since they spell the entities html.escape writes. CI data never starts a line, so
 # the line-start markers ('#', '-', '+', '1.') need no escape.
-_MD_SPECIALS = re.compile(r"([\\`*_{}\[\]()!|~$])")
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()!|~$])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
@@ -239,7 +239,7 @@ def md_text(value: object) -> str:
     flat = "" if value is None else one_line(value)
     if not flat:
         return "-"
-    return _MD_SPECIALS.sub(r"\\\1", html.escape(flat, quote=True))
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(flat, quote=True))
 
 
 def _shorten(text: str | None) -> str | None:
