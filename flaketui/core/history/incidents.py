@@ -148,16 +148,10 @@ def _matching_runs(
     return [(int(pk), incident) for pk, incident in rows]
 
 
-def add_incident(
-    db: sqlite_utils.Database,
-    tag: str,
-    *,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    signature: str | None = None,
-    note: str | None = None,
-) -> IncidentChange:
-    """Record an incident rule and tag the untagged runs it matches, in one transaction."""
+def incident_rule(
+    tag: str, *, start: datetime | None, end: datetime | None, signature: str | None
+) -> tuple[str, str | None, str | None]:
+    """A new incident's tag and window as stored, or IncidentError when the rule is not one."""
     tag = tag.strip()
     if not tag:
         raise IncidentError("an incident needs a non-empty tag")
@@ -170,28 +164,60 @@ def add_incident(
     end_ts = to_iso(end) if end is not None else None
     if start_ts is not None and end_ts is not None and end_ts < start_ts:
         raise IncidentError(f"window ends ({end_ts}) before it starts ({start_ts})")
+    return tag, start_ts, end_ts
+
+
+def split_matched(matched: Sequence[tuple[int, str | None]], tag: str) -> tuple[list[int], int]:
+    """The untagged runs to tag, and how many keep another tag (one tag per run, first wins)."""
+    free = [pk for pk, incident in matched if incident is None]
+    other = sum(1 for _pk, incident in matched if incident is not None and incident != tag)
+    return free, other
+
+
+def incident_change(
+    tag: str,
+    start_ts: str | None,
+    end_ts: str | None,
+    signature: str | None,
+    *,
+    tagged: int,
+    other: int,
+) -> IncidentChange:
+    """What adding an incident did, as the commands report it."""
+    return IncidentChange(
+        tag=tag,
+        kind="signature" if signature is not None else "window",
+        runs_tagged=tagged,
+        runs_already_tagged=other,
+        start=parse_iso(start_ts) if start_ts else None,
+        end=parse_iso(end_ts) if end_ts else None,
+        signature=signature,
+    )
+
+
+def add_incident(
+    db: sqlite_utils.Database,
+    tag: str,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    signature: str | None = None,
+    note: str | None = None,
+) -> IncidentChange:
+    """Record an incident rule and tag the untagged runs it matches, in one transaction."""
+    tag, start_ts, end_ts = incident_rule(tag, start=start, end=end, signature=signature)
     conn = db.conn
     with transaction(conn):
         full_hash = _resolve_signature(conn, signature) if signature is not None else None
         matched = _matching_runs(conn, start=start_ts, end=end_ts, signature=full_hash)
-        # A run keeps the incident it already has: one tag per run, first tag wins.
-        free = [pk for pk, incident in matched if incident is None]
-        other = sum(1 for _pk, incident in matched if incident is not None and incident != tag)
+        free, other = split_matched(matched, tag)
         conn.execute(
             "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (tag, start_ts, end_ts, full_hash, to_iso(utc_now()), note),
         )
         tagged = set_incident(conn, free, tag)
-    return IncidentChange(
-        tag=tag,
-        kind="signature" if full_hash is not None else "window",
-        runs_tagged=tagged,
-        runs_already_tagged=other,
-        start=parse_iso(start_ts) if start_ts else None,
-        end=parse_iso(end_ts) if end_ts else None,
-        signature=full_hash,
-    )
+    return incident_change(tag, start_ts, end_ts, full_hash, tagged=tagged, other=other)
 
 
 def apply_incidents(db: sqlite_utils.Database, run_pks: Sequence[int] | None = None) -> int:

@@ -12,9 +12,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from flaketui.core.history.incidents import IncidentChange, IncidentError
+from flaketui.core.history.incidents import (
+    IncidentChange,
+    IncidentError,
+    incident_change,
+    incident_rule,
+    split_matched,
+)
 from flaketui.core.history.prune import PruneError
-from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+from flaketui.core.timeutil import to_iso, utc_now
 
 INCIDENT_LOCK = 0x666C6963  # the push's incident lock: rules change one writer at a time
 
@@ -71,38 +77,19 @@ def add_server_incident(
     note: str | None = None,
 ) -> IncidentChange:
     """add_incident on the server."""
-    tag = tag.strip()
-    if not tag:
-        raise IncidentError("an incident needs a non-empty tag")
-    if (start is not None or end is not None) == (signature is not None):
-        raise IncidentError("give either a window (--from and --to) or --signature, not both")
-    if signature is None and (start is None or end is None):
-        raise IncidentError("a window incident needs both --from and --to")
-    start_ts = to_iso(start) if start is not None else None
-    end_ts = to_iso(end) if end is not None else None
-    if start_ts is not None and end_ts is not None and end_ts < start_ts:
-        raise IncidentError(f"window ends ({end_ts}) before it starts ({start_ts})")
+    tag, start_ts, end_ts = incident_rule(tag, start=start, end=end, signature=signature)
     with pg.transaction():
         pg.execute("SELECT pg_advisory_xact_lock(%s)", (INCIDENT_LOCK,))
         full = _resolve_signature(pg, signature) if signature is not None else None
         matched = _matching(pg, start_ts, end_ts, full, None)
-        free = [pk for pk, incident in matched if incident is None]
-        other = sum(1 for _pk, incident in matched if incident is not None and incident != tag)
+        free, other = split_matched(matched, tag)
         pg.execute(
             "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
             " VALUES (%s, %s, %s, %s, %s, %s)",
             (tag, start_ts, end_ts, full, to_iso(utc_now()), note),
         )
         tagged = _tag(pg, free, tag)
-    return IncidentChange(
-        tag=tag,
-        kind="signature" if full is not None else "window",
-        runs_tagged=tagged,
-        runs_already_tagged=other,
-        start=parse_iso(start_ts) if start_ts else None,
-        end=parse_iso(end_ts) if end_ts else None,
-        signature=full,
-    )
+    return incident_change(tag, start_ts, end_ts, full, tagged=tagged, other=other)
 
 
 def remove_server_incident(pg: Any, tag: str) -> int:
