@@ -48,6 +48,9 @@ class FlaketuiApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "flaketui"
     COMMANDS = App.COMMANDS | {FlaketuiCommands}
+    # Screens carry `-short` below 30 lines: the dialogs fit a 24-line terminal (dialogs.tcss).
+    # (Textual annotates it as an attribute of the instance, hence no ClassVar here.)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", tooltip="Leave flaketui", priority=True)
     ]
