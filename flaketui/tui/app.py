@@ -20,6 +20,7 @@ from flaketui.tui.actionmodel import quarantine_reason
 from flaketui.tui.cache import export_folder, shown
 from flaketui.tui.commands import FlaketuiCommands
 from flaketui.tui.loaders import (
+    IMPORT_LOCK,
     QuarantineRequest,
     Source,
     export_tests,
@@ -269,7 +270,8 @@ class FlaketuiApp(App[None]):
         first Enter, `?`, `q` or `e` on the UI thread.
         """
         for screen in ("detail", "help", "quarantine_modal", "export_modal"):
-            importlib.import_module(f"flaketui.tui.screens.{screen}")
+            with IMPORT_LOCK:
+                importlib.import_module(f"flaketui.tui.screens.{screen}")
 
     def run_write(self, job: Callable[[], str], *, reload: bool = True) -> None:
         """Run a write in its own worker group, which no load cancels."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ class MainData:
     skip: SkipFile | None = None
     extras_loaded: bool = False  # lifecycle states and suites arrived (load_extras)
     groups_loaded: bool = True  # False while the report's families and signatures are to come
+    causes_loaded: bool = False  # the flaky tests' and families' likely causes are in the report
 
 
 @dataclass(slots=True)
@@ -90,9 +92,16 @@ class DetailData:
     repro: str
 
 
+# Held by the app's threads while they import a module first needed late: Python 3.11 may fail
+# with "AST constructor recursion depth mismatch" when two threads compile source at once
+# (each first import of a module whose cached bytecode is stale or absent does).
+IMPORT_LOCK = threading.RLock()
+
+
 def _core(name: str) -> Any:
     """A core module, imported when first needed (the app starts before heavy modules load)."""
-    return importlib.import_module(f"flaketui.core.{name}")
+    with IMPORT_LOCK:
+        return importlib.import_module(f"flaketui.core.{name}")
 
 
 def history_stamp(path: Path) -> tuple[int, ...]:
@@ -185,7 +194,8 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
 
 def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None, None]:
     """From one read snapshot (see core.report.report_stages): the first screen's data (tests
-    ranked, no groups yet), then the complete report, then the lifecycle states and suites."""
+    ranked, no groups yet), then the complete report, then the lifecycle states and suites,
+    then the complete report with the likely causes of its flaky tests and families."""
     report_mod = _core("scoring.report")
     stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
@@ -201,6 +211,7 @@ def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None
             report: Report = next(stages)
             yield report
             yield Extras(_lifecycle_states(db, report, source, skip), suites_of(db))
+            yield _core("scoring.causes").attach_causes(db, report, source.config)
 
 
 def load_extras(source: Source, data: MainData) -> Extras:
@@ -209,6 +220,13 @@ def load_extras(source: Source, data: MainData) -> Extras:
         lifecycle = _lifecycle_states(db, data.report, source, data.skip)
         suites = suites_of(db)
     return Extras(lifecycle, suites)
+
+
+def load_causes(source: Source, report: Report) -> Report:
+    """The report with the likely causes of its flaky tests and families (see load_in_stages)."""
+    with reading(source.path) as db:
+        with_causes: Report = _core("scoring.causes").attach_causes(db, report, source.config)
+    return with_causes
 
 
 def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:
