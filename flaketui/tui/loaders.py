@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -229,8 +229,18 @@ def load_causes(source: Source, report: Report) -> Report:
     return with_causes
 
 
-def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:
-    """The outcome sequence, signatures, worker pivot and trend of one test or family."""
+def load_detail(
+    source: Source,
+    item: TestVerdict | GroupVerdict,
+    report: Report,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> DetailData:
+    """The outcome sequence, signatures, worker pivot and trend of one test or family.
+
+    progress(done, steps, what) is called as each of the three reads begins.
+    """
+    step = progress or (lambda done, steps, what: None)
     # Only here: the first load (read while the UI starts) does not pay for these imports.
     from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
 
@@ -240,10 +250,13 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
     key = item.test_id if isinstance(item, TestVerdict) else item.key
     config = source.config
     with reading(source.path) as db:
+        step(0, 3, "outcomes")
         outcomes = detail.outcome_sequence(db, key, now=report.now, config=config)
         if not is_test:
             outcomes = pool_by_run(outcomes)
+        step(1, 3, "signatures")
         signatures = detail.signatures_of(db, key, now=report.now, config=config)
+        step(2, 3, "worker pivot")
         pivot = pivot_mod.worker_pivot(db, key, now=report.now, config=config)
     # A family's pooled series comes with the report's groups, as a test's does.
     daily = list(item.daily_scores)
