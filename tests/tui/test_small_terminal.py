@@ -137,3 +137,15 @@ async def test_the_dialogs_fit_a_24_line_terminal(history: Path, tmp_path: Path)
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         assert _inside(app.screen.query_one("#help-dialog"), screen)
+
+
+async def test_an_empty_views_hint_wraps_whole_at_80_columns(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        await pilot.press("3")  # nothing quarantined yet
+        await _settle(pilot)
+        hint = app.screen.query_one("#loading")
+        text = str(hint.render())
+        assert text.startswith("Nothing quarantined in ") and text.endswith("and press q.")
+        assert hint.region.height >= 2 and len(text) > hint.content_region.width
