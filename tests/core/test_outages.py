@@ -226,3 +226,30 @@ def test_ingest_proposes_and_the_cli_reviews(
         .endswith(f"no proposed outage tagged {tag!r} (see flaketui incident list --proposed)")
     )
     assert "Traceback" not in again.output
+
+
+def _as_diagnose(db: sqlite_utils.Database, run_ids: list[str]) -> None:
+    db.conn.executemany(
+        "UPDATE runs SET source = 'diagnose', suite = 'diagnose' WHERE run_id = ?",
+        [(run_id,) for run_id in run_ids],
+    )
+
+
+def test_diagnose_runs_neither_make_nor_end_an_outage(tmp_path: Path) -> None:
+    """Experiments fail tests on purpose and pass them at will: they are not CI evidence."""
+    db = open_history(tmp_path / "d.db")
+    hb = HistoryBuilder(db)
+    # Six tests failing with one message in a diagnose run, all passing in CI later.
+    _suite_run(hb, T0, 40, 6, "RuntimeError: injected")
+    _suite_run(hb, T0 + timedelta(hours=3), 40, 0, "RuntimeError: injected")
+    _as_diagnose(db, ["run-00001"])
+    assert find_outages(db.conn, now=NOW, config=Config()) == []
+    # A CI run failing six tests, seen passing again only in diagnose runs: it has not passed.
+    _suite_run(hb, T0 + timedelta(hours=10), 40, 6, "ConnectionError: db down")
+    _suite_run(hb, T0 + timedelta(hours=13), 40, 0, "ConnectionError: db down")
+    _as_diagnose(db, ["run-00004"])
+    assert find_outages(db.conn, now=NOW, config=Config()) == []
+    # The same pass from CI ends it.
+    _suite_run(hb, T0 + timedelta(hours=14), 40, 0, "ConnectionError: db down")
+    (found,) = find_outages(db.conn, now=NOW, config=Config())
+    assert found.run_ids == ["run-00003"] and found.failed_tests == 6
