@@ -289,3 +289,51 @@ def proposed_outages(conn: sqlite3.Connection) -> list[dict[str, object]]:
             }
         )
     return out
+
+
+def pending_outages(conn: sqlite3.Connection) -> list[Outage]:
+    """The proposals awaiting review with their evidence, oldest first: for the app's review.
+
+    Read from what each proposal excludes (its incident row and the runs tagged with it), so
+    a proposal shows the same evidence whatever window the scores are computed over.
+    """
+    pending = [tag for tag, state in reviews(conn).items() if state == PROPOSED]
+    found: list[Outage] = []
+    for tag in pending:
+        row = conn.execute(
+            "SELECT i.start_ts, i.end_ts, i.signature, coalesce(s.text, '') FROM incidents i "
+            "LEFT JOIN signatures s ON s.hash = i.signature WHERE i.tag = ?",
+            (tag,),
+        ).fetchone()
+        if row is None or row[0] is None or row[1] is None:
+            continue  # not an outage proposal's row (removed, or tagged by hand)
+        start, end, sig, text = row
+        pks = [
+            int(pk)
+            for (pk,) in conn.execute(
+                "SELECT id FROM runs WHERE incident = ? ORDER BY ts, id", (tag,)
+            )
+        ]
+        failed = conn.execute(
+            "SELECT count(DISTINCT tr.test) FROM test_runs tr "
+            "JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
+            "WHERE r.incident = ? AND tr.bad = 1 AND s.hash = ?",
+            (tag, sig),
+        ).fetchone()[0]
+        ran, suites, run_ids = _runs_facts(conn, pks)
+        found.append(
+            Outage(
+                tag=tag,
+                signature=str(sig or ""),
+                signature_text=str(text),
+                start=parse_iso(start),
+                end=parse_iso(end),
+                run_pks=pks,
+                run_ids=run_ids,
+                failed_tests=int(failed),
+                tests=ran,
+                suites=suites,
+                status=PROPOSED,
+            )
+        )
+    return sorted(found, key=lambda outage: (outage.start, outage.tag))
