@@ -16,6 +16,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.outages import (
     accept_outage,
     find_outages,
+    pending_outages,
     proposed_outages,
     record_outages,
     reject_outage,
@@ -253,3 +254,17 @@ def test_diagnose_runs_neither_make_nor_end_an_outage(tmp_path: Path) -> None:
     _suite_run(hb, T0 + timedelta(hours=14), 40, 0, "ConnectionError: db down")
     (found,) = find_outages(db.conn, now=NOW, config=Config())
     assert found.run_ids == ["run-00003"] and found.failed_tests == 6
+
+
+def test_pending_outages_carry_the_evidence_of_what_they_exclude(tmp_path: Path) -> None:
+    db, sim = _outage_history(tmp_path, seed=8)
+    now = sim.now  # type: ignore[attr-defined]
+    recorded = record_outages(db, now=now, config=Config())
+    pending = pending_outages(db.conn)
+    assert [(o.tag, o.run_ids, o.failed_tests, o.tests, o.signature) for o in pending] == [
+        (o.tag, o.run_ids, o.failed_tests, o.tests, o.signature) for o in recorded
+    ]
+    assert all(o.status == "proposed" and o.signature_text for o in pending)
+    reject_outage(db, recorded[0].tag)
+    accept_outage(db, recorded[1].tag)
+    assert [o.tag for o in pending_outages(db.conn)] == [recorded[2].tag]
