@@ -215,6 +215,10 @@ def test_ingest_proposes_and_the_cli_reviews(
     assert "6 of 10 tests failed with one signature in 1 run" in listed.output
     assert "excluded from scoring, awaiting review" in listed.output
     tag = listed.output.split()[1].rstrip(":")
+    everything = runner.invoke(cli, ["incident", "list", db, "--now", later])
+    assert f"{tag}: 1 run, suspected outage 2026-11-01T10:00:00Z .. 2026-11-01T10:00:00Z" in (
+        everything.output
+    ), everything.output
     report_json = runner.invoke(cli, ["report", db, "--now", later, "--format", "json"])
     assert f'"tag": "{tag}"' in report_json.output
     rejected = runner.invoke(cli, ["incident", "reject", db, tag])
