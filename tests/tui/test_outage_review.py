@@ -323,3 +323,27 @@ def test_review_screen_snapshot(
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 30), run_before=run_before)
+
+
+async def test_the_sample_shows_its_outages_and_its_interrupted_run(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "history.db"
+    shutil.copyfile(sample_history, target)
+    app = _app(target, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        text = _banner(app)
+        ranked = [t.test_id for t in app.main_screen.data.report.tests if t.rank][:3]
+        await pilot.press("o")
+        await _settle(pilot)
+        listed = _listed(app)
+    assert "2 suspected outages excluded from scoring" in text
+    assert "1 interrupted run, counted only for the tests it recorded" in text
+    assert "tests/search/test_ranking.py::test_rank_ties_stable" in ranked
+    assert [line.split()[0][:20] for line in listed] == [
+        "outage-20261001-1015",
+        "outage-20261124-1153",
+    ]
+    assert "25 of 31 distinct tests failed with one signature in 1 run" in listed[0]
+    assert "20 of 126 distinct tests failed with one signature in 3 runs" in listed[1]
