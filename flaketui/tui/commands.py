@@ -26,6 +26,7 @@ COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("Quarantine test", "Write a skip-file entry and an audit row", "app.quarantine", "any"),
     ("Release test", "Remove the skip-file entry", "app.release", "any"),
     ("Export current view", "Write json, csv, markdown, deselect or list", "app.export", "main"),
+    ("Review suspected outages", "Accept or reject outages excluded", "outages", "main"),
     ("Reload history", "Read the history again", "reload", "any"),
     ("Help", "Keys and columns", "app.help", "any"),
 )
@@ -45,7 +46,11 @@ class FlaketuiCommands(Provider):
             if isinstance(self.screen, DetailScreen)
             else "other"
         )
-        return [(t, h, a) for t, h, a, s in COMMANDS if s in ("any", scope)]
+        return [
+            (t, h, a)
+            for t, h, a, s in COMMANDS
+            if s in ("any", scope) and self.screen.check_action(a, ()) is not False
+        ]
 
     async def _run(self, action: str) -> None:
         await self.app.run_action(action, self.screen)

@@ -330,6 +330,30 @@ def release_test(source: Source, test_id: str, now: datetime) -> str:
     return f"Released {what} from {source.skip_display or source.skip_path}"
 
 
+def load_outages(source: Source) -> list[Any]:
+    """The suspected outages awaiting review (core.history.outages.Outage), oldest first."""
+    outages = _core("history.outages")
+    with reading(source.path) as db:
+        pending: list[Any] = outages.pending_outages(db.conn)
+    return pending
+
+
+def review_outage(source: Source, tag: str, *, accept: bool) -> str:
+    """Accept or reject one proposed outage, as `flaketui incident accept|reject` do.
+
+    Returns the notification text.
+    """
+    outages = _core("history.outages")
+    with writing(source.path) as db:
+        if accept:
+            runs = outages.accept_outage(db, tag)
+            stay = "stays" if runs == 1 else "stay"
+            return f"Outage {tag} accepted: {plural(runs, 'run')} {stay} excluded from scoring"
+        runs = outages.reject_outage(db, tag)
+        counts = "counts" if runs == 1 else "count"
+        return f"Outage {tag} rejected: {plural(runs, 'run')} {counts} again"
+
+
 EXPORT_FORMATS = ("json", "csv", "markdown", "deselect", "list")
 
 

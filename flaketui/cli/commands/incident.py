@@ -93,6 +93,8 @@ def _describe(item: Incident) -> str:
         rule = f"signature {item.signature} {item.signature_text or ''}".rstrip()
     elif item.kind == "window":
         rule = f"window {span}"
+    elif item.kind == "outage":
+        rule = f"suspected outage {span}"
     else:
         rule = f"tagged at ingest {span}".rstrip()
     # The ingest writer's own note only repeats the origin.

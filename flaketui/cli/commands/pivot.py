@@ -46,6 +46,7 @@ def pivot_json(pivot: Pivot, *, now_was_clamped: bool) -> dict[str, Any]:
         "now_was_clamped": now_was_clamped,
         "runs": pivot.runs,
         "bad_runs": pivot.bad_runs,
+        "interrupted_runs": pivot.interrupted_runs,
         "by_worker_count": [
             {"worker_count": int(row.key), **_row_dict(row)} for row in pivot.by_worker_count
         ],
@@ -53,6 +54,13 @@ def pivot_json(pivot: Pivot, *, now_was_clamped: bool) -> dict[str, Any]:
             {"worker_id": row.key or None, **_row_dict(row)} for row in pivot.by_worker_id
         ],
     }
+
+
+def interrupted_line(count: int) -> str:
+    """What the text output says of interrupted runs (nothing when there are none)."""
+    if not count:
+        return ""
+    return f"{plural(count, 'interrupted run')} among them (scored for the tests they recorded)"
 
 
 def _table(title: str, rows: list[PivotRow]) -> list[str]:
@@ -100,6 +108,7 @@ def dimension_pivot_json(pivot: DimensionPivot, *, now_was_clamped: bool) -> dic
         "now_was_clamped": now_was_clamped,
         "runs": pivot.runs,
         "bad_runs": pivot.bad_runs,
+        "interrupted_runs": pivot.interrupted_runs,
         "by": {dim: [_dimension_row(row) for row in rows] for dim, rows in pivot.by.items()},
         "causes": [suspect_dict(s) for s in pivot.suspects],
     }
@@ -151,6 +160,8 @@ def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str, by: 
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
     click.echo(f"{pivot.key} ({what}) as of {to_iso(moment)}{clock}")
     click.echo(f"{plural(pivot.runs, 'counted run')}, {pivot.bad_runs} bad (first attempt failed)")
+    if pivot.interrupted_runs:
+        click.echo(interrupted_line(pivot.interrupted_runs))
     if not pivot.runs:
         return
     click.echo("")
@@ -167,6 +178,8 @@ def _show_dimensions(pivot: DimensionPivot, fmt: str, clamped: bool) -> None:
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
     click.echo(f"{pivot.key} ({what}) as of {to_iso(pivot.now)}{clock}")
     click.echo(f"{pivot.runs} counted runs, {pivot.bad_runs} bad (first attempt failed)")
+    if pivot.interrupted_runs:
+        click.echo(interrupted_line(pivot.interrupted_runs))
     if not pivot.runs:
         return
     for dimension, rows in pivot.by.items():

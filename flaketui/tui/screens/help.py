@@ -27,11 +27,16 @@ HELP = """\
 | `t` / `b` | cycle the suite / branch-kind filter |
 | `q` / `u` | quarantine / release (writes the skip file and the audit log) |
 | `e` | export the current view |
+| `o` | review the suspected outages excluded from scoring (the line above the tabs counts them) |
 | `r` | reload (the app also reloads when CI writes into the history) |
 | `Ctrl+P` | command palette: every action |
 | `Ctrl+Q` | quit |
 
 **Keys — detail**: `c` copies the reproduction command, `Esc` goes back.
+
+**Keys — suspected outages** (`o`): `a` accepts the one under the cursor (its runs stay out of
+scoring, as an incident), `x` rejects it (its runs count again; it is never proposed again),
+`Esc` goes back. The ranking reloads after each decision.
 
 **Columns**: *Damage* is expected blocked merges per week (flake-rate lower bound × runs per
 week × blast radius), the default ranking. *Recency* is the decayed score (14-day half-life)

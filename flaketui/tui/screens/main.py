@@ -33,6 +33,7 @@ from flaketui.tui.viewmodel import (
     build_rows,
     columns_for,
 )
+from flaketui.tui.widgets.banner import TrustBanner
 from flaketui.tui.widgets.fields import text_input
 from flaketui.tui.widgets.flake_table import FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
@@ -74,6 +75,7 @@ class MainScreen(Screen[None]):
         Binding("q", "app.quarantine", "Quarantine", tooltip="Quarantine the test (skip file)"),
         Binding("u", "app.release", "Release", tooltip="Remove the test from the skip file"),
         Binding("e", "app.export", "Export", tooltip="Export the current view to a file"),
+        Binding("o", "outages", "Outages", tooltip="Review the suspected outages excluded"),
         Binding("r", "reload", "Reload", tooltip="Read the history again"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -102,6 +104,7 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         """Header, tabs, table, the highlighted test's reason and trend, footer."""
         yield HistoryHeader(id="header")
+        yield TrustBanner(id="banner")
         yield ViewTabs(
             [(v, f"{i} {VIEW_TITLES[v]}") for i, v in enumerate(VIEWS, start=1)], id="views"
         )
@@ -249,6 +252,8 @@ class MainScreen(Screen[None]):
             self.query_one(HistoryHeader).show(
                 self.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
             )
+            self.query_one(TrustBanner).show(self.data.report)
+            self.refresh_bindings()  # `o` is offered only while outages await review
 
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:
@@ -531,6 +536,18 @@ class MainScreen(Screen[None]):
         self.branch_kind = next_in_cycle(list(BRANCH_KIND_CYCLE), self.branch_kind)
         self.notify(f"Branch kind: {self.branch_kind or 'all'}", timeout=2)
         self.reload()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Offer `o` (footer, key, palette) only while suspected outages await review."""
+        if action == "outages":
+            return self.data is not None and bool(self.data.report.proposed_incidents)
+        return True
+
+    def action_outages(self) -> None:
+        """Review the suspected outages excluded from scoring."""
+        from flaketui.tui.screens.outages import OutagesScreen
+
+        self.app.push_screen(OutagesScreen())
 
     def action_reload(self) -> None:
         """Read the history again."""
