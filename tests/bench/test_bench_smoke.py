@@ -135,6 +135,7 @@ def test_app_prints_first_screen_ratios_and_stalls_idle_and_busy(
     for prefix in ("", "busy_"):
         assert out[f"{prefix}first_screen_s"] > 0 and out[f"{prefix}bare_app_s"] > 0
         assert out[f"{prefix}ratio"] > 0 and out[f"{prefix}max_stall_ms"] >= 0
+        assert out[f"{prefix}cold_first_screen_s"] > 0 and out[f"{prefix}cold_ratio"] > 0
 
 
 def test_the_busy_condition_runs_one_spinning_process_and_stops_it(bench: Any) -> None:
