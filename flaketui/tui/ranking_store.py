@@ -18,7 +18,7 @@ from flaketui import __version__
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import Report
-from flaketui.core.scoring.stored import report_from_data, report_to_data
+from flaketui.core.scoring.stored import read_head, report_from_lines, report_lines
 from flaketui.tui.cache import cache_home
 from flaketui.tui.loaders import Source
 
@@ -48,20 +48,21 @@ def _identity(source: Source) -> str:
 def load_ranking(source: Source) -> Report | None:
     """The ranking kept for `source`, or None when there is none it can use."""
     try:
-        data = json.loads(ranking_file(source).read_bytes())
-        if not isinstance(data, dict) or data.get("identity") != _identity(source):
-            return None
-        return report_from_data(data.get("report"))
-    except (OSError, ValueError):
+        with ranking_file(source).open(encoding="utf-8") as lines:
+            head = read_head(next(lines, ""))
+            if head.get("identity") != _identity(source):
+                return None
+            return report_from_lines(head, lines)
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
 
 
 def keep_ranking(source: Source, report: Report) -> None:
     """Keep `report` as the ranking to show first next time; a failure only loses the copy."""
     target = ranking_file(source)
-    data = {"identity": _identity(source), "report": report_to_data(report)}
+    text = "\n".join(report_lines(report, {"identity": _identity(source)})) + "\n"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, json.dumps(data, separators=(",", ":")).encode())
+        write_atomically(target, text.encode())
     except (OSError, FlaketuiError):
         pass

@@ -12,8 +12,9 @@ import pytest
 from tui_history import NOW
 
 from flaketui.core.config import Config
+from flaketui.core.scoring.causes import Suspect
 from flaketui.core.scoring.results import Report
-from flaketui.core.scoring.stored import report_from_data, report_to_data
+from flaketui.core.scoring.stored import read_head, report_from_lines, report_lines
 from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.loaders import load_main
 from flaketui.tui.ranking_store import keep_ranking, load_ranking, ranking_file
@@ -27,26 +28,42 @@ def _complete(history: Path, tmp_path: Path) -> Report:
     return load_main(source, suite=None, branch_kind=None).report
 
 
+def _round_trip(lines: list[str]) -> Report:
+    return report_from_lines(read_head(lines[0]), iter(lines[1:]))
+
+
 def test_a_report_survives_the_round_trip_through_json(history: Path, tmp_path: Path) -> None:
     report = _complete(history, tmp_path)
     assert report.families and report.tests
-    again = report_from_data(json.loads(json.dumps(report_to_data(report))))
-    assert again == report
+    suspect = Suspect("runner_host", "ci-7", 5, 9, 0.56, 2, 80, 0.03, 0.001, 0.0002, "host ci-7")
+    report.tests[0] = replace(report.tests[0], causes=[suspect])
+    lines = list(report_lines(report, {"identity": "x"}))
+    assert len(lines) == 1 + len(report.tests) + len(report.families) + len(report.signatures)
+    assert read_head(lines[0])["identity"] == "x"
+    assert _round_trip(lines) == report
 
 
-@pytest.mark.parametrize("broken", ["layout", "now", "tests", "scores"])
-def test_data_of_another_layout_is_refused(history_report: Report, broken: str) -> None:
-    data = report_to_data(history_report)
+@pytest.mark.parametrize("broken", ["layout", "now", "sizes", "a test", "scores", "too few"])
+def test_lines_of_another_layout_are_refused(history_report: Report, broken: str) -> None:
+    lines = list(report_lines(history_report, {}))
+    head = json.loads(lines[0])
     if broken == "layout":
-        data["layout"] = 0
+        head["layout"] = 0
     elif broken == "now":
-        del data["now"]
-    elif broken == "tests":
-        data["tests"] = [{"test_id": "x"}]
+        del head["now"]
+    elif broken == "sizes":
+        head["sizes"] = [1]
+    elif broken == "a test":
+        lines[1] = json.dumps({"test_id": "x"})
+    elif broken == "scores":
+        test = json.loads(lines[1])
+        test["scores"] = [1, 2]
+        lines[1] = json.dumps(test)
     else:
-        data["tests"][0]["scores"] = [1, 2]
+        lines = lines[:-1]
+    lines[0] = json.dumps(head)
     with pytest.raises(ValueError, match="layout"):
-        report_from_data(data)
+        _round_trip(lines)
 
 
 @pytest.fixture
@@ -89,7 +106,10 @@ def test_a_kept_ranking_made_otherwise_is_not_shown(history: Path, tmp_path: Pat
         read.stop()
 
 
-@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"identity": 1}', b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"{", b"[]", b'{"identity": 1}', b"\xff\xfe", b'{"layout": 1}\n{'],
+)
 def test_an_unreadable_kept_ranking_is_not_used(
     history: Path, tmp_path: Path, content: bytes
 ) -> None:

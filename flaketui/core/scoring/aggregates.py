@@ -495,6 +495,7 @@ cum AS (
         sum(n) OVER upto AS nl, sum(k) OVER upto AS kl,
         sum(n) OVER whole AS nt, sum(k) OVER whole AS kt,
         count(*) OVER whole AS days, row_number() OVER upto AS i,
+        min(CASE WHEN k > 0 THEN day END) OVER whole AS first_bad_day,
         min(CASE WHEN k > 0 THEN day END) OVER after AS next_bad
     FROM per_day
     WINDOW upto AS (PARTITION BY key ORDER BY day ROWS UNBOUNDED PRECEDING),
@@ -503,27 +504,27 @@ cum AS (
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 scored AS (
-    SELECT key, day, nl, kl, nt, kt, days, next_bad,
-        {_LL.format(k="kl", n="nl")} + {_LL.format(k="(kt - kl)", n="(nt - nl)")} AS ll
-    FROM cum WHERE i < days
+    SELECT key, day, nl, kl, nt, kt, days, first_bad_day, next_bad,
+        CASE WHEN i < days THEN
+            {_LL.format(k="kl", n="nl")} + {_LL.format(k="(kt - kl)", n="(nt - nl)")}
+        END AS ll
+    FROM cum
 ),
-best AS MATERIALIZED (
-    SELECT key, day, nl, kl, ll, next_bad FROM (
-        SELECT key, day, nl, kl, ll, next_bad,
-            row_number() OVER (PARTITION BY key ORDER BY ll DESC, day) AS pick
+best AS (
+    SELECT * FROM (
+        SELECT scored.*,
+            row_number() OVER (PARTITION BY key ORDER BY ll IS NULL, ll DESC, day) AS pick
         FROM scored
     ) WHERE pick = 1
-),
-totals AS (
-    SELECT key, sum(n) AS nt, sum(k) AS kt, count(*) AS days,
-        min(CASE WHEN k > 0 THEN day END) AS first_bad_day
-    FROM per_day GROUP BY key
 )
-SELECT t.key, t.nt AS runs, t.kt AS bad, t.days, t.first_bad_day,
-    {_LL.format(k="t.kt", n="t.nt")} AS whole_ll,
-    b.day AS split_day, b.nl AS runs_before, b.kl AS bad_before, b.ll AS split_ll,
-    b.next_bad AS first_bad_after
-FROM totals t LEFT JOIN best b ON b.key = t.key
+SELECT key, nt AS runs, kt AS bad, days, first_bad_day,
+    {_LL.format(k="kt", n="nt")} AS whole_ll,
+    CASE WHEN ll IS NOT NULL THEN day END AS split_day,
+    CASE WHEN ll IS NOT NULL THEN nl END AS runs_before,
+    CASE WHEN ll IS NOT NULL THEN kl END AS bad_before,
+    ll AS split_ll,
+    CASE WHEN ll IS NOT NULL THEN next_bad END AS first_bad_after
+FROM best
 """
 
 

@@ -1,15 +1,18 @@
-"""A report as plain JSON data and back, for a ranking kept between two openings of the app.
+"""A report as lines of JSON and back, for a ranking kept between two openings of the app.
 
-`report_to_data` keeps every field of the report, its tests, groups and suspects;
-`report_from_data` rebuilds the same objects (equal field by field), or raises ValueError on
-data it does not recognise. The data names the layout version (LAYOUT): a reader of another
-layout treats the data as absent.
+`report_lines` keeps every field of the report, its tests, groups and suspects;
+`report_from_lines` rebuilds the same objects (equal field by field), or raises ValueError on
+lines it does not recognise. The head line names the layout version (LAYOUT): a reader of
+another layout treats the lines as absent.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Iterator, Mapping
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from flaketui.core.scoring.causes import Suspect
@@ -74,37 +77,59 @@ def _item_from(kind: type[TestVerdict] | type[GroupVerdict], data: dict[str, Any
     return kind(**fields)
 
 
-def report_to_data(report: Report) -> dict[str, Any]:
-    """The report as JSON-ready data (lists, dicts, strings and numbers)."""
-    return {
-        "layout": LAYOUT,
-        "now": report.now.isoformat(),
-        "window_days": report.window_days,
-        "config": report.config,
-        "now_was_clamped": report.now_was_clamped,
-        "proposed_incidents": report.proposed_incidents,
-        "interrupted_runs": report.interrupted_runs,
-        "tests": [_item(t) for t in report.tests],
-        "families": [_item(g) for g in report.families],
-        "signatures": [_item(g) for g in report.signatures],
-    }
+def report_lines(report: Report, head: Mapping[str, Any]) -> Iterator[str]:
+    """The report as lines of JSON: a head line (`head`'s keys beside the report's own), then
+    one line per test, family and signature group.
+
+    One small encoding per line: a big report never holds the interpreter in one long call.
+    """
+    yield json.dumps(
+        {
+            **head,
+            "layout": LAYOUT,
+            "now": report.now.isoformat(),
+            "window_days": report.window_days,
+            "config": report.config,
+            "now_was_clamped": report.now_was_clamped,
+            "proposed_incidents": report.proposed_incidents,
+            "interrupted_runs": report.interrupted_runs,
+            "sizes": [len(report.tests), len(report.families), len(report.signatures)],
+        }
+    )
+    items: Iterator[TestVerdict | GroupVerdict] = chain(
+        report.tests, report.families, report.signatures
+    )
+    for item in items:
+        yield json.dumps(_item(item), separators=(",", ":"))
 
 
-def report_from_data(data: Any) -> Report:
-    """The report `report_to_data` gave; ValueError when `data` is not one of this layout."""
-    if not isinstance(data, dict) or data.get("layout") != LAYOUT:
+def read_head(line: str) -> dict[str, Any]:
+    """The head line of `report_lines`; ValueError when it is not one of this layout."""
+    head = json.loads(line)
+    if not isinstance(head, dict) or head.get("layout") != LAYOUT:
         raise ValueError("not a report of this layout")
+    return head
+
+
+def report_from_lines(head: Mapping[str, Any], lines: Iterator[str]) -> Report:
+    """The report `report_lines` gave, from its head (read_head) and the lines after it;
+    ValueError when they are not those of a report of this layout."""
     try:
+        n_tests, n_families, n_signatures = head["sizes"]
+
+        def items(kind: type[TestVerdict] | type[GroupVerdict], count: int) -> list[Any]:
+            return [_item_from(kind, json.loads(next(lines))) for _ in range(count)]
+
         return Report(
-            now=datetime.fromisoformat(data["now"]),
-            window_days=int(data["window_days"]),
-            config=dict(data["config"]),
-            tests=[_item_from(TestVerdict, t) for t in data["tests"]],
-            families=[_item_from(GroupVerdict, g) for g in data["families"]],
-            signatures=[_item_from(GroupVerdict, g) for g in data["signatures"]],
-            now_was_clamped=bool(data["now_was_clamped"]),
-            proposed_incidents=list(data["proposed_incidents"]),
-            interrupted_runs=int(data["interrupted_runs"]),
+            now=datetime.fromisoformat(head["now"]),
+            window_days=int(head["window_days"]),
+            config=dict(head["config"]),
+            tests=items(TestVerdict, n_tests),
+            families=items(GroupVerdict, n_families),
+            signatures=items(GroupVerdict, n_signatures),
+            now_was_clamped=bool(head["now_was_clamped"]),
+            proposed_incidents=list(head["proposed_incidents"]),
+            interrupted_runs=int(head["interrupted_runs"]),
         )
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"not a report of this layout ({exc})") from None
+    except (KeyError, TypeError, ValueError, StopIteration, AttributeError) as exc:
+        raise ValueError(f"not a report of this layout ({exc!r})") from None
