@@ -64,6 +64,7 @@ class MainData:
     skip: SkipFile | None = None
     extras_loaded: bool = False  # lifecycle states and suites arrived (load_extras)
     groups_loaded: bool = True  # False while the report's families and signatures are to come
+    provisional: bool = False  # the ranking kept from the last opening, until the new one is in
 
 
 @dataclass(slots=True)

@@ -42,7 +42,7 @@ def open_command(
     config = load_config(Path.cwd())
     source = make_source(history, now, skip_file, config=config, codeowners=codeowners)
     # The history is read while the UI is imported and starts (see startup.StagedRead).
-    first_read = StagedRead(source)
+    first_read = StagedRead(source, kept=True)
     from flaketui.tui.app import FlaketuiApp
 
     try:

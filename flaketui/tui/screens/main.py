@@ -210,7 +210,9 @@ class MainScreen(Screen[None]):
             if not _wait_unless_cancelled(rest):
                 return
             if read is not None:
-                complete = replace(data, report=read.complete(), groups_loaded=True)
+                complete = replace(
+                    data, report=read.complete(), groups_loaded=True, provisional=False
+                )
                 rows = prepare_rows(complete, state)
                 self.post_message(ExtrasLoaded(data, complete, state, rows))
                 data = complete

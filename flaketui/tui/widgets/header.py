@@ -35,6 +35,8 @@ class HistoryHeader(Static):
         line1.append(to_iso(report.now), style="bold")
         if report.now_was_clamped:
             line1.append(" (the history's newest run: it is older than the window)", "yellow")
+        if data.provisional:
+            line1.append("   ranking of the last opening, refreshing…", "yellow")
         line2 = Text()
         for verdict, count in verdict_counts(report).items():
             line2.append(f"{verdict} ", style=VERDICT_STYLES.get(verdict, ""))
