@@ -1,6 +1,7 @@
 """Benchmark the app: start-up to the first ranked screen beside a bare Textual app.
 
 Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH] [--editable]
+       [--against SMALLER_HISTORY]
 
 The history is bench/generate.py's cached one for (results, seed), or --history. Each round runs
 two conditions, interleaved: on the machine as it is ("idle"), and while one other CPU-bound
@@ -14,6 +15,8 @@ In each condition, every measured app is a fresh process:
   - ratio: first_screen_s / bare_app_s (medians over the rounds);
   - cold_first_screen_s, cold_ratio: the same with an empty cache directory (nothing kept:
     the first opening of a history, the ranking made before the first paint);
+  - with --against SMALLER: against_first_screen_s, SMALLER's first screen in the same round,
+    and size_ratio = first_screen_s / against_first_screen_s (a 10 M history against 1 M);
 - headless (App.run_test), max_stall_ms: the worst lateness of a 10 ms timer in the app, from
   the list screen's mount (its first paint included) until everything is loaded (the ranking,
   then the groups and the lifecycle states): the worst over the rounds, not the median.
@@ -175,20 +178,25 @@ CONSOLE_SCRIPT = (
 )
 
 
-def terminal_round(
-    history: Path, skip_file: Path, marker: str, cwd: Path, env: dict[str, str], editable: bool
-) -> tuple[float, float, float]:
-    """Bare app, then `flaketui open HISTORY` (the console script) with the ranking its last
-    opening kept, then without any (an empty cache directory), each on a real terminal."""
+def open_command(history: Path, skip_file: Path, editable: bool) -> list[str]:
+    """`flaketui open HISTORY --now NOW --skip-file SKIP_FILE`, as the console script runs it."""
     from common import NOW
 
-    bare = in_terminal([sys.executable, "-c", BARE_IN_TERMINAL], "bare-app-ready", cwd, env)
     if editable:
         launcher = [str(Path(sys.executable).with_name("flaketui"))]
     else:
         launcher = [sys.executable, "-c", CONSOLE_SCRIPT]
     command = [*launcher, "open", str(history), "--now", NOW.strftime("%Y-%m-%dT%H:%M:%SZ")]
-    command += ["--skip-file", str(skip_file)]
+    return [*command, "--skip-file", str(skip_file)]
+
+
+def terminal_round(
+    history: Path, skip_file: Path, marker: str, cwd: Path, env: dict[str, str], editable: bool
+) -> tuple[float, float, float]:
+    """Bare app, then `flaketui open HISTORY` (the console script) with the ranking its last
+    opening kept, then without any (an empty cache directory), each on a real terminal."""
+    bare = in_terminal([sys.executable, "-c", BARE_IN_TERMINAL], "bare-app-ready", cwd, env)
+    command = open_command(history, skip_file, editable)
     first = in_terminal(command, marker, cwd, env)
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-cold-") as empty:
         cold = in_terminal(command, marker, cwd, {**env, "XDG_CACHE_HOME": empty})
@@ -230,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run this environment's editable install as is (no bytecode) instead of a copy",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="also open this (smaller) history in each round: size_ratio = first screen of the"
+        " measured history / first screen of this one",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -244,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     bare: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     first: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     cold: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    against: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     stalls: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-") as tmp:
         skip_file = Path(tmp) / "quarantine.json"
@@ -265,6 +280,17 @@ def main(argv: list[str] | None = None) -> int:
                     one_bare, one_first, one_cold = terminal_round(
                         history, skip_file, marker, Path(tmp), env, args.editable
                     )
+                    if args.against is not None:
+                        anchor = args.against.resolve()
+                        seen = headless(anchor, skip_file, env)  # keeps its ranking too
+                        against[name].append(
+                            in_terminal(
+                                open_command(anchor, skip_file, args.editable),
+                                str(seen["first_row"]).lstrip("…"),
+                                Path(tmp),
+                                env,
+                            )
+                        )
                 bare[name].append(one_bare)
                 first[name].append(one_first)
                 cold[name].append(one_cold)
@@ -289,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         summary[f"{prefix}max_stall_ms"] = round(max(stalls[name]) * 1000, 1)
         summary[f"{prefix}cold_first_screen_s"] = round(median(cold[name]), 3)
         summary[f"{prefix}cold_ratio"] = round(median(cold[name]) / median(bare[name]), 2)
+        if against[name]:
+            summary[f"{prefix}against_first_screen_s"] = round(median(against[name]), 3)
+            summary[f"{prefix}size_ratio"] = round(median(first[name]) / median(against[name]), 2)
     print(json.dumps(summary))
     return 0
 

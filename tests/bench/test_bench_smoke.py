@@ -138,6 +138,18 @@ def test_app_prints_first_screen_ratios_and_stalls_idle_and_busy(
         assert out[f"{prefix}cold_first_screen_s"] > 0 and out[f"{prefix}cold_ratio"] > 0
 
 
+def test_app_compares_two_histories_of_different_sizes(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    small = run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)["path"]
+    args = ["--results", "2000", "--repeat", "1", "--against", small]
+    out = run_main(bench("app"), args, monkeypatch, capsys)
+    for prefix in ("", "busy_"):
+        assert out[f"{prefix}against_first_screen_s"] > 0
+        expected = out[f"{prefix}first_screen_s"] / out[f"{prefix}against_first_screen_s"]
+        assert out[f"{prefix}size_ratio"] == pytest.approx(expected, abs=0.01)
+
+
 def test_the_busy_condition_runs_one_spinning_process_and_stops_it(bench: Any) -> None:
     app = bench("app")
     with app.condition("idle") as nothing:
