@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flaketui.core.errors import HistoryError
-from flaketui.core.history.pg.columns import shared_columns
+from flaketui.core.history.pg.columns import PREDECESSOR, both_have, shared_columns
 from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.schema import history_id
 from flaketui.core.history.store import transaction
@@ -155,6 +155,8 @@ class _Puller:
         self.summary = summary
         self.run_cols = shared_columns(conn, pg, "runs")
         self.result_cols = shared_columns(conn, pg, "results")
+        # The predecessor (a tests.id) comes as its test_id and becomes the replica's tests.id.
+        self.predecessor = both_have(conn, pg, "results", PREDECESSOR)
         self.runs: dict[str, tuple[int, str]] = {}  # run_id -> local (id, ts)
         self.tests: dict[str, int] = {}
         self.signatures: dict[str, int] = {}
@@ -163,11 +165,14 @@ class _Puller:
         self, low: int, high: int, cursor: Sequence[int] | None, limit: int
     ) -> list[tuple[Any, ...]]:
         cols = ", ".join(f'x."{c}"' for c in self.result_cols)
+        pred = "p.test_id" if self.predecessor else "NULL::text"
         head = (
-            "SELECT x.change::text, x.run, x.test, x.attempt, r.run_id, t.test_id, g.hash,"
+            f"SELECT x.change::text, x.run, x.test, x.attempt, r.run_id, t.test_id, g.hash, {pred},"
             f" {cols} FROM results AS x JOIN runs AS r ON r.id = x.run"
             " JOIN tests AS t ON t.id = x.test LEFT JOIN signatures AS g ON g.id = x.signature"
         )
+        if self.predecessor:
+            head += " LEFT JOIN tests AS p ON p.id = x.predecessor"
         tail = " AND x.change < %s::text::xid8 ORDER BY x.change, x.run, x.test, x.attempt LIMIT %s"
         if cursor is None:
             sql = head + " WHERE x.change >= %s::text::xid8" + tail
@@ -187,24 +192,29 @@ class _Puller:
         cursor = [int(last[0]), int(last[1]), int(last[2]), int(last[3])]
         with transaction(conn):
             self._ensure_runs(sorted({str(row[4]) for row in rows}))
-            self._ensure_tests(sorted({str(row[5]) for row in rows}))
+            # A predecessor ran in the same run, perhaps in a later batch: its test comes now.
+            named = {str(row[5]) for row in rows} | {str(row[7]) for row in rows if row[7]}
+            self._ensure_tests(sorted(named))
             self._ensure_signatures(sorted({str(row[6]) for row in rows if row[6] is not None}))
-            placeholders = ", ".join("?" for _ in range(3 + len(self.result_cols)))
-            cols = ", ".join(f'"{c}"' for c in self.result_cols)
+            keys = ["run", "test", "signature"] + ([PREDECESSOR] if self.predecessor else [])
+            cols = ", ".join(f'"{c}"' for c in [*keys, *self.result_cols])
+            placeholders = ", ".join("?" for _ in range(len(keys) + len(self.result_cols)))
             touched: dict[str, set[int]] = {}
+
+            def local(row: tuple[Any, ...]) -> tuple[Any, ...]:
+                ids = [
+                    self.runs[row[4]][0],
+                    self.tests[row[5]],
+                    None if row[6] is None else self.signatures[row[6]],
+                ]
+                if self.predecessor:
+                    ids.append(None if row[7] is None else self.tests[row[7]])
+                return (*ids, *row[8:])
+
             before = conn.total_changes
             conn.executemany(
-                f"INSERT OR IGNORE INTO results (run, test, signature, {cols})"
-                f" VALUES ({placeholders})",
-                [
-                    (
-                        self.runs[row[4]][0],
-                        self.tests[row[5]],
-                        None if row[6] is None else self.signatures[row[6]],
-                        *row[7:],
-                    )
-                    for row in rows
-                ],
+                f"INSERT OR IGNORE INTO results ({cols}) VALUES ({placeholders})",
+                [local(row) for row in rows],
             )
             self.summary.results_added += conn.total_changes - before
             for row in rows:
