@@ -1,9 +1,10 @@
 """Keep a local SQLite replica of a server history: pull what changed since the last sync.
 
 The replica is an ordinary history (scoring, the app and reports read it as they read any
-other) plus three meta values: ``replica_of`` (the server history's id: a replica follows one
-server), ``replica_change`` (the change-id watermark: everything below it is here) and, during a
-sync, ``replica_cursor`` (the last result row applied).
+other) plus meta values: ``replica_of`` (the server history's id: a replica follows one
+server), ``replica_change`` (the change-id watermark: everything below it is here),
+``replica_incidents`` (the server's incident rules it holds) and, during a sync,
+``replica_cursor`` (the last result row applied).
 
 A sync reads from one REPEATABLE READ snapshot of the server and pulls the result rows whose
 change id lies in [watermark, snapshot xmin) in batches ordered by (change, run, test,
@@ -11,7 +12,8 @@ attempt); each batch lands in one local transaction that also records the cursor
 sync resumes after its last batch and inserting a row twice is impossible (INSERT OR IGNORE on
 (run, test, attempt) as well). Runs, tests and signatures come with the results that need them.
 Then runs changed in the window (an incident tag set or cleared), tests (an earlier first
-sighting), incidents (replaced when they differ), audit rows and pruned runs are applied, and the
+sighting), the server's incident rules (replaced when they differ; the outages the replica
+proposed itself, and their reviews, stay), audit rows and pruned runs are applied, and the
 watermark moves up, all in one last transaction.
 
 Rollups: a sync into a history with no run yet copies raw rows only and builds the rollups
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flaketui.core.errors import HistoryError
+from flaketui.core.history.outages import reviews
 from flaketui.core.history.pg.columns import PREDECESSOR, both_have, shared_columns
 from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.schema import history_id
@@ -40,6 +43,7 @@ REPLICA_OF = "replica_of"
 REPLICA_CHANGE = "replica_change"
 REPLICA_CURSOR = "replica_cursor"
 REPLICA_BULK = "replica_bulk"  # rollups are rebuilt when the sync completes
+REPLICA_INCIDENTS = "replica_incidents"  # the server's incident rules the replica holds
 AUDIT_COLUMNS = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
 INCIDENT_COLUMNS = ("tag", "start_ts", "end_ts", "signature", "created_at", "note")
 
@@ -293,6 +297,36 @@ class _Puller:
         ):
             self.signatures[str(sig_hash)] = int(pk)
 
+    def _replace_incidents(self) -> bool:
+        """Make the server's incident rules the replica's, leaving the replica's own rows (the
+        outages it proposed, accepted or not) alone; whether anything changed."""
+        conn = self.conn
+        columns = ", ".join(INCIDENT_COLUMNS)
+        theirs = [
+            list(row)
+            for row in self.pg.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
+        ]
+        known = _meta(conn, REPLICA_INCIDENTS)
+        if known is not None:
+            before = json.loads(known)
+        else:  # a replica from before the rules were recorded: every row but its proposals
+            proposals = set(reviews(conn))
+            before = [
+                list(row)
+                for row in conn.execute(f"SELECT {columns} FROM incidents ORDER BY id")
+                if row[0] not in proposals
+            ]
+        if theirs == before:
+            if known is None:
+                _set_meta(conn, REPLICA_INCIDENTS, json.dumps(theirs))
+            return False
+        same = " AND ".join(f"{column} IS ?" for column in INCIDENT_COLUMNS)
+        conn.executemany(f"DELETE FROM incidents WHERE {same}", before)
+        marks = ", ".join("?" * len(INCIDENT_COLUMNS))
+        conn.executemany(f"INSERT INTO incidents ({columns}) VALUES ({marks})", theirs)
+        _set_meta(conn, REPLICA_INCIDENTS, json.dumps(theirs))
+        return True
+
     def finish(self, low: int, high: int) -> None:
         """Runs, tests, incidents, audit rows and deletions changed in the window."""
         conn, pg, summary = self.conn, self.pg, self.summary
@@ -341,17 +375,7 @@ class _Puller:
                 f"SELECT test_id, first_seen, test_file FROM tests WHERE {in_window}", window
             ).fetchall(),
         )
-        columns = ", ".join(INCIDENT_COLUMNS)
-        marks = ", ".join("?" * len(INCIDENT_COLUMNS))
-        theirs = pg.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
-        ours = conn.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
-        if [tuple(r) for r in theirs] != [tuple(r) for r in ours]:
-            conn.execute("DELETE FROM incidents")
-            conn.executemany(
-                f"INSERT INTO incidents ({columns}) VALUES ({marks})",
-                theirs,
-            )
-            summary.incidents_changed = True
+        summary.incidents_changed = self._replace_incidents()
         audit = ", ".join(AUDIT_COLUMNS)
         before = conn.total_changes
         conn.executemany(
