@@ -169,6 +169,24 @@ def test_commands_that_need_a_file_say_why_with_the_password_masked(
     assert pg_cluster.password not in output and "****" in output
 
 
+def test_merging_servers_says_how_and_masks_passwords(pg_cluster: Cluster, tmp_path: Path) -> None:
+    first, second = pg_cluster.create_database(), pg_cluster.create_database()
+    output = one_line_error("merge", first, second)
+    assert "sync the source into a file" in output and pg_cluster.password not in output
+    invoke("ingest", first, REPORTS / "main-unit.xml", "--run-id", "a", "--no-detect")
+    invoke("ingest", second, REPORTS / "main-unit.xml", "--run-id", "b", "--no-detect")
+    # A file follows one server: two are refused before anything is written...
+    output = one_line_error("merge", tmp_path / "both.db", first, second)
+    assert "a history file follows one server" in output and pg_cluster.password not in output
+    assert not (tmp_path / "both.db").exists()
+    # ...and so is a second server, later.
+    invoke("merge", tmp_path / "both.db", first)
+    output = one_line_error("merge", tmp_path / "both.db", second)
+    assert "replica of another server history" in output
+    runs = sqlite3.connect(tmp_path / "both.db").execute("SELECT run_id FROM runs").fetchall()
+    assert runs == [("a",)]
+
+
 def test_outage_proposals_are_reviewed_on_the_replica_and_survive_syncs(
     pg_url: str, tmp_path: Path, cache: Path
 ) -> None:
