@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.diagnosis.experiments import Diagnoser, Diagnosis
 from flaketui.core.diagnosis.sessions import PytestSessions, check_node_id, check_repository
@@ -42,7 +43,16 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
 
 
 @cli.command("diagnose")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "db",
+    type=FilePath(
+        what="history file",
+        dir_okay=False,
+        path_type=Path,
+        server_hint="diagnose records its experiment runs into a history file: sync one "
+        "(flaketui sync URL FILE) and diagnose in it",
+    ),
+)
 @click.argument("test_id")
 @click.option(
     "--repo",

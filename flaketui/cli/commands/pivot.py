@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.params import FilePath
+from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.causes import DIMENSIONS, DimensionRow, Suspect
@@ -126,7 +126,7 @@ def _dimension_table(dimension: str, rows: list[DimensionRow]) -> list[str]:
 
 
 @cli.command("pivot")
-@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
+@click.argument("db", type=READ_ADDRESS)
 @click.argument("test_or_parent")
 @click.option("--now", metavar="ISO", help="Score as of this time (default: now).")
 @click.option(
@@ -138,9 +138,14 @@ def _dimension_table(dimension: str, rows: list[DimensionRow]) -> list[str]:
     type=click.Choice([*DIMENSIONS, "all"]),
     help="Split by this recorded dimension (all: every one) and list the suspects.",
 )
-def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str, by: str | None) -> None:
+def pivot_command(
+    db: Path | str, test_or_parent: str, now: str | None, fmt: str, by: str | None
+) -> None:
     """Runs, bad runs and Wilson interval per worker count and worker id (TEST or family),
-    or per value of a recorded dimension with --by."""
+    or per value of a recorded dimension with --by. DB may be a postgresql:// URL: its
+    replica in the cache directory is synced and read.
+    """
+    db = local_history(db)
     history = open_history(db, create=False, readonly=True)
     config = load_config()
     moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
