@@ -321,7 +321,10 @@ def make_app(
     cursor_blink: bool = True,
     watch: bool = True,
     codeowners: str | Path | None = None,
+    display: str | None = None,
 ) -> FlaketuiApp:
     """Build the app for one history (used by `flaketui open`, the tests and the benchmark)."""
-    source = make_source(path, now, skip_file, config=config, codeowners=codeowners)
+    source = make_source(
+        path, now, skip_file, config=config, codeowners=codeowners, display=display
+    )
     return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)

@@ -38,8 +38,10 @@ def make_source(
     *,
     config: Config | None = None,
     codeowners: str | Path | None = None,
+    display: str | None = None,
 ) -> Source:
-    """The history, skip file, clock, config and CODEOWNERS of one app session."""
+    """The history, skip file, clock, config and CODEOWNERS of one app session; `display`
+    names the history in the header (default: the path as given)."""
     from flaketui.core.owners import find_repo_root, locate_codeowners
     from flaketui.core.quarantine.skipfile import resolve_skip_file
 
@@ -52,7 +54,7 @@ def make_source(
     return Source(
         path=history,
         skip_path=skip_path,
-        display=str(path),
+        display=display if display is not None else str(path),
         skip_display=shown_path(skip_path),
         requested_now=now,
         config=config,

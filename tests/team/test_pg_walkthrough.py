@@ -93,7 +93,7 @@ async def _settle(pilot: object) -> None:
 
 async def quarantine_in_the_app(url: str, skip_file: Path, cache: Path) -> None:
     """`flaketui URL`'s path: the replica in the cache, synced; press q, then Ctrl+S."""
-    from flaketui.cli.commands.open import prepare_history
+    from flaketui.cli.commands.open import history_display, prepare_history
     from flaketui.tui.app import make_app
     from flaketui.tui.screens.quarantine_modal import QuarantineModal
     from flaketui.tui.widgets.flake_table import FlakeTable
@@ -101,9 +101,15 @@ async def quarantine_in_the_app(url: str, skip_file: Path, cache: Path) -> None:
     with click.Context(cli) as ctx:
         path = prepare_history(url)
         assert path.is_relative_to(cache)
-        app = make_app(path, skip_file=skip_file, cursor_blink=False, watch=False)
+        display = history_display(url)
+        app = make_app(path, skip_file=skip_file, cursor_blink=False, watch=False, display=display)
         async with app.run_test(size=SIZE) as pilot:
             await _settle(pilot)
+            # The header names the server, its password masked, not the cache file.
+            header = str(app.main_screen.query_one("#header").render())
+            assert display is not None and display.split(" ")[0] in header
+            assert "(local replica)" in header and str(path) not in header
+            assert url.split(":")[2].split("@")[0] not in header  # the password
             # Two runs are too few for a verdict: the All view lists the test, worst first.
             await pilot.press("4")
             await _settle(pilot)
