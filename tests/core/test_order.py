@@ -15,7 +15,7 @@ from flaketui.core.config import Config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.core.scoring.order import order_view
+from flaketui.core.scoring.order import latest_seed_replay, order_view, replay_args
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 VICTIM = "tests/test_v.py::test_victim"
@@ -153,8 +153,12 @@ def test_table(history: Path) -> None:
     ]  # fmt: skip
     assert lines[5].split()[:6] == [LEAKER, "12/12", "0/12", "100%", "/", "0%"]
     assert lines[5].endswith("polluter, suspect")
-    assert lines[-1].endswith("polluter, explained by test_leaks")
-    assert lines[-1].startswith(BYSTANDER)
+    assert lines[-3].endswith("polluter, explained by test_leaks")
+    assert lines[-3].startswith(BYSTANDER)
+    assert lines[-1] == (
+        "replay the order of run run-021, its latest bad run: "
+        "pytest -p randomly --randomly-seed=1021"
+    )
 
 
 def test_json_and_limit(history: Path) -> None:
@@ -169,13 +173,18 @@ def test_json_and_limit(history: Path) -> None:
     assert first["suspect"] is True and first["explained_by"] is None
     assert data["candidates"][2]["explained_by"] == LEAKER
     assert data["more_candidates"] == 0
+    assert data["replay"] == {
+        "run_id": "run-021",
+        "order_seed": "randomly:1021",
+        "command": ["pytest", "-p", "randomly", "--randomly-seed=1021"],
+    }
     code, out = invoke(
         "order", str(history), VICTIM, "--now", WHEN, "--format", "json", "--limit", "1"
     )
     data = json.loads(out)
     assert len(data["candidates"]) == 1 and data["more_candidates"] == 2
     code, out = invoke("order", str(history), VICTIM, "--now", WHEN, "--limit", "1")
-    assert out.splitlines()[-1] == "... and 2 more candidates (--limit 0 lists all)"
+    assert out.splitlines()[-3] == "... and 2 more candidates (--limit 0 lists all)"
 
 
 def test_bad_input_is_one_line_and_nothing_is_written(history: Path) -> None:
@@ -185,3 +194,70 @@ def test_bad_input_is_one_line_and_nothing_is_written(history: Path) -> None:
     code, out = invoke("order", str(history), VICTIM, "--limit", "-1")
     assert code == 1 and out.count("\n") == 1 and out.startswith("Error: Invalid value")
     assert history.read_bytes() == before
+
+
+# ---- seed replay --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recorded", "args"),
+    [
+        ("randomly:42", ["-p", "randomly", "--randomly-seed=42"]),
+        ("random-order:7", ["-p", "random_order", "--random-order-seed=7", "-p", "no:randomly"]),
+        (
+            "random-order:7:global",
+            [
+                "-p",
+                "random_order",
+                "--random-order-seed=7",
+                "--random-order-bucket=global",
+                "-p",
+                "no:randomly",
+            ],
+        ),
+        ("random-order:7:--evil", None),
+        ("randomly:3:global", None),
+        ("random-order:", None),  # a shuffle without a seed cannot be replayed
+        ("randomly:--exec", None),  # data from CI never becomes an option
+        ("shuffler:3", None),
+        (None, None),
+    ],
+)
+def test_replay_args(recorded: str | None, args: list[str] | None) -> None:
+    assert replay_args(recorded) == args
+
+
+def test_the_latest_bad_runs_seed_is_replayed(history: Path) -> None:
+    now = datetime(2026, 11, 3, tzinfo=UTC)
+    db = open_history(history, readonly=True)
+    replay = latest_seed_replay(db, [VICTIM], now=now, config=Config())
+    # 24 runs, 10 minutes apart; the victim last failed in run 21 (pattern 2 of the 6th round).
+    assert replay is not None
+    assert (replay.run_id, replay.order_seed) == ("run-021", "randomly:1021")
+    assert replay.command() == ["pytest", "-p", "randomly", "--randomly-seed=1021"]
+    assert order_view(db, VICTIM, now=now, config=Config()).replay == replay
+    # A test that never failed has no bad run to replay.
+    assert latest_seed_replay(db, [LEAKER], now=now, config=Config()) is None
+
+
+def test_a_parallel_runs_replay_keeps_its_workers(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    db = open_history(path)
+    for number, (seed, fails) in enumerate([("random-order:5", True), (None, True)]):
+        meta = RunMeta(
+            run_id=f"r{number}",
+            suite="unit",
+            ts=T0 + timedelta(hours=number),
+            worker_count=4,
+            order_seed=seed,
+        )
+        recorder = RunRecorder(db, meta)
+        attempt = Attempt("fail" if fails else "pass", 5, None, "gw1", None, 1)
+        recorder.add([CaseResult(VICTIM, "tests/test_v.py", [attempt])])
+        recorder.finish()
+    # The newest bad run recorded no seed: the newest one that did is replayed.
+    replay = latest_seed_replay(db, [VICTIM], now=T0 + timedelta(days=1), config=Config())
+    assert replay is not None and replay.run_id == "r0"
+    assert replay.command() == [
+        "pytest", "-p", "random_order", "--random-order-seed=5", "-p", "no:randomly", "-n", "4",
+    ]  # fmt: skip

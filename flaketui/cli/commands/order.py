@@ -4,6 +4,7 @@ good runs, ranked as candidate polluters."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,29 @@ def order_json(view: OrderView, *, now_was_clamped: bool, limit: int | None) -> 
         "always_before": view.always_before,
         "candidates": [candidate_dict(c) for c in shown],
         "more_candidates": len(view.candidates) - len(shown),
+        "replay": None
+        if view.replay is None
+        else {
+            "run_id": view.replay.run_id,
+            "order_seed": view.replay.order_seed,
+            "command": view.replay.command(),
+        },
     }
 
 
 def order_lines(view: OrderView, limit: int | None) -> list[str]:
     """The order view as the table shows it (after its heading)."""
+    lines = _candidate_lines(view, limit)
+    if view.replay is not None:
+        lines.append("")
+        lines.append(
+            f"replay the order of run {view.replay.run_id}, its latest bad run: "
+            f"{shlex.join(view.replay.command())}"
+        )
+    return lines
+
+
+def _candidate_lines(view: OrderView, limit: int | None) -> list[str]:
     lines = [
         f"{plural(view.ordered_runs, 'counted run')} with their order recorded "
         f"(of {view.runs}): {view.bad_runs} bad, {view.good_runs} good"

@@ -21,21 +21,40 @@ first, then by unadjusted p-value, then by the difference of the two failure rat
 
 A test that ran before the target in every recorded run cannot be told apart from the others
 (a fixed order): it is counted, not ranked.
+
+Seed replay: when the target's latest bad counted run recorded the seed of the plugin that
+shuffled its order (runs.order_seed: 'randomly:N' from pytest-randomly, 'random-order:N[:bucket]'
+from pytest-random-order), `replay_args` gives the pytest options that shuffle the same way
+again: `-p randomly --randomly-seed=N`, or `-p random_order --random-order-seed=N
+[--random-order-bucket=B] -p no:randomly`.
+The same seed gives the same order only over the same collected tests, so the replay runs the
+suite as that run did, not the test alone; with several workers xdist's scheduling still
+varies from run to run.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
+from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.causes import Unit, analyse
 from flaketui.core.scoring.detail import Target
 from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact
 
 ROLES = ("polluter", "dependency", "neutral")
+RANDOM_ORDER_BUCKETS = ("class", "module", "package", "parent", "grandparent", "global")
+_SEED = re.compile(r"[A-Za-z0-9_.]+")
+
+_LATEST_SEEDED_BAD_SQL = """
+SELECT r.order_seed, c.worker_count, r.run_id FROM counted c CROSS JOIN runs r ON r.id = c.run
+WHERE c.bad AND r.order_seed IS NOT NULL AND r.order_seed <> ''
+ORDER BY c.ts DESC, c.run DESC LIMIT 1
+"""
 
 
 @dataclass(slots=True)
@@ -55,6 +74,21 @@ class Candidate:
 
 
 @dataclass(slots=True)
+class SeedReplay:
+    """The latest bad run of a target that recorded its random-order seed."""
+
+    run_id: str
+    order_seed: str  # as recorded: 'randomly:N' or 'random-order:N'
+    worker_count: int
+    args: list[str]  # pytest options that replay the order (replay_args)
+
+    def command(self) -> list[str]:
+        """A pytest command line replaying that run's order (its worker count included)."""
+        workers = ["-n", str(self.worker_count)] if self.worker_count > 1 else []
+        return ["pytest", *self.args, *workers]
+
+
+@dataclass(slots=True)
 class OrderView:
     """A test's or family's recorded runs with their order, and the candidate polluters."""
 
@@ -68,6 +102,7 @@ class OrderView:
     good_runs: int
     always_before: list[str] = field(default_factory=list)  # ran before it in every run
     candidates: list[Candidate] = field(default_factory=list)
+    replay: SeedReplay | None = None
 
 
 def order_candidates(units: list[Unit], config: Config) -> tuple[list[Candidate], list[str]]:
@@ -147,4 +182,33 @@ def order_view(
         good_runs=len(ordered) - bad,
         always_before=always,
         candidates=candidates,
+        replay=latest_seed_replay(db, analysis.members, now=now, config=config),
     )
+
+
+def replay_args(order_seed: str | None) -> list[str] | None:
+    """pytest options that shuffle as the recorded seed did; None when it names no plugin."""
+    plugin, _, rest = (order_seed or "").partition(":")
+    seed, _, bucket = rest.partition(":")
+    if not _SEED.fullmatch(seed):
+        return None  # data from CI never becomes an option
+    if plugin == "randomly" and seed.isdigit() and not bucket:
+        return ["-p", "randomly", f"--randomly-seed={seed}"]
+    if plugin == "random-order" and (not bucket or bucket in RANDOM_ORDER_BUCKETS):
+        where = [f"--random-order-bucket={bucket}"] if bucket else []
+        return ["-p", "random_order", f"--random-order-seed={seed}", *where, "-p", "no:randomly"]
+    return None
+
+
+def latest_seed_replay(
+    db: Connected, test_ids: list[str], *, now: datetime, config: Config
+) -> SeedReplay | None:
+    """The newest bad counted run of these tests with a usable random-order seed, if any."""
+    cte, params = counted_runs_cte(now, config, test_ids=test_ids)
+    row = db.conn.execute(f"WITH {cte} {_LATEST_SEEDED_BAD_SQL}", params).fetchone()
+    if row is None:
+        return None
+    args = replay_args(str(row[0]))
+    if args is None:
+        return None
+    return SeedReplay(str(row[2]), str(row[0]), int(row[1] or 1), args)

@@ -322,9 +322,10 @@ class DetailScreen(Screen[None]):
         self._fill_pivot(data)
         threshold = self.flaketui.source.config.quarantine_threshold
         self.query_one(TrendPlot).show(data.daily_scores, threshold=threshold)
-        self.query_one("#repro", Static).update(
-            Text.assemble((data.repro, "bold"), ("   c: copy", "dim"))
-        )
+        repro = Text.assemble((data.repro, "bold"), ("   c: copy", "dim"))
+        if data.repro_note:
+            repro.append(f"\n{data.repro_note}", "dim")
+        self.query_one("#repro", Static).update(repro)
         self._fill_signatures(data)
         self._fill_members(data)
         self._fill_runs(data)
