@@ -3,8 +3,9 @@
 JSON is byte-stable for the same history and `--now`: keys sorted, floats rounded to 6 digits,
 timestamps ISO 8601 UTC, lists in the report's deterministic order. `limit` truncates each
 list after ranking; `group_by` ("family" | "signature") switches what the table, CSV and
-Markdown list (JSON always carries all three lists). Sparklines scale each series to
-[0, max(series max, quarantine threshold)], so a low, flat score stays low.
+Markdown list (JSON always carries every list: tests, families, signatures, co-failures).
+Sparklines scale each series to [0, max(series max, quarantine threshold)], so a low, flat
+score stays low.
 """
 
 from __future__ import annotations
@@ -117,6 +118,21 @@ SIGNATURE_KEYS = (
     *SCORE_KEYS,
 )
 
+COFAILURE_KEYS = (
+    "key",
+    "label",
+    "tests",
+    "rank",
+    "regression_rank",
+    "verdict",
+    "reason",
+    "flags",
+    "owner",
+    "onset",
+    *SCORE_KEYS,
+    "causes",
+)
+
 
 def _plain(value: Any) -> Any:
     """JSON-ready value: rounded floats (no -0.0), ISO timestamps, plain containers."""
@@ -202,6 +218,18 @@ def signature_entry(group: GroupVerdict) -> dict[str, Any]:
     return {key: _plain(entry[key]) for key in SIGNATURE_KEYS}
 
 
+def cofailure_entry(group: GroupVerdict) -> dict[str, Any]:
+    """One `cofailures` entry: exactly COFAILURE_KEYS (tests = the member ids; the first of
+    `causes` is the cause the tests share)."""
+    entry = _scores(group.scores)
+    entry.update(
+        key=group.key, label=group.label, tests=list(group.members), **_group_common(group)
+    )
+    plain = {key: _plain(entry[key]) for key in COFAILURE_KEYS if key != "causes"}
+    plain["causes"] = [cause_entry(c) for c in group.causes]
+    return plain
+
+
 def _group_common(group: GroupVerdict) -> dict[str, Any]:
     return {
         "rank": group.rank,
@@ -231,6 +259,7 @@ def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
         "tests": [test_entry(t) for t in _cut(report.tests, limit)],
         "families": [family_entry(g) for g in _cut(report.families, limit)],
         "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
+        "cofailures": [cofailure_entry(g) for g in _cut(report.cofailures, limit)],
     }
 
 
