@@ -74,6 +74,13 @@ class DetailScreen(Screen[None]):
         Binding("u", "app.release", "Release", tooltip="Remove this test from the skip file"),
         Binding("r", "reload", "Reload"),
         Binding("d", "next_dimension", "Dimension", tooltip="Pivot by the next dimension"),
+        Binding(
+            "o",
+            "order",
+            "Order",
+            show=False,
+            tooltip="The tests that ran before it: candidate polluters",
+        ),
         Binding("D", "diagnose", "Diagnose", tooltip="Re-run this test here under experiments"),
         Binding("x", "cancel_diagnose", "Cancel", tooltip="Stop a running diagnose"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
@@ -203,6 +210,15 @@ class DetailScreen(Screen[None]):
         self.dimension = DIMENSIONS[(DIMENSIONS.index(self.dimension) + 1) % len(DIMENSIONS)]
         self.query_one(SuspectsPanel).update(suspects_text(self.analysis, self.dimension))
         self._show_dimension()
+
+    def action_order(self) -> None:
+        """Show the order view: the tests that ran before it, bad runs against good runs."""
+        from flaketui.tui.screens.order_modal import OrderModal
+
+        source = self.flaketui.source
+        self.app.push_screen(
+            OrderModal(self.key, path=source.path, now=self.report.now, config=source.config)
+        )
 
     def _show_dimension(self) -> None:
         from flaketui.core.scoring.causes import dimension_rows
