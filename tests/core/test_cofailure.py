@@ -3,6 +3,8 @@ are not, however often they fail."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 from datetime import UTC, datetime, timedelta
@@ -150,3 +152,21 @@ def test_report_json_lists_the_groups(history: Path) -> None:
     assert entry["causes"][0]["dimension"] == "predecessor"
     assert entry["causes"][0]["value"] == LEAKER
     assert entry["verdict"] == "flaky" and entry["rank"] == 1
+
+
+def test_report_lists_the_groups_with_group_by(history: Path) -> None:
+    base = ["report", str(history), "--now", "2026-11-30T00:00:00Z", "--group-by", "cofailure"]
+    table = CliRunner().invoke(cli, base)
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[2].endswith("FAIL TOGETHER")
+    assert lines[3].startswith("1 ")
+    assert lines[3].endswith("fail together after test_freezes_time (3 tests)")
+    assert len(lines) == 4
+    rows = list(csv.reader(io.StringIO(CliRunner().invoke(cli, [*base, "--format", "csv"]).output)))
+    assert rows[0] == list(COFAILURE_KEYS)
+    assert rows[1][rows[0].index("tests")] == ";".join(sorted(VICTIMS))
+    assert rows[1][rows[0].index("causes")] == "after test_freezes_time"
+    markdown = CliRunner().invoke(cli, [*base, "--format", "markdown"]).output
+    assert "| Rank | Fail together |" in markdown
+    assert "`fail together after test_freezes_time (3 tests)`" in markdown
