@@ -100,6 +100,8 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         assert _rows(app) == [("group", group_key(VICTIMS))]
         label = app.main_screen.query_one(FlakeTable).rows_by_key[f"g:{group_key(VICTIMS)}"]
         assert "fail together after test_freezes_time (3)" in label.cells[1]
+        line = str(app.main_screen.query_one("#reason", Static).content)
+        assert line.startswith("fail together after test_freezes_time  ")
         await pilot.press("space")
         await _settle(pilot)
         assert sorted(target for kind, target in _rows(app) if kind == "member") == VICTIMS
@@ -124,6 +126,8 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         assert first[0] == LEAKER
         assert first[1] == f"{modal.view.bad_runs}/{modal.view.bad_runs}"
         assert first[5].startswith("polluter, suspect")
+        last = [str(cell) for cell in table.get_row_at(table.row_count - 1)]
+        assert last[5].endswith("explained by test_freezes_time")
         summary = str(modal.query_one("#order-summary", Static).content)
         assert f"{RUNS} counted runs with their order recorded" in summary
         assert "replay run" in summary

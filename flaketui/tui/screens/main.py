@@ -368,7 +368,7 @@ class MainScreen(Screen[None]):
             return None
         report = self.data.report
         if row.kind == "group":
-            groups = report.families if row.family else report.signatures
+            groups = report.families if row.family else [*report.signatures, *report.cofailures]
             return next((g for g in groups if g.key == row.target), None)
         return next((t for t in report.tests if t.test_id == row.target), None)
 

@@ -121,11 +121,13 @@ class OrderModal(ModalScreen[None]):
         table.add_columns("ran before it", "in bad", "in good", "fails with / without", "p (BH)")
         table.add_column("role")
         for candidate in view.candidates[:ROWS_SHOWN]:
-            role = Text(candidate.role, ROLE_STYLES.get(candidate.role, ""))
+            explained = candidate.explained_by
+            style = "dim" if explained else ROLE_STYLES.get(candidate.role, "")
+            role = Text(candidate.role, style)
             if candidate.suspect:
                 role.append(", suspect")
-            if candidate.explained_by:
-                role.append(f", explained by {short_id(candidate.explained_by, 30)}", "dim")
+            if explained:
+                role.append(f", explained by {explained.rsplit('::', 1)[-1]}", "dim")
             table.add_row(
                 short_id(candidate.test_id, 48),
                 f"{candidate.bad_before}/{view.bad_runs}",
