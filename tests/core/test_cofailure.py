@@ -21,6 +21,7 @@ from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.output.formats import COFAILURE_KEYS
 from flaketui.core.scoring.cofailure import (
     COFAILURE_MIN_SHARED,
+    MAX_BAD_TESTS_PER_RUN,
     cofailure_groups,
     group_key,
     group_label,
@@ -170,3 +171,43 @@ def test_report_lists_the_groups_with_group_by(history: Path) -> None:
     markdown = CliRunner().invoke(cli, [*base, "--format", "markdown"]).output
     assert "| Rank | Fail together |" in markdown
     assert "`fail together after test_freezes_time (3 tests)`" in markdown
+
+
+def _pair_history(path: Path, runs: int, bad: dict[str, set[int]]) -> dict[int, str]:
+    """Serial runs where each test fails in the runs given; tests.id -> test id."""
+    db = open_history(path)
+    for number in range(runs):
+        meta = RunMeta(run_id=f"r{number}", suite="unit", ts=NOW - timedelta(minutes=number + 1))
+        recorder = RunRecorder(db, meta)
+        recorder.add(
+            [
+                CaseResult(test, "t.py", [Attempt("fail" if number in fails else "pass")])
+                for test, fails in bad.items()
+            ]
+        )
+        recorder.finish()
+    return dict(db.conn.execute("SELECT id, test_id FROM tests").fetchall())
+
+
+@pytest.mark.parametrize(("shared", "linked"), [(19, False), (20, True)])
+def test_the_overlap_threshold(tmp_path: Path, shared: int, linked: bool) -> None:
+    """40 bad runs each: sharing 19 (under half) is not enough, however significant."""
+    first = list(range(0, 400, 10))  # 40 runs
+    second = first[:shared] + list(range(5, 400, 10))[: 40 - shared]
+    assert len(set(second)) == 40 and len(set(first) & set(second)) == shared
+    pks = _pair_history(
+        tmp_path / "h.db", 400, {"t.py::test_a": set(first), "t.py::test_b": set(second)}
+    )
+    groups = cofailure_groups(open_history(tmp_path / "h.db"), pks, NOW, Config())
+    assert (groups != []) is linked
+
+
+def test_a_run_where_too_many_tests_failed_links_none_of_them(tmp_path: Path) -> None:
+    crowd = {f"t.py::test_{n:03d}": {0, 4, 8, 12} for n in range(MAX_BAD_TESTS_PER_RUN + 1)}
+    pks = _pair_history(tmp_path / "h.db", 30, crowd)
+    db = open_history(tmp_path / "h.db")
+    assert cofailure_groups(db, pks, NOW, Config()) == []
+    # One test fewer among the flaky ones, and the same runs are no longer crowded.
+    fewer = dict(sorted(pks.items())[:MAX_BAD_TESTS_PER_RUN])
+    [group] = cofailure_groups(db, fewer, NOW, Config())
+    assert sorted(group) == sorted(fewer)
