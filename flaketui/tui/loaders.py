@@ -89,6 +89,7 @@ class DetailData:
     daily_scores: list[float]
     members: list[TestVerdict]
     repro: str
+    repro_note: str = ""  # what the command replays, when it is a recorded run's order
 
 
 def _core(name: str) -> Any:
@@ -228,6 +229,9 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
             outcomes = pool_by_run(outcomes)
         signatures = detail.signatures_of(db, key, now=report.now, config=config)
         pivot = pivot_mod.worker_pivot(db, key, now=report.now, config=config)
+        replay = _core("scoring.order").latest_seed_replay(
+            db, list(pivot.members), now=report.now, config=config
+        )
     # A family's pooled series comes with the report's groups, as a test's does.
     daily = list(item.daily_scores)
     members_tv: list[TestVerdict] = []
@@ -244,7 +248,11 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
         first_bad=first_bad,
         last_good=last_good,
         worst_worker_count=worst_worker_count(pivot.by_worker_count),
+        seed_replay=replay.command() if replay is not None else None,
     )
+    note = ""
+    if replay is not None and not repro.startswith("git bisect"):
+        note = f"replays the order of run {replay.run_id}, its latest bad run (the whole suite)"
     return DetailData(
         key=key,
         kind="test" if is_test else "family",
@@ -256,6 +264,7 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
         daily_scores=daily,
         members=members_tv,
         repro=repro,
+        repro_note=note,
     )
 
 

@@ -19,7 +19,7 @@ VIEW_TITLES = {
     "quarantined": "Quarantined",
     "all": "All",
 }
-GROUPINGS = ("none", "signature", "family")
+GROUPINGS = ("none", "signature", "family", "cofailure")
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 TEST_ID_WIDTH = 44  # long node ids keep their informative tail; the row fits 160 columns
 
@@ -409,6 +409,8 @@ def _groups(report: Report, grouping: str) -> list[GroupVerdict]:
         return report.signatures
     if grouping == "family":
         return [g for g in report.families if len(g.members) > 1]
+    if grouping == "cofailure":
+        return report.cofailures
     return []
 
 
@@ -472,7 +474,7 @@ def build_rows(
             label = item.label.splitlines()[0] if item.label else item.key
             suffix = f" ({count})"
             width = TEST_ID_WIDTH - 2 - len(suffix)
-            shorten = short_message if state.grouping == "signature" else short_id
+            shorten = short_id if state.grouping == "family" else short_message
             label = f"{marker} {shorten(label, width)}{suffix}"
             rows.append(
                 Row(

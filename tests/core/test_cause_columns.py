@@ -176,8 +176,9 @@ def test_scoring_ignores_diagnose_experiment_runs(tmp_path: Path) -> None:
     db = open_history(path)
     now = datetime(2026, 11, 20, tzinfo=UTC)
     before = render_json(build_report(db, now=now))
-    # A week's window: the history is older than it, so the clock is its newest counted run.
-    clock = effective_now(db, None, Config(window_days=7))
+    # A window the history is older than: the clock is its newest run, not the wall clock.
+    short = Config(window_days=7)
+    clock = effective_now(db, None, short)
     assert clock == (datetime(2026, 11, 12, tzinfo=UTC), True)
     # Experiments: many failures, later than every CI run.
     for number in range(6):
@@ -185,7 +186,7 @@ def test_scoring_ignores_diagnose_experiment_runs(tmp_path: Path) -> None:
                    "diagnose")  # fmt: skip
     db = open_history(path)
     assert render_json(build_report(db, now=now)) == before
-    assert effective_now(db, None, Config(window_days=7)) == clock
+    assert effective_now(db, None, short) == clock
     assert analyse(db, "t.py::a", now=now, config=Config()).runs == 12
     assert len(outcome_sequence(db, "t.py::a", now=now, config=Config())) == 12
 

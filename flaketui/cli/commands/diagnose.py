@@ -32,6 +32,8 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "rate_low": diagnosis.rate_low,
         "rate_high": diagnosis.rate_high,
         "command": diagnosis.command,
+        "replay": diagnosis.replay,
+        "replay_run": diagnosis.replay_run,
         "experiments": [
             {"name": e.name, "sessions": e.sessions, "failed": e.failed}
             for e in diagnosis.experiments
@@ -124,6 +126,10 @@ def diagnose_command(
     for note in diagnosis.skipped:
         click.echo(f"  skipped {note}")
     click.echo(f"  reproduce: {' '.join(diagnosis.command)}")
+    if diagnosis.replay is not None and diagnosis.replay != diagnosis.command:
+        click.echo(
+            f"  replay the order of run {diagnosis.replay_run}: {' '.join(diagnosis.replay)}"
+        )
     click.echo(
         f"  {plural(diagnosis.stored_runs, 'session')} stored in {db} under source 'diagnose' "
         f"(not scored; run at {utc_now():%Y-%m-%d %H:%M} UTC)"

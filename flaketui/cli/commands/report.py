@@ -39,7 +39,11 @@ from flaketui.core.timeutil import parse_iso
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Show the first N only.")
 @click.option("--suite", metavar="S", help="Only runs of this suite (ranks are computed over it).")
 @click.option("--branch-kind", type=click.Choice(BRANCH_KINDS), help="Only runs of this kind.")
-@click.option("--group-by", type=click.Choice(GROUP_BYS), help="List families or signatures.")
+@click.option(
+    "--group-by",
+    type=click.Choice(GROUP_BYS),
+    help="List families, signature groups or co-failure groups.",
+)
 @CODEOWNERS_OPTION
 def report_command(
     db: Path | str,

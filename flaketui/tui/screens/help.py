@@ -22,6 +22,7 @@ HELP = """\
 | `1` `2` `3` `4` | views: Flaky, Regressions, Quarantined, All |
 | `/` | filter by test id, owner or signature (`Esc` clears) |
 | `g` / `f` | group by failure signature / by family (again: ungroup) |
+| `w` | group the flaky tests that fail in the same runs, with the cause they share |
 | `Space` | expand or collapse a group |
 | `s` / `S` | sort by the next column / reverse (or click a header) |
 | `t` / `b` | cycle the suite / branch-kind filter |
@@ -32,7 +33,9 @@ HELP = """\
 | `Ctrl+P` | command palette: every action |
 | `Ctrl+Q` | quit |
 
-**Keys — detail**: `c` copies the reproduction command, `Esc` goes back.
+**Keys — detail**: `c` copies the reproduction command, `d` pivots by the next dimension, `o`
+shows the order view (the tests that ran before it: candidate polluters), `D` diagnoses, `x`
+cancels it, `Esc` goes back.
 
 **Keys — suspected outages** (`o`): `a` accepts the one under the cursor (its runs stay out of
 scoring, as an incident), `x` rejects it (its runs count again; it is never proposed again),

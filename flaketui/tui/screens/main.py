@@ -67,6 +67,13 @@ class MainScreen(Screen[None]):
         Binding("4", "view('all')", "All", show=False),
         Binding("g", "group('signature')", "Signatures", tooltip="Group by failure signature"),
         Binding("f", "group('family')", "Families", tooltip="Group parametrized families"),
+        Binding(
+            "w",
+            "group('cofailure')",
+            "Together",
+            show=False,
+            tooltip="Group the flaky tests that fail in the same runs",
+        ),
         Binding("space", "toggle_group", "Expand", tooltip="Expand or collapse the group"),
         Binding("s", "sort_next", "Sort", tooltip="Sort by the next column (click a header too)"),
         Binding("S", "sort_reverse", "Reverse", show=False),
@@ -368,7 +375,7 @@ class MainScreen(Screen[None]):
             return None
         report = self.data.report
         if row.kind == "group":
-            groups = report.families if row.family else report.signatures
+            groups = report.families if row.family else [*report.signatures, *report.cofailures]
             return next((g for g in groups if g.key == row.target), None)
         return next((t for t in report.tests if t.test_id == row.target), None)
 
@@ -492,11 +499,16 @@ class MainScreen(Screen[None]):
         self.query_one(ViewTabs).active = view
 
     def action_group(self, grouping: str) -> None:
-        """Toggle grouping by signature or family."""
+        """Toggle grouping by signature, family or co-failure."""
         self.state.grouping = "none" if self.state.grouping == grouping else grouping
         self.state.expanded.clear()
         self.refresh_table()
-        label = {"none": "not grouped", "signature": "by signature", "family": "by family"}
+        label = {
+            "none": "not grouped",
+            "signature": "by signature",
+            "family": "by family",
+            "cofailure": "by co-failure (tests failing in the same runs)",
+        }
         self.notify(f"Grouping {label[self.state.grouping]}", timeout=2)
 
     def action_toggle_group(self) -> None:
