@@ -96,11 +96,9 @@ class Report:
     tests: list[TestVerdict]
     families: list[GroupVerdict]
     signatures: list[GroupVerdict]
-    now_was_clamped: bool = False
+    now_was_clamped: bool = False  # history older than the window: shown as of its newest run
     # Flaky tests failing in the same runs, grouped (flaketui.core.scoring.cofailure)
-    cofailures: list[GroupVerdict] = field(
-        default_factory=list
-    )  # history older than the window: shown as of its newest run
+    cofailures: list[GroupVerdict] = field(default_factory=list)
     # Suspected outages excluded from scoring while awaiting review (flaketui.core.history.outages)
     proposed_incidents: list[dict[str, Any]] = field(default_factory=list)
     # Runs in the window that never finished (a killed recording): scored for the tests they

@@ -12,7 +12,6 @@ import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from itertools import chain
 from typing import Any
 
 from flaketui.core.scoring.causes import Suspect
@@ -77,30 +76,38 @@ def _item_from(kind: type[TestVerdict] | type[GroupVerdict], data: dict[str, Any
     return kind(**fields)
 
 
+# The report's fields as the lines hold them: the head keeps the plain ones, a line each the
+# tests and the groups of each list.
+PLAIN_FIELDS = (
+    "window_days",
+    "config",
+    "now_was_clamped",
+    "proposed_incidents",
+    "interrupted_runs",
+)
+GROUP_LISTS = ("families", "signatures", "cofailures")
+
+
 def report_lines(report: Report, head: Mapping[str, Any]) -> Iterator[str]:
     """The report as lines of JSON: a head line (`head`'s keys beside the report's own), then
-    one line per test, family and signature group.
+    one line per test and per group of each group list.
 
     One small encoding per line: a big report never holds the interpreter in one long call.
     """
+    lists: dict[str, list[Any]] = {"tests": report.tests}
+    lists.update((name, getattr(report, name)) for name in GROUP_LISTS)
     yield json.dumps(
         {
             **head,
             "layout": LAYOUT,
             "now": report.now.isoformat(),
-            "window_days": report.window_days,
-            "config": report.config,
-            "now_was_clamped": report.now_was_clamped,
-            "proposed_incidents": report.proposed_incidents,
-            "interrupted_runs": report.interrupted_runs,
-            "sizes": [len(report.tests), len(report.families), len(report.signatures)],
+            **{name: getattr(report, name) for name in PLAIN_FIELDS},
+            "sizes": {name: len(items) for name, items in lists.items()},
         }
     )
-    items: Iterator[TestVerdict | GroupVerdict] = chain(
-        report.tests, report.families, report.signatures
-    )
-    for item in items:
-        yield json.dumps(_item(item), separators=(",", ":"))
+    for items in lists.values():
+        for item in items:
+            yield json.dumps(_item(item), separators=(",", ":"))
 
 
 def read_head(line: str) -> dict[str, Any]:
@@ -115,21 +122,18 @@ def report_from_lines(head: Mapping[str, Any], lines: Iterator[str]) -> Report:
     """The report `report_lines` gave, from its head (read_head) and the lines after it;
     ValueError when they are not those of a report of this layout."""
     try:
-        n_tests, n_families, n_signatures = head["sizes"]
+        sizes = head["sizes"]
 
-        def items(kind: type[TestVerdict] | type[GroupVerdict], count: int) -> list[Any]:
-            return [_item_from(kind, json.loads(next(lines))) for _ in range(count)]
+        def items(kind: type[TestVerdict] | type[GroupVerdict], name: str) -> list[Any]:
+            return [_item_from(kind, json.loads(next(lines))) for _ in range(int(sizes[name]))]
 
+        tests = items(TestVerdict, "tests")
+        groups: dict[str, Any] = {name: items(GroupVerdict, name) for name in GROUP_LISTS}
         return Report(
             now=datetime.fromisoformat(head["now"]),
-            window_days=int(head["window_days"]),
-            config=dict(head["config"]),
-            tests=items(TestVerdict, n_tests),
-            families=items(GroupVerdict, n_families),
-            signatures=items(GroupVerdict, n_signatures),
-            now_was_clamped=bool(head["now_was_clamped"]),
-            proposed_incidents=list(head["proposed_incidents"]),
-            interrupted_runs=int(head["interrupted_runs"]),
+            tests=tests,
+            **groups,
+            **{name: head[name] for name in PLAIN_FIELDS},
         )
     except (KeyError, TypeError, ValueError, StopIteration, AttributeError) as exc:
         raise ValueError(f"not a report of this layout ({exc!r})") from None
