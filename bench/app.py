@@ -1,6 +1,7 @@
 """Benchmark the app: start-up to the first ranked screen beside a bare Textual app.
 
 Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH] [--editable]
+       [--against SMALLER_HISTORY]
 
 The history is bench/generate.py's cached one for (results, seed), or --history. Each round runs
 two conditions, interleaved: on the machine as it is ("idle"), and while one other CPU-bound
@@ -8,8 +9,14 @@ process runs ("busy": the bench starts a process that spins on one core, and sto
 In each condition, every measured app is a fresh process:
 - on a real pseudo-terminal of SIZE:
   - bare_app_s: spawn to a bare Textual app's empty DataTable header drawn on the terminal;
-  - first_screen_s: spawn of the `flaketui open` console script to the rank-1 test drawn;
+  - first_screen_s: spawn of the `flaketui open` console script to the rank-1 test drawn,
+    with the ranking its last opening kept in the app's cache (the usual case: the round's
+    headless run opened the same history just before);
   - ratio: first_screen_s / bare_app_s (medians over the rounds);
+  - cold_first_screen_s, cold_ratio: the same with an empty cache directory (nothing kept:
+    the first opening of a history, the ranking made before the first paint);
+  - with --against SMALLER: against_first_screen_s, SMALLER's first screen in the same round,
+    and size_ratio = first_screen_s / against_first_screen_s (a 10 M history against 1 M);
 - headless (App.run_test), max_stall_ms: the worst lateness of a 10 ms timer in the app, from
   the list screen's mount (its first paint included) until everything is loaded (the ranking,
   then the groups and the lifecycle states): the worst over the rounds, not the median.
@@ -59,7 +66,7 @@ async def _stalls(history: Path, skip_file: Path, report: dict[str, object]) -> 
     from flaketui.tui.startup import StagedRead, make_source
 
     source = make_source(history, NOW, skip_file)
-    first_read = StagedRead(source)
+    first_read = StagedRead(source, kept=True)
     from flaketui.tui.app import FlaketuiApp
     from flaketui.tui.widgets.flake_table import FlakeTable
 
@@ -171,20 +178,29 @@ CONSOLE_SCRIPT = (
 )
 
 
-def terminal_round(
-    history: Path, skip_file: Path, marker: str, cwd: Path, env: dict[str, str], editable: bool
-) -> tuple[float, float]:
-    """Bare app, then `flaketui open HISTORY` (the console script), each on a real terminal."""
+def open_command(history: Path, skip_file: Path, editable: bool) -> list[str]:
+    """`flaketui open HISTORY --now NOW --skip-file SKIP_FILE`, as the console script runs it."""
     from common import NOW
 
-    bare = in_terminal([sys.executable, "-c", BARE_IN_TERMINAL], "bare-app-ready", cwd, env)
     if editable:
         launcher = [str(Path(sys.executable).with_name("flaketui"))]
     else:
         launcher = [sys.executable, "-c", CONSOLE_SCRIPT]
     command = [*launcher, "open", str(history), "--now", NOW.strftime("%Y-%m-%dT%H:%M:%SZ")]
-    first = in_terminal([*command, "--skip-file", str(skip_file)], marker, cwd, env)
-    return bare, first
+    return [*command, "--skip-file", str(skip_file)]
+
+
+def terminal_round(
+    history: Path, skip_file: Path, marker: str, cwd: Path, env: dict[str, str], editable: bool
+) -> tuple[float, float, float]:
+    """Bare app, then `flaketui open HISTORY` (the console script) with the ranking its last
+    opening kept, then without any (an empty cache directory), each on a real terminal."""
+    bare = in_terminal([sys.executable, "-c", BARE_IN_TERMINAL], "bare-app-ready", cwd, env)
+    command = open_command(history, skip_file, editable)
+    first = in_terminal(command, marker, cwd, env)
+    with tempfile.TemporaryDirectory(prefix="flaketui-bench-cold-") as empty:
+        cold = in_terminal(command, marker, cwd, {**env, "XDG_CACHE_HOME": empty})
+    return bare, first, cold
 
 
 @contextlib.contextmanager
@@ -222,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run this environment's editable install as is (no bytecode) instead of a copy",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="also open this (smaller) history in each round: size_ratio = first screen of the"
+        " measured history / first screen of this one",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -235,10 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     history = args.history.resolve()
     bare: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     first: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    cold: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    against: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     stalls: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-") as tmp:
         skip_file = Path(tmp) / "quarantine.json"
-        env = dict(os.environ)
+        # The app's cache (the ranking kept between openings) is the bench's own; the headless
+        # child of each round opens the history first, which keeps its ranking there.
+        env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
         if not args.editable:
             from common import install_copy
 
@@ -251,14 +277,26 @@ def main(argv: list[str] | None = None) -> int:
                     measured = headless(history, skip_file, env)
                     stalls[name].append(float(measured["stall_s"]))  # type: ignore[arg-type]
                     marker = str(measured["first_row"]).lstrip("…")  # the rank-1 test as drawn
-                    one_bare, one_first = terminal_round(
+                    one_bare, one_first, one_cold = terminal_round(
                         history, skip_file, marker, Path(tmp), env, args.editable
                     )
+                    if args.against is not None:
+                        anchor = args.against.resolve()
+                        seen = headless(anchor, skip_file, env)  # keeps its ranking too
+                        against[name].append(
+                            in_terminal(
+                                open_command(anchor, skip_file, args.editable),
+                                str(seen["first_row"]).lstrip("…"),
+                                Path(tmp),
+                                env,
+                            )
+                        )
                 bare[name].append(one_bare)
                 first[name].append(one_first)
+                cold[name].append(one_cold)
                 print(
                     f"{name}: bare {one_bare:.3f} s  first screen {one_first:.3f} s  "
-                    f"stall {stalls[name][-1] * 1000:.1f} ms",
+                    f"(nothing kept: {one_cold:.3f} s)  stall {stalls[name][-1] * 1000:.1f} ms",
                     file=sys.stderr,
                 )
     median = statistics.median
@@ -275,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
         summary[f"{prefix}first_screen_s"] = round(median(first[name]), 3)
         summary[f"{prefix}ratio"] = round(median(first[name]) / median(bare[name]), 2)
         summary[f"{prefix}max_stall_ms"] = round(max(stalls[name]) * 1000, 1)
+        summary[f"{prefix}cold_first_screen_s"] = round(median(cold[name]), 3)
+        summary[f"{prefix}cold_ratio"] = round(median(cold[name]) / median(bare[name]), 2)
+        if against[name]:
+            summary[f"{prefix}against_first_screen_s"] = round(median(against[name]), 3)
+            summary[f"{prefix}size_ratio"] = round(median(first[name]) / median(against[name]), 2)
     print(json.dumps(summary))
     return 0
 

@@ -38,7 +38,7 @@ SIZE = (160, 48)
 POLL_S = 0.005
 TIMEOUT_S = 600.0  # loading a big history
 KEY_TIMEOUT_S = 30.0  # one key (a key that changes nothing, e.g. Down on the last row, fails)
-SESSION = "flaketui-bench-keys"
+SESSION = f"flaketui-bench-keys-{os.getpid()}"  # two runs at once never share one
 KEYS_SHOWN = "Filter"  # the key bar is up: the main screen is drawn
 BARE_TABLE = """
 import sys

@@ -5,10 +5,13 @@ Usage: python bench/plugin.py --tests 5000 [--pairs 15] [--lean] [--editable]
 
 Writes a suite of N trivial tests (a third parametrized, 2 % failing) in a git repository of one
 commit (recording reads the commit as in a CI checkout), then runs it as --pairs pairs:
-`pytest -p no:cacheprovider` without recording (the flaketui plugin installed but inactive) and
-with `--flaketui-db` into a fresh history. Both include interpreter start-up and collection, as
-a CI job pays them. Every recorded history is checked (one finished run, one result per test) so
-a broken recorder cannot look fast.
+`pytest -p no:cacheprovider` alone (flaketui's plugin not loaded: `-p no:flaketui`) and with
+`--flaketui-db` into a fresh history. Both include interpreter start-up and collection, as a CI
+job pays them. When pytest-timeout loads (not with --lean), the suite's ini sets a timeout in
+both runs, so the recorder stores the timeout in force too. Every recorded history is checked
+so a broken recorder cannot look fast: one finished run, one result per test, and every field
+cause analysis needs recorded (the run's host, OS, Python and platform; each attempt's duration
+from the plugin's own clock, its position on the worker, the test before it, the timeout).
 
 The figure of record, `overhead`, is the median over pairs of (recording / plain wall time) - 1.
 The machine this runs on is 2 shared cores: a plain run's own time moves by ±20 % from one run to
@@ -48,6 +51,7 @@ Last stdout line: JSON.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import re
@@ -66,11 +70,18 @@ from common import emit, install_copy, loadavg, log, machine, median
 
 TESTS_PER_FILE = 500
 TARGET = 0.05  # the target: under 5 %
+SUITE_TIMEOUT_S = 300  # pytest-timeout's timeout in the suite's ini, when it is installed
 CI_LEVEL = 0.95
 
 
-def write_suite(root: Path, tests: int) -> None:
-    """N tests over files of TESTS_PER_FILE: plain functions and parametrized ones."""
+def has_timeout_plugin() -> bool:
+    """Whether pytest-timeout is installed (its `timeout` ini option then applies)."""
+    return importlib.util.find_spec("pytest_timeout") is not None
+
+
+def write_suite(root: Path, tests: int, timeout_s: int | None = None) -> None:
+    """N tests over files of TESTS_PER_FILE: plain functions and parametrized ones; with
+    timeout_s, the ini sets pytest-timeout's timeout."""
     written = file_index = 0
     while written < tests:
         lines = ["import pytest", ""]
@@ -92,7 +103,10 @@ def write_suite(root: Path, tests: int) -> None:
             written += count
         (root / f"test_gen_{file_index}.py").write_text("\n".join(lines), encoding="utf-8")
         file_index += 1
-    (root / "pytest.ini").write_text("[pytest]\naddopts = -q -p no:cacheprovider\n")
+    ini = "[pytest]\naddopts = -q -p no:cacheprovider\n"
+    if timeout_s is not None:
+        ini += f"timeout = {timeout_s}\n"
+    (root / "pytest.ini").write_text(ini)
 
 
 def commit_suite(root: Path) -> bool:
@@ -120,11 +134,14 @@ class Runner:
             self.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
     def command(self, db: Path | None) -> list[str]:
-        """The pytest command line; with a history path it records."""
+        """The pytest command line: with a history path it records, without it pytest runs
+        alone (flaketui's plugin not loaded)."""
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(self.root)]
+        if db is None:
+            return command if self.lean else [*command, "-p", "no:flaketui"]
         if self.lean:
             command += ["-p", "flaketui.pytest_plugin"]
-        return command if db is None else [*command, "--flaketui-db", str(db)]
+        return [*command, "--flaketui-db", str(db)]
 
     def run(self, db: Path | None) -> tuple[float, float]:
         """Wall time and the child's CPU time (user + sys) of one run (failures expected)."""
@@ -191,16 +208,52 @@ class Runner:
         return counts[0], counts[1]
 
 
-def check_history(db: Path, tests: int) -> None:
-    """The recording run really recorded: one finished run with one result per test."""
+RECORDED_FIELDS = (
+    "runs.runner_host",
+    "runs.os",
+    "runs.python",
+    "runs.platform",
+    "results.duration_ms",
+    "results.position",
+    "results.predecessor",
+)
+
+
+def check_history(db: Path, tests: int, timeout_s: int | None = None) -> None:
+    """The recording run really recorded: one finished run with one result per test, and
+    RECORDED_FIELDS (and the timeout, when the suite sets one) in every row that has them
+    (the first test of the session has no predecessor)."""
     conn = sqlite3.connect(db)
     try:
         runs = conn.execute("SELECT count(*), min(finished) FROM runs").fetchone()
         results = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+        run_fields = conn.execute(
+            "SELECT runner_host IS NOT NULL AND os IS NOT NULL AND python IS NOT NULL"
+            " AND platform IS NOT NULL FROM runs"
+        ).fetchone()
+        attempts = conn.execute(
+            "SELECT count(duration_ms), count(position), count(predecessor),"
+            " count(DISTINCT position), sum(timeout_ms = ?) FROM results",
+            (None if timeout_s is None else timeout_s * 1000,),
+        ).fetchone()
     finally:
         conn.close()
     if tuple(runs) != (1, 1) or results != tests:
         raise SystemExit(f"{db}: runs/finished {tuple(runs)}, {results} results for {tests} tests")
+    durations, positions, predecessors, distinct, timeouts = attempts
+    expected = (tests, tests, tests - 1, tests)
+    if (
+        not run_fields
+        or not run_fields[0]
+        or (durations, positions, predecessors, distinct) != (expected)
+    ):
+        raise SystemExit(
+            f"{db}: cause fields missing: run fields {run_fields}, durations/positions/"
+            f"predecessors/distinct positions {(durations, positions, predecessors, distinct)}"
+            f" for {tests} tests"
+        )
+    if timeout_s is not None and timeouts != tests:
+        raise SystemExit(f"{db}: {timeouts} of {tests} results recorded the {timeout_s} s timeout")
 
 
 def median_ci(values: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
@@ -286,7 +339,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "suite"
         root.mkdir()
-        write_suite(root, args.tests)
+        timeout_s = None if args.lean or not has_timeout_plugin() else SUITE_TIMEOUT_S
+        write_suite(root, args.tests, timeout_s)
         in_git = commit_suite(root)
         site = None
         if not args.editable:
@@ -305,7 +359,7 @@ def main() -> None:
                 (p, p_cpu), (r, r_cpu) = runner.run(None), runner.run(db)
             else:
                 (r, r_cpu), (p, p_cpu) = runner.run(db), runner.run(None)
-            check_history(db, args.tests)
+            check_history(db, args.tests, timeout_s)
             db.unlink()
             plain.append(p)
             recorded.append(r)
@@ -335,6 +389,8 @@ def main() -> None:
             "flaketui": "editable install" if args.editable else "installed copy with bytecode",
             "pytest_plugins": "flaketui only" if args.lean else "all installed",
             "suite_in_git": in_git,
+            "anchor": "pytest alone (flaketui's plugin not loaded)",
+            "recorded_fields": [*RECORDED_FIELDS, *(["results.timeout_ms"] if timeout_s else [])],
             "plain_s": median(plain),
             "recording_s": median(recorded),
             **wall,

@@ -25,7 +25,7 @@ if str(HERE) not in sys.path:  # run as a script or loaded by path from the test
     sys.path.insert(0, str(HERE))
 
 from catalogue import billing_ids, build_catalogue, codeowners_text  # noqa: E402
-from reports import Run, RunState, simulate_run, write_report  # noqa: E402
+from reports import Case, Run, RunState, simulate_run, write_report  # noqa: E402
 from schedule import Scenario, build_runs, sha  # noqa: E402
 
 SEED = 20261130
@@ -138,6 +138,27 @@ STORY: dict[str, dict[str, Any]] = {
         "at": day_at(-60, "10:15"),
         "rerun_at": day_at(-60, "10:48"),
     },
+    "cache_outage": {
+        # The shared cache's pods restarted: in the runs between, each non-billing test failed
+        # its first attempt with one message at this rate (a fifth of the suite), then passed.
+        "start": day_at(-6, "11:30"),
+        "end": day_at(-6, "13:30"),
+        "share": 0.45,
+    },
+    "recent_onset": {
+        "test_id": "tests/search/test_ranking.py::test_rank_ties_stable",
+        "since": day_at(-5, "00:00"),  # a search client upgrade on the runners (no commit)
+        "fail_probability": 0.35,
+    },
+    "rare_flake": {
+        "test_id": "tests/api/test_auth.py::test_login_ok",
+        # Also the integration suite's smoke test: the most-run test of the history.
+        "flaky_executions": [150, 420],  # of its unit and nightly runs: fail once, then pass
+    },
+    "interrupted": {
+        "run_id": "nightly-2026-11-25",
+        "recorded_share": 0.6,  # the job's timeout killed it after this share of its tests
+    },
     "skipped": {
         "test_ids": [
             "tests/api/test_auth.py::test_sso_saml_roundtrip",
@@ -164,6 +185,10 @@ EXPECT: dict[str, str] = {
     "shared_signature": "the listed tests share one signature; other_cause_test_id does not",
     "disk_full": "untagged run where most unit tests errored: an incident proposal",
     "skipped": "always skipped: no counted runs",
+    "cache_outage": "a suspected outage proposed at ingest: excluded, awaiting review (o)",
+    "recent_onset": "flaky since its onset day, ranked near the top on its current rate",
+    "rare_flake": "healthy with the flag rare-flake: two rescued failures in ~900 runs",
+    "interrupted": "one interrupted run, counted for the tests it recorded",
 }
 
 # ---- writing -----------------------------------------------------------------------------------
@@ -190,15 +215,24 @@ def manifest_entry(run: Run, files: list[str]) -> dict[str, object]:
     return entry
 
 
-def write_reports(runs: list[Run], folder: Path) -> tuple[Path, dict[str, Run], int]:
-    """Simulate and write every run's report(s) plus manifest.jsonl; return samples and count."""
+def write_reports(
+    runs: list[Run], folder: Path
+) -> tuple[Path, dict[str, Run], int, tuple[Run, list[Case]]]:
+    """Simulate and write every run's report(s) plus manifest.jsonl; return samples, count and
+    the interrupted run with the cases it recorded (it has no report: see record_interrupted)."""
     tests = build_catalogue()
     state = RunState()
     samples: dict[str, Run] = {}
     results = 0
     lines = []
+    killed: tuple[Run, list[Case]] | None = None
     for run in runs:
         cases = simulate_run(run, tests, STORY, state, SEED)
+        if run.run_id == STORY["interrupted"]["run_id"]:
+            kept = cases[: round(len(cases) * STORY["interrupted"]["recorded_share"])]
+            results += sum(len(c.attempts) for c in kept)
+            killed = (run, kept)
+            continue
         results += sum(len(c.attempts) for c in cases)
         if run.suite == "nightly":  # two shards, as a sharded CI job would upload them
             halves = [cases[0::2], cases[1::2]]
@@ -209,9 +243,11 @@ def write_reports(runs: list[Run], folder: Path) -> tuple[Path, dict[str, Run], 
             write_report(folder / name, run, part)
         lines.append(json.dumps(manifest_entry(run, names), sort_keys=True))
         _pick_sample(samples, run, cases)
+    if killed is None:
+        raise SystemExit(f"no run {STORY['interrupted']['run_id']} in the schedule")
     manifest = folder / "manifest.jsonl"
     manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return manifest, samples, results
+    return manifest, samples, results, killed
 
 
 def _pick_sample(samples: dict[str, Run], run: Run, cases: list) -> None:
@@ -257,10 +293,51 @@ def _frozen_clock() -> None:
             module.utc_now = lambda: ANCHOR  # type: ignore[attr-defined]
 
 
-def ingest(manifest: Path, db_path: Path) -> None:
-    """Ingest the manifest through flaketui's real path, then compact the file."""
+def record_interrupted(db: Any, run: Run, cases: list[Case]) -> None:
+    """Record a run as the pytest plugin does (`--flaketui-db`), killed before it finished.
+
+    The session wrote the tests it ran before the job's timeout and never called finish():
+    the run stays marked unfinished, as a killed session leaves it.
+    """
+    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+    meta = RunMeta(
+        run_id=run.run_id,
+        suite=run.suite,
+        branch=run.branch,
+        branch_kind=run.branch_kind,
+        commit_sha=run.commit,
+        ts=run.ts,
+        worker_count=run.worker_count,
+        runner_host=run.runner_host,
+        ci_url=run.ci_url,
+        changed_files=list(run.changed_files),
+    )
+    recorder = RunRecorder(db, meta)
+    recorder.add(
+        CaseResult(
+            case.test.node_id,
+            case.test.file,
+            [
+                Attempt(outcome, duration, message, case.worker_id)
+                for (outcome, message, _kind), duration in zip(
+                    case.attempts, case.durations, strict=True
+                )
+            ],
+        )
+        for case in cases
+    )
+
+
+def ingest(manifest: Path, db_path: Path, killed: tuple[Run, list[Case]]) -> None:
+    """Ingest the manifest through flaketui's real path, record the interrupted run, propose the
+    suspected outages as `flaketui ingest` does after a write, then compact the file."""
+    from flaketui.core.config import Config
+    from flaketui.core.history.outages import record_outages
     from flaketui.core.history.store import open_history
     from flaketui.core.ingest.manifest import ingest_manifest
+    from flaketui.core.scoring.report import effective_now
 
     _frozen_clock()
     if db_path.exists():
@@ -272,6 +349,10 @@ def ingest(manifest: Path, db_path: Path) -> None:
         summary = ingest_manifest(db, manifest)
         if summary.refused:
             raise SystemExit(f"ingest refused manifest lines: {summary.refused[:3]}")
+        record_interrupted(db, *killed)
+        config = Config()
+        moment, _clamped = effective_now(db, None, config)
+        record_outages(db, now=moment, config=config)
         db.conn.execute("PRAGMA journal_mode = DELETE")
         db.conn.execute("VACUUM")
     finally:
@@ -318,6 +399,10 @@ def stories_json(commits: list, runs: list[Run], results: int) -> dict[str, obje
     facts["pr_edits_test"]["failing_run_ids"] = sorted(
         r.run_id for r in runs if "tax-broken" in r.flags and r.suite == "unit"
     )
+    cache = STORY["cache_outage"]
+    facts["cache_outage"]["run_ids"] = sorted(
+        r.run_id for r in runs if cache["start"] <= r.ts < cache["end"] and r.suite != "nightly"
+    )
     for key, expectation in EXPECT.items():
         facts[key]["expect"] = expectation
     tests = build_catalogue()
@@ -347,9 +432,9 @@ def build(out_dir: Path) -> dict[str, object]:
     scratch_root = str(ram) if ram.is_dir() and os.access(ram, os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix="flaketui-sample-", dir=scratch_root) as scratch:
         folder = Path(scratch)
-        manifest, samples, results = write_reports(runs, folder)
+        manifest, samples, results, killed = write_reports(runs, folder)
         built = folder / "history.db"
-        ingest(manifest, built)
+        ingest(manifest, built, killed)
         shutil.copyfile(built, out_dir / "history.db")
         copy_samples(samples, folder, out_dir / "reports")
     facts = stories_json(commits, runs, results)

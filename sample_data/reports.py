@@ -32,6 +32,15 @@ POOL_TIMEOUT = (
     "timeout 30.00"
 )
 DISK_FULL = "OSError: [Errno 28] No space left on device: '/tmp/pytest-of-ci/pytest-{n}/blob.bin'"
+CACHE_DOWN = (
+    "redis.exceptions.ConnectionError: Error 111 connecting to cache-7d9f8b6c5-{pod}:6379. "
+    "Connection refused."
+)
+ONSET_MESSAGE = (
+    "AssertionError: results with equal score came back in a different order "
+    "(doc-{a} before doc-{b})"
+)
+RARE_MESSAGE = "ConnectionResetError: [Errno 104] Connection reset by peer (auth-db handshake)"
 ALIAS_MESSAGE = "AssertionError: alias 'products' points to index products-v2, expected products-v1"
 TAX_MESSAGE = "AssertionError: assert Decimal('10.24') == Decimal('10.25') (half-even rounding)"
 
@@ -61,6 +70,7 @@ class RunState:
 
     alternating_executions: int = 0
     new_test_executions: int = 0
+    rare_flake_executions: int = 0  # its runs in suites that retry
 
 
 @dataclass
@@ -138,7 +148,63 @@ def simulate_run(
     _separate_billing_workers(cases, story, run)
     for case in cases:
         case.durations = [_duration(rng, case.test, outcome) for outcome, _, _ in case.attempts]
+    _later_stories(run, tests, cases, story, state, seed)
     return cases
+
+
+def _later_stories(
+    run: Run,
+    tests: list[TestDef],
+    cases: list[Case],
+    story: dict[str, Any],
+    state: RunState,
+    seed: int,
+) -> None:
+    """The stories added after the others: the cache outage, the recent onset, the rare flake.
+
+    They draw from a random stream of their own and rewrite the cases they touch once every
+    other story has drawn, so the other stories' runs stay exactly as they were.
+    """
+    rng = random.Random(f"{seed}:{run.run_id}:later")
+    attempts_max = RETRY_ATTEMPTS[run.suite]
+    onset, cache, rare = story["recent_onset"], story["cache_outage"], story["rare_flake"]
+    if run.suite == "integration":
+        # The login smoke test also runs against the integration stack (no retries there).
+        smoke = next(t for t in tests if t.node_id == rare["test_id"])
+        at = next((i for i, c in enumerate(cases) if c.test.node_id > smoke.node_id), len(cases))
+        attempts: list[Any] = [("pass", None, None)]
+        if run.incident and rng.random() < 0.85:  # the provider outage fails it as the rest
+            attempts = [_fail(OUTAGE_MESSAGE.format(endpoint="tokens", req="0" * 12))]
+        durations = [_duration(rng, smoke, outcome) for outcome, _, _ in attempts]
+        cases.insert(at, Case(smoke, attempts, None, durations))
+    spared = {onset["test_id"], rare["test_id"], story["resolved_incident"]["test_id"]}
+    outage = cache["start"] <= run.ts < cache["end"] and run.suite != "nightly"
+    for case in cases:
+        node = case.test.node_id
+        new: list[Any] | None = None
+        if case.attempts[0][0] == "skipped":
+            continue
+        if outage and node not in spared and not _quiet(node, story):
+            if rng.random() < cache["share"]:
+                pod = "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+                new = _flaky(rng, CACHE_DOWN.format(pod=pod), attempts_max)
+        elif node == onset["test_id"] and run.ts >= onset["since"]:
+            if rng.random() < onset["fail_probability"]:
+                a, b = rng.sample(range(1, 60), 2)
+                new = _flaky(rng, ONSET_MESSAGE.format(a=a, b=b), attempts_max)
+        elif node == rare["test_id"] and run.suite != "integration" and not run.incident:
+            if "disk-full" in run.flags:
+                continue
+            execution = state.rare_flake_executions
+            state.rare_flake_executions += 1
+            new = (
+                _flaky(rng, RARE_MESSAGE, attempts_max)
+                if execution in rare["flaky_executions"]
+                else [("pass", None, None)]
+            )
+        if new is not None:
+            case.attempts = new
+            case.durations = [_duration(rng, case.test, outcome) for outcome, _, _ in new]
 
 
 def _separate_billing_workers(cases: list[Case], story: dict[str, Any], run: Run) -> None:

@@ -126,3 +126,14 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     )
     assert command in (ROOT / "README.md").read_text(encoding="utf-8")
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_every_setting_is_documented() -> None:
+    """Each field of Config is named in docs/configuration.md's tables."""
+    import dataclasses
+
+    from flaketui.core.config import Config
+
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    missing = [f.name for f in dataclasses.fields(Config) if f"`{f.name}`" not in text]
+    assert not missing, f"settings missing from docs/configuration.md: {missing}"

@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "lifecycle": "lifecycle",
     "merge": "merge",
     "open": "open",
+    "order": "order",
     "pivot": "pivot",
     "prune": "prune",
     "quarantine": "quarantine",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from flaketui.cli.params import FilePath
 from flaketui.core.history.address import is_server_url, mask_url
 
 if TYPE_CHECKING:  # ParamType is generic only in recent click releases
@@ -28,6 +29,19 @@ class HistoryAddress(_AddressType):
 
 
 HISTORY_ADDRESS = HistoryAddress()
+
+
+class ReadAddress(FilePath):
+    """A history file (FilePath's checks), or a server URL (as a str) that the command reads
+    through its replica in the cache directory (`local_history`)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and is_server_url(value):
+            return value
+        return super().convert(value, param, ctx)
+
+
+READ_ADDRESS = ReadAddress(what="history file", dir_okay=False, path_type=Path)
 
 
 def shown(address: str | Path) -> str:
@@ -52,7 +66,7 @@ def local_history(address: Path | str, *, quiet: bool = True) -> Path:
 
     path = replica_path(address)
     path.parent.mkdir(parents=True, exist_ok=True)
-    run_sync(address, path, quiet=quiet)
+    run_sync(address, path, quiet=quiet, notes_err=True)  # stdout is the command's
     click.get_current_context().call_on_close(lambda: send_audit(address, path))
     return path
 

@@ -13,16 +13,27 @@ from typing import Any
 
 import click
 
+from flaketui.core.history.address import is_server_url, mask_url
+
 
 class FilePath(click.Path):
-    """click.Path, with its refusals said as `PATH: problem` (what names the expected file)."""
+    """click.Path, with its refusals said as `PATH: problem` (what names the expected file).
 
-    def __init__(self, *, what: str = "file", **kwargs: Any) -> None:
+    A `postgresql://` URL given where a file is expected is refused with its password masked
+    and `server_hint` (why this command needs a file) after it.
+    """
+
+    def __init__(self, *, what: str = "file", server_hint: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.what = what
+        self.server_hint = server_hint or (
+            f"this command takes a {what}, not a server; sync one first: flaketui sync URL FILE"
+        )
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """The path, or a BadParameter that names it and says what is wrong in plain words."""
+        if isinstance(value, str) and is_server_url(value):
+            self.fail(f"{mask_url(value)}: {self.server_hint}", param, ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter:

@@ -49,4 +49,4 @@ class RunMeta:
     os: str | None = None  # 'Linux', 'Darwin', 'Windows'
     python: str | None = None  # '3.12.4'
     platform: str | None = None  # 'linux-x86_64'
-    order_seed: str | None = None  # 'random-order:1234', 'randomly:42' when the order was shuffled
+    order_seed: str | None = None  # 'randomly:42', 'random-order:1234[:bucket]' when shuffled

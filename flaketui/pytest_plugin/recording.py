@@ -461,7 +461,8 @@ def _item_timeout_ms(item: pytest.Item, default_ms: int | None) -> int | None:
 
 
 def _order_seed(config: pytest.Config) -> str | None:
-    """The seed of the plugin that shuffled the test order, as 'plugin:seed', else None."""
+    """The seed of the plugin that shuffled the test order, as 'plugin:seed' (pytest-random-order:
+    'random-order:seed:bucket' for a bucket other than its default 'module'), else None."""
     if _has_plugin(config, "randomly", "pytest_randomly") and config.getoption(
         "randomly_reorganize", True
     ):
@@ -474,8 +475,11 @@ def _order_seed(config: pytest.Config) -> str | None:
         enabled = config.getoption("random_order_enabled", False) or not (
             bucket.startswith("default:") and seed.startswith("default:")
         )
-        if enabled and bucket.removeprefix("default:") != "none":
-            return f"random-order:{seed.removeprefix('default:')}"
+        bucket = bucket.removeprefix("default:")
+        if enabled and bucket != "none":
+            # The bucket shapes the order as much as the seed: kept unless it is the default.
+            where = "" if bucket == "module" else f":{bucket}"
+            return f"random-order:{seed.removeprefix('default:')}{where}"
     return None
 
 

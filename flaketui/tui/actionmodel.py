@@ -18,11 +18,16 @@ def repro_command(
     last_good: str | None = None,
     worst_worker_count: int | None = None,
     repeat: int = 50,
+    seed_replay: Sequence[str] | None = None,
 ) -> str:
-    """A copyable command that reproduces the problem: a repeat run, or a git bisect."""
+    """A copyable command that reproduces the problem: a git bisect for a regression, else
+    the replay of the latest bad run's random order when its seed was recorded (seed_replay,
+    flaketui.core.scoring.order.SeedReplay.command), else a repeat run."""
     quoted = shlex.quote(test_id)
     if verdict == "regression" and first_bad and last_good:
         return f"git bisect start {first_bad} {last_good} && git bisect run pytest {quoted}"
+    if seed_replay:
+        return shlex.join(seed_replay)
     workers = f" -n {worst_worker_count}" if worst_worker_count and worst_worker_count > 1 else ""
     return f"pytest {quoted} --count={repeat}{workers} -p no:randomly"
 

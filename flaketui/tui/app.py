@@ -27,6 +27,7 @@ from flaketui.tui.loaders import (
     history_stamp,
     quarantine_test,
     release_test,
+    review_outage,
 )
 from flaketui.tui.messages import HistoryChanged, WriteDone
 from flaketui.tui.screens.main import MainScreen
@@ -36,9 +37,15 @@ from flaketui.tui.trial import Trial, trial_for
 POLL_SECONDS = 2.0
 # Quarantine and release refuse on a read-only history rather than write the skip file alone:
 # the audit log in the history is what the lifecycle and `flaketui lifecycle` read back.
-READ_ONLY_NOTICE = "Opened read-only (no write permission): quarantine and release are off"
+READ_ONLY_NOTICE = (
+    "Opened read-only (no write permission): quarantine, release and outage review are off"
+)
 READ_ONLY_REFUSAL = (
     "The history is read-only: quarantine and release also write an audit row into it, "
+    "so nothing was written (make the file writable, or use a writable copy)"
+)
+READ_ONLY_REVIEW_REFUSAL = (
+    "The history is read-only: accepting or rejecting an outage writes into it, "
     "so nothing was written (make the file writable, or use a writable copy)"
 )
 
@@ -173,12 +180,23 @@ class FlaketuiApp(App[None]):
             return (test_id, self.main_screen.item_for(row)) if test_id else None
         return None
 
-    def _writable(self) -> bool:
+    def _writable(self, refusal: str = READ_ONLY_REFUSAL) -> bool:
         """Refuse a write on a read-only history: the audit row could not land beside the entry."""
         if self.source.readonly:
-            self.notify(READ_ONLY_REFUSAL, title="Not written", severity="error")
+            self.notify(refusal, title="Not written", severity="error")
             return False
         return True
+
+    def review_outage(self, tag: str, *, accept: bool) -> None:
+        """Accept or reject a proposed outage in a worker; the ranking reloads after it."""
+        if not self._writable(READ_ONLY_REVIEW_REFUSAL):
+            return
+
+        def job() -> str:
+            text = review_outage(self.write_source(), tag, accept=accept)
+            return text + (" (trial copy)" if self.trial is not None else "")
+
+        self.run_write(job)
 
     def action_quarantine(self) -> None:
         """Ask for the entry's details, then write it in a worker."""
@@ -269,7 +287,7 @@ class FlaketuiApp(App[None]):
         about 0.1-0.2 s of imports that the first ranked screen should not wait for, nor the
         first Enter, `?`, `q` or `e` on the UI thread.
         """
-        for screen in ("detail", "help", "quarantine_modal", "export_modal"):
+        for screen in ("detail", "help", "quarantine_modal", "export_modal", "outages"):
             with IMPORT_LOCK:
                 importlib.import_module(f"flaketui.tui.screens.{screen}")
 
@@ -294,6 +312,9 @@ class FlaketuiApp(App[None]):
         self.notify(event.text, title="Done")
         if event.reload:
             self.main_screen.reload()
+            after_write = getattr(self.screen, "after_write", None)
+            if callable(after_write):
+                after_write()  # a screen showing what was written reads it again
 
 
 def make_app(
@@ -305,7 +326,10 @@ def make_app(
     cursor_blink: bool = True,
     watch: bool = True,
     codeowners: str | Path | None = None,
+    display: str | None = None,
 ) -> FlaketuiApp:
     """Build the app for one history (used by `flaketui open`, the tests and the benchmark)."""
-    source = make_source(path, now, skip_file, config=config, codeowners=codeowners)
+    source = make_source(
+        path, now, skip_file, config=config, codeowners=codeowners, display=display
+    )
     return FlaketuiApp(source, cursor_blink=cursor_blink, watch=watch)

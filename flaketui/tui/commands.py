@@ -14,6 +14,7 @@ COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("View: All", "Every scored test", "view('all')", "main"),
     ("Group by signature", "Toggle grouping by failure signature", "group('signature')", "main"),
     ("Group by family", "Toggle grouping by parametrized family", "group('family')", "main"),
+    ("Group by co-failure", "Flaky tests failing in the same runs", "group('cofailure')", "main"),
     ("Expand or collapse group", "Show a group's members", "toggle_group", "main"),
     ("Filter", "Filter by test id, owner or signature", "filter", "main"),
     ("Clear filter", "Show every row again", "clear_filter", "main"),
@@ -23,9 +24,11 @@ COMMANDS: tuple[tuple[str, str, str, str], ...] = (
     ("Cycle branch-kind filter", "main, pr, release or all", "cycle_branch", "main"),
     ("Open detail", "Detail of the test or family under the cursor", "open_detail", "main"),
     ("Copy reproduction command", "Copy the repro command", "copy_repro", "detail"),
+    ("Order view", "The tests that ran before it: candidate polluters", "order", "detail"),
     ("Quarantine test", "Write a skip-file entry and an audit row", "app.quarantine", "any"),
     ("Release test", "Remove the skip-file entry", "app.release", "any"),
     ("Export current view", "Write json, csv, markdown, deselect or list", "app.export", "main"),
+    ("Review suspected outages", "Accept or reject outages excluded", "outages", "main"),
     ("Reload history", "Read the history again", "reload", "any"),
     ("Help", "Keys and columns", "app.help", "any"),
 )
@@ -45,7 +48,11 @@ class FlaketuiCommands(Provider):
             if isinstance(self.screen, DetailScreen)
             else "other"
         )
-        return [(t, h, a) for t, h, a, s in COMMANDS if s in ("any", scope)]
+        return [
+            (t, h, a)
+            for t, h, a, s in COMMANDS
+            if s in ("any", scope) and self.screen.check_action(a, ()) is not False
+        ]
 
     async def _run(self, action: str) -> None:
         await self.app.run_action(action, self.screen)

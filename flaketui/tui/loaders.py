@@ -66,6 +66,7 @@ class MainData:
     extras_loaded: bool = False  # lifecycle states and suites arrived (load_extras)
     groups_loaded: bool = True  # False while the report's families and signatures are to come
     causes_loaded: bool = False  # the flaky tests' and families' likely causes are in the report
+    provisional: bool = False  # the ranking kept from the last opening, until the new one is in
 
 
 @dataclass(slots=True)
@@ -90,6 +91,7 @@ class DetailData:
     daily_scores: list[float]
     members: list[TestVerdict]
     repro: str
+    repro_note: str = ""  # what the command replays, when it is a recorded run's order
 
 
 # Held by the app's threads while they import a module first needed late: Python 3.11 may fail
@@ -258,6 +260,9 @@ def load_detail(
         signatures = detail.signatures_of(db, key, now=report.now, config=config)
         step(2, 3, "worker pivot")
         pivot = pivot_mod.worker_pivot(db, key, now=report.now, config=config)
+        replay = _core("scoring.order").latest_seed_replay(
+            db, list(pivot.members), now=report.now, config=config
+        )
     # A family's pooled series comes with the report's groups, as a test's does.
     daily = list(item.daily_scores)
     members_tv: list[TestVerdict] = []
@@ -274,7 +279,11 @@ def load_detail(
         first_bad=first_bad,
         last_good=last_good,
         worst_worker_count=worst_worker_count(pivot.by_worker_count),
+        seed_replay=replay.command() if replay is not None else None,
     )
+    note = ""
+    if replay is not None and not repro.startswith("git bisect"):
+        note = f"replays the order of run {replay.run_id}, its latest bad run (the whole suite)"
     return DetailData(
         key=key,
         kind="test" if is_test else "family",
@@ -286,6 +295,7 @@ def load_detail(
         daily_scores=daily,
         members=members_tv,
         repro=repro,
+        repro_note=note,
     )
 
 
@@ -359,6 +369,30 @@ def release_test(source: Source, test_id: str, now: datetime) -> str:
         )  # fmt: skip
     what = test_id if len(removed) == 1 else f"{len(removed)} params of {test_id}"
     return f"Released {what} from {source.skip_display or source.skip_path}"
+
+
+def load_outages(source: Source) -> list[Any]:
+    """The suspected outages awaiting review (core.history.outages.Outage), oldest first."""
+    outages = _core("history.outages")
+    with reading(source.path) as db:
+        pending: list[Any] = outages.pending_outages(db.conn)
+    return pending
+
+
+def review_outage(source: Source, tag: str, *, accept: bool) -> str:
+    """Accept or reject one proposed outage, as `flaketui incident accept|reject` do.
+
+    Returns the notification text.
+    """
+    outages = _core("history.outages")
+    with writing(source.path) as db:
+        if accept:
+            runs = outages.accept_outage(db, tag)
+            stay = "stays" if runs == 1 else "stay"
+            return f"Outage {tag} accepted: {plural(runs, 'run')} {stay} excluded from scoring"
+        runs = outages.reject_outage(db, tag)
+        counts = "counts" if runs == 1 else "count"
+        return f"Outage {tag} rejected: {plural(runs, 'run')} {counts} again"
 
 
 EXPORT_FORMATS = ("json", "csv", "markdown", "deselect", "list")

@@ -17,7 +17,15 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import Report
 from flaketui.tui.history_access import is_read_only
-from flaketui.tui.loaders import Extras, MainData, Source, load_in_stages
+from flaketui.tui.loaders import (
+    Extras,
+    MainData,
+    Source,
+    history_stamp,
+    load_in_stages,
+    quarantine_rows,
+    read_skip,
+)
 
 T = TypeVar("T")
 STEPS = 4  # the ranking, the complete report, the lifecycle states and suites, the causes
@@ -30,8 +38,10 @@ def make_source(
     *,
     config: Config | None = None,
     codeowners: str | Path | None = None,
+    display: str | None = None,
 ) -> Source:
-    """The history, skip file, clock, config and CODEOWNERS of one app session."""
+    """The history, skip file, clock, config and CODEOWNERS of one app session; `display`
+    names the history in the header (default: the path as given)."""
     from flaketui.core.owners import find_repo_root, locate_codeowners
     from flaketui.core.quarantine.skipfile import resolve_skip_file
 
@@ -44,7 +54,7 @@ def make_source(
     return Source(
         path=history,
         skip_path=skip_path,
-        display=str(path),
+        display=display if display is not None else str(path),
         skip_display=shown_path(skip_path),
         requested_now=now,
         config=config,
@@ -72,9 +82,15 @@ class StagedRead:
     do not compete with that paint for the interpreter.
     """
 
-    def __init__(self, source: Source) -> None:
-        """Start reading `source` now."""
+    def __init__(self, source: Source, *, kept: bool = False) -> None:
+        """Start reading `source` now.
+
+        kept: hand over the ranking kept from the last opening (ranking_store) as the first
+        step when there is one, marked provisional; the complete report replaces it, and is
+        kept in turn for the next opening.
+        """
         self.source = source
+        self.kept = kept
         self.done = [threading.Event() for _ in range(STEPS)]
         self.values: list[object] = [None] * STEPS
         self.errors: list[BaseException | None] = [None] * STEPS
@@ -87,6 +103,12 @@ class StagedRead:
     def run(self) -> None:
         """Read the steps in turn (the thread's body)."""
         try:
+            if self.kept and self._hand_over_kept():
+                # The new ranking is read once the first screen is painted, as the later steps
+                # are: until then the interpreter is the paint's.
+                self.wanted.wait()
+                if self.stopped:
+                    return
             stages = load_in_stages(self.source)
             with closing(stages):
                 for step in range(STEPS):
@@ -94,8 +116,14 @@ class StagedRead:
                         self.wanted.wait()
                         if self.stopped:
                             return
-                    self.values[step] = next(stages)
-                    self.done[step].set()
+                    value = next(stages)
+                    if not self.done[step].is_set():
+                        self.values[step] = value
+                        self.done[step].set()
+                    if step == 1 and self.kept and isinstance(value, Report):
+                        from flaketui.tui.ranking_store import keep_ranking
+
+                        keep_ranking(self.source, value)
         except Exception as exc:  # raised again, in the reader's words, by the step asked for
             for step in range(STEPS):
                 if not self.done[step].is_set():
@@ -103,6 +131,29 @@ class StagedRead:
         finally:
             for event in self.done:
                 event.set()
+
+    def _hand_over_kept(self) -> bool:
+        """The kept ranking as the first step, when there is one for this source."""
+        # Imported here, in the reading thread: the UI thread is importing Textual meanwhile.
+        from flaketui.tui.ranking_store import load_ranking
+
+        report = load_ranking(self.source)
+        if report is None:
+            return False
+        skip, problem = read_skip(self.source.skip_path)
+        self.values[0] = MainData(
+            report,
+            {},
+            quarantine_rows(skip),
+            [],
+            history_stamp(self.source.path),
+            problem,
+            skip,
+            groups_loaded=True,
+            provisional=True,
+        )
+        self.done[0].set()
+        return True
 
     def proceed(self) -> None:
         """Read the later steps now."""

@@ -19,7 +19,7 @@ VIEW_TITLES = {
     "quarantined": "Quarantined",
     "all": "All",
 }
-GROUPINGS = ("none", "signature", "family")
+GROUPINGS = ("none", "signature", "family", "cofailure")
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 CAUSE_WIDTH = 28  # the likely cause is a short text; a longer one ends with "…"
 PENDING = "…"  # a cell whose value is still being read
@@ -387,7 +387,11 @@ def columns_for(view: str, grouping: str = "none") -> list[Column]:
     return [replace(c, label=label) if c.key == "test" else c for c in columns]
 
 
-GROUPED_LABELS = {"signature": "Signature / test", "family": "Family / test"}
+GROUPED_LABELS = {
+    "signature": "Signature / test",
+    "family": "Family / test",
+    "cofailure": "Co-failure group / test",
+}
 
 
 def natural_sort_column(view: str) -> str:
@@ -472,6 +476,8 @@ def _groups(report: Report, grouping: str) -> list[GroupVerdict]:
         return report.signatures
     if grouping == "family":
         return [g for g in report.families if len(g.members) > 1]
+    if grouping == "cofailure":
+        return report.cofailures
     return []
 
 

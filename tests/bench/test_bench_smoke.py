@@ -135,6 +135,19 @@ def test_app_prints_first_screen_ratios_and_stalls_idle_and_busy(
     for prefix in ("", "busy_"):
         assert out[f"{prefix}first_screen_s"] > 0 and out[f"{prefix}bare_app_s"] > 0
         assert out[f"{prefix}ratio"] > 0 and out[f"{prefix}max_stall_ms"] >= 0
+        assert out[f"{prefix}cold_first_screen_s"] > 0 and out[f"{prefix}cold_ratio"] > 0
+
+
+def test_app_compares_two_histories_of_different_sizes(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    small = run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)["path"]
+    args = ["--results", "2000", "--repeat", "1", "--against", small]
+    out = run_main(bench("app"), args, monkeypatch, capsys)
+    for prefix in ("", "busy_"):
+        assert out[f"{prefix}against_first_screen_s"] > 0
+        expected = out[f"{prefix}first_screen_s"] / out[f"{prefix}against_first_screen_s"]
+        assert out[f"{prefix}size_ratio"] == pytest.approx(expected, abs=0.01)
 
 
 def test_the_busy_condition_runs_one_spinning_process_and_stops_it(bench: Any) -> None:
@@ -168,3 +181,29 @@ def test_keys_prints_latencies_against_a_bare_table(
     for key in ("move", "page", "view", "all_move", "sort", "detail", "back", "bare_move"):
         assert out[f"{key}_ms"] > 0
     assert out["move_ratio"] > 0 and out["max_ms"] >= out["move_ms"]
+
+
+def test_scale_copies_every_test_with_its_outcomes(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    from flaketui.core.history.store import open_history
+    from flaketui.core.scoring.report import build_report
+
+    base = run_main(bench("generate"), ["--results", "2000"], monkeypatch, capsys)
+    out = run_main(bench("scale"), ["--results", "2000", "--copies", "2"], monkeypatch, capsys)
+    assert out["path"] != base["path"] and out["results"] == 3 * base["results"]
+    assert out["runs"] == base["runs"]
+    now = bench("common").NOW
+
+    def verdicts(path: str) -> dict[str, tuple[str, float]]:
+        db = open_history(Path(path), readonly=True)
+        try:
+            report = build_report(db, now=now)
+        finally:
+            db.close()
+        return {t.test_id: (str(t.verdict), round(t.scores.damage, 9)) for t in report.tests}
+
+    original, scaled = verdicts(base["path"]), verdicts(out["path"])
+    assert original and len(scaled) == 3 * len(original)
+    for copy in ("", "copy1/", "copy2/"):
+        assert {test: scaled[copy + test] for test in original} == original

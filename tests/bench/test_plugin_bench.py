@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,36 @@ def test_instructions_of_a_pair_per_hash_seed_under_valgrind(
         assert recording > plain > 0
     ratios = sorted(out["instr_pair_ratios"])
     assert out["instr_overhead"] == pytest.approx((ratios[0] + ratios[1]) / 2 - 1, abs=2e-4)
+
+
+def test_the_anchor_is_pytest_alone(plugin_bench: ModuleType, tmp_path: Path) -> None:
+    default = plugin_bench.Runner(tmp_path, None, lean=False)
+    assert default.command(None)[-2:] == ["-p", "no:flaketui"]
+    assert "no:flaketui" not in default.command(tmp_path / "h.db")
+    lean = plugin_bench.Runner(tmp_path, None, lean=True)
+    assert not [arg for arg in lean.command(None) if "flaketui" in arg]
+
+
+def test_a_recording_without_the_cause_fields_is_refused(
+    plugin_bench: ModuleType, tmp_path: Path
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    plugin_bench.write_suite(suite, 12, timeout_s=300)
+    assert "timeout = 300" in (suite / "pytest.ini").read_text()
+    db = tmp_path / "h.db"
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "flaketui.pytest_plugin", "-p", "pytest_timeout",
+         "--flaketui-db", str(db), str(suite)],
+        cwd=suite, env=env, capture_output=True, check=False,
+    )  # fmt: skip
+    plugin_bench.check_history(db, 12, 300)  # every field recorded
+    with pytest.raises(SystemExit, match="timeout"):
+        plugin_bench.check_history(db, 12, 60)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE results SET predecessor = NULL WHERE position = 5")
+    conn.close()
+    with pytest.raises(SystemExit, match="cause fields missing"):
+        plugin_bench.check_history(db, 12, 300)

@@ -82,3 +82,25 @@ def test_a_partial_name_is_answered_with_what_contains_it(history: Path) -> None
     code, out = invoke("pivot", str(history), short, "--now", "2026-11-02T00:00:00Z")
     assert code == 1
     assert out == f"Error: no test or family named {short!r}; did you mean {FAMILY!r}?\n"
+
+
+def test_interrupted_runs_are_shown_for_the_tests_they_recorded(history: Path) -> None:
+    """A killed session recorded [a] (failed), never [b]: it counts for [a] and the family."""
+    db = open_history(history)
+    killed = HistoryBuilder(db).run(ts=T0 + 21 * HOUR, finished=False, run_id="killed")
+    killed.result(f"{FAMILY}[a]", ["fail"], worker_id="gw0")
+    db.conn.close()
+    now = ("--now", "2026-11-02T00:00:00Z")
+    line = "1 interrupted run among them (scored for the tests they recorded)"
+    code, out = invoke("pivot", str(history), FAMILY, *now)
+    assert code == 0, out
+    assert out.splitlines()[1:3] == ["21 counted runs, 8 bad (first attempt failed)", line]
+    code, out = invoke("pivot", str(history), f"{FAMILY}[b]", *now)
+    assert code == 0 and "interrupted" not in out, out
+    for target, expected in ((f"{FAMILY}[a]", 1), (f"{FAMILY}[b]", 0), (FAMILY, 1)):
+        for extra in ((), ("--by", "all")):
+            code, out = invoke("pivot", str(history), target, *now, "--format", "json", *extra)
+            assert code == 0, out
+            assert json.loads(out)["interrupted_runs"] == expected, (target, extra)
+    code, out = invoke("pivot", str(history), f"{FAMILY}[a]", *now, "--by", "worker_count")
+    assert code == 0 and out.splitlines()[2] == line, out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -120,3 +121,26 @@ def test_a_test_the_history_does_not_hold_is_refused(repo: Path, tmp_path: Path)
     result = CliRunner().invoke(cli, ["diagnose", str(path), VICTIM, "--repo", str(repo)])
     assert result.exit_code == 1
     assert "no test or family named" in result.output
+
+
+def test_a_test_that_passes_here_is_replayed_in_its_recorded_order(
+    repo: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "seeded.db"
+    history = open_history(path)
+    for number, (seed, outcome) in enumerate([("randomly:31337", "fail"), (None, "pass")]):
+        meta = RunMeta(
+            run_id=f"ci-{number}", ts=datetime(2026, 11, 1, number, tzinfo=UTC), order_seed=seed
+        )
+        recorder = RunRecorder(history, meta)
+        recorder.add([CaseResult(VICTIM, "tests/test_a.py", [Attempt(outcome, 5, "boom")])])
+        recorder.finish()
+    history.conn.close()
+    args = ["diagnose", str(path), VICTIM, "--repo", str(repo), "--runs", "2"]
+    result = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    assert found["label"] == "not-reproducible"
+    replay = ["pytest", "-p", "randomly", "--randomly-seed=31337"]
+    assert (found["replay"], found["replay_run"]) == (replay, "ci-0")
+    assert found["command"] == replay

@@ -8,6 +8,7 @@ reason, and random flakes fail with a fixed probability whatever the run.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,11 +47,23 @@ def random_test(index: int) -> str:
 
 def build(path: Path, *, seed: int, runs: int = 240, kinds: Kinds | None = None) -> Path:
     """Write a history of `runs` runs over the 30 days before NOW into path."""
+    db = open_history(path)
+    for meta, cases in generate(seed=seed, runs=runs, kinds=kinds):
+        recorder = RunRecorder(db, meta)
+        recorder.add(cases)
+        recorder.finish()
+    db.conn.close()
+    return path
+
+
+def generate(
+    *, seed: int, runs: int = 240, kinds: Kinds | None = None
+) -> Iterator[tuple[RunMeta, list[CaseResult]]]:
+    """The runs `build` writes, each as the plugin's recorder receives it."""
     kinds = kinds or Kinds()
     rng = random.Random(seed)
     fillers = [f"tests/test_fill.py::test_{n:03d}" for n in range(24)]
     random_rates = {random_test(n): rng.uniform(0.08, 0.35) for n in range(kinds.random_flakes)}
-    db = open_history(path)
     start = NOW - timedelta(days=30)
     for number in range(runs):
         ts = start + timedelta(minutes=rng.randrange(30 * 24 * 60))
@@ -114,8 +127,4 @@ def build(path: Path, *, seed: int, runs: int = 240, kinds: Kinds | None = None)
             if fails:
                 attempts.append(Attempt("pass", duration, None, worker, test, len(ran) + 1))
             cases.append(CaseResult(test, test.split("::")[0], attempts))
-        recorder = RunRecorder(db, meta)
-        recorder.add(cases)
-        recorder.finish()
-    db.conn.close()
-    return path
+        yield meta, cases

@@ -176,14 +176,17 @@ def test_scoring_ignores_diagnose_experiment_runs(tmp_path: Path) -> None:
     db = open_history(path)
     now = datetime(2026, 11, 20, tzinfo=UTC)
     before = render_json(build_report(db, now=now))
-    clock = effective_now(db, None, Config())
+    # A window the history is older than: the clock is its newest run, not the wall clock.
+    short = Config(window_days=7)
+    clock = effective_now(db, None, short)
+    assert clock == (datetime(2026, 11, 12, tzinfo=UTC), True)
     # Experiments: many failures, later than every CI run.
     for number in range(6):
         _record_at(path, f"diag-{number}", datetime(2026, 11, 19, number, tzinfo=UTC), "fail",
                    "diagnose")  # fmt: skip
     db = open_history(path)
     assert render_json(build_report(db, now=now)) == before
-    assert effective_now(db, None, Config()) == clock
+    assert effective_now(db, None, short) == clock
     assert analyse(db, "t.py::a", now=now, config=Config()).runs == 12
     assert len(outcome_sequence(db, "t.py::a", now=now, config=Config())) == 12
 

@@ -16,6 +16,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.outages import (
     accept_outage,
     find_outages,
+    pending_outages,
     proposed_outages,
     record_outages,
     reject_outage,
@@ -214,6 +215,10 @@ def test_ingest_proposes_and_the_cli_reviews(
     assert "6 of 10 tests failed with one signature in 1 run" in listed.output
     assert "excluded from scoring, awaiting review" in listed.output
     tag = listed.output.split()[1].rstrip(":")
+    everything = runner.invoke(cli, ["incident", "list", db, "--now", later])
+    assert f"{tag}: 1 run, suspected outage 2026-11-01T10:00:00Z .. 2026-11-01T10:00:00Z" in (
+        everything.output
+    ), everything.output
     report_json = runner.invoke(cli, ["report", db, "--now", later, "--format", "json"])
     assert f'"tag": "{tag}"' in report_json.output
     rejected = runner.invoke(cli, ["incident", "reject", db, tag])
@@ -226,3 +231,44 @@ def test_ingest_proposes_and_the_cli_reviews(
         .endswith(f"no proposed outage tagged {tag!r} (see flaketui incident list --proposed)")
     )
     assert "Traceback" not in again.output
+
+
+def _as_diagnose(db: sqlite_utils.Database, run_ids: list[str]) -> None:
+    db.conn.executemany(
+        "UPDATE runs SET source = 'diagnose', suite = 'diagnose' WHERE run_id = ?",
+        [(run_id,) for run_id in run_ids],
+    )
+
+
+def test_diagnose_runs_neither_make_nor_end_an_outage(tmp_path: Path) -> None:
+    """Experiments fail tests on purpose and pass them at will: they are not CI evidence."""
+    db = open_history(tmp_path / "d.db")
+    hb = HistoryBuilder(db)
+    # Six tests failing with one message in a diagnose run, all passing in CI later.
+    _suite_run(hb, T0, 40, 6, "RuntimeError: injected")
+    _suite_run(hb, T0 + timedelta(hours=3), 40, 0, "RuntimeError: injected")
+    _as_diagnose(db, ["run-00001"])
+    assert find_outages(db.conn, now=NOW, config=Config()) == []
+    # A CI run failing six tests, seen passing again only in diagnose runs: it has not passed.
+    _suite_run(hb, T0 + timedelta(hours=10), 40, 6, "ConnectionError: db down")
+    _suite_run(hb, T0 + timedelta(hours=13), 40, 0, "ConnectionError: db down")
+    _as_diagnose(db, ["run-00004"])
+    assert find_outages(db.conn, now=NOW, config=Config()) == []
+    # The same pass from CI ends it.
+    _suite_run(hb, T0 + timedelta(hours=14), 40, 0, "ConnectionError: db down")
+    (found,) = find_outages(db.conn, now=NOW, config=Config())
+    assert found.run_ids == ["run-00003"] and found.failed_tests == 6
+
+
+def test_pending_outages_carry_the_evidence_of_what_they_exclude(tmp_path: Path) -> None:
+    db, sim = _outage_history(tmp_path, seed=8)
+    now = sim.now  # type: ignore[attr-defined]
+    recorded = record_outages(db, now=now, config=Config())
+    pending = pending_outages(db.conn)
+    assert [(o.tag, o.run_ids, o.failed_tests, o.tests, o.signature) for o in pending] == [
+        (o.tag, o.run_ids, o.failed_tests, o.tests, o.signature) for o in recorded
+    ]
+    assert all(o.status == "proposed" and o.signature_text for o in pending)
+    reject_outage(db, recorded[0].tag)
+    accept_outage(db, recorded[1].tag)
+    assert [o.tag for o in pending_outages(db.conn)] == [recorded[2].tag]

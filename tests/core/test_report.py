@@ -179,6 +179,7 @@ def test_json_is_byte_stable_and_has_exact_keys(
             "tests",
             "families",
             "signatures",
+            "cofailures",
         ]
     )
     assert data["now"] == "2026-11-01T00:00:00Z"

@@ -97,7 +97,7 @@ def assert_same_report(fast: Report, raw: Report) -> None:
                     assert _same(getattr(a, name), value), (got.test_id, name)
             else:
                 assert _same(a, b), (got.test_id, field.name, a, b)
-    for kind in ("families", "signatures"):
+    for kind in ("families", "signatures", "cofailures"):
         got_groups, raw_groups = getattr(fast, kind), getattr(raw, kind)
         assert [g.key for g in got_groups] == [g.key for g in raw_groups]
         for got, expected in zip(got_groups, raw_groups, strict=True):

@@ -216,6 +216,58 @@ def test_test_failing_only_in_prs_that_edit_it_is_healthy(
     assert test.scores.failed_runs == 0
 
 
+def test_two_suspected_outages_await_review(report: Report, stories: dict[str, Any]) -> None:
+    proposals = report.proposed_incidents
+    assert len(proposals) == 2
+    disk, cache = sorted(proposals, key=lambda p: str(p["start"]))
+    assert disk["start"] == _story(stories, "disk_full")["at"]
+    assert "No space left on device" in str(disk["signature_text"])
+    assert "redis.exceptions.ConnectionError" in str(cache["signature_text"])
+    story = _story(stories, "cache_outage")
+    assert story["start"] <= str(cache["start"]) <= str(cache["end"]) <= story["end"]
+    # No scored test carries either outage's cause.
+    assert not any("redis" in (t.signature_text or "") for t in report.tests)
+
+
+def test_recent_onset_ranks_near_the_top_with_its_onset(
+    report: Report, stories: dict[str, Any]
+) -> None:
+    story = _story(stories, "recent_onset")
+    test = _test(report, story["test_id"])
+    assert test.verdict == "flaky" and test.rank is not None and test.rank <= 3
+    assert test.onset == story["since"][:10]
+    # Judged on its current rate: its runs since the onset, not its clean months before.
+    assert test.scores.current_runs < test.scores.runs / 5
+
+
+def test_rare_flake_is_healthy_and_flagged(report: Report, stories: dict[str, Any]) -> None:
+    story = _story(stories, "rare_flake")
+    test = _test(report, story["test_id"])
+    assert (test.verdict, test.flags) == ("healthy", ["rare-flake"])
+    assert test.scores.flaky_runs == len(story["flaky_executions"])
+    assert sum("rare-flake" in t.flags for t in report.tests) == 1
+
+
+def test_interrupted_run_counts_for_the_tests_it_recorded(
+    db: sqlite_utils.Database, report: Report, stories: dict[str, Any]
+) -> None:
+    assert report.interrupted_runs == 1
+
+    def tests_of(run_id: str) -> set[str]:
+        return {
+            str(test_id)
+            for (test_id,) in db.conn.execute(
+                "SELECT t.test_id FROM test_runs tr JOIN tests t ON t.id = tr.test "
+                "JOIN runs r ON r.id = tr.run WHERE r.run_id = ?",
+                (run_id,),
+            )
+        }
+
+    # The killed nightly holds the tests that ran before the kill, and counts for them alone.
+    recorded = tests_of(_story(stories, "interrupted")["run_id"])
+    assert recorded and recorded < tests_of("nightly-2026-11-24")
+
+
 def test_always_skipped_tests_are_not_listed(report: Report, stories: dict[str, Any]) -> None:
     listed = {t.test_id for t in report.tests}
     assert listed.isdisjoint(_story(stories, "skipped")["test_ids"])

@@ -153,6 +153,14 @@ def test_a_polluting_global_is_order_dependent_and_its_polluter_found(
         "test_a.py::test_sets_global",
         "test_b.py::test_reads_global",
     ]
+    # The latest bad run's seed is replayed, and replaying it makes the test fail again.
+    replay = found["replay"]
+    assert isinstance(replay, list)
+    assert replay[:3] == ["pytest", "-p", "random_order"]
+    assert "--random-order-bucket=global" in replay
+    again = pytester.runpytest(*replay[1:], "-p", "no:cacheprovider")
+    again.assert_outcomes(passed=3, failed=1)
+    assert "FAILED test_b.py::test_reads_global" in again.stdout.str()
     # The experiments are in the history under their own source, and scoring ignores them.
     conn = open_history(db, readonly=True).conn
     stored = conn.execute("SELECT count(*) FROM runs WHERE source = 'diagnose'").fetchone()[0]

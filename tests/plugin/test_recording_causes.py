@@ -143,3 +143,19 @@ def test_a_random_order_seed_is_recorded(pytester: pytest.Pytester) -> None:
         str(_db(pytester)),
     ).assert_outcomes(passed=2)
     assert query(_db(pytester), "SELECT order_seed FROM runs") == [("random-order:4242",)]
+
+
+def test_a_random_order_bucket_other_than_the_default_is_recorded(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    pytester.runpytest(
+        *PLUGIN_ARGS,
+        "-p",
+        "random_order.plugin",
+        "--random-order-seed=77",
+        "--random-order-bucket=global",
+        "--flaketui-db",
+        str(_db(pytester)),
+    ).assert_outcomes(passed=2)
+    assert query(_db(pytester), "SELECT order_seed FROM runs") == [("random-order:77:global",)]

@@ -152,6 +152,150 @@ def test_replica_report_equals_direct_ingest(pg_url: str, tmp_path: Path) -> Non
     assert "0 runs and 0 results added" in out
 
 
+PROPERTIES_REPORT = """<testsuite name="s" timestamp="2026-11-29T08:00:00">
+<properties><property name="os" value="Windows"/><property name="python_version" value="3.13.1"/>
+<property name="platform" value="win-amd64"/><property name="random_seed" value="4242"/>
+</properties>
+<testcase classname="tests.test_win" name="test_path"><failure message="boom"/></testcase>
+<testcase classname="tests.test_win" name="test_drive"/></testsuite>
+"""
+# Every run and attempt column as a history file holds it, ids replaced by natural keys.
+RUN_ROWS = (
+    "SELECT run_id, suite, branch, branch_kind, commit_sha, ts, worker_count, runner_host,"
+    " ci_url, incident, source, finished, os, python, platform, order_seed FROM runs ORDER BY 1"
+)
+RESULT_ROWS = (
+    "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.worker_id, x.duration_ms, x.message,"
+    " g.hash, p.test_id, x.position, x.timeout_ms FROM results x JOIN runs r ON r.id = x.run"
+    " JOIN tests t ON t.id = x.test LEFT JOIN signatures g ON g.id = x.signature"
+    " LEFT JOIN tests p ON p.id = x.predecessor ORDER BY 1, 2, 3"
+)
+
+
+def test_replica_keeps_the_cause_columns_and_reports_the_same_causes(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.push import push_history
+    from flaketui.core.history.pg.staging import staging_history
+    from flaketui.core.history.pg.sync import sync_replica
+    from flaketui.core.history.store import open_history
+    from flaketui.core.ingest.writer import RunRecorder
+    from tests.core.cause_history import HOST_TEST, ORDER_TEST, TIMING_TEST, generate
+
+    direct = tmp_path / "direct.db"
+    db = open_history(direct)
+    pg = connect(pg_url)
+    try:
+        # Each run recorded as the plugin records it: into the file, and into a staging
+        # history pushed to the server (what `pytest --flaketui-db URL` does).
+        for number, (meta, cases) in enumerate(generate(seed=11, runs=160)):
+            meta = replace(meta, platform="linux-x86_64" if number % 3 else None)
+            for target in (db, None):
+                if target is not None:
+                    recorder = RunRecorder(target, replace(meta))
+                    recorder.add(cases)
+                    recorder.finish()
+                    continue
+                with staging_history() as staged:
+                    recorder = RunRecorder(staged, replace(meta))
+                    recorder.add(cases)
+                    recorder.finish()
+                    push_history(pg, staged, append=True)
+    finally:
+        db.conn.close()
+    # A report stating its environment, ingested both ways.
+    junit = tmp_path / "windows.xml"
+    junit.write_text(PROPERTIES_REPORT)
+    for target in (direct, pg_url):
+        invoke("ingest", target, junit, "--run-id", "r-win", "--no-detect")
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    # A second replica in small batches: a predecessor often lands in a later batch.
+    small = open_history(tmp_path / "small.db")
+    pg = connect(pg_url)
+    try:
+        assert sync_replica(pg, small.conn, batch_rows=997).batches > 5
+    finally:
+        pg.close()
+        small.conn.close()
+    raw = sqlite3.connect(direct)
+    runs, results = raw.execute(RUN_ROWS).fetchall(), raw.execute(RESULT_ROWS).fetchall()
+    assert ("r-win", "Windows", "3.13.1", "win-amd64", "4242") in [
+        (row[0], *row[12:]) for row in runs
+    ]
+    assert sum(row[8] is not None for row in results) > len(results) // 2
+    assert {row[10] for row in results} == {None, 30_000}
+    assert sqlite3.connect(replica).execute(RUN_ROWS).fetchall() == runs
+    # The small replica is synced without `sync`'s outage proposals, which tag runs.
+    untagged = [(*row[:9], *row[10:]) for row in runs]
+    got = sqlite3.connect(tmp_path / "small.db").execute(RUN_ROWS).fetchall()
+    assert [(*row[:9], *row[10:]) for row in got] == untagged
+    for copy in (replica, tmp_path / "small.db"):
+        assert sqlite3.connect(copy).execute(RESULT_ROWS).fetchall() == results
+    now = ("--now", "2026-11-30T00:00:00Z")
+    expected = json.loads(invoke("report", direct, "--format", "json", *now))
+    assert json.loads(invoke("report", replica, "--format", "json", *now)) == expected
+    assert any(test["causes"] for test in expected["tests"])
+    for test in (HOST_TEST, ORDER_TEST, TIMING_TEST):
+        pivot = ("pivot", test, "--by", "all", "--format", "json", *now)
+        wanted = json.loads(invoke(pivot[0], direct, *pivot[1:]))
+        assert wanted["causes"], test
+        assert json.loads(invoke(pivot[0], replica, *pivot[1:])) == wanted
+
+
+def test_a_version_1_server_upgrades_and_its_replicas_follow(pg_url: str, tmp_path: Path) -> None:
+    from flaketui.core.history.pg import schema
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.push import push_history
+    from flaketui.core.history.pg.sync import sync_replica
+    from flaketui.core.history.store import open_history
+
+    # A server as the first release of the schema left it, with a run in it.
+    old = connect(pg_url, migrate=False)
+    try:
+        with old.transaction():
+            old.execute(schema.MIGRATIONS[0])
+            old.execute("INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', '1')")
+        staged = tmp_path / "old-run.db"
+        invoke("ingest", staged, REPORTS / "main-unit.xml", "--run-id", "r-old", "--no-detect")
+        push_history(old, open_history(staged, create=False).conn, append=True)
+        replica = open_history(tmp_path / "replica.db")
+        sync_replica(old, replica.conn)  # a replica of the old server
+        replica.conn.close()
+    finally:
+        old.close()
+    assert "os" not in server_columns(pg_url, "runs")
+    # The next writer upgrades the server; the replica follows at its next sync.
+    junit = tmp_path / "windows.xml"
+    junit.write_text(PROPERTIES_REPORT)
+    invoke("ingest", pg_url, junit, "--run-id", "r-new", "--no-detect")
+    assert server_count(
+        pg_url, "SELECT value::int FROM flaketui_meta WHERE key = 'schema_version'"
+    ) == len(schema.MIGRATIONS)
+    assert {"predecessor", "position", "timeout_ms"} <= set(server_columns(pg_url, "results"))
+    assert "1 run" in invoke("sync", pg_url, tmp_path / "replica.db")
+    got = sqlite3.connect(tmp_path / "replica.db").execute(
+        "SELECT run_id, os, python, platform, order_seed FROM runs ORDER BY 1"
+    )
+    assert got.fetchall() == [
+        ("r-new", "Windows", "3.13.1", "win-amd64", "4242"),
+        ("r-old", None, None, None, None),
+    ]
+
+
+def server_columns(url: str, table: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,)
+        ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
 def test_incremental_sync_pulls_only_new_rows(pg_url: str, tmp_path: Path) -> None:
     replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
     for index, (report_name, run_id, ts) in enumerate(PLAN):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sqlite3
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -64,10 +66,25 @@ def test_plugin_records_a_session_into_the_server(
     pytester: pytest.Pytester, pg_url: str, plain_env: None, tmp_path: Path
 ) -> None:
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", pg_url)
+    pytester.makeini("[pytest]\ntimeout = 5\n")
+    result = pytester.runpytest(*PLUGIN_ARGS, "-p", "pytest_timeout", "--flaketui-db", pg_url)
     result.assert_outcomes(passed=2, failed=1)
     replica = tmp_path / "replica.db"
     invoke("sync", pg_url, replica)
+    # What cause analysis reads crosses the server: order, predecessors, timeout, environment.
+    order = rows(
+        replica,
+        "SELECT t.test_id, x.attempt, x.position, p.test_id, x.timeout_ms FROM results x"
+        " JOIN tests t ON t.id = x.test LEFT JOIN tests p ON p.id = x.predecessor ORDER BY 3",
+    )
+    assert order == [
+        ("test_suite.py::test_pass", 1, 1, None, 5000),
+        ("test_suite.py::test_fail", 1, 2, "test_suite.py::test_pass", 5000),
+        ("test_suite.py::test_flaky", 1, 3, "test_suite.py::test_fail", 5000),
+        ("test_suite.py::test_flaky", 2, 4, "test_suite.py::test_flaky", 5000),
+    ]
+    (environment,) = rows(replica, "SELECT os, python, platform FROM runs")
+    assert environment == (platform.system(), platform.python_version(), sysconfig.get_platform())
     got = rows(
         replica,
         "SELECT t.test_id, x.attempt, x.outcome, x.message IS NOT NULL, r.finished"

@@ -1,6 +1,8 @@
-"""Regenerate the README screenshots (docs/main.png, docs/detail.png) from the sample history.
+"""Regenerate the docs screenshots (docs/main.png, docs/detail.png, docs/suspects.png) from the
+sample history.
 
-Usage: python tests/tui/screenshots.py   (needs rsvg-convert, Debian package librsvg2-bin)
+Usage: python tests/tui/screenshots.py [NAME...]   (needs rsvg-convert, Debian package
+librsvg2-bin; NAME: main, detail or suspects, default all)
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ async def _settle(app: FlaketuiApp, pilot: object) -> None:
 
 
 async def shoot(work: Path) -> dict[str, Path]:
-    """Save SVG screenshots of the list and of the billing family's detail."""
+    """Save SVG screenshots of the list, of the billing family's detail, and of that detail's
+    likely causes with the pivot by worker id."""
     app = make_app(
         "history.db",
         now=parse_iso("2026-11-30T18:00:00Z"),
@@ -54,11 +57,16 @@ async def shoot(work: Path) -> dict[str, Path]:
         await pilot.press("enter")
         await _settle(app, pilot)
         shots["detail"] = Path(app.save_screenshot("detail.svg", str(work)))
+        await pilot.press("d")
+        await _settle(app, pilot)
+        app.screen.query_one("#suspects").scroll_visible(animate=False)
+        await _settle(app, pilot)
+        shots["suspects"] = Path(app.save_screenshot("suspects.svg", str(work)))
     return shots
 
 
-def main() -> int:
-    """Write docs/main.png and docs/detail.png."""
+def main(names: list[str]) -> int:
+    """Write the docs screenshots named (all when none is)."""
     DOCS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="flaketui-shots-") as tmp:
         work = Path(tmp)
@@ -67,6 +75,8 @@ def main() -> int:
         shutil.copyfile(ROOT / "sample_data" / "CODEOWNERS", work / "CODEOWNERS")
         os.chdir(work)
         for name, svg in asyncio.run(shoot(work)).items():
+            if names and name not in names:
+                continue
             target = DOCS / f"{name}.png"
             # rsvg drops a text span's leading spaces unless told to keep them (browsers keep them).
             text = svg.read_text(encoding="utf-8")
@@ -77,4 +87,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SESSION = "flaketui-smoke"
+SESSION = f"flaketui-smoke-{os.getpid()}"  # two runs at once never share one
 NOW = "2026-11-30T18:00:00Z"
 TIMEOUT_S = 90.0
 FIRST_ROW = re.compile(r"^\s*1\s{2,}\S")

@@ -77,3 +77,14 @@ def test_valid_history_starts_the_app(monkeypatch: pytest.MonkeyPatch, history: 
     assert app.first_read is not None and app.first_read.stopped
     assert app.source.requested_now is not None
     assert app.source.skip_path.name == "q.json"
+
+
+def test_a_server_is_named_by_its_masked_url_not_its_replica_file() -> None:
+    from flaketui.cli.commands.open import history_display
+
+    shown = history_display("postgresql://ci:s3cret@db.example:5432/flaky")
+    assert shown is not None and "s3cret" not in shown
+    assert shown.startswith("postgresql://ci:") and shown.endswith(
+        "db.example:5432/flaky (local replica)"
+    )
+    assert history_display(Path("history.db")) is None

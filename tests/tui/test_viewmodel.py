@@ -128,6 +128,14 @@ def test_repro_commands() -> None:
     assert repro_command("t.py::x", "regression", first_bad="abc", last_good="def") == (
         "git bisect start abc def && git bisect run pytest t.py::x"
     )
+    # A recorded random order is replayed (a regression still gets its bisect).
+    replay = ["pytest", "-p", "randomly", "--randomly-seed=42", "-n", "4"]
+    assert repro_command("t.py::x", "flaky", worst_worker_count=16, seed_replay=replay) == (
+        "pytest -p randomly --randomly-seed=42 -n 4"
+    )
+    assert repro_command(
+        "t.py::x", "regression", first_bad="abc", last_good="def", seed_replay=replay
+    ).startswith("git bisect start abc def")
 
 
 def test_worst_worker_count_prefers_the_highest_rate() -> None:

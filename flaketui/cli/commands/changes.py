@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.params import FilePath
+from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
@@ -18,7 +18,7 @@ from flaketui.core.words import plural
 
 
 @cli.command("changes")
-@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
+@click.argument("db", type=READ_ADDRESS)
 @click.argument("test_or_parent")
 @click.option("--now", metavar="ISO", help="Judge as of this time (default: now).")
 @click.option(
@@ -33,7 +33,10 @@ def changes_command(
     db: Path, test_or_parent: str, now: str | None, days: int | None, fmt: str
 ) -> None:
     """Verdict changes of TEST (or a family parent): the day each new verdict first held, and
-    its reason. Each day is judged as of its end, by the report's rules."""
+    its reason. Each day is judged as of its end, by the report's rules.
+    DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
+    """
+    db = local_history(db)
     history = open_history(db, create=False, readonly=True)
     config = load_config()
     moment, clamped = effective_now(history, parse_iso(now) if now else None, config)

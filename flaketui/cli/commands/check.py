@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.quarantine import DB_PATH, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
@@ -55,7 +56,7 @@ def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
 
 
 @cli.command("check", epilog=EXIT_CODES)
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=READ_ADDRESS)
 @click.option("--now", metavar="ISO", callback=_now, help="Judge as of this time (default: now).")
 @click.option(
     "--since",
@@ -89,7 +90,7 @@ def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
 @click.pass_context
 def check_command(
     ctx: click.Context,
-    db: Path,
+    db: Path | str,
     now: datetime | None,
     since: str | None,
     fail_on: tuple[str, ...],
@@ -98,9 +99,12 @@ def check_command(
     skip_file: str | None,
     codeowners: Path | None,
 ) -> None:
-    """Fail a CI job on new flaky tests, open regressions or expired quarantines in DB."""
+    """Fail a CI job on new flaky tests, open regressions or expired quarantines in DB.
+    DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
+    """
     skip_path, config = skip_path_for(skip_file)
     skip = _read_skip(skip_path, explicit=skip_file is not None)
+    db = local_history(db)
     history = open_history(db, create=False, readonly=True)
     try:
         result = check(

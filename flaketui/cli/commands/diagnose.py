@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.diagnosis.experiments import Diagnoser, Diagnosis
 from flaketui.core.diagnosis.sessions import PytestSessions, check_node_id, check_repository
@@ -31,6 +32,8 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "rate_low": diagnosis.rate_low,
         "rate_high": diagnosis.rate_high,
         "command": diagnosis.command,
+        "replay": diagnosis.replay,
+        "replay_run": diagnosis.replay_run,
         "experiments": [
             {"name": e.name, "sessions": e.sessions, "failed": e.failed}
             for e in diagnosis.experiments
@@ -42,7 +45,16 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
 
 
 @cli.command("diagnose")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "db",
+    type=FilePath(
+        what="history file",
+        dir_okay=False,
+        path_type=Path,
+        server_hint="diagnose records its experiment runs into a history file: sync one "
+        "(flaketui sync URL FILE) and diagnose in it",
+    ),
+)
 @click.argument("test_id")
 @click.option(
     "--repo",
@@ -114,6 +126,10 @@ def diagnose_command(
     for note in diagnosis.skipped:
         click.echo(f"  skipped {note}")
     click.echo(f"  reproduce: {' '.join(diagnosis.command)}")
+    if diagnosis.replay is not None and diagnosis.replay != diagnosis.command:
+        click.echo(
+            f"  replay the order of run {diagnosis.replay_run}: {' '.join(diagnosis.replay)}"
+        )
     click.echo(
         f"  {plural(diagnosis.stored_runs, 'session')} stored in {db} under source 'diagnose' "
         f"(not scored; run at {utc_now():%Y-%m-%d %H:%M} UTC)"

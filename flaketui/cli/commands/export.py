@@ -8,6 +8,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
@@ -19,13 +20,12 @@ from flaketui.core.quarantine.skipfile import SkipMode, read_skip_file
 from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.core.words import plural
 
-DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 # deselect and list feed a test runner's exclusions, so by default they hold only `skip` entries.
 DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP}
 
 
 @cli.command("export")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=READ_ADDRESS)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="Output format.")
 @click.option("--owner", help="Only decisions for this owner (exact match).")
 @click.option(
@@ -42,7 +42,7 @@ DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP
 @NOW_OPTION
 @CODEOWNERS_OPTION
 def export_command(
-    db: Path,
+    db: Path | str,
     fmt: str,
     owner: str | None,
     mode: str | None,
@@ -51,13 +51,16 @@ def export_command(
     now: str | None,
     codeowners: Path | None,
 ) -> None:
-    """Export the quarantine decisions: skip-file entries with their current verdict and owner."""
+    """Export the quarantine decisions: skip-file entries with their current verdict and owner.
+    DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
+    """
     from flaketui.core.scoring.report import build_report, effective_now
 
     path, config = skip_path_for(skip_file)
     if skip_file is not None and not path.exists():
         raise SkipFileError(f"{path}: file not found")
     skip = read_skip_file(path, explicit=skip_file is not None)
+    db = local_history(db)
     history = open_history(db, create=False, readonly=True)
     requested = parse_iso(now) if now else None
     # Verdicts as of the effective now; expiry against the real clock (or --now).

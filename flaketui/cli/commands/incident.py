@@ -9,7 +9,6 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history, shown
-from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.incidents import (
@@ -32,8 +31,6 @@ from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
-
-DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -93,6 +90,8 @@ def _describe(item: Incident) -> str:
         rule = f"signature {item.signature} {item.signature_text or ''}".rstrip()
     elif item.kind == "window":
         rule = f"window {span}"
+    elif item.kind == "outage":
+        rule = f"suspected outage {span}"
     else:
         rule = f"tagged at ingest {span}".rstrip()
     # The ingest writer's own note only repeats the origin.
@@ -100,14 +99,16 @@ def _describe(item: Incident) -> str:
     return rule + note
 
 
-def propose_outages(history: sqlite_utils.Database, config: Config) -> None:
-    """After a write: propose new outages as incidents (excluded from scoring) and say so."""
+def propose_outages(history: sqlite_utils.Database, config: Config, *, err: bool = False) -> None:
+    """After a write: propose new outages as incidents (excluded from scoring) and say so (on
+    stderr with err: a command whose stdout is a report)."""
     moment, _clamped = effective_now(history, None, config)
     new = record_outages(history, now=moment, config=config)
     if new:
         click.echo(
             f"{plural(len(new), 'suspected outage')} excluded from scoring: "
-            "review with `flaketui incident list --proposed`"
+            "review with `flaketui incident list --proposed`",
+            err=err,
         )
 
 
@@ -134,11 +135,12 @@ def _show_outage(db: str, item: Outage) -> None:
 
 
 @incident.command("accept")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
-def accept_command(db: Path, tag: str) -> None:
-    """Keep proposed outage TAG as an incident: its runs stay out of scoring."""
-    history = open_history(db, create=False)
+def accept_command(db: Path | str, tag: str) -> None:
+    """Keep proposed outage TAG as an incident: its runs stay out of scoring. Outages are
+    proposed in each history file; for a server, in its replica in the cache directory."""
+    history = open_history(local_history(db), create=False)
     runs = accept_outage(history, tag)
     click.echo(
         f"outage {tag} accepted: {plural(runs, 'run')} {'stays' if runs == 1 else 'stay'} excluded"
@@ -146,11 +148,12 @@ def accept_command(db: Path, tag: str) -> None:
 
 
 @incident.command("reject")
-@click.argument("db", type=DB_PATH)
+@click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
-def reject_command(db: Path, tag: str) -> None:
-    """Reject proposed outage TAG: its runs count again; it is not proposed again."""
-    history = open_history(db, create=False)
+def reject_command(db: Path | str, tag: str) -> None:
+    """Reject proposed outage TAG: its runs count again; it is not proposed again. Outages are
+    proposed in each history file; for a server, in its replica in the cache directory."""
+    history = open_history(local_history(db), create=False)
     runs = reject_outage(history, tag)
     click.echo(
         f"outage {tag} rejected: {plural(runs, 'run')} {'counts' if runs == 1 else 'count'} again"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -102,8 +103,6 @@ def ingest_command(
             raise FlaketuiError(
                 "with --manifest, run metadata and formats come from the manifest's lines"
             )
-        if isinstance(db, str):
-            raise FlaketuiError("--manifest backfills a history file, not a server yet")
         _ingest_manifest(db, manifest)
         return
     if not reports:
@@ -168,10 +167,20 @@ def ingest_command(
         propose_outages(open_history(db), config)
 
 
-def _ingest_manifest(db: Path, manifest: Path) -> None:
-    """Backfill from a manifest with a progress bar on a terminal; exit 1 if a line was refused."""
+def _ingest_manifest(db: Path | str, manifest: Path) -> None:
+    """Backfill from a manifest with a progress bar on a terminal; exit 1 if a line was refused.
+    A server gets each batch of runs in one transaction (see ingest_manifest_to_server)."""
     config = load_config()
-    history = open_history(db)
+    history = None if isinstance(db, str) else open_history(db)
+
+    def backfill(progress: Callable[[int, int], None] | None) -> ManifestSummary:
+        if isinstance(db, str):
+            from flaketui.core.ingest.server import ingest_manifest_to_server
+
+            return ingest_manifest_to_server(db, manifest, config=config, progress=progress)
+        assert history is not None
+        return ingest_manifest(history, manifest, config=config, progress=progress)
+
     if sys.stderr.isatty():
         with click.progressbar(
             length=1, label="ingesting runs", file=sys.stderr
@@ -181,12 +190,13 @@ def _ingest_manifest(db: Path, manifest: Path) -> None:
                 bar.length = total
                 bar.update(done - bar.pos)
 
-            summary = ingest_manifest(history, manifest, config=config, progress=progress)
+            summary = backfill(progress)
     else:
-        summary = ingest_manifest(history, manifest, config=config)
+        summary = backfill(None)
     _print_summary(summary)
-    resign_if_stale(history, config.mask_patterns)
-    propose_outages(history, config)
+    if history is not None:  # a server keeps raw runs; its replicas propose outages
+        resign_if_stale(history, config.mask_patterns)
+        propose_outages(history, config)
     if summary.refused:
         raise SystemExit(1)
 

@@ -31,6 +31,11 @@ def merge_command(dest: Path | str, sources: tuple[Path | str, ...]) -> None:
         return
     servers = [source for source in sources if isinstance(source, str)]
     files = [source for source in sources if isinstance(source, Path)]
+    if len(servers) > 1:
+        raise FlaketuiError(
+            "give one server URL: a history file follows one server (sync each server into"
+            " a file of its own)"
+        )
     if files:
         _merge_files(dest, files)
     for url in servers:
@@ -50,7 +55,10 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
     from flaketui.core.history.pg.push import PushSummary, push_history
 
     if any(isinstance(source, str) for source in sources):
-        raise FlaketuiError("merging one server into another is not supported")
+        raise FlaketuiError(
+            "merging one server into another is not supported: sync the source into a file"
+            " (flaketui sync URL FILE), then merge that file into the other server"
+        )
     for source in sources:  # refuse a bad source before anything is written
         open_history(source, create=False, readonly=True).conn.close()
     total = PushSummary()

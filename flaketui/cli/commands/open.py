@@ -7,13 +7,19 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
+from flaketui.cli.history_address import HISTORY_ADDRESS, local_history, shown
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.history_access import check_history
 from flaketui.tui.startup import StagedRead, make_source
+
+
+def history_display(history: Path | str) -> str | None:
+    """How the header names the history: a server by its URL (password masked), its replica
+    being what the app reads; a file as given (None)."""
+    return None if isinstance(history, Path) else f"{shown(history)} (local replica)"
 
 
 def prepare_history(history: Path | str) -> Path:
@@ -37,12 +43,15 @@ def open_command(
     """Open the triage app on HISTORY (a flaketui SQLite history, or a postgresql:// URL: its
     replica in the user's cache directory, synced first)."""
     now = parse_iso(now_text) if now_text else None
+    display = history_display(history)
     history = prepare_history(history)
     check_history(history)
     config = load_config(Path.cwd())
-    source = make_source(history, now, skip_file, config=config, codeowners=codeowners)
+    source = make_source(
+        history, now, skip_file, config=config, codeowners=codeowners, display=display
+    )
     # The history is read while the UI is imported and starts (see startup.StagedRead).
-    first_read = StagedRead(source)
+    first_read = StagedRead(source, kept=True)
     from flaketui.tui.app import FlaketuiApp
 
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.params import FilePath
+from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.causes import DIMENSIONS, DimensionRow, Suspect
@@ -46,6 +46,7 @@ def pivot_json(pivot: Pivot, *, now_was_clamped: bool) -> dict[str, Any]:
         "now_was_clamped": now_was_clamped,
         "runs": pivot.runs,
         "bad_runs": pivot.bad_runs,
+        "interrupted_runs": pivot.interrupted_runs,
         "by_worker_count": [
             {"worker_count": int(row.key), **_row_dict(row)} for row in pivot.by_worker_count
         ],
@@ -53,6 +54,13 @@ def pivot_json(pivot: Pivot, *, now_was_clamped: bool) -> dict[str, Any]:
             {"worker_id": row.key or None, **_row_dict(row)} for row in pivot.by_worker_id
         ],
     }
+
+
+def interrupted_line(count: int) -> str:
+    """What the text output says of interrupted runs (nothing when there are none)."""
+    if not count:
+        return ""
+    return f"{plural(count, 'interrupted run')} among them (scored for the tests they recorded)"
 
 
 def _table(title: str, rows: list[PivotRow]) -> list[str]:
@@ -100,6 +108,7 @@ def dimension_pivot_json(pivot: DimensionPivot, *, now_was_clamped: bool) -> dic
         "now_was_clamped": now_was_clamped,
         "runs": pivot.runs,
         "bad_runs": pivot.bad_runs,
+        "interrupted_runs": pivot.interrupted_runs,
         "by": {dim: [_dimension_row(row) for row in rows] for dim, rows in pivot.by.items()},
         "causes": [suspect_dict(s) for s in pivot.suspects],
     }
@@ -117,7 +126,7 @@ def _dimension_table(dimension: str, rows: list[DimensionRow]) -> list[str]:
 
 
 @cli.command("pivot")
-@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
+@click.argument("db", type=READ_ADDRESS)
 @click.argument("test_or_parent")
 @click.option("--now", metavar="ISO", help="Score as of this time (default: now).")
 @click.option(
@@ -129,9 +138,14 @@ def _dimension_table(dimension: str, rows: list[DimensionRow]) -> list[str]:
     type=click.Choice([*DIMENSIONS, "all"]),
     help="Split by this recorded dimension (all: every one) and list the suspects.",
 )
-def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str, by: str | None) -> None:
+def pivot_command(
+    db: Path | str, test_or_parent: str, now: str | None, fmt: str, by: str | None
+) -> None:
     """Runs, bad runs and Wilson interval per worker count and worker id (TEST or family),
-    or per value of a recorded dimension with --by."""
+    or per value of a recorded dimension with --by. DB may be a postgresql:// URL: its
+    replica in the cache directory is synced and read.
+    """
+    db = local_history(db)
     history = open_history(db, create=False, readonly=True)
     config = load_config()
     moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
@@ -151,6 +165,8 @@ def pivot_command(db: Path, test_or_parent: str, now: str | None, fmt: str, by: 
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
     click.echo(f"{pivot.key} ({what}) as of {to_iso(moment)}{clock}")
     click.echo(f"{plural(pivot.runs, 'counted run')}, {pivot.bad_runs} bad (first attempt failed)")
+    if pivot.interrupted_runs:
+        click.echo(interrupted_line(pivot.interrupted_runs))
     if not pivot.runs:
         return
     click.echo("")
@@ -167,6 +183,8 @@ def _show_dimensions(pivot: DimensionPivot, fmt: str, clamped: bool) -> None:
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
     click.echo(f"{pivot.key} ({what}) as of {to_iso(pivot.now)}{clock}")
     click.echo(f"{pivot.runs} counted runs, {pivot.bad_runs} bad (first attempt failed)")
+    if pivot.interrupted_runs:
+        click.echo(interrupted_line(pivot.interrupted_runs))
     if not pivot.runs:
         return
     for dimension, rows in pivot.by.items():

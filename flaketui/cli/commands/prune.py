@@ -59,7 +59,10 @@ def _prune_server(url: str, days: float, vacuum: bool) -> None:
     from flaketui.core.history.pg.connect import connect, server_errors
 
     if vacuum:
-        raise FlaketuiError("--vacuum applies to a history file; a server reclaims space itself")
+        raise FlaketuiError(
+            "--vacuum applies to a history file: a server's autovacuum makes pruned rows' space"
+            " reusable, and VACUUM FULL (which locks writers out) is its administrator's call"
+        )
     pg = connect(url)
     try:
         with server_errors(url, "pruning"):

@@ -9,13 +9,11 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
-from flaketui.cli.params import FilePath
 from flaketui.core.config import Config, load_config
 from flaketui.core.history.store import open_history
 from flaketui.core.quarantine.skipfile import SkipMode, repo_root, resolve_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 
-DB_PATH = FilePath(what="history file", dir_okay=False, path_type=Path)
 SKIP_FILE_OPTION = click.option(
     "--skip-file",
     "skip_file",

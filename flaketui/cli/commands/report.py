@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
-from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
@@ -24,7 +24,7 @@ from flaketui.core.timeutil import parse_iso
 
 
 @cli.command("report")
-@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
+@click.argument("db", type=READ_ADDRESS)
 @click.option("--now", metavar="ISO", help="Score as of this time (default: now, see README).")
 @click.option(
     "--format", "fmt", type=click.Choice((*FORMATS, "html")), default="table", show_default=True
@@ -39,10 +39,14 @@ from flaketui.core.timeutil import parse_iso
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Show the first N only.")
 @click.option("--suite", metavar="S", help="Only runs of this suite (ranks are computed over it).")
 @click.option("--branch-kind", type=click.Choice(BRANCH_KINDS), help="Only runs of this kind.")
-@click.option("--group-by", type=click.Choice(GROUP_BYS), help="List families or signatures.")
+@click.option(
+    "--group-by",
+    type=click.Choice(GROUP_BYS),
+    help="List families, signature groups or co-failure groups.",
+)
 @CODEOWNERS_OPTION
 def report_command(
-    db: Path,
+    db: Path | str,
     now: str | None,
     fmt: str,
     output: Path | None,
@@ -52,9 +56,12 @@ def report_command(
     group_by: str | None,
     codeowners: Path | None,
 ) -> None:
-    """Rank the flaky tests of history DB by damage, with verdicts and reasons."""
+    """Rank the flaky tests of history DB by damage, with verdicts and reasons.
+    DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
+    """
     config = load_config()
     moment = parse_iso(now) if now is not None else None
+    db = local_history(db)
     history = open_history(db, create=False, readonly=True)
     try:
         report = build_report(

@@ -21,7 +21,16 @@ from flaketui.core.words import plural
 
 
 @cli.command("resign")
-@click.argument("db", type=FilePath(what="history file", dir_okay=False, path_type=Path))
+@click.argument(
+    "db",
+    type=FilePath(
+        what="history file",
+        dir_okay=False,
+        path_type=Path,
+        server_hint="re-signing rewrites a history file's signatures; a server keeps those its "
+        "writers computed: re-sign a replica instead (flaketui sync URL FILE)",
+    ),
+)
 def resign_command(db: Path) -> None:
     """Re-sign the failure messages of history DB with this flaketui's algorithm and the
     configured mask patterns (ingest and merge do this by themselves when the scheme changed).

@@ -29,8 +29,11 @@ def replica_path(url: str) -> Path:
     return Path(base) / "flaketui" / "replicas" / f"{key}.db"
 
 
-def run_sync(url: str, history: Path, *, quiet: bool = False) -> SyncSummary:
-    """Sync the replica file from the server, with a progress line on stderr."""
+def run_sync(
+    url: str, history: Path, *, quiet: bool = False, notes_err: bool = False
+) -> SyncSummary:
+    """Sync the replica file from the server, with a progress line on stderr (and the outages
+    it proposes said on stderr too with notes_err)."""
     if not is_server_url(url):
         raise FlaketuiError(f"{url}: not a postgresql:// URL")
     pg = connect(url)  # an unreachable server leaves no file behind
@@ -61,7 +64,7 @@ def run_sync(url: str, history: Path, *, quiet: bool = False) -> SyncSummary:
         # Rows from writers that recorded no scheme: signed as this configuration signs.
         stamp(db, load_config().mask_patterns)
     # A replica proposes outages as a history written directly does: same reports, same report.
-    propose_outages(db, load_config())
+    propose_outages(db, load_config(), err=notes_err)
     db.conn.close()
     return summary
 

@@ -22,6 +22,10 @@ Classification, first match wins:
 - ``not-reproducible``: no experiment made it fail here; the history's suspects (a host, an OS,
   a Python...) point at what differs from this machine.
 
+When the test's latest bad recorded run shuffled its order with a recorded seed
+(pytest-randomly, pytest-random-order), the diagnosis also gives the command that replays that
+order (`replay`); a ``not-reproducible`` test's reproduction command is that replay.
+
 Every session is stored in the history as a run with source ``diagnose`` (suite ``diagnose``),
 which scoring, rollups, the outcome sequence and incident proposals ignore.
 """
@@ -52,6 +56,7 @@ from flaketui.core.history.dbhandle import Connected
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.scoring.causes import CauseAnalysis, analyse, dimension_rows
+from flaketui.core.scoring.order import latest_seed_replay
 from flaketui.core.scoring.statistics import fisher_exact, wilson_interval
 
 EXPERIMENT_SOURCE = "diagnose"
@@ -108,6 +113,10 @@ class Diagnosis:
     stored_runs: int = 0
     cancelled: bool = False
     skipped: list[str] = field(default_factory=list)  # experiments left out, and why
+    # The latest bad recorded run's random order, when its seed was recorded: a command that
+    # replays it (the whole suite, see flaketui.core.scoring.order), and that run's id.
+    replay: list[str] | None = None
+    replay_run: str | None = None
 
 
 class _Budget:
@@ -254,7 +263,13 @@ class Diagnoser:
                 polluter = self._bisect(failing_order, test_id)
         except _Stop as stop:
             stop_reason = str(stop)
+        replay = latest_seed_replay(self.db, analysis.members, now=self.now, config=self.config)
         diagnosis = self._classify(test_id, experiments, polluter, workers, before, analysis)
+        if replay is not None:
+            diagnosis.replay, diagnosis.replay_run = replay.command(), replay.run_id
+            if diagnosis.label == "not-reproducible":
+                # Nothing here made it fail: replaying CI's order is the next thing to try.
+                diagnosis.command = diagnosis.replay
         diagnosis.skipped = skipped + ([f"stopped early: {stop_reason}"] if stop_reason else [])
         diagnosis.cancelled = stop_reason == "cancelled"
         if self.store:

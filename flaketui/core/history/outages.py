@@ -81,8 +81,9 @@ def _save_reviews(conn: sqlite3.Connection, states: dict[str, str]) -> None:
 def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> list[Outage]:
     """Every outage-like cluster among the runs of the window, oldest first.
 
-    Runs already tagged with another incident are left out; runs tagged with an outage
-    proposal are kept, so a recorded proposal is found again (and shown with its state).
+    Runs already tagged with another incident are left out, and so are `flaketui diagnose`
+    runs (experiments that fail a test on purpose); runs tagged with an outage proposal are
+    kept, so a recorded proposal is found again (and shown with its state).
     """
     since = to_iso(now - timedelta(days=config.window_days))
     states = reviews(conn)
@@ -90,7 +91,8 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
     failures = conn.execute(
         "SELECT tr.run, r.ts, s.hash, s.text, tr.test FROM test_runs tr "
         "JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
-        "WHERE tr.bad = 1 AND r.ts > ? AND r.ts <= ? AND (r.incident IS NULL OR r.incident IN "
+        "WHERE tr.bad = 1 AND r.ts > ? AND r.ts <= ? AND r.source <> 'diagnose' "
+        "AND (r.incident IS NULL OR r.incident IN "
         "(SELECT value FROM json_each(?))) ORDER BY s.hash, r.ts, tr.run",
         (since, to_iso(now), proposal_tags),
     ).fetchall()
@@ -140,10 +142,12 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
 
 
 def _recovered(conn: sqlite3.Connection, tests: set[int], after: str) -> int:
-    """How many of `tests` passed their first attempt in a run after `after`."""
+    """How many of `tests` passed their first attempt in a run after `after` (not a diagnose
+    run: an experiment's pass says nothing about the outage)."""
     row = conn.execute(
-        "SELECT count(DISTINCT test) FROM test_runs WHERE bad = 0 AND outcome <> 'skipped' "
-        "AND ts > ? AND test IN (SELECT value FROM json_each(?))",
+        "SELECT count(DISTINCT tr.test) FROM test_runs tr JOIN runs r ON r.id = tr.run "
+        "WHERE tr.bad = 0 AND tr.outcome <> 'skipped' AND r.source <> 'diagnose' "
+        "AND tr.ts > ? AND tr.test IN (SELECT value FROM json_each(?))",
         (after, json.dumps(sorted(tests))),
     ).fetchone()
     return int(row[0])
@@ -285,3 +289,51 @@ def proposed_outages(conn: sqlite3.Connection) -> list[dict[str, object]]:
             }
         )
     return out
+
+
+def pending_outages(conn: sqlite3.Connection) -> list[Outage]:
+    """The proposals awaiting review with their evidence, oldest first: for the app's review.
+
+    Read from what each proposal excludes (its incident row and the runs tagged with it), so
+    a proposal shows the same evidence whatever window the scores are computed over.
+    """
+    pending = [tag for tag, state in reviews(conn).items() if state == PROPOSED]
+    found: list[Outage] = []
+    for tag in pending:
+        row = conn.execute(
+            "SELECT i.start_ts, i.end_ts, i.signature, coalesce(s.text, '') FROM incidents i "
+            "LEFT JOIN signatures s ON s.hash = i.signature WHERE i.tag = ?",
+            (tag,),
+        ).fetchone()
+        if row is None or row[0] is None or row[1] is None:
+            continue  # not an outage proposal's row (removed, or tagged by hand)
+        start, end, sig, text = row
+        pks = [
+            int(pk)
+            for (pk,) in conn.execute(
+                "SELECT id FROM runs WHERE incident = ? ORDER BY ts, id", (tag,)
+            )
+        ]
+        failed = conn.execute(
+            "SELECT count(DISTINCT tr.test) FROM test_runs tr "
+            "JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
+            "WHERE r.incident = ? AND tr.bad = 1 AND s.hash = ?",
+            (tag, sig),
+        ).fetchone()[0]
+        ran, suites, run_ids = _runs_facts(conn, pks)
+        found.append(
+            Outage(
+                tag=tag,
+                signature=str(sig or ""),
+                signature_text=str(text),
+                start=parse_iso(start),
+                end=parse_iso(end),
+                run_pks=pks,
+                run_ids=run_ids,
+                failed_tests=int(failed),
+                tests=ran,
+                suites=suites,
+                status=PROPOSED,
+            )
+        )
+    return sorted(found, key=lambda outage: (outage.start, outage.tag))

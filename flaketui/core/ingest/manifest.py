@@ -18,7 +18,7 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp
-from flaketui.core.ingest.writer import ingest_batch
+from flaketui.core.ingest.writer import IngestResult, ingest_batch
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
 
@@ -235,6 +235,15 @@ def _run_id_of(raw: str) -> str | None:
     return run_id if isinstance(run_id, str) and run_id else None
 
 
+# Lands one batch of runs, each (report files, metadata), with one report format per run
+# (None: told by content); returns one outcome per run, in order: an IngestResult, or the
+# FlaketuiError that refused the run.
+Lander = Callable[
+    [Sequence[tuple[Sequence[Path], RunMeta]], Sequence[str | None]],
+    Sequence["IngestResult | FlaketuiError"],
+]
+
+
 def ingest_manifest(
     db: sqlite_utils.Database | sqlite3.Connection,
     manifest: Path,
@@ -248,18 +257,30 @@ def ingest_manifest(
     transaction each (writer.ingest_batch: a savepoint per run). A process killed mid-way
     leaves whole runs only; running the manifest again lands the rest.
     """
+
+    def land(
+        runs: Sequence[tuple[Sequence[Path], RunMeta]], formats: Sequence[str | None]
+    ) -> Sequence[IngestResult | FlaketuiError]:
+        return ingest_batch(db, runs, config=config, report_formats=formats)
+
+    return land_manifest(manifest, land, progress=progress)
+
+
+def land_manifest(
+    manifest: Path, land: Lander, *, progress: Callable[[int, int], None] | None = None
+) -> ManifestSummary:
+    """Read a manifest and hand its runs to `land` batch by batch (see ingest_manifest); the
+    summary of what landed, was already there or was refused."""
     runs, refused = read_manifest(manifest)
     summary = ManifestSummary(refused=refused)
     done = 0
     for batch in _batches(runs):
-        outcomes = ingest_batch(
-            db,
+        outcomes = land(
             [
                 ([path for line in lines for path in line.files], _merge_meta(lines))
                 for lines in batch
             ],
-            config=config,
-            report_formats=[_run_format(lines) for lines in batch],
+            [_run_format(lines) for lines in batch],
         )
         for lines, outcome in zip(batch, outcomes, strict=True):
             if isinstance(outcome, FlaketuiError):  # ReportError, bad metadata

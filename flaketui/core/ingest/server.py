@@ -7,20 +7,23 @@ run id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from flaketui.core.config import Config
-from flaketui.core.errors import ReportError
+from flaketui.core.errors import FlaketuiError, ReportError
 from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.push import push_history
 from flaketui.core.history.pg.staging import staging_history
+from flaketui.core.ingest.manifest import ManifestSummary, land_manifest
 from flaketui.core.ingest.runmeta import apply_defaults
 from flaketui.core.ingest.writer import (
     IngestResult,
     content_run_id,
     file_sha256,
+    ingest_batch,
     ingest_reports,
 )
 from flaketui.core.models import RunMeta
@@ -73,6 +76,99 @@ def ingest_to_server(
         results=summary.results_added,
         tests=tests,
     )
+
+
+def ingest_manifest_to_server(
+    url: str,
+    manifest: Path,
+    *,
+    config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
+    progress: Callable[[int, int], None] | None = None,
+) -> ManifestSummary:
+    """Backfill a manifest into the server at url (see flaketui.core.ingest.manifest).
+
+    Each batch of runs is ingested into a staging history with the ordinary writer and pushed
+    in one server transaction, so a process killed mid-way leaves whole batches only. Report
+    files the server's copy of a run already has are skipped, as ingest skips them: running the
+    manifest again lands what is missing and adds nothing else. The server is first contacted
+    once the manifest has been read (a bad manifest leaves the server untouched).
+    """
+    connections: list[Any] = []
+
+    def land(
+        runs: Sequence[tuple[Sequence[Path], RunMeta]], formats: Sequence[str | None]
+    ) -> list[IngestResult | FlaketuiError]:
+        if not connections:
+            connections.append(connect(url))
+        return _land_batch(connections[0], url, runs, formats, config)
+
+    try:
+        return land_manifest(manifest, land, progress=progress)
+    finally:
+        for pg in connections:
+            pg.close()
+
+
+def _land_batch(
+    pg: Any,
+    url: str,
+    runs: Sequence[tuple[Sequence[Path], RunMeta]],
+    formats: Sequence[str | None],
+    config: Config,
+) -> list[IngestResult | FlaketuiError]:
+    """One manifest batch: each run's new report files staged, then one push."""
+    outcomes: list[IngestResult | FlaketuiError | None] = [None] * len(runs)
+    prepared: list[tuple[int, dict[str, Path], RunMeta]] = []
+    for index, (paths, meta) in enumerate(runs):
+        try:
+            hashes = {file_sha256(Path(path)): Path(path) for path in paths}
+            if not hashes:
+                raise ReportError("no report file given")
+            full = apply_defaults(meta, config, fallback_run_id=content_run_id(hashes))
+        except FlaketuiError as exc:
+            outcomes[index] = exc
+            continue
+        prepared.append((index, hashes, full))
+    run_ids = [str(full.run_id) for _, _, full in prepared]
+    known: dict[str, set[str]] = {}
+    with server_errors(url, "reading the runs' report files"):
+        present = {
+            str(row[0])
+            for row in pg.execute(
+                "SELECT run_id FROM runs WHERE run_id = ANY(%s)", (run_ids,)
+            ).fetchall()
+        }
+        for run_id, digest in pg.execute(
+            "SELECT r.run_id, f.content_hash FROM run_files AS f JOIN runs AS r ON r.id = f.run"
+            " WHERE r.run_id = ANY(%s)",
+            (run_ids,),
+        ).fetchall():
+            known.setdefault(str(run_id), set()).add(str(digest))
+    staged_runs: list[tuple[int, list[Path], RunMeta, int]] = []
+    for index, hashes, full in prepared:
+        seen = known.get(str(full.run_id), set())
+        new = [path for digest, path in hashes.items() if digest not in seen]
+        if new:
+            staged_runs.append((index, new, full, len(hashes) - len(new)))
+        else:  # every report already in the server's run: nothing to add
+            outcomes[index] = IngestResult(str(full.run_id), False, 0, len(hashes), 0, 0)
+    if staged_runs:
+        with staging_history() as staged:
+            results = ingest_batch(
+                staged,
+                [(new, full) for _, new, full, _ in staged_runs],
+                config=config,
+                report_formats=[formats[index] for index, _, _, _ in staged_runs],
+            )
+            with server_errors(url, "writing a batch of runs (it was not recorded; retry)"):
+                push_history(pg, staged, append=True)
+        for (index, _, full, skipped), result in zip(staged_runs, results, strict=True):
+            if isinstance(result, IngestResult):
+                result = replace(
+                    result, created=str(full.run_id) not in present, files_skipped=skipped
+                )
+            outcomes[index] = result
+    return [outcome for outcome in outcomes if outcome is not None]
 
 
 def _tests(pg: Any, url: str, meta: RunMeta) -> int:

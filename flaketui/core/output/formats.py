@@ -2,9 +2,10 @@
 
 JSON is byte-stable for the same history and `--now`: keys sorted, floats rounded to 6 digits,
 timestamps ISO 8601 UTC, lists in the report's deterministic order. `limit` truncates each
-list after ranking; `group_by` ("family" | "signature") switches what the table, CSV and
-Markdown list (JSON always carries all three lists). Sparklines scale each series to
-[0, max(series max, quarantine threshold)], so a low, flat score stays low.
+list after ranking; `group_by` ("family" | "signature" | "cofailure") switches what the table,
+CSV and Markdown list (JSON always carries every list: tests, families, signatures, co-failures).
+Sparklines scale each series to [0, max(series max, quarantine threshold)], so a low, flat
+score stays low.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class ReportFormat(StrEnum):
 
 
 FORMATS = tuple(fmt.value for fmt in ReportFormat)  # plain names, for option choices
-GROUP_BYS = ("family", "signature")
+GROUP_BYS = ("family", "signature", "cofailure")
 
 TEST_KEYS = (
     "rank",
@@ -115,6 +116,21 @@ SIGNATURE_KEYS = (
     "owner",
     "onset",
     *SCORE_KEYS,
+)
+
+COFAILURE_KEYS = (
+    "key",
+    "label",
+    "tests",
+    "rank",
+    "regression_rank",
+    "verdict",
+    "reason",
+    "flags",
+    "owner",
+    "onset",
+    *SCORE_KEYS,
+    "causes",
 )
 
 
@@ -202,6 +218,18 @@ def signature_entry(group: GroupVerdict) -> dict[str, Any]:
     return {key: _plain(entry[key]) for key in SIGNATURE_KEYS}
 
 
+def cofailure_entry(group: GroupVerdict) -> dict[str, Any]:
+    """One `cofailures` entry: exactly COFAILURE_KEYS (tests = the member ids; the first of
+    `causes` is the cause the tests share)."""
+    entry = _scores(group.scores)
+    entry.update(
+        key=group.key, label=group.label, tests=list(group.members), **_group_common(group)
+    )
+    plain = {key: _plain(entry[key]) for key in COFAILURE_KEYS if key != "causes"}
+    plain["causes"] = [cause_entry(c) for c in group.causes]
+    return plain
+
+
 def _group_common(group: GroupVerdict) -> dict[str, Any]:
     return {
         "rank": group.rank,
@@ -231,6 +259,7 @@ def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
         "tests": [test_entry(t) for t in _cut(report.tests, limit)],
         "families": [family_entry(g) for g in _cut(report.families, limit)],
         "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
+        "cofailures": [cofailure_entry(g) for g in _cut(report.cofailures, limit)],
     }
 
 
@@ -241,12 +270,19 @@ def render_json(report: Report, limit: int | None = None) -> str:
     )
 
 
+def _groups_of(report: Report, group_by: str) -> list[GroupVerdict]:
+    return {
+        "family": report.families,
+        "signature": report.signatures,
+        "cofailure": report.cofailures,
+    }[group_by]
+
+
 def _rows(report: Report, group_by: str | None, limit: int | None) -> list[dict[str, Any]]:
-    if group_by == "family":
-        return [family_entry(g) for g in _cut(report.families, limit)]
-    if group_by == "signature":
-        return [signature_entry(g) for g in _cut(report.signatures, limit)]
-    return [test_entry(t) for t in _cut(report.tests, limit)]
+    if group_by is None:
+        return [test_entry(t) for t in _cut(report.tests, limit)]
+    entry = {"family": family_entry, "signature": signature_entry, "cofailure": cofailure_entry}
+    return [entry[group_by](g) for g in _cut(_groups_of(report, group_by), limit)]
 
 
 def _csv_cell(value: Any) -> Any:
@@ -260,7 +296,11 @@ def _csv_cell(value: Any) -> Any:
 
 def render_csv(report: Report, group_by: str | None = None, limit: int | None = None) -> str:
     """CSV with the JSON entry keys as header; lists joined with ';', nulls empty."""
-    keys = {"family": FAMILY_KEYS, "signature": SIGNATURE_KEYS}.get(group_by or "", TEST_KEYS)
+    keys = {
+        "family": FAMILY_KEYS,
+        "signature": SIGNATURE_KEYS,
+        "cofailure": COFAILURE_KEYS,
+    }.get(group_by or "", TEST_KEYS)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(keys)
@@ -318,6 +358,8 @@ def _name_of(entry: dict[str, Any], group_by: str | None) -> str:
     if group_by == "signature":
         count = len(entry["tests"])
         return f"{entry['signature_text']} ({count} test{'' if count == 1 else 's'})"
+    if group_by == "cofailure":
+        return f"{entry['label']} ({plural(len(entry['tests']), 'test')})"
     return str(entry["test_id"])
 
 
@@ -334,7 +376,9 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
         "FLIP",
         "FLAGS",
         "SINCE",
-        {"family": "FAMILY", "signature": "SIGNATURE"}.get(group_by or "", "TEST"),
+        {"family": "FAMILY", "signature": "SIGNATURE", "cofailure": "FAIL TOGETHER"}.get(
+            group_by or "", "TEST"
+        ),
     )
     lines = [head]
     for e in _rows(report, group_by, limit):
@@ -376,7 +420,9 @@ def render_markdown(
     """A Markdown table for a PR or an issue, with a 30-day sparkline of the daily score."""
     rows = _rows(report, group_by, limit)
     trends = _trends(report, group_by, limit)
-    title = {"family": "Family", "signature": "Signature"}.get(group_by or "", "Test")
+    title = {"family": "Family", "signature": "Signature", "cofailure": "Fail together"}.get(
+        group_by or "", "Test"
+    )
     out = [
         f"### {_header(report)}",
         "",
@@ -400,7 +446,7 @@ def _trends(report: Report, group_by: str | None, limit: int | None) -> list[lis
     """Daily scores per listed entry: a group's pooled series, whose last day is its score."""
     if group_by is None:
         return [list(t.daily_scores) for t in _cut(report.tests, limit)]
-    groups = report.families if group_by == "family" else report.signatures
+    groups = _groups_of(report, group_by)
     return [list(group.daily_scores) for group in _cut(groups, limit)]
 
 

@@ -122,6 +122,7 @@ def _day_row(
         "raw": 1,
         "runs": len(units),
         "main_runs": len(main),
+        "failed_runs": sum(bads),
         "failed_any_runs": sum(u[4] for u in units),
         "main_bad": sum(1 for u in main if u[2]),
         "first_bad": bads[0],
@@ -134,6 +135,30 @@ def _day_row(
         "main_trail_bad": len(trail),
         "main_trail_flaky": sum(u[3] for u in trail),
     }
+
+
+def test_days(
+    conn: sqlite3.Connection, test_pks: Sequence[int], window: Window
+) -> tuple[str, dict[str, Any]]:
+    """A `per_day (key, day, n, k)` CTE and its parameters: each of the tests' days in the
+    window with counted runs (n) and bad runs (k), whole days from test_day_seq, the edge days
+    from the raw rows (as :edges)."""
+    edges = _edge_rows(conn, "test", test_pks, window)
+    sql = """
+per_day AS (
+    SELECT test AS key, day, runs AS n, failed_runs AS k FROM test_day_seq
+    WHERE test IN (SELECT value FROM json_each(:keys)) AND day >= :lo_day AND day <= :hi_day
+    UNION ALL
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+        json_extract(value, '$[2]'), json_extract(value, '$[3]')
+    FROM json_each(:edges)
+)"""
+    params = dict(window.params)
+    params["keys"] = json.dumps(list(test_pks))
+    params["edges"] = json.dumps(
+        [[k, day, row["runs"], row["failed_runs"]] for (k, day), row in edges.items()]
+    )
+    return sql, params
 
 
 def _chain_rows(

@@ -484,41 +484,47 @@ def signature_counts(
 # the Bernoulli log-likelihood of the two sides at their own rates; the best boundary (ties:
 # the earliest) with the counts after it and the first bad day on each side.
 _LL = "(CASE WHEN {k} > 0 AND {k} < {n} THEN {k} * ln(1.0 * {k} / {n}) + ({n} - {k}) * ln(1.0 - 1.0 * {k} / {n}) ELSE 0.0 END)"  # noqa: E501
-_RATE_CHANGE = f"""
+_PER_DAY = """
 per_day AS (
     SELECT key, substr(ts, 1, 10) AS day, count(*) AS n, sum(bad) AS k FROM units
     GROUP BY key, day
-),
+)"""
+_RATE_CHANGE = f"""
 cum AS (
     SELECT key, day, n, k,
         sum(n) OVER upto AS nl, sum(k) OVER upto AS kl,
         sum(n) OVER whole AS nt, sum(k) OVER whole AS kt,
-        count(*) OVER whole AS days, row_number() OVER upto AS i
+        count(*) OVER whole AS days, row_number() OVER upto AS i,
+        min(CASE WHEN k > 0 THEN day END) OVER whole AS first_bad_day,
+        min(CASE WHEN k > 0 THEN day END) OVER after AS next_bad
     FROM per_day
     WINDOW upto AS (PARTITION BY key ORDER BY day ROWS UNBOUNDED PRECEDING),
-        whole AS (PARTITION BY key)
+        whole AS (PARTITION BY key),
+        after AS (PARTITION BY key ORDER BY day DESC
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 scored AS (
-    SELECT key, day, nl, kl, nt, kt, days,
-        {_LL.format(k="kl", n="nl")} + {_LL.format(k="(kt - kl)", n="(nt - nl)")} AS ll
-    FROM cum WHERE i < days
+    SELECT key, day, nl, kl, nt, kt, days, first_bad_day, next_bad,
+        CASE WHEN i < days THEN
+            {_LL.format(k="kl", n="nl")} + {_LL.format(k="(kt - kl)", n="(nt - nl)")}
+        END AS ll
+    FROM cum
 ),
 best AS (
-    SELECT key, day, nl, kl, ll,
-        row_number() OVER (PARTITION BY key ORDER BY ll DESC, day) AS pick
-    FROM scored
-),
-totals AS (
-    SELECT key, sum(n) AS nt, sum(k) AS kt, count(*) AS days,
-        min(CASE WHEN k > 0 THEN day END) AS first_bad_day
-    FROM per_day GROUP BY key
+    SELECT * FROM (
+        SELECT scored.*,
+            row_number() OVER (PARTITION BY key ORDER BY ll IS NULL, ll DESC, day) AS pick
+        FROM scored
+    ) WHERE pick = 1
 )
-SELECT t.key, t.nt AS runs, t.kt AS bad, t.days, t.first_bad_day,
-    {_LL.format(k="t.kt", n="t.nt")} AS whole_ll,
-    b.day AS split_day, b.nl AS runs_before, b.kl AS bad_before, b.ll AS split_ll,
-    (SELECT min(p.day) FROM per_day p WHERE p.key = t.key AND p.k > 0 AND p.day > b.day)
-        AS first_bad_after
-FROM totals t LEFT JOIN best b ON b.key = t.key AND b.pick = 1
+SELECT key, nt AS runs, kt AS bad, days, first_bad_day,
+    {_LL.format(k="kt", n="nt")} AS whole_ll,
+    CASE WHEN ll IS NOT NULL THEN day END AS split_day,
+    CASE WHEN ll IS NOT NULL THEN nl END AS runs_before,
+    CASE WHEN ll IS NOT NULL THEN kl END AS bad_before,
+    ll AS split_ll,
+    CASE WHEN ll IS NOT NULL THEN next_bad END AS first_bad_after
+FROM best
 """
 
 
@@ -535,21 +541,28 @@ def rate_changes(
     """The most likely change in each key's daily bad-run rate (one row per key).
 
     `kind`: "test" (keys tests.id), "family" (parent ids) or "signature" (hashes, with
-    `members` mapping tests.id -> hash). Read from the raw rows of `test_pks` alone (the tests
-    with a failure, or the members of the groups with one), whatever answers the rest of the
-    scoring, so the rollup and the raw-row scorer see the same figures by construction.
+    `members` mapping tests.id -> hash), over the counted runs of `test_pks` alone (the tests
+    with a failure, or the members of the groups with one). A test's days come from the day
+    rollups when they answer the window (one row per test and day instead of one per run);
+    families and signature groups pool runs across members, so theirs come from the raw rows.
     """
     if not test_pks:
         return {}
     ensure_sql_functions(db.conn)
-    cte, params = counted_runs_cte(
-        now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
-    )
-    units = {"test": TEST_UNITS, "family": FAMILY_UNITS, "signature": SIGNATURE_UNITS}[kind]
-    if kind == "signature":
-        params["members"] = json.dumps({str(t): sig for t, sig in (members or {}).items()})
+    window = rollup_window(db, now, config, suite, branch_kind) if kind == "test" else None
+    if window is not None:
+        per_day, params = rollup_read.test_days(db.conn, test_pks, window)
+        sql = f"WITH {per_day},{_RATE_CHANGE}"
+    else:
+        cte, params = counted_runs_cte(
+            now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
+        )
+        units = {"test": TEST_UNITS, "family": FAMILY_UNITS, "signature": SIGNATURE_UNITS}[kind]
+        if kind == "signature":
+            params["members"] = json.dumps({str(t): sig for t, sig in (members or {}).items()})
+        sql = f"WITH {cte},{units},{_PER_DAY},{_RATE_CHANGE}"
     out = {}
-    for row in _rows(db, f"WITH {cte},{units},{_RATE_CHANGE}", params):
+    for row in _rows(db, sql, params):
         out[row["key"]] = RateChange(
             runs=int(row["runs"]),
             bad=int(row["bad"]),

@@ -45,6 +45,7 @@ class Pivot:
     now: datetime
     runs: int  # counted runs (a family's: runs in which any param ran)
     bad_runs: int
+    interrupted_runs: int = 0  # of those, runs whose recording never finished
     by_worker_count: list[PivotRow] = field(default_factory=list)
     by_worker_id: list[PivotRow] = field(default_factory=list)
 
@@ -75,6 +76,19 @@ def _row(key: str, runs: int, bad: int, config: Config) -> PivotRow:
     return PivotRow(key, runs, bad, bad / runs if runs else 0.0, low, high)
 
 
+def interrupted_runs(db: Connected, test_ids: list[str], *, now: datetime, config: Config) -> int:
+    """How many of the tests' counted runs never finished recording (a killed session).
+
+    They count for the tests they recorded, as in scoring; the pivots say how many there are.
+    """
+    cte, params = counted_runs_cte(now, config, test_ids=test_ids)
+    sql = (
+        f"WITH {cte} SELECT count(DISTINCT c.run) FROM counted c JOIN runs r ON r.id = c.run "
+        "WHERE r.finished = 0"
+    )
+    return int(db.conn.execute(sql, params).fetchone()[0])
+
+
 def worker_pivot(db: Connected, test_or_parent: str, *, now: datetime, config: Config) -> Pivot:
     """Runs, bad runs and the Wilson interval per worker count and worker id, counted runs only."""
     target = resolve_target(db, test_or_parent)
@@ -98,6 +112,7 @@ def worker_pivot(db: Connected, test_or_parent: str, *, now: datetime, config: C
         now=now,
         runs=sum(row.runs for row in by_count),
         bad_runs=sum(row.bad_runs for row in by_count),
+        interrupted_runs=interrupted_runs(db, target.test_ids, now=now, config=config),
         by_worker_count=by_count,
         by_worker_id=by_id,
     )
@@ -115,6 +130,7 @@ class DimensionPivot:
     bad_runs: int
     by: dict[str, list[DimensionRow]]  # dimension -> rows, in DIMENSIONS order
     suspects: list[Suspect]
+    interrupted_runs: int = 0
 
 
 def dimension_pivot(
@@ -139,4 +155,5 @@ def dimension_pivot(
         bad_runs=analysis.bad_runs,
         by={dim: dimension_rows(analysis.units, dim, config) for dim in dimensions},
         suspects=analysis.suspects,
+        interrupted_runs=interrupted_runs(db, analysis.members, now=now, config=config),
     )

@@ -8,7 +8,8 @@ Choices made here:
 - A test's `signature` is its most frequent first-failure signature in the window (ties: the
   most recent, then the hash).
 - Families are the parents with at least one parametrized member (`test_x[...]`); signature
-  groups are the tests sharing their most frequent signature. Both are pooled by run
+  groups are the tests sharing their most frequent signature; co-failure groups are flaky
+  tests failing in the same runs (flaketui.core.scoring.cofailure). All are pooled by run
   (see flaketui.core.rollups.evidence) and ranked like tests among their own kind.
 - Order of `tests`: flaky by rank, regressions by regression_rank, then insufficient and
   healthy by damage, recency score and id. `rank` orders flaky entries by damage desc, then
@@ -498,9 +499,57 @@ def _complete(db: Connected, partial: _Partial) -> Report:
         if by_signature.get(sig)
     ]
     _add_group_series(db, families, signatures, infos, now, config)
+    cofailures = _cofailures(db, partial, tests)
     return replace(
-        first, tests=tests, families=_rank_groups(families), signatures=_rank_groups(signatures)
+        first,
+        tests=tests,
+        families=_rank_groups(families),
+        signatures=_rank_groups(signatures),
+        cofailures=_rank_groups(cofailures),
     )
+
+
+def _cofailures(db: Connected, partial: _Partial, tests: list[TestVerdict]) -> list[GroupVerdict]:
+    """The co-failure groups of the flaky tests, pooled and judged like signature groups, with
+    the suspects of each group pooled by run (the first is the cause its tests share)."""
+    from flaketui.core.scoring.causes import find_suspects, load_units
+    from flaketui.core.scoring.cofailure import cofailure_groups, group_key, group_label
+    from flaketui.core.scoring.detail import Target
+    from flaketui.core.scoring.series import daily_group_scores
+
+    config, now = partial.config, partial.report.now
+    suite, branch_kind = partial.suite, partial.branch_kind
+    pk_of = {info.test_id: pk for pk, info in partial.infos.items()}
+    flaky = {pk_of[t.test_id]: t.test_id for t in tests if t.verdict == Verdict.FLAKY}
+    groups = cofailure_groups(db, flaky, now, config, suite, branch_kind)
+    if not groups:
+        return []
+    members = {pk: group_key([flaky[p] for p in pks]) for pks in groups for pk in pks}
+    evidence = per_signature_evidence(
+        db, members, now, config, suite, branch_kind, tests=partial.evidence
+    )
+    failing = {key: ev for key, ev in evidence.items() if ev.failed_runs}
+    currents = _currents(
+        db, now, config, "signature", failing, list(members), suite, branch_kind, members
+    )
+    daily = daily_group_scores(db, members, now=now, days=DAILY_DAYS, config=config)
+    out = []
+    for pks in groups:
+        ids = [flaky[pk] for pk in pks]
+        key = members[pks[0]]
+        if key not in evidence:
+            continue
+        units = load_units(db, Target(key, "cofailure", pks, ids), now=now, config=config)
+        causes = find_suspects(units, config)
+        label = group_label(ids, causes[0].label if causes else None)
+        infos = [partial.infos[pk] for pk in pks]
+        group = _group(
+            key, label, infos, evidence[key], now, config, partial.owner_of, currents.get(key)
+        )
+        group.causes = causes
+        group.daily_scores = list(daily.get(key, [0.0] * DAILY_DAYS))
+        out.append(group)
+    return out
 
 
 def _add_group_series(

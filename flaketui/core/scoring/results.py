@@ -68,10 +68,11 @@ class TestVerdict:
 
 @dataclass(slots=True)
 class GroupVerdict:
-    """A pooled group: a parametrized family or the tests sharing a failure signature."""
+    """A pooled group: a parametrized family, the tests sharing a failure signature, or flaky
+    tests failing in the same runs (a co-failure group)."""
 
-    key: str  # family parent id, or signature hash
-    label: str  # parent id, or signature text
+    key: str  # family parent id, signature hash, or co-failure key
+    label: str  # parent id, signature text, or the co-failure group's name
     members: list[str]  # test ids
     scores: Scores
     verdict: Verdict
@@ -82,7 +83,7 @@ class GroupVerdict:
     regression_rank: int | None = None
     daily_scores: list[float] = field(default_factory=list)  # pooled recency per day, oldest first
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
-    causes: list[Suspect] = field(default_factory=list)  # flaky families only
+    causes: list[Suspect] = field(default_factory=list)  # flaky families, co-failure groups
 
 
 @dataclass(slots=True)
@@ -96,6 +97,8 @@ class Report:
     families: list[GroupVerdict]
     signatures: list[GroupVerdict]
     now_was_clamped: bool = False  # history older than the window: shown as of its newest run
+    # Flaky tests failing in the same runs, grouped (flaketui.core.scoring.cofailure)
+    cofailures: list[GroupVerdict] = field(default_factory=list)
     # Suspected outages excluded from scoring while awaiting review (flaketui.core.history.outages)
     proposed_incidents: list[dict[str, Any]] = field(default_factory=list)
     # Runs in the window that never finished (a killed recording): scored for the tests they

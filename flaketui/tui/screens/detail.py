@@ -86,6 +86,13 @@ class DetailScreen(Screen[None]):
         Binding("u", "app.release", "Release", tooltip="Remove this test from the skip file"),
         Binding("r", "reload", "Reload"),
         Binding("d", "next_dimension", "Dimension", tooltip="Pivot by the next dimension"),
+        Binding(
+            "o",
+            "order",
+            "Order",
+            show=False,
+            tooltip="The tests that ran before it: candidate polluters",
+        ),
         Binding("D", "diagnose", "Diagnose", tooltip="Re-run this test here under experiments"),
         Binding("x", "cancel_diagnose", "Cancel", tooltip="Stop a running diagnose"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
@@ -255,6 +262,15 @@ class DetailScreen(Screen[None]):
         self.query_one(SuspectsPanel).update(suspects_text(self.analysis, self.dimension))
         self._show_dimension()
 
+    def action_order(self) -> None:
+        """Show the order view: the tests that ran before it, bad runs against good runs."""
+        from flaketui.tui.screens.order_modal import OrderModal
+
+        source = self.flaketui.source
+        self.app.push_screen(
+            OrderModal(self.key, path=source.path, now=self.report.now, config=source.config)
+        )
+
     def _show_dimension(self) -> None:
         from flaketui.core.scoring.causes import dimension_rows
 
@@ -376,9 +392,10 @@ class DetailScreen(Screen[None]):
         self._fill_pivot(data)
         threshold = self.flaketui.source.config.quarantine_threshold
         self.query_one(TrendPlot).show(data.daily_scores, threshold=threshold)
-        self.query_one("#repro", Static).update(
-            Text.assemble((data.repro, "bold"), ("   c: copy", "dim"))
-        )
+        repro = Text.assemble((data.repro, "bold"), ("   c: copy", "dim"))
+        if data.repro_note:
+            repro.append(f"\n{data.repro_note}", "dim")
+        self.query_one("#repro", Static).update(repro)
         self._fill_signatures(data)
         self._fill_members(data)
         self._fill_runs(data)

@@ -22,16 +22,24 @@ HELP = """\
 | `1` `2` `3` `4` | views: Flaky, Regressions, Quarantined, All |
 | `/` | filter by test id, owner or signature (`Esc` clears) |
 | `g` / `f` | group by failure signature / by family (again: ungroup) |
+| `w` | group the flaky tests that fail in the same runs, with the cause they share |
 | `Space` | expand or collapse a group |
 | `s` / `S` | sort by the next column shown / reverse (or click a header): `▲` `▼` mark it |
 | `t` / `b` | cycle the suite / branch-kind filter |
 | `q` / `u` | quarantine / release (writes the skip file and the audit log) |
 | `e` | export the current view |
+| `o` | review the suspected outages excluded from scoring (the line above the tabs counts them) |
 | `r` | reload (the app also reloads when CI writes into the history) |
 | `Ctrl+P` | command palette: every action |
 | `Ctrl+Q` | quit |
 
-**Keys — detail**: `c` copies the reproduction command, `Esc` goes back.
+**Keys — detail**: `c` copies the reproduction command, `d` pivots by the next dimension, `o`
+shows the order view (the tests that ran before it: candidate polluters), `D` diagnoses, `x`
+cancels it, `Esc` goes back.
+
+**Keys — suspected outages** (`o`): `a` accepts the one under the cursor (its runs stay out of
+scoring, as an incident), `x` rejects it (its runs count again; it is never proposed again),
+`Esc` goes back. The ranking reloads after each decision.
 
 **Columns** (a narrow screen shows fewer: see the docs' app page): *Damage* is expected
 blocked merges per week (flake-rate lower bound × runs per week × blast radius), the default

@@ -34,6 +34,7 @@ from flaketui.tui.viewmodel import (
     columns_for,
     natural_sort_column,
 )
+from flaketui.tui.widgets.banner import TrustBanner
 from flaketui.tui.widgets.fields import text_input
 from flaketui.tui.widgets.flake_table import FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
@@ -67,6 +68,13 @@ class MainScreen(Screen[None]):
         Binding("4", "view('all')", "All", show=False),
         Binding("g", "group('signature')", "Signatures", tooltip="Group by failure signature"),
         Binding("f", "group('family')", "Families", tooltip="Group parametrized families"),
+        Binding(
+            "w",
+            "group('cofailure')",
+            "Together",
+            show=False,
+            tooltip="Group the flaky tests that fail in the same runs",
+        ),
         Binding("space", "toggle_group", "Expand", tooltip="Expand or collapse the group"),
         Binding("s", "sort_next", "Sort", tooltip="Sort by the next column (click a header too)"),
         Binding("S", "sort_reverse", "Reverse", show=False),
@@ -75,6 +83,7 @@ class MainScreen(Screen[None]):
         Binding("q", "app.quarantine", "Quarantine", tooltip="Quarantine the test (skip file)"),
         Binding("u", "app.release", "Release", tooltip="Remove the test from the skip file"),
         Binding("e", "app.export", "Export", tooltip="Export the current view to a file"),
+        Binding("o", "outages", "Outages", tooltip="Review the suspected outages excluded"),
         Binding("r", "reload", "Reload", tooltip="Read the history again"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -103,6 +112,7 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         """Header, tabs, table, the highlighted test's reason and trend, footer."""
         yield HistoryHeader(id="header")
+        yield TrustBanner(id="banner")
         yield ViewTabs(
             [(v, f"{i} {VIEW_TITLES[v]}") for i, v in enumerate(VIEWS, start=1)], id="views"
         )
@@ -208,7 +218,9 @@ class MainScreen(Screen[None]):
             if not _wait_unless_cancelled(rest):
                 return
             if read is not None:
-                complete = replace(data, report=read.complete(), groups_loaded=True)
+                complete = replace(
+                    data, report=read.complete(), groups_loaded=True, provisional=False
+                )
                 rows = prepare_rows(complete, state)
                 self.post_message(ExtrasLoaded(data, complete, state, rows))
                 data = complete
@@ -261,6 +273,8 @@ class MainScreen(Screen[None]):
             self.query_one(HistoryHeader).show(
                 self.data, self.flaketui.source, suite=self.suite, branch_kind=self.branch_kind
             )
+            self.query_one(TrustBanner).show(self.data.report)
+            self.refresh_bindings()  # `o` is offered only while outages await review
 
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:
@@ -375,7 +389,7 @@ class MainScreen(Screen[None]):
             return None
         report = self.data.report
         if row.kind == "group":
-            groups = report.families if row.family else report.signatures
+            groups = report.families if row.family else [*report.signatures, *report.cofailures]
             return next((g for g in groups if g.key == row.target), None)
         return next((t for t in report.tests if t.test_id == row.target), None)
 
@@ -499,11 +513,16 @@ class MainScreen(Screen[None]):
         self.query_one(ViewTabs).active = view
 
     def action_group(self, grouping: str) -> None:
-        """Toggle grouping by signature or family."""
+        """Toggle grouping by signature, family or co-failure."""
         self.state.grouping = "none" if self.state.grouping == grouping else grouping
         self.state.expanded.clear()
         self.refresh_table()
-        label = {"none": "not grouped", "signature": "by signature", "family": "by family"}
+        label = {
+            "none": "not grouped",
+            "signature": "by signature",
+            "family": "by family",
+            "cofailure": "by co-failure (tests failing in the same runs)",
+        }
         self.notify(f"Grouping {label[self.state.grouping]}", timeout=2)
 
     def action_toggle_group(self) -> None:
@@ -549,6 +568,18 @@ class MainScreen(Screen[None]):
         self.branch_kind = next_in_cycle(list(BRANCH_KIND_CYCLE), self.branch_kind)
         self.notify(f"Branch kind: {self.branch_kind or 'all'}", timeout=2)
         self.reload()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Offer `o` (footer, key, palette) only while suspected outages await review."""
+        if action == "outages":
+            return self.data is not None and bool(self.data.report.proposed_incidents)
+        return True
+
+    def action_outages(self) -> None:
+        """Review the suspected outages excluded from scoring."""
+        from flaketui.tui.screens.outages import OutagesScreen
+
+        self.app.push_screen(OutagesScreen())
 
     def action_reload(self) -> None:
         """Read the history again."""

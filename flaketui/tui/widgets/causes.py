@@ -67,6 +67,10 @@ def diagnosis_text(diagnosis: Any) -> Text:
         )
     text.append("\n  reproduce: ")
     text.append(" ".join(diagnosis.command), "bold")
+    replay = getattr(diagnosis, "replay", None)
+    if replay and replay != diagnosis.command:
+        text.append(f"\n  replay the order of run {diagnosis.replay_run}: ", "dim")
+        text.append(" ".join(replay))
     return text
 
 

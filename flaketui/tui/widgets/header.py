@@ -86,6 +86,8 @@ class HistoryHeader(Widget):
         first.append(Text.assemble("as of ", (to_iso(report.now), "bold")))
         if report.now_was_clamped:
             first.append(Text("(the history's newest run: it is older than the window)", "yellow"))
+        if data.provisional:
+            first.append(Text("ranking of the last opening, refreshing…", "yellow"))
         second = [
             Text.assemble((f"{verdict} ", VERDICT_STYLES.get(verdict, "")), (str(count), "bold"))
             for verdict, count in verdict_counts(report).items()

@@ -13,8 +13,10 @@ from typing import Any
 # Never copied: surrogate ids (remapped through natural keys) and the server's change ids.
 NOT_COPIED = {
     "runs": {"id", "change"},
-    "results": {"run", "test", "signature", "change"},
+    "results": {"run", "test", "signature", "predecessor", "change"},
 }
+# A result column holding a tests.id, remapped through test_id where both sides have it.
+PREDECESSOR = "predecessor"
 
 
 def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -37,3 +39,8 @@ def shared_columns(conn: sqlite3.Connection, pg: Any, table: str) -> list[str]:
     on_server = set(server_columns(pg, table))
     skip = NOT_COPIED[table]
     return [c for c in sqlite_columns(conn, table) if c in on_server and c not in skip]
+
+
+def both_have(conn: sqlite3.Connection, pg: Any, table: str, column: str) -> bool:
+    """Whether the SQLite table and the server table both have the column."""
+    return column in sqlite_columns(conn, table) and column in server_columns(pg, table)

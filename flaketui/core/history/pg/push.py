@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flaketui.core.history.pg.columns import shared_columns
+from flaketui.core.history.pg.columns import PREDECESSOR, both_have, shared_columns
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -137,6 +137,8 @@ def _push_runs(
     append: bool,
 ) -> None:
     cols = _quoted(run_cols)
+    # The predecessor (a tests.id) travels as its test_id and becomes the server's tests.id.
+    pred = both_have(src, pg, "results", PREDECESSOR)
     pg.execute(f"CREATE TEMP TABLE s_runs ON COMMIT DROP AS SELECT {cols} FROM runs WITH NO DATA")
     _copy(pg, "s_runs", run_cols, src.execute(f"SELECT {cols} FROM runs"))
     added = {
@@ -170,23 +172,33 @@ def _push_runs(
     rcols = _quoted(result_cols)
     pg.execute(
         "CREATE TEMP TABLE s_results ON COMMIT DROP AS SELECT ''::text AS run_key,"
-        f" ''::text AS test_key, ''::text AS sig_key, {rcols} FROM results WITH NO DATA"
+        f" ''::text AS test_key, ''::text AS sig_key, ''::text AS pred_key, {rcols}"
+        " FROM results WITH NO DATA"
     )
     selected = ", ".join(f'x."{c}"' for c in result_cols)
-    _copy(pg, "s_results", ("run_key", "test_key", "sig_key", *result_cols), src.execute(
-        f"SELECT r.run_id, t.test_id, g.hash, {selected} FROM results AS x"
+    pred_key = "p.test_id" if pred else "NULL"
+    _copy(pg, "s_results", ("run_key", "test_key", "sig_key", "pred_key", *result_cols),
+          src.execute(
+        f"SELECT r.run_id, t.test_id, g.hash, {pred_key}, {selected} FROM results AS x"
         " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
         " LEFT JOIN signatures AS g ON g.id = x.signature"
+        + (" LEFT JOIN tests AS p ON p.id = x.predecessor" if pred else "")
     ))  # fmt: skip
+    # Inserted columns: the remapped ids, then those copied as they are.
+    keys = "run, test, signature" + (f", {PREDECESSOR}" if pred else "")
+    key_values = "r.id, t.id, g.id" + (", pt.id" if pred else "")
+    key_joins = (
+        " JOIN runs AS r ON r.run_id = s.run_key JOIN tests AS t ON t.test_id = s.test_key"
+        " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
+        + (" LEFT JOIN tests AS pt ON pt.test_id = s.pred_key" if pred else "")
+    )
     if append:
         chosen = ", ".join(
             "s.attempt + coalesce(m.top, 0)" if c == "attempt" else f's."{c}"' for c in result_cols
         )
         landed = pg.execute(
-            f"INSERT INTO results (run, test, signature, {rcols})"
-            f" SELECT r.id, t.id, g.id, {chosen} FROM s_results AS s"
-            " JOIN runs AS r ON r.run_id = s.run_key JOIN tests AS t ON t.test_id = s.test_key"
-            " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
+            f"INSERT INTO results ({keys}, {rcols})"
+            f" SELECT {key_values}, {chosen} FROM s_results AS s{key_joins}"
             " LEFT JOIN (SELECT y.run, y.test, max(y.attempt) AS top FROM results AS y"
             " JOIN runs AS yr ON yr.id = y.run JOIN s_runs AS ys ON ys.run_id = yr.run_id"
             " GROUP BY y.run, y.test) AS m ON m.run = r.id AND m.test = t.id"
@@ -197,10 +209,8 @@ def _push_runs(
         chosen = ", ".join(f's."{c}"' for c in result_cols)
         # A test the server's copy of the run already holds keeps its attempts (module doc).
         landed = pg.execute(
-            f"INSERT INTO results (run, test, signature, {rcols})"
-            f" SELECT r.id, t.id, g.id, {chosen} FROM s_results AS s"
-            " JOIN runs AS r ON r.run_id = s.run_key JOIN tests AS t ON t.test_id = s.test_key"
-            " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
+            f"INSERT INTO results ({keys}, {rcols})"
+            f" SELECT {key_values}, {chosen} FROM s_results AS s{key_joins}"
             " WHERE NOT EXISTS (SELECT 1 FROM results AS y WHERE y.run = r.id AND y.test = t.id)"
             " ON CONFLICT DO NOTHING RETURNING run"
         ).fetchall()

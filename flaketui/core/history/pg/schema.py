@@ -123,8 +123,28 @@ CREATE TABLE deletions (
 CREATE INDEX deletions_change ON deletions (change);
 """
 
+# Version 2: the SQLite history's version 2 columns, what cause analysis reads (see
+# flaketui.core.history.store.SCHEMA_V2): the run's environment and order seed, and per attempt
+# the test that ran just before it on the same worker (a tests.id of the server, remapped
+# through test_id by push and sync), its position on that worker and its timeout. Nullable
+# columns without defaults: adding them rewrites nothing, so an existing server upgrades at
+# once whatever its size; older rows keep NULL, as they do in an upgraded history file. No
+# foreign key on predecessor (it would scan results to validate): a pruned predecessor syncs
+# as NULL.
+SCHEMA_V2 = """
+ALTER TABLE runs
+    ADD COLUMN os text,
+    ADD COLUMN python text,
+    ADD COLUMN platform text,
+    ADD COLUMN order_seed text;
+ALTER TABLE results
+    ADD COLUMN predecessor bigint,
+    ADD COLUMN position integer,
+    ADD COLUMN timeout_ms integer;
+"""
+
 # Each migration takes the schema from version i to i + 1; never edit a released one.
-MIGRATIONS: list[str] = [SCHEMA_V1]
+MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

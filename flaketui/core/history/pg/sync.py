@@ -1,9 +1,10 @@
 """Keep a local SQLite replica of a server history: pull what changed since the last sync.
 
 The replica is an ordinary history (scoring, the app and reports read it as they read any
-other) plus three meta values: ``replica_of`` (the server history's id: a replica follows one
-server), ``replica_change`` (the change-id watermark: everything below it is here) and, during a
-sync, ``replica_cursor`` (the last result row applied).
+other) plus meta values: ``replica_of`` (the server history's id: a replica follows one
+server), ``replica_change`` (the change-id watermark: everything below it is here),
+``replica_incidents`` (the server's incident rules it holds) and, during a sync,
+``replica_cursor`` (the last result row applied).
 
 A sync reads from one REPEATABLE READ snapshot of the server and pulls the result rows whose
 change id lies in [watermark, snapshot xmin) in batches ordered by (change, run, test,
@@ -11,7 +12,8 @@ attempt); each batch lands in one local transaction that also records the cursor
 sync resumes after its last batch and inserting a row twice is impossible (INSERT OR IGNORE on
 (run, test, attempt) as well). Runs, tests and signatures come with the results that need them.
 Then runs changed in the window (an incident tag set or cleared), tests (an earlier first
-sighting), incidents (replaced when they differ), audit rows and pruned runs are applied, and the
+sighting), the server's incident rules (replaced when they differ; the outages the replica
+proposed itself, and their reviews, stay), audit rows and pruned runs are applied, and the
 watermark moves up, all in one last transaction.
 
 Rollups: a sync into a history with no run yet copies raw rows only and builds the rollups
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flaketui.core.errors import HistoryError
-from flaketui.core.history.pg.columns import shared_columns
+from flaketui.core.history.outages import reviews
+from flaketui.core.history.pg.columns import PREDECESSOR, both_have, shared_columns
 from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.schema import history_id
 from flaketui.core.history.store import transaction
@@ -40,6 +43,7 @@ REPLICA_OF = "replica_of"
 REPLICA_CHANGE = "replica_change"
 REPLICA_CURSOR = "replica_cursor"
 REPLICA_BULK = "replica_bulk"  # rollups are rebuilt when the sync completes
+REPLICA_INCIDENTS = "replica_incidents"  # the server's incident rules the replica holds
 AUDIT_COLUMNS = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
 INCIDENT_COLUMNS = ("tag", "start_ts", "end_ts", "signature", "created_at", "note")
 
@@ -155,6 +159,8 @@ class _Puller:
         self.summary = summary
         self.run_cols = shared_columns(conn, pg, "runs")
         self.result_cols = shared_columns(conn, pg, "results")
+        # The predecessor (a tests.id) comes as its test_id and becomes the replica's tests.id.
+        self.predecessor = both_have(conn, pg, "results", PREDECESSOR)
         self.runs: dict[str, tuple[int, str]] = {}  # run_id -> local (id, ts)
         self.tests: dict[str, int] = {}
         self.signatures: dict[str, int] = {}
@@ -163,11 +169,14 @@ class _Puller:
         self, low: int, high: int, cursor: Sequence[int] | None, limit: int
     ) -> list[tuple[Any, ...]]:
         cols = ", ".join(f'x."{c}"' for c in self.result_cols)
+        pred = "p.test_id" if self.predecessor else "NULL::text"
         head = (
-            "SELECT x.change::text, x.run, x.test, x.attempt, r.run_id, t.test_id, g.hash,"
+            f"SELECT x.change::text, x.run, x.test, x.attempt, r.run_id, t.test_id, g.hash, {pred},"
             f" {cols} FROM results AS x JOIN runs AS r ON r.id = x.run"
             " JOIN tests AS t ON t.id = x.test LEFT JOIN signatures AS g ON g.id = x.signature"
         )
+        if self.predecessor:
+            head += " LEFT JOIN tests AS p ON p.id = x.predecessor"
         tail = " AND x.change < %s::text::xid8 ORDER BY x.change, x.run, x.test, x.attempt LIMIT %s"
         if cursor is None:
             sql = head + " WHERE x.change >= %s::text::xid8" + tail
@@ -187,24 +196,29 @@ class _Puller:
         cursor = [int(last[0]), int(last[1]), int(last[2]), int(last[3])]
         with transaction(conn):
             self._ensure_runs(sorted({str(row[4]) for row in rows}))
-            self._ensure_tests(sorted({str(row[5]) for row in rows}))
+            # A predecessor ran in the same run, perhaps in a later batch: its test comes now.
+            named = {str(row[5]) for row in rows} | {str(row[7]) for row in rows if row[7]}
+            self._ensure_tests(sorted(named))
             self._ensure_signatures(sorted({str(row[6]) for row in rows if row[6] is not None}))
-            placeholders = ", ".join("?" for _ in range(3 + len(self.result_cols)))
-            cols = ", ".join(f'"{c}"' for c in self.result_cols)
+            keys = ["run", "test", "signature"] + ([PREDECESSOR] if self.predecessor else [])
+            cols = ", ".join(f'"{c}"' for c in [*keys, *self.result_cols])
+            placeholders = ", ".join("?" for _ in range(len(keys) + len(self.result_cols)))
             touched: dict[str, set[int]] = {}
+
+            def local(row: tuple[Any, ...]) -> tuple[Any, ...]:
+                ids = [
+                    self.runs[row[4]][0],
+                    self.tests[row[5]],
+                    None if row[6] is None else self.signatures[row[6]],
+                ]
+                if self.predecessor:
+                    ids.append(None if row[7] is None else self.tests[row[7]])
+                return (*ids, *row[8:])
+
             before = conn.total_changes
             conn.executemany(
-                f"INSERT OR IGNORE INTO results (run, test, signature, {cols})"
-                f" VALUES ({placeholders})",
-                [
-                    (
-                        self.runs[row[4]][0],
-                        self.tests[row[5]],
-                        None if row[6] is None else self.signatures[row[6]],
-                        *row[7:],
-                    )
-                    for row in rows
-                ],
+                f"INSERT OR IGNORE INTO results ({cols}) VALUES ({placeholders})",
+                [local(row) for row in rows],
             )
             self.summary.results_added += conn.total_changes - before
             for row in rows:
@@ -283,6 +297,36 @@ class _Puller:
         ):
             self.signatures[str(sig_hash)] = int(pk)
 
+    def _replace_incidents(self) -> bool:
+        """Make the server's incident rules the replica's, leaving the replica's own rows (the
+        outages it proposed, accepted or not) alone; whether anything changed."""
+        conn = self.conn
+        columns = ", ".join(INCIDENT_COLUMNS)
+        theirs = [
+            list(row)
+            for row in self.pg.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
+        ]
+        known = _meta(conn, REPLICA_INCIDENTS)
+        if known is not None:
+            before = json.loads(known)
+        else:  # a replica from before the rules were recorded: every row but its proposals
+            proposals = set(reviews(conn))
+            before = [
+                list(row)
+                for row in conn.execute(f"SELECT {columns} FROM incidents ORDER BY id")
+                if row[0] not in proposals
+            ]
+        if theirs == before:
+            if known is None:
+                _set_meta(conn, REPLICA_INCIDENTS, json.dumps(theirs))
+            return False
+        same = " AND ".join(f"{column} IS ?" for column in INCIDENT_COLUMNS)
+        conn.executemany(f"DELETE FROM incidents WHERE {same}", before)
+        marks = ", ".join("?" * len(INCIDENT_COLUMNS))
+        conn.executemany(f"INSERT INTO incidents ({columns}) VALUES ({marks})", theirs)
+        _set_meta(conn, REPLICA_INCIDENTS, json.dumps(theirs))
+        return True
+
     def finish(self, low: int, high: int) -> None:
         """Runs, tests, incidents, audit rows and deletions changed in the window."""
         conn, pg, summary = self.conn, self.pg, self.summary
@@ -331,17 +375,7 @@ class _Puller:
                 f"SELECT test_id, first_seen, test_file FROM tests WHERE {in_window}", window
             ).fetchall(),
         )
-        columns = ", ".join(INCIDENT_COLUMNS)
-        marks = ", ".join("?" * len(INCIDENT_COLUMNS))
-        theirs = pg.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
-        ours = conn.execute(f"SELECT {columns} FROM incidents ORDER BY id").fetchall()
-        if [tuple(r) for r in theirs] != [tuple(r) for r in ours]:
-            conn.execute("DELETE FROM incidents")
-            conn.executemany(
-                f"INSERT INTO incidents ({columns}) VALUES ({marks})",
-                theirs,
-            )
-            summary.incidents_changed = True
+        summary.incidents_changed = self._replace_incidents()
         audit = ", ".join(AUDIT_COLUMNS)
         before = conn.total_changes
         conn.executemany(

@@ -1,0 +1,148 @@
+"""Co-failure groups: flaky tests that fail in the same runs (one leak, many victims), grouped
+as one problem beside families and signature groups.
+
+Rule, over the counted runs of the window (the report's suite and branch-kind filters apply):
+- only tests judged flaky take part; a run where more than MAX_BAD_TESTS_PER_RUN of them
+  failed is left out of the pairing (it says nothing about which of them belong together);
+- two tests are linked when they failed together in at least COFAILURE_MIN_SHARED runs, those
+  runs are at least COFAILURE_MIN_OVERLAP of the bad runs of the one that failed less often
+  (the overlap coefficient), and, over the runs where both were counted, one fails
+  significantly more often when the other fails than when it passes: Fisher's exact test
+  (two-sided, on the 2x2 table of the two tests' bad and good runs), the p-values of every
+  pair tested adjusted together with Benjamini-Hochberg, at most `suspect_fdr`;
+- a group is a connected set of linked tests (two tests or more).
+
+Two often-failing tests that fail independently share many runs by chance; the test of
+independence keeps them apart. Groups are disjoint, so each is pooled by run like a signature
+group (flaketui.core.scoring.aggregates) and judged and ranked like the other groups. The cause
+they share is the strongest suspect of the group pooled by run (flaketui.core.scoring.causes):
+a run is bad when any member failed in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import datetime
+
+from flaketui.core.config import Config
+from flaketui.core.history.dbhandle import Connected
+from flaketui.core.rollups.evidence import counted_runs_cte
+from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact
+
+COFAILURE_MIN_SHARED = 3
+COFAILURE_MIN_OVERLAP = 0.5
+MAX_BAD_TESTS_PER_RUN = 100
+KEY_PREFIX = "cofail-"
+
+
+# Per pair of flaky tests, the counted runs where both failed (runs with too many failures
+# left out), and per test its bad runs: rows per test and pair, never one per run.
+_SHARED_SQL = """
+bad AS MATERIALIZED (SELECT test, run FROM counted WHERE bad),
+crowded AS (SELECT run FROM bad GROUP BY run HAVING count(*) > :max_bad)
+SELECT a.test, b.test, count(*) FROM bad a JOIN bad b ON b.run = a.run AND b.test > a.test
+WHERE a.run NOT IN (SELECT run FROM crowded)
+GROUP BY a.test, b.test HAVING count(*) >= :min_shared
+"""
+_BAD_SQL = "SELECT test, count(*) FROM counted WHERE bad GROUP BY test"
+
+# Per candidate pair, over the runs where both were counted: those runs, the first's and the
+# second's bad runs among them, and the runs where both failed.
+_TABLE_SQL = """
+pairs AS (
+    SELECT json_extract(value, '$[0]') AS first, json_extract(value, '$[1]') AS second
+    FROM json_each(:pairs)
+)
+SELECT p.first, p.second, count(*), sum(a.bad), sum(b.bad), sum(a.bad AND b.bad)
+FROM pairs p JOIN counted a ON a.test = p.first
+JOIN counted b ON b.test = p.second AND b.run = a.run
+GROUP BY p.first, p.second
+"""
+
+
+def _linked(both: int, first_bad: int, second_bad: int, together: int) -> float | None:
+    """The unadjusted p-value of a positive association between two tests, else None."""
+    # first's bad runs when second failed, against when second passed
+    when_bad, when_good = second_bad, both - second_bad
+    first_when_good = first_bad - together
+    if not when_bad or not when_good or together / when_bad <= first_when_good / when_good:
+        return None
+    return fisher_exact(together, when_bad, first_when_good, when_good)
+
+
+def cofailure_groups(
+    db: Connected,
+    flaky: Mapping[int, str],
+    now: datetime,
+    config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> list[list[int]]:
+    """Groups of flaky tests (tests.id -> test id) failing in the same runs, see the module
+    docstring; each group's tests.ids sorted by test id, groups by their first test id."""
+    if len(flaky) < 2:
+        return []
+    conn = db.conn
+    cte, params = counted_runs_cte(
+        now, config, suite=suite, branch_kind=branch_kind, test_pks=list(flaky)
+    )
+    bad = {int(test): int(count) for test, count in conn.execute(f"WITH {cte} {_BAD_SQL}", params)}
+    params.update(max_bad=MAX_BAD_TESTS_PER_RUN, min_shared=COFAILURE_MIN_SHARED)
+    pairs = [
+        (int(first), int(second))
+        for first, second, shared in conn.execute(f"WITH {cte}, {_SHARED_SQL}", params)
+        if shared >= COFAILURE_MIN_OVERLAP * min(bad[int(first)], bad[int(second)])
+    ]
+    if not pairs:
+        return []
+    involved = sorted({test for pair in pairs for test in pair})
+    cte, params = counted_runs_cte(
+        now, config, suite=suite, branch_kind=branch_kind, test_pks=involved
+    )
+    params["pairs"] = json.dumps(pairs)
+    kept: list[tuple[int, int, float]] = []
+    for first, second, both, first_bad, second_bad, together in conn.execute(
+        f"WITH {cte}, {_TABLE_SQL}", params
+    ):
+        p_value = _linked(int(both), int(first_bad), int(second_bad), int(together))
+        if p_value is not None:
+            kept.append((int(first), int(second), p_value))
+    adjusted = benjamini_hochberg([p for _, _, p in kept])
+    parent = {test: test for test in involved}
+
+    def root(test: int) -> int:
+        while parent[test] != test:
+            parent[test] = parent[parent[test]]
+            test = parent[test]
+        return test
+
+    for (first, second, _), q in zip(kept, adjusted, strict=True):
+        if q <= config.suspect_fdr:
+            parent[root(first)] = root(second)
+    components: dict[int, list[int]] = defaultdict(list)
+    for test in involved:
+        components[root(test)].append(test)
+    groups = [
+        sorted(members, key=lambda pk: flaky[pk])
+        for members in components.values()
+        if len(members) > 1
+    ]
+    return sorted(groups, key=lambda members: flaky[members[0]])
+
+
+def group_key(test_ids: list[str]) -> str:
+    """A stable key for the group of these tests."""
+    digest = hashlib.sha1("\n".join(sorted(test_ids)).encode(), usedforsecurity=False)
+    return KEY_PREFIX + digest.hexdigest()[:12]
+
+
+def group_label(test_ids: list[str], cause: str | None) -> str:
+    """The group's name in lists: the cause the tests share, else the first tests' names."""
+    if cause:
+        return f"fail together {cause}" if cause.startswith("after ") else f"fail together: {cause}"
+    names = [test_id.rsplit("::", 1)[-1] for test_id in sorted(test_ids)]
+    shown = ", ".join(names[:2]) + (", …" if len(names) > 2 else "")
+    return f"fail together: {shown}"

@@ -1,0 +1,178 @@
+"""The ranking kept from the last opening: shown first, marked, replaced by the new one."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from tui_history import NOW
+
+from flaketui.core.config import Config
+from flaketui.core.scoring.causes import Suspect
+from flaketui.core.scoring.results import Report
+from flaketui.core.scoring.stored import (
+    GROUP_LISTS,
+    PLAIN_FIELDS,
+    read_head,
+    report_from_lines,
+    report_lines,
+)
+from flaketui.tui.app import FlaketuiApp
+from flaketui.tui.loaders import load_main
+from flaketui.tui.ranking_store import keep_ranking, load_ranking, ranking_file
+from flaketui.tui.startup import StagedRead, make_source
+
+SAFETY_S = 60
+
+
+def _complete(history: Path, tmp_path: Path) -> Report:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    return load_main(source, suite=None, branch_kind=None).report
+
+
+def _round_trip(lines: list[str]) -> Report:
+    return report_from_lines(read_head(lines[0]), iter(lines[1:]))
+
+
+def test_every_field_of_a_report_is_kept() -> None:
+    names = {field.name for field in dataclasses.fields(Report)}
+    assert names == {"now", "tests", *PLAIN_FIELDS, *GROUP_LISTS}
+
+
+def test_a_report_survives_the_round_trip_through_json(history: Path, tmp_path: Path) -> None:
+    report = _complete(history, tmp_path)
+    assert report.families and report.tests
+    suspect = Suspect("runner_host", "ci-7", 5, 9, 0.56, 2, 80, 0.03, 0.001, 0.0002, "host ci-7")
+    report.tests[0] = replace(report.tests[0], causes=[suspect])
+    if not report.cofailures:  # the group lists each come back in their place
+        report.cofailures = [replace(report.families[0], key="cofail-1")]
+    lines = list(report_lines(report, {"identity": "x"}))
+    groups = len(report.families) + len(report.signatures) + len(report.cofailures)
+    assert len(lines) == 1 + len(report.tests) + groups
+    assert read_head(lines[0])["identity"] == "x"
+    assert _round_trip(lines) == report
+
+
+@pytest.mark.parametrize("broken", ["layout", "now", "sizes", "a test", "scores", "too few"])
+def test_lines_of_another_layout_are_refused(history_report: Report, broken: str) -> None:
+    lines = list(report_lines(history_report, {}))
+    head = json.loads(lines[0])
+    if broken == "layout":
+        head["layout"] = 0
+    elif broken == "now":
+        del head["now"]
+    elif broken == "sizes":
+        head["sizes"] = {"tests": 1}
+    elif broken == "a test":
+        lines[1] = json.dumps({"test_id": "x"})
+    elif broken == "scores":
+        test = json.loads(lines[1])
+        test["scores"] = [1, 2]
+        lines[1] = json.dumps(test)
+    else:
+        lines = lines[:-1]
+    lines[0] = json.dumps(head)
+    with pytest.raises(ValueError, match="layout"):
+        _round_trip(lines)
+
+
+@pytest.fixture
+def history_report(history: Path, tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return _complete(history, tmp_path_factory.mktemp("report"))
+
+
+def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
+    history: Path, tmp_path: Path
+) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    first_opening = StagedRead(source, kept=True)
+    assert not first_opening.first().provisional  # nothing kept yet: the live ranking
+    complete = first_opening.complete()
+    first_opening.extras()
+    first_opening.thread.join(SAFETY_S)
+    assert load_ranking(source) == complete
+
+    second = StagedRead(source, kept=True)
+    shown = second.first()
+    assert shown.provisional and shown.groups_loaded
+    assert shown.report == complete
+    assert second.complete() == complete  # the new ranking is still read, and replaces it
+    second.stop()
+
+
+def test_a_kept_ranking_made_otherwise_is_not_shown(history: Path, tmp_path: Path) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    keep_ranking(source, _complete(history, tmp_path))
+    assert load_ranking(source) is not None
+    for other in (
+        make_source(history, NOW + timedelta(days=1), tmp_path / "q.json"),
+        make_source(history, None, tmp_path / "q.json"),
+        make_source(history, NOW, tmp_path / "q.json", config=Config(window_days=30)),
+    ):
+        assert ranking_file(other) == ranking_file(source)
+        assert load_ranking(other) is None
+        read = StagedRead(other, kept=True)
+        assert not read.first().provisional
+        read.stop()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"{", b"[]", b'{"identity": 1}', b"\xff\xfe", b'{"layout": 1}\n{'],
+)
+def test_an_unreadable_kept_ranking_is_not_used(
+    history: Path, tmp_path: Path, content: bytes
+) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    target = ranking_file(source)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+    assert load_ranking(source) is None
+    read = StagedRead(source, kept=True)
+    assert not read.first().provisional
+    read.stop()
+
+
+def test_an_unwritable_cache_loses_only_the_copy(history: Path, tmp_path: Path) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    target = ranking_file(source)
+    target.parent.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.write_text("a file where the folder should be")
+    keep_ranking(source, _complete(history, tmp_path))  # no error
+    assert load_ranking(source) is None
+
+
+async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
+    history: Path, tmp_path: Path
+) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    complete = _complete(history, tmp_path)
+    # A kept ranking whose order differs from the new one: the top two tests swapped.
+    tests = list(complete.tests)
+    tests[0], tests[1] = replace(tests[1], rank=1), replace(tests[0], rank=2)
+    keep_ranking(source, replace(complete, tests=tests))
+    read = StagedRead(source, kept=True)
+    assert read.first().provisional
+    app = FlaketuiApp(source, watch=False, first_read=read)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = app.main_screen
+        deadline = time.monotonic() + SAFETY_S
+        while screen.data is None and time.monotonic() < deadline:
+            await pilot.pause()
+        # First the kept ranking, marked, in its own order...
+        assert screen.data.provisional
+        assert "refreshing" in str(screen.query_one("#header").render())
+        assert [t.test_id for t in screen.data.report.tests][:2] == [
+            complete.tests[1].test_id,
+            complete.tests[0].test_id,
+        ]
+        # ...then the new one, unmarked, in the order the history gives now.
+        while screen.data.provisional and time.monotonic() < deadline:
+            await pilot.pause()
+        assert "refreshing" not in str(screen.query_one("#header").render())
+        assert [t.test_id for t in screen.data.report.tests] == [t.test_id for t in complete.tests]

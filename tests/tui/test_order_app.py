@@ -1,0 +1,138 @@
+"""The app's co-failure grouping, the detail's order view and its replay of a recorded order."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Static
+
+from flaketui.core.history.store import open_history
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.scoring.cofailure import group_key
+from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.screens.detail import DetailScreen
+from flaketui.tui.screens.order_modal import OrderModal
+from flaketui.tui.widgets.flake_table import FlakeTable
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+SIZE = (160, 48)
+LEAKER = "tests/test_clock.py::test_freezes_time"
+VICTIMS = [f"tests/test_dates.py::test_victim_{n}" for n in range(3)]
+STEADY = [f"tests/test_fill.py::test_{n:02d}" for n in range(8)]
+RUNS = 120
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    """Serial runs shuffled by pytest-randomly (seed recorded): in half of them the leaker leaves
+    time frozen and every victim after it fails."""
+    rng = random.Random(5)
+    path = tmp_path / "history.db"
+    db = open_history(path)
+    for number in range(RUNS):
+        order = [LEAKER, *VICTIMS, *STEADY]
+        rng.shuffle(order)
+        leaks = rng.random() < 0.5
+        cases = []
+        for position, test in enumerate(order, start=1):
+            fails = test in VICTIMS and leaks and order.index(LEAKER) < position - 1
+            previous = order[position - 2] if position > 1 else None
+            attempts = [Attempt("fail" if fails else "pass", 5, "boom", None, previous, position)]
+            if fails:
+                attempts.append(Attempt("pass", 5, None, None, test, position))
+            cases.append(CaseResult(test, test.split("::")[0], attempts))
+        meta = RunMeta(
+            run_id=f"run-{number:03d}",
+            suite="unit",
+            branch_kind="main",
+            ts=NOW - timedelta(days=25) + timedelta(hours=4 * number),
+            worker_count=1,
+            order_seed=f"randomly:{9000 + number}",
+        )
+        recorder = RunRecorder(db, meta)
+        recorder.add(cases)
+        recorder.finish()
+    db.conn.close()
+    return path
+
+
+def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
+    return make_app(
+        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
+    )
+
+
+async def _settle(pilot: object) -> None:
+    app = pilot.app  # type: ignore[attr-defined]
+    for _ in range(3):
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+
+
+def _rows(app: FlaketuiApp) -> list[tuple[str, str]]:
+    table = app.main_screen.query_one(FlakeTable)
+    return [(table.rows_by_key[key].kind, table.rows_by_key[key].target) for key in table.row_order]
+
+
+def _latest_bad_run(history: Path, test_id: str) -> str:
+    conn = open_history(history, readonly=True).conn
+    row = conn.execute(
+        "SELECT r.run_id FROM runs r JOIN results a ON a.run = r.id JOIN tests t ON t.id = a.test"
+        " WHERE t.test_id = ? AND a.attempt = 1 AND a.outcome = 'fail'"
+        " ORDER BY r.ts DESC LIMIT 1",
+        (test_id,),
+    ).fetchone()
+    return str(row[0])
+
+
+async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        assert [kind for kind, _ in _rows(app)] == ["test"] * 3
+        await pilot.press("w")
+        await _settle(pilot)
+        # The three victims are one problem, under the cause they share.
+        assert _rows(app) == [("group", group_key(VICTIMS))]
+        label = app.main_screen.query_one(FlakeTable).rows_by_key[f"g:{group_key(VICTIMS)}"]
+        assert "fail together after test_freezes_time (3)" in label.cells[1]
+        line = str(app.main_screen.query_one("#reason", Static).content)
+        assert line.startswith("fail together after test_freezes_time  ")
+        await pilot.press("space")
+        await _settle(pilot)
+        assert sorted(target for kind, target in _rows(app) if kind == "member") == VICTIMS
+        await pilot.press("down", "enter")
+        await _settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen) and screen.data is not None
+        assert screen.key in VICTIMS
+        # The reproduction command replays the order of its latest bad run.
+        run_id = _latest_bad_run(history, screen.key)
+        seed = 9000 + int(run_id.removeprefix("run-"))
+        assert screen.data.repro == f"pytest -p randomly --randomly-seed={seed}"
+        repro = str(screen.query_one("#repro", Static).content)
+        assert f"replays the order of run {run_id}" in repro
+        # `o` shows the order view: the leaker first, ran before it in every bad run.
+        await pilot.press("o")
+        await _settle(pilot)
+        modal = app.screen
+        assert isinstance(modal, OrderModal) and modal.view is not None
+        table = modal.query_one("#order-table", DataTable)
+        first = [str(cell) for cell in table.get_row_at(0)]
+        assert first[0] == LEAKER
+        assert first[1] == f"{modal.view.bad_runs}/{modal.view.bad_runs}"
+        assert first[5].startswith("polluter, suspect")
+        last = [str(cell) for cell in table.get_row_at(table.row_count - 1)]
+        assert last[5].endswith("explained by test_freezes_time")
+        summary = str(modal.query_one("#order-summary", Static).content)
+        assert f"{RUNS} counted runs with their order recorded" in summary
+        assert "replay run" in summary
+        await pilot.press("escape")
+        assert app.screen is screen
+        await pilot.press("escape", "w")
+        await _settle(pilot)
+        assert [kind for kind, _ in _rows(app)] == ["test"] * 3  # ungrouped again
