@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,17 @@ async def test_an_empty_views_hint_wraps_whole_at_80_columns(history: Path, tmp_
         text = str(hint.render())
         assert text.startswith("Nothing quarantined in ") and text.endswith("and press q.")
         assert hint.region.height >= 2 and len(text) > hint.content_region.width
+
+
+async def test_the_notice_line_wraps_whole_at_80_columns(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "history.db"
+    shutil.copyfile(sample_history, copy)
+    app = _app(copy, tmp_path)  # suspected outages and an interrupted run
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        banner = app.screen.query_one("#banner")
+        text = str(banner.render())
+        assert "suspected outages excluded" in text and text.endswith("recorded")
+        assert banner.region.height == 2 and len(text) > banner.content_region.width
