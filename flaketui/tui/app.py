@@ -20,6 +20,7 @@ from flaketui.tui.actionmodel import quarantine_reason
 from flaketui.tui.cache import export_folder, shown
 from flaketui.tui.commands import FlaketuiCommands
 from flaketui.tui.loaders import (
+    IMPORT_LOCK,
     QuarantineRequest,
     Source,
     export_tests,
@@ -55,6 +56,9 @@ class FlaketuiApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "flaketui"
     COMMANDS = App.COMMANDS | {FlaketuiCommands}
+    # Screens carry `-short` below 30 lines: the dialogs fit a 24-line terminal (dialogs.tcss).
+    # (Textual annotates it as an attribute of the instance, hence no ClassVar here.)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", tooltip="Leave flaketui", priority=True)
     ]
@@ -284,7 +288,8 @@ class FlaketuiApp(App[None]):
         first Enter, `?`, `q` or `e` on the UI thread.
         """
         for screen in ("detail", "help", "quarantine_modal", "export_modal", "outages"):
-            importlib.import_module(f"flaketui.tui.screens.{screen}")
+            with IMPORT_LOCK:
+                importlib.import_module(f"flaketui.tui.screens.{screen}")
 
     def run_write(self, job: Callable[[], str], *, reload: bool = True) -> None:
         """Run a write in its own worker group, which no load cancels."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Generator
+import threading
+from collections.abc import Callable, Generator
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -64,6 +65,7 @@ class MainData:
     skip: SkipFile | None = None
     extras_loaded: bool = False  # lifecycle states and suites arrived (load_extras)
     groups_loaded: bool = True  # False while the report's families and signatures are to come
+    causes_loaded: bool = False  # the flaky tests' and families' likely causes are in the report
     provisional: bool = False  # the ranking kept from the last opening, until the new one is in
 
 
@@ -92,9 +94,16 @@ class DetailData:
     repro_note: str = ""  # what the command replays, when it is a recorded run's order
 
 
+# Held by the app's threads while they import a module first needed late: Python 3.11 may fail
+# with "AST constructor recursion depth mismatch" when two threads compile source at once
+# (each first import of a module whose cached bytecode is stale or absent does).
+IMPORT_LOCK = threading.RLock()
+
+
 def _core(name: str) -> Any:
     """A core module, imported when first needed (the app starts before heavy modules load)."""
-    return importlib.import_module(f"flaketui.core.{name}")
+    with IMPORT_LOCK:
+        return importlib.import_module(f"flaketui.core.{name}")
 
 
 def history_stamp(path: Path) -> tuple[int, ...]:
@@ -187,7 +196,8 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
 
 def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None, None]:
     """From one read snapshot (see core.report.report_stages): the first screen's data (tests
-    ranked, no groups yet), then the complete report, then the lifecycle states and suites."""
+    ranked, no groups yet), then the complete report, then the lifecycle states and suites,
+    then the complete report with the likely causes of its flaky tests and families."""
     report_mod = _core("scoring.report")
     stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
@@ -203,6 +213,7 @@ def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None
             report: Report = next(stages)
             yield report
             yield Extras(_lifecycle_states(db, report, source, skip), suites_of(db))
+            yield _core("scoring.causes").attach_causes(db, report, source.config)
 
 
 def load_extras(source: Source, data: MainData) -> Extras:
@@ -213,8 +224,25 @@ def load_extras(source: Source, data: MainData) -> Extras:
     return Extras(lifecycle, suites)
 
 
-def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report) -> DetailData:
-    """The outcome sequence, signatures, worker pivot and trend of one test or family."""
+def load_causes(source: Source, report: Report) -> Report:
+    """The report with the likely causes of its flaky tests and families (see load_in_stages)."""
+    with reading(source.path) as db:
+        with_causes: Report = _core("scoring.causes").attach_causes(db, report, source.config)
+    return with_causes
+
+
+def load_detail(
+    source: Source,
+    item: TestVerdict | GroupVerdict,
+    report: Report,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> DetailData:
+    """The outcome sequence, signatures, worker pivot and trend of one test or family.
+
+    progress(done, steps, what) is called as each of the three reads begins.
+    """
+    step = progress or (lambda done, steps, what: None)
     # Only here: the first load (read while the UI starts) does not pay for these imports.
     from flaketui.tui.actionmodel import pool_by_run, repro_command, worst_worker_count
 
@@ -224,10 +252,13 @@ def load_detail(source: Source, item: TestVerdict | GroupVerdict, report: Report
     key = item.test_id if isinstance(item, TestVerdict) else item.key
     config = source.config
     with reading(source.path) as db:
+        step(0, 3, "outcomes")
         outcomes = detail.outcome_sequence(db, key, now=report.now, config=config)
         if not is_test:
             outcomes = pool_by_run(outcomes)
+        step(1, 3, "signatures")
         signatures = detail.signatures_of(db, key, now=report.now, config=config)
+        step(2, 3, "worker pivot")
         pivot = pivot_mod.worker_pivot(db, key, now=report.now, config=config)
         replay = _core("scoring.order").latest_seed_replay(
             db, list(pivot.members), now=report.now, config=config

@@ -66,6 +66,16 @@ class DetailLoaded(Message):
         super().__init__()
 
 
+class DetailProgress(Message):
+    """The detail's read finished step `done` of `steps`; `what` is the next one."""
+
+    def __init__(self, done: int, steps: int, what: str) -> None:
+        self.done = done
+        self.steps = steps
+        self.what = what
+        super().__init__()
+
+
 class VerdictChangesLoaded(Message):
     """The verdict changes of the test or family a detail screen shows."""
 

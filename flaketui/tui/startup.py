@@ -28,7 +28,7 @@ from flaketui.tui.loaders import (
 )
 
 T = TypeVar("T")
-STEPS = 3  # the ranking, the complete report, the lifecycle states and suites
+STEPS = 4  # the ranking, the complete report, the lifecycle states and suites, the causes
 
 
 def make_source(
@@ -188,3 +188,8 @@ class StagedRead:
         """The lifecycle states and suites."""
         self.proceed()
         return self.step(2, Extras)
+
+    def causes(self) -> Report:
+        """The complete report with the likely causes of its flaky tests and families."""
+        self.proceed()
+        return self.step(3, Report)

@@ -21,7 +21,8 @@ VIEW_TITLES = {
 }
 GROUPINGS = ("none", "signature", "family", "cofailure")
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
-TEST_ID_WIDTH = 44  # long node ids keep their informative tail; the row fits 160 columns
+CAUSE_WIDTH = 28  # the likely cause is a short text; a longer one ends with "…"
+PENDING = "…"  # a cell whose value is still being read
 
 
 @dataclass(slots=True)
@@ -64,12 +65,17 @@ class Row:
 
 @dataclass(slots=True)
 class Column:
-    """A column: its label, key and how to read its sort value and text from an item."""
+    """A column: its label, key and how to read its sort value and text from an item.
+
+    priority: 0 for the columns always shown; on a narrow screen the list drops the others,
+    the highest number first (see flake_table.fit_columns).
+    """
 
     key: str
     label: str
     value: Callable[[Any, ViewContext], Any]
     text: Callable[[Any, ViewContext], str]
+    priority: int = 0
 
 
 @dataclass(slots=True)
@@ -85,6 +91,7 @@ class ViewContext:
     # their pooled-damage order: tests' and groups' own ranks are counted apart and would
     # repeat. Keyed by _position_key; members of a group have none.
     positions: dict[tuple[str, str], int] = field(default_factory=dict)
+    causes_loaded: bool = False  # the flaky items' likely causes are read (after the ranking)
 
 
 def _position_key(item: Any) -> tuple[str, str]:
@@ -170,7 +177,7 @@ def braille_sparkline(values: Sequence[float]) -> str:
     return "".join(cells)
 
 
-def short_id(test_id: str, width: int = TEST_ID_WIDTH) -> str:
+def short_id(test_id: str, width: int) -> str:
     """Trim a long id from the left: the test name at the end is what people read."""
     return test_id if len(test_id) <= width else "…" + test_id[-(width - 1) :]
 
@@ -208,6 +215,26 @@ def _name(item: Any) -> str:
     return str(item.test_id)
 
 
+def _onset(item: Any, ctx: ViewContext) -> str | None:
+    onset: str | None = getattr(item, "onset", None)
+    return onset
+
+
+def _cause(item: Any, ctx: ViewContext) -> str | None:
+    """The label of the item's strongest suspect (flaky items only, once causes are read)."""
+    causes = getattr(item, "causes", None)
+    return str(causes[0].label) if causes else None
+
+
+def _cause_text(item: Any, ctx: ViewContext) -> str:
+    label = _cause(item, ctx)
+    if label is not None:
+        return short_message(label, CAUSE_WIDTH)
+    if not ctx.causes_loaded and getattr(item, "verdict", None) == "flaky":
+        return PENDING
+    return "—"
+
+
 def _lifecycle(item: Any, ctx: ViewContext) -> str:
     if isinstance(item, TestVerdict):
         return ctx.lifecycle.get(item.test_id, "—")
@@ -216,58 +243,74 @@ def _lifecycle(item: Any, ctx: ViewContext) -> str:
 
 # ---- columns ----------------------------------------------------------------------------------
 
+# Priorities: what a narrow screen keeps longest after the rank, the test, its verdict and
+# its damage (the ranking): why it flakes, since when, its lifecycle state and its owner.
 _SCORE_COLUMNS: list[Column] = [
     Column("rank", "#", _rank, lambda i, c: _rank_text(_rank(i, c))),
-    Column("test", "Test", lambda i, c: _name(i), lambda i, c: short_id(_name(i))),
+    Column("test", "Test", lambda i, c: _name(i), lambda i, c: _name(i)),
     Column("verdict", "Verdict", lambda i, c: i.verdict, lambda i, c: i.verdict),
-    Column("lifecycle", "State", _lifecycle, _lifecycle),
+    Column("lifecycle", "State", _lifecycle, _lifecycle, 3),
     Column(
         "damage", "Damage", lambda i, c: _scores(i).damage, lambda i, c: _num(_scores(i).damage)
     ),
+    Column("since", "Since", _onset, lambda i, c: _onset(i, c) or "—", 2),
+    Column("cause", "Likely cause", _cause, _cause_text, 1),
     Column(
         "recency",
         "Recency",
         lambda i, c: _scores(i).recency_score,
         lambda i, c: _num(_scores(i).recency_score),
+        10,
     ),
     Column(
-        "wilson", "Wilson", lambda i, c: _scores(i).wilson_low, lambda i, c: _interval(i.scores)
+        "wilson",
+        "Wilson",
+        lambda i, c: _scores(i).wilson_low,
+        lambda i, c: _interval(i.scores),
+        8,
     ),
     Column(
-        "flip", "Flip", lambda i, c: _scores(i).flip_rate, lambda i, c: _num(i.scores.flip_rate)
+        "flip",
+        "Flip",
+        lambda i, c: _scores(i).flip_rate,
+        lambda i, c: _num(i.scores.flip_rate),
+        9,
     ),
-    Column("runs", "Runs", lambda i, c: _scores(i).runs, lambda i, c: str(i.scores.runs)),
+    Column("runs", "Runs", lambda i, c: _scores(i).runs, lambda i, c: str(i.scores.runs), 7),
     Column(
         "last_failure",
         "Last fail",
         lambda i, c: _scores(i).last_failure_at,
         lambda i, c: relative_time(i.scores.last_failure_at, c.now),
+        6,
     ),
-    # The trend before the owner: at 160 columns a long owner list, not the trend, is cut.
     Column(
         "trend",
         "30 days",
         lambda i, c: sum(getattr(i, "daily_scores", []) or [0.0]),
         lambda i, c: braille_sparkline(getattr(i, "daily_scores", [])),
+        5,
     ),
-    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner)),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner), 4),
 ]
 
 _REGRESSION_COLUMNS: list[Column] = [
     Column("rank", "#", _regression_rank, lambda i, c: _rank_text(_regression_rank(i, c))),
-    Column("test", "Test", lambda i, c: _name(i), lambda i, c: short_id(_name(i))),
+    Column("test", "Test", lambda i, c: _name(i), lambda i, c: _name(i)),
     Column("verdict", "Verdict", lambda i, c: i.verdict, lambda i, c: i.verdict),
     Column(
         "first_bad",
         "First bad",
         lambda i, c: getattr(i, "first_bad_commit", None) or "",
         lambda i, c: (getattr(i, "first_bad_commit", None) or "—")[:12],
+        1,
     ),
     Column(
         "last_good",
         "Last good",
         lambda i, c: getattr(i, "last_good_commit", None) or "",
         lambda i, c: (getattr(i, "last_good_commit", None) or "—")[:12],
+        5,
     ),
     Column(
         "fail_rate",
@@ -276,16 +319,21 @@ _REGRESSION_COLUMNS: list[Column] = [
         lambda i, c: _num(_scores(i).fail_rate),
     ),
     Column(
-        "wilson", "Wilson", lambda i, c: _scores(i).wilson_low, lambda i, c: _interval(i.scores)
+        "wilson",
+        "Wilson",
+        lambda i, c: _scores(i).wilson_low,
+        lambda i, c: _interval(i.scores),
+        6,
     ),
-    Column("runs", "Runs", lambda i, c: _scores(i).runs, lambda i, c: str(i.scores.runs)),
+    Column("runs", "Runs", lambda i, c: _scores(i).runs, lambda i, c: str(i.scores.runs), 4),
     Column(
         "last_failure",
         "Last fail",
         lambda i, c: _scores(i).last_failure_at,
         lambda i, c: relative_time(i.scores.last_failure_at, c.now),
+        3,
     ),
-    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner)),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner), 2),
 ]
 
 
@@ -302,13 +350,14 @@ def _days_left_text(row: QuarantineRow, ctx: ViewContext) -> str:
 
 
 _QUARANTINE_COLUMNS: list[Column] = [
-    Column("test", "Test", lambda i, c: i.test_id, lambda i, c: short_id(i.test_id)),
+    Column("test", "Test", lambda i, c: i.test_id, lambda i, c: i.test_id),
     Column("mode", "Mode", lambda i, c: i.mode, lambda i, c: i.mode),
     Column(
         "expires",
         "Expires",
         lambda i, c: i.expires,
         lambda i, c: i.expires.strftime("%Y-%m-%d") if i.expires else "—",
+        4,
     ),
     Column("days_left", "Days left", lambda i, c: _days_left(i, c.wall_now), _days_left_text),
     Column(
@@ -316,20 +365,38 @@ _QUARANTINE_COLUMNS: list[Column] = [
         "Added",
         lambda i, c: i.hand_added,
         lambda i, c: "by hand ✎" if i.hand_added else "flaketui",
+        6,
     ),
-    Column("reason", "Reason", lambda i, c: i.reason, lambda i, c: i.reason[:60]),
-    Column("ticket", "Ticket", lambda i, c: i.ticket or "", lambda i, c: i.ticket or "—"),
-    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner)),
+    Column("reason", "Reason", lambda i, c: i.reason, lambda i, c: short_message(i.reason, 60), 1),
+    Column("ticket", "Ticket", lambda i, c: i.ticket or "", lambda i, c: i.ticket or "—", 3),
+    Column("owner", "Owner", lambda i, c: i.owner or "", lambda i, c: owner_text(i.owner), 2),
 ]
 
 
-def columns_for(view: str) -> list[Column]:
-    """The columns of one view."""
+def columns_for(view: str, grouping: str = "none") -> list[Column]:
+    """The columns of one view; a grouped view's first column names what its rows are."""
     if view == "regressions":
-        return _REGRESSION_COLUMNS
-    if view == "quarantined":
+        columns = _REGRESSION_COLUMNS
+    elif view == "quarantined":
         return _QUARANTINE_COLUMNS
-    return _SCORE_COLUMNS
+    else:
+        columns = _SCORE_COLUMNS
+    label = GROUPED_LABELS.get(grouping)
+    if label is None:
+        return columns
+    return [replace(c, label=label) if c.key == "test" else c for c in columns]
+
+
+GROUPED_LABELS = {
+    "signature": "Signature / test",
+    "family": "Family / test",
+    "cofailure": "Co-failure group / test",
+}
+
+
+def natural_sort_column(view: str) -> str:
+    """The column whose order a view shows when no sort is chosen."""
+    return "test" if view == "quarantined" else "rank"
 
 
 # ---- building rows ----------------------------------------------------------------------------
@@ -472,10 +539,7 @@ def build_rows(
             count = len(members_of[item.key])
             marker = "▾" if item.key in state.expanded else "▸"
             label = item.label.splitlines()[0] if item.label else item.key
-            suffix = f" ({count})"
-            width = TEST_ID_WIDTH - 2 - len(suffix)
-            shorten = short_id if state.grouping == "family" else short_message
-            label = f"{marker} {shorten(label, width)}{suffix}"
+            label = f"{marker} {label} ({count})"
             rows.append(
                 Row(
                     f"g:{item.key}",
@@ -490,7 +554,7 @@ def build_rows(
                 # Worst first, as the lone tests: a family lists its params alphabetically.
                 members = sorted(members_of[item.key], key=lambda t: -t.scores.damage)
                 for member in _sorted(members, state, columns, ctx):
-                    member_label = "  └ " + short_id(member.test_id, TEST_ID_WIDTH - 4)
+                    member_label = "  └ " + member.test_id
                     rows.append(
                         Row(
                             f"m:{item.key}:{member.test_id}",

@@ -43,6 +43,7 @@ class _Stages:
         self.asked.append("complete")
         yield next(steps)
         yield next(steps)
+        yield next(steps)
 
 
 def _record_paints(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:

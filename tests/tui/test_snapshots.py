@@ -14,6 +14,10 @@ from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.widgets.flake_table import FlakeTable
 
 SIZE = (160, 48)
+# The classic default terminal, a common laptop one, and a large one.
+SIZES = pytest.mark.parametrize(
+    "size", [(80, 24), (120, 36), (160, 48)], ids=lambda s: "x".join(map(str, s))
+)
 NOW = parse_iso("2026-11-30T18:00:00Z")
 
 
@@ -58,8 +62,9 @@ async def _focus_row(pilot: Pilot[Any], needle: str) -> None:
     await pilot.pause()
 
 
-def test_main_list(snap_compare: Any, sample_app: FlaketuiApp) -> None:
-    assert snap_compare(sample_app, terminal_size=SIZE, run_before=_settle)
+@SIZES
+def test_main_list(snap_compare: Any, sample_app: FlaketuiApp, size: tuple[int, int]) -> None:
+    assert snap_compare(sample_app, terminal_size=size, run_before=_settle)
 
 
 def test_grouped_by_family(snap_compare: Any, sample_app: FlaketuiApp) -> None:
@@ -75,7 +80,10 @@ def test_grouped_by_family(snap_compare: Any, sample_app: FlaketuiApp) -> None:
     assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_detail_of_the_billing_family(snap_compare: Any, sample_app: FlaketuiApp) -> None:
+@SIZES
+def test_detail_of_the_billing_family(
+    snap_compare: Any, sample_app: FlaketuiApp, size: tuple[int, int]
+) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         await _settle(pilot)
         await pilot.press("4", "f")
@@ -85,7 +93,7 @@ def test_detail_of_the_billing_family(snap_compare: Any, sample_app: FlaketuiApp
         await _settle(pilot)
         await _quiet(pilot)
 
-    assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(sample_app, terminal_size=size, run_before=run_before)
 
 
 def test_detail_suspects_with_the_pivot_by_worker_id(
@@ -105,10 +113,14 @@ def test_detail_suspects_with_the_pivot_by_worker_id(
     assert snap_compare(sample_app, terminal_size=(160, 60), run_before=run_before)
 
 
-def test_quarantine_modal(snap_compare: Any, sample_app: FlaketuiApp) -> None:
+@SIZES
+def test_quarantine_modal(
+    snap_compare: Any, sample_app: FlaketuiApp, size: tuple[int, int]
+) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         await _settle(pilot)
         await pilot.press("q")
         await pilot.pause()
+        await _quiet(pilot)
 
-    assert snap_compare(sample_app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(sample_app, terminal_size=size, run_before=run_before)

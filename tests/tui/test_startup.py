@@ -14,7 +14,7 @@ from tui_history import NOW
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.tui import startup
-from flaketui.tui.loaders import load_extras, load_in_stages, load_main
+from flaketui.tui.loaders import load_causes, load_extras, load_in_stages, load_main
 from flaketui.tui.startup import StagedRead, make_source
 
 SAFETY_S = 60
@@ -22,7 +22,7 @@ SAFETY_S = 60
 
 def test_the_staged_load_reads_what_a_direct_load_reads(history: Path, tmp_path: Path) -> None:
     source = make_source(history, NOW, tmp_path / "q.json")
-    first, complete, extras = load_in_stages(source)
+    first, complete, extras, with_causes = load_in_stages(source)
     data = load_main(source, suite=None, branch_kind=None)
     direct_extras = load_extras(source, data)
     ranking = [(t.test_id, t.verdict, t.scores.damage) for t in first.report.tests]  # type: ignore[union-attr]
@@ -32,6 +32,10 @@ def test_the_staged_load_reads_what_a_direct_load_reads(history: Path, tmp_path:
     assert complete == data.report
     assert [g.key for g in data.report.families] != []
     assert extras == direct_extras and direct_extras.suites == ["unit"]
+    # Last, the same report with the likely causes of its flaky tests (only theirs).
+    assert with_causes == load_causes(source, data.report)
+    assert [t.test_id for t in with_causes.tests] == [t.test_id for t in data.report.tests]  # type: ignore[union-attr]
+    assert all(not t.causes for t in with_causes.tests if t.verdict != "flaky")  # type: ignore[union-attr]
 
 
 def test_the_staged_read_hands_over_each_step_and_reads_the_rest_once_asked(
@@ -43,7 +47,7 @@ def test_the_staged_read_hands_over_each_step_and_reads_the_rest_once_asked(
 
     def recorded(source: Any) -> Iterator[object]:
         stages = load_in_stages(source)
-        for step in ("first", "complete", "extras"):
+        for step in ("first", "complete", "extras", "causes"):
             value = next(stages)
             steps.append(step)
             yield value
@@ -61,8 +65,9 @@ def test_the_staged_read_hands_over_each_step_and_reads_the_rest_once_asked(
     assert steps == ["first"]
     assert read.complete().families != []
     assert read.extras().suites == ["unit"]
+    assert [t.test_id for t in read.causes().tests] == [t.test_id for t in first.report.tests]
     read.thread.join(SAFETY_S)
-    assert steps == ["first", "complete", "extras"] and not read.thread.is_alive()
+    assert steps == ["first", "complete", "extras", "causes"] and not read.thread.is_alive()
 
 
 def test_a_stopped_read_reads_no_further(history: Path, tmp_path: Path) -> None:
@@ -110,7 +115,7 @@ def test_reading_a_history_imports_neither_sqlite_utils_nor_pandas(history: Path
         "from flaketui.tui.loaders import load_in_stages\n"
         "from flaketui.tui.startup import make_source\n"
         "stages = list(load_in_stages(make_source(sys.argv[1])))\n"
-        "assert len(stages) == 3 and stages[1].tests\n"
+        "assert len(stages) == 4 and stages[1].tests\n"
         "print(sorted(m for m in ('sqlite_utils', 'pandas', 'numpy') if m in sys.modules))"
     )
     done = subprocess.run(

@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, LoadingIndicator, ProgressBar, Static
 
 from flaketui.core.errors import FlaketuiError
@@ -24,7 +25,7 @@ from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
 from flaketui.tui.history_access import reading
 from flaketui.tui.loaders import DetailData, load_detail, load_verdict_changes
-from flaketui.tui.messages import DetailLoaded, LoadFailed, VerdictChangesLoaded
+from flaketui.tui.messages import DetailLoaded, DetailProgress, LoadFailed, VerdictChangesLoaded
 from flaketui.tui.viewmodel import relative_time, short_id
 from flaketui.tui.widgets.causes import (
     CausesLoaded,
@@ -37,12 +38,23 @@ from flaketui.tui.widgets.causes import (
 from flaketui.tui.widgets.keybar import KeyBar
 from flaketui.tui.widgets.outcome_strip import OutcomeStrip, outcome_kind
 from flaketui.tui.widgets.palette import OUTCOME_STYLES, VERDICT_STYLES
+from flaketui.tui.widgets.pending import PendingNote
 from flaketui.tui.widgets.plots import PivotPlot, TrendPlot
 
 if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
 
 RUNS_SHOWN = 500  # newest runs listed; the strip and the pivot use them all
+# Each panel filled by the detail's main read, and what its loading note says meanwhile.
+PANELS = {
+    "strip": "the outcome sequence",
+    "pivot-row": "the worker pivot",
+    "trend": "the score trend",
+    "repro": "the reproduction command",
+    "signatures": "the failure signatures",
+    "members": "the params",
+    "runs": "the runs",
+}
 MESSAGE_WIDTH = 70
 
 
@@ -96,6 +108,7 @@ class DetailScreen(Screen[None]):
         self.diagnosis: Any = None  # the latest diagnose's Diagnosis
         self.cancel_diagnose = threading.Event()
         self.diagnosing = False
+        self._pending_timer: Timer | None = None
 
     @property
     def key(self) -> str:
@@ -113,13 +126,13 @@ class DetailScreen(Screen[None]):
                 yield DataTable(id="pivot", cursor_type="none", zebra_stripes=True)
                 yield PivotPlot(id="pivot-plot")
             yield Static("Likely causes", classes="heading")
-            yield SuspectsPanel(Text("reading…", "dim"), id="suspects")
+            yield SuspectsPanel(Text("⏳ reading the likely causes…", "dim"), id="suspects")
             yield Static("Diagnose", classes="heading")
             yield ProgressBar(id="diagnose-progress", show_eta=False)
             yield Static(Text("D: re-run it here under experiments", "dim"), id="diagnosis")
             yield TrendPlot(id="trend")
             yield Static(id="changes-heading", classes="heading")
-            yield Static(Text("reading…", "dim"), id="changes")
+            yield Static(Text("⏳ reading the verdict changes…", "dim"), id="changes")
             yield Static("Reproduce", classes="heading")
             yield Static(id="repro")
             yield Static("Failure signatures", classes="heading")
@@ -140,6 +153,9 @@ class DetailScreen(Screen[None]):
             "   ",
             (self.item.verdict, VERDICT_STYLES.get(self.item.verdict, "")),
         )
+        onset = getattr(self.item, "onset", None)
+        if onset:
+            title.append(f" since {onset}", VERDICT_STYLES.get(self.item.verdict, ""))
         flags = getattr(self.item, "flags", [])
         if flags:
             title.append("   " + " ".join(f"[{flag}]" for flag in flags), "yellow")
@@ -152,6 +168,7 @@ class DetailScreen(Screen[None]):
             f"Verdict changes, last {plural(days, 'day')}"
         )
         self.query_one("#diagnose-progress").display = False
+        self._show_pending()
         self._load()
         self._load_changes()
         self._load_causes()
@@ -161,10 +178,44 @@ class DetailScreen(Screen[None]):
         """The app, typed."""
         return self.app  # type: ignore[return-value]
 
+    def _show_pending(self) -> None:
+        """A loading note in place of each panel until the detail is read (see PendingNote)."""
+        for panel, what in PANELS.items():
+            widget = self.query_one(f"#{panel}")
+            if widget.display:
+                widget.display = False
+                self.query_one("#detail").mount(PendingNote(what), before=widget)
+        self._pending_timer = self.set_interval(1.0, self._tick_pending)
+
+    def _tick_pending(self, step: str | None = None) -> None:
+        for note in self.query(PendingNote):
+            note.tick(step)
+
+    def _end_pending(self, problem: str | None = None) -> None:
+        """The panels are in (or the read failed: the notes say why)."""
+        if self._pending_timer is not None:
+            self._pending_timer.stop()
+        for note in self.query(PendingNote):
+            if problem is None:
+                note.remove()
+            else:
+                note.fail(problem)
+        if problem is None:
+            for panel in PANELS:
+                widget = self.query_one(f"#{panel}")
+                widget.display = panel != "members" or isinstance(self.item, GroupVerdict)
+
+    @on(DetailProgress)
+    def _progress(self, event: DetailProgress) -> None:
+        self._tick_pending(f"step {event.done + 1} of {event.steps}: {event.what}")
+
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def _load(self) -> None:
+        def progress(done: int, steps: int, what: str) -> None:
+            self.post_message(DetailProgress(done, steps, what))
+
         try:
-            data = load_detail(self.flaketui.source, self.item, self.report)
+            data = load_detail(self.flaketui.source, self.item, self.report, progress=progress)
         except FlaketuiError as exc:
             self.post_message(LoadFailed(exc.message))
             return
@@ -328,12 +379,15 @@ class DetailScreen(Screen[None]):
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
         self.query_one("#detail-loading").display = False
+        if self.data is None:
+            self._end_pending(event.message)
         self.notify(event.message, title="Cannot read the detail", severity="error")
 
     @on(DetailLoaded)
     def _loaded(self, event: DetailLoaded) -> None:
         data = self.data = event.data
         self.query_one("#detail-loading").display = False
+        self._end_pending()
         self.query_one(OutcomeStrip).set_outcomes(data.outcomes)
         self._fill_pivot(data)
         threshold = self.flaketui.source.config.quarantine_threshold

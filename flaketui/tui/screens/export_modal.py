@@ -8,7 +8,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
@@ -37,7 +37,7 @@ class ExportModal(ModalScreen[tuple[str, Path] | None]):
 
     def compose(self) -> ComposeResult:
         """Format picker and path box."""
-        with Vertical(id="export-dialog", classes="dialog"):
+        with VerticalScroll(id="export-dialog", classes="dialog"):
             yield Static(
                 f"Export the {self.view} view ({plural(self.count, 'test')})",
                 classes="dialog-title",

@@ -24,7 +24,7 @@ HELP = """\
 | `g` / `f` | group by failure signature / by family (again: ungroup) |
 | `w` | group the flaky tests that fail in the same runs, with the cause they share |
 | `Space` | expand or collapse a group |
-| `s` / `S` | sort by the next column / reverse (or click a header) |
+| `s` / `S` | sort by the next column shown / reverse (or click a header): `▲` `▼` mark it |
 | `t` / `b` | cycle the suite / branch-kind filter |
 | `q` / `u` | quarantine / release (writes the skip file and the audit log) |
 | `e` | export the current view |
@@ -41,8 +41,11 @@ cancels it, `Esc` goes back.
 scoring, as an incident), `x` rejects it (its runs count again; it is never proposed again),
 `Esc` goes back. The ranking reloads after each decision.
 
-**Columns**: *Damage* is expected blocked merges per week (flake-rate lower bound × runs per
-week × blast radius), the default ranking. *Recency* is the decayed score (14-day half-life)
+**Columns** (a narrow screen shows fewer: see the docs' app page): *Damage* is expected
+blocked merges per week (flake-rate lower bound × runs per week × blast radius), the default
+ranking. *Since* is the day the current flaking began. *Likely cause* is the strongest suspect
+of the cause analysis (`…` while it is read, `—` when nothing stands out; the detail lists them
+all, `d` pivots by each dimension). *Recency* is the decayed score (14-day half-life)
 that drives the lifecycle. *Wilson* is the 95 % interval of the failure rate. *Flip* is the share
 of good↔bad transitions between consecutive runs. *State* is the lifecycle state; a `*` marks
 one the lifecycle has derived but not yet written (the nightly `flaketui lifecycle --apply`

@@ -21,7 +21,7 @@ from textual.worker import get_current_worker
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
-from flaketui.tui.loaders import MainData, load_extras, load_main
+from flaketui.tui.loaders import MainData, load_causes, load_extras, load_main
 from flaketui.tui.messages import ExtrasLoaded, LoadFailed, MainLoaded, RowsBuilt
 from flaketui.tui.startup import StagedRead
 from flaketui.tui.viewmodel import (
@@ -32,6 +32,7 @@ from flaketui.tui.viewmodel import (
     ViewState,
     build_rows,
     columns_for,
+    natural_sort_column,
 )
 from flaketui.tui.widgets.banner import TrustBanner
 from flaketui.tui.widgets.fields import text_input
@@ -228,7 +229,18 @@ class MainScreen(Screen[None]):
                 extras = load_extras(source, data)
             data_after = replace(data, lifecycle=extras.lifecycle, suites=extras.suites)
             data_after.extras_loaded = True
-            rows = prepare_rows(data_after, state)
+            self.post_message(
+                ExtrasLoaded(data, data_after, state, prepare_rows(data_after, state))
+            )
+            # Last, the likely causes: a pivot of every flaky test's runs, for one column.
+            if get_current_worker().is_cancelled:
+                return
+            if read is not None:
+                report = read.causes()
+            else:
+                report = load_causes(source, data_after.report)
+            data_causes = replace(data_after, report=report, causes_loaded=True)
+            rows = prepare_rows(data_causes, state)
         except FlaketuiError as exc:
             self._offer_first(None)
             self.post_message(LoadFailed(exc.message))
@@ -236,7 +248,7 @@ class MainScreen(Screen[None]):
         finally:
             if read is not None:
                 read.stop()  # a cancelled load reads no further
-        self.post_message(ExtrasLoaded(data, data_after, state, rows))
+        self.post_message(ExtrasLoaded(data_after, data_causes, state, rows))
 
     @on(MainLoaded)
     def _loaded(self, event: MainLoaded) -> None:
@@ -312,11 +324,13 @@ class MainScreen(Screen[None]):
             self.refresh_table()
             return
         table = self.query_one(FlakeTable)
-        columns = columns_for(self.state.view)
+        columns = columns_for(self.state.view, self.state.grouping)
+        sort_key = self.state.sort_column or natural_sort_column(self.state.view)
+        descending = self.state.sort_reverse
         if in_place:
-            table.show_changes(rows, columns, sort_key=self.state.sort_column)
+            table.show_changes(rows, columns, sort_key=sort_key, descending=descending)
         else:
-            table.show(rows, columns, sort_key=self.state.sort_column)
+            table.show(rows, columns, sort_key=sort_key, descending=descending)
         self._show_selection(table.current_row)
         self._show_groups_pending()
         self._show_empty(rows)
@@ -526,10 +540,14 @@ class MainScreen(Screen[None]):
         table.move_cursor(row=table.index_of(f"g:{key}"), animate=False)
 
     def action_sort_next(self) -> None:
-        """Sort by the next column of the view."""
-        keys = [c.key for c in columns_for(self.state.view)]
+        """Sort by the next column the list shows (a narrow screen shows fewer)."""
+        table = self.query_one(FlakeTable)
+        keys = [table.column_keys[i] for i in table.shown] or [
+            c.key for c in columns_for(self.state.view)
+        ]
         current = self.state.sort_column
-        self.state.sort_column = keys[(keys.index(current) + 1) % len(keys)] if current else keys[0]
+        following = keys.index(current) + 1 if current in keys else 0
+        self.state.sort_column = keys[following % len(keys)]
         self.state.sort_reverse = self.state.sort_column not in ("rank", "test", "owner")
         self.refresh_table()
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.validation import Integer
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
@@ -46,7 +46,7 @@ class QuarantineModal(ModalScreen[QuarantineRequest | None]):
 
     def compose(self) -> ComposeResult:
         """A titled form with two buttons."""
-        with Vertical(id="quarantine-dialog", classes="dialog"):
+        with VerticalScroll(id="quarantine-dialog", classes="dialog"):
             yield Static(f"Quarantine [b]{self.test_id}[/b]", classes="dialog-title")
             yield Static(
                 f"writes {self.skip_file} and the audit log (Ctrl+S to confirm)", classes="dim"

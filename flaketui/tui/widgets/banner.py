@@ -44,11 +44,12 @@ def banner_text(report: Report) -> Text | None:
 
 
 class TrustBanner(Static):
-    """One line above the list, hidden when the report has nothing to flag."""
+    """One line above the list (two on a narrow screen), hidden when there is nothing to flag."""
 
     DEFAULT_CSS = """
     TrustBanner {
-        height: 1;
+        height: auto;
+        max-height: 3;
         padding: 0 1;
         color: $warning;
         display: none;

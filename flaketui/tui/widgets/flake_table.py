@@ -1,5 +1,9 @@
 """The ranked list: view-model rows drawn line by line, keeping the cursor on the same row.
 
+Columns fit the width: on a narrow screen the list drops columns by their priority (see
+viewmodel.Column) before it cuts a test id, and a cut id loses its left end, not the test's
+name (fit_columns, fit_label).
+
 A ScrollView on Textual's line API: the widget holds the rows of the view and draws only the
 lines on screen, so showing a view of 50 000 tests costs what showing its first screenful
 costs. Rows and their styled cells are built off the UI thread (prepare_rows); a cell that is
@@ -10,6 +14,7 @@ that the app's stylesheet may restyle.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, overload
@@ -34,7 +39,13 @@ FIRST_ROWS = 60  # more than a tall terminal shows: the first screen's cells, ma
 EAGER_ROWS = 5000  # a worker makes the cells of a view this small (see prepare_rows)
 CELL_PADDING = 1  # blank cells on each side of a cell
 HEADER_LINES = 1
-SORT_MARK = " ▼"
+# Ascending, descending: drawn after the sorted column's label, in its right padding when the
+# label fills the column, so that a sort never widens a column (nor drops another).
+SORT_MARKS = {False: "▲", True: "▼"}
+FLEX_COLUMN = "test"  # the column that takes the width the others leave
+# Cells of a test id kept before an optional column is shown: most node ids stay whole.
+TEST_WANT = 60
+TEST_FLOOR = 20  # a screen too narrow even for the columns always shown scrolls sideways
 
 
 class LazyCells(Sequence[list[Text]]):
@@ -131,13 +142,83 @@ def prepare_rows(
     measured here, off the UI thread; otherwise they are made as the list draws the rows.
     """
     columns = columns_for(state.view)
-    ctx = ViewContext(now=data.report.now, lifecycle=data.lifecycle)
+    ctx = ViewContext(
+        now=data.report.now, lifecycle=data.lifecycle, causes_loaded=data.causes_loaded
+    )
     rows = build_rows(data.report, state, ctx, data.quarantine)
     keys = tuple(c.key for c in columns)
     cells = LazyCells(rows, keys)
     if eager:
         cells.make(eager_rows)
     return PreparedRows(rows, cells, measure(cells, len(keys)))
+
+
+def fit_columns(
+    widths: Sequence[int],
+    priorities: Sequence[int],
+    flex: int | None,
+    width: int,
+    *,
+    want: int = TEST_WANT,
+    floor: int = TEST_FLOOR,
+) -> tuple[list[int], list[int]]:
+    """The columns shown in `width` cells and the content width of each, in column order.
+
+    Columns of priority 0 are always shown. The flex column (the test) asks for its widest
+    cell, up to `want`; the other columns come in order of priority (1 first) while they fit,
+    and stop at the first that does not, so that they drop in a fixed order as the screen
+    narrows. Whatever width is left widens the flex column up to its widest cell.
+    """
+    pad = 2 * CELL_PADDING
+    always = [i for i, p in enumerate(priorities) if p == 0]
+    used = sum(widths[i] + pad for i in always if i != flex)
+    goal = 0
+    if flex is not None:
+        goal = min(widths[flex], want)
+        used += goal + pad
+    chosen = set(always)
+    optional = sorted((i for i, p in enumerate(priorities) if p > 0), key=lambda i: priorities[i])
+    for index in optional:
+        if used + widths[index] + pad > width:
+            break
+        chosen.add(index)
+        used += widths[index] + pad
+    shown = sorted(chosen)
+    fitted = [widths[i] for i in shown]
+    if flex is not None:
+        others = used - goal - pad
+        room = width - others - pad
+        fitted[shown.index(flex)] = min(widths[flex], max(room, min(floor, widths[flex])))
+    return shown, fitted
+
+
+_LABEL = re.compile(r"(?P<lead>[▸▾] |  └ )?(?P<body>.*?)(?P<count> \(\d+\))?", re.DOTALL)
+
+
+def fit_label(label: str, width: int, *, keep_tail: bool = True) -> str:
+    """A test id or group label cut to `width` cells with "…" where it was cut.
+
+    An id loses its left end (the test's name is at its right); a signature's message its
+    right end (keep_tail=False). A group's marker and member count, and a member's indent,
+    always stay.
+    """
+    if cell_len(label) <= width:
+        return label
+    match = _LABEL.fullmatch(label)
+    lead = (match["lead"] or "") if match else ""
+    count = (match["count"] or "") if match and lead in ("▸ ", "▾ ") else ""
+    body = label[len(lead) : len(label) - len(count)]
+    room = width - cell_len(lead) - cell_len(count) - 1
+    if room < 1:
+        return set_cell_size(label, width)
+    if not keep_tail:
+        return lead + set_cell_size(body, room) + "…" + count
+    tail = ""
+    for char in reversed(body):
+        if cell_len(tail) + cell_len(char) > room:
+            break
+        tail = char + tail
+    return lead + "…" + tail + count
 
 
 def style_of(cell: Text) -> Style:
@@ -282,10 +363,15 @@ class FlakeTable(ScrollView, can_focus=True):
         self.column_keys: tuple[str, ...] = ()
         self.labels: list[Text] = []
         self.widths: list[int] = []  # content width of each column, padding excluded
+        self.priorities: list[int] = []  # each column's (viewmodel.Column.priority)
+        self.flex: int | None = None  # the index of the test column
+        self.shown: list[int] = []  # the columns that fit the width (fit_columns)
+        self.fitted: list[int] = []  # the width each shown column gets
         self.row_order: list[str] = []
         self.cursor_row = 0
         self.prepared = PreparedRows([], [])
         self.sort_key: str | None = None
+        self.descending = False
         self.hover_line: int | None = None  # the line under the mouse (0 is the header)
         self.widening = False  # a wider cell was drawn: the columns widen after this paint
 
@@ -296,18 +382,29 @@ class FlakeTable(ScrollView, can_focus=True):
         """Rows in the list."""
         return len(self.row_order)
 
-    def show(self, prepared: PreparedRows, columns: list[Column], *, sort_key: str | None) -> None:
-        """Replace the content, keeping the cursor on the row it was on when it still exists."""
+    def show(
+        self,
+        prepared: PreparedRows,
+        columns: list[Column],
+        *,
+        sort_key: str | None,
+        descending: bool = False,
+    ) -> None:
+        """Replace the content, keeping the cursor on the row it was on when it still exists.
+
+        sort_key and descending: the column the rows are ordered by, marked in its header.
+        """
         current = self.current_row
         keys = tuple(c.key for c in columns)
         # Columns keep their width from view to view (a filter, a sort, a grouping) while the
         # same columns are shown: the list does not shift sideways under the reader.
         kept = self.widths if keys == self.column_keys else []
         self.column_keys = keys
-        self.labels = [
-            Text(column.label + (SORT_MARK if column.key == sort_key else "")) for column in columns
-        ]
+        self.priorities = [column.priority for column in columns]
+        self.flex = keys.index(FLEX_COLUMN) if FLEX_COLUMN in keys else None
+        self.labels = [Text(column.label) for column in columns]
         self.sort_key = sort_key
+        self.descending = descending
         self.prepared = prepared
         self.rows_by_key = {row.key: row for row in prepared.rows}
         self.row_order = [row.key for row in prepared.rows]
@@ -324,7 +421,12 @@ class FlakeTable(ScrollView, can_focus=True):
         self.refresh()
 
     def show_changes(
-        self, prepared: PreparedRows, columns: list[Column], *, sort_key: str | None
+        self,
+        prepared: PreparedRows,
+        columns: list[Column],
+        *,
+        sort_key: str | None,
+        descending: bool = False,
     ) -> None:
         """Show new cell values of the same rows (lifecycle states arrived), else show().
 
@@ -333,8 +435,9 @@ class FlakeTable(ScrollView, can_focus=True):
         """
         same_rows = [row.key for row in prepared.rows] == self.row_order
         same_columns = tuple(c.key for c in columns) == self.column_keys
-        if not (same_rows and same_columns and sort_key == self.sort_key):
-            self.show(prepared, columns, sort_key=sort_key)
+        same_order = (sort_key, descending) == (self.sort_key, self.descending)
+        if not (same_rows and same_columns and same_order):
+            self.show(prepared, columns, sort_key=sort_key, descending=descending)
             return
         self.prepared = prepared
         self.rows_by_key = {row.key: row for row in prepared.rows}
@@ -352,9 +455,16 @@ class FlakeTable(ScrollView, can_focus=True):
         ]
 
     def resize_content(self) -> None:
-        """Set the scrollable size from the column widths and the rows."""
-        width = sum(self.widths) + 2 * CELL_PADDING * len(self.widths)
+        """Fit the columns to the width; set the scrollable size from them and the rows."""
+        room = self.scrollable_content_region.width or self.size.width
+        self.shown, self.fitted = fit_columns(self.widths, self.priorities, self.flex, room)
+        width = sum(self.fitted) + 2 * CELL_PADDING * len(self.fitted)
         self.virtual_size = Size(width, self.row_count + HEADER_LINES)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Fit the columns to the new width."""
+        self.resize_content()
+        self.refresh()
 
     def index_of(self, key: str) -> int:
         """The index of a row."""
@@ -499,7 +609,7 @@ class FlakeTable(ScrollView, can_focus=True):
     def column_at(self, x: int) -> int | None:
         """The column at x (list coordinates), or None past the last one."""
         right = 0
-        for column, width in enumerate(self.widths):
+        for column, width in zip(self.shown, self.fitted, strict=True):
             right += width + 2 * CELL_PADDING
             if x < right:
                 return column
@@ -524,7 +634,7 @@ class FlakeTable(ScrollView, can_focus=True):
         if index >= self.row_count:
             return Strip.blank(width, base_style)
         if index < 0:
-            cells = self.labels
+            cells = self.header_cells()
             row_style = self.get_component_rich_style("flaketable--header")
         else:
             cells = self.prepared.cells[index]
@@ -535,19 +645,49 @@ class FlakeTable(ScrollView, can_focus=True):
         pre_style = row_style + component
         edge_base = pre_style + post
         segments: list[Segment] = []
-        for column, (text, content_width) in enumerate(zip(cells, self.widths, strict=False)):
+        for column, content_width in zip(self.shown, self.fitted, strict=True):
+            if column >= len(cells):
+                break
+            text = cells[column]
+            if column == self.flex and index >= 0 and cell_len(text.plain) > content_width:
+                row = self.prepared.rows[index]
+                keep_tail = not (row.kind == "group" and not row.family)  # a message: its start
+                cut = fit_label(text.plain, content_width, keep_tail=keep_tail)
+                text = Text(cut, style=text.style, justify=text.justify)
             # Each cell's segments carry its place, as Rich metadata: the cells stay apart in
             # exported screenshots, and any handler of mouse events can read where it points.
             meta = Style.from_meta({"row": index, "column": column})
             text_style = pre_style + style_of(text) + post + meta
             cell_width = content_width + 2 * CELL_PADDING
+            if index < 0 and column == self.marked:
+                # The sort mark may take the label's right padding.
+                label = set_cell_size(text.plain, content_width + CELL_PADDING)
+                segments += [
+                    Segment(" " * CELL_PADDING, edge_base + meta),
+                    Segment(label, text_style),
+                ]
+                continue
             segments += cell_segments(text, cell_width, edge_base + meta, text_style)
-        table_width = sum(self.widths) + 2 * CELL_PADDING * len(self.widths)
+        table_width = sum(self.fitted) + 2 * CELL_PADDING * len(self.fitted)
         # The rest of the line, in the row's style (the cursor's, for the cursor row).
         rest = Style.from_meta({"row": index, "column": 0, "out_of_bounds": True})
         segments.append(Segment(" " * max(0, width - table_width), pre_style + rest))
         strip = Strip(segments).crop(scroll_x, scroll_x + width)
         return strip.adjust_cell_length(width, base_style).simplify()
+
+    @property
+    def marked(self) -> int | None:
+        """The index of the column the rows are sorted by, if shown."""
+        keys = self.column_keys
+        return keys.index(self.sort_key) if self.sort_key in keys else None
+
+    def header_cells(self) -> list[Text]:
+        """The column labels, the sorted column's with its direction."""
+        cells = list(self.labels)
+        marked = self.marked
+        if marked is not None:
+            cells[marked] = Text(cells[marked].plain + SORT_MARKS[self.descending])
+        return cells
 
     def highlight(self, index: int, *, hover: bool) -> tuple[Style, Style]:
         """The cursor and hover styles of row `index` (-1: the header), and the colours they

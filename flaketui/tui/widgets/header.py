@@ -3,47 +3,99 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.geometry import Size
+from textual.widget import Widget
 
 from flaketui.core.timeutil import to_iso
 from flaketui.tui.loaders import MainData, Source
 from flaketui.tui.viewmodel import verdict_counts
 from flaketui.tui.widgets.palette import VERDICT_STYLES
 
+WIDE_GAP = "   "
+NARROW_GAP = "  "  # between the items of a line that would not fit with the wide gaps
 
-class HistoryHeader(Static):
-    """Two lines: which history as of when, then what it holds."""
+
+def flow(groups: list[list[Text]], width: int) -> list[Text]:
+    """The items of each group in lines of `width` cells, each group on a line of its own.
+
+    Items are never split: one that does not fit goes to the next line, as a word would. A
+    group that does not fit on one line with wide gaps between its items takes narrow ones.
+    """
+    lines: list[Text] = []
+    for items in groups:
+        one_line = sum(i.cell_len for i in items) + len(WIDE_GAP) * (len(items) - 1)
+        gap = WIDE_GAP if one_line <= width else NARROW_GAP
+        line = Text()
+        for item in items:
+            if line.cell_len and line.cell_len + len(gap) + item.cell_len > width:
+                lines.append(line)
+                line = Text()
+            if line.cell_len:
+                line.append(gap)
+            line.append_text(item)
+        lines.append(line)
+    return lines
+
+
+class HistoryHeader(Widget):
+    """Which history as of when, then what it holds: two lines, more on a narrow screen."""
+
+    DEFAULT_CSS = """
+    HistoryHeader {
+        height: auto;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.groups: list[list[Text]] = []
+
+    def set_groups(self, groups: list[list[Text]]) -> None:
+        """Show these groups of items (each group starts a line)."""
+        self.groups = groups
+        self.refresh(layout=True)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The lines the items take at this width."""
+        return max(1, len(flow(self.groups, max(width, 1))))
+
+    def render(self) -> Text:
+        """The items flowed into the widget's width."""
+        lines = flow(self.groups, max(self.content_region.width, 1))
+        text = Text("\n").join(lines)
+        text.no_wrap = True
+        text.overflow = "ellipsis"
+        return text
 
     def show_loading(self, source: Source) -> None:
         """Before the first report arrives."""
-        self.update(
-            Text.assemble(("flaketui ", "bold"), source.display or str(source.path), "  loading…")
-        )
+        name = Text.assemble(("flaketui ", "bold"), source.display or str(source.path))
+        self.set_groups([[name, Text("loading…")]])
 
     def show(
         self, data: MainData, source: Source, *, suite: str | None, branch_kind: str | None
     ) -> None:
         """Render the header for a freshly loaded report."""
         report = data.report
-        line1 = Text.assemble(
-            ("flaketui ", "bold"), (source.display or str(source.path), "bold cyan")
-        )
+        first = [
+            Text.assemble(("flaketui ", "bold"), (source.display or str(source.path), "bold cyan"))
+        ]
         if source.readonly:
-            line1.append("  [read-only]", style="bold yellow")
-        line1.append(f"   window {report.window_days} d", style="")
-        line1.append("   as of ")
-        line1.append(to_iso(report.now), style="bold")
+            first.append(Text("[read-only]", style="bold yellow"))
+        first.append(Text(f"window {report.window_days} d"))
+        first.append(Text.assemble("as of ", (to_iso(report.now), "bold")))
         if report.now_was_clamped:
-            line1.append(" (the history's newest run: it is older than the window)", "yellow")
+            first.append(Text("(the history's newest run: it is older than the window)", "yellow"))
         if data.provisional:
-            line1.append("   ranking of the last opening, refreshing…", "yellow")
-        line2 = Text()
-        for verdict, count in verdict_counts(report).items():
-            line2.append(f"{verdict} ", style=VERDICT_STYLES.get(verdict, ""))
-            line2.append(f"{count}   ", style="bold")
-        line2.append(f"suite: {suite or 'all'}   branch: {branch_kind or 'all'}   ", "dim")
-        line2.append(f"skip file: {source.skip_path.name}", "dim")
-        line2.append(f"   owners: {source.owners_display or 'no CODEOWNERS'}", "dim")
+            first.append(Text("ranking of the last opening, refreshing…", "yellow"))
+        second = [
+            Text.assemble((f"{verdict} ", VERDICT_STYLES.get(verdict, "")), (str(count), "bold"))
+            for verdict, count in verdict_counts(report).items()
+        ]
+        second.append(Text(f"suite: {suite or 'all'}", "dim"))
+        second.append(Text(f"branch: {branch_kind or 'all'}", "dim"))
+        second.append(Text(f"skip file: {source.skip_path.name}", "dim"))
+        second.append(Text(f"owners: {source.owners_display or 'no CODEOWNERS'}", "dim"))
         if data.skip_problem:
-            line2.append(f"   ⚠ {data.skip_problem}", "bold red")
-        self.update(Text("\n").join([line1, line2]))
+            second.append(Text(f"⚠ {data.skip_problem}", "bold red"))
+        self.set_groups([first, second])

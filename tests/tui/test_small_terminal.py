@@ -1,0 +1,166 @@
+"""The app at 80×24, the classic default: every key on the bar, the header whole, dialogs fit."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from textual.geometry import Region
+from textual.widget import Widget
+from tui_history import NOW
+
+from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.screens.detail import DetailScreen
+from flaketui.tui.screens.export_modal import ExportModal
+from flaketui.tui.screens.help import HelpScreen
+from flaketui.tui.screens.quarantine_modal import QuarantineModal
+from flaketui.tui.widgets.keybar import KeyBar
+
+SMALL = (80, 24)
+
+
+def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
+    return make_app(
+        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
+    )
+
+
+async def _settle(pilot: object) -> None:
+    app = pilot.app  # type: ignore[attr-defined]
+    for _ in range(3):
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+
+
+def _bar_lines(app: FlaketuiApp) -> list[str]:
+    bar = app.screen.query_one(KeyBar)
+    return bar.render().plain.split("\n")
+
+
+def _shown_descriptions(app: FlaketuiApp) -> list[str]:
+    """The description of every binding the screen shows (the bar's job to list)."""
+    seen = []
+    for _node, binding, _enabled, _tip in app.screen.active_bindings.values():
+        if binding.show and binding.description not in seen:
+            seen.append(binding.description)
+    return seen
+
+
+def _inside(widget: Widget, screen: Region) -> bool:
+    return screen.contains_region(widget.region)
+
+
+async def test_the_key_bar_shows_every_key_on_two_lines_at_80_columns(
+    history: Path, tmp_path: Path
+) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        lines = _bar_lines(app)
+        assert len(lines) == 2 and all(len(line) <= SMALL[0] for line in lines)
+        text = " ".join(lines)
+        for description in _shown_descriptions(app):
+            assert f" {description} " in f"{text} ", description
+        assert " ? Help " in text and " ^q Quit " in text and lines[-1].endswith("^p palette ")
+        # The bar is two lines high, and a click on its second line runs that line's key.
+        bar = app.screen.query_one(KeyBar)
+        assert bar.region.height == 2 and bar.region.bottom == SMALL[1]
+        start = lines[1].index(" ? Help ")
+        await pilot.click(KeyBar, offset=(start + 1, 1))
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape", "enter")
+        await _settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
+        lines = _bar_lines(app)
+        text = " ".join(lines)
+        assert all(len(line) <= SMALL[0] for line in lines)
+        for description in _shown_descriptions(app):
+            assert f" {description} " in f"{text} ", description
+
+
+async def test_the_key_bar_keeps_help_and_quit_when_even_two_lines_are_too_few(
+    history: Path, tmp_path: Path
+) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=(40, 24)) as pilot:
+        await _settle(pilot)
+        lines = _bar_lines(app)
+        text = " ".join(lines)
+        assert len(lines) == 2 and all(len(line) <= 40 for line in lines)
+        assert " ? Help " in text and " ^q Quit " in text and "^p palette" in text
+        assert " / Filter " in text  # the screen's first keys stay, its last give way
+
+
+async def test_one_line_of_keys_where_they_fit(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await _settle(pilot)
+        assert len(_bar_lines(app)) == 1
+        assert app.screen.query_one(KeyBar).region.height == 1
+
+
+async def test_the_header_wraps_between_its_items_at_80_columns(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = _app(Path(history.name), tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        header = app.screen.query_one("#header")
+        lines = str(header.render()).split("\n")
+        assert len(lines) == 3 and header.region.height == 3
+        assert all(len(line) <= header.content_region.width for line in lines)
+        text = " ".join(lines)
+        for item in ("as of 2026-", "healthy ", "suite: all", "branch: all", "skip file: "):
+            assert item in text
+        assert "owners: " in lines[-1]  # a whole item moves down, never half of one
+
+
+async def test_the_dialogs_fit_a_24_line_terminal(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        screen = Region(0, 0, *SMALL)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuarantineModal)
+        for selector in ("#quarantine-dialog", "#reason", "#ticket", "#ok", "#cancel"):
+            assert _inside(app.screen.query_one(selector), screen), selector
+        await pilot.press("escape")
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportModal)
+        for selector in ("#export-dialog", "#path", "#ok"):
+            assert _inside(app.screen.query_one(selector), screen), selector
+        await pilot.press("escape", "question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert _inside(app.screen.query_one("#help-dialog"), screen)
+
+
+async def test_an_empty_views_hint_wraps_whole_at_80_columns(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        await pilot.press("3")  # nothing quarantined yet
+        await _settle(pilot)
+        hint = app.screen.query_one("#loading")
+        text = str(hint.render())
+        assert text.startswith("Nothing quarantined in ") and text.endswith("and press q.")
+        assert hint.region.height >= 2 and len(text) > hint.content_region.width
+
+
+async def test_the_notice_line_wraps_whole_at_80_columns(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "history.db"
+    shutil.copyfile(sample_history, copy)
+    app = _app(copy, tmp_path)  # suspected outages and an interrupted run
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        banner = app.screen.query_one("#banner")
+        text = str(banner.render())
+        assert "suspected outages excluded" in text and text.endswith("recorded")
+        assert banner.region.height == 2 and len(text) > banner.content_region.width
