@@ -87,7 +87,7 @@ class StagedRead:
 
         kept: hand over the ranking kept from the last opening (ranking_store) as the first
         step when there is one, marked provisional; the complete report replaces it, and is
-        kept in turn for the next opening.
+        kept in turn, with its likely causes, for the next opening.
         """
         self.source = source
         self.kept = kept
@@ -120,7 +120,7 @@ class StagedRead:
                     if not self.done[step].is_set():
                         self.values[step] = value
                         self.done[step].set()
-                    if step == 1 and self.kept and isinstance(value, Report):
+                    if step == STEPS - 1 and self.kept and isinstance(value, Report):
                         from flaketui.tui.ranking_store import keep_ranking
 
                         keep_ranking(self.source, value)
@@ -150,6 +150,7 @@ class StagedRead:
             problem,
             skip,
             groups_loaded=True,
+            causes_loaded=True,
             provisional=True,
         )
         self.done[0].set()

@@ -92,8 +92,9 @@ def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
     source = make_source(history, NOW, tmp_path / "q.json")
     first_opening = StagedRead(source, kept=True)
     assert not first_opening.first().provisional  # nothing kept yet: the live ranking
-    complete = first_opening.complete()
+    without_causes = first_opening.complete()
     first_opening.extras()
+    complete = first_opening.causes()  # kept with its likely causes
     first_opening.thread.join(SAFETY_S)
     assert load_ranking(source) == complete
 
@@ -101,7 +102,9 @@ def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
     shown = second.first()
     assert shown.provisional and shown.groups_loaded
     assert shown.report == complete
-    assert second.complete() == complete  # the new ranking is still read, and replaces it
+    # The new ranking is still read, and replaces it; its causes come last again.
+    assert second.complete() == without_causes
+    assert second.causes() == complete
     second.stop()
 
 

@@ -219,7 +219,11 @@ class MainScreen(Screen[None]):
                 return
             if read is not None:
                 complete = replace(
-                    data, report=read.complete(), groups_loaded=True, provisional=False
+                    data,
+                    report=read.complete(),
+                    groups_loaded=True,
+                    causes_loaded=False,  # a kept ranking had them: they come last again
+                    provisional=False,
                 )
                 rows = prepare_rows(complete, state)
                 self.post_message(ExtrasLoaded(data, complete, state, rows))
