@@ -89,6 +89,8 @@ def test_scoring_prints_ratios_and_agrees_with_pandas(
     assert out["recency_max_diff"] < 1e-9
     assert out["rollup_recency_max_diff"] < 1e-9
     assert out["rollup_s"] > 0 and out["rollup_scan_ratio"] > 0
+    for key in ("filtered_suite_s", "filtered_kind_s", "filtered_ratio"):
+        assert out[key] > 0
 
 
 def test_ingest_prints_rate_and_parse_ratio(bench: Any, monkeypatch: Any, capsys: Any) -> None:

@@ -140,6 +140,41 @@ def assert_everything_agrees(db: sqlite_utils.Database, now: datetime, config: C
     return len(raw_tests)
 
 
+# Restrictions a report takes (`report --suite`, `--branch-kind`, the app's filters), each
+# read from the rollups' run lists (flaketui.core.rollups.filtered).
+FILTERS = (
+    {"suite": "unit"},
+    {"suite": "nightly"},
+    {"suite": "ci"},
+    {"branch_kind": "main"},
+    {"branch_kind": "pr"},
+    {"branch_kind": "release"},
+    {"suite": "unit", "branch_kind": "main"},
+    {"suite": "no-such-suite"},
+)
+
+
+def assert_filtered_agrees(db: sqlite_utils.Database, now: datetime, config: Config) -> int:
+    """Evidence of tests, families and groups, signature counts and the whole report of
+    every filter."""
+    return sum(_assert_filter_agrees(db, now, config, where) for where in FILTERS)
+
+
+def _assert_filter_agrees(
+    db: sqlite_utils.Database, now: datetime, config: Config, where: dict[str, str]
+) -> int:
+    tests, raw_tests = both(lambda: per_test_evidence(db, now, config, **where))
+    assert_same_evidence(tests, raw_tests)
+    assert_same_evidence(*both(lambda: per_family_evidence(db, now, config, **where, tests=tests)))
+    failing = sorted(pk for pk, ev in raw_tests.items() if ev.last_failure_at is not None)
+    counts, raw_counts = both(lambda: signature_counts(db, now, config, **where, test_pks=failing))
+    assert sorted(counts) == sorted(raw_counts)
+    members = {pk: "g" + str(pk % 3) for pk in raw_tests}
+    assert_same_evidence(*both(lambda: per_signature_evidence(db, members, now, config, **where)))
+    assert_same_report(*both(lambda: build_report(db, now=now, config=config, **where)))
+    return len(raw_tests)
+
+
 def _newest(db: sqlite_utils.Database) -> datetime:
     return parse_iso(str(db.conn.execute("SELECT max(ts) FROM runs").fetchone()[0]))
 
@@ -221,6 +256,7 @@ def fuzz_history(db: sqlite_utils.Database, seed: int, hours_apart: float = 3.2)
 def test_sample_history_agrees(sample: sqlite_utils.Database, hours_back: int) -> None:
     now = _newest(sample) - timedelta(hours=hours_back)
     assert assert_everything_agrees(sample, now, Config()) > 100
+    assert assert_filtered_agrees(sample, now, Config()) > 100
 
 
 def test_sample_history_agrees_with_other_settings(sample: sqlite_utils.Database) -> None:
@@ -234,6 +270,7 @@ def test_generated_history_agrees(generated: sqlite_utils.Database, hours_back: 
     assert rollups.enabled(generated.conn)  # the writer built and kept them
     now = _newest(generated) - timedelta(hours=hours_back)
     assert assert_everything_agrees(generated, now, Config()) > 40
+    assert assert_filtered_agrees(generated, now, Config()) > 40
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -247,6 +284,7 @@ def test_random_histories_agree_at_every_edge(tmp_path: Path, seed: int) -> None
         now = start + timedelta(days=rng.choice([2, 5, 9, 13]), hours=rng.choice([0, 6, 17.5]))
         for config in (Config(window_days=5, n_min=3), Config(window_days=3, n_min=2)):
             assert_everything_agrees(db, now, config)
+            assert_filtered_agrees(db, now, config)
 
 
 @pytest.mark.parametrize("seed", range(2))
