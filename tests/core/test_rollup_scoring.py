@@ -11,6 +11,7 @@ import json
 import math
 import random
 import shutil
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -611,3 +612,108 @@ def test_diagnose_experiment_runs_change_no_rollup_and_no_score(tmp_path: Path) 
             assert all(_same(x, y) for x, y in zip(a, b, strict=True)), (table, a, b)
     assert_everything_agrees(db, now, Config())
     assert_same_report(build_report(db, now=now, config=Config()), report)
+
+
+# ---- deferred folds: a recorder lists its run, the next writer or reader folds it ----------
+
+
+def _deferred_run(
+    conn: sqlite3.Connection, run_id: str, ts: datetime, rng: random.Random, batches: int = 3
+) -> None:
+    """A recorded run whose rollups are deferred, written in several batches."""
+    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+    kind = rng.choice(["main", "pr"])
+    meta = RunMeta(
+        run_id=run_id,
+        suite=rng.choice(["ci", "nightly"]),
+        branch="main" if kind == "main" else "feature/x",
+        branch_kind=kind,
+        ts=ts,
+        commit_sha=f"c{rng.randrange(4)}",
+    )
+    recorder = RunRecorder(conn, meta, defer_rollups=True)
+    tests = ["tests/test_x.py::test_a", "tests/test_x.py::test_b[1]", "tests/test_x.py::test_b[2]"]
+    for batch in range(batches):
+        recorder.add(
+            [
+                CaseResult(
+                    test_id,
+                    test_id.split("::")[0],
+                    [Attempt(rng.choice(["pass", "pass", "fail"]), 1, "AssertionError: boom")],
+                )
+                for test_id in tests[batch % len(tests) :]
+            ]
+        )
+    recorder.finish()
+
+
+def test_a_reader_racing_a_deferring_writer_gets_raw_scorer_results(tmp_path: Path) -> None:
+    """While a run waits to be folded the rollups answer nothing, so a reader scores the raw
+    rows; a reader's snapshot taken before a batch or a fold is answered as of that snapshot."""
+    from flaketui.core.history.store import open_connection
+
+    path = tmp_path / "h.db"
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    _write_history(open_history(path), now - timedelta(days=2), 16, "old")
+    reader = open_history(path, readonly=True)
+    writer = open_connection(path, fold=False)
+    rng = random.Random(11)
+    config = Config()
+    for index in range(6):
+        # The reader's snapshot is taken, then the writer commits a deferred run under it.
+        reader.conn.execute("BEGIN")
+        assert reader.conn.execute("SELECT count(*) FROM runs").fetchone()[0] >= 16
+        waiting = rollups.pending(reader.conn)
+        _deferred_run(writer, f"new{index}", now - timedelta(hours=30 - 5 * index), rng)
+        assert rollups.pending(writer)
+        assert rollups.pending(reader.conn) == waiting  # its snapshot does not move
+        assert_everything_agrees(reader, now, config)
+        reader.conn.execute("COMMIT")
+        # A new snapshot sees the run waiting: the rollups step aside for the raw rows.
+        assert not rollups.answers(reader.conn, config)
+        assert rollups.test_base(reader.conn, now, config) is None
+        assert_everything_agrees(reader, now, config)
+        if index % 2:
+            reader.conn.execute("BEGIN")
+            reader.conn.execute("SELECT count(*) FROM runs").fetchone()
+            with transaction(writer):  # folded under the reader's snapshot
+                assert rollups.fold_pending(writer) >= 1
+            assert_everything_agrees(reader, now, config)
+            assert_filtered_agrees(reader, now, config)
+            reader.conn.execute("COMMIT")
+            assert rollups.answers(reader.conn, config)
+            assert_everything_agrees(reader, now, config)
+            assert_maintained(reader_writable := open_history(path))
+            reader_writable.conn.close()
+    # The next reader that may write folds what waits; the rollups answer again.
+    _deferred_run(writer, "last", now - timedelta(hours=1), rng)
+    assert rollups.pending(writer)
+    again = open_history(path, readonly=True)
+    assert not rollups.pending(again.conn)
+    assert rollups.answers(again.conn, config)
+    assert_everything_agrees(again, now, config)
+    assert_filtered_agrees(again, now, config)
+    assert_maintained(open_history(path))
+
+
+def test_the_next_write_folds_deferred_runs(tmp_path: Path) -> None:
+    """An ingest or an undeferred recording folds the deferred runs first."""
+    from flaketui.core.history.store import open_connection
+
+    path = tmp_path / "h.db"
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    db = open_history(path)
+    _write_history(db, now - timedelta(days=1), 6, "old")
+    writer = open_connection(path, fold=False)
+    rng = random.Random(3)
+    for index in range(3):
+        _deferred_run(writer, f"deferred{index}", now - timedelta(hours=20 - index), rng)
+    assert rollups.pending(db.conn)
+    _record(
+        db, "plain", now - timedelta(hours=1), {"tests/test_x.py::test_a": ["fail"]}, commit="c1"
+    )
+    assert not rollups.pending(db.conn)
+    assert_everything_agrees(db, now, Config())
+    assert_maintained(db)
