@@ -170,3 +170,13 @@ def test_keys_prints_latencies_against_a_bare_table(
     for key in ("move", "page", "view", "all_move", "sort", "detail", "back", "bare_move"):
         assert out[f"{key}_ms"] > 0
     assert out["move_ratio"] > 0 and out["max_ms"] >= out["move_ms"]
+    for key in ("family_changes", "lifecycle_replay"):
+        assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
+
+
+def test_keys_core_only_needs_no_terminal(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    args = ["--results", "6000", "--tests", "300", "--repeat", "1", "--core-only"]
+    out = run_main(bench("keys"), args, monkeypatch, capsys)
+    for key in ("family_changes", "lifecycle_replay"):
+        assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
+    assert "move_ms" not in out
