@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from operator import gt, lt, ne
 from typing import Any
@@ -177,34 +177,39 @@ def _ids(text: str | None) -> map[int]:
 
 def _test_sets(
     conn: sqlite3.Connection, window: Window, filter_sql: str, params: Mapping[str, Any]
-) -> dict[int, tuple[set[int], set[int], set[int], set[int]]]:
-    """Per test: the runs it ran in, was bad, flaky, failed in (whole days from the day rows'
-    run lists, the partial edge days from the raw rows)."""
-    # One row per test (the table is in test order: no sort), one split per list.
-    sets: dict[int, tuple[set[int], set[int], set[int], set[int]]] = {
-        test: (set(_ids(runs)), set(_ids(bad)), set(_ids(flaky)), set(_ids(failed)))
-        for test, runs, bad, flaky, failed in conn.execute(
-            "SELECT test, group_concat(run_list), group_concat(bad_list),"
-            " group_concat(flaky_list), group_concat(fail_list) FROM test_day_seq"
-            " WHERE day >= :lo_day AND day <= :hi_day GROUP BY test",
-            window.params,
-        )
-    }
-    edges = q.TEST_UNITS.format(
+) -> Iterator[tuple[int, tuple[set[int], set[int], set[int], set[int]]]]:
+    """Per test, one at a time: the runs it ran in, was bad, flaky, failed in (whole days from
+    the day rows' run lists, the partial edge days from the raw rows). One test's sets are
+    held at a time, so memory does not grow with the history."""
+    edges: dict[int, tuple[set[int], set[int], set[int], set[int]]] = {}
+    units = q.TEST_UNITS.format(
         source="runs r CROSS JOIN test_runs tr ON tr.run = r.id",
         where=f"{rollups.EDGE_RUNS} AND tr.ts > :start AND tr.ts <= :now AND {filter_sql}",
     )
     for test, run, bad_unit, flaky_unit, failed_unit in conn.execute(
-        f"SELECT key, run, bad, flaky, failed_any FROM ({edges})", params
+        f"SELECT key, run, bad, flaky, failed_any FROM ({units})", params
     ):
-        entry = sets.get(test)
+        entry = edges.get(test)
         if entry is None:
-            entry = sets[test] = (set(), set(), set(), set())
+            entry = edges[test] = (set(), set(), set(), set())
         entry[0].add(run)
         for flag, target in ((bad_unit, entry[1]), (flaky_unit, entry[2]), (failed_unit, entry[3])):
             if flag:
                 target.add(run)
-    return sets
+    # One row per test (the table is in test order: no sort), one split per list.
+    for test, runs, bad, flaky, failed in conn.execute(
+        "SELECT test, group_concat(run_list), group_concat(bad_list),"
+        " group_concat(flaky_list), group_concat(fail_list) FROM test_day_seq"
+        " WHERE day >= :lo_day AND day <= :hi_day GROUP BY test",
+        window.params,
+    ):
+        sets = (set(_ids(runs)), set(_ids(bad)), set(_ids(flaky)), set(_ids(failed)))
+        edge = edges.pop(test, None)
+        if edge is not None:
+            for whole, part in zip(sets, edge, strict=True):
+                whole |= part
+        yield test, sets
+    yield from edges.items()
 
 
 def _most_attempts(
@@ -241,7 +246,7 @@ def test_evidence(
     params = {**window.params, "suite": suite, "branch_kind": branch_kind}
     attempts = _most_attempts(conn, filter_sql, params)
     out = {}
-    for test, sets in _test_sets(conn, window, filter_sql, params).items():
+    for test, sets in _test_sets(conn, window, filter_sql, params):
         most = attempts.get(test, {})
         ev = timeline.evidence(test, sets, max(most.values(), default=1), most)
         if ev is not None:
