@@ -717,3 +717,25 @@ def test_the_next_write_folds_deferred_runs(tmp_path: Path) -> None:
     assert not rollups.pending(db.conn)
     assert_everything_agrees(db, now, Config())
     assert_maintained(db)
+
+
+def test_a_reader_does_not_queue_behind_a_writer_to_fold(tmp_path: Path) -> None:
+    """With the write lock held elsewhere, a reader opens without folding (it does not wait
+    out the busy timeout for it) and scores the raw rows; the next open folds."""
+    import time
+
+    from flaketui.core.history.store import BUSY_TIMEOUT_MS, open_connection
+
+    path = tmp_path / "h.db"
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    _write_history(open_history(path), now - timedelta(days=1), 6, "old")
+    writer = open_connection(path, fold=False)
+    _deferred_run(writer, "deferred", now - timedelta(hours=3), random.Random(1))
+    writer.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    reader = open_history(path, readonly=True)
+    assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2
+    assert rollups.pending(reader.conn)
+    assert_everything_agrees(reader, now, Config())
+    writer.execute("ROLLBACK")
+    assert not rollups.pending(open_history(path, readonly=True).conn)

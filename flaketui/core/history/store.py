@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 BUSY_TIMEOUT_MS = 30_000
+FOLD_WAIT_S = 1.0  # how long a reader waits for the write lock to fold deferred rollups
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LOCKED_HINT = "another process is writing to it; retry"
 
@@ -262,8 +263,8 @@ def open_connection(
 
 def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
     """Fold the runs a recorder left unfolded into the rollups, when the history may be
-    written; else (or when another writer holds it past the busy timeout) leave them: readers
-    then score the raw rows, with the same result."""
+    written; else (or, for a reader, when another writer holds it longer than FOLD_WAIT_S)
+    leave them: readers then score the raw rows, with the same result."""
     from flaketui.core.rollups import build as rollups
 
     if not rollups.pending(conn):
@@ -272,9 +273,8 @@ def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
         if readonly:
             if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
                 return
-            writer = sqlite3.connect(
-                str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
-            )
+            # A reader does not queue behind a long write for this: it reads raw rows instead.
+            writer = sqlite3.connect(str(path), timeout=FOLD_WAIT_S, isolation_level=None)
             try:
                 with transaction(writer):
                     rollups.fold_pending(writer)
