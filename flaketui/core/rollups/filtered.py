@@ -43,8 +43,9 @@ class Timeline:
     """The filtered runs of a window in time order (ts, then run id, as the analysis orders
     them), with what the analysis reads of each by position."""
 
-    def __init__(self, runs: Mapping[int, WindowRun]) -> None:
-        order = sorted(runs, key=lambda pk: (runs[pk].ts, pk))
+    def __init__(self, runs: Mapping[int, WindowRun], *, in_order: bool = False) -> None:
+        """`in_order`: the mapping already iterates in (ts, run id) order (no sort)."""
+        order = list(runs) if in_order else sorted(runs, key=lambda pk: (runs[pk].ts, pk))
         self.position = {pk: i for i, pk in enumerate(order)}
         self.ids = frozenset(order)
         self.ts = [runs[pk].ts for pk in order]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -597,21 +598,26 @@ def _judge_days(
     units = units_between(
         db, target, ends[0] - timedelta(days=config.window_days), ends[-1], config
     )
-    ln2_per_h = math.log(2.0) / config.half_life_days
+    ln2_per_s = math.log(2.0) / config.half_life_days / 86400.0
+    stamps = [u.ts for u in units]  # ascending: a window is a slice
+    seconds = [u.moment.timestamp() for u in units]
+    branch = [config.main_weight if u.is_main else config.other_weight for u in units]
+    gating = [u.suite not in config.non_gating_suites for u in units]
     out: list[tuple[Verdict, str]] = []
     for as_of in ends:
         start, end = to_iso(as_of - timedelta(days=config.window_days)), to_iso(as_of)
-        inside = [u for u in units if start < u.ts <= end]
+        lo, hi = bisect_right(stamps, start), bisect_right(stamps, end)
+        inside = units[lo:hi]
         if not inside:
             out.append((Verdict.INSUFFICIENT, "no counted runs"))
             continue
+        at = as_of.timestamp()
         runs = {
             u.run: WindowRun(
-                u.ts, u.commit, u.is_main, u.suite, u.suite not in config.non_gating_suites,
-                math.exp(-ln2_per_h * max(0.0, (as_of - u.moment).total_seconds() / 86400.0))
-                * (config.main_weight if u.is_main else config.other_weight),
+                u.ts, u.commit, u.is_main, u.suite, gating[i],
+                math.exp(-ln2_per_s * max(0.0, at - seconds[i])) * branch[i],
             )
-            for u in inside
+            for i, u in enumerate(inside, lo)
         }  # fmt: skip
         sets = (
             {u.run for u in inside},
@@ -619,7 +625,9 @@ def _judge_days(
             {u.run for u in inside if u.flaky},
             {u.run for u in inside if u.failed_any},
         )
-        ev = Timeline(runs).evidence(target.key, sets, max(u.attempts for u in inside))
+        ev = Timeline(runs, in_order=True).evidence(
+            target.key, sets, max(u.attempts for u in inside)
+        )
         assert ev is not None
         # Retries only change the damage score, never the verdict.
         retries = ev.max_attempts > 1
