@@ -13,8 +13,12 @@ Textual app whose DataTable holds as many rows as the history has tests.
 - the bare table: Down and PageDown.
 Medians over --repeat rounds of each key class; `max_ms` is the worst single key. The last
 line printed is one JSON object with move_ms, page_ms, view_ms, all_move_ms, sort_ms,
-detail_ms, back_ms, bare_move_ms, bare_page_ms, move_ratio (= move_ms / bare_move_ms),
-page_ratio and max_ms. Needs tmux.
+detail_ms, back_ms (back to the 50 000-row list), bare_move_ms, bare_page_ms, move_ratio
+(= move_ms / bare_move_ms), page_ratio and max_ms. Needs tmux.
+In-process, each round also times (medians, and ratios to the same round's grouped scan of the
+results, scan_s): family_changes_s, the verdict changes of the biggest family over the window
+(the detail screen's Changes), and lifecycle_replay_s, the lifecycle replay of every tracked
+test given the report (the list's lifecycle column). --core-only prints only these.
 """
 
 from __future__ import annotations
@@ -171,6 +175,42 @@ def count(history: Path, table: str) -> int:
         conn.close()
 
 
+BIGGEST_FAMILY = """
+SELECT parent FROM tests WHERE test_id <> parent
+GROUP BY parent ORDER BY count(*) DESC, parent LIMIT 1"""
+
+
+def core_round(history: Path) -> dict[str, float]:
+    """In-process costs behind two of the app's screens, and the grouped-scan anchor:
+    the biggest family's verdict changes over the window (its detail screen's Changes) and the
+    lifecycle replay of every tracked test given the report (the list's lifecycle column)."""
+    from common import timed
+
+    from flaketui.core.config import Config
+    from flaketui.core.history.store import open_history
+    from flaketui.core.quarantine.lifecycle import derive
+    from flaketui.core.scoring.report import build_report
+    from flaketui.core.scoring.series import verdict_changes
+
+    db = open_history(history, create=False, readonly=True)
+    try:
+        config = Config()
+        (family,) = db.conn.execute(BIGGEST_FAMILY).fetchone()
+        scan_s = timed(
+            lambda: db.conn.execute("SELECT test, count(*) FROM results GROUP BY test").fetchall()
+        )[0]
+        changes_s = timed(
+            lambda: verdict_changes(
+                db, family, now=NOW, days=int(config.window_days), config=config
+            )
+        )[0]
+        report = build_report(db, now=NOW, config=config)
+        replay_s = timed(lambda: derive(db, now=NOW, config=config, report=report))[0]
+    finally:
+        db.conn.close()
+    return {"scan": scan_s, "family_changes": changes_s, "lifecycle_replay": replay_s}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the JSON summary last."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -181,8 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=Path)
     parser.add_argument("--moves", type=int, default=10, help="Down keys per list and round")
     parser.add_argument("--pages", type=int, default=5, help="PageDown keys per round")
+    parser.add_argument(
+        "--core-only", action="store_true", help="only the in-process figures (no tmux)"
+    )
     args = parser.parse_args(argv)
-    if shutil.which("tmux") is None:
+    if shutil.which("tmux") is None and not args.core_only:
         raise SystemExit("bench/keys.py needs tmux")
     if args.history is None:
         from generate import ensure_history
@@ -192,17 +235,30 @@ def main(argv: list[str] | None = None) -> int:
     tests = count(history, "tests")
     app: dict[str, list[float]] = {}
     bare: dict[str, list[float]] = {}
+    core: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-keys-") as tmp_name:
         tmp = Path(tmp_name)
         for round_no in range(args.repeat):
-            for kind, found in flaketui_round(history, tmp, args.moves, args.pages).items():
-                app.setdefault(kind, []).extend(found)
-            for kind, found in bare_round(tests, tmp, args.moves, args.pages).items():
-                bare.setdefault(kind, []).extend(found)
-            log(f"keys: round {round_no + 1}/{args.repeat} done")
+            for kind, seconds in core_round(history).items():
+                core.setdefault(kind, []).append(seconds)
+            if not args.core_only:
+                for kind, found in flaketui_round(history, tmp, args.moves, args.pages).items():
+                    app.setdefault(kind, []).extend(found)
+                for kind, found in bare_round(tests, tmp, args.moves, args.pages).items():
+                    bare.setdefault(kind, []).extend(found)
+            log(
+                f"keys: round {round_no + 1}/{args.repeat} done (family changes"
+                f" {core['family_changes'][-1]:.3f}s, lifecycle replay"
+                f" {core['lifecycle_replay'][-1]:.3f}s, scan {core['scan'][-1]:.3f}s)"
+            )
 
     def med(values: list[float]) -> float:
         return round(statistics.median(values), 1)
+
+    def ratio(kind: str) -> float:  # per round against that round's scan, then the median
+        return round(
+            statistics.median(a / b for a, b in zip(core[kind], core["scan"], strict=True)), 3
+        )
 
     summary = {
         "history": str(history),
@@ -210,6 +266,17 @@ def main(argv: list[str] | None = None) -> int:
         "tests": tests,
         "repeat": args.repeat,
         "load": os.getloadavg()[0],
+        "scan_s": round(statistics.median(core["scan"]), 3),
+        "family_changes_s": round(statistics.median(core["family_changes"]), 3),
+        "family_changes_scan_ratio": ratio("family_changes"),
+        "lifecycle_replay_s": round(statistics.median(core["lifecycle_replay"]), 3),
+        "lifecycle_replay_scan_ratio": ratio("lifecycle_replay"),
+    }
+    if args.core_only:
+        emit(summary)
+        return 0
+    summary = {
+        **summary,
         **{f"{kind}_ms": med(values) for kind, values in app.items()},
         "bare_move_ms": med(bare["move"]),
         "bare_page_ms": med(bare["page"]),

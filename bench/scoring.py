@@ -17,12 +17,16 @@ flaketui.core.rollups.sequences), which the writer keeps; a history written befo
 their current version) gets them built once, outside the timed rounds: rollup_build_s.
 Also rollup_s: rollups.build.test_base alone, the per-test stage-1 facts (counts, recency
 sums, first/last times, blast-radius inputs), with rollup_scan_ratio / rollup_pandas_speedup.
+Filtered reports in the same rounds: filtered_suite_s (`report --suite` of the suite with the
+most runs) and filtered_kind_s (`--branch-kind pr`); filtered_ratio is the median over rounds
+of the slower of the two divided by that round's unfiltered rescore (target <= 1.2).
 """
 
 from __future__ import annotations
 
 import argparse
 import sqlite3
+import statistics
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -93,6 +97,10 @@ def main() -> None:
         build_s = timed(lambda: _rebuild(conn))[0]
         log(f"rollups built in {build_s:.3f}s")
     rescore, scan, pandas_times, rollup_times = [], [], [], []
+    suite_times, kind_times, filtered_ratios = [], [], []
+    (busiest,) = conn.execute(
+        "SELECT suite FROM runs GROUP BY suite ORDER BY count(*) DESC, suite LIMIT 1"
+    ).fetchone()
     report = None
     series = None
     base = None
@@ -109,7 +117,17 @@ def main() -> None:
         )
         seconds, report = timed(lambda: build_report(db, now=NOW, config=config))
         rescore.append(seconds)
-        log(f"round {round_ + 1}: rescore {rescore[-1]:.3f}s")
+        suite_times.append(
+            timed(lambda: build_report(db, now=NOW, config=config, suite=busiest))[0]
+        )
+        kind_times.append(
+            timed(lambda: build_report(db, now=NOW, config=config, branch_kind="pr"))[0]
+        )
+        filtered_ratios.append(max(suite_times[-1], kind_times[-1]) / rescore[-1])
+        log(
+            f"round {round_ + 1}: rescore {rescore[-1]:.3f}s, --suite {busiest}"
+            f" {suite_times[-1]:.3f}s, --branch-kind pr {kind_times[-1]:.3f}s"
+        )
     assert report is not None and series is not None and base is not None
     alpha = config.laplace_alpha
     rollup_diff = max(
@@ -143,6 +161,10 @@ def main() -> None:
             "rollup_pandas_speedup": round(pandas_s / rollup_s, 3),
             "rollup_recency_max_diff": float(rollup_diff),
             "rollup_build_s": round(build_s, 3),
+            "filtered_suite": busiest,
+            "filtered_suite_s": median(suite_times),
+            "filtered_kind_s": median(kind_times),
+            "filtered_ratio": round(statistics.median(filtered_ratios), 3),
             "machine": machine(),
         }
     )

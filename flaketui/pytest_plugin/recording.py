@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from flaketui.core.ingest.writer import RunRecorder
     from flaketui.pytest_plugin.server import ServerTarget
 
-# A batch costs one transaction plus a test-run and rollup refresh of its tests: 1 000 attempts
+# A batch costs one transaction plus a test-run refresh of its tests (the run's rollups are
+# folded later, by the next writer or reader: RunRecorder's defer_rollups): 1 000 attempts
 # keep that fixed cost negligible, the time limit keeps a killed session's loss small.
 FLUSH_EVERY_ATTEMPTS = 1_000
 FLUSH_EVERY_SECONDS = 1.0
@@ -148,7 +149,9 @@ def _open_for_recording(
             target = ServerTarget(db_path)
             conn = target.conn
         else:
-            conn = open_connection(db_path)  # the recorder stamps a new history's scheme
+            # The recorder stamps a new history's scheme; it defers its run's rollups and
+            # leaves earlier sessions' deferred runs to the next reader or writer.
+            conn = open_connection(db_path, fold=False)
     except FlaketuiError as exc:
         raise pytest.UsageError(f"flaketui: {exc.message}") from None
     return conn, settings, meta, target
@@ -261,7 +264,9 @@ class Recorder:
         self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
-            self.run = RunRecorder(self.conn, meta, source="pytest", config=self.settings)
+            self.run = RunRecorder(
+                self.conn, meta, source="pytest", config=self.settings, defer_rollups=True
+            )
         except Exception as exc:
             self._warn(f"cannot start recording the run ({exc}); nothing will be recorded")
         self.last_flush = time.monotonic()

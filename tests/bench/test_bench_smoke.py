@@ -89,6 +89,8 @@ def test_scoring_prints_ratios_and_agrees_with_pandas(
     assert out["recency_max_diff"] < 1e-9
     assert out["rollup_recency_max_diff"] < 1e-9
     assert out["rollup_s"] > 0 and out["rollup_scan_ratio"] > 0
+    for key in ("filtered_suite_s", "filtered_kind_s", "filtered_ratio"):
+        assert out[key] > 0
 
 
 def test_ingest_prints_rate_and_parse_ratio(bench: Any, monkeypatch: Any, capsys: Any) -> None:
@@ -207,3 +209,14 @@ def test_scale_copies_every_test_with_its_outcomes(
     assert original and len(scaled) == 3 * len(original)
     for copy in ("", "copy1/", "copy2/"):
         assert {test: scaled[copy + test] for test in original} == original
+
+    for key in ("family_changes", "lifecycle_replay"):
+        assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
+
+
+def test_keys_core_only_needs_no_terminal(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    args = ["--results", "6000", "--tests", "300", "--repeat", "1", "--core-only"]
+    out = run_main(bench("keys"), args, monkeypatch, capsys)
+    for key in ("family_changes", "lifecycle_replay"):
+        assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
+    assert "move_ms" not in out

@@ -11,6 +11,7 @@ import json
 import math
 import random
 import shutil
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -140,6 +141,41 @@ def assert_everything_agrees(db: sqlite_utils.Database, now: datetime, config: C
     return len(raw_tests)
 
 
+# Restrictions a report takes (`report --suite`, `--branch-kind`, the app's filters), each
+# read from the rollups' run lists (flaketui.core.rollups.filtered).
+FILTERS = (
+    {"suite": "unit"},
+    {"suite": "nightly"},
+    {"suite": "ci"},
+    {"branch_kind": "main"},
+    {"branch_kind": "pr"},
+    {"branch_kind": "release"},
+    {"suite": "unit", "branch_kind": "main"},
+    {"suite": "no-such-suite"},
+)
+
+
+def assert_filtered_agrees(db: sqlite_utils.Database, now: datetime, config: Config) -> int:
+    """Evidence of tests, families and groups, signature counts and the whole report of
+    every filter."""
+    return sum(_assert_filter_agrees(db, now, config, where) for where in FILTERS)
+
+
+def _assert_filter_agrees(
+    db: sqlite_utils.Database, now: datetime, config: Config, where: dict[str, str]
+) -> int:
+    tests, raw_tests = both(lambda: per_test_evidence(db, now, config, **where))
+    assert_same_evidence(tests, raw_tests)
+    assert_same_evidence(*both(lambda: per_family_evidence(db, now, config, **where, tests=tests)))
+    failing = sorted(pk for pk, ev in raw_tests.items() if ev.last_failure_at is not None)
+    counts, raw_counts = both(lambda: signature_counts(db, now, config, **where, test_pks=failing))
+    assert sorted(counts) == sorted(raw_counts)
+    members = {pk: "g" + str(pk % 3) for pk in raw_tests}
+    assert_same_evidence(*both(lambda: per_signature_evidence(db, members, now, config, **where)))
+    assert_same_report(*both(lambda: build_report(db, now=now, config=config, **where)))
+    return len(raw_tests)
+
+
 def _newest(db: sqlite_utils.Database) -> datetime:
     return parse_iso(str(db.conn.execute("SELECT max(ts) FROM runs").fetchone()[0]))
 
@@ -221,6 +257,7 @@ def fuzz_history(db: sqlite_utils.Database, seed: int, hours_apart: float = 3.2)
 def test_sample_history_agrees(sample: sqlite_utils.Database, hours_back: int) -> None:
     now = _newest(sample) - timedelta(hours=hours_back)
     assert assert_everything_agrees(sample, now, Config()) > 100
+    assert assert_filtered_agrees(sample, now, Config()) > 100
 
 
 def test_sample_history_agrees_with_other_settings(sample: sqlite_utils.Database) -> None:
@@ -234,6 +271,7 @@ def test_generated_history_agrees(generated: sqlite_utils.Database, hours_back: 
     assert rollups.enabled(generated.conn)  # the writer built and kept them
     now = _newest(generated) - timedelta(hours=hours_back)
     assert assert_everything_agrees(generated, now, Config()) > 40
+    assert assert_filtered_agrees(generated, now, Config()) > 40
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -247,6 +285,7 @@ def test_random_histories_agree_at_every_edge(tmp_path: Path, seed: int) -> None
         now = start + timedelta(days=rng.choice([2, 5, 9, 13]), hours=rng.choice([0, 6, 17.5]))
         for config in (Config(window_days=5, n_min=3), Config(window_days=3, n_min=2)):
             assert_everything_agrees(db, now, config)
+            assert_filtered_agrees(db, now, config)
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -573,3 +612,130 @@ def test_diagnose_experiment_runs_change_no_rollup_and_no_score(tmp_path: Path) 
             assert all(_same(x, y) for x, y in zip(a, b, strict=True)), (table, a, b)
     assert_everything_agrees(db, now, Config())
     assert_same_report(build_report(db, now=now, config=Config()), report)
+
+
+# ---- deferred folds: a recorder lists its run, the next writer or reader folds it ----------
+
+
+def _deferred_run(
+    conn: sqlite3.Connection, run_id: str, ts: datetime, rng: random.Random, batches: int = 3
+) -> None:
+    """A recorded run whose rollups are deferred, written in several batches."""
+    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+    kind = rng.choice(["main", "pr"])
+    meta = RunMeta(
+        run_id=run_id,
+        suite=rng.choice(["ci", "nightly"]),
+        branch="main" if kind == "main" else "feature/x",
+        branch_kind=kind,
+        ts=ts,
+        commit_sha=f"c{rng.randrange(4)}",
+    )
+    recorder = RunRecorder(conn, meta, defer_rollups=True)
+    tests = ["tests/test_x.py::test_a", "tests/test_x.py::test_b[1]", "tests/test_x.py::test_b[2]"]
+    for batch in range(batches):
+        recorder.add(
+            [
+                CaseResult(
+                    test_id,
+                    test_id.split("::")[0],
+                    [Attempt(rng.choice(["pass", "pass", "fail"]), 1, "AssertionError: boom")],
+                )
+                for test_id in tests[batch % len(tests) :]
+            ]
+        )
+    recorder.finish()
+
+
+def test_a_reader_racing_a_deferring_writer_gets_raw_scorer_results(tmp_path: Path) -> None:
+    """While a run waits to be folded the rollups answer nothing, so a reader scores the raw
+    rows; a reader's snapshot taken before a batch or a fold is answered as of that snapshot."""
+    from flaketui.core.history.store import open_connection
+
+    path = tmp_path / "h.db"
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    _write_history(open_history(path), now - timedelta(days=2), 16, "old")
+    reader = open_history(path, readonly=True)
+    writer = open_connection(path, fold=False)
+    rng = random.Random(11)
+    config = Config()
+    for index in range(6):
+        # The reader's snapshot is taken, then the writer commits a deferred run under it.
+        reader.conn.execute("BEGIN")
+        assert reader.conn.execute("SELECT count(*) FROM runs").fetchone()[0] >= 16
+        waiting = rollups.pending(reader.conn)
+        _deferred_run(writer, f"new{index}", now - timedelta(hours=30 - 5 * index), rng)
+        assert rollups.pending(writer)
+        assert rollups.pending(reader.conn) == waiting  # its snapshot does not move
+        assert_everything_agrees(reader, now, config)
+        reader.conn.execute("COMMIT")
+        # A new snapshot sees the run waiting: the rollups step aside for the raw rows.
+        assert not rollups.answers(reader.conn, config)
+        assert rollups.test_base(reader.conn, now, config) is None
+        assert_everything_agrees(reader, now, config)
+        if index % 2:
+            reader.conn.execute("BEGIN")
+            reader.conn.execute("SELECT count(*) FROM runs").fetchone()
+            with transaction(writer):  # folded under the reader's snapshot
+                assert rollups.fold_pending(writer) >= 1
+            assert_everything_agrees(reader, now, config)
+            assert_filtered_agrees(reader, now, config)
+            reader.conn.execute("COMMIT")
+            assert rollups.answers(reader.conn, config)
+            assert_everything_agrees(reader, now, config)
+            assert_maintained(reader_writable := open_history(path))
+            reader_writable.conn.close()
+    # The next reader that may write folds what waits; the rollups answer again.
+    _deferred_run(writer, "last", now - timedelta(hours=1), rng)
+    assert rollups.pending(writer)
+    again = open_history(path, readonly=True)
+    assert not rollups.pending(again.conn)
+    assert rollups.answers(again.conn, config)
+    assert_everything_agrees(again, now, config)
+    assert_filtered_agrees(again, now, config)
+    assert_maintained(open_history(path))
+
+
+def test_the_next_write_folds_deferred_runs(tmp_path: Path) -> None:
+    """An ingest or an undeferred recording folds the deferred runs first."""
+    from flaketui.core.history.store import open_connection
+
+    path = tmp_path / "h.db"
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    db = open_history(path)
+    _write_history(db, now - timedelta(days=1), 6, "old")
+    writer = open_connection(path, fold=False)
+    rng = random.Random(3)
+    for index in range(3):
+        _deferred_run(writer, f"deferred{index}", now - timedelta(hours=20 - index), rng)
+    assert rollups.pending(db.conn)
+    _record(
+        db, "plain", now - timedelta(hours=1), {"tests/test_x.py::test_a": ["fail"]}, commit="c1"
+    )
+    assert not rollups.pending(db.conn)
+    assert_everything_agrees(db, now, Config())
+    assert_maintained(db)
+
+
+def test_a_reader_does_not_queue_behind_a_writer_to_fold(tmp_path: Path) -> None:
+    """With the write lock held elsewhere, a reader opens without folding (it does not wait
+    out the busy timeout for it) and scores the raw rows; the next open folds."""
+    import time
+
+    from flaketui.core.history.store import BUSY_TIMEOUT_MS, open_connection
+
+    path = tmp_path / "h.db"
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    _write_history(open_history(path), now - timedelta(days=1), 6, "old")
+    writer = open_connection(path, fold=False)
+    _deferred_run(writer, "deferred", now - timedelta(hours=3), random.Random(1))
+    writer.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    reader = open_history(path, readonly=True)
+    assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2
+    assert rollups.pending(reader.conn)
+    assert_everything_agrees(reader, now, Config())
+    writer.execute("ROLLBACK")
+    assert not rollups.pending(open_history(path, readonly=True).conn)

@@ -133,3 +133,116 @@ def test_last_value_is_the_report_score(
         expected = [t.scores.recency_score for t in report.tests if t.test_id == TEST] or [0.0]
         assert series[TEST][-1] == pytest.approx(expected[0], rel=1e-9, abs=1e-12)
         db.conn.close()
+
+
+# ---- verdict changes read the units once: the same verdicts as one raw query per day ------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_verdict_changes_judge_each_day_as_the_raw_analysis_does(tmp_path: Path, seed: int) -> None:
+    """Every day's (verdict, reason) of every test and family of a random history (shared
+    commits, midnight runs, incidents, edits, retries) equals one raw analysis per day."""
+    from flaketui.core.scoring.detail import resolve_target
+    from flaketui.core.scoring.series import judge_as_of, verdict_days
+    from tests.core.test_rollup_scoring import fuzz_history
+
+    db = open_history(tmp_path / "fuzz.db")
+    start = fuzz_history(db, seed)
+    now = start + timedelta(days=11, hours=17.5)
+    names = [
+        str(name)
+        for (name,) in db.conn.execute(
+            "SELECT test_id FROM tests UNION SELECT parent FROM tests ORDER BY 1"
+        )
+    ]
+    for config in (Config(window_days=5, n_min=3), Config(window_days=3, n_min=2), Config()):
+        for name in names:
+            target = resolve_target(db, name)
+            first_seen, ends, judged = verdict_days(db, name, now=now, days=8, config=config)
+            assert judged == [
+                judge_as_of(db, target, first_seen, as_of, config) for as_of in ends
+            ], (name, config.window_days)
+
+
+def test_verdict_changes_follow_regime_changes_as_the_raw_analysis_does(tmp_path: Path) -> None:
+    """Rates that rise, fall and recover (the change-point rule decides the current regime):
+    every day's (verdict, reason) equals one raw analysis per day."""
+    import random
+
+    from flaketui.core.scoring.detail import resolve_target
+    from flaketui.core.scoring.series import judge_as_of, verdict_days
+
+    rng = random.Random(4)
+    db = open_history(tmp_path / "regimes.db")
+    hb = HistoryBuilder(db)
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    rates = {  # (rate before day 20, rate after)
+        "tests/test_r.py::test_rises": (0.0, 0.5),
+        "tests/test_r.py::test_fixed": (0.6, 0.0),
+        "tests/test_r.py::test_fam[1]": (0.05, 0.4),
+        "tests/test_r.py::test_fam[2]": (0.3, 0.3),
+        "tests/test_r.py::test_steady": (0.1, 0.1),
+        "tests/test_r.py::test_breaks": (0.0, 1.0),  # fails every run from day 20: regression
+    }
+    for index in range(80):
+        day = index / 2
+        run = hb.run(
+            ts=start + timedelta(hours=12 * index + rng.choice([0, 3, 7])),
+            branch_kind=rng.choice(["main", "main", "pr"]),
+            commit=f"c{index // 2}",
+        )
+        for test, (before, after) in rates.items():
+            rate = before if day < 20 else after
+            attempts = ["fail" if rng.random() < rate else "pass"]
+            if attempts[0] == "fail" and rate < 1.0 and rng.random() < 0.5:
+                attempts.append("pass")
+            run.result(test, attempts, message="E1: boom")
+    now = start + timedelta(days=40, hours=3)
+    names = [*rates, "tests/test_r.py::test_fam"]
+    seen = set()
+    for config in (Config(), Config(window_days=14, n_min=5)):
+        for name in names:
+            target = resolve_target(db, name)
+            first_seen, ends, judged = verdict_days(db, name, now=now, days=30, config=config)
+            assert judged == [
+                judge_as_of(db, target, first_seen, as_of, config) for as_of in ends
+            ], (name, config.window_days)
+            seen.update(verdict for verdict, _ in judged)
+    assert len(seen) >= 3  # the verdicts do move
+
+
+def test_the_rate_change_of_units_is_the_aggregate_one(tmp_path: Path) -> None:
+    """series.rate_change_of equals aggregates.rate_changes field by field (tests and
+    families, windows ending every few hours over a history whose rates move)."""
+    import random
+
+    from flaketui.core.scoring.aggregates import rate_changes
+    from flaketui.core.scoring.detail import resolve_target
+    from flaketui.core.scoring.series import rate_change_of, units_between
+
+    rng = random.Random(9)
+    db = open_history(tmp_path / "moves.db")
+    hb = HistoryBuilder(db)
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    for index in range(60):
+        run = hb.run(ts=start + timedelta(hours=9 * index), commit=f"c{index}")
+        for test, rate in (("t.py::test_a", 0.05 if index < 30 else 0.6), ("t.py::test_p[1]", 0.3),
+                           ("t.py::test_p[2]", 0.0 if index < 40 else 0.9)):  # fmt: skip
+            run.result(test, ["fail" if rng.random() < rate else "pass"], message="E: x")
+    config = Config(window_days=10)
+    compared = 0
+    for hours in range(48, 60 * 9, 31):
+        now = start + timedelta(hours=hours)
+        for name in ("t.py::test_a", "t.py::test_p"):
+            target = resolve_target(db, name)
+            kind = "family" if target.kind == "family" else "test"
+            expected = rate_changes(db, now, config, kind, target.test_pks)
+            units = units_between(db, target, now - timedelta(days=10), now, config)
+            inside = [u for u in units if u.moment > now - timedelta(days=10)]
+            if not inside:
+                assert not expected
+                continue
+            (want,) = expected.values()
+            assert rate_change_of(inside) == want, (name, now)
+            compared += 1
+    assert compared > 20

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 BUSY_TIMEOUT_MS = 30_000
+FOLD_WAIT_S = 1.0  # how long a reader waits for the write lock to fold deferred rollups
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LOCKED_HINT = "another process is writing to it; retry"
 
@@ -198,8 +199,13 @@ def open_connection(
     *,
     create: bool = True,
     readonly: bool = False,
+    fold: bool = True,
 ) -> sqlite3.Connection:
-    """open_history's plain sqlite3 connection (autocommit; write through `transaction()`)."""
+    """open_history's plain sqlite3 connection (autocommit; write through `transaction()`).
+
+    `fold`: fold runs whose rollups a recorder deferred (fold_deferred); the recorder itself
+    passes False, so that a test session never pays for an earlier one's.
+    """
     path = Path(path)
     _check_is_sqlite(path)
     if not path.exists() or path.stat().st_size == 0:
@@ -250,7 +256,35 @@ def open_connection(
         upgrade_older(path)
         return open_connection(path, create=False, readonly=True)
     _opened[os.path.realpath(path)] = path
+    if fold:
+        fold_deferred(conn, path, readonly)
     return conn
+
+
+def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    """Fold the runs a recorder left unfolded into the rollups, when the history may be
+    written; else (or, for a reader, when another writer holds it longer than FOLD_WAIT_S)
+    leave them: readers then score the raw rows, with the same result."""
+    from flaketui.core.rollups import build as rollups
+
+    if not rollups.pending(conn):
+        return
+    try:
+        if readonly:
+            if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+                return
+            # A reader does not queue behind a long write for this: it reads raw rows instead.
+            writer = sqlite3.connect(str(path), timeout=FOLD_WAIT_S, isolation_level=None)
+            try:
+                with transaction(writer):
+                    rollups.fold_pending(writer)
+            finally:
+                writer.close()
+        else:
+            with transaction(conn):
+                rollups.fold_pending(conn)
+    except sqlite3.OperationalError:
+        return
 
 
 def upgrade_older(path: str | Path) -> None:

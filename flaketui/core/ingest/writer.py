@@ -284,9 +284,13 @@ class RunRecorder:
         *,
         source: str = "pytest",
         config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
+        defer_rollups: bool = False,
     ) -> None:
         # A plain connection is what the pytest plugin passes (no sqlite-utils import there).
         self.conn: sqlite3.Connection = db if isinstance(db, sqlite3.Connection) else db.conn
+        # Deferred: the batches only list the run in rollup_pending, and the next writer or
+        # reader that may write folds it (rollups.fold_pending), off the test session's clock.
+        self.defer_rollups = defer_rollups
         self.config = config
         self.source = source
         self.meta = apply_defaults(meta, config, fallback_run_id=f"pytest-{uuid.uuid4().hex[:16]}")
@@ -336,7 +340,10 @@ class RunRecorder:
                 touched: set[int] = set()
                 added = writer.write(batch, touched)
                 writer.refresh_dirty(touched)
-                rollups.after_write(conn, writer.run_pk, touched)
+                if self.defer_rollups:
+                    rollups.defer(conn, writer.run_pk)
+                else:
+                    rollups.after_write(conn, writer.run_pk, touched)
             except BaseException:
                 writer.forget()  # its cached ids may name rows being rolled back
                 raise

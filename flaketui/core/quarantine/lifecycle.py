@@ -169,8 +169,13 @@ def _run_events(
         f"WITH {cte} SELECT t.test_id, c.ts, c.outcome FROM counted c JOIN tests t ON t.id = c.test"
     )
     out: dict[str, list[Event]] = defaultdict(list)
+    # The tests of a run share its time: each distinct timestamp is parsed once.
+    moments: dict[str, datetime] = {}
     for test_id, ts, outcome in db.conn.execute(sql, params):
-        out[str(test_id)].append(Event(parse_iso(str(ts)), "run", clean=outcome == "pass"))
+        moment = moments.get(ts)
+        if moment is None:
+            moment = moments[ts] = parse_iso(str(ts))
+        out[str(test_id)].append(Event(moment, "run", clean=outcome == "pass"))
     return out
 
 

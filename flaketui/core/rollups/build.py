@@ -19,6 +19,12 @@ from the raw test_runs (weeks from the day rows), so it is exact whatever happen
 (attempts appended across batches, a test-run replaced). Any other writer of test_runs or
 runs.incident must call `refresh_run(s)` too (or `rebuild`).
 
+Deferred folds: the pytest recorder lists its run in rollup_pending instead (`defer`), so a
+test session pays for its raw rows only. The next writer's `after_write`, or the next reader
+that may write (flaketui.core.history.store.fold_deferred), folds the listed runs in one
+transaction (`fold_pending`); while one is listed the rollups answer nothing and readers score
+the raw rows, so every reader's result is the raw scorer's.
+
 The sequence tables of flaketui.core.rollups.sequences (per-day sequence facts of tests and
 families, same-commit pairs, signature counts) are created, rebuilt, refreshed and pruned by the
 same calls; `VERSION` in `meta` names the set, and a history with an older set is rebuilt at its
@@ -183,6 +189,52 @@ def _settings(conn: sqlite3.Connection) -> _Settings | None:
     return _Settings(float(rows[META_KEY]), str(rows[ANCHOR_KEY]))
 
 
+# Runs whose rows are written but not yet folded into the rollups (a recorder defers the fold
+# so that a test session pays only for its raw rows). While any is listed, the rollups do not
+# answer: readers score the raw rows, exactly, until a writer folds them (`fold_pending`).
+PENDING_TABLE = "rollup_pending"
+_PENDING_SCHEMA = f"CREATE TABLE IF NOT EXISTS {PENDING_TABLE} (run INTEGER PRIMARY KEY)"
+
+
+def defer(conn: sqlite3.Connection, run_pk: int) -> None:
+    """Note that a run's new rows still have to be folded (inside the writer's transaction)."""
+    try:
+        conn.execute(f"INSERT OR IGNORE INTO {PENDING_TABLE} (run) VALUES (?)", (run_pk,))
+    except sqlite3.OperationalError:  # a history from before deferred folds
+        conn.execute(_PENDING_SCHEMA)
+        conn.execute(f"INSERT OR IGNORE INTO {PENDING_TABLE} (run) VALUES (?)", (run_pk,))
+
+
+def pending(conn: sqlite3.Connection) -> bool:
+    """Whether some written run is not folded into the rollups yet."""
+    try:
+        row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM {PENDING_TABLE})").fetchone()
+    except sqlite3.OperationalError:  # no such table: nothing was ever deferred
+        return False
+    return bool(row[0])
+
+
+def fold_pending(conn: sqlite3.Connection) -> int:
+    """Fold the deferred runs into the rollups, oldest first, inside the caller's transaction;
+    returns how many. Each fold recomputes what its run feeds from the raw rows, so it is exact
+    whatever was folded before (a run deferred again after a partial fold included)."""
+    if not pending(conn):
+        return 0
+    runs = [
+        int(pk)
+        for (pk,) in conn.execute(
+            f"SELECT p.run FROM {PENDING_TABLE} p JOIN runs r ON r.id = p.run ORDER BY r.ts, r.id"
+        )
+    ]
+    conn.execute(f"DELETE FROM {PENDING_TABLE}")
+    if _settings(conn) is None:
+        rebuild(conn)  # made from every raw row: the deferred runs included
+        return len(runs)
+    for run_pk in runs:
+        after_write(conn, run_pk)
+    return len(runs)
+
+
 def half_life(conn: sqlite3.Connection) -> float | None:
     """The half-life the rollups were built with; None when the history has none (or old ones)."""
     settings = _settings(conn)
@@ -195,8 +247,9 @@ def enabled(conn: sqlite3.Connection) -> bool:
 
 
 def answers(conn: sqlite3.Connection, config: Config) -> bool:
-    """Whether the rollups can answer a request with this config exactly (same half-life)."""
-    return half_life(conn) == config.half_life_days
+    """Whether the rollups can answer a request with this config exactly (same half-life, no
+    run waiting to be folded)."""
+    return half_life(conn) == config.half_life_days and not pending(conn)
 
 
 def _latest_day(conn: sqlite3.Connection) -> str | None:
@@ -234,6 +287,8 @@ def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life
     conn.execute(sql, settings.params())
     conn.execute(_WEEKS_FROM_DAYS.format(where="1"))
     seq_rollups.rebuild(conn, settings.ln2_per_h)
+    if pending(conn):  # every deferred run is in the rows just made
+        conn.execute(f"DELETE FROM {PENDING_TABLE}")
     return int(conn.execute("SELECT count(*) FROM test_day_rollups").fetchone()[0])
 
 
@@ -300,6 +355,8 @@ def after_write(
     of `tests` in this run was counted before (a run created in this transaction, each test in
     one call): the run lists are then not searched.
     """
+    if pending(conn):
+        fold_pending(conn)  # the runs a recorder deferred, before this one
     settings = _settings(conn)
     if settings is None:
         rebuild(conn)  # once per history: its first write after rollups existed
@@ -580,7 +637,7 @@ def test_base(
     the anchor's span, a suite or branch filter: the recency sums are kept across suites).
     """
     settings = _settings(conn)
-    if settings is None or settings.half_life != config.half_life_days:
+    if settings is None or settings.half_life != config.half_life_days or pending(conn):
         return None
     if suite is not None or branch_kind is not None:
         return None

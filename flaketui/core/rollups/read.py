@@ -495,7 +495,9 @@ def change_points(
 
 
 @dataclass(slots=True)
-class _Run:
+class WindowRun:
+    """One counted-eligible run of a window: what pooling and weighting read of it."""
+
     ts: str
     commit: str | None
     is_main: bool
@@ -504,21 +506,33 @@ class _Run:
     weight: float
 
 
-def _window_runs(conn: sqlite3.Connection, window: Window, config: Config) -> dict[int, _Run]:
-    """The counted-eligible runs of the window (no incident), with their recency weights."""
+def window_runs(
+    conn: sqlite3.Connection,
+    window: Window,
+    config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> dict[int, WindowRun]:
+    """The counted-eligible runs of the window (no incident), with their recency weights;
+    only those of one suite and/or branch kind when given."""
     now = parse_iso(window.params["now"])
     ln2_per_h = window.params["ln2_per_h"]
+    only = "".join(
+        f" AND {column} = :{column}"
+        for column, value in (("suite", suite), ("branch_kind", branch_kind))
+        if value is not None
+    )
     out = {}
-    for pk, ts, commit, kind, suite in conn.execute(
+    for pk, ts, commit, kind, suite_name in conn.execute(
         "SELECT id, ts, commit_sha, branch_kind, suite FROM runs"
-        " WHERE ts > :start AND ts <= :now AND incident IS NULL AND source <> 'diagnose'",
-        window.params,
+        " WHERE ts > :start AND ts <= :now AND incident IS NULL AND source <> 'diagnose'" + only,
+        {**window.params, "suite": suite, "branch_kind": branch_kind},
     ):
         age = max(0.0, (now - parse_iso(ts)).total_seconds() / 86400.0)
         is_main = kind == "main"
         branch = config.main_weight if is_main else config.other_weight
-        out[int(pk)] = _Run(
-            ts, commit, is_main, suite, suite not in config.non_gating_suites,
+        out[int(pk)] = WindowRun(
+            ts, commit, is_main, suite_name, suite_name not in config.non_gating_suites,
             math.exp(-ln2_per_h * age) * branch,
         )  # fmt: skip
     return out
@@ -574,7 +588,7 @@ def group_units(
 def pooled_evidence(
     key: Any,
     sets: tuple[set[int], set[int], set[int], set[int]],
-    runs: Mapping[int, _Run],
+    runs: Mapping[int, WindowRun],
     max_attempts: int,
 ) -> Evidence | None:
     """`_ANALYSIS` of one pooled key in Python, from its run sets (runs outside are ignored)."""
@@ -660,11 +674,14 @@ def signature_group_evidence(
     max_attempts: Mapping[int, int],
     window: Window,
     config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
 ) -> dict[str, Evidence]:
-    """Evidence per signature group, pooled by run (members: tests.id -> signature hash)."""
+    """Evidence per signature group, pooled by run (members: tests.id -> signature hash),
+    over the runs of one suite and/or branch kind when given."""
     if not members:
         return {}
-    runs = _window_runs(conn, window, config)
+    runs = window_runs(conn, window, config, suite, branch_kind)
     most: dict[str, int] = {}
     for test, sig in members.items():
         most[sig] = max(most.get(sig, 0), max_attempts.get(test, 0))

@@ -1,8 +1,9 @@
 """Evidence of every test, family and signature group as of `now`.
 
 With rollups kept (flaketui.core.rollups.build) and no suite or branch filter, everything is read
-from them (`_from_rollups`): tests x days rows, not raw results. Otherwise, two SQL stages
-over the raw rows:
+from them (`_from_rollups`): tests x days rows, not raw results. A report restricted to a suite
+or a branch kind reads the rollups' per-day run lists instead (flaketui.core.rollups.filtered).
+Without rollups (or with another half-life), two SQL stages over the raw rows:
 
 Stage 1 is one grouped scan of the counted runs (SQL of flaketui.core.rollups.evidence): counts,
 recency weights, first and last times, blast-radius inputs. A key without a failed run needs
@@ -21,6 +22,7 @@ from typing import Any
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups import filtered as rollup_filtered
 from flaketui.core.rollups import read as rollup_read
 from flaketui.core.rollups.evidence import (
     ANALYSIS,
@@ -186,6 +188,22 @@ def rollup_window(
     return None
 
 
+def filtered_window(
+    db: Connected,
+    now: datetime,
+    config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> rollup_read.Window | None:
+    """The window of a suite or branch-kind restricted request the rollups' run lists
+    answer (flaketui.core.rollups.filtered); None without a filter or when they cannot."""
+    if suite is None and branch_kind is None:
+        return None
+    if rollups.answers(db.conn, config):
+        return rollup_read.Window.of(db.conn, now, config)
+    return None
+
+
 def _evidence(
     key: Any, base: Mapping[str, Any], seq: Mapping[str, Any] | None, mixed: int
 ) -> Evidence:
@@ -279,6 +297,9 @@ def per_test_evidence(
         found = _tests_from_rollups(db, now, config, window)
         if found is not None:
             return found
+    window = filtered_window(db, now, config, suite, branch_kind)
+    if window is not None:
+        return rollup_filtered.test_evidence(db.conn, window, config, suite, branch_kind)
     names = _window_suites(db, now, config, suite, branch_kind)
     if len(names) > MAX_SUITE_COLUMNS:
         names = []
@@ -374,6 +395,11 @@ def per_family_evidence(
         if tests is None:
             tests = per_test_evidence(db, now, config)
         return _families_from_rollups(db, now, config, window, tests)
+    window = filtered_window(db, now, config, suite, branch_kind)
+    if window is not None:
+        if tests is None:
+            tests = per_test_evidence(db, now, config, suite, branch_kind)
+        return rollup_filtered.family_evidence(db.conn, window, config, suite, branch_kind, tests)
 
     def members_of(parents: list[Any]) -> list[int]:
         rows = db.conn.execute(
@@ -418,6 +444,14 @@ def per_signature_evidence(
             tests = per_test_evidence(db, now, config)
         attempts = {pk: ev.max_attempts for pk, ev in tests.items()}
         return rollup_read.signature_group_evidence(db.conn, members, attempts, window, config)
+    window = filtered_window(db, now, config, suite, branch_kind)
+    if window is not None:
+        if tests is None:
+            tests = per_test_evidence(db, now, config, suite, branch_kind)
+        attempts = {pk: ev.max_attempts for pk, ev in tests.items()}
+        return rollup_read.signature_group_evidence(
+            db.conn, members, attempts, window, config, suite, branch_kind
+        )
     extra = {"members": json.dumps({str(test): sig for test, sig in members.items()})}
 
     def members_of(hashes: list[Any]) -> list[int]:
@@ -467,6 +501,9 @@ def signature_counts(
     window = rollup_window(db, now, config, suite, branch_kind)
     if window is not None and test_pks is not None:
         return rollup_read.signature_counts(db.conn, list(test_pks), window)
+    window = filtered_window(db, now, config, suite, branch_kind)
+    if window is not None and test_pks is not None:
+        return rollup_filtered.signature_counts(db.conn, window, test_pks, suite, branch_kind)
     cte, params = counted_runs_cte(
         now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -31,10 +32,12 @@ from flaketui.core.rollups.evidence import (
     counted_runs_cte,
     ensure_sql_functions,
 )
+from flaketui.core.rollups.filtered import Timeline
+from flaketui.core.rollups.read import WindowRun
 from flaketui.core.scoring.aggregates import rate_changes
 from flaketui.core.scoring.detail import Target, resolve_target
 from flaketui.core.scoring.results import Verdict
-from flaketui.core.scoring.statistics import recency_score
+from flaketui.core.scoring.statistics import RateChange, recency_score
 from flaketui.core.scoring.verdicts import compute_scores, current_of, judge
 from flaketui.core.timeutil import days_between, parse_iso, to_iso
 
@@ -452,14 +455,15 @@ def _score_as_of(w_bad: float, w_total: float, days_before_now: float, config: C
     return recency_score(max(0.0, w_bad) * scale, max(0.0, w_total) * scale, config.laplace_alpha)
 
 
-def _judge_as_of(
+def judge_as_of(
     db: Connected,
     target: Target,
     first_seen: datetime,
     as_of: datetime,
     config: Config,
 ) -> tuple[Verdict, str]:
-    """(verdict, reason) of one test or family as of a moment, by the report's rules."""
+    """(verdict, reason) of one test or family as of a moment, by the report's rules, from
+    one raw analysis query (verdict_changes reads the units once: this is its reference)."""
     cte, params = counted_runs_cte(as_of, config, test_ids=target.test_ids)
     params.update(analysis_params(as_of, config))
     units = FAMILY_UNITS if target.kind == "family" else TEST_UNITS
@@ -491,14 +495,158 @@ def _judge_as_of(
     return judgement.verdict, judgement.reason
 
 
-def verdict_changes(
-    db: Connected, test_id: str, *, now: datetime, days: int, config: Config
-) -> list[VerdictChange]:
-    """Verdict changes of a test (or family) over the last `days` days, oldest first.
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One counted run of a test (or family, pooled by run) as the analysis reads it."""
 
-    The test is re-judged as of each day's end (and as of `now` for today); a change is
-    reported on the day whose end first shows the new verdict.
+    run: int
+    ts: str
+    moment: datetime
+    bad: int
+    flaky: int
+    failed_any: int
+    attempts: int
+    is_main: bool
+    commit: str | None
+    suite: str
+
+
+def units_between(
+    db: Connected, target: Target, start: datetime, end: datetime, config: Config
+) -> list[Unit]:
+    """The target's counted units with ts in (start, end] (and up to a day before), in
+    (ts, run) order."""
+    span = dataclasses.replace(config, window_days=math.ceil(days_between(start, end)))
+    cte, params = counted_runs_cte(end, span, test_ids=target.test_ids)
+    units = FAMILY_UNITS if target.kind == "family" else TEST_UNITS
+    sql = (
+        f"WITH {cte},{units} SELECT run, ts, bad, flaky, failed_any, attempts,"
+        " branch_kind = 'main', commit_sha, suite FROM units ORDER BY ts, run"
+    )
+    moments: dict[str, datetime] = {}
+    out = []
+    for run, ts, bad, flaky, failed_any, attempts, is_main, commit, suite in db.conn.execute(
+        sql, params
+    ):
+        moment = moments.get(ts)
+        if moment is None:
+            moment = moments[ts] = parse_iso(str(ts))
+        out.append(
+            Unit(int(run), str(ts), moment, int(bad), int(flaky), int(failed_any),
+                  int(attempts), bool(is_main), commit, str(suite))
+        )  # fmt: skip
+    return out
+
+
+def _log_likelihood(k: int, n: int) -> float:
+    """Bernoulli log-likelihood of k bad in n at their own rate (aggregates._LL's formula)."""
+    if 0 < k < n:
+        return k * math.log(1.0 * k / n) + (n - k) * math.log(1.0 - 1.0 * k / n)
+    return 0.0
+
+
+def rate_change_of(units: Sequence[Unit]) -> RateChange:
+    """aggregates.rate_changes of one key, from its units in the window."""
+    per_day: dict[str, list[int]] = {}
+    for unit in units:
+        counts = per_day.setdefault(unit.ts[:10], [0, 0])
+        counts[0] += 1
+        counts[1] += unit.bad
+    days = sorted(per_day)
+    nt = sum(n for n, _ in per_day.values())
+    kt = sum(k for _, k in per_day.values())
+    whole_ll = _log_likelihood(kt, nt)
+    best: tuple[float, str, int, int] | None = None
+    nl = kl = 0
+    for day in days[:-1]:
+        nl += per_day[day][0]
+        kl += per_day[day][1]
+        ll = _log_likelihood(kl, nl) + _log_likelihood(kt - kl, nt - nl)
+        if best is None or ll > best[0]:  # ties: the earliest day
+            best = (ll, day, nl, kl)
+    bad_days = [day for day in days if per_day[day][1] > 0]
+    split_day = best[1] if best else None
+    return RateChange(
+        runs=nt,
+        bad=kt,
+        days=len(days),
+        first_bad_day=bad_days[0] if bad_days else None,
+        whole_ll=whole_ll,
+        split_day=split_day,
+        runs_before=best[2] if best else 0,
+        bad_before=best[3] if best else 0,
+        split_ll=best[0] if best else whole_ll,
+        first_bad_after=(
+            next((day for day in bad_days if day > split_day), None) if split_day else None
+        ),
+    )
+
+
+def _judge_days(
+    db: Connected,
+    target: Target,
+    first_seen: datetime,
+    ends: Sequence[datetime],
+    config: Config,
+) -> list[tuple[Verdict, str]]:
+    """(verdict, reason) as of each moment of `ends` (ascending), by the report's rules.
+
+    The target's units over the whole span are read once; each moment's evidence is the
+    analysis of the units in its window (rollups.filtered.Timeline: the raw-row analysis in
+    run order), its rate change the same split as aggregates.rate_changes, over those units.
     """
+    units = units_between(
+        db, target, ends[0] - timedelta(days=config.window_days), ends[-1], config
+    )
+    ln2_per_s = math.log(2.0) / config.half_life_days / 86400.0
+    stamps = [u.ts for u in units]  # ascending: a window is a slice
+    seconds = [u.moment.timestamp() for u in units]
+    branch = [config.main_weight if u.is_main else config.other_weight for u in units]
+    gating = [u.suite not in config.non_gating_suites for u in units]
+    out: list[tuple[Verdict, str]] = []
+    for as_of in ends:
+        start, end = to_iso(as_of - timedelta(days=config.window_days)), to_iso(as_of)
+        lo, hi = bisect_right(stamps, start), bisect_right(stamps, end)
+        inside = units[lo:hi]
+        if not inside:
+            out.append((Verdict.INSUFFICIENT, "no counted runs"))
+            continue
+        at = as_of.timestamp()
+        runs = {
+            u.run: WindowRun(
+                u.ts, u.commit, u.is_main, u.suite, gating[i],
+                math.exp(-ln2_per_s * max(0.0, at - seconds[i])) * branch[i],
+            )
+            for i, u in enumerate(inside, lo)
+        }  # fmt: skip
+        sets = (
+            {u.run for u in inside},
+            {u.run for u in inside if u.bad},
+            {u.run for u in inside if u.flaky},
+            {u.run for u in inside if u.failed_any},
+        )
+        ev = Timeline(runs, in_order=True).evidence(
+            target.key, sets, max(u.attempts for u in inside)
+        )
+        assert ev is not None
+        # Retries only change the damage score, never the verdict.
+        retries = ev.max_attempts > 1
+        current = current_of(rate_change_of(inside), config) if ev.failed_runs else None
+        scores = compute_scores(
+            ev, retries=retries, first_seen=first_seen, now=as_of, config=config, current=current
+        )
+        judgement = judge(
+            ev, scores, retries=retries, first_seen=first_seen, now=as_of, config=config
+        )
+        out.append((judgement.verdict, judgement.reason))
+    return out
+
+
+def verdict_days(
+    db: Connected, test_id: str, *, now: datetime, days: int, config: Config
+) -> tuple[datetime, list[datetime], list[tuple[Verdict, str]]]:
+    """The target's first sighting, the moments it is judged at for verdict_changes (each
+    day's end, one before the first day, `now` last) and its (verdict, reason) at each."""
     target = resolve_target(db, test_id)
     first_seen_text = db.conn.execute(
         "SELECT min(first_seen) FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
@@ -508,7 +656,18 @@ def verdict_changes(
     ensure_sql_functions(db.conn)
     # One extra point before the first day gives that day's starting verdict.
     ends = _day_ends(now, days + 1)
-    judged = [_judge_as_of(db, target, first_seen, as_of, config) for as_of in ends]
+    return first_seen, ends, _judge_days(db, target, first_seen, ends, config)
+
+
+def verdict_changes(
+    db: Connected, test_id: str, *, now: datetime, days: int, config: Config
+) -> list[VerdictChange]:
+    """Verdict changes of a test (or family) over the last `days` days, oldest first.
+
+    The test is re-judged as of each day's end (and as of `now` for today); a change is
+    reported on the day whose end first shows the new verdict.
+    """
+    _first_seen, ends, judged = verdict_days(db, test_id, now=now, days=days, config=config)
     changes = []
     for (before, _), (after, reason), as_of in zip(judged, judged[1:], ends[1:], strict=False):
         if before != after:

@@ -1,0 +1,321 @@
+"""Evidence of a report restricted to one suite and/or branch kind, from the rollups.
+
+A suite and a branch kind are properties of a run, so restricting a report keeps or drops
+whole runs. The day rows of test_day_seq list their runs (all, bad, flaky, failed); with the
+window's runs that pass the filter in time order (read.window_runs), each test's or family's
+units are those list entries that pass, and the time-ordered facts (flips, clean tail, default
+branch streaks, same-commit conflicts) follow from them exactly as the raw-row analysis
+(flaketui.core.rollups.evidence.ANALYSIS) computes them over the filtered raw rows. The
+window's partial edge days come from the raw rows, as everywhere in the rollup readers.
+
+The most attempts per test and suite are read from the raw rows of the (test, suite, day)
+rollup rows that saw more than one attempt: usually a few, since one attempt is the rule.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
+from operator import gt, lt, ne
+from typing import Any
+
+from flaketui.core.config import Config
+from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups import sql as q
+from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.rollups.read import Window, WindowRun, group_units, window_runs
+
+
+def _run_filter(suite: str | None, branch_kind: str | None) -> str:
+    """SQL conditions on `runs r` for the filter (always true without one)."""
+    parts = ["1"]
+    if suite is not None:
+        parts.append("r.suite = :suite")
+    if branch_kind is not None:
+        parts.append("r.branch_kind = :branch_kind")
+    return " AND ".join(parts)
+
+
+class Timeline:
+    """The filtered runs of a window in time order (ts, then run id, as the analysis orders
+    them), with what the analysis reads of each by position."""
+
+    def __init__(self, runs: Mapping[int, WindowRun], *, in_order: bool = False) -> None:
+        """`in_order`: the mapping already iterates in (ts, run id) order (no sort)."""
+        order = list(runs) if in_order else sorted(runs, key=lambda pk: (runs[pk].ts, pk))
+        self.position = {pk: i for i, pk in enumerate(order)}
+        self.ids = frozenset(order)
+        self.ts = [runs[pk].ts for pk in order]
+        self.commit = [runs[pk].commit for pk in order]
+        self.weight = [runs[pk].weight for pk in order]
+        self.suite = [runs[pk].suite for pk in order]
+        self.main = frozenset(i for i, pk in enumerate(order) if runs[pk].is_main)
+        self.gating = frozenset(i for i, pk in enumerate(order) if runs[pk].gating)
+        by_suite: dict[str, set[int]] = {}
+        for i, name in enumerate(self.suite):
+            by_suite.setdefault(name, set()).add(i)
+        self.by_suite = {name: frozenset(members) for name, members in sorted(by_suite.items())}
+
+    def positions(self, pks: Iterable[int]) -> set[int]:
+        """The positions of those runs that pass the filter."""
+        return set(map(self.position.__getitem__, self.ids.intersection(pks)))
+
+    def evidence(
+        self,
+        key: Any,
+        sets: tuple[set[int], set[int], set[int], set[int]],
+        max_attempts: int,
+        attempts: Mapping[str, int] | None = None,
+    ) -> Evidence | None:
+        """The analysis of one key from its run sets (ran, bad, flaky, failed in any attempt);
+        None when none of its runs passes the filter. `attempts`: most attempts per suite,
+        to fill `Evidence.suites` (tests)."""
+        present = self.positions(sets[0])
+        if not present:
+            return None
+        units = sorted(present)
+        bad, flaky, failed = (self.positions(s) for s in sets[1:])
+        ts, weight = self.ts, self.weight
+        main = present & self.main
+        gates_main = int(not self.gating.isdisjoint(main))
+        gates_branch = int(not self.gating.isdisjoint(present - self.main))
+        suites: dict[str, tuple[int, int]] = {}
+        names = []
+        for name, members in self.by_suite.items():
+            count = len(members & present)
+            if count:
+                names.append(name)
+                if attempts is not None:
+                    suites[name] = (count, attempts.get(name, 1))
+        ev = Evidence(
+            key=key,
+            runs=len(units),
+            flaky_runs=len(flaky),
+            failed_runs=len(bad),
+            flips=0,
+            clean_tail=len(units),
+            weighted_bad=0.0,
+            weighted_total=sum(map(weight.__getitem__, units)),
+            first_ts=ts[units[0]],
+            last_ts=ts[units[-1]],
+            last_failure_at=None,
+            max_attempts=max_attempts,
+            gates_main=gates_main,
+            gates_branch=gates_branch,
+            mixed_commits=0,
+            main_runs=len(main),
+            main_bad=0,
+            main_bad_streaks=0,
+            main_recoveries=0,
+            main_flips=0,
+            good_rn=len(main),
+            streak=0,
+            streak_flaky=0,
+            first_bad_commit=None,
+            first_bad_at=None,
+            last_good_commit=None,
+            last_good_at=None,
+            suite_min=names[0],
+            suite_max=names[-1],
+            suites=suites,
+        )
+        if failed:  # bad and flaky runs are failed ones: without any, the counts say it all
+            self._sequence(ev, units, bad, flaky, failed, sorted(main))
+        return ev
+
+    def _sequence(
+        self,
+        ev: Evidence,
+        units: list[int],
+        bad: set[int],
+        flaky: set[int],
+        failed: set[int],
+        main: list[int],
+    ) -> None:
+        """The time-ordered facts of a key with a failure, in place."""
+        flags = [i in bad for i in units]
+        ev.flips = sum(map(ne, flags, islice(flags, 1, None)))
+        last_failure = max(failed)
+        ev.clean_tail = len(units) - bisect_right(units, last_failure)
+        ev.last_failure_at = self.ts[last_failure]
+        ev.weighted_bad = sum(map(self.weight.__getitem__, sorted(failed)))
+        commit = self.commit
+        good_commits = {commit[i] for i in units if i not in bad}
+        bad_commits = {commit[i] for i in bad}
+        ev.mixed_commits = len((good_commits & bad_commits) - {None})
+        main_flags = [i in bad for i in main]
+        if not main_flags:
+            return
+        after = list(islice(main_flags, 1, None))
+        starts = int(main_flags[0]) + sum(map(gt, after, main_flags))
+        recoveries = sum(map(lt, after, main_flags))
+        ev.main_bad = sum(main_flags)
+        ev.main_bad_streaks = starts
+        ev.main_recoveries = recoveries
+        ev.main_flips = sum(map(ne, after, main_flags))
+        good_rn = 0
+        for j in range(len(main_flags) - 1, -1, -1):
+            if not main_flags[j]:
+                good_rn = j + 1
+                break
+        tail = main[good_rn:]
+        ev.good_rn = good_rn
+        ev.streak = len(tail)
+        ev.streak_flaky = len(flaky.intersection(tail))
+        if tail:
+            ev.first_bad_commit, ev.first_bad_at = commit[tail[0]], self.ts[tail[0]]
+            if good_rn:
+                last_good = main[good_rn - 1]
+                ev.last_good_commit, ev.last_good_at = commit[last_good], self.ts[last_good]
+
+
+def _ids(text: str | None) -> map[int]:
+    return map(int, text.split(",")) if text else map(int, ())
+
+
+def _test_sets(
+    conn: sqlite3.Connection, window: Window, filter_sql: str, params: Mapping[str, Any]
+) -> Iterator[tuple[int, tuple[set[int], set[int], set[int], set[int]]]]:
+    """Per test, one at a time: the runs it ran in, was bad, flaky, failed in (whole days from
+    the day rows' run lists, the partial edge days from the raw rows). One test's sets are
+    held at a time, so memory does not grow with the history."""
+    edges: dict[int, tuple[set[int], set[int], set[int], set[int]]] = {}
+    units = q.TEST_UNITS.format(
+        source="runs r CROSS JOIN test_runs tr ON tr.run = r.id",
+        where=f"{rollups.EDGE_RUNS} AND tr.ts > :start AND tr.ts <= :now AND {filter_sql}",
+    )
+    for test, run, bad_unit, flaky_unit, failed_unit in conn.execute(
+        f"SELECT key, run, bad, flaky, failed_any FROM ({units})", params
+    ):
+        entry = edges.get(test)
+        if entry is None:
+            entry = edges[test] = (set(), set(), set(), set())
+        entry[0].add(run)
+        for flag, target in ((bad_unit, entry[1]), (flaky_unit, entry[2]), (failed_unit, entry[3])):
+            if flag:
+                target.add(run)
+    # One row per test (the table is in test order: no sort), one split per list.
+    for test, runs, bad, flaky, failed in conn.execute(
+        "SELECT test, group_concat(run_list), group_concat(bad_list),"
+        " group_concat(flaky_list), group_concat(fail_list) FROM test_day_seq"
+        " WHERE day >= :lo_day AND day <= :hi_day GROUP BY test",
+        window.params,
+    ):
+        sets = (set(_ids(runs)), set(_ids(bad)), set(_ids(flaky)), set(_ids(failed)))
+        edge = edges.pop(test, None)
+        if edge is not None:
+            for whole, part in zip(sets, edge, strict=True):
+                whole |= part
+        yield test, sets
+    yield from edges.items()
+
+
+def _most_attempts(
+    conn: sqlite3.Connection, filter_sql: str, params: Mapping[str, Any]
+) -> dict[int, dict[str, int]]:
+    """Most attempts per test and suite over the filtered window, where more than one."""
+    # The window's bounds are kept off the index (unary +): each candidate reads its day.
+    sql = f"""
+    SELECT c.test, c.suite, max(tr.attempts)
+    FROM test_day_rollups c
+    CROSS JOIN test_runs tr ON tr.test = c.test AND tr.ts >= c.day
+        AND tr.ts < date(c.day, '+1 day')
+    CROSS JOIN runs r ON r.id = tr.run
+    WHERE c.day >= :first_day AND c.day <= :last_day AND c.max_attempts > 1
+        AND r.suite = c.suite AND tr.attempts > 1 AND +tr.ts > :start AND +tr.ts <= :now
+        AND {q.COUNTED} AND {filter_sql}
+    GROUP BY c.test, c.suite"""
+    out: dict[int, dict[str, int]] = {}
+    for test, suite, most in conn.execute(sql, params):
+        out.setdefault(int(test), {})[str(suite)] = int(most)
+    return out
+
+
+def test_evidence(
+    conn: sqlite3.Connection,
+    window: Window,
+    config: Config,
+    suite: str | None,
+    branch_kind: str | None,
+) -> dict[int, Evidence]:
+    """Evidence per test (tests.id) over the runs of the suite and/or branch kind."""
+    timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
+    filter_sql = _run_filter(suite, branch_kind)
+    params = {**window.params, "suite": suite, "branch_kind": branch_kind}
+    attempts = _most_attempts(conn, filter_sql, params)
+    out = {}
+    for test, sets in _test_sets(conn, window, filter_sql, params):
+        most = attempts.get(test, {})
+        ev = timeline.evidence(test, sets, max(most.values(), default=1), most)
+        if ev is not None:
+            out[test] = ev
+    return out
+
+
+def family_evidence(
+    conn: sqlite3.Connection,
+    window: Window,
+    config: Config,
+    suite: str | None,
+    branch_kind: str | None,
+    tests: Mapping[int, Evidence],
+) -> dict[str, Evidence]:
+    """Evidence per parametrized family, pooled by run, over the runs of the suite and/or
+    branch kind (`tests`: test_evidence of the same request, for the most attempts)."""
+    members = {
+        int(pk): str(parent)
+        for pk, parent in conn.execute(
+            "SELECT id, parent FROM tests WHERE parent IN "
+            "(SELECT parent FROM tests WHERE test_id <> parent)"
+        )
+    }
+    if not members:
+        return {}
+    most: dict[str, int] = {}
+    for pk, parent in members.items():
+        if pk in tests:
+            most[parent] = max(most.get(parent, 0), tests[pk].max_attempts)
+    timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
+    out = {}
+    for parent, sets in group_units(conn, members, window).items():
+        ev = timeline.evidence(parent, sets, most.get(parent, 0))
+        if ev is not None:
+            out[parent] = ev
+    return out
+
+
+def signature_counts(
+    conn: sqlite3.Connection,
+    window: Window,
+    tests: Iterable[int],
+    suite: str | None,
+    branch_kind: str | None,
+) -> list[tuple[int, str, str, int, str]]:
+    """(tests.id, signature hash, text, counted runs with it, latest ts) per test and
+    signature over the filtered window: the raw rows of the days test_day_signatures names."""
+    # The window's bounds are kept off the index (unary +): each (test, day) reads its day.
+    sql = f"""
+    SELECT tr.test, s.hash, s.text, count(*), max(tr.ts)
+    FROM (
+        SELECT DISTINCT test, day FROM test_day_signatures
+        WHERE test IN (SELECT value FROM json_each(:keys))
+            AND day >= :first_day AND day <= :last_day
+    ) c
+    CROSS JOIN test_runs tr ON tr.test = c.test AND tr.ts >= c.day
+        AND tr.ts < date(c.day, '+1 day')
+    CROSS JOIN runs r ON r.id = tr.run
+    CROSS JOIN signatures s ON s.id = tr.signature
+    WHERE +tr.ts > :start AND +tr.ts <= :now AND {q.COUNTED} AND {_run_filter(suite, branch_kind)}
+    GROUP BY tr.test, tr.signature"""
+    params = {
+        **window.params,
+        "keys": json.dumps(sorted(set(tests))),
+        "suite": suite,
+        "branch_kind": branch_kind,
+    }
+    return [
+        (int(t), str(h), str(x), int(n), str(ts)) for t, h, x, n, ts in conn.execute(sql, params)
+    ]

@@ -1,0 +1,103 @@
+"""Crash safety of a deferred fold: a fold killed midway leaves the rollups as they were and
+every deferred run still listed, so readers keep scoring the raw rows, and the next fold
+completes it exactly.
+
+The child folds runs a recorder deferred and SIGKILLs itself just after the first, a middle and
+the last run's refresh (inside the fold's one transaction), or just before its commit.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reliability_support import integrity, run_forked
+
+from flaketui.core.config import Config
+from flaketui.core.history.store import open_connection, open_history, transaction
+from flaketui.core.rollups import build as rollups
+from tests.core.test_rollup_scoring import (
+    _deferred_run,
+    _snapshot,
+    _write_history,
+    assert_everything_agrees,
+    assert_filtered_agrees,
+    assert_maintained,
+)
+
+pytestmark = pytest.mark.slow
+
+NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+DEFERRED = 5
+
+
+def _history(path: Path) -> None:
+    """Folded runs, then DEFERRED runs a recorder left to fold."""
+    _write_history(open_history(path), NOW - timedelta(days=2), 12, "old")
+    writer = open_connection(path, fold=False)
+    rng = random.Random(7)
+    for index in range(DEFERRED):
+        _deferred_run(writer, f"deferred{index}", NOW - timedelta(hours=40 - 7 * index), rng)
+    writer.close()
+
+
+def _fold_child(path: str, kill_after: int, ready: Any) -> None:
+    """Fold, SIGKILLed after `kill_after` runs' refreshes (0: at the commit)."""
+    conn = open_connection(path, fold=False)
+    real = rollups.after_write
+    calls = [0]
+
+    def refresh_then_maybe_die(*args: Any, **kwargs: Any) -> None:
+        real(*args, **kwargs)
+        calls[0] += 1
+        if calls[0] == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    rollups.after_write = refresh_then_maybe_die  # type: ignore[assignment]
+    ready.set()
+    conn.execute("BEGIN IMMEDIATE")
+    rollups.fold_pending(conn)
+    if kill_after == 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    conn.execute("COMMIT")  # never reached
+
+
+@pytest.mark.parametrize("kill_after", [1, DEFERRED // 2 + 1, DEFERRED, 0])
+def test_a_fold_killed_midway_changes_nothing(tmp_path: Path, kill_after: int) -> None:
+    path = tmp_path / "h.db"
+    _history(path)
+    conn = open_connection(path, fold=False)
+    before = _snapshot(open_history_no_fold(path))
+    listed = conn.execute(f"SELECT run FROM {rollups.PENDING_TABLE} ORDER BY run").fetchall()
+    assert len(listed) == DEFERRED
+    code, _ = run_forked(_fold_child, (str(path), kill_after))
+    assert code == -signal.SIGKILL, "the child was not killed inside the fold"
+    assert integrity(path)[0] == "ok"
+    # Rolled back: every run still waits, the rollup rows are those of before.
+    assert conn.execute(f"SELECT run FROM {rollups.PENDING_TABLE} ORDER BY run").fetchall() == (
+        listed
+    )
+    assert _snapshot(open_history_no_fold(path)) == before
+    reader = open_history_no_fold(path)
+    assert not rollups.answers(reader.conn, Config())
+    assert_everything_agrees(reader, NOW, Config())
+    # The next fold completes it: the rollups equal a rebuild and answer exactly again.
+    with transaction(conn):
+        assert rollups.fold_pending(conn) == DEFERRED
+    db = open_history(path)
+    assert rollups.answers(db.conn, Config())
+    assert_everything_agrees(db, NOW, Config())
+    assert_filtered_agrees(db, NOW, Config())
+    assert_maintained(db)
+
+
+def open_history_no_fold(path: Path) -> Any:
+    """The history as a reader that may not write sees it (nothing folded on open)."""
+    import sqlite_utils
+
+    return sqlite_utils.Database(open_connection(path, fold=False))
