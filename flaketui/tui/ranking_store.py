@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from flaketui import __version__
@@ -45,22 +46,34 @@ def _identity(source: Source) -> str:
     )
 
 
-def load_ranking(source: Source) -> Report | None:
+@dataclass(frozen=True, slots=True)
+class KeptRanking:
+    """A ranking kept from an earlier opening, and whether its likely causes were in yet."""
+
+    report: Report
+    with_causes: bool
+
+
+def load_ranking(source: Source) -> KeptRanking | None:
     """The ranking kept for `source`, or None when there is none it can use."""
     try:
         with ranking_file(source).open(encoding="utf-8") as lines:
             head = read_head(next(lines, ""))
             if head.get("identity") != _identity(source):
                 return None
-            return report_from_lines(head, lines)
+            return KeptRanking(report_from_lines(head, lines), head.get("with_causes") is True)
     except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
 
 
-def keep_ranking(source: Source, report: Report) -> None:
-    """Keep `report` as the ranking to show first next time; a failure only loses the copy."""
+def keep_ranking(source: Source, report: Report, *, with_causes: bool) -> None:
+    """Keep `report` as the ranking to show first next time; a failure only loses the copy.
+
+    with_causes: the report's flaky tests and families carry their likely causes.
+    """
     target = ranking_file(source)
-    text = "\n".join(report_lines(report, {"identity": _identity(source)})) + "\n"
+    head = {"identity": _identity(source), "with_causes": with_causes}
+    text = "\n".join(report_lines(report, head)) + "\n"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(target, text.encode())

@@ -120,10 +120,12 @@ class StagedRead:
                     if not self.done[step].is_set():
                         self.values[step] = value
                         self.done[step].set()
-                    if step == STEPS - 1 and self.kept and isinstance(value, Report):
+                    if self.kept and step in (1, STEPS - 1) and isinstance(value, Report):
+                        # Kept as soon as it is complete (an app quit at once still keeps
+                        # it), then again with its likely causes.
                         from flaketui.tui.ranking_store import keep_ranking
 
-                        keep_ranking(self.source, value)
+                        keep_ranking(self.source, value, with_causes=step == STEPS - 1)
         except Exception as exc:  # raised again, in the reader's words, by the step asked for
             for step in range(STEPS):
                 if not self.done[step].is_set():
@@ -137,12 +139,12 @@ class StagedRead:
         # Imported here, in the reading thread: the UI thread is importing Textual meanwhile.
         from flaketui.tui.ranking_store import load_ranking
 
-        report = load_ranking(self.source)
-        if report is None:
+        kept = load_ranking(self.source)
+        if kept is None:
             return False
         skip, problem = read_skip(self.source.skip_path)
         self.values[0] = MainData(
-            report,
+            kept.report,
             {},
             quarantine_rows(skip),
             [],
@@ -150,7 +152,7 @@ class StagedRead:
             problem,
             skip,
             groups_loaded=True,
-            causes_loaded=True,
+            causes_loaded=kept.with_causes,
             provisional=True,
         )
         self.done[0].set()

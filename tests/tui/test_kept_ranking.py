@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -22,9 +24,10 @@ from flaketui.core.scoring.stored import (
     report_from_lines,
     report_lines,
 )
+from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
-from flaketui.tui.loaders import load_main
-from flaketui.tui.ranking_store import keep_ranking, load_ranking, ranking_file
+from flaketui.tui.loaders import Source, load_in_stages, load_main
+from flaketui.tui.ranking_store import KeptRanking, keep_ranking, load_ranking, ranking_file
 from flaketui.tui.startup import StagedRead, make_source
 
 SAFETY_S = 60
@@ -87,20 +90,35 @@ def history_report(history: Path, tmp_path_factory: pytest.TempPathFactory) -> R
 
 
 def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
-    history: Path, tmp_path: Path
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    causes_wanted = threading.Event()
+
+    def held(source: Source) -> Iterator[object]:
+        """load_in_stages, its last step (the causes) held until the test asks for it."""
+        stages = load_in_stages(source)
+        for step, value in enumerate(stages):
+            if step == 3:
+                causes_wanted.wait(SAFETY_S)
+            yield value
+
+    monkeypatch.setattr(startup, "load_in_stages", held)
     source = make_source(history, NOW, tmp_path / "q.json")
     first_opening = StagedRead(source, kept=True)
     assert not first_opening.first().provisional  # nothing kept yet: the live ranking
     without_causes = first_opening.complete()
-    first_opening.extras()
-    complete = first_opening.causes()  # kept with its likely causes
+    first_opening.extras()  # read after the complete report was kept
+    # Kept as soon as it is complete, so that an app quit at once keeps it...
+    assert load_ranking(source) == KeptRanking(without_causes, with_causes=False)
+    # ...and again once its likely causes are in.
+    causes_wanted.set()
+    complete = first_opening.causes()
     first_opening.thread.join(SAFETY_S)
-    assert load_ranking(source) == complete
+    assert load_ranking(source) == KeptRanking(complete, with_causes=True)
 
     second = StagedRead(source, kept=True)
     shown = second.first()
-    assert shown.provisional and shown.groups_loaded
+    assert shown.provisional and shown.groups_loaded and shown.causes_loaded
     assert shown.report == complete
     # The new ranking is still read, and replaces it; its causes come last again.
     assert second.complete() == without_causes
@@ -110,7 +128,7 @@ def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
 
 def test_a_kept_ranking_made_otherwise_is_not_shown(history: Path, tmp_path: Path) -> None:
     source = make_source(history, NOW, tmp_path / "q.json")
-    keep_ranking(source, _complete(history, tmp_path))
+    keep_ranking(source, _complete(history, tmp_path), with_causes=False)
     assert load_ranking(source) is not None
     for other in (
         make_source(history, NOW + timedelta(days=1), tmp_path / "q.json"),
@@ -146,7 +164,7 @@ def test_an_unwritable_cache_loses_only_the_copy(history: Path, tmp_path: Path) 
     target = ranking_file(source)
     target.parent.parent.mkdir(parents=True, exist_ok=True)
     target.parent.write_text("a file where the folder should be")
-    keep_ranking(source, _complete(history, tmp_path))  # no error
+    keep_ranking(source, _complete(history, tmp_path), with_causes=False)  # no error
     assert load_ranking(source) is None
 
 
@@ -158,7 +176,7 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
     # A kept ranking whose order differs from the new one: the top two tests swapped.
     tests = list(complete.tests)
     tests[0], tests[1] = replace(tests[1], rank=1), replace(tests[0], rank=2)
-    keep_ranking(source, replace(complete, tests=tests))
+    keep_ranking(source, replace(complete, tests=tests), with_causes=False)
     read = StagedRead(source, kept=True)
     assert read.first().provisional
     app = FlaketuiApp(source, watch=False, first_read=read)
