@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import App
@@ -32,7 +32,9 @@ from flaketui.tui.loaders import (
 from flaketui.tui.messages import HistoryChanged, WriteDone
 from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.startup import StagedRead, make_source
-from flaketui.tui.trial import Trial, trial_for
+
+if TYPE_CHECKING:
+    from flaketui.tui.trial import Trial
 
 POLL_SECONDS = 2.0
 # Quarantine and release refuse on a read-only history rather than write the skip file alone:
@@ -104,7 +106,6 @@ class FlaketuiApp(App[None]):
             self.notify(READ_ONLY_NOTICE, title="Read-only history", timeout=8)
         if self.poll_history:
             self.set_interval(POLL_SECONDS, self.check_history)
-        self._find_trial()
 
     @work(thread=True, exclusive=True, group="trial", exit_on_error=False)
     def _find_trial(self) -> None:
@@ -157,6 +158,9 @@ class FlaketuiApp(App[None]):
         """Ask git once (from a worker) whether the session is a trial."""
         with self._trial_lock:
             if not self._trial_known:
+                with IMPORT_LOCK:  # imported when git is asked, after the first screen
+                    from flaketui.tui.trial import trial_for
+
                 self.trial = trial_for(self.source)
                 self._trial_known = True
             return self.trial
@@ -271,12 +275,16 @@ class FlaketuiApp(App[None]):
             self.push_screen(HelpScreen())
 
     def start_warm_up(self) -> None:
-        """Once the list is up, import the other screens in a worker (once per app).
+        """Once the list is up, ask git about the history and import the other screens, each
+        in a worker (once per app).
 
         Not earlier: an import holds the GIL, and the first ranked screen would wait for it.
         """
         if not self._warmed:
             self._warmed = True
+            # Whether the history is a trial (git is asked): a write asks itself if it comes
+            # first, so the question waits until the list is up, as the imports do.
+            self._find_trial()
             self.warm_up()
 
     @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)

@@ -15,8 +15,7 @@ import pytest
 from tui_history import NOW
 
 from flaketui.core.config import Config
-from flaketui.core.scoring.causes import Suspect
-from flaketui.core.scoring.results import Report
+from flaketui.core.scoring.results import Report, Suspect
 from flaketui.core.scoring.stored import (
     GROUP_LISTS,
     PLAIN_FIELDS,

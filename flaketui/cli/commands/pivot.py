@@ -13,7 +13,7 @@ from flaketui.cli import cli
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
 from flaketui.core.history.store import open_history
-from flaketui.core.scoring.causes import DIMENSIONS, DimensionRow, Suspect
+from flaketui.core.scoring.causes import DIMENSIONS, DimensionRow
 from flaketui.core.scoring.pivot import (
     DimensionPivot,
     Pivot,
@@ -22,6 +22,7 @@ from flaketui.core.scoring.pivot import (
     worker_pivot,
 )
 from flaketui.core.scoring.report import effective_now
+from flaketui.core.scoring.results import Suspect
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
 

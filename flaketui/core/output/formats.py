@@ -18,8 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from flaketui.core.scoring.causes import Suspect
-from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict
+from flaketui.core.scoring.results import GroupVerdict, Report, Scores, Suspect, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
 

@@ -43,7 +43,7 @@ from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.detail import Target, resolve_target
-from flaketui.core.scoring.results import Report
+from flaketui.core.scoring.results import Report, Suspect
 from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact, wilson_interval
 
 DIMENSIONS = (
@@ -109,23 +109,6 @@ class DimensionRow:
     fail_rate: float
     wilson_low: float
     wilson_high: float
-
-
-@dataclass(slots=True)
-class Suspect:
-    """A dimension value under which the target fails more than in the rest of its runs."""
-
-    dimension: str
-    value: str
-    bad: int
-    runs: int
-    rate: float
-    rest_bad: int
-    rest_runs: int
-    rest_rate: float
-    p_value: float  # Benjamini-Hochberg adjusted
-    p_raw: float
-    label: str  # a short "likely cause" text
 
 
 @dataclass(slots=True)

@@ -13,11 +13,11 @@ from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.causes import (
     DIMENSIONS,
     DimensionRow,
-    Suspect,
     analyse,
     dimension_rows,
 )
 from flaketui.core.scoring.detail import resolve_target
+from flaketui.core.scoring.results import Suspect
 from flaketui.core.scoring.statistics import wilson_interval
 
 _DIGITS = re.compile(r"(\d+)")

@@ -5,10 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from flaketui.core.scoring.causes import Suspect
+
+@dataclass(slots=True)
+class Suspect:
+    """A dimension value under which the target fails more than in the rest of its runs."""
+
+    dimension: str
+    value: str
+    bad: int
+    runs: int
+    rate: float
+    rest_bad: int
+    rest_runs: int
+    rest_rate: float
+    p_value: float  # Benjamini-Hochberg adjusted
+    p_raw: float
+    label: str  # a short "likely cause" text
 
 
 class Verdict(StrEnum):

@@ -14,8 +14,14 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from flaketui.core.scoring.causes import Suspect
-from flaketui.core.scoring.results import GroupVerdict, Report, Scores, TestVerdict, Verdict
+from flaketui.core.scoring.results import (
+    GroupVerdict,
+    Report,
+    Scores,
+    Suspect,
+    TestVerdict,
+    Verdict,
+)
 
 LAYOUT = 1
 
