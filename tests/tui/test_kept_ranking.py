@@ -17,6 +17,7 @@ from tui_history import NOW
 from flaketui.core.config import Config
 from flaketui.core.scoring.results import Report, Suspect
 from flaketui.core.scoring.stored import (
+    FIELDS,
     GROUP_LISTS,
     PLAIN_FIELDS,
     read_head,
@@ -60,12 +61,17 @@ def test_a_report_survives_the_round_trip_through_json(history: Path, tmp_path: 
     assert _round_trip(lines) == report
 
 
-@pytest.mark.parametrize("broken", ["layout", "now", "sizes", "a test", "scores", "too few"])
+@pytest.mark.parametrize(
+    "broken", ["layout", "fields", "now", "sizes", "a test", "scores", "short row", "too few"]
+)
 def test_lines_of_another_layout_are_refused(history_report: Report, broken: str) -> None:
     lines = list(report_lines(history_report, {}))
     head = json.loads(lines[0])
+    test = json.loads(lines[1])
     if broken == "layout":
         head["layout"] = 0
+    elif broken == "fields":  # a row of another dataclass's fields
+        head["fields"]["test"] = head["fields"]["test"][::-1]
     elif broken == "now":
         del head["now"]
     elif broken == "sizes":
@@ -73,9 +79,10 @@ def test_lines_of_another_layout_are_refused(history_report: Report, broken: str
     elif broken == "a test":
         lines[1] = json.dumps({"test_id": "x"})
     elif broken == "scores":
-        test = json.loads(lines[1])
-        test["scores"] = [1, 2]
+        test[FIELDS["test"].index("scores")] = [1, 2]
         lines[1] = json.dumps(test)
+    elif broken == "short row":
+        lines[1] = json.dumps(test[:3])
     else:
         lines = lines[:-1]
     lines[0] = json.dumps(head)

@@ -2,8 +2,8 @@
 
 `report_lines` keeps every field of the report, its tests, groups and suspects;
 `report_from_lines` rebuilds the same objects (equal field by field), or raises ValueError on
-lines it does not recognise. The head line names the layout version (LAYOUT): a reader of
-another layout treats the lines as absent.
+lines it does not recognise. The head line names the layout version (LAYOUT) and the fields
+of each row: a reader of another layout, or of other fields, treats the lines as absent.
 """
 
 from __future__ import annotations
@@ -23,63 +23,57 @@ from flaketui.core.scoring.results import (
     Verdict,
 )
 
-LAYOUT = 1
-
-_SCORE_FIELDS = tuple(f.name for f in dataclasses.fields(Scores))
-_SUSPECT_FIELDS = tuple(f.name for f in dataclasses.fields(Suspect))
+LAYOUT = 2
 
 
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
+def _names(kind: type[Any]) -> list[str]:
+    return [f.name for f in dataclasses.fields(kind)]
 
 
-def _time_from(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
+# Each test, group, score set and suspect is a row of values in its dataclass's field order;
+# the head line names the fields, and lines written with other fields are not read.
+FIELDS = {
+    "test": _names(TestVerdict),
+    "group": _names(GroupVerdict),
+    "scores": _names(Scores),
+    "suspect": _names(Suspect),
+}
+_FAILED_AT = FIELDS["scores"].index("last_failure_at")
 
 
-def _scores(scores: Scores) -> list[Any]:
-    values = [getattr(scores, name) for name in _SCORE_FIELDS]
-    values[_SCORE_FIELDS.index("last_failure_at")] = _time(scores.last_failure_at)
-    return values
-
-
-def _scores_from(values: list[Any]) -> Scores:
-    if len(values) != len(_SCORE_FIELDS):
-        raise ValueError("scores of another layout")
-    fields = dict(zip(_SCORE_FIELDS, values, strict=True))
-    fields["last_failure_at"] = _time_from(fields["last_failure_at"])
-    return Scores(**fields)
-
-
-def _suspects(causes: list[Suspect]) -> list[list[Any]]:
-    return [[getattr(s, name) for name in _SUSPECT_FIELDS] for s in causes]
-
-
-def _suspects_from(rows: list[list[Any]]) -> list[Suspect]:
-    return [Suspect(**dict(zip(_SUSPECT_FIELDS, row, strict=True))) for row in rows]
-
-
-def _item(item: TestVerdict | GroupVerdict) -> dict[str, Any]:
-    """One test or group: its fields, the scores and suspects as rows of values."""
-    out: dict[str, Any] = {}
-    for field in dataclasses.fields(item):
-        value = getattr(item, field.name)
-        if field.name == "scores":
-            value = _scores(value)
-        elif field.name == "causes":
-            value = _suspects(value)
-        elif field.name == "verdict":
+def _row(item: TestVerdict | GroupVerdict, names: list[str]) -> list[Any]:
+    """One test or group as a row of values, its scores and suspects rows too."""
+    row: list[Any] = []
+    for name in names:
+        value = getattr(item, name)
+        if name == "scores":
+            value = dataclasses.astuple(value)
+            failed_at = value[_FAILED_AT]
+            value = list(value)
+            value[_FAILED_AT] = None if failed_at is None else failed_at.isoformat()
+        elif name == "causes":
+            value = [dataclasses.astuple(suspect) for suspect in value]
+        elif name == "verdict":
             value = str(value)
-        out[field.name] = value
-    return out
+        row.append(value)
+    return row
 
 
-def _item_from(kind: type[TestVerdict] | type[GroupVerdict], data: dict[str, Any]) -> Any:
-    fields = dict(data)
-    fields["scores"] = _scores_from(fields["scores"])
-    fields["causes"] = _suspects_from(fields.get("causes", []))
-    fields["verdict"] = Verdict(fields["verdict"])
-    return kind(**fields)
+def _reader(kind: type[TestVerdict] | type[GroupVerdict], names: list[str]) -> Any:
+    """A function turning a row `_row` wrote back into a `kind`."""
+    at_scores, at_causes, at_verdict = (names.index(n) for n in ("scores", "causes", "verdict"))
+
+    def read(row: list[Any]) -> TestVerdict | GroupVerdict:
+        scores = row[at_scores]
+        failed_at = scores[_FAILED_AT]
+        if failed_at is not None:
+            scores[_FAILED_AT] = datetime.fromisoformat(failed_at)
+        row[at_scores] = Scores(*scores)
+        row[at_causes] = [Suspect(*suspect) for suspect in row[at_causes]]
+        row[at_verdict] = Verdict(row[at_verdict])
+        return kind(*row)
+
+    return read
 
 
 # The report's fields as the lines hold them: the head keeps the plain ones, a line each the
@@ -109,17 +103,19 @@ def report_lines(report: Report, head: Mapping[str, Any]) -> Iterator[str]:
             "now": report.now.isoformat(),
             **{name: getattr(report, name) for name in PLAIN_FIELDS},
             "sizes": {name: len(items) for name, items in lists.items()},
+            "fields": FIELDS,
         }
     )
-    for items in lists.values():
+    for name, items in lists.items():
+        names = FIELDS["test" if name == "tests" else "group"]
         for item in items:
-            yield json.dumps(_item(item), separators=(",", ":"))
+            yield json.dumps(_row(item, names), separators=(",", ":"))
 
 
 def read_head(line: str) -> dict[str, Any]:
     """The head line of `report_lines`; ValueError when it is not one of this layout."""
     head = json.loads(line)
-    if not isinstance(head, dict) or head.get("layout") != LAYOUT:
+    if not isinstance(head, dict) or head.get("layout") != LAYOUT or head.get("fields") != FIELDS:
         raise ValueError("not a report of this layout")
     return head
 
@@ -129,17 +125,19 @@ def report_from_lines(head: Mapping[str, Any], lines: Iterator[str]) -> Report:
     ValueError when they are not those of a report of this layout."""
     try:
         sizes = head["sizes"]
-
-        def items(kind: type[TestVerdict] | type[GroupVerdict], name: str) -> list[Any]:
-            return [_item_from(kind, json.loads(next(lines))) for _ in range(int(sizes[name]))]
-
-        tests = items(TestVerdict, "tests")
-        groups: dict[str, Any] = {name: items(GroupVerdict, name) for name in GROUP_LISTS}
+        read_test = _reader(TestVerdict, FIELDS["test"])
+        read_group = _reader(GroupVerdict, FIELDS["group"])
+        loads = json.loads
+        tests = [read_test(loads(next(lines))) for _ in range(int(sizes["tests"]))]
+        groups: dict[str, Any] = {
+            name: [read_group(loads(next(lines))) for _ in range(int(sizes[name]))]
+            for name in GROUP_LISTS
+        }
         return Report(
             now=datetime.fromisoformat(head["now"]),
             tests=tests,
             **groups,
             **{name: head[name] for name in PLAIN_FIELDS},
         )
-    except (KeyError, TypeError, ValueError, StopIteration, AttributeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, StopIteration, AttributeError) as exc:
         raise ValueError(f"not a report of this layout ({exc!r})") from None
