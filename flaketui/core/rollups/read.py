@@ -161,6 +161,36 @@ per_day AS (
     return sql, params
 
 
+def group_days(
+    conn: sqlite3.Connection, members: Mapping[int, str], window: Window
+) -> tuple[str, dict[str, Any]]:
+    """A `per_day (key, day, n, k)` CTE and its parameters for pooled groups (`members` maps
+    tests.id to a group key): each group's days in the window with the runs any member ran in
+    (n) and the runs any member was bad in (k), from the day rows' run lists (group_units)."""
+    groups = group_units(conn, members, window)
+    day_of = dict(
+        conn.execute(
+            "SELECT id, substr(ts, 1, 10) FROM runs WHERE ts > :start AND ts <= :now",
+            window.params,
+        )
+    )
+    rows: list[list[Any]] = []
+    for key, (runs, bad, _flaky, _failed) in groups.items():
+        counts: dict[str, list[int]] = {}
+        for run in runs:
+            counts.setdefault(day_of[run], [0, 0])[0] += 1
+        for run in bad:
+            counts[day_of[run]][1] += 1
+        rows += [[key, day, n, k] for day, (n, k) in counts.items()]
+    sql = """
+per_day AS (
+    SELECT json_extract(value, '$[0]') AS key, json_extract(value, '$[1]') AS day,
+        json_extract(value, '$[2]') AS n, json_extract(value, '$[3]') AS k
+    FROM json_each(:days)
+)"""
+    return sql, {"days": json.dumps(rows)}
+
+
 def _chain_rows(
     conn: sqlite3.Connection, kind: str, keys: Sequence[Any] | None, window: Window
 ) -> list[dict[str, Any]]:

@@ -565,6 +565,14 @@ FROM best
 """
 
 
+def _family_members(db: Connected, test_pks: Sequence[int]) -> dict[int, str]:
+    """tests.id -> parent for the tests of `test_pks` that belong to a family."""
+    sql = """SELECT id, parent FROM tests
+        WHERE id IN (SELECT value FROM json_each(?))
+          AND parent IN (SELECT parent FROM tests WHERE test_id <> parent)"""
+    return {int(pk): str(parent) for pk, parent in db.conn.execute(sql, (json.dumps(test_pks),))}
+
+
 def rate_changes(
     db: Connected,
     now: datetime,
@@ -579,16 +587,20 @@ def rate_changes(
 
     `kind`: "test" (keys tests.id), "family" (parent ids) or "signature" (hashes, with
     `members` mapping tests.id -> hash), over the counted runs of `test_pks` alone (the tests
-    with a failure, or the members of the groups with one). A test's days come from the day
-    rollups when they answer the window (one row per test and day instead of one per run);
-    families and signature groups pool runs across members, so theirs come from the raw rows.
+    with a failure, or the members of the groups with one). When the rollups answer the
+    window, a test's days come from its day rows and a group's from its members' run lists
+    (rollup_read.group_days); else every key's from the raw rows.
     """
     if not test_pks:
         return {}
     ensure_sql_functions(db.conn)
-    window = rollup_window(db, now, config, suite, branch_kind) if kind == "test" else None
+    window = rollup_window(db, now, config, suite, branch_kind)
     if window is not None:
-        per_day, params = rollup_read.test_days(db.conn, test_pks, window)
+        if kind == "test":
+            per_day, params = rollup_read.test_days(db.conn, test_pks, window)
+        else:
+            groups = members if kind == "signature" else _family_members(db, test_pks)
+            per_day, params = rollup_read.group_days(db.conn, groups or {}, window)
         sql = f"WITH {per_day},{_RATE_CHANGE}"
     else:
         cte, params = counted_runs_cte(
