@@ -183,6 +183,8 @@ def test_keys_prints_latencies_against_a_bare_table(
     for key in ("move", "page", "view", "all_move", "sort", "detail", "back", "bare_move"):
         assert out[f"{key}_ms"] > 0
     assert out["move_ratio"] > 0 and out["max_ms"] >= out["move_ms"]
+    for key in ("family_changes", "lifecycle_replay"):
+        assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
 
 
 def test_scale_copies_every_test_with_its_outcomes(
@@ -209,9 +211,6 @@ def test_scale_copies_every_test_with_its_outcomes(
     assert original and len(scaled) == 3 * len(original)
     for copy in ("", "copy1/", "copy2/"):
         assert {test: scaled[copy + test] for test in original} == original
-
-    for key in ("family_changes", "lifecycle_replay"):
-        assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
 
 
 def test_keys_core_only_needs_no_terminal(bench: Any, monkeypatch: Any, capsys: Any) -> None:
