@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SESSION = f"flaketui-smoke-{os.getpid()}"  # two runs at once never share one
 NOW = "2026-11-30T18:00:00Z"
 TIMEOUT_S = 90.0
+SELECTION = re.compile(r"^ [^\s\d]\S*::")
 FIRST_ROW = re.compile(r"^\s*1\s{2,}\S")
 
 
@@ -51,8 +52,10 @@ def wait_for(step: str, *needles: str) -> str:
 
 
 def selection_line(text: str) -> str:
-    """The line under the table that names the highlighted test."""
-    return text.rstrip("\n").splitlines()[-3]
+    """The line under the table that names the highlighted test: it starts with the test's
+    id (the table's rows start with their rank), and may wrap, as the key bar below it may."""
+    lines = [line for line in text.splitlines() if SELECTION.match(line)]
+    return lines[-1] if lines else ""
 
 
 def moved_to(before: str) -> None:
