@@ -231,3 +231,29 @@ def test_the_server_loses_the_database():
     assert rows(kept, "SELECT count(*) FROM results") == [(1,)]
     kept.unlink()
     kept.parent.rmdir()
+
+
+def test_a_server_incident_by_signature_prefix(pg_url: str) -> None:
+    """A hash prefix names one signature on the server; an unknown one is refused in a line."""
+    invoke(
+        "ingest",
+        pg_url,
+        REPORTS / "outage-unit.xml",
+        "--run-id",
+        "r-out",
+        "--timestamp",
+        "2026-11-22T10:00:00Z",
+        "--no-detect",
+    )
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        hashes = [h for (h,) in conn.execute("SELECT hash FROM signatures ORDER BY hash")]
+    assert hashes
+    out = invoke("incident", "add", pg_url, "by-sig", "--signature", hashes[0][:12])
+    assert "by-sig" in out
+    with psycopg.connect(pg_url) as conn:
+        (stored,) = conn.execute("SELECT signature FROM incidents WHERE tag = 'by-sig'").fetchone()
+    assert stored == hashes[0]
+    unknown = invoke("incident", "add", pg_url, "none", "--signature", "zzzz", code=1)
+    assert "no failure signature starting with 'zzzz'" in unknown

@@ -37,8 +37,8 @@ def _row_dict(row: PivotRow) -> dict[str, Any]:
     }
 
 
-def pivot_json(pivot: Pivot, *, now_was_clamped: bool) -> dict[str, Any]:
-    """The pivot as a JSON-ready dict."""
+def _head(pivot: Pivot | DimensionPivot, now_was_clamped: bool) -> dict[str, Any]:
+    """What both pivots' JSON starts with: the target, the clock and its run counts."""
     return {
         "key": pivot.key,
         "kind": pivot.kind,
@@ -48,6 +48,13 @@ def pivot_json(pivot: Pivot, *, now_was_clamped: bool) -> dict[str, Any]:
         "runs": pivot.runs,
         "bad_runs": pivot.bad_runs,
         "interrupted_runs": pivot.interrupted_runs,
+    }
+
+
+def pivot_json(pivot: Pivot, *, now_was_clamped: bool) -> dict[str, Any]:
+    """The pivot as a JSON-ready dict."""
+    return {
+        **_head(pivot, now_was_clamped),
         "by_worker_count": [
             {"worker_count": int(row.key), **_row_dict(row)} for row in pivot.by_worker_count
         ],
@@ -102,14 +109,7 @@ def _dimension_row(row: DimensionRow) -> dict[str, Any]:
 def dimension_pivot_json(pivot: DimensionPivot, *, now_was_clamped: bool) -> dict[str, Any]:
     """The dimension pivot as a JSON-ready dict."""
     return {
-        "key": pivot.key,
-        "kind": pivot.kind,
-        "members": pivot.members,
-        "now": to_iso(pivot.now),
-        "now_was_clamped": now_was_clamped,
-        "runs": pivot.runs,
-        "bad_runs": pivot.bad_runs,
-        "interrupted_runs": pivot.interrupted_runs,
+        **_head(pivot, now_was_clamped),
         "by": {dim: [_dimension_row(row) for row in rows] for dim, rows in pivot.by.items()},
         "causes": [suspect_dict(s) for s in pivot.suspects],
     }

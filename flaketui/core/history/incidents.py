@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import shlex
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlite_utils
 
@@ -103,15 +104,19 @@ def set_incident(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | No
     return len(pks)
 
 
-def _resolve_signature(conn: sqlite3.Connection, text: str) -> str:
-    """The full signature hash for a hash or a unique prefix of one."""
+def _first_two(conn: sqlite3.Connection, prefix: str) -> list[Any]:
+    sql = "SELECT hash FROM signatures WHERE substr(hash, 1, ?) = ? ORDER BY hash LIMIT 2"
+    return conn.execute(sql, (len(prefix), prefix)).fetchall()
+
+
+def resolve_signature(text: str, first_two: Callable[[str], Sequence[Sequence[Any]]]) -> str:
+    """The full signature hash for a hash or a unique prefix of one; `first_two(prefix)` gives
+    the first two hashes (as rows) that start with the prefix, from whichever history holds
+    them (the file, or a server)."""
     prefix = text.strip().lower()
     if not prefix:
         raise IncidentError("empty signature")
-    rows = conn.execute(
-        "SELECT hash FROM signatures WHERE substr(hash, 1, ?) = ? ORDER BY hash LIMIT 2",
-        (len(prefix), prefix),
-    ).fetchall()
+    rows = first_two(prefix)
     if not rows:
         raise IncidentError(f"no failure signature starting with {text!r}")
     if len(rows) > 1:
@@ -208,7 +213,11 @@ def add_incident(
     tag, start_ts, end_ts = incident_rule(tag, start=start, end=end, signature=signature)
     conn = db.conn
     with transaction(conn):
-        full_hash = _resolve_signature(conn, signature) if signature is not None else None
+        full_hash = (
+            resolve_signature(signature, lambda prefix: _first_two(conn, prefix))
+            if signature is not None
+            else None
+        )
         matched = _matching_runs(conn, start=start_ts, end=end_ts, signature=full_hash)
         free, other = split_matched(matched, tag)
         conn.execute(

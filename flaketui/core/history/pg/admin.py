@@ -17,6 +17,7 @@ from flaketui.core.history.incidents import (
     IncidentError,
     incident_change,
     incident_rule,
+    resolve_signature,
     split_matched,
 )
 from flaketui.core.history.prune import PruneError
@@ -25,19 +26,9 @@ from flaketui.core.timeutil import to_iso, utc_now
 INCIDENT_LOCK = 0x666C6963  # the push's incident lock: rules change one writer at a time
 
 
-def _resolve_signature(pg: Any, text: str) -> str:
-    prefix = text.strip().lower()
-    if not prefix:
-        raise IncidentError("empty signature")
-    rows = pg.execute(
-        "SELECT hash FROM signatures WHERE left(hash, %s) = %s ORDER BY hash LIMIT 2",
-        (len(prefix), prefix),
-    ).fetchall()
-    if not rows:
-        raise IncidentError(f"no failure signature starting with {text!r}")
-    if len(rows) > 1:
-        raise IncidentError(f"signature prefix {text!r} is ambiguous; give more characters")
-    return str(rows[0][0])
+def _first_two(pg: Any, prefix: str) -> list[Any]:
+    sql = "SELECT hash FROM signatures WHERE left(hash, %s) = %s ORDER BY hash LIMIT 2"
+    return list(pg.execute(sql, (len(prefix), prefix)).fetchall())
 
 
 def _matching(
@@ -80,7 +71,11 @@ def add_server_incident(
     tag, start_ts, end_ts = incident_rule(tag, start=start, end=end, signature=signature)
     with pg.transaction():
         pg.execute("SELECT pg_advisory_xact_lock(%s)", (INCIDENT_LOCK,))
-        full = _resolve_signature(pg, signature) if signature is not None else None
+        full = (
+            resolve_signature(signature, lambda prefix: _first_two(pg, prefix))
+            if signature is not None
+            else None
+        )
         matched = _matching(pg, start_ts, end_ts, full, None)
         free, other = split_matched(matched, tag)
         pg.execute(
