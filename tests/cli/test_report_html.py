@@ -43,6 +43,29 @@ def hostile_history(path: Path) -> Path:
     return path
 
 
+VICTIM_ID = "tests/test_v.py::test_victim[<b>x</b>]"
+
+
+def cause_history(path: Path) -> Path:
+    """Two tests failing in the same runs (one leak, two victims) and a test that fails only
+    under four workers, beside steady tests."""
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    for day in range(40):
+        workers = 4 if day % 2 else 1
+        run = hb.run(ts=T0 + timedelta(hours=12 * day), worker_count=workers)
+        leak = ["fail", "pass"] if day % 5 == 2 else ["pass"]
+        run.result("tests/test_leak.py::test_reads_cache", leak, message="stale cache entry")
+        run.result(VICTIM_ID, leak, message="stale cache entry: <b>")
+        crowded = ["fail", "pass"] if workers == 4 and day % 5 != 2 else ["pass"]
+        run.result("tests/test_w.py::test_port", crowded, message="address already in use")
+        for steady in range(6):
+            run.result(f"tests/test_s.py::test_{steady}", ["pass"])
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+    return path
+
+
 @pytest.fixture
 def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     work = tmp_path / "work"
@@ -165,3 +188,35 @@ def test_size_for_a_thousand_tests(
     page = target.read_bytes()
     assert page.count(b"<tr data-verdict=") >= 950  # every listed test is in the table
     assert len(page) <= MAX_BYTES_1000_TESTS
+
+
+def section(raw: str, name: str) -> Page:
+    """One `<section id=name>` of the page, parsed."""
+    start = raw.index(f'<section id="{name}">')
+    return parse(raw[start : raw.index("</section>", start) + len("</section>")])
+
+
+def test_likely_causes_and_tests_failing_together(runner: CliRunner, tmp_path: Path) -> None:
+    raw = render_html(runner, cause_history(tmp_path / "h.db"))
+    # The ranked list names each test's first suspect, its figures in the tooltip.
+    ranked = raw[raw.index('<section id="ranked">') : raw.index('<section id="regressions">')]
+    rows = ranked.split("<tr data-verdict=")[1:]
+    port = next(row for row in rows if "test_port" in row)
+    assert ">4 workers</td>" in port and 'title="' in port and "bad of" in port
+    leak = next(row for row in rows if "test_reads_cache" in row)
+    assert 'data-label="cause" class="nocause">-</td>' in leak
+    # The two victims of one leak are one group; the crowded test is not in it.
+    together = section(raw, "cofailures")
+    text = "".join(together.text)
+    assert "tests/test_leak.py::test_reads_cache" in text
+    assert VICTIM_ID in text
+    assert "test_port" not in text
+    assert "b" not in [tag for tag, _attrs in together.tags]  # an id's markup stays text
+    # The detail of the crowded test lists its suspect in words.
+    details = "".join(section(raw, "details").text)
+    assert "Likely causes" in details and "4 workers: " in details
+
+
+def test_nothing_failing_together_says_so(runner: CliRunner, tmp_path: Path) -> None:
+    together = section(render_html(runner, hostile_history(tmp_path / "h.db")), "cofailures")
+    assert "No flaky tests fail together." in "".join(together.text)

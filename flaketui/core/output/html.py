@@ -4,12 +4,13 @@ Everything is inline (CSS, SVG, a few lines of JavaScript that sort and filter t
 Content-Security-Policy forbids the page any request, so it opens offline and leaks nothing.
 Every string from CI (test ids, messages, owners, reasons, commits, run ids) goes through
 `html.escape` and shows as text. Contents: the header (as of, window, tests per verdict); every
-listed test, ranked, with its owner, reason and a 30-day sparkline of its score; the regressions
-with their change point; a heatmap of the outcomes of the regressed tests and the top flaky
+listed test, ranked, with its owner, likely cause, reason and a 30-day sparkline of its score;
+the regressions with their change point; the flaky tests that fail in the same runs, grouped,
+with the cause they share; a heatmap of the outcomes of the regressed tests and the top flaky
 tests (HEATMAP_TESTS in all) over their last HEATMAP_RUNS runs; and for the first DETAIL_TESTS
-of them, their failure signatures and the Wilson interval of their failure rate per worker count
-and worker id. The page grows by under a kilobyte per listed test (a 1 000-test history is well
-under 2 MB); the per-test sections are capped.
+of them, their suspects, failure signatures and the Wilson interval of their failure rate per
+worker count and worker id. The page grows by under a kilobyte per listed test (a 1 000-test
+history is well under 2 MB); the per-test and per-group sections are capped.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from flaketui.core.scoring.detail import (
 )
 from flaketui.core.scoring.pivot import Pivot, PivotRow, worker_pivot
 from flaketui.core.scoring.report import VERDICT_ORDER
-from flaketui.core.scoring.results import Report, TestVerdict, Verdict
+from flaketui.core.scoring.results import GroupVerdict, Report, Suspect, TestVerdict, Verdict
 from flaketui.core.timeutil import to_iso
 
 HEATMAP_TESTS = 40
@@ -36,6 +37,8 @@ REGRESSIONS_SHOWN = 10  # of HEATMAP_TESTS
 HEATMAP_RUNS = 60
 DETAIL_TESTS = 25
 SIGNATURES_SHOWN = 5
+CAUSES_SHOWN = 5
+COFAILURE_MEMBERS_SHOWN = 8
 EXAMPLE_CHARS = 600
 COMMIT_CHARS = 12
 SPARK_WIDTH, SPARK_HEIGHT = 90, 18
@@ -95,6 +98,7 @@ margin:.2rem 0;max-height:12rem;overflow:auto;font-size:.85em}
 .plot line.axis{stroke:var(--line)}.plot line.ci{stroke:var(--fg);stroke-width:2}
 .plot circle{fill:var(--regression)}.plot text{font-size:11px;fill:var(--muted)}
 .empty{color:var(--muted);font-style:italic}
+ul.members{margin:0;padding-left:1rem}ul.suspects{margin:.2rem 0;padding-left:1.2rem}
 .plots{display:flex;flex-wrap:wrap;gap:0 2rem}h4{margin:.6rem 0 .2rem;font-size:.92rem}
 @media (max-width:700px){body{padding:.5rem;font-size:13px}
 .wide{display:none}.heat{grid-template-columns:1fr}.counts li{min-width:5.5rem}
@@ -104,6 +108,7 @@ margin:.2rem 0;max-height:12rem;overflow:auto;font-size:.85em}
 border-bottom:1px solid var(--line)}
 #tests tbody tr:nth-child(even){background:var(--alt)}
 #tests td{border:0;padding:0;background:none}
+#tests td.nocause{display:none}
 #tests td.id{flex:1 1 calc(100% - 3rem);min-width:0}#tests td.reason{flex-basis:100%;min-width:0}
 #tests td[data-label]::before{content:attr(data-label) " ";color:var(--muted)}}
 @media print{.controls{display:none}th{position:static}body{max-width:none;padding:0;
@@ -202,6 +207,7 @@ def render_html(
         *_header(report, counts),
         *_test_table(tests, threshold, anchors),
         *_regressions(report.tests, anchors),
+        *_cofailures(report.cofailures, anchors),
         *_heatmap(details),
         *_details(details),
         f"<script>{SCRIPT}</script>",
@@ -278,6 +284,7 @@ def _test_table(
             f'<td class="num" data-label="flaky">{scores.flaky_runs}</td>'
             f'<td class="num wide">{scores.failed_runs}</td>'
             f'<td data-label="owner">{e(test.owner or "-")}</td>'
+            f"<td{_cause_cell(test.causes)}</td>"
             f'<td class="wide">{sparkline_svg(test.daily_scores, threshold)}</td>'
             f'<td class="reason">{e(test.reason)}</td></tr>'
         )
@@ -294,11 +301,73 @@ def _test_table(
         '<th class="num wide" data-sort="num">Score</th><th class="num" data-sort="num">Runs</th>'
         '<th class="num" data-sort="num">Flaky</th>'
         '<th class="num wide" data-sort="num">Bad</th><th data-sort="text">Owner</th>'
-        '<th class="wide">Trend (30 d)</th><th data-sort="text">Reason</th></tr></thead><tbody>',
+        '<th data-sort="text">Likely cause</th><th class="wide">Trend (30 d)</th>'
+        '<th data-sort="text">Reason</th></tr></thead><tbody>',
         *rows,
         "</tbody></table></div>",
         "" if rows else '<p class="empty">No tests with counted runs in the window.</p>',
         "</section>",
+    ]
+
+
+def suspect_text(suspect: Suspect) -> str:
+    """One suspect in words: its rate under the value against the rest of the runs."""
+    return (
+        f"{suspect.bad} bad of {suspect.runs} runs ({suspect.rate:.0%}) against "
+        f"{suspect.rest_rate:.0%} in the other {suspect.rest_runs}, adjusted p "
+        f"{suspect.p_value:.2g}"
+    )
+
+
+def _cause_cell(causes: Sequence[Suspect]) -> str:
+    """The attributes and text of a "Likely cause" cell: the first suspect, its figures in the
+    tooltip; a dash where no dimension stands out."""
+    if not causes:
+        return ' data-label="cause" class="nocause">-'
+    first = causes[0]
+    return f' data-label="cause" title="{e(suspect_text(first))}">{e(first.label)}'
+
+
+def _cofailures(groups: Sequence[GroupVerdict], anchors: dict[str, str]) -> list[str]:
+    """Flaky tests that fail in the same runs: one leak or one broken dependency, many victims."""
+    head = [
+        '<section id="cofailures"><h2>Failing together</h2>',
+        '<p class="meta">Flaky tests whose failures fall in the same runs, ranked by the damage '
+        "they do together: often one cause (shared state, a service) behind many tests.</p>",
+    ]
+    if not groups:
+        return [*head, '<p class="empty">No flaky tests fail together.</p></section>']
+    rows = []
+    for group in groups:
+        names = []
+        for test_id in group.members[:COFAILURE_MEMBERS_SHOWN]:
+            name = breakable(test_id)
+            if test_id in anchors:
+                name = f'<a href="#{anchors[test_id]}">{name}</a>'
+            names.append(f"<li>{name}</li>")
+        more = len(group.members) - COFAILURE_MEMBERS_SHOWN
+        if more > 0:
+            names.append(f'<li class="meta">and {more} more</li>')
+        shown = "-" if group.rank is None else str(group.rank)
+        rows.append(
+            f'<tr><td class="num" data-v="{group.rank or ""}">{shown}</td>'
+            f'<td class="id"><ul class="members">{"".join(names)}</ul></td>'
+            f'<td class="num">{len(group.members)}</td>'
+            f'<td class="num">{group.scores.damage:.3f}</td>'
+            f'<td class="num">{group.scores.flaky_runs}</td>'
+            f"<td{_cause_cell(group.causes)}</td>"
+            f'<td class="reason">{e(group.reason)}</td></tr>'
+        )
+    return [
+        *head,
+        '<div class="scroll"><table class="sortable"><thead><tr>'
+        '<th class="num" data-sort="num">Rank</th><th>Tests</th>'
+        '<th class="num" data-sort="num">Size</th><th class="num" data-sort="num">Damage</th>'
+        '<th class="num" data-sort="num">Flaky runs</th>'
+        '<th data-sort="text">Shared cause</th><th data-sort="text">Reason</th></tr></thead>'
+        "<tbody>",
+        *rows,
+        "</tbody></table></div></section>",
     ]
 
 
@@ -430,6 +499,11 @@ def _details(details: Sequence[TestDetail]) -> list[str]:
             f'<p class="meta"><span class="v-{e(test.verdict)}">{e(test.verdict)}</span> · '
             f"{e(test.reason)} · owner {e(test.owner or '-')}</p>"
         )
+        if test.causes:
+            out.append('<h4>Likely causes</h4><ul class="suspects">')
+            for suspect in test.causes[:CAUSES_SHOWN]:
+                out.append(f"<li><b>{e(suspect.label)}</b>: {e(suspect_text(suspect))}</li>")
+            out.append("</ul>")
         if detail.signatures:
             out.append("<h4>Failure signatures</h4><ol>")
             for sig in detail.signatures[:SIGNATURES_SHOWN]:
