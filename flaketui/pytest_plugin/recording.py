@@ -24,6 +24,11 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file
   --collect-only, --setup-only and --setup-plan sessions record nothing.
 - A failure message is "<ExcType>: <crash message>", a blank line, then pytest's long report
   (its last LONG_REPORT_MAX_CHARS when longer); passes and skips store no message.
+- pytest chooses its rootdir and config file before plugins add their options, so it takes a
+  word after ``--flaketui-db`` for a test path: a history outside the directory pytest starts in,
+  given as ``--flaketui-db PATH``, would move the rootdir (and with it every test id) to a
+  common parent and hide the project's config file. Such a command stops with a usage error that
+  asks for ``--flaketui-db=PATH``, which pytest reads as one word.
 - Writing problems after start-up (locked beyond the busy timeout, disk full) warn once and
   never fail the session; unwritten attempts are retried at session end.
 - Cost (the target: under 5 % of a 5 000-test suite): the history is opened with plain sqlite3
@@ -36,13 +41,15 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import platform
+import shlex
 import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +108,12 @@ def register_recorder(config: pytest.Config) -> None:
         config.pluginmanager.register(ExceptionTypeAnnotator(), ANNOTATOR_PLUGIN_NAME)
         config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
         return
+    misread = misread_history_word(config.invocation_params.args, config.invocation_params.dir)
+    if misread is not None:
+        raise pytest.UsageError(
+            f"flaketui: write --flaketui-db={misread} (with '='): given as a separate word, "
+            "pytest takes a path outside this directory for a test path and moves its rootdir"
+        )
     # A command-line path is relative to where pytest was started, an ini one to the ini file.
     base = config.invocation_params.dir
     if not config.getoption("flaketui_db", None) and config.inipath is not None:
@@ -113,6 +126,30 @@ def register_recorder(config: pytest.Config) -> None:
     config.pluginmanager.register(recorder, RECORDER_PLUGIN_NAME)
     # Under xdist the controller runs no test and its tracker stays idle.
     config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
+
+
+def misread_history_word(args: Sequence[str], invocation_dir: Path) -> str | None:
+    """The history path written as a separate word after --flaketui-db (in the arguments or
+    PYTEST_ADDOPTS) whose directory is not invocation_dir, or None.
+
+    pytest reads such a word as a test path when it looks for its rootdir and config file (only
+    when the file exists, so the first recording would go right and the next ones wrong: the
+    rule does not wait for the file). A path in the directory itself changes nothing, and a
+    server URL is never a path.
+    """
+    try:
+        words = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *args]
+    except ValueError:  # unbalanced quotes: pytest itself stops on them first
+        words = list(args)
+    for flag, value in itertools.pairwise(words):
+        if flag != "--flaketui-db" or value.startswith("-"):
+            continue
+        if value.lower().startswith(("postgresql://", "postgres://")):
+            continue
+        here = Path(invocation_dir).resolve()
+        if (here / Path(value).expanduser()).resolve().parent != here:
+            return value
+    return None
 
 
 def _open_for_recording(

@@ -251,6 +251,57 @@ def test_ini_options_record_relative_to_the_ini_file(
     assert outcomes(db) == {"test_one.py::test_ok": ["pass"]}
 
 
+def test_a_history_outside_given_as_a_separate_word_is_refused(
+    pytester: pytest.Pytester,
+) -> None:
+    # pytest would take the word for a test path and move its rootdir to a common parent,
+    # renaming every test and hiding the project's config: refused before anything is written.
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    outside = pytester.path.parent / f"{pytester.path.name}-ci" / "h.db"
+    outside.parent.mkdir()
+    refused = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--flaketui-db", str(outside))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"*flaketui: write --flaketui-db={outside} (with '=')*"])
+    assert "Traceback" not in refused.stderr.str()
+    assert not outside.exists()
+    # With '=' pytest reads one word: both recordings (the second into an existing file, which
+    # is when pytest would misread it) name the test from the project's own rootdir.
+    for _ in range(2):
+        pytester.runpytest_subprocess(*PLUGIN_ARGS, f"--flaketui-db={outside}").assert_outcomes(
+            passed=1
+        )
+    assert outcomes(outside) == {"test_one.py::test_ok": ["pass", "pass"]}
+    again = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--flaketui-db", str(outside))
+    assert again.ret == pytest.ExitCode.USAGE_ERROR
+    assert len(runs(outside)) == 2
+
+
+@pytest.mark.parametrize(
+    ("words", "addopts", "misread"),
+    [
+        (["--flaketui-db", "history.db"], "", None),  # in the directory pytest starts in
+        (["--flaketui-db", "./history.db", "-q"], "", None),
+        (["--flaketui-db", "../ci/history.db"], "", "../ci/history.db"),
+        (["--flaketui-db", "sub/history.db"], "", "sub/history.db"),
+        (["--flaketui-db=../ci/history.db"], "", None),  # one word
+        (["--flaketui-db", "postgresql://ci@db:5432/flaky"], "", None),
+        (["-q"], "--flaketui-db /tmp/elsewhere/h.db", "/tmp/elsewhere/h.db"),
+        (["--flaketui-suite", "../x"], "", None),
+    ],
+)
+def test_which_history_words_pytest_would_misread(
+    words: list[str],
+    addopts: str,
+    misread: str | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flaketui.pytest_plugin.recording import misread_history_word
+
+    monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+    assert misread_history_word(words, tmp_path) == misread
+
+
 def test_inactive_without_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_one="def test_ok():\n    pass\n")
     before = set(pytester.path.iterdir())
