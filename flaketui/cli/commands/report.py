@@ -20,6 +20,7 @@ from flaketui.core.output.html import collect_details, render_html
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.scoring.causes import attach_causes
 from flaketui.core.scoring.report import build_report
+from flaketui.core.scoring.uncounted import empty_report_note, set_aside
 from flaketui.core.timeutil import parse_iso
 
 
@@ -74,6 +75,10 @@ def report_command(
         )
         report = attach_causes(history, report, config)
         note = stale_note(history, config.mask_patterns)
+        if not report.tests:
+            counts = set_aside(history, report.now, config, suite, branch_kind)
+            empty = empty_report_note(counts)
+            note = empty if note is None else f"{note}\n{empty}" if empty else note
         threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
         if fmt == "html":
             details = collect_details(history, report, config)
