@@ -87,10 +87,14 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-def _record(pytester: pytest.Pytester, db: Path, sessions: list[list[str]]) -> None:
+def _record(
+    pytester: pytest.Pytester, db: Path, sessions: list[list[str]], *, fresh: bool = False
+) -> None:
     for args in sessions:
-        # Serial sessions in process (pytester restores sys.modules and sys.path after each).
-        run = pytester.runpytest_subprocess if "-n" in args else pytester.runpytest
+        # Serial sessions in process unless `fresh` (pytester restores sys.modules and sys.path
+        # after each): a fresh process per session, as in CI, pays for what pytest imports on
+        # a session's first failure.
+        run = pytester.runpytest_subprocess if "-n" in args or fresh else pytester.runpytest
         run(
             # One argument: pytest takes a separate option value that names an existing file
             # for a path when it looks for the rootdir.
@@ -175,7 +179,10 @@ def test_a_random_failure_is_non_deterministic_with_its_rate(
     _project(pytester, RANDOM)
     monkeypatch.setenv("FLAKY_COUNTER", str(tmp_path_factory.mktemp("c") / "count"))
     db = tmp_path_factory.mktemp("h") / "history.db"
-    _record(pytester, db, [[] for _ in range(9)])
+    # Enough sessions, each in its own process, for a false suspect to reach significance: a
+    # failing attempt takes longer than a passing one (pytest imports what it needs to report
+    # the failure, then formats it), which is no cause.
+    _record(pytester, db, [[] for _ in range(24)], fresh=True)
     assert _top_suspect(db, "test_coin.py::test_coin") is None
     found = _diagnose(pytester, db, "test_coin.py::test_coin")
     assert found["label"] == "non-deterministic"

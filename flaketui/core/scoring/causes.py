@@ -10,7 +10,11 @@ Dimensions:
 - hour: the run's hour of day, UTC ("07");
 - worker_id: the worker of the first attempt ('' in a serial run);
 - duration: the first attempt's band against the test's own median duration in the window
-  (DURATION_BANDS), or "near timeout" when it used NEAR_TIMEOUT_SHARE of a known timeout;
+  (DURATION_BANDS), or "near timeout" when it used NEAR_TIMEOUT_SHARE of a known timeout. An
+  attempt less than SLOW_MIN_EXCESS_MS over the median stays in the first band whatever the
+  ratio: a failing attempt takes longer than a passing one because pytest imports what it
+  needs to report the failure and then formats it (tens of milliseconds, several times a
+  fast test's median), which would make every random flake look slow;
 - predecessor: every test that ran before the first attempt on the same worker in the same
   run (recorded by the pytest plugin; reports do not say), at most the MAX_ORDER_RUNS newest
   runs. A polluter need not run just before its victim.
@@ -59,7 +63,8 @@ DIMENSIONS = (
     "predecessor",
 )
 # Upper edges (as multiples of the test's median duration) and names of the duration bands.
-DURATION_BANDS = ((1.0, "<=median"), (2.0, "1-2x median"), (4.0, "2-4x median"))
+DURATION_BANDS = ((1.0, "near median"), (2.0, "1-2x median"), (4.0, "2-4x median"))
+SLOW_MIN_EXCESS_MS = 1_000
 SLOWEST_BAND = ">4x median"
 NEAR_TIMEOUT = "near timeout"
 NEAR_TIMEOUT_SHARE = 0.9
@@ -132,8 +137,10 @@ def duration_band(duration_ms: int, median_ms: float | None, timeout_ms: int | N
     """The duration band of one attempt (see DURATION_BANDS and NEAR_TIMEOUT)."""
     if timeout_ms and duration_ms >= NEAR_TIMEOUT_SHARE * timeout_ms:
         return NEAR_TIMEOUT
+    if duration_ms - (median_ms or 0.0) < SLOW_MIN_EXCESS_MS:
+        return DURATION_BANDS[0][1]
     if not median_ms:
-        return DURATION_BANDS[0][1] if duration_ms <= 0 else SLOWEST_BAND
+        return SLOWEST_BAND
     ratio = duration_ms / median_ms
     for edge, name in DURATION_BANDS:
         if ratio <= edge:
