@@ -15,10 +15,11 @@ from click.testing import CliRunner
 
 from flaketui.cli.group import cli
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import open_history, transaction
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.output.formats import COFAILURE_KEYS
+from flaketui.core.rollups import build as rollups
 from flaketui.core.scoring.cofailure import (
     COFAILURE_MIN_SHARED,
     MAX_BAD_TESTS_PER_RUN,
@@ -123,12 +124,15 @@ def test_the_pairing_rule(tmp_path: Path) -> None:
     groups = cofailure_groups(db, pks, NOW, Config())
     by_id = {test: pk for pk, test in pks.items()}
     assert groups == [[by_id[first], by_id[second]]]
-    # One shared run fewer than the minimum, and the pair is not linked.
+    # One shared run fewer than the minimum, and the pair is not linked (the rows are edited
+    # in place, so the rollups are rebuilt from them).
     db.conn.execute(
         "UPDATE results SET outcome = 'pass' WHERE run = (SELECT id FROM runs WHERE run_id = 'r0')"
     )
     db.conn.execute("UPDATE test_runs SET bad = 0, outcome = 'pass' WHERE run = "
                     "(SELECT id FROM runs WHERE run_id = 'r0')")  # fmt: skip
+    with transaction(db.conn):
+        rollups.rebuild(db.conn)
     assert cofailure_groups(db, pks, NOW, Config()) == []
 
 

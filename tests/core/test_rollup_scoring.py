@@ -26,10 +26,12 @@ from flaketui.core.config import Config
 from flaketui.core.history.store import open_history, transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups.evidence import Evidence
+from flaketui.core.scoring import cofailure
 from flaketui.core.scoring.aggregates import (
     per_family_evidence,
     per_signature_evidence,
     per_test_evidence,
+    rate_changes,
     signature_counts,
 )
 from flaketui.core.scoring.report import build_report
@@ -111,6 +113,37 @@ def assert_same_report(fast: Report, raw: Report) -> None:
                     assert _same(a, b), (kind, got.key, field.name, a, b)
 
 
+def assert_same_onsets(
+    db: sqlite_utils.Database,
+    now: datetime,
+    config: Config,
+    tests: dict[int, Evidence],
+    members: dict[int, str],
+    where: dict[str, str] | None = None,
+) -> None:
+    """The daily rate change of the failing tests, of the families and of the `members`'
+    groups, and the co-failure groups of the failing tests, as the raw-row scorer finds them
+    (`tests`: per_test_evidence of the same request)."""
+    where = where or {}
+    failing = sorted(pk for pk, ev in tests.items() if ev.failed_runs)
+    for kind, pks, groups in (
+        ("test", failing, None),
+        ("family", sorted(tests), None),
+        ("signature", sorted(members), members),
+    ):
+        fast, raw = both(
+            lambda: rate_changes(db, now, config, kind, pks, members=groups, **where)  # noqa: B023
+        )
+        assert fast.keys() == raw.keys(), kind
+        for key, expected in raw.items():
+            got = dataclasses.asdict(fast[key])
+            for name, value in dataclasses.asdict(expected).items():
+                assert _same(got[name], value), (kind, key, name, got[name], value)
+    named = {pk: f"t{pk:04d}" for pk in failing}
+    found, raw_found = both(lambda: cofailure.cofailure_groups(db, named, now, config, **where))
+    assert found == raw_found
+
+
 def assert_everything_agrees(db: sqlite_utils.Database, now: datetime, config: Config) -> int:
     """Evidence of tests, families, groups, signature counts, series and the whole report."""
     tests, raw_tests = both(lambda: per_test_evidence(db, now, config))
@@ -123,6 +156,7 @@ def assert_everything_agrees(db: sqlite_utils.Database, now: datetime, config: C
     for pk, sig_hash, *_ in sorted(raw_counts, key=lambda c: (c[3], c[4], c[1])):
         members[pk] = sig_hash  # the most frequent, then latest, then highest hash wins
     assert_same_evidence(*both(lambda: per_signature_evidence(db, members, now, config)))
+    assert_same_onsets(db, now, config, raw_tests, members)
     ids = [str(t) for (t,) in db.conn.execute("SELECT test_id FROM tests ORDER BY id")]
     series, raw_series = both(
         lambda: daily_recency_scores(db, ids, now=now, days=30, config=config)
@@ -172,6 +206,7 @@ def _assert_filter_agrees(
     assert sorted(counts) == sorted(raw_counts)
     members = {pk: "g" + str(pk % 3) for pk in raw_tests}
     assert_same_evidence(*both(lambda: per_signature_evidence(db, members, now, config, **where)))
+    assert_same_onsets(db, now, config, raw_tests, members, where)
     assert_same_report(*both(lambda: build_report(db, now=now, config=config, **where)))
     return len(raw_tests)
 
@@ -349,6 +384,32 @@ def test_recency_sums_re_anchor_when_the_history_moves_on(
     assert rollups.test_base(db.conn, ahead, config) is not None
     assert_everything_agrees(db, ahead, config)
     assert_maintained(db)
+
+
+def test_crowded_runs_leave_the_pairing_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs where more tests failed than the pairing takes are left out alike: a and b fail
+    together in uncrowded runs, c, d and e only in crowded ones (the limit shrunk to 3)."""
+    monkeypatch.setattr(cofailure, "MAX_BAD_TESTS_PER_RUN", 3)
+    db = open_history(tmp_path / "h.db")
+    hb = HistoryBuilder(db)
+    names = [f"tests/test_c.py::test_{letter}" for letter in "abcdef"]
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    for index in range(24):
+        run = hb.run(ts=start + timedelta(hours=7 * index), branch_kind=("main", "pr")[index % 2])
+        failing = {0: "ab", 1: "abcde"}.get(index % 4, "f" if index % 3 else "")
+        for letter, name in zip("abcdef", names, strict=True):
+            run.result(name, ["fail" if letter in failing else "pass"])
+    _with_rollups(db)
+    now = start + timedelta(days=7, hours=3)
+    config = Config(window_days=10)
+    pks = dict(db.conn.execute("SELECT id, test_id FROM tests").fetchall())
+    found, raw = both(lambda: cofailure.cofailure_groups(db, pks, now, config))
+    assert found == raw
+    assert [[pks[pk] for pk in group] for group in found] == [names[:2]]
+    for where in FILTERS:
+        assert_same_onsets(db, now, config, per_test_evidence(db, now, config, **where), {}, where)
 
 
 def test_other_half_life_falls_back_to_raw_rows(sample: sqlite_utils.Database) -> None:
@@ -675,6 +736,7 @@ def test_a_reader_racing_a_deferring_writer_gets_raw_scorer_results(tmp_path: Pa
         assert not rollups.answers(reader.conn, config)
         assert rollups.test_base(reader.conn, now, config) is None
         assert_everything_agrees(reader, now, config)
+        assert_filtered_agrees(reader, now, config)
         if index % 2:
             reader.conn.execute("BEGIN")
             reader.conn.execute("SELECT count(*) FROM runs").fetchone()

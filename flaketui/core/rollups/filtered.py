@@ -26,7 +26,15 @@ from flaketui.core.config import Config
 from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups import sql as q
 from flaketui.core.rollups.evidence import Evidence
-from flaketui.core.rollups.read import Window, WindowRun, group_units, window_runs
+from flaketui.core.rollups.read import (
+    DayCounts,
+    Window,
+    WindowRun,
+    edge_test_days,
+    group_units,
+    merge_days,
+    window_runs,
+)
 
 
 def _run_filter(suite: str | None, branch_kind: str | None) -> str:
@@ -285,6 +293,98 @@ def family_evidence(
         if ev is not None:
             out[parent] = ev
     return out
+
+
+def test_days(
+    conn: sqlite3.Connection,
+    window: Window,
+    config: Config,
+    test_pks: Iterable[int],
+    suite: str | None,
+    branch_kind: str | None,
+) -> DayCounts:
+    """Each test's days with a counted run of the suite and/or branch kind, with its runs and
+    bad runs there (read.DayCounts): the entries of the day rows' run lists that pass the
+    filter, the partial edge days from the filtered raw rows."""
+    keys = sorted(set(test_pks))
+    if not keys:
+        return {}
+    kept = frozenset(window_runs(conn, window, config, suite, branch_kind))
+    out: DayCounts = {}
+    for test, day, runs, bad in conn.execute(
+        "SELECT test, day, run_list, bad_list FROM test_day_seq"
+        " WHERE test IN (SELECT value FROM json_each(:keys))"
+        " AND day >= :lo_day AND day <= :hi_day",
+        {**window.params, "keys": json.dumps(keys)},
+    ):
+        count = len(kept.intersection(_ids(runs)))
+        if count:
+            out.setdefault(test, []).append((day, count, len(kept.intersection(_ids(bad)))))
+    params = {"suite": suite, "branch_kind": branch_kind}
+    edges = edge_test_days(conn, keys, window, _run_filter(suite, branch_kind), params)
+    return merge_days(out, edges)
+
+
+def run_sets(
+    conn: sqlite3.Connection,
+    window: Window,
+    config: Config,
+    test_pks: Iterable[int],
+    suite: str | None = None,
+    branch_kind: str | None = None,
+    *,
+    bad_only: bool = False,
+) -> dict[int, tuple[set[int], set[int]]]:
+    """Per test: the counted runs of the window it ran in and was bad in, of the suite and/or
+    branch kind when given (the day rows' run lists, the partial edge days from the raw
+    rows). `bad_only`: the bad runs alone (the first set is then empty), read from the days
+    with a bad run."""
+    keys = sorted(set(test_pks))
+    if not keys:
+        return {}
+    kept = frozenset(window_runs(conn, window, config, suite, branch_kind))
+    out: dict[int, tuple[set[int], set[int]]] = {}
+    lists = ("NULL" if bad_only else "group_concat(run_list)") + ", group_concat(bad_list)"
+    only_bad = " AND failed_runs > 0" if bad_only else ""
+    for test, runs, bad in conn.execute(
+        f"SELECT test, {lists} FROM test_day_seq"
+        " WHERE test IN (SELECT value FROM json_each(:keys))"
+        f" AND day >= :lo_day AND day <= :hi_day{only_bad} GROUP BY test",
+        {**window.params, "keys": json.dumps(keys)},
+    ):
+        out[int(test)] = (set(_ids(runs)).intersection(kept), set(_ids(bad)).intersection(kept))
+    units = q.TEST_UNITS.format(
+        source="runs r CROSS JOIN test_runs tr ON tr.run = r.id",
+        where=f"{rollups.EDGE_RUNS} AND tr.ts > :start AND tr.ts <= :now"
+        f" AND {_run_filter(suite, branch_kind)}"
+        " AND tr.test IN (SELECT value FROM json_each(:keys))",
+    )
+    params = {**window.params, "keys": json.dumps(keys), "suite": suite}
+    params["branch_kind"] = branch_kind
+    for test, run, bad_unit in conn.execute(f"SELECT key, run, bad FROM ({units})", params):
+        if bad_only and not bad_unit:
+            continue
+        sets = out.get(test)
+        if sets is None:
+            sets = out[test] = (set(), set())
+        if not bad_only:
+            sets[0].add(run)
+        if bad_unit:
+            sets[1].add(run)
+    return {test: sets for test, sets in out.items() if sets[0] or sets[1]}
+
+
+def run_days(
+    conn: sqlite3.Connection,
+    window: Window,
+    config: Config,
+    suite: str | None,
+    branch_kind: str | None,
+) -> dict[int, str]:
+    """Run id -> day of the window's counted-eligible runs of the suite and/or branch kind
+    (read.group_days counts a group's days over these)."""
+    runs = window_runs(conn, window, config, suite, branch_kind)
+    return {pk: run.ts[:10] for pk, run in runs.items()}
 
 
 def signature_counts(

@@ -137,58 +137,93 @@ def _day_row(
     }
 
 
-def test_days(
-    conn: sqlite3.Connection, test_pks: Sequence[int], window: Window
-) -> tuple[str, dict[str, Any]]:
-    """A `per_day (key, day, n, k)` CTE and its parameters: each of the tests' days in the
-    window with counted runs (n) and bad runs (k), whole days from test_day_seq, the edge days
-    from the raw rows (as :edges)."""
-    edges = _edge_rows(conn, "test", test_pks, window)
-    sql = """
-per_day AS (
-    SELECT test AS key, day, runs AS n, failed_runs AS k FROM test_day_seq
-    WHERE test IN (SELECT value FROM json_each(:keys)) AND day >= :lo_day AND day <= :hi_day
-    UNION ALL
-    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
-        json_extract(value, '$[2]'), json_extract(value, '$[3]')
-    FROM json_each(:edges)
-)"""
-    params = dict(window.params)
-    params["keys"] = json.dumps(list(test_pks))
-    params["edges"] = json.dumps(
-        [[k, day, row["runs"], row["failed_runs"]] for (k, day), row in edges.items()]
+# A key's days in the window with a counted run: (day, runs, bad runs), in day order.
+DayCounts = dict[Any, list[tuple[str, int, int]]]
+
+
+def _add_day(out: DayCounts, key: Any, day: str, runs: int, bad: int) -> None:
+    if runs:
+        out.setdefault(key, []).append((day, runs, bad))
+
+
+def edge_test_days(
+    conn: sqlite3.Connection,
+    test_pks: Sequence[int],
+    window: Window,
+    filter_sql: str = "1",
+    params: Mapping[str, Any] | None = None,
+) -> DayCounts:
+    """The tests' partial edge days from the raw rows, over the runs `filter_sql` keeps
+    (conditions on `runs r`, with their `params`)."""
+    units = q.TEST_UNITS.format(
+        source=_EDGE_TEST_SRC,
+        where=f"{_EDGE_RUNS} AND {filter_sql} AND tr.test IN (SELECT value FROM json_each(:keys))",
     )
-    return sql, params
+    sql = f"SELECT key, substr(ts, 1, 10) AS day, count(*), sum(bad) FROM ({units}) GROUP BY 1, 2"
+    out: DayCounts = {}
+    bound = {**window.params, **(params or {}), "keys": json.dumps(sorted(set(test_pks)))}
+    for key, day, runs, bad in conn.execute(sql, bound):
+        _add_day(out, key, day, int(runs), int(bad))
+    return out
+
+
+def merge_days(whole: DayCounts, edges: DayCounts) -> DayCounts:
+    """Whole days and edge days of each key, in day order (in place: returns `whole`)."""
+    for key, days in edges.items():
+        whole.setdefault(key, []).extend(days)
+    for days in whole.values():
+        days.sort()
+    return whole
+
+
+def test_days(conn: sqlite3.Connection, test_pks: Sequence[int], window: Window) -> DayCounts:
+    """Each test's days in the window with counted runs and bad runs: whole days from
+    test_day_seq, the edge days from the raw rows."""
+    if not test_pks:
+        return {}
+    out: DayCounts = {}
+    params = {**window.params, "keys": json.dumps(sorted(set(test_pks)))}
+    for test, day, runs, bad in conn.execute(
+        "SELECT test, day, runs, failed_runs FROM test_day_seq"
+        " WHERE test IN (SELECT value FROM json_each(:keys))"
+        " AND day >= :lo_day AND day <= :hi_day",
+        params,
+    ):
+        _add_day(out, test, day, int(runs), int(bad))
+    return merge_days(out, edge_test_days(conn, test_pks, window))
 
 
 def group_days(
-    conn: sqlite3.Connection, members: Mapping[int, str], window: Window
-) -> tuple[str, dict[str, Any]]:
-    """A `per_day (key, day, n, k)` CTE and its parameters for pooled groups (`members` maps
-    tests.id to a group key): each group's days in the window with the runs any member ran in
-    (n) and the runs any member was bad in (k), from the day rows' run lists (group_units)."""
+    conn: sqlite3.Connection,
+    members: Mapping[int, str],
+    window: Window,
+    day_of: Mapping[int, str] | None = None,
+) -> DayCounts:
+    """Each pooled group's days (`members` maps tests.id to a group key) with the runs any
+    member ran in and the runs any member was bad in, from the day rows' run lists
+    (group_units). `day_of`: run id -> day of the runs to count (default: the window's)."""
     groups = group_units(conn, members, window)
-    day_of = dict(
-        conn.execute(
-            "SELECT id, substr(ts, 1, 10) FROM runs WHERE ts > :start AND ts <= :now",
-            window.params,
+    if day_of is None:
+        day_of = dict(
+            conn.execute(
+                "SELECT id, substr(ts, 1, 10) FROM runs WHERE ts > :start AND ts <= :now",
+                window.params,
+            )
         )
-    )
-    rows: list[list[Any]] = []
+    out: DayCounts = {}
     for key, (runs, bad, _flaky, _failed) in groups.items():
         counts: dict[str, list[int]] = {}
         for run in runs:
-            counts.setdefault(day_of[run], [0, 0])[0] += 1
+            day = day_of.get(run)
+            if day is not None:
+                counts.setdefault(day, [0, 0])[0] += 1
         for run in bad:
-            counts[day_of[run]][1] += 1
-        rows += [[key, day, n, k] for day, (n, k) in counts.items()]
-    sql = """
-per_day AS (
-    SELECT json_extract(value, '$[0]') AS key, json_extract(value, '$[1]') AS day,
-        json_extract(value, '$[2]') AS n, json_extract(value, '$[3]') AS k
-    FROM json_each(:days)
-)"""
-    return sql, {"days": json.dumps(rows)}
+            day = day_of.get(run)
+            if day is not None:
+                counts[day][1] += 1
+        if counts:
+            out[key] = sorted((day, n, k) for day, (n, k) in counts.items())
+    return out
 
 
 def _chain_rows(

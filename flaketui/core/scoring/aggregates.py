@@ -34,7 +34,7 @@ from flaketui.core.rollups.evidence import (
     counted_runs_cte,
     ensure_sql_functions,
 )
-from flaketui.core.scoring.statistics import RateChange
+from flaketui.core.scoring.statistics import RateChange, rate_change
 
 # Stage 1: one grouped scan for every key; the sequence analysis then runs on failing keys only.
 _BASE_COLUMNS = """
@@ -573,6 +573,35 @@ def _family_members(db: Connected, test_pks: Sequence[int]) -> dict[int, str]:
     return {int(pk): str(parent) for pk, parent in db.conn.execute(sql, (json.dumps(test_pks),))}
 
 
+def _rollup_days(
+    db: Connected,
+    now: datetime,
+    config: Config,
+    kind: str,
+    test_pks: Sequence[int],
+    suite: str | None,
+    branch_kind: str | None,
+    members: Mapping[int, str] | None,
+) -> rollup_read.DayCounts | None:
+    """Each key's days with counted runs and bad runs, from the rollups; None when they
+    cannot answer the window."""
+    window = rollup_window(db, now, config, suite, branch_kind)
+    filtered = window is None
+    if filtered:
+        window = filtered_window(db, now, config, suite, branch_kind)
+    if window is None:
+        return None
+    if kind == "test":
+        if filtered:
+            return rollup_filtered.test_days(db.conn, window, config, test_pks, suite, branch_kind)
+        return rollup_read.test_days(db.conn, test_pks, window)
+    groups = members if kind == "signature" else _family_members(db, test_pks)
+    day_of = (
+        rollup_filtered.run_days(db.conn, window, config, suite, branch_kind) if filtered else None
+    )
+    return rollup_read.group_days(db.conn, groups or {}, window, day_of)
+
+
 def rate_changes(
     db: Connected,
     now: datetime,
@@ -588,28 +617,24 @@ def rate_changes(
     `kind`: "test" (keys tests.id), "family" (parent ids) or "signature" (hashes, with
     `members` mapping tests.id -> hash), over the counted runs of `test_pks` alone (the tests
     with a failure, or the members of the groups with one). When the rollups answer the
-    window, a test's days come from its day rows and a group's from its members' run lists
-    (rollup_read.group_days); else every key's from the raw rows.
+    window, with a suite or branch-kind filter or without, a test's days come from its day
+    rows and a group's from its members' run lists (rollup_read.group_days), those that pass
+    the filter only (rollup_filtered), and the search runs in Python (statistics.rate_change);
+    else every key's days and the search come from the raw rows in SQL.
     """
     if not test_pks:
         return {}
+    days = _rollup_days(db, now, config, kind, test_pks, suite, branch_kind, members)
+    if days is not None:
+        return {key: rate_change(rows) for key, rows in days.items()}
     ensure_sql_functions(db.conn)
-    window = rollup_window(db, now, config, suite, branch_kind)
-    if window is not None:
-        if kind == "test":
-            per_day, params = rollup_read.test_days(db.conn, test_pks, window)
-        else:
-            groups = members if kind == "signature" else _family_members(db, test_pks)
-            per_day, params = rollup_read.group_days(db.conn, groups or {}, window)
-        sql = f"WITH {per_day},{_RATE_CHANGE}"
-    else:
-        cte, params = counted_runs_cte(
-            now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
-        )
-        units = {"test": TEST_UNITS, "family": FAMILY_UNITS, "signature": SIGNATURE_UNITS}[kind]
-        if kind == "signature":
-            params["members"] = json.dumps({str(t): sig for t, sig in (members or {}).items()})
-        sql = f"WITH {cte},{units},{_PER_DAY},{_RATE_CHANGE}"
+    cte, params = counted_runs_cte(
+        now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
+    )
+    units = {"test": TEST_UNITS, "family": FAMILY_UNITS, "signature": SIGNATURE_UNITS}[kind]
+    if kind == "signature":
+        params["members"] = json.dumps({str(t): sig for t, sig in (members or {}).items()})
+    sql = f"WITH {cte},{units},{_PER_DAY},{_RATE_CHANGE}"
     out = {}
     for row in _rows(db, sql, params):
         out[row["key"]] = RateChange(

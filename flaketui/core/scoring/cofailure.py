@@ -12,6 +12,11 @@ Rule, over the counted runs of the window (the report's suite and branch-kind fi
   pair tested adjusted together with Benjamini-Hochberg, at most `suspect_fdr`;
 - a group is a connected set of linked tests (two tests or more).
 
+When the rollups answer the window, each flaky test's bad runs and (for the tests of a
+candidate pair) its counted runs are read as run sets from the day rows' run lists
+(flaketui.core.rollups.filtered.run_sets) and paired in Python; else the same counts come
+from the raw rows in SQL.
+
 Two often-failing tests that fail independently share many runs by chance; the test of
 independence keeps them apart. Groups are disjoint, so each is pooled by run like a signature
 group (flaketui.core.scoring.aggregates) and judged and ranked like the other groups. The cause
@@ -29,7 +34,10 @@ from datetime import datetime
 
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
+from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups import filtered as rollup_filtered
 from flaketui.core.rollups.evidence import counted_runs_cte
+from flaketui.core.rollups.read import Window
 from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact
 
 COFAILURE_MIN_SHARED = 3
@@ -85,31 +93,16 @@ def cofailure_groups(
     docstring; each group's tests.ids sorted by test id, groups by their first test id."""
     if len(flaky) < 2:
         return []
-    conn = db.conn
-    cte, params = counted_runs_cte(
-        now, config, suite=suite, branch_kind=branch_kind, test_pks=list(flaky)
-    )
-    bad = {int(test): int(count) for test, count in conn.execute(f"WITH {cte} {_BAD_SQL}", params)}
-    params.update(max_bad=MAX_BAD_TESTS_PER_RUN, min_shared=COFAILURE_MIN_SHARED)
-    pairs = [
-        (int(first), int(second))
-        for first, second, shared in conn.execute(f"WITH {cte}, {_SHARED_SQL}", params)
-        if shared >= COFAILURE_MIN_OVERLAP * min(bad[int(first)], bad[int(second)])
-    ]
-    if not pairs:
-        return []
-    involved = sorted({test for pair in pairs for test in pair})
-    cte, params = counted_runs_cte(
-        now, config, suite=suite, branch_kind=branch_kind, test_pks=involved
-    )
-    params["pairs"] = json.dumps(pairs)
+    if rollups.answers(db.conn, config):
+        window = Window.of(db.conn, now, config)
+        involved, tables = _tables_from_rollups(db, window, config, flaky, suite, branch_kind)
+    else:
+        involved, tables = _tables_from_rows(db, now, config, flaky, suite, branch_kind)
     kept: list[tuple[int, int, float]] = []
-    for first, second, both, first_bad, second_bad, together in conn.execute(
-        f"WITH {cte}, {_TABLE_SQL}", params
-    ):
-        p_value = _linked(int(both), int(first_bad), int(second_bad), int(together))
+    for first, second, both, first_bad, second_bad, together in tables:
+        p_value = _linked(both, first_bad, second_bad, together)
         if p_value is not None:
-            kept.append((int(first), int(second), p_value))
+            kept.append((first, second, p_value))
     adjusted = benjamini_hochberg([p for _, _, p in kept])
     parent = {test: test for test in involved}
 
@@ -131,6 +124,95 @@ def cofailure_groups(
         if len(members) > 1
     ]
     return sorted(groups, key=lambda members: flaky[members[0]])
+
+
+# Per candidate pair (first < second by tests.id): runs where both were counted, the first's
+# and the second's bad runs among them, the runs where both failed.
+_Table = tuple[int, int, int, int, int, int]
+
+
+def _tables_from_rows(
+    db: Connected,
+    now: datetime,
+    config: Config,
+    flaky: Mapping[int, str],
+    suite: str | None,
+    branch_kind: str | None,
+) -> tuple[list[int], list[_Table]]:
+    """The tests of the candidate pairs and each pair's table, from the raw rows."""
+    conn = db.conn
+    cte, params = counted_runs_cte(
+        now, config, suite=suite, branch_kind=branch_kind, test_pks=list(flaky)
+    )
+    bad = {int(test): int(count) for test, count in conn.execute(f"WITH {cte} {_BAD_SQL}", params)}
+    params.update(max_bad=MAX_BAD_TESTS_PER_RUN, min_shared=COFAILURE_MIN_SHARED)
+    pairs = [
+        (int(first), int(second))
+        for first, second, shared in conn.execute(f"WITH {cte}, {_SHARED_SQL}", params)
+        if shared >= COFAILURE_MIN_OVERLAP * min(bad[int(first)], bad[int(second)])
+    ]
+    if not pairs:
+        return [], []
+    involved = sorted({test for pair in pairs for test in pair})
+    cte, params = counted_runs_cte(
+        now, config, suite=suite, branch_kind=branch_kind, test_pks=involved
+    )
+    params["pairs"] = json.dumps(pairs)
+    tables = [
+        (int(first), int(second), int(both), int(first_bad), int(second_bad), int(together))
+        for first, second, both, first_bad, second_bad, together in conn.execute(
+            f"WITH {cte}, {_TABLE_SQL}", params
+        )
+    ]
+    return involved, tables
+
+
+def _tables_from_rollups(
+    db: Connected,
+    window: Window,
+    config: Config,
+    flaky: Mapping[int, str],
+    suite: str | None,
+    branch_kind: str | None,
+) -> tuple[list[int], list[_Table]]:
+    """What _tables_from_rows reads, from run sets: the flaky tests' bad runs first, then the
+    counted runs of the tests in a candidate pair only."""
+    conn = db.conn
+    bad = {
+        test: sets[1]
+        for test, sets in rollup_filtered.run_sets(
+            conn, window, config, flaky, suite, branch_kind, bad_only=True
+        ).items()
+    }
+    failing: dict[int, list[int]] = defaultdict(list)
+    for test in sorted(bad):
+        for run in bad[test]:
+            failing[run].append(test)
+    shared: dict[tuple[int, int], int] = defaultdict(int)
+    for tests in failing.values():
+        if len(tests) > MAX_BAD_TESTS_PER_RUN:
+            continue
+        for i, first in enumerate(tests):
+            for second in tests[i + 1 :]:
+                shared[first, second] += 1
+    pairs = sorted(
+        (first, second)
+        for (first, second), count in shared.items()
+        if count >= COFAILURE_MIN_SHARED
+        and count >= COFAILURE_MIN_OVERLAP * min(len(bad[first]), len(bad[second]))
+    )
+    if not pairs:
+        return [], []
+    involved = sorted({test for pair in pairs for test in pair})
+    ran = rollup_filtered.run_sets(conn, window, config, involved, suite, branch_kind)
+    tables = []
+    for first, second in pairs:
+        both = ran[first][0] & ran[second][0]
+        first_bad, second_bad = bad[first] & both, bad[second] & both
+        tables.append(
+            (first, second, len(both), len(first_bad), len(second_bad), len(first_bad & second_bad))
+        )
+    return involved, tables
 
 
 def group_key(test_ids: list[str]) -> str:

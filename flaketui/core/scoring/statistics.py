@@ -11,7 +11,8 @@ Choices made here:
   recorded within 40 minutes are 27 runs a week, not 170.
 - `best_split` finds the most likely change in a daily bad-run rate; `RateChange.significant`
   keeps it when a likelihood-ratio test passes, Bonferroni-corrected over the candidate days
-  (the scorer runs the same search in SQL: flaketui.core.scoring.aggregates.rate_changes).
+  (`rate_change` runs it on a key's days with the fields a verdict reads; over raw rows the
+  scorer runs the same search in SQL: flaketui.core.scoring.aggregates.rate_changes).
 """
 
 from __future__ import annotations
@@ -162,6 +163,40 @@ class RateChange:
         """The change passes the likelihood-ratio test (Bonferroni over the days)."""
         statistic = 2.0 * (self.split_ll - self.whole_ll)
         return self.split_day is not None and statistic > change_threshold(self.days, alpha)
+
+
+def rate_change(days: Sequence[tuple[str, int, int]]) -> RateChange:
+    """The most likely change in a key's daily bad-run rate, from its days with a counted run
+    as (day, runs, bad runs) in day order: `best_split` with the days and counts around the
+    split (ties: the earliest split), as the raw-row search of the scorer reports them."""
+    runs = sum(n for _, n, _ in days)
+    bad = sum(k for _, _, k in days)
+    whole = _loglik(bad, runs)
+    first_bad_day = next((day for day, _, k in days if k > 0), None)
+    best, where = -math.inf, -1
+    left_runs = left_bad = runs_before = bad_before = 0
+    for index in range(len(days) - 1):
+        _, n, k = days[index]
+        left_runs += n
+        left_bad += k
+        both = _loglik(left_bad, left_runs) + _loglik(bad - left_bad, runs - left_runs)
+        if both > best:
+            best, where, runs_before, bad_before = both, index, left_runs, left_bad
+    if where < 0:
+        return RateChange(runs, bad, len(days), first_bad_day, whole, None, 0, 0, whole, None)
+    first_bad_after = next((day for day, _, k in days[where + 1 :] if k > 0), None)
+    return RateChange(
+        runs=runs,
+        bad=bad,
+        days=len(days),
+        first_bad_day=first_bad_day,
+        whole_ll=whole,
+        split_day=days[where][0],
+        runs_before=runs_before,
+        bad_before=bad_before,
+        split_ll=best,
+        first_bad_after=first_bad_after,
+    )
 
 
 def damage(flake_rate_low: float, weekly_runs: float, radius: float) -> float:
