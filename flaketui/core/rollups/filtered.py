@@ -18,7 +18,7 @@ import json
 import sqlite3
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import islice
+from itertools import chain, islice
 from operator import gt, lt, ne
 from typing import Any
 
@@ -66,6 +66,10 @@ class Timeline:
         for i, name in enumerate(self.suite):
             by_suite.setdefault(name, set()).add(i)
         self.by_suite = {name: frozenset(members) for name, members in sorted(by_suite.items())}
+        by_commit: dict[str | None, list[int]] = {}
+        for i, sha in enumerate(self.commit):
+            by_commit.setdefault(sha, []).append(i)
+        self.by_commit = by_commit
 
     def positions(self, pks: Iterable[int]) -> set[int]:
         """The positions of those runs that pass the filter."""
@@ -82,10 +86,24 @@ class Timeline:
         None when none of its runs passes the filter. `attempts`: most attempts per suite,
         to fill `Evidence.suites` (tests)."""
         present = self.positions(sets[0])
-        if not present:
-            return None
-        units = sorted(present)
         bad, flaky, failed = (self.positions(s) for s in sets[1:])
+        return self.evidence_at(key, sorted(present), bad, flaky, failed, max_attempts, attempts)
+
+    def evidence_at(
+        self,
+        key: Any,
+        units: list[int],
+        bad: set[int],
+        flaky: set[int],
+        failed: set[int],
+        max_attempts: int,
+        attempts: Mapping[str, int] | None = None,
+    ) -> Evidence | None:
+        """`evidence` from positions: the key's units in time order and the positions of its
+        bad, flaky and failed ones."""
+        if not units:
+            return None
+        present = set(units)
         ts, weight = self.ts, self.weight
         main = present & self.main
         gates_main = int(not self.gating.isdisjoint(main))
@@ -131,13 +149,14 @@ class Timeline:
             suites=suites,
         )
         if failed:  # bad and flaky runs are failed ones: without any, the counts say it all
-            self._sequence(ev, units, bad, flaky, failed, sorted(main))
+            self._sequence(ev, units, present, bad, flaky, failed, sorted(main))
         return ev
 
     def _sequence(
         self,
         ev: Evidence,
         units: list[int],
+        present: set[int],
         bad: set[int],
         flaky: set[int],
         failed: set[int],
@@ -151,9 +170,12 @@ class Timeline:
         ev.last_failure_at = self.ts[last_failure]
         ev.weighted_bad = sum(map(self.weight.__getitem__, sorted(failed)))
         commit = self.commit
-        good_commits = {commit[i] for i in units if i not in bad}
-        bad_commits = {commit[i] for i in bad}
-        ev.mixed_commits = len((good_commits & bad_commits) - {None})
+        by_commit = self.by_commit
+        ev.mixed_commits = sum(
+            1
+            for sha in {commit[i] for i in bad} - {None}
+            if any(i in present and i not in bad for i in by_commit[sha])
+        )
         main_flags = [i in bad for i in main]
         if not main_flags:
             return
@@ -184,13 +206,49 @@ def _ids(text: str | None) -> map[int]:
     return map(int, text.split(",")) if text else map(int, ())
 
 
-def _test_sets(
-    conn: sqlite3.Connection, window: Window, filter_sql: str, params: Mapping[str, Any]
-) -> Iterator[tuple[int, tuple[set[int], set[int], set[int], set[int]]]]:
-    """Per test, one at a time: the runs it ran in, was bad, flaky, failed in (whole days from
-    the day rows' run lists, the partial edge days from the raw rows). One test's sets are
-    held at a time, so memory does not grow with the history."""
-    edges: dict[int, tuple[set[int], set[int], set[int], set[int]]] = {}
+class RunLists:
+    """The day rows' run lists as positions on a Timeline (the runs that pass its filter, in
+    time order). Each distinct list is parsed once: a day's tests mostly ran in the same
+    runs, so a window's tens of thousands of day rows hold a few hundred distinct lists."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self._position = timeline.position
+        self._memo: dict[str, tuple[int, ...]] = {}
+
+    def positions(self, text: str) -> tuple[int, ...]:
+        """The positions of one list's runs that pass the filter, in time order."""
+        found = self._memo.get(text)
+        if found is None:
+            position = self._position
+            found = tuple(sorted(position[r] for r in _ids(text) if r in position))
+            self._memo[text] = found
+        return found
+
+    def joined(self, texts: str | None) -> list[int]:
+        """The positions of the runs of lists joined by ';', in time order."""
+        if not texts:
+            return []
+        out = list(chain.from_iterable(map(self.positions, texts.split(";"))))
+        out.sort()
+        return out
+
+
+# Per test: its units (positions in time order) and its bad, flaky and failed positions.
+_TestUnits = tuple[int, list[int], list[int], list[int], list[int]]
+
+
+def _test_units(
+    conn: sqlite3.Connection,
+    window: Window,
+    timeline: Timeline,
+    filter_sql: str,
+    params: Mapping[str, Any],
+) -> Iterator[_TestUnits]:
+    """Per test, one at a time, as positions on the timeline: whole days from the day rows'
+    run lists, the partial edge days from the raw rows. One test's lists are held at a time,
+    so memory does not grow with the history."""
+    position = timeline.position
+    edges: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
     units = q.TEST_UNITS.format(
         source="runs r CROSS JOIN test_runs tr ON tr.run = r.id",
         where=f"{rollups.EDGE_RUNS} AND tr.ts > :start AND tr.ts <= :now AND {filter_sql}",
@@ -198,27 +256,33 @@ def _test_sets(
     for test, run, bad_unit, flaky_unit, failed_unit in conn.execute(
         f"SELECT key, run, bad, flaky, failed_any FROM ({units})", params
     ):
+        at = position.get(run)
+        if at is None:
+            continue
         entry = edges.get(test)
         if entry is None:
-            entry = edges[test] = (set(), set(), set(), set())
-        entry[0].add(run)
+            entry = edges[test] = ([], [], [], [])
+        entry[0].append(at)
         for flag, target in ((bad_unit, entry[1]), (flaky_unit, entry[2]), (failed_unit, entry[3])):
             if flag:
-                target.add(run)
-    # One row per test (the table is in test order: no sort), one split per list.
+                target.append(at)
+    lists = RunLists(timeline)
+    # One row per test (the table is in test order: no sort), the lists joined by ';'.
     for test, runs, bad, flaky, failed in conn.execute(
-        "SELECT test, group_concat(run_list), group_concat(bad_list),"
-        " group_concat(flaky_list), group_concat(fail_list) FROM test_day_seq"
+        "SELECT test, group_concat(run_list, ';'), group_concat(bad_list, ';'),"
+        " group_concat(flaky_list, ';'), group_concat(fail_list, ';') FROM test_day_seq"
         " WHERE day >= :lo_day AND day <= :hi_day GROUP BY test",
         window.params,
     ):
-        sets = (set(_ids(runs)), set(_ids(bad)), set(_ids(flaky)), set(_ids(failed)))
+        parts = (lists.joined(runs), lists.joined(bad), lists.joined(flaky), lists.joined(failed))
         edge = edges.pop(test, None)
         if edge is not None:
-            for whole, part in zip(sets, edge, strict=True):
-                whole |= part
-        yield test, sets
-    yield from edges.items()
+            for whole, part in zip(parts, edge, strict=True):
+                whole.extend(part)
+                whole.sort()
+        yield (test, *parts)
+    for test, edge in edges.items():
+        yield test, sorted(edge[0]), edge[1], edge[2], edge[3]
 
 
 def _most_attempts(
@@ -255,9 +319,11 @@ def test_evidence(
     params = {**window.params, "suite": suite, "branch_kind": branch_kind}
     attempts = _most_attempts(conn, filter_sql, params)
     out = {}
-    for test, sets in _test_sets(conn, window, filter_sql, params):
+    for test, units, bad, flaky, failed in _test_units(conn, window, timeline, filter_sql, params):
         most = attempts.get(test, {})
-        ev = timeline.evidence(test, sets, max(most.values(), default=1), most)
+        ev = timeline.evidence_at(
+            test, units, set(bad), set(flaky), set(failed), max(most.values(), default=1), most
+        )
         if ev is not None:
             out[test] = ev
     return out
@@ -309,17 +375,28 @@ def test_days(
     keys = sorted(set(test_pks))
     if not keys:
         return {}
-    kept = frozenset(window_runs(conn, window, config, suite, branch_kind))
+    timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
+    lists = RunLists(timeline)
+    day_of = [ts[:10] for ts in timeline.ts]
     out: DayCounts = {}
-    for test, day, runs, bad in conn.execute(
-        "SELECT test, day, run_list, bad_list FROM test_day_seq"
-        " WHERE test IN (SELECT value FROM json_each(:keys))"
-        " AND day >= :lo_day AND day <= :hi_day",
+    # A list holds the runs of one day: its first kept run names the day.
+    for test, runs, bad in conn.execute(
+        "SELECT test, group_concat(run_list, ';'), group_concat(bad_list, ';')"
+        " FROM test_day_seq WHERE test IN (SELECT value FROM json_each(:keys))"
+        " AND day >= :lo_day AND day <= :hi_day GROUP BY test",
         {**window.params, "keys": json.dumps(keys)},
     ):
-        count = len(kept.intersection(_ids(runs)))
-        if count:
-            out.setdefault(test, []).append((day, count, len(kept.intersection(_ids(bad)))))
+        counts: dict[str, list[int]] = {}
+        for text in runs.split(";"):
+            at = lists.positions(text)
+            if at:
+                counts[day_of[at[0]]] = [len(at), 0]
+        for text in bad.split(";") if bad else ():
+            at = lists.positions(text)
+            if at:
+                counts[day_of[at[0]]][1] = len(at)
+        if counts:
+            out[test] = [(day, n, k) for day, (n, k) in counts.items()]
     params = {"suite": suite, "branch_kind": branch_kind}
     edges = edge_test_days(conn, keys, window, _run_filter(suite, branch_kind), params)
     return merge_days(out, edges)
