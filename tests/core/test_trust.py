@@ -23,7 +23,12 @@ from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import render_json, render_table
 from flaketui.core.scoring import results
 from flaketui.core.scoring.report import build_report
-from flaketui.core.scoring.statistics import best_split, change_threshold, runs_per_week
+from flaketui.core.scoring.statistics import (
+    best_split,
+    change_threshold,
+    rate_change,
+    runs_per_week,
+)
 from flaketui.core.scoring.verdicts import clean_tail_chance
 from tests.core.history_builder import HistoryBuilder, utc
 from tests.core.test_rollup_scoring import assert_everything_agrees
@@ -242,6 +247,37 @@ def test_best_split_finds_a_change_the_test_can_trust(counts: list[tuple[int, in
     assert statistic >= -1e-9
     assert best_split(counts[:1]) == (0, 0.0)
     assert change_threshold(len(counts), 0.01) > 6.6  # at least chi-square's 1 % point
+
+
+@given(
+    counts=st.lists(
+        st.tuples(st.integers(1, 30), st.integers(0, 30)).map(lambda c: (c[0], min(c))),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_rate_change_reports_the_best_split(counts: list[tuple[int, int]]) -> None:
+    """rate_change splits where best_split does, with the counts on each side and the first
+    bad day before and after the split."""
+    days = [(f"2026-10-{i + 1:02d}", n, k) for i, (n, k) in enumerate(counts)]
+    change = rate_change(days)
+    index, statistic = best_split(counts)
+    assert (change.runs, change.bad, change.days) == (
+        sum(n for n, _ in counts),
+        sum(k for _, k in counts),
+        len(days),
+    )
+    bad_days = [day for day, _, k in days if k]
+    assert change.first_bad_day == (bad_days[0] if bad_days else None)
+    if index == 0:
+        assert change.split_day is None and change.split_ll == change.whole_ll
+        return
+    assert change.split_day == days[index - 1][0]
+    assert change.runs_before == sum(n for n, _ in counts[:index])
+    assert change.bad_before == sum(k for _, k in counts[:index])
+    assert 2.0 * (change.split_ll - change.whole_ll) == pytest.approx(statistic, abs=1e-9)
+    after = [day for day, _, k in days[index:] if k]
+    assert change.first_bad_after == (after[0] if after else None)
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain, islice
-from operator import gt, lt, ne
+from itertools import chain, pairwise
 from typing import Any
 
 from flaketui.core.config import Config
@@ -163,8 +162,9 @@ class Timeline:
         main: list[int],
     ) -> None:
         """The time-ordered facts of a key with a failure, in place."""
-        flags = [i in bad for i in units]
-        ev.flips = sum(map(ne, flags, islice(flags, 1, None)))
+        ordered_bad = sorted(bad)
+        stretches, first_bad, trail = _stretches(units, ordered_bad)
+        ev.flips = 2 * stretches - first_bad - (trail < len(units))
         last_failure = max(failed)
         ev.clean_tail = len(units) - bisect_right(units, last_failure)
         ev.last_failure_at = self.ts[last_failure]
@@ -176,21 +176,15 @@ class Timeline:
             for sha in {commit[i] for i in bad} - {None}
             if any(i in present and i not in bad for i in by_commit[sha])
         )
-        main_flags = [i in bad for i in main]
-        if not main_flags:
+        if not main:
             return
-        after = list(islice(main_flags, 1, None))
-        starts = int(main_flags[0]) + sum(map(gt, after, main_flags))
-        recoveries = sum(map(lt, after, main_flags))
-        ev.main_bad = sum(main_flags)
+        main_bad = [i for i in ordered_bad if i in self.main]
+        starts, first_bad, good_rn = _stretches(main, main_bad)
+        ends_bad = good_rn < len(main)
+        ev.main_bad = len(main_bad)
         ev.main_bad_streaks = starts
-        ev.main_recoveries = recoveries
-        ev.main_flips = sum(map(ne, after, main_flags))
-        good_rn = 0
-        for j in range(len(main_flags) - 1, -1, -1):
-            if not main_flags[j]:
-                good_rn = j + 1
-                break
+        ev.main_recoveries = starts - ends_bad
+        ev.main_flips = 2 * starts - first_bad - ends_bad
         tail = main[good_rn:]
         ev.good_rn = good_rn
         ev.streak = len(tail)
@@ -200,6 +194,25 @@ class Timeline:
             if good_rn:
                 last_good = main[good_rn - 1]
                 ev.last_good_commit, ev.last_good_at = commit[last_good], self.ts[last_good]
+
+
+def _stretches(units: list[int], bad: list[int]) -> tuple[int, int, int]:
+    """Of a sequence of units (positions in time order) and its bad ones (in order): the
+    bad stretches, whether the first unit is bad (1) or not (0), and where the trailing bad
+    stretch starts (len(units) when the last unit is good). flips = 2 x stretches - [first
+    unit bad] - [last unit bad]."""
+    if not bad:
+        return 0, 0, len(units)
+    at = [bisect_left(units, i) for i in bad]
+    stretches = 1 + sum(1 for a, b in pairwise(at) if b != a + 1)
+    trail = len(units)
+    if at[-1] == len(units) - 1:
+        trail = at[-1]
+        for a, b in zip(reversed(at[:-1]), reversed(at[1:]), strict=True):
+            if b != a + 1:
+                break
+            trail = a
+    return stretches, int(at[0] == 0), trail
 
 
 def _ids(text: str | None) -> map[int]:

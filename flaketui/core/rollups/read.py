@@ -622,19 +622,28 @@ def group_units(
     # Members of a group mostly ran in the same runs on a day: read each distinct list once.
     rows = "json_each(:members) m CROSS JOIN test_day_seq s ON s.test = CAST(m.key AS INTEGER)"
     days = "s.day >= :lo_day AND s.day <= :hi_day"
+    # The same list text recurs across groups and days' tests: each is parsed once.
+    parsed: dict[str | None, tuple[int, ...]] = {}
+
+    def ids(text: str | None) -> tuple[int, ...]:
+        found = parsed.get(text)
+        if found is None:
+            found = parsed[text] = tuple(_ids(text))
+        return found
+
     for sig, runs in conn.execute(
         f"SELECT DISTINCT m.value, s.run_list FROM {rows} WHERE {days}", params
     ):
-        groups[sig][0].update(_ids(runs))
+        groups[sig][0].update(ids(runs))
     for sig, bad, flaky, fail in conn.execute(
         f"SELECT m.value, s.bad_list, s.flaky_list, s.fail_list FROM {rows}"
         f" WHERE {days} AND s.failed_any_runs > 0",
         params,
     ):
         sets = groups[sig]
-        sets[1].update(_ids(bad))
-        sets[2].update(_ids(flaky))
-        sets[3].update(_ids(fail))
+        sets[1].update(ids(bad))
+        sets[2].update(ids(flaky))
+        sets[3].update(ids(fail))
     units = q.TEST_UNITS.format(
         source=_EDGE_TEST_SRC,
         where=f"{_EDGE_RUNS} AND tr.test IN (SELECT value FROM json_each(:keys))",

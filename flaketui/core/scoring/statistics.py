@@ -175,11 +175,20 @@ def rate_change(days: Sequence[tuple[str, int, int]]) -> RateChange:
     first_bad_day = next((day for day, _, k in days if k > 0), None)
     best, where = -math.inf, -1
     left_runs = left_bad = runs_before = bad_before = 0
+    log = math.log
     for index in range(len(days) - 1):
         _, n, k = days[index]
         left_runs += n
         left_bad += k
-        both = _loglik(left_bad, left_runs) + _loglik(bad - left_bad, runs - left_runs)
+        # _loglik of both sides, inline (the same arithmetic): this loop runs per key and day
+        right_runs, right_bad = runs - left_runs, bad - left_bad
+        both = 0.0
+        if 0 < left_bad < left_runs:
+            p = left_bad / left_runs
+            both = left_bad * log(p) + (left_runs - left_bad) * log(1.0 - p)
+        if 0 < right_bad < right_runs:
+            p = right_bad / right_runs
+            both += right_bad * log(p) + (right_runs - right_bad) * log(1.0 - p)
         if both > best:
             best, where, runs_before, bad_before = both, index, left_runs, left_bad
     if where < 0:
