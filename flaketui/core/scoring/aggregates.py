@@ -516,10 +516,11 @@ def signature_counts(
     ]
 
 
-# The most likely single change in a key's daily bad-run rate (statistics.best_split, in SQL so
-# that one row per key reaches Python): for each boundary between two days with counted runs,
-# the Bernoulli log-likelihood of the two sides at their own rates; the best boundary (ties:
-# the earliest) with the counts after it and the first bad day on each side.
+# The most likely single change in a key's daily bad-run rate over the raw rows
+# (statistics.rate_change, in SQL so that one row per key reaches Python): for each boundary
+# between two days with counted runs, the Bernoulli log-likelihood of the two sides at their
+# own rates; the best boundary (ties: the earliest) with the counts after it and the first bad
+# day on each side.
 _LL = "(CASE WHEN {k} > 0 AND {k} < {n} THEN {k} * ln(1.0 * {k} / {n}) + ({n} - {k}) * ln(1.0 - 1.0 * {k} / {n}) ELSE 0.0 END)"  # noqa: E501
 _PER_DAY = """
 per_day AS (
