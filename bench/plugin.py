@@ -142,7 +142,7 @@ class Runner:
             return command if self.lean else [*command, "-p", "no:flaketui"]
         if self.lean:
             command += ["-p", "flaketui.pytest_plugin"]
-        return [*command, "--flaketui-db", str(db)]
+        return [*command, f"--flaketui-db={db}"]  # one word: see the plugin's rootdir rule
 
     def run(self, db: Path | None) -> tuple[float, float]:
         """Wall time and the child's CPU time (user + sys) of one run (failures expected)."""

@@ -64,11 +64,10 @@ def test_runs_use_an_installed_copy_with_bytecode_and_lean_loads_only_flaketui(
     assert (copy / "__pycache__").is_dir() and (copy / "pytest_plugin" / "__init__.py").is_file()
     runner = plugin_bench.Runner(tmp_path, site, lean=True)
     assert runner.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
-    assert runner.command(tmp_path / "h.db")[-4:] == [
+    assert runner.command(tmp_path / "h.db")[-3:] == [
         "-p",
         "flaketui.pytest_plugin",
-        "--flaketui-db",
-        str(tmp_path / "h.db"),
+        f"--flaketui-db={tmp_path / 'h.db'}",
     ]
     where = subprocess.run(
         [sys.executable, "-c", "import flaketui.pytest_plugin as m; print(m.__cached__)"],
@@ -151,7 +150,7 @@ def test_a_recording_without_the_cause_fields_is_refused(
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "flaketui.pytest_plugin", "-p", "pytest_timeout",
-         "--flaketui-db", str(db), str(suite)],
+         f"--flaketui-db={db}", str(suite)],
         cwd=suite, env=env, capture_output=True, check=False,
     )  # fmt: skip
     plugin_bench.check_history(db, 12, 300)  # every field recorded
