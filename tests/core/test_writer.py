@@ -469,16 +469,34 @@ def test_ingest_fast_path_stores_what_the_recorder_stores(
             assert rows(fast, sql) == rows(slow, sql)
 
 
-def test_ingest_restores_connection_settings(db: sqlite_utils.Database, tmp_path: Path) -> None:
+def test_ingest_restores_connection_settings(
+    db: sqlite_utils.Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a run is written its commit checkpoints only past WRITE_CHECKPOINT_PAGES of WAL
+    (not after every run); the connection's own settings come back after, even on an error."""
+    from flaketui.core.ingest import rows as rows_module
+    from flaketui.core.ingest import writer as writer_module
+
     db.conn.execute("PRAGMA cache_size = -3000")
+    db.conn.execute("PRAGMA wal_autocheckpoint = 500")
+    seen = []
+    real = writer_module._ingest_run
+
+    def watched(conn: sqlite3.Connection, *args: object) -> object:
+        seen.append(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        return real(conn, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer_module, "_ingest_run", watched)
     good = report(tmp_path, "good.xml", tc("a.B", "t1"))
     bad = tmp_path / "bad.xml"
     bad.write_text("<testsuite><testcase name='x'")
     ingest_reports(db, [good], RunMeta(run_id="R", ts=TS))
     with pytest.raises(ReportError):
         ingest_reports(db, [bad], RunMeta(run_id="R2", ts=TS))
+    assert seen == [rows_module.WRITE_CHECKPOINT_PAGES] * 2
     assert rows(db, "PRAGMA foreign_keys") == [(1,)]
     assert rows(db, "PRAGMA cache_size") == [(-3000,)]
+    assert rows(db, "PRAGMA wal_autocheckpoint") == [(500,)]
 
 
 def test_id_and_message_caches_stay_within_their_character_bound(
