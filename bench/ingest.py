@@ -6,7 +6,9 @@ Usage: python bench/ingest.py --results 100000 [--repeat 3] [--seed 6]
 Default mode: writes about N results as pytest-style JUnit files (one file per CI run, every test
 of the suite in each, failure messages with volatile parts), then medians of --repeat rounds of
 - ingest_s: `ingest_reports` of every file (one run each) into a fresh history, in this process
-  (the history is created and opened before the clock starts: once per history, not per report);
+  (the history is created and opened before the clock starts: once per history, not per report),
+  then the fold of the runs still waiting for their rollups (what the next reader would do
+  first; tail_fold_s), so that every rollup row is paid for;
 - parse_s: the anchor, expat fed 64 KiB chunks with one start-element handler counting
   <testcase>: the floor of reading the same bytes as XML, nothing built or stored;
 - store_floor_s (informational, not an anchor): inserting rows already built from the same
@@ -161,13 +163,21 @@ def _meta(index: int, files: int) -> RunMeta:
     )
 
 
-def ingest_all(paths: list[Path], conn: sqlite3.Connection) -> int:
-    """Ingest each file as its own run into the history; returns the result rows added."""
+def ingest_all(paths: list[Path], conn: sqlite3.Connection, tail: list[float] | None = None) -> int:
+    """Ingest each file as its own run into the history, then fold the runs whose rollups still
+    wait (appending the fold's seconds to `tail`); returns the result rows added."""
+    from flaketui.core.history.store import transaction
     from flaketui.core.ingest.writer import ingest_reports
+    from flaketui.core.rollups.build import fold_pending
 
     added = 0
     for index, path in enumerate(paths):
         added += ingest_reports(conn, [path], _meta(index, len(paths))).results
+    start = time.perf_counter()
+    with transaction(conn):
+        fold_pending(conn)
+    if tail is not None:
+        tail.append(time.perf_counter() - start)
     return added
 
 
@@ -260,11 +270,15 @@ def store_floor(paths: list[Path], db_path: Path) -> tuple[float, int]:
     The rows of every file are parsed and built first (untimed); then only the rows the schema
     needs per result (one `results` row and one `test_runs` row, with their indexes) are inserted
     with executemany, as a writer that computed nothing would. Tests and signatures are inserted
-    untimed beforehand. No rollups. This is the schema's floor, not a competitor.
+    untimed beforehand. No rollups. Commits checkpoint as ingest's do (WRITE_CHECKPOINT_PAGES).
+    This is the schema's floor, not a competitor.
     """
+    from flaketui.core.ingest.rows import WRITE_CHECKPOINT_PAGES
+
     test_pks, runs = _built_rows(paths)
     conn = fresh_history(db_path)
     conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WRITE_CHECKPOINT_PAGES}")  # as ingest writes
     conn.execute("BEGIN")
     conn.executemany(
         "INSERT INTO tests (id, test_id, parent, first_seen) VALUES (?, ?, ?, '2026-01-01')",
@@ -287,16 +301,20 @@ CREATE TABLE test_runs (test INTEGER, run INTEGER, ts TEXT, outcome TEXT, bad IN
 
 def append_floor(paths: list[Path], db_path: Path) -> float:
     """Informational: seconds to append the same built rows to tables with no key, no index and
-    no constraint, in a WAL history as flaketui opens one, one transaction per file.
+    no constraint, in a WAL history as flaketui opens one and ingest writes it (checkpoints past
+    WRITE_CHECKPOINT_PAGES), one transaction per file.
 
     The least any design can pay in this process to keep what the history stores per run (a row per
     attempt, a row per test and run) with each run committed on its own: every per-test ordering
     (a key or index on the test, the rollups) costs on top of it.
     """
+    from flaketui.core.ingest.rows import WRITE_CHECKPOINT_PAGES
+
     _, runs = _built_rows(paths)
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WRITE_CHECKPOINT_PAGES}")
     conn.executescript(APPEND_SCHEMA)
     seconds = _insert_runs(conn, runs)
     conn.close()
@@ -371,6 +389,7 @@ def main() -> None:
         return
     paths = ensure_reports(args.results, args.seed)
     ingest_times, parse_times, floor_times = [], [], []
+    tail_times: list[float] = []
     parser_times, append_times, backfill_times = [], [], []
     results = 0
     for round_ in range(args.repeat):
@@ -378,7 +397,7 @@ def main() -> None:
             # Opening (creating) the history is outside the timing: once per history, not per
             # report. Round 1 used to include importing the library too.
             conn = fresh_history(Path(tmp) / "h.db")
-            seconds, results = timed(lambda: ingest_all(paths, conn))  # noqa: B023
+            seconds, results = timed(lambda: ingest_all(paths, conn, tail_times))  # noqa: B023
             conn.close()
             ingest_times.append(seconds)
             write_manifest(paths, Path(tmp))
@@ -410,6 +429,7 @@ def main() -> None:
             "parse_s": parse_s,
             "results_per_s": round(results / ingest_s),
             "parse_ratio": round(ingest_s / parse_s, 3),
+            "tail_fold_s": median(tail_times),
             "backfill_s": backfill_s,
             "backfill_ratio": round(backfill_s / parse_s, 3),
             "store_floor_s": floor_s,

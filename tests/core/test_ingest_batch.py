@@ -11,11 +11,12 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.errors import ReportError
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import open_history, transaction
 from flaketui.core.ingest.rows import BATCH_CASES
 from flaketui.core.ingest.runmeta import RunMetaError
 from flaketui.core.ingest.writer import IngestResult, ingest_batch, ingest_reports
 from flaketui.core.models import RunMeta
+from flaketui.core.rollups import build as rollups
 
 T0 = datetime(2026, 11, 1, 6, 0, tzinfo=UTC)
 
@@ -59,6 +60,12 @@ def _reports(folder: Path, runs: int, seed: int) -> list[tuple[list[Path], RunMe
     return out
 
 
+def _fold(db: sqlite_utils.Database) -> None:
+    """Fold the runs single ingests left waiting (the next reader would)."""
+    with transaction(db.conn):
+        rollups.fold_pending(db.conn)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_a_batch_stores_what_one_ingest_per_run_stores(tmp_path: Path, seed: int) -> None:
     runs = _reports(tmp_path / "reports", 12, seed)
@@ -69,6 +76,8 @@ def test_a_batch_stores_what_one_ingest_per_run_stores(tmp_path: Path, seed: int
     outcomes = ingest_batch(batched, runs[:5])
     outcomes += ingest_batch(batched, runs[5:])
     assert all(isinstance(o, IngestResult) and o.created for o in outcomes)
+    assert not rollups.pending(batched.conn)  # a batch folds its runs in its transaction
+    _fold(one_by_one)
     assert _dump(batched) == _dump(one_by_one)  # raw rows, rollups, signatures, meta
     # Idempotent: the same batch again adds nothing.
     again = ingest_batch(batched, runs)
@@ -107,6 +116,7 @@ def test_a_refused_run_is_rolled_back_alone(tmp_path: Path) -> None:
     reference = open_history(tmp_path / "a.db")
     for paths, meta in (runs[0], runs[1], runs[3], runs[5]):
         ingest_reports(reference, paths, meta)
+    _fold(reference)
     assert _dump(batched) == _dump(reference)
 
 

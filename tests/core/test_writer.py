@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import open_history, transaction
 from flaketui.core.ingest.resign import SCHEME_KEY, scheme_of
 from flaketui.core.ingest.runmeta import RunMetaError
 from flaketui.core.ingest.writer import (
@@ -469,16 +469,34 @@ def test_ingest_fast_path_stores_what_the_recorder_stores(
             assert rows(fast, sql) == rows(slow, sql)
 
 
-def test_ingest_restores_connection_settings(db: sqlite_utils.Database, tmp_path: Path) -> None:
+def test_ingest_restores_connection_settings(
+    db: sqlite_utils.Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a run is written its commit checkpoints only past WRITE_CHECKPOINT_PAGES of WAL
+    (not after every run); the connection's own settings come back after, even on an error."""
+    from flaketui.core.ingest import rows as rows_module
+    from flaketui.core.ingest import writer as writer_module
+
     db.conn.execute("PRAGMA cache_size = -3000")
+    db.conn.execute("PRAGMA wal_autocheckpoint = 500")
+    seen = []
+    real = writer_module._ingest_run
+
+    def watched(conn: sqlite3.Connection, *args: object) -> object:
+        seen.append(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        return real(conn, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer_module, "_ingest_run", watched)
     good = report(tmp_path, "good.xml", tc("a.B", "t1"))
     bad = tmp_path / "bad.xml"
     bad.write_text("<testsuite><testcase name='x'")
     ingest_reports(db, [good], RunMeta(run_id="R", ts=TS))
     with pytest.raises(ReportError):
         ingest_reports(db, [bad], RunMeta(run_id="R2", ts=TS))
+    assert seen == [rows_module.WRITE_CHECKPOINT_PAGES] * 2
     assert rows(db, "PRAGMA foreign_keys") == [(1,)]
     assert rows(db, "PRAGMA cache_size") == [(-3000,)]
+    assert rows(db, "PRAGMA wal_autocheckpoint") == [(500,)]
 
 
 def test_id_and_message_caches_stay_within_their_character_bound(
@@ -505,19 +523,25 @@ def test_id_and_message_caches_stay_within_their_character_bound(
     ]
 
 
-def test_a_huge_run_feeds_the_rollups_hook_in_slices(
+def test_a_fold_recomputes_a_huge_run_in_slices(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flaketui.core.ingest import writer as writer_module
+    """A day recomputed by a fold (a run earlier than one already folded) goes in slices of
+    FOLD_SLICE tests, with the rows one slice gives."""
+    from flaketui.core.rollups import build as rollups_build
 
     body = "".join(tc("a.B", f"t{n}", "<failure message='x'/>" if n % 3 else "") for n in range(7))
     first, second = report(tmp_path, "1.xml", body), report(tmp_path, "2.xml", body + tc("a", "z"))
     dumps = []
     for slice_size in (3, 1000):
-        monkeypatch.setattr(writer_module, "ROLLUP_SLICE", slice_size)
+        monkeypatch.setattr(rollups_build, "FOLD_SLICE", slice_size)
         history = open_history(tmp_path / f"h{slice_size}.db")
         ingest_reports(history, [first], RunMeta(run_id="R1", ts=TS))
-        ingest_reports(history, [second], RunMeta(run_id="R2", ts=TS.replace(hour=13)))
+        with transaction(history.conn):
+            assert rollups_build.fold_pending(history.conn) == 1
+        ingest_reports(history, [second], RunMeta(run_id="R2", ts=TS.replace(hour=11)))
+        with transaction(history.conn):
+            assert rollups_build.fold_pending(history.conn) == 1
         dumps.append(rows(history, "SELECT * FROM test_day_rollups ORDER BY test, day, suite"))
     assert dumps[0] == dumps[1]
     assert len(dumps[0]) == 8
@@ -557,7 +581,7 @@ def test_two_recorders_sharing_a_run_number_attempts_after_each_other(tmp_path: 
 def test_first_ingest_into_a_fresh_history_leaves_the_rollups_a_rebuild_gives(
     tmp_path: Path,
 ) -> None:
-    """The writer builds the rollups before the first run's rows, then the hook adds the run."""
+    """The writer builds the rollups before the first run's rows, then its fold adds the run."""
     from flaketui.core.rollups import build as rollups
 
     body = "".join(
@@ -565,6 +589,9 @@ def test_first_ingest_into_a_fresh_history_leaves_the_rollups_a_rebuild_gives(
     )
     history = open_history(tmp_path / "h.db")
     ingest_reports(history, [report(tmp_path, "1.xml", body)], RunMeta(run_id="R1", ts=TS))
+    assert rollups.pending_runs(history.conn) == 1  # a small run waits for others
+    with transaction(history.conn):
+        rollups.fold_pending(history.conn)
     tables = [
         name
         for (name,) in history.conn.execute(

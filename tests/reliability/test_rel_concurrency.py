@@ -78,9 +78,13 @@ def test_eight_concurrent_ingests_all_land(tmp_path: Path, history: str) -> None
         assert run_counts(db, f"run-{n}") == (CASES_PER_RUN, CASES_PER_RUN, 1)
 
 
-def _ingest_runs_child(db: str, reports: list[str], errors: Any) -> None:
+def _ingest_runs_child(db: str, reports: list[str], seen: Any, changed: Any, errors: Any) -> None:
     try:
         for number, report in enumerate(reports):
+            # Each run lands once a read has seen the one before: the reads interleave with the
+            # runs however long a read takes (one scores raw rows while runs wait to be folded).
+            with changed:
+                assert changed.wait_for(lambda n=number: seen.value >= n + 1, timeout=120)
             history = open_history(db)
             ingest_reports(
                 history, [Path(report)], RunMeta(run_id=f"w-{number}", suite="rw", ts=TS)
@@ -103,7 +107,8 @@ def test_reading_while_ingest_writes_never_errors(tmp_path: Path) -> None:
     ]
     ctx = fork_context()
     errors = ctx.Queue()
-    proc = ctx.Process(target=_ingest_runs_child, args=(str(db), reports, errors))
+    seen, changed = ctx.Value("i", 0), ctx.Condition()
+    proc = ctx.Process(target=_ingest_runs_child, args=(str(db), reports, seen, changed, errors))
     proc.start()
     seen_runs: list[int] = []
     while proc.is_alive() or not seen_runs:
@@ -118,6 +123,9 @@ def test_reading_while_ingest_writes_never_errors(tmp_path: Path) -> None:
         # Each read sees whole runs only: the seed's test plus every non-skipped test per run.
         assert len(report.tests) == 1 + LISTED_PER_RUN * (runs - 1), runs
         seen_runs.append(runs)
+        with changed:
+            seen.value = runs
+            changed.notify_all()
     proc.join(60)
     assert [errors.get() for _ in range(errors.qsize())] == []
     assert proc.exitcode == 0
@@ -190,7 +198,8 @@ def test_the_app_loading_while_ingest_writes_never_errors(tmp_path: Path) -> Non
     source = Source(path=db, skip_path=tmp_path / ".quarantine.json", requested_now=TS)
     ctx = fork_context()
     errors = ctx.Queue()
-    proc = ctx.Process(target=_ingest_runs_child, args=(str(db), reports, errors))
+    landed, changed = ctx.Value("i", 0), ctx.Condition()
+    proc = ctx.Process(target=_ingest_runs_child, args=(str(db), reports, landed, changed, errors))
     proc.start()
     seen: list[int] = []
     while proc.is_alive() or not seen:
@@ -198,6 +207,9 @@ def test_the_app_loading_while_ingest_writes_never_errors(tmp_path: Path) -> Non
         whole_runs, partial = divmod(len(data.report.tests) - 1, LISTED_PER_RUN)
         assert partial == 0, f"a load saw part of a run: {len(data.report.tests)} tests"
         seen.append(whole_runs)
+        with changed:
+            landed.value = whole_runs + 1  # the seed's run counts too
+            changed.notify_all()
     proc.join(60)
     assert [errors.get() for _ in range(errors.qsize())] == []
     assert proc.exitcode == 0

@@ -3,7 +3,9 @@ every deferred run still listed, so readers keep scoring the raw rows, and the n
 completes it exactly.
 
 The child folds runs a recorder deferred and SIGKILLs itself just after the first, a middle and
-the last run's refresh (inside the fold's one transaction), or just before its commit.
+the last step of the fold (a day appended or recomputed, inside the fold's one transaction), or
+just before its commit. An ingest killed after its run's commit, before or inside the fold that
+follows it, leaves the run whole and listed.
 """
 
 from __future__ import annotations
@@ -42,23 +44,28 @@ def _history(path: Path) -> None:
     writer = open_connection(path, fold=False)
     rng = random.Random(7)
     for index in range(DEFERRED):
-        _deferred_run(writer, f"deferred{index}", NOW - timedelta(hours=40 - 7 * index), rng)
+        # One a day, some later than every folded run of their day (appended), some not.
+        _deferred_run(writer, f"deferred{index}", NOW - timedelta(hours=100 - 22 * index), rng)
     writer.close()
 
 
 def _fold_child(path: str, kill_after: int, ready: Any) -> None:
-    """Fold, SIGKILLed after `kill_after` runs' refreshes (0: at the commit)."""
+    """Fold, SIGKILLed after `kill_after` steps (0: at the commit)."""
     conn = open_connection(path, fold=False)
-    real = rollups.after_write
     calls = [0]
 
-    def refresh_then_maybe_die(*args: Any, **kwargs: Any) -> None:
-        real(*args, **kwargs)
-        calls[0] += 1
-        if calls[0] == kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
+    def step(real: Any) -> Any:
+        def then_maybe_die(*args: Any) -> Any:
+            done = real(*args)
+            calls[0] += 1
+            if calls[0] == kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return done
 
-    rollups.after_write = refresh_then_maybe_die  # type: ignore[assignment]
+        return then_maybe_die
+
+    rollups._append_day = step(rollups._append_day)  # type: ignore[attr-defined]
+    rollups._fold_day = step(rollups._fold_day)  # type: ignore[attr-defined]
     ready.set()
     conn.execute("BEGIN IMMEDIATE")
     rollups.fold_pending(conn)
@@ -101,3 +108,64 @@ def open_history_no_fold(path: Path) -> Any:
     import sqlite_utils
 
     return sqlite_utils.Database(open_connection(path, fold=False))
+
+
+def _ingest_child(path: str, report: str, kill_at: str, ready: Any) -> None:
+    """Ingest one run with FOLD_RUNS 1, SIGKILLed as its fold starts or after its first step."""
+    from flaketui.core.ingest import writer
+    from flaketui.core.ingest.writer import ingest_reports
+    from flaketui.core.models import RunMeta
+
+    writer.FOLD_RUNS = 1  # type: ignore[misc]
+    if kill_at == "start":
+        real = rollups.fold_pending
+
+        def die_first(*args: Any) -> Any:
+            os.kill(os.getpid(), signal.SIGKILL)
+            return real(*args)
+
+        rollups.fold_pending = die_first  # type: ignore[assignment]
+    else:
+        real_append = rollups._append_day
+
+        def die_after(*args: Any) -> Any:
+            real_append(*args)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        rollups._append_day = die_after  # type: ignore[attr-defined]
+    ready.set()
+    conn = open_connection(path, fold=False)
+    ingest_reports(conn, [Path(report)], RunMeta(run_id="killed", ts=NOW - timedelta(hours=2)))
+
+
+@pytest.mark.parametrize("kill_at", ["start", "step"])
+def test_an_ingest_killed_in_its_fold_leaves_its_run_whole_and_listed(
+    tmp_path: Path, kill_at: str
+) -> None:
+    path = tmp_path / "h.db"
+    _history(path)
+    report = tmp_path / "r.xml"
+    cases = "".join(
+        f'<testcase classname="tests.test_x" name="test_{n}">'
+        + ("<failure message='boom'/>" if n % 4 == 0 else "")
+        + "</testcase>"
+        for n in range(30)
+    )
+    report.write_text(f"<testsuite>{cases}</testsuite>")
+    before = _snapshot(open_history_no_fold(path))
+    code, _ = run_forked(_ingest_child, (str(path), str(report), kill_at))
+    assert code == -signal.SIGKILL, "the child was not killed inside the fold"
+    assert integrity(path)[0] == "ok"
+    conn = open_connection(path, fold=False)
+    run = conn.execute("SELECT id FROM runs WHERE run_id = 'killed'").fetchone()[0]
+    assert conn.execute("SELECT count(*) FROM results WHERE run = ?", (run,)).fetchone() == (30,)
+    listed = {pk for (pk,) in conn.execute(f"SELECT run FROM {rollups.PENDING_TABLE}")}
+    assert run in listed and len(listed) == DEFERRED + 1  # its run waits beside the others
+    assert _snapshot(open_history_no_fold(path)) == before
+    reader = open_history_no_fold(path)
+    assert not rollups.answers(reader.conn, Config())
+    assert_everything_agrees(reader, NOW, Config())
+    db = open_history(path)  # the next opening folds everything waiting
+    assert not rollups.pending(db.conn)
+    assert_everything_agrees(db, NOW, Config())
+    assert_maintained(db)

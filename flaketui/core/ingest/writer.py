@@ -10,6 +10,8 @@ Choices made here:
   existing run is recorded as ingested.
 - Without a run id the run is named ``report-<16 hex>`` from the sha256 of its files' hashes, so
   the same file set always maps to the same run.
+- A run's raw rows land whole in its transaction; its rollups are folded later, together with
+  other runs' (FOLD_RUNS), and until then readers score the raw rows.
 """
 
 from __future__ import annotations
@@ -54,7 +56,12 @@ __all__ = [
 ]
 
 HASH_CHUNK_BYTES = 1 << 20
-ROLLUP_SLICE = 10_000  # tests per rollups hook call on huge runs (memory)
+# A single-run ingest leaves its run's rollups to a later fold (rollups.defer), and folds the
+# waiting runs together once FOLD_RUNS of them wait or the run itself is big: a fold rewrites a
+# day's rollup pages once for all its runs, where a fold per run rewrote them every run. Readers
+# meanwhile fold first or score the raw rows (flaketui.core.history.store.fold_deferred).
+FOLD_RUNS = 16
+FOLD_RESULTS = 20_000
 
 
 @dataclass
@@ -110,8 +117,14 @@ def ingest_reports(
     """
     hashes, full = _prepare(paths, meta, config)
     conn = db if isinstance(db, sqlite3.Connection) else db.conn
-    with bulk_settings(conn), transaction(conn):
-        return _ingest_run(conn, hashes, full, config, source, report_format)
+    with bulk_settings(conn):
+        with transaction(conn):
+            result = _ingest_run(conn, hashes, full, config, source, report_format)
+        if result.results >= FOLD_RESULTS or rollups.pending_runs(conn) >= FOLD_RUNS:
+            # After the run's commit: its rows stand whatever becomes of the fold.
+            with transaction(conn):
+                rollups.fold_pending(conn)
+    return result
 
 
 def ingest_batch(
@@ -151,6 +164,7 @@ def ingest_batch(
                     conn.execute("ROLLBACK TO flaketui_run")
                     outcomes[index] = exc
                 conn.execute("RELEASE flaketui_run")
+            rollups.fold_pending(conn)  # the batch's runs together, in its transaction
     return [outcome for outcome in outcomes if outcome is not None]
 
 
@@ -215,8 +229,7 @@ def _ingest_run(
     )
     if writer is not None:
         writer.refresh_dirty()
-        # A run created here was never counted by the rollups: each slice is appended.
-        _after_write(conn, run_pk, appended=found is None)
+        rollups.defer(conn, run_pk)  # folded with others (see FOLD_RUNS)
     if was_empty:
         # Every stored message was signed just now: record the scheme (see resign).
         record_scheme(conn, config.mask_patterns)
@@ -224,35 +237,6 @@ def _ingest_run(
         conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
     )
     return IngestResult(full.run_id, found is None, len(new_files), skipped, added, tests)
-
-
-def _after_write(conn: sqlite3.Connection, run_pk: int, *, appended: bool) -> None:
-    """Call the rollups hook for the run; a huge run's tests go in slices of ROLLUP_SLICE.
-
-    Without tests the hook lists the whole run's tests in memory (and as JSON): tens of bytes
-    per test, hundreds of MB for a 500 MB report. Each (test, day) rollup is recomputed from
-    the raw rows, so slices give the same rows as one call.
-    """
-    first = conn.execute(
-        "SELECT test FROM test_runs WHERE run = ? ORDER BY test LIMIT 1 OFFSET ?",
-        (run_pk, ROLLUP_SLICE),
-    ).fetchone()
-    if first is None:  # at most ROLLUP_SLICE tests: one plain call
-        rollups.after_write(conn, run_pk, appended=appended)
-        return
-    last = -1
-    while True:
-        tests = [
-            int(test)
-            for (test,) in conn.execute(
-                "SELECT test FROM test_runs WHERE run = ? AND test > ? ORDER BY test LIMIT ?",
-                (run_pk, last, ROLLUP_SLICE),
-            )
-        ]
-        if not tests:
-            return
-        rollups.after_write(conn, run_pk, tests, appended=appended)
-        last = tests[-1]
 
 
 def iter_cases(path: Path, report_format: str | None = None) -> Iterator[CaseRow]:

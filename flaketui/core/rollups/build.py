@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -214,25 +214,154 @@ def pending(conn: sqlite3.Connection) -> bool:
     return bool(row[0])
 
 
+def pending_runs(conn: sqlite3.Connection) -> int:
+    """How many written runs wait to be folded into the rollups."""
+    try:
+        row = conn.execute(f"SELECT count(*) FROM {PENDING_TABLE}").fetchone()
+    except sqlite3.OperationalError:  # no such table: nothing was ever deferred
+        return 0
+    return int(row[0])
+
+
 def fold_pending(conn: sqlite3.Connection) -> int:
-    """Fold the deferred runs into the rollups, oldest first, inside the caller's transaction;
-    returns how many. Each fold recomputes what its run feeds from the raw rows, so it is exact
-    whatever was folded before (a run deferred again after a partial fold included)."""
+    """Fold the deferred runs into the rollups inside the caller's transaction; returns how
+    many.
+
+    The runs are folded together, a day at a time. A day's runs that all follow every other
+    run of it, none of their test-runs counted yet (runs written in time order), are added to
+    its rows as one segment (_append_day); any other day is recomputed from the raw rows for
+    every test one of them ran (in slices of FOLD_SLICE tests, memory). Each commit they share
+    with another run is recomputed once. So N runs of a day rewrite that day's rollup pages
+    once, not N times, and the result is exact whatever was folded before (a run deferred again
+    after a partial fold included).
+    """
     if not pending(conn):
         return 0
-    runs = [
-        int(pk)
-        for (pk,) in conn.execute(
-            f"SELECT p.run FROM {PENDING_TABLE} p JOIN runs r ON r.id = p.run ORDER BY r.ts, r.id"
-        )
-    ]
-    conn.execute(f"DELETE FROM {PENDING_TABLE}")
-    if _settings(conn) is None:
+    runs = _pending_list(conn)
+    conn.execute(f"DELETE FROM {PENDING_TABLE}")  # listed runs pruned since are dropped too
+    if not runs:
+        return 0
+    settings = _settings(conn)
+    if settings is None:
         rebuild(conn)  # made from every raw row: the deferred runs included
         return len(runs)
-    for run_pk in runs:
-        after_write(conn, run_pk)
+    latest = _latest_day(conn)
+    if any(not settings.covers(day) and day >= (latest or day) for _, day, _ in runs):
+        rebuild(conn, settings.half_life)  # the newest day left the anchor's span: re-anchor
+        return len(runs)
+    by_day: dict[str, list[int]] = {}
+    by_commit: dict[str, list[int]] = {}
+    for run_pk, day, commit in runs:
+        by_day.setdefault(day, []).append(run_pk)
+        if commit is not None:
+            by_commit.setdefault(commit, []).append(run_pk)
+    # Appends first: a recomputed day recomputes a family that just came to be whole, with
+    # every run of it, and no later append may add a run to it again.
+    seq_rollups.start_segments(conn)
+    recompute = [
+        (day, run_pks)
+        for day, run_pks in sorted(by_day.items())
+        if not _append_day(conn, settings, day, run_pks)
+    ]
+    for day, run_pks in recompute:
+        for tests in _tests_of_runs(conn, run_pks):
+            _fold_day(conn, day, tests)
+    seq_rollups.finish_segments(conn, settings.ln2_per_h)
+    for commit, run_pks in sorted(by_commit.items()):
+        if len(run_pks) > 1 or _commit_shared(conn, commit, run_pks[0]):
+            for tests in _tests_of_runs(conn, run_pks):
+                seq_rollups.refresh_commits(conn, [commit], tests)
     return len(runs)
+
+
+FOLD_SLICE = 10_000  # tests per recomputed slice of a day when folding (memory)
+
+
+def _pending_list(conn: sqlite3.Connection) -> list[tuple[int, str, str | None]]:
+    """The deferred runs still in the history: (run, day, commit), oldest first."""
+    return [
+        (int(pk), str(day), None if commit is None else str(commit))
+        for pk, day, commit in conn.execute(
+            f"SELECT p.run, substr(r.ts, 1, 10), r.commit_sha FROM {PENDING_TABLE} p"
+            " JOIN runs r ON r.id = p.run ORDER BY r.ts, r.id"
+        )
+    ]
+
+
+def _tests_of_runs(conn: sqlite3.Connection, run_pks: list[int]) -> Iterator[list[int]]:
+    """The distinct tests the runs hold, ascending, in slices of FOLD_SLICE."""
+    last = -1
+    while True:
+        tests = [
+            int(test)
+            for (test,) in conn.execute(
+                "SELECT DISTINCT test FROM test_runs"
+                " WHERE run IN (SELECT value FROM json_each(?)) AND test > ?"
+                " ORDER BY test LIMIT ?",
+                (json.dumps(run_pks), last, FOLD_SLICE),
+            )
+        ]
+        if not tests:
+            return
+        yield tests
+        last = tests[-1]
+
+
+def _fold_day(conn: sqlite3.Connection, day: str, tests: list[int]) -> None:
+    """One slice of a fold: the day's rollups of `tests`, recomputed from the raw rows."""
+    refresh(conn, day, tests)
+
+
+_IN_RUNS = "tr.run IN (SELECT value FROM json_each(:runs))"
+# Whether a test-run of the runs is counted in a day row already: with no other run of the day
+# at or after :first, a row that far on can only hold one of them.
+_COUNTED_ALREADY = """
+SELECT EXISTS (SELECT 1 FROM json_each(:runs) p CROSS JOIN test_runs tr ON tr.run = p.value
+    CROSS JOIN runs r ON r.id = tr.run
+    CROSS JOIN test_day_rollups d ON d.test = tr.test AND d.suite = r.suite AND d.day = :day
+    WHERE d.last_s >= CAST(strftime('%s', :first) AS INTEGER))"""
+
+
+def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: list[int]) -> bool:
+    """Add a day's deferred runs to its rollups as one later segment, when they all follow
+    every other run of the day and none of their test-runs is counted yet (runs ingested in
+    time order); False, changing nothing, when the day must be recomputed instead.
+
+    Families that just came to be and ran elsewhere are left out: their names are kept in the
+    temporary table fold_whole_families for the caller to recompute whole.
+    """
+    runs_json = json.dumps(runs)
+    first_ts = conn.execute(
+        "SELECT min(ts) FROM runs WHERE id IN (SELECT value FROM json_each(?))", (runs_json,)
+    ).fetchone()[0]
+    if first_ts is None:
+        return True  # pruned since they were listed: nothing to add
+    later = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE ts >= ? AND ts < date(?, '+1 day')"
+        " AND id NOT IN (SELECT value FROM json_each(?)))",
+        (first_ts, day, runs_json),
+    ).fetchone()[0]
+    if later:
+        return False
+    params = {"runs": runs_json, "day": day, "first": first_ts, "week": week_of(day)}
+    if conn.execute(_COUNTED_ALREADY, params).fetchone()[0]:
+        return False
+    ensure_sql_functions(conn)
+    params.update(settings.params())
+    segment = _AGGREGATE.format(where=_IN_RUNS)
+    conn.execute(
+        f"INSERT INTO test_day_rollups ({_COLUMNS}) SELECT * FROM ({segment}) WHERE true"
+        f" ON CONFLICT (test, suite, day) DO UPDATE SET {_ADD_SET}",
+        params,
+    )
+    values = _COLUMNS.replace("test, day, suite", "test, :week, suite")
+    conn.execute(
+        f"INSERT INTO test_week_rollups ({_WEEK_COLUMNS}) SELECT {values} FROM ({segment})"
+        f" WHERE true ON CONFLICT (test, suite, week) DO UPDATE SET {_ADD_SET}",
+        params,
+    )
+    seq_rollups.append_segment(conn, runs_json, settings.ln2_per_h)
+    return True
 
 
 def half_life(conn: sqlite3.Connection) -> float | None:
@@ -328,6 +457,7 @@ def refresh_run(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | No
     """Refresh the rollups a run's test-runs feed (all its tests, or the given ones)."""
     if not enabled(conn):
         return
+    fold_pending(conn)  # as refresh_runs
     row = conn.execute(
         "SELECT substr(ts, 1, 10), commit_sha FROM runs WHERE id = ?", (run_pk,)
     ).fetchone()
@@ -426,9 +556,8 @@ FROM json_each(:tests) f CROSS JOIN test_runs tr ON tr.test = f.value AND tr.run
     CROSS JOIN runs r ON r.id = tr.run
 WHERE r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped' AND tr.edited = 0
 """
-_ADD_RUN = """
-INSERT INTO {table} ({columns}) {one_run}
-ON CONFLICT (test, suite, {bucket}) DO UPDATE SET
+# Adding counts and sums to a rollup row (the excluded row: later runs of its bucket).
+_ADD_SET = """
     runs = runs + excluded.runs, main_runs = main_runs + excluded.main_runs,
     flaky_runs = flaky_runs + excluded.flaky_runs,
     failed_runs = failed_runs + excluded.failed_runs,
@@ -440,6 +569,10 @@ ON CONFLICT (test, suite, {bucket}) DO UPDATE SET
     main_w = main_w + excluded.main_w, main_w_bad = main_w_bad + excluded.main_w_bad,
     other_w = other_w + excluded.other_w, other_w_bad = other_w_bad + excluded.other_w_bad
 """
+_ADD_RUN = (
+    "INSERT INTO {table} ({columns}) {one_run}\nON CONFLICT (test, suite, {bucket}) DO UPDATE SET"
+    + _ADD_SET
+)
 _ADD_RUN_DAY = _ADD_RUN.format(
     table="test_day_rollups",
     columns=_COLUMNS,
@@ -470,6 +603,9 @@ def refresh_runs(conn: sqlite3.Connection, run_pks: Sequence[int]) -> None:
     """Refresh the rollups of several runs (an incident tag set or cleared on them)."""
     if not run_pks or not enabled(conn):
         return
+    # First the waiting runs: a day recomputed here would count some of them, and a fold
+    # appending them afterwards would count them twice.
+    fold_pending(conn)
     rows = conn.execute(
         "SELECT substr(r.ts, 1, 10), r.commit_sha, tr.test"
         " FROM runs r JOIN test_runs tr ON tr.run = r.id"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import date, timedelta
 from typing import Any
 
@@ -95,8 +95,15 @@ def day_rows(
 
     Rows: key, day, SEQ_COLUMNS[, LIST_COLUMNS]; the rebuild's SQL gives the same rows.
     """
+    return list(iter_day_rows(conn, units, params, lists))
+
+
+def iter_day_rows(
+    conn: sqlite3.Connection, units: str, params: Mapping[str, Any], lists: bool
+) -> Iterator[tuple[Any, ...]]:
+    """day_rows one at a time, a key after another (SQLite sorts the units, spilling to disk
+    when they are many): memory stays flat however many units there are."""
     ln2_per_h = float(params["ln2_per_h"])
-    out: list[tuple[Any, ...]] = []
     cursor = conn.execute(
         f"SELECT key, run, ts, bad, flaky, failed_any, is_main FROM ({units})"
         " ORDER BY key, ts, run",
@@ -108,7 +115,7 @@ def day_rows(
         day = ts[:10]
         if (key, day) != current:
             if row is not None:
-                out.append(_finish(row, lists))
+                yield _finish(row, lists)
             current = (key, day)
             # runs, main_runs, flaky, failed, failed_any, main_bad, first_bad, last_bad,
             # flips_in, tail_clean, main_first_bad, main_last_bad, starts_in, recov_in,
@@ -151,8 +158,7 @@ def day_rows(
             if flag:
                 row[index].append(run)
     if row is not None:
-        out.append(_finish(row, lists))
-    return out
+        yield _finish(row, lists)
 
 
 def _finish(row: list[Any], lists: bool) -> tuple[Any, ...]:
@@ -336,6 +342,87 @@ def append_run(
         fparams = {**params, "parents": json.dumps(fresh)}
         units = q.FAMILY_UNITS.format(source=_PARENTS_SRC, where="tr.run = :run")
         _append_units(conn, "family_day_seq", "parent", units, fparams)
+
+
+# ---- a fold's segments: several deferred runs of a day appended at once -------------------
+# (flaketui.core.rollups.build.fold_pending). Parents come and go through temporary tables, so
+# a run of millions of tests is never listed in memory.
+
+
+def start_segments(conn: sqlite3.Connection) -> None:
+    """Begin a fold's appends (inside its transaction)."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS fold_families (parent TEXT PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS fold_whole_families (parent TEXT PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.fold_whole_families")
+
+
+def _append_rows(
+    conn: sqlite3.Connection, table: str, key: str, units: str, params: Mapping[str, Any]
+) -> None:
+    """Upsert the day rows of a later segment's units into a day-row table (computed as
+    refresh_day computes them, streamed: a huge run's rows are never all in memory)."""
+    lists = table == "test_day_seq"
+    columns = _TEST_COLS if lists else _FAMILY_COLS
+    marks = ", ".join("?" * len(columns.split(", ")))
+    conn.executemany(
+        f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        f" ON CONFLICT ({key}, day) DO UPDATE SET {_APPEND_SET}{_APPEND_LISTS if lists else ''}",
+        iter_day_rows(conn, units, params, lists),
+    )
+
+
+def append_segment(conn: sqlite3.Connection, runs_json: str, ln2_per_h: float) -> None:
+    """Add runs of one day, later than every other run of it and none of whose test-runs is
+    counted yet, to the day rows of their tests and families.
+
+    A family with no rows yet whose members also ran in other runs (a parent that just became
+    a family has a past) is not appended: it goes to fold_whole_families, for finish_segments
+    to recompute whole.
+    """
+    params = {"runs": runs_json, "ln2_per_h": ln2_per_h}
+    in_runs = "tr.run IN (SELECT value FROM json_each(:runs))"
+    units = q.TEST_UNITS.format(source=q.TEST_SOURCE, where=in_runs)
+    _append_rows(conn, "test_day_seq", "test", units, params)
+    conn.execute(
+        "INSERT INTO test_day_signatures "
+        + q.SIGNATURE_ROWS.format(source=q.TEST_SOURCE, where=in_runs)
+        + " ON CONFLICT (test, day, signature) DO UPDATE SET runs = runs + excluded.runs,"
+        " last_ts = max(last_ts, excluded.last_ts)",
+        params,
+    )
+    conn.execute("DELETE FROM temp.fold_families")
+    conn.execute(
+        "INSERT INTO temp.fold_families (parent) SELECT DISTINCT t.parent"
+        " FROM test_runs tr CROSS JOIN tests t ON t.id = tr.test"
+        f" WHERE {in_runs} AND t.parent IN ({FAMILIES})",
+        params,
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO temp.fold_whole_families"
+        " SELECT f.parent FROM temp.fold_families f"
+        " WHERE NOT EXISTS (SELECT 1 FROM family_day_seq s WHERE s.parent = f.parent)"
+        " AND EXISTS (SELECT 1 FROM tests t CROSS JOIN test_runs tr ON tr.test = t.id"
+        " WHERE t.parent = f.parent AND tr.run NOT IN (SELECT value FROM json_each(:runs)))",
+        params,
+    )
+    conn.execute(
+        "DELETE FROM temp.fold_families WHERE parent IN"
+        " (SELECT parent FROM temp.fold_whole_families)"
+    )
+    units = q.FAMILY_UNITS.format(
+        source=q.FAMILY_SOURCE,
+        where=f"{in_runs} AND t.parent IN (SELECT parent FROM temp.fold_families)",
+    )
+    _append_rows(conn, "family_day_seq", "parent", units, params)
+
+
+def finish_segments(conn: sqlite3.Connection, ln2_per_h: float) -> None:
+    """End a fold's appends: recompute the families append_segment left out."""
+    parents = [str(p) for (p,) in conn.execute("SELECT parent FROM temp.fold_whole_families")]
+    conn.execute("DELETE FROM temp.fold_whole_families")
+    conn.execute("DELETE FROM temp.fold_families")
+    if parents:
+        refresh_families(conn, parents, ln2_per_h)
 
 
 def _refresh_family_day(

@@ -1,0 +1,241 @@
+"""Deferred runs folded together (rollups.fold_pending) leave every rollup table as a rebuild
+from the raw rows leaves it, and every reader's results are the raw scorer's, whether the fold
+appends a day's runs as one segment or recomputes the day; ingest defers its runs and folds
+them FOLD_RUNS at a time."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flaketui.core.config import Config
+from flaketui.core.history.store import open_connection, open_history, transaction
+from flaketui.core.ingest import writer as writer_module
+from flaketui.core.ingest.writer import RunRecorder, ingest_reports
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.rollups import build as rollups
+from tests.core.test_rollup_scoring import (
+    assert_everything_agrees,
+    assert_filtered_agrees,
+    assert_maintained,
+)
+
+NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+TESTS = [
+    "tests/t.py::test_a",
+    "tests/t.py::test_p[1]",
+    "tests/t.py::test_p[2]",
+    "tests/u.py::test_u",
+    "tests/v.py::test_skip",
+]
+# Appears late: test_u's parent becomes a family with a past.
+LATE_MEMBER = "tests/u.py::test_u[late]"
+
+
+def _outcomes(rng: random.Random) -> list[str]:
+    return rng.choice([["pass"], ["pass"], ["fail"], ["fail", "pass"], ["error"]])
+
+
+def _record(
+    conn: sqlite3.Connection, run_id: str, ts: datetime, tests: list[str], rng: random.Random
+) -> None:
+    """One run a recorder writes and leaves to fold (several batches, some tests skipped)."""
+    kind = rng.choice(["main", "main", "pr"])
+    meta = RunMeta(
+        run_id=run_id,
+        suite=rng.choice(["ci", "ci", "nightly"]),
+        branch="main" if kind == "main" else "feature/x",
+        branch_kind=kind,
+        ts=ts,
+        commit_sha=f"c{rng.randrange(6)}",
+        incident="outage" if rng.random() < 0.05 else None,
+        changed_files=["tests/t.py"] if rng.random() < 0.1 else [],
+    )
+    recorder = RunRecorder(conn, meta, defer_rollups=True)
+    for start in range(0, len(tests), 2):
+        recorder.add(
+            [
+                CaseResult(
+                    test_id,
+                    test_id.split("::")[0],
+                    [
+                        Attempt("skipped" if "skip" in test_id else outcome, 1, f"boom {n % 2}")
+                        for n, outcome in enumerate(_outcomes(rng))
+                    ],
+                )
+                for test_id in tests[start : start + 2]
+            ]
+        )
+    recorder.finish()
+
+
+def _count_paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How many days each fold appended as a segment, and how many slices it recomputed."""
+    counts = {"appended": 0, "recomputed": 0}
+    append_day, fold_day = rollups._append_day, rollups._fold_day
+
+    def appended(*args: Any) -> bool:
+        done = append_day(*args)
+        counts["appended"] += done
+        return done
+
+    def recomputed(*args: Any) -> None:
+        counts["recomputed"] += 1
+        fold_day(*args)
+
+    monkeypatch.setattr(rollups, "_append_day", appended)
+    monkeypatch.setattr(rollups, "_fold_day", recomputed)
+    return counts
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_folds_of_many_runs_equal_a_rebuild(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs folded in chunks: mostly in time order (appended), some late and some extended
+    after their fold (recomputed), a parent becoming a family, incidents, edits, skips."""
+    counts = _count_paths(monkeypatch)
+    rng = random.Random(seed)
+    path = tmp_path / "h.db"
+    open_history(path).conn.close()
+    conn = open_connection(path, fold=False)
+    db = open_history(path)
+    hours = sorted(rng.uniform(0, 24 * 10) for _ in range(48))
+    for index in rng.sample(range(48), 6):  # late arrivals: written out of time order
+        hours[index] -= rng.uniform(1, 30)
+    start = NOW - timedelta(days=11)
+    written: list[tuple[str, datetime]] = []
+    index = 0
+    while index < len(hours):
+        for _ in range(rng.randint(1, 7)):
+            if index == len(hours):
+                break
+            tests = TESTS + ([LATE_MEMBER] if index > 30 else [])
+            if written and rng.random() < 0.15:  # more attempts for a run already written
+                run_id, ts = rng.choice(written)
+                _record(conn, run_id, ts, rng.sample(tests, 2), rng)
+            else:
+                ts = start + timedelta(hours=hours[index])
+                _record(conn, f"r{index}", ts, tests, rng)
+                written.append((f"r{index}", ts))
+                index += 1
+        assert rollups.pending(conn)
+        with transaction(conn):
+            assert rollups.fold_pending(conn) >= 1
+        assert not rollups.pending(conn)
+        assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())
+    assert_filtered_agrees(db, NOW, Config())
+    assert counts["appended"] and counts["recomputed"]
+
+
+def test_a_fold_never_appends_a_run_counted_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run folded, then given more attempts and deferred again, is recomputed: appending it
+    would count its first test-runs twice."""
+    counts = _count_paths(monkeypatch)
+    path = tmp_path / "h.db"
+    open_history(path).conn.close()
+    conn = open_connection(path, fold=False)
+    rng = random.Random(5)
+    _record(conn, "early", NOW - timedelta(hours=5), TESTS, rng)
+    _record(conn, "late", NOW - timedelta(hours=2), TESTS, rng)
+    with transaction(conn):
+        rollups.fold_pending(conn)
+    assert counts == {"appended": 1, "recomputed": 0}
+    _record(conn, "late", NOW - timedelta(hours=2), TESTS[:3], rng)  # the latest run again
+    with transaction(conn):
+        rollups.fold_pending(conn)
+    assert counts == {"appended": 1, "recomputed": 1}
+    db = open_history(path)
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())
+
+
+def _report(path: Path, rng: random.Random) -> Path:
+    cases = []
+    for number in range(12):
+        name = f"test_p[{number % 3}]" if number < 6 else f"test_{number}"
+        inner = '<failure message="boom 0x1f"/>' if rng.random() < 0.2 else ""
+        cases.append(f'<testcase classname="pkg.m{number % 2}" name="{name}">{inner}</testcase>')
+    path.write_text(f'<?xml version="1.0"?>\n<testsuite name="s">{"".join(cases)}</testsuite>\n')
+    return path
+
+
+def test_ingest_folds_its_runs_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ingest lands its run whole and lists it; every FOLD_RUNS-th folds those waiting.
+    Meanwhile readers score the raw rows, with the raw scorer's results."""
+    monkeypatch.setattr(writer_module, "FOLD_RUNS", 3)
+    rng = random.Random(2)
+    db = open_history(tmp_path / "h.db")
+    reader = open_connection(tmp_path / "h.db", readonly=True, fold=False)
+    import sqlite_utils
+
+    for index in range(8):
+        ts = NOW - timedelta(hours=40 - 4 * index + (6 if index == 5 else 0))  # one late
+        meta = RunMeta(run_id=f"r{index}", ts=ts, commit_sha=f"c{index // 2}")
+        result = ingest_reports(db, [_report(tmp_path / f"{index}.xml", rng)], meta)
+        assert result.results == 12
+        assert rollups.pending_runs(db.conn) == (index + 1) % 3
+        assert rollups.answers(db.conn, Config()) == ((index + 1) % 3 == 0)
+        assert_everything_agrees(sqlite_utils.Database(reader), NOW, Config())
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())
+
+
+def test_a_big_ingest_folds_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_module, "FOLD_RESULTS", 12)
+    db = open_history(tmp_path / "h.db")
+    meta = RunMeta(run_id="big", ts=NOW - timedelta(hours=1))
+    ingest_reports(db, [_report(tmp_path / "big.xml", random.Random(1))], meta)
+    assert not rollups.pending(db.conn)
+    assert rollups.answers(db.conn, Config())
+    assert_maintained(db)
+
+
+def test_tagging_an_incident_folds_the_waiting_runs_first(tmp_path: Path) -> None:
+    """Recomputing a tagged run's day counts the waiting runs of that day (a family pools its
+    members' runs): they are folded before, never appended after."""
+    from flaketui.core.history.incidents import add_incident
+
+    path = tmp_path / "h.db"
+    db = open_history(path)
+    conn = open_connection(path, fold=False)
+    rng = random.Random(4)
+    day = NOW.replace(hour=0) - timedelta(days=1)
+    _record(conn, "tagged", day + timedelta(hours=10), [TESTS[0], TESTS[1]], rng)
+    with transaction(conn):
+        rollups.fold_pending(conn)
+    _record(conn, "waiting", day + timedelta(hours=12), [TESTS[2]], rng)  # the other member
+    add_incident(db, "outage", start=day + timedelta(hours=9), end=day + timedelta(hours=11))
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())
+
+
+def test_a_waiting_run_pruned_before_its_fold_leaves_nothing_listed(tmp_path: Path) -> None:
+    from flaketui.core.history.prune import prune_history
+
+    path = tmp_path / "h.db"
+    db = open_history(path)
+    conn = open_connection(path, fold=False)
+    rng = random.Random(6)
+    _record(conn, "old", NOW - timedelta(days=20), TESTS, rng)
+    _record(conn, "new", NOW - timedelta(hours=3), TESTS, rng)
+    with transaction(conn):
+        rollups.fold_pending(conn)
+    _record(conn, "old-again", NOW - timedelta(days=19), TESTS, rng)
+    prune_history(db, 10, now=NOW)  # removes the waiting run
+    assert db.conn.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    with transaction(conn):
+        assert rollups.fold_pending(conn) == 0
+    assert not rollups.pending(conn)
+    assert rollups.answers(db.conn, Config())
+    assert_maintained(db)
