@@ -160,6 +160,8 @@ def load_units(db: Connected, target: Target, *, now: datetime, config: Config) 
     medians = {test: _median(values) for test, values in durations.items()}
     units: dict[int, Unit] = {}
     spots: list[tuple[int, str, int]] = []
+    max_spots = MAX_ORDER_RUNS * len(target.test_ids)
+    # Tens of thousands of rows for a group: each dimension's set is made once per unit.
     for (
         test, run, bad, ts, workers, worker, suite, kind, host, os_name, python, duration,
         timeout, position,
@@ -175,14 +177,21 @@ def load_units(db: Connected, target: Target, *, now: datetime, config: Config) 
             for name, value in (("runner_host", host), ("os", os_name), ("python", python)):
                 if value:
                     values[name] = {str(value)}
+            values["worker_id"] = {str(worker)}
         else:
-            unit.bad = unit.bad or bool(bad)
-        unit.values.setdefault("worker_id", set()).add(str(worker))
+            values = unit.values
+            if bad:
+                unit.bad = True
+            values["worker_id"].add(str(worker))
         if duration is not None:
             band = duration_band(int(duration), medians.get(int(test)), timeout)
-            unit.values.setdefault("duration", set()).add(band)
+            bands = values.get("duration")
+            if bands is None:
+                values["duration"] = {band}
+            else:
+                bands.add(band)
             unit.timings.append((int(duration), None if timeout is None else int(timeout)))
-        if position is not None and len(spots) < MAX_ORDER_RUNS * len(target.test_ids):
+        if position is not None and len(spots) < max_spots:
             spots.append((int(run), str(worker), int(position)))
     if spots:
         own = set(target.test_ids)
