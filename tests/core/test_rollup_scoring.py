@@ -31,6 +31,8 @@ from flaketui.core.scoring.aggregates import (
     per_family_evidence,
     per_signature_evidence,
     per_test_evidence,
+    pooled_family_units,
+    pooled_units,
     rate_changes,
     signature_counts,
 )
@@ -142,6 +144,53 @@ def assert_same_onsets(
     named = {pk: f"t{pk:04d}" for pk in failing}
     found, raw_found = both(lambda: cofailure.cofailure_groups(db, named, now, config, **where))
     assert found == raw_found
+    assert_shared_units_agree(db, now, config, tests, members, where)
+
+
+def assert_same_changes(fast: dict[Any, Any], raw: dict[Any, Any], kind: str) -> None:
+    """Every field of every key's rate change."""
+    assert fast.keys() == raw.keys(), kind
+    for key, expected in raw.items():
+        got = dataclasses.asdict(fast[key])
+        for name, value in dataclasses.asdict(expected).items():
+            assert _same(got[name], value), (kind, key, name, got[name], value)
+
+
+def assert_shared_units_agree(
+    db: sqlite_utils.Database,
+    now: datetime,
+    config: Config,
+    tests: dict[int, Evidence],
+    members: dict[int, str],
+    where: dict[str, str],
+) -> None:
+    """Groups' run sets read once (pooled_units, pooled_family_units) and handed to their
+    evidence and onsets give what the raw-row scorer gives, also for fewer groups than read."""
+    if not rollups.answers(db.conn, config):
+        return  # the raw-row scorer reads no run sets
+    units = pooled_units(db, members, now, config, **where)
+    assert units is not None
+    fast = per_signature_evidence(db, members, now, config, **where, tests=tests, units=units)
+    with raw_scoring():
+        raw = per_signature_evidence(db, members, now, config, **where)
+    assert_same_evidence(fast, raw)
+    first = min(members.values(), default=None)
+    some = {pk: key for pk, key in members.items() if key == first}
+    pks = sorted(some)
+    changes = rate_changes(db, now, config, "signature", pks, **where, members=some, units=units)
+    with raw_scoring():
+        raw_changes = rate_changes(db, now, config, "signature", pks, **where, members=some)
+    assert_same_changes(changes, raw_changes, "signature")
+    family_units = pooled_family_units(db, now, config, **where)
+    assert (family_units is None) == (not where)
+    fast = per_family_evidence(db, now, config, **where, tests=tests, units=family_units)
+    with raw_scoring():
+        raw = per_family_evidence(db, now, config, **where)
+    assert_same_evidence(fast, raw)
+    changes = rate_changes(db, now, config, "family", sorted(tests), **where, units=family_units)
+    with raw_scoring():
+        raw_changes = rate_changes(db, now, config, "family", sorted(tests), **where)
+    assert_same_changes(changes, raw_changes, "family")
 
 
 def assert_everything_agrees(db: sqlite_utils.Database, now: datetime, config: Config) -> int:

@@ -27,6 +27,7 @@ from flaketui.core.rollups import sql as q
 from flaketui.core.rollups.evidence import Evidence
 from flaketui.core.rollups.read import (
     DayCounts,
+    GroupUnits,
     Window,
     WindowRun,
     edge_test_days,
@@ -342,6 +343,17 @@ def test_evidence(
     return out
 
 
+def family_members(conn: sqlite3.Connection) -> dict[int, str]:
+    """tests.id -> parent of every member of a parametrized family."""
+    return {
+        int(pk): str(parent)
+        for pk, parent in conn.execute(
+            "SELECT id, parent FROM tests WHERE parent IN "
+            "(SELECT parent FROM tests WHERE test_id <> parent)"
+        )
+    }
+
+
 def family_evidence(
     conn: sqlite3.Connection,
     window: Window,
@@ -349,16 +361,12 @@ def family_evidence(
     suite: str | None,
     branch_kind: str | None,
     tests: Mapping[int, Evidence],
+    units: GroupUnits | None = None,
 ) -> dict[str, Evidence]:
     """Evidence per parametrized family, pooled by run, over the runs of the suite and/or
-    branch kind (`tests`: test_evidence of the same request, for the most attempts)."""
-    members = {
-        int(pk): str(parent)
-        for pk, parent in conn.execute(
-            "SELECT id, parent FROM tests WHERE parent IN "
-            "(SELECT parent FROM tests WHERE test_id <> parent)"
-        )
-    }
+    branch kind (`tests`: test_evidence of the same request, for the most attempts;
+    `units`: group_units of family_members over the window, when the caller has them)."""
+    members = family_members(conn)
     if not members:
         return {}
     most: dict[str, int] = {}
@@ -367,7 +375,9 @@ def family_evidence(
             most[parent] = max(most.get(parent, 0), tests[pk].max_attempts)
     timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
     out = {}
-    for parent, sets in group_units(conn, members, window).items():
+    if units is None:
+        units = group_units(conn, members, window)
+    for parent, sets in units.items():
         ev = timeline.evidence(parent, sets, most.get(parent, 0))
         if ev is not None:
             out[parent] = ev

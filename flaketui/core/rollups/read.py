@@ -139,6 +139,8 @@ def _day_row(
 
 # A key's days in the window with a counted run: (day, runs, bad runs), in day order.
 DayCounts = dict[Any, list[tuple[str, int, int]]]
+# Per pooled group: the runs any member ran in, was bad, flaky, failed in (group_units).
+GroupUnits = dict[str, tuple[set[int], set[int], set[int], set[int]]]
 
 
 def _add_day(out: DayCounts, key: Any, day: str, runs: int, bad: int) -> None:
@@ -183,14 +185,47 @@ def test_days(conn: sqlite3.Connection, test_pks: Sequence[int], window: Window)
         return {}
     out: DayCounts = {}
     params = {**window.params, "keys": json.dumps(sorted(set(test_pks)))}
+    # Tens of thousands of rows: appended in place (days without runs left out, as _add_day).
     for test, day, runs, bad in conn.execute(
         "SELECT test, day, runs, failed_runs FROM test_day_seq"
         " WHERE test IN (SELECT value FROM json_each(:keys))"
+        " AND day >= :lo_day AND day <= :hi_day AND runs > 0",
+        params,
+    ):
+        days = out.get(test)
+        if days is None:
+            days = out[test] = []
+        days.append((day, runs, bad))
+    return merge_days(out, edge_test_days(conn, test_pks, window))
+
+
+def family_days(conn: sqlite3.Connection, parents: Iterable[str], window: Window) -> DayCounts:
+    """Each family's days in the window with counted runs and bad runs, pooled by run: whole
+    days from family_day_seq, the edge days from the raw rows."""
+    keys = json.dumps(sorted(set(parents)))
+    if keys == "[]":
+        return {}
+    out: DayCounts = {}
+    params = {**window.params, "keys": keys}
+    for parent, day, runs, bad in conn.execute(
+        "SELECT parent, day, runs, failed_runs FROM family_day_seq"
+        " WHERE parent IN (SELECT value FROM json_each(:keys))"
         " AND day >= :lo_day AND day <= :hi_day",
         params,
     ):
-        _add_day(out, test, day, int(runs), int(bad))
-    return merge_days(out, edge_test_days(conn, test_pks, window))
+        _add_day(out, parent, day, int(runs), int(bad))
+    units = q.FAMILY_UNITS.format(
+        source=_EDGE_FAMILY_SRC,
+        where=f"{_EDGE_RUNS} AND t.parent IN (SELECT value FROM json_each(:keys))"
+        f" AND t.parent IN ({_FAMILIES})",
+    )
+    edges: DayCounts = {}
+    for parent, day, runs, bad in conn.execute(
+        f"SELECT key, substr(ts, 1, 10) AS day, count(*), sum(bad) FROM ({units}) GROUP BY 1, 2",
+        params,
+    ):
+        _add_day(edges, parent, day, int(runs), int(bad))
+    return merge_days(out, edges)
 
 
 def group_days(
@@ -198,11 +233,18 @@ def group_days(
     members: Mapping[int, str],
     window: Window,
     day_of: Mapping[int, str] | None = None,
+    units: GroupUnits | None = None,
 ) -> DayCounts:
     """Each pooled group's days (`members` maps tests.id to a group key) with the runs any
     member ran in and the runs any member was bad in, from the day rows' run lists
-    (group_units). `day_of`: run id -> day of the runs to count (default: the window's)."""
-    groups = group_units(conn, members, window)
+    (group_units). `day_of`: run id -> day of the runs to count (default: the window's).
+    `units`: group_units of the same window for these groups and maybe others, when the
+    caller has them (a group's sets only depend on its own members)."""
+    if units is None:
+        groups = group_units(conn, members, window)
+    else:
+        wanted = set(members.values())
+        groups = {key: sets for key, sets in units.items() if key in wanted}
     if day_of is None:
         day_of = dict(
             conn.execute(
@@ -607,11 +649,9 @@ def _ids(text: str | None) -> Iterable[int]:
     return map(int, text.split(",")) if text else ()
 
 
-def group_units(
-    conn: sqlite3.Connection, members: Mapping[int, str], window: Window
-) -> dict[str, tuple[set[int], set[int], set[int], set[int]]]:
+def group_units(conn: sqlite3.Connection, members: Mapping[int, str], window: Window) -> GroupUnits:
     """Per group: the runs any member ran in, was bad, flaky, failed in (within the window)."""
-    groups: dict[str, tuple[set[int], set[int], set[int], set[int]]] = {}
+    groups: GroupUnits = {}
     for sig in set(members.values()):
         groups[sig] = (set(), set(), set(), set())
     params = {
@@ -750,9 +790,11 @@ def signature_group_evidence(
     config: Config,
     suite: str | None = None,
     branch_kind: str | None = None,
+    units: GroupUnits | None = None,
 ) -> dict[str, Evidence]:
     """Evidence per signature group, pooled by run (members: tests.id -> signature hash),
-    over the runs of one suite and/or branch kind when given."""
+    over the runs of one suite and/or branch kind when given; `units`: group_units of these
+    members over the window, when the caller has them."""
     if not members:
         return {}
     runs = window_runs(conn, window, config, suite, branch_kind)
@@ -760,7 +802,9 @@ def signature_group_evidence(
     for test, sig in members.items():
         most[sig] = max(most.get(sig, 0), max_attempts.get(test, 0))
     out = {}
-    for sig, sets in group_units(conn, members, window).items():
+    if units is None:
+        units = group_units(conn, members, window)
+    for sig, sets in units.items():
         ev = pooled_evidence(sig, sets, runs, most[sig])
         if ev is not None:
             out[sig] = ev

@@ -385,10 +385,13 @@ def per_family_evidence(
     branch_kind: str | None = None,
     *,
     tests: Mapping[int, Evidence] | None = None,
+    units: rollup_read.GroupUnits | None = None,
 ) -> dict[str, Evidence]:
     """Evidence per parametrized family (keyed by parent id), pooled by run.
 
-    `tests`: per_test_evidence of the same request, when the caller has it (saves a read).
+    `tests`: per_test_evidence of the same request, when the caller has it (saves a read);
+    `units`: pooled_units of the same request over family_members (read with a suite or
+    branch-kind filter only), when the caller has them.
     """
     window = rollup_window(db, now, config, suite, branch_kind)
     if window is not None:
@@ -399,7 +402,9 @@ def per_family_evidence(
     if window is not None:
         if tests is None:
             tests = per_test_evidence(db, now, config, suite, branch_kind)
-        return rollup_filtered.family_evidence(db.conn, window, config, suite, branch_kind, tests)
+        return rollup_filtered.family_evidence(
+            db.conn, window, config, suite, branch_kind, tests, units
+        )
 
     def members_of(parents: list[Any]) -> list[int]:
         rows = db.conn.execute(
@@ -431,10 +436,12 @@ def per_signature_evidence(
     branch_kind: str | None = None,
     *,
     tests: Mapping[int, Evidence] | None = None,
+    units: rollup_read.GroupUnits | None = None,
 ) -> dict[str, Evidence]:
     """Evidence per signature group (keyed by hash), pooled by run; members: tests.id -> hash.
 
-    `tests`: per_test_evidence of the same request, when the caller has it (saves a read).
+    `tests`: per_test_evidence of the same request, when the caller has it (saves a read);
+    `units`: pooled_units of the same request and members, when the caller has them.
     """
     if not members:
         return {}
@@ -443,14 +450,16 @@ def per_signature_evidence(
         if tests is None:
             tests = per_test_evidence(db, now, config)
         attempts = {pk: ev.max_attempts for pk, ev in tests.items()}
-        return rollup_read.signature_group_evidence(db.conn, members, attempts, window, config)
+        return rollup_read.signature_group_evidence(
+            db.conn, members, attempts, window, config, units=units
+        )
     window = filtered_window(db, now, config, suite, branch_kind)
     if window is not None:
         if tests is None:
             tests = per_test_evidence(db, now, config, suite, branch_kind)
         attempts = {pk: ev.max_attempts for pk, ev in tests.items()}
         return rollup_read.signature_group_evidence(
-            db.conn, members, attempts, window, config, suite, branch_kind
+            db.conn, members, attempts, window, config, suite, branch_kind, units
         )
     extra = {"members": json.dumps({str(test): sig for test, sig in members.items()})}
 
@@ -566,6 +575,43 @@ FROM best
 """
 
 
+def pooled_units(
+    db: Connected,
+    members: Mapping[int, str],
+    now: datetime,
+    config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> rollup_read.GroupUnits | None:
+    """The run sets of pooled groups (members: tests.id -> group key) as the rollups give
+    them for the request's window (rollup_read.group_units), read once for the evidence and
+    the onsets of the same groups; None when the rollups cannot answer."""
+    window = rollup_window(db, now, config, suite, branch_kind)
+    if window is None:
+        window = filtered_window(db, now, config, suite, branch_kind)
+    if window is None:
+        return None
+    return rollup_read.group_units(db.conn, members, window)
+
+
+def pooled_family_units(
+    db: Connected,
+    now: datetime,
+    config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> rollup_read.GroupUnits | None:
+    """pooled_units of every family for a suite or branch-kind restricted request (what
+    per_family_evidence and the family onsets read then); None without a filter, where the
+    family day rows answer both, or when the rollups cannot answer."""
+    if suite is None and branch_kind is None:
+        return None
+    if filtered_window(db, now, config, suite, branch_kind) is None:
+        return None
+    members = rollup_filtered.family_members(db.conn)
+    return pooled_units(db, members, now, config, suite, branch_kind)
+
+
 def _family_members(db: Connected, test_pks: Sequence[int]) -> dict[int, str]:
     """tests.id -> parent for the tests of `test_pks` that belong to a family."""
     sql = """SELECT id, parent FROM tests
@@ -583,6 +629,7 @@ def _rollup_days(
     suite: str | None,
     branch_kind: str | None,
     members: Mapping[int, str] | None,
+    units: rollup_read.GroupUnits | None = None,
 ) -> rollup_read.DayCounts | None:
     """Each key's days with counted runs and bad runs, from the rollups; None when they
     cannot answer the window."""
@@ -596,11 +643,13 @@ def _rollup_days(
         if filtered:
             return rollup_filtered.test_days(db.conn, window, config, test_pks, suite, branch_kind)
         return rollup_read.test_days(db.conn, test_pks, window)
+    if kind == "family" and not filtered:  # pooled by run in the family day rows already
+        return rollup_read.family_days(db.conn, set(_family_members(db, test_pks).values()), window)
     groups = members if kind == "signature" else _family_members(db, test_pks)
     day_of = (
         rollup_filtered.run_days(db.conn, window, config, suite, branch_kind) if filtered else None
     )
-    return rollup_read.group_days(db.conn, groups or {}, window, day_of)
+    return rollup_read.group_days(db.conn, groups or {}, window, day_of, units)
 
 
 def rate_changes(
@@ -612,6 +661,7 @@ def rate_changes(
     suite: str | None = None,
     branch_kind: str | None = None,
     members: Mapping[int, str] | None = None,
+    units: rollup_read.GroupUnits | None = None,
 ) -> dict[Any, RateChange]:
     """The most likely change in each key's daily bad-run rate (one row per key).
 
@@ -621,21 +671,22 @@ def rate_changes(
     window, with a suite or branch-kind filter or without, a test's days come from its day
     rows and a group's from its members' run lists (rollup_read.group_days), those that pass
     the filter only (rollup_filtered), and the search runs in Python (statistics.rate_change);
-    else every key's days and the search come from the raw rows in SQL.
+    else every key's days and the search come from the raw rows in SQL. `units`: pooled_units
+    of the same request covering these groups, when the caller has them.
     """
     if not test_pks:
         return {}
-    days = _rollup_days(db, now, config, kind, test_pks, suite, branch_kind, members)
+    days = _rollup_days(db, now, config, kind, test_pks, suite, branch_kind, members, units)
     if days is not None:
         return {key: rate_change(rows) for key, rows in days.items()}
     ensure_sql_functions(db.conn)
     cte, params = counted_runs_cte(
         now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks
     )
-    units = {"test": TEST_UNITS, "family": FAMILY_UNITS, "signature": SIGNATURE_UNITS}[kind]
+    unit_sql = {"test": TEST_UNITS, "family": FAMILY_UNITS, "signature": SIGNATURE_UNITS}[kind]
     if kind == "signature":
         params["members"] = json.dumps({str(t): sig for t, sig in (members or {}).items()})
-    sql = f"WITH {cte},{units},{_PER_DAY},{_RATE_CHANGE}"
+    sql = f"WITH {cte},{unit_sql},{_PER_DAY},{_RATE_CHANGE}"
     out = {}
     for row in _rows(db, sql, params):
         out[row["key"]] = RateChange(

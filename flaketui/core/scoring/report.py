@@ -30,10 +30,13 @@ from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.outages import proposed_outages
 from flaketui.core.rollups.evidence import Evidence, counted_runs_cte
+from flaketui.core.rollups.read import GroupUnits
 from flaketui.core.scoring.aggregates import (
     per_family_evidence,
     per_signature_evidence,
     per_test_evidence,
+    pooled_family_units,
+    pooled_units,
     rate_changes,
     signature_counts,
     suite_counts,
@@ -215,11 +218,13 @@ def _currents(
     suite: str | None,
     branch_kind: str | None,
     members: dict[int, str] | None = None,
+    units: GroupUnits | None = None,
 ) -> dict[Any, Current]:
-    """The current regime of every key with a failure in the window (see current_of)."""
+    """The current regime of every key with a failure in the window (see current_of);
+    `units`: the groups' pooled_units, when the caller read them for their evidence."""
     if not failing:
         return {}
-    changes = rate_changes(db, now, config, kind, test_pks, suite, branch_kind, members)
+    changes = rate_changes(db, now, config, kind, test_pks, suite, branch_kind, members, units)
     return {key: current_of(changes[key], config) for key in failing if key in changes}
 
 
@@ -464,25 +469,28 @@ def _complete(db: Connected, partial: _Partial) -> Report:
         by_parent[info.parent].append(info)
         if info.signature is not None:
             by_signature[info.signature].append(info)
+    # Each group kind's run sets are read once for its evidence and its onsets.
+    units = pooled_family_units(db, now, config, suite, branch_kind)
     family_evidence = per_family_evidence(
-        db, now, config, suite, branch_kind, tests=partial.evidence
+        db, now, config, suite, branch_kind, tests=partial.evidence, units=units
     )
     bad = {k: ev for k, ev in family_evidence.items() if ev.failed_runs and by_parent.get(k)}
     pks = [info.pk for parent in bad for info in by_parent[parent]]
-    currents = _currents(db, now, config, "family", bad, pks, suite, branch_kind)
+    currents = _currents(db, now, config, "family", bad, pks, suite, branch_kind, units=units)
     families = [
         _group(parent, parent, by_parent[parent], ev, now, config, owner_of, currents.get(parent))
         for parent, ev in family_evidence.items()
         if by_parent.get(parent)
     ]
     members = {info.pk: info.signature for info in infos.values() if info.signature}
+    units = pooled_units(db, members, now, config, suite, branch_kind) if members else None
     signature_evidence = per_signature_evidence(
-        db, members, now, config, suite, branch_kind, tests=partial.evidence
+        db, members, now, config, suite, branch_kind, tests=partial.evidence, units=units
     )
     bad = {k: ev for k, ev in signature_evidence.items() if ev.failed_runs}
     wanted = {pk: sig for pk, sig in members.items() if sig in bad}
     currents = _currents(
-        db, now, config, "signature", bad, list(wanted), suite, branch_kind, wanted
+        db, now, config, "signature", bad, list(wanted), suite, branch_kind, wanted, units
     )
     signatures = [
         _group(
@@ -525,12 +533,13 @@ def _cofailures(db: Connected, partial: _Partial, tests: list[TestVerdict]) -> l
     if not groups:
         return []
     members = {pk: group_key([flaky[p] for p in pks]) for pks in groups for pk in pks}
+    units = pooled_units(db, members, now, config, suite, branch_kind)
     evidence = per_signature_evidence(
-        db, members, now, config, suite, branch_kind, tests=partial.evidence
+        db, members, now, config, suite, branch_kind, tests=partial.evidence, units=units
     )
     failing = {key: ev for key, ev in evidence.items() if ev.failed_runs}
     currents = _currents(
-        db, now, config, "signature", failing, list(members), suite, branch_kind, members
+        db, now, config, "signature", failing, list(members), suite, branch_kind, members, units
     )
     daily = daily_group_scores(db, members, now=now, days=DAILY_DAYS, config=config)
     out = []
@@ -539,8 +548,8 @@ def _cofailures(db: Connected, partial: _Partial, tests: list[TestVerdict]) -> l
         key = members[pks[0]]
         if key not in evidence:
             continue
-        units = load_units(db, Target(key, "cofailure", pks, ids), now=now, config=config)
-        causes = find_suspects(units, config)
+        found = load_units(db, Target(key, "cofailure", pks, ids), now=now, config=config)
+        causes = find_suspects(found, config)
         label = group_label(ids, causes[0].label if causes else None)
         infos = [partial.infos[pk] for pk in pks]
         group = _group(
