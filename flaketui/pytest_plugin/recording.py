@@ -123,9 +123,10 @@ def register_recorder(config: pytest.Config) -> None:
         address = base / Path(str(db_path)).expanduser()
     conn, settings, meta, target = _open_for_recording(config, address)
     recorder = Recorder(config, conn, settings, meta, target=target)
+    # The recorder tracks the attempts this process runs itself (a serial session's; under
+    # xdist the controller runs none and the workers' trackers stamp their reports): one
+    # plugin, so each report costs one hook call rather than one per plugin.
     config.pluginmanager.register(recorder, RECORDER_PLUGIN_NAME)
-    # Under xdist the controller runs no test and its tracker stays idle.
-    config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
 
 
 def misread_history_word(args: Sequence[str], invocation_dir: Path) -> str | None:
@@ -289,6 +290,23 @@ class Recorder:
         self.warned = False
         # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
         self.distributed = True
+        # This process's own attempts, as AttemptTracker follows them on an xdist worker.
+        self.previous: str | None = None
+        self.current: str | None = None
+        self.position = 0
+        self.started = 0
+        self.timeout_ms: int | None = None
+        self.uses_timeout = False  # known at sessionstart
+        self.default_timeout_ms: int | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Start an attempt of this process (see AttemptTracker.pytest_runtest_setup)."""
+        self.started = _CLOCK[0]()
+        self.previous, self.current = self.current, item.nodeid
+        self.position += 1
+        if self.uses_timeout:
+            self.timeout_ms = _item_timeout_ms(item, self.default_timeout_ms)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -299,6 +317,9 @@ class Recorder:
         # Without xdist's controller every report is this process's own: no worker id to look
         # for (three getattr misses per report otherwise).
         self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
+        self.uses_timeout = _has_plugin(self.config, "timeout", "pytest_timeout")
+        if self.uses_timeout:
+            self.default_timeout_ms = _default_timeout_ms(self.config)
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
             self.run = RunRecorder(
@@ -331,6 +352,10 @@ class Recorder:
             self._close(key, attempt)
             attempt = open_attempts[key] = _OpenAttempt()
         stamp = getattr(report, ATTEMPT_ATTR, None)
+        if stamp is None and nodeid == self.current:
+            # An attempt this process runs: the stamp a worker's tracker would have made.
+            elapsed_ns = _CLOCK[0]() - self.started if when == "teardown" else None
+            stamp = (elapsed_ns, self.previous, self.position, self.timeout_ms)
         if stamp is not None:
             elapsed, attempt.predecessor, attempt.position, attempt.timeout_ms = stamp
             if elapsed is not None:
