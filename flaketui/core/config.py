@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +148,8 @@ def load_config(start: Path | None = None) -> Config:
     pyproject = find_pyproject(start or Path.cwd())
     if pyproject is None:
         return Config()
+    import tomllib  # only with a file to read: every recording pytest session loads this module
+
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

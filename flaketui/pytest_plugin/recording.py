@@ -123,9 +123,10 @@ def register_recorder(config: pytest.Config) -> None:
         address = base / Path(str(db_path)).expanduser()
     conn, settings, meta, target = _open_for_recording(config, address)
     recorder = Recorder(config, conn, settings, meta, target=target)
+    # The recorder tracks the attempts this process runs itself (a serial session's; under
+    # xdist the controller runs none and the workers' trackers stamp their reports): one
+    # plugin, so each report costs one hook call rather than one per plugin.
     config.pluginmanager.register(recorder, RECORDER_PLUGIN_NAME)
-    # Under xdist the controller runs no test and its tracker stays idle.
-    config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
 
 
 def misread_history_word(args: Sequence[str], invocation_dir: Path) -> str | None:
@@ -197,8 +198,8 @@ def _open_for_recording(
 class ExceptionTypeAnnotator:
     """Stamps a failed report with its exception type name (it travels to the xdist controller).
 
-    Only xdist workers need it: a serial session's Recorder notes the type with a plain
-    makereport hook instead (a wrapper costs several times more per phase, 3 per test).
+    Only xdist workers need it (their reports leave before pytest_exception_interact): a serial
+    session's Recorder notes the type in that hook, called for failed phases only, instead.
     """
 
     @pytest.hookimpl(wrapper=True)
@@ -249,12 +250,12 @@ class AttemptTracker:
 class _OpenAttempt:
     """The phases seen so far of one attempt of one test on one worker."""
 
-    __slots__ = ("elapsed_ns", "message", "outcome", "position", "predecessor", "skipped",
+    __slots__ = ("elapsed_ns", "failed", "outcome", "position", "predecessor", "skipped",
                  "timeout_ms")  # fmt: skip
 
     def __init__(self) -> None:
         self.outcome: str | None = None  # the first failing phase's outcome
-        self.message: str | None = None
+        self.failed: pytest.TestReport | None = None  # that phase's report (its message)
         self.skipped = False
         self.elapsed_ns: int | None = None
         self.predecessor: str | None = None
@@ -280,8 +281,8 @@ class Recorder:
         self.meta = meta
         self.run: RunRecorder | None = None
         self.open_attempts: dict[tuple[str, str | None], _OpenAttempt] = {}
-        # (nodeid, phase) -> exception type name, between makereport and logreport (serial runs)
-        self.exc_types: dict[tuple[str, str], str] = {}
+        # An own attempt whose failed teardown waits for its exception type (see logreport).
+        self.closing: tuple[str, str | None] | None = None
         self.done: list[tuple[str, Attempt]] = []  # complete attempts not yet written
         self.last_flush = time.monotonic()
         self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
@@ -289,6 +290,25 @@ class Recorder:
         self.warned = False
         # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
         self.distributed = True
+        # This process's own attempts, as AttemptTracker follows them on an xdist worker.
+        self.previous: str | None = None
+        self.current: str | None = None
+        self.position = 0
+        self.started = 0
+        self.timeout_ms: int | None = None
+        self.uses_timeout = False  # known at sessionstart
+        self.default_timeout_ms: int | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Start an attempt of this process (see AttemptTracker.pytest_runtest_setup)."""
+        if self.closing is not None:
+            self._close_waiting()  # no exception type came for the last failed teardown
+        self.started = _CLOCK[0]()
+        self.previous, self.current = self.current, item.nodeid
+        self.position += 1
+        if self.uses_timeout:
+            self.timeout_ms = _item_timeout_ms(item, self.default_timeout_ms)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -299,6 +319,9 @@ class Recorder:
         # Without xdist's controller every report is this process's own: no worker id to look
         # for (three getattr misses per report otherwise).
         self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
+        self.uses_timeout = _has_plugin(self.config, "timeout", "pytest_timeout")
+        if self.uses_timeout:
+            self.default_timeout_ms = _default_timeout_ms(self.config)
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
             self.run = RunRecorder(
@@ -308,11 +331,24 @@ class Recorder:
             self._warn(f"cannot start recording the run ({exc}); nothing will be recorded")
         self.last_flush = time.monotonic()
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-        """Note the exception type of a phase that raised (serial sessions; see the annotator)."""
+    def pytest_exception_interact(self, node: Any, call: pytest.CallInfo[Any], report: Any) -> None:
+        """Note the exception type on a failed report of this process (see the annotator).
+
+        pytest calls this hook for a failed phase only, just after logging its report
+        (pytest-rerunfailures: before), instead of three makereport calls per test.
+        """
         if call.excinfo is not None:
-            self.exc_types[(item.nodeid, call.when)] = call.excinfo.typename
+            setattr(report, EXC_TYPE_ATTR, call.excinfo.typename)
+        if self.closing is not None:
+            self._close_waiting()
+
+    def _close_waiting(self) -> None:
+        """Close the attempt whose failed teardown waited for its exception type."""
+        key, self.closing = self.closing, None
+        attempt = self.open_attempts.pop(key, None) if key is not None else None
+        if key is not None and attempt is not None:
+            self._close(key, attempt)
+            self._flush_if_due()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Fold one phase report into its attempt; flush when the batch is due."""
@@ -331,12 +367,14 @@ class Recorder:
             self._close(key, attempt)
             attempt = open_attempts[key] = _OpenAttempt()
         stamp = getattr(report, ATTEMPT_ATTR, None)
+        if stamp is None and nodeid == self.current:
+            # An attempt this process runs: the stamp a worker's tracker would have made.
+            elapsed_ns = _CLOCK[0]() - self.started if when == "teardown" else None
+            stamp = (elapsed_ns, self.previous, self.position, self.timeout_ms)
         if stamp is not None:
             elapsed, attempt.predecessor, attempt.position, attempt.timeout_ms = stamp
             if elapsed is not None:
                 attempt.elapsed_ns = elapsed
-        # pytest-rerunfailures makes an attempt's three reports before logging them: keyed by phase
-        exc_type = self.exc_types.pop((nodeid, when), None) if self.exc_types else None
         outcome: str = report.outcome  # also "rerun", from pytest-rerunfailures
         if outcome == "passed":
             if hasattr(report, "wasxfail"):  # a non-strict xpass
@@ -344,14 +382,27 @@ class Recorder:
         elif outcome == "failed" or outcome == "rerun":
             if attempt.outcome is None:
                 attempt.outcome = "fail" if when == "call" else "error"
-                attempt.message = _failure_message(report, exc_type)
+                attempt.failed = report  # its message is made when the attempt closes
         else:  # skipped, xfailed
             attempt.skipped = True
         if when == "setup" or when == "call":
             return
         # teardown ends an attempt; an xdist crash report ("???") ends it too.
+        if (
+            attempt.failed is report
+            and nodeid == self.current
+            and not hasattr(report, EXC_TYPE_ATTR)
+        ):
+            # A failed teardown of this process: its exception type arrives next, with
+            # pytest_exception_interact, which closes the attempt.
+            self.closing = key
+            return
         self._close(key, attempt)
         del open_attempts[key]
+        self._flush_if_due()
+
+    def _flush_if_due(self) -> None:
+        """Write the batch when it is full or its time has come (not after a failed write)."""
         if (
             len(self.done) >= FLUSH_EVERY_ATTEMPTS
             or time.monotonic() - self.last_flush >= self.flush_interval
@@ -369,7 +420,7 @@ class Recorder:
                 Attempt(
                     outcome,
                     plausible_duration_ms(attempt.elapsed_ns),
-                    attempt.message,
+                    None if attempt.failed is None else _failure_message(attempt.failed),
                     key[1],
                     attempt.predecessor,
                     attempt.position,
@@ -381,9 +432,6 @@ class Recorder:
     def flush(self) -> None:
         """Write the complete attempts collected so far, one transaction per batch."""
         start = self.last_flush = time.monotonic()
-        # Types of phases whose report was never logged (a plugin swallowed it): a flush runs at
-        # the end of an attempt, when no phase of this process is between makereport and logreport.
-        self.exc_types.clear()
         if self.run is None:
             self.done.clear()  # recording could not start: keep no memory of it
             return
@@ -412,6 +460,7 @@ class Recorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Flush everything; mark the run finished unless the session was cut short."""
         interrupted = exitstatus in UNFINISHED_EXIT_STATUSES
+        self.closing = None  # still open: closed below with the others
         for key, attempt in list(self.open_attempts.items()):
             if not interrupted:
                 self._close(key, attempt)
@@ -556,7 +605,7 @@ def _worker_count(config: pytest.Config) -> int:
     return max(count, 1)
 
 
-def _failure_message(report: pytest.TestReport, exc_type: str | None = None) -> str:
+def _failure_message(report: pytest.TestReport) -> str:
     """'<ExcType>: <crash message>', then the end of the long report."""
     # str() of the longrepr, not report.longreprtext: the latter opens with xdist's worker line.
     text = "" if report.longrepr is None else str(report.longrepr)
@@ -564,7 +613,7 @@ def _failure_message(report: pytest.TestReport, exc_type: str | None = None) -> 
         text = "…\n" + text[-LONG_REPORT_MAX_CHARS:]
     crash = getattr(report.longrepr, "reprcrash", None)
     first = getattr(crash, "message", None) or ""
-    exc_type = getattr(report, EXC_TYPE_ATTR, None) or exc_type
+    exc_type = getattr(report, EXC_TYPE_ATTR, None)
     if first and exc_type:
         head = first.split(":", 1)[0]
         if head != exc_type and not head.endswith("." + exc_type):

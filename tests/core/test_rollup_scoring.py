@@ -853,3 +853,24 @@ def test_a_reader_does_not_queue_behind_a_writer_to_fold(tmp_path: Path) -> None
     assert_everything_agrees(reader, now, Config())
     writer.execute("ROLLBACK")
     assert not rollups.pending(open_history(path, readonly=True).conn)
+
+
+def test_deferred_runs_into_a_new_history_build_no_rollups_until_the_fold(tmp_path: Path) -> None:
+    """A deferring recorder on a new history leaves the rollups to the fold, which builds them
+    from every raw row: the same rows and scores as the raw scorer's."""
+    from flaketui.core.history.store import open_connection
+
+    path = tmp_path / "h.db"
+    now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    writer = open_connection(path, fold=False)
+    rng = random.Random(5)
+    for index in range(3):
+        _deferred_run(writer, f"deferred{index}", now - timedelta(hours=20 - index), rng)
+    assert not rollups.enabled(writer)
+    assert rollups.pending(writer)
+    writer.close()
+    db = open_history(path)
+    assert rollups.enabled(db.conn)
+    assert not rollups.pending(db.conn)
+    assert_everything_agrees(db, now, Config())
+    assert_maintained(db)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from flaketui.core.errors import ReportError
 from flaketui.core.history.store import open_connection, open_history
 from flaketui.core.ingest.writer import RunRecorder, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
@@ -28,23 +30,39 @@ def _case(test_id: str, *outcomes: str) -> CaseResult:
 
 
 @pytest.mark.parametrize("state", [0, 1])
-def test_the_recorder_and_ingest_leave_foreign_keys_as_they_found_them(
+def test_the_recorder_and_ingest_leave_foreign_keys_and_checks_as_they_found_them(
     tmp_path: Path, state: int
 ) -> None:
     conn = open_connection(tmp_path / "h.db")
     conn.execute(f"PRAGMA foreign_keys = {state}")
+    conn.execute(f"PRAGMA ignore_check_constraints = {1 - state}")
     recorder = RunRecorder(conn, _meta("r1", TS, None))
     recorder.add([_case("tests/test_x.py::test_a", "pass")])
     recorder.add([_case("tests/test_x.py::test_b", "fail")])
     recorder.finish()
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == state
+    assert conn.execute("PRAGMA ignore_check_constraints").fetchone()[0] == 1 - state
     report = tmp_path / "r.xml"
     report.write_text(
         '<testsuite name="s"><testcase classname="tests.test_x" name="test_a"/></testsuite>'
     )
     ingest_reports(conn, [report], _meta("r2", TS + timedelta(hours=1), None))
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == state
+    assert conn.execute("PRAGMA ignore_check_constraints").fetchone()[0] == 1 - state
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+def test_the_writer_refuses_an_unknown_outcome_itself(tmp_path: Path) -> None:
+    # The write leaves the outcome CHECK unevaluated: the writer's own check must hold.
+    conn = open_connection(tmp_path / "h.db")
+    recorder = RunRecorder(conn, _meta("r1", TS, None))
+    recorder.add([_case("tests/test_x.py::test_a", "pass")])
+    with pytest.raises(ReportError, match="unknown outcome 'passed'"):
+        recorder.add([_case("tests/test_x.py::test_b", "passed")])
+    assert conn.execute("SELECT DISTINCT outcome FROM results").fetchall() == [("pass",)]
+    assert conn.execute("SELECT DISTINCT outcome FROM test_runs").fetchall() == [("pass",)]
+    with pytest.raises(sqlite3.IntegrityError):  # the schema's CHECK is back in force
+        conn.execute("UPDATE results SET outcome = 'passed'")
 
 
 def test_a_commit_gets_mixed_rows_only_once_a_second_run_shares_it(tmp_path: Path) -> None:

@@ -46,4 +46,6 @@ def test_a_recording_session_does_not_import_sqlite_utils(pytester: pytest.Pytes
     modules = _modules_of_session(pytester, "--flaketui-db", str(db))
     assert "flaketui.core.ingest.writer" in modules
     assert not {m.split(".")[0] for m in modules} & set(HEAVY)
+    # The recorder defers its run's rollups: their code is the next reader's to load.
+    assert "flaketui.core.rollups.build" not in modules
     assert db.exists()

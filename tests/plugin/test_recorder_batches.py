@@ -271,25 +271,56 @@ def test_time_triggered_batches_space_out_when_writing_is_slow(
     assert run.sizes() == [1, 2]
 
 
+def _interact(recorder: Recorder, report: pytest.TestReport, exc_type: str) -> None:
+    call: Any = SimpleNamespace(when=report.when, excinfo=SimpleNamespace(typename=exc_type))
+    recorder.pytest_exception_interact(SimpleNamespace(), call, report)
+
+
 def test_exception_types_follow_their_phase_when_reports_are_logged_after_the_attempt() -> None:
-    # pytest-rerunfailures makes an attempt's three reports, then logs them; pytest drops
-    # "AssertionError: " from a bare assert's crash line, so the type noted at makereport is used.
+    # pytest-rerunfailures makes an attempt's three reports (pytest_exception_interact runs for
+    # each failed one), then logs them; pytest drops "AssertionError: " from a bare assert's
+    # crash line, so the type noted on the report is used.
     run = FakeRun()
     recorder = _recorder(run)
-    item: Any = SimpleNamespace(nodeid="test_m.py::t")
+    recorder.current = "test_m.py::t"  # an attempt this process runs
     crash: Any = SimpleNamespace(reprcrash=SimpleNamespace(message="assert 1 == 2"))
     for call_type, teardown_type in (("AssertionError", None), (None, "OSError")):
         phases = [("setup", None), ("call", call_type), ("teardown", teardown_type)]
-        for when, exc_type in phases:
-            excinfo = None if exc_type is None else SimpleNamespace(typename=exc_type)
-            call: Any = SimpleNamespace(when=when, excinfo=excinfo)
-            recorder.pytest_runtest_makereport(item, call)
+        reports = []
         for when, exc_type in phases:
             failed = exc_type is not None
             outcome = "rerun" if failed and when == "call" else "failed" if failed else "passed"
-            recorder.pytest_runtest_logreport(
-                _report("test_m.py::t", when, outcome, crash if failed else None)
-            )
+            report = _report("test_m.py::t", when, outcome, crash if failed else None)
+            if exc_type is not None:
+                _interact(recorder, report, exc_type)
+            reports.append(report)
+        for report in reports:
+            recorder.pytest_runtest_logreport(report)
     messages = [str(a.message).splitlines()[0] for _, a in recorder.done]
     assert messages == ["AssertionError: assert 1 == 2", "OSError: assert 1 == 2"]
-    assert recorder.exc_types == {}
+
+
+def test_a_failed_teardown_waits_for_its_exception_type_then_closes() -> None:
+    # Without rerunfailures pytest logs a failed phase's report, then calls
+    # pytest_exception_interact: a failed call's type is there when the teardown closes the
+    # attempt; a failed teardown keeps its attempt open until the type arrives.
+    run = FakeRun()
+    recorder = _recorder(run)
+    crash: Any = SimpleNamespace(reprcrash=SimpleNamespace(message="assert 1 == 2"))
+    for name, failing in (("test_m.py::a", "call"), ("test_m.py::b", "teardown")):
+        recorder.current = name
+        for when in ("setup", "call", "teardown"):
+            failed = when == failing
+            report = _report(
+                name, when, "failed" if failed else "passed", crash if failed else None
+            )
+            recorder.pytest_runtest_logreport(report)
+            if failed:
+                waiting = [n for n, _ in recorder.done] == ["test_m.py::a"] and when == "teardown"
+                assert waiting == (name == "test_m.py::b")
+                _interact(recorder, report, "AssertionError" if when == "call" else "OSError")
+    assert [(n, a.outcome, str(a.message).splitlines()[0]) for n, a in recorder.done] == [
+        ("test_m.py::a", "fail", "AssertionError: assert 1 == 2"),
+        ("test_m.py::b", "error", "OSError: assert 1 == 2"),
+    ]
+    assert recorder.open_attempts == {}

@@ -265,10 +265,12 @@ def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
     """Fold the runs a recorder left unfolded into the rollups, when the history may be
     written; else (or, for a reader, when another writer holds it longer than FOLD_WAIT_S)
     leave them: readers then score the raw rows, with the same result."""
+    from flaketui.core.rollups.pending import pending
+
+    if not pending(conn):
+        return
     from flaketui.core.rollups import build as rollups
 
-    if not rollups.pending(conn):
-        return
     try:
         if readonly:
             if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):

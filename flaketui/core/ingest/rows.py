@@ -494,18 +494,27 @@ def _grow_cache(conn: sqlite3.Connection) -> None:
 
 @contextmanager
 def foreign_keys_off(conn: sqlite3.Connection) -> Iterator[None]:
-    """Foreign keys unchecked for one write transaction (entered outside it), restored after.
+    """Foreign keys and CHECK constraints unchecked for one write transaction (entered outside
+    it), both restored after.
 
     Every id the writer stores names a row it resolved or created (tests, signatures in the
     same transaction; its run, which only prune deletes, and not a current one), and the checks
-    cost a parent lookup per reference (~10 % of the write).
+    cost a parent lookup per reference (~10 % of the write). Every value a CHECK constrains is
+    one the writer validated or chose itself (an attempt's outcome against OUTCOMES, a per-run
+    outcome from its counts, a run's branch kind in apply_defaults), and SQLite evaluates each
+    such IN list by building a temporary index per row: about as much as inserting the row.
     """
     foreign_keys = int(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+    checks = not int(conn.execute("PRAGMA ignore_check_constraints").fetchone()[0])
     if foreign_keys:
         conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before it
+    if checks:
+        conn.execute("PRAGMA ignore_check_constraints = ON")
     try:
         yield
     finally:
+        if checks:
+            conn.execute("PRAGMA ignore_check_constraints = OFF")
         if foreign_keys:
             conn.execute("PRAGMA foreign_keys = ON")
 
@@ -513,8 +522,9 @@ def foreign_keys_off(conn: sqlite3.Connection) -> Iterator[None]:
 @contextmanager
 def bulk_settings(conn: sqlite3.Connection) -> Iterator[None]:
     """Connection settings for one ingest transaction (entered outside it), restored after:
-    foreign keys unchecked (foreign_keys_off), the page cache grown to WRITE_CACHE_KIB, commits
-    checkpointing past WRITE_CHECKPOINT_PAGES of WAL (not SQLite's default 1 000)."""
+    foreign keys and CHECK constraints unchecked (foreign_keys_off), the page cache grown to
+    WRITE_CACHE_KIB, commits checkpointing past WRITE_CHECKPOINT_PAGES of WAL (not SQLite's
+    default 1 000)."""
     cache_size = int(conn.execute("PRAGMA cache_size").fetchone()[0])
     checkpoint = int(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
     _grow_cache(conn)

@@ -39,7 +39,7 @@ from flaketui.core.ingest.rows import (
 )
 from flaketui.core.ingest.runmeta import apply_defaults
 from flaketui.core.models import CaseResult, RunMeta
-from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -115,6 +115,8 @@ def ingest_reports(
 
     report_format: junit, ctrf, trx or tap for every file; None tells each file's by content.
     """
+    from flaketui.core.rollups import build as rollups  # see RunRecorder.add
+
     hashes, full = _prepare(paths, meta, config)
     conn = db if isinstance(db, sqlite3.Connection) else db.conn
     with bulk_settings(conn):
@@ -143,6 +145,8 @@ def ingest_batch(
     share once instead of once per run (a backfill's per-run commits were ~30 % of its CPU).
     report_formats: one per run (see ingest_reports), or None to tell every file by content.
     """
+    from flaketui.core.rollups import build as rollups  # see RunRecorder.add
+
     formats = list(report_formats) if report_formats is not None else [None] * len(runs)
     outcomes: list[IngestResult | FlaketuiError | None] = [None] * len(runs)
     prepared = []
@@ -191,6 +195,8 @@ def _ingest_run(
     report_format: str | None = None,
 ) -> IngestResult:
     """One run's rows, rollups and files, inside the caller's transaction."""
+    from flaketui.core.rollups import build as rollups  # see RunRecorder.add
+
     assert full.run_id is not None and full.ts is not None
     found = find_run(conn, full.run_id)
     was_empty = found is None and conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None
@@ -309,10 +315,16 @@ class RunRecorder:
         with foreign_keys_off(conn), transaction(conn):
             version = int(conn.execute("PRAGMA data_version").fetchone()[0])
             if self._writer is None:
-                if not rollups.enabled(conn):
-                    # Built before this batch's rows exist (cheap on a new history): the hook
-                    # then adds the batch instead of rebuilding with it.
-                    rollups.rebuild(conn)
+                # The rollups' code is imported only by a recorder that folds its own runs: the
+                # pytest plugin defers them, so a test session loads none of it.
+                if not self.defer_rollups:
+                    from flaketui.core.rollups import build as rollups
+
+                    if not rollups.enabled(conn):
+                        # Built before this batch's rows exist (cheap on a new history): the
+                        # hook then adds the batch instead of rebuilding with it. A deferred run
+                        # needs none: its fold builds missing rollups from every raw row.
+                        rollups.rebuild(conn)
                 writer = self._start(conn)
             else:
                 writer = self._writer
@@ -325,8 +337,10 @@ class RunRecorder:
                 added = writer.write(batch, touched)
                 writer.refresh_dirty(touched)
                 if self.defer_rollups:
-                    rollups.defer(conn, writer.run_pk)
+                    rollups_pending.defer(conn, writer.run_pk)
                 else:
+                    from flaketui.core.rollups import build as rollups
+
                     rollups.after_write(conn, writer.run_pk, touched)
             except BaseException:
                 writer.forget()  # its cached ids may name rows being rolled back

@@ -19,7 +19,8 @@ from the raw test_runs (weeks from the day rows), so it is exact whatever happen
 (attempts appended across batches, a test-run replaced). Any other writer of test_runs or
 runs.incident must call `refresh_run(s)` too (or `rebuild`).
 
-Deferred folds: the pytest recorder lists its run in rollup_pending instead (`defer`), so a
+Deferred folds: the pytest recorder lists its run in rollup_pending instead
+(flaketui.core.rollups.pending.defer), so a
 test session pays for its raw rows only. The next writer's `after_write`, or the next reader
 that may write (flaketui.core.history.store.fold_deferred), folds the listed runs in one
 transaction (`fold_pending`); while one is listed the rollups answer nothing and readers score
@@ -49,6 +50,9 @@ from typing import Any
 from flaketui.core.config import Config
 from flaketui.core.rollups import sequences as seq_rollups
 from flaketui.core.rollups.evidence import ensure_sql_functions
+from flaketui.core.rollups.pending import PENDING_TABLE, pending
+from flaketui.core.rollups.pending import defer as defer  # the writers' and tests' name
+from flaketui.core.rollups.pending import pending_runs as pending_runs
 from flaketui.core.timeutil import to_iso
 
 META_KEY = "rollup_half_life_days"
@@ -187,40 +191,6 @@ def _settings(conn: sqlite3.Connection) -> _Settings | None:
     if rows.get(VERSION_KEY) != VERSION or META_KEY not in rows or ANCHOR_KEY not in rows:
         return None
     return _Settings(float(rows[META_KEY]), str(rows[ANCHOR_KEY]))
-
-
-# Runs whose rows are written but not yet folded into the rollups (a recorder defers the fold
-# so that a test session pays only for its raw rows). While any is listed, the rollups do not
-# answer: readers score the raw rows, exactly, until a writer folds them (`fold_pending`).
-PENDING_TABLE = "rollup_pending"
-_PENDING_SCHEMA = f"CREATE TABLE IF NOT EXISTS {PENDING_TABLE} (run INTEGER PRIMARY KEY)"
-
-
-def defer(conn: sqlite3.Connection, run_pk: int) -> None:
-    """Note that a run's new rows still have to be folded (inside the writer's transaction)."""
-    try:
-        conn.execute(f"INSERT OR IGNORE INTO {PENDING_TABLE} (run) VALUES (?)", (run_pk,))
-    except sqlite3.OperationalError:  # a history from before deferred folds
-        conn.execute(_PENDING_SCHEMA)
-        conn.execute(f"INSERT OR IGNORE INTO {PENDING_TABLE} (run) VALUES (?)", (run_pk,))
-
-
-def pending(conn: sqlite3.Connection) -> bool:
-    """Whether some written run is not folded into the rollups yet."""
-    try:
-        row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM {PENDING_TABLE})").fetchone()
-    except sqlite3.OperationalError:  # no such table: nothing was ever deferred
-        return False
-    return bool(row[0])
-
-
-def pending_runs(conn: sqlite3.Connection) -> int:
-    """How many written runs wait to be folded into the rollups."""
-    try:
-        row = conn.execute(f"SELECT count(*) FROM {PENDING_TABLE}").fetchone()
-    except sqlite3.OperationalError:  # no such table: nothing was ever deferred
-        return 0
-    return int(row[0])
 
 
 def fold_pending(conn: sqlite3.Connection) -> int:
