@@ -10,11 +10,14 @@ Textual app whose DataTable holds as many rows as the history has tests.
   ranked list, the All view (`4`, every test), row moves in it while its rows are still
   being added (all_move), a sort (`s`), opening a test's detail (Enter) and going back
   (Escape);
-- the bare table: Down and PageDown.
+- the bare table: Down and PageDown, and Escape back to it from a screen pushed over it
+  (Enter): a terminal's Escape is told from the start of a key's escape sequence only after a
+  wait (Textual's ESCDELAY, 100 ms, looked at on its input thread's 100 ms tick), which any
+  Textual app pays on that key.
 Medians over --repeat rounds of each key class; `max_ms` is the worst single key. The last
 line printed is one JSON object with move_ms, page_ms, view_ms, all_move_ms, sort_ms,
-detail_ms, back_ms (back to the 50 000-row list), bare_move_ms, bare_page_ms, move_ratio
-(= move_ms / bare_move_ms), page_ratio and max_ms. Needs tmux.
+detail_ms, back_ms (back to the 50 000-row list), bare_move_ms, bare_page_ms, bare_back_ms,
+move_ratio (= move_ms / bare_move_ms), page_ratio, back_ratio and max_ms. Needs tmux.
 In-process, each round also times (medians, and ratios to the same round's grouped scan of the
 results, scan_s): family_changes_s, the verdict changes of the biggest family over the window
 (the detail screen's Changes), and lifecycle_replay_s, the lifecycle replay of every tracked
@@ -47,7 +50,14 @@ KEYS_SHOWN = "Filter"  # the key bar is up: the main screen is drawn
 BARE_TABLE = """
 import sys
 from textual.app import App
-from textual.widgets import DataTable
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
+
+class Detail(Screen):
+    BINDINGS = [("escape", "app.pop_screen", "Back")]
+
+    def compose(self):
+        yield Static("the row's detail")
 
 class BareTable(App):
     def compose(self):
@@ -58,6 +68,9 @@ class BareTable(App):
             for i in range(int(sys.argv[1]))
         )
         yield table
+
+    def on_data_table_row_selected(self, event):
+        self.push_screen(Detail())
 
 BareTable().run()
 """
@@ -162,6 +175,9 @@ def bare_round(rows: int, tmp: Path, moves: int, pages: int) -> dict[str, list[f
     settle()
     out = {"move": [key_ms("Down") for _ in range(moves)]}
     out["page"] = [key_ms("PageDown") for _ in range(pages)]
+    key_ms("Enter")
+    settle()
+    out["back"] = [key_ms("Escape")]
     tmux("kill-session", "-t", SESSION)
     return out
 
@@ -280,8 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         **{f"{kind}_ms": med(values) for kind, values in app.items()},
         "bare_move_ms": med(bare["move"]),
         "bare_page_ms": med(bare["page"]),
+        "bare_back_ms": med(bare["back"]),
         "move_ratio": round(med(app["move"]) / med(bare["move"]), 2),
         "page_ratio": round(med(app["page"]) / med(bare["page"]), 2),
+        "back_ratio": round(med(app["back"]) / med(bare["back"]), 2),
         "max_ms": round(max(max(values) for values in app.values()), 1),
     }
     emit(summary)

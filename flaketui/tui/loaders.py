@@ -67,6 +67,9 @@ class MainData:
     groups_loaded: bool = True  # False while the report's families and signatures are to come
     causes_loaded: bool = False  # the flaky tests' and families' likely causes are in the report
     provisional: bool = False  # the ranking kept from the last opening, until the new one is in
+    # How many tests carry each verdict, when the report holds only some of them (a kept
+    # ranking's flaky tests, shown while the rest of it is read); None: count the report's.
+    verdicts: dict[str, int] | None = None
 
 
 @dataclass(slots=True)

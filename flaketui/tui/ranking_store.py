@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from flaketui import __version__
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.scoring.results import Report
-from flaketui.core.scoring.stored import read_head, report_from_lines, report_lines
+from flaketui.core.scoring.results import Report, TestVerdict
+from flaketui.core.scoring.stored import (
+    flaky_report,
+    read_flaky,
+    read_head,
+    report_from_lines,
+    report_lines,
+)
 from flaketui.tui.cache import cache_home
 from flaketui.tui.loaders import Source
 
@@ -56,14 +63,74 @@ class KeptRanking:
 
 def load_ranking(source: Source) -> KeptRanking | None:
     """The ranking kept for `source`, or None when there is none it can use."""
-    try:
-        with ranking_file(source).open(encoding="utf-8") as lines:
-            head = read_head(next(lines, ""))
-            if head.get("identity") != _identity(source):
-                return None
-            return KeptRanking(report_from_lines(head, lines), head.get("with_causes") is True)
-    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    opened = open_ranking(source)
+    if opened is None:
         return None
+    return opened.rest()
+
+
+@dataclass(slots=True)
+class OpenedRanking:
+    """A kept ranking read as far as its flaky tests, the rest of the file still to read.
+
+    The list opens on the flaky tests: at 10 000 tests they are a few hundred lines of the
+    file, and the first screen need not wait for the others to be decoded.
+    """
+
+    head: dict[str, Any]
+    flaky: list[TestVerdict]
+    lines: IO[str] | None = field(repr=False)
+
+    @property
+    def with_causes(self) -> bool:
+        """Whether the report's flaky tests and families carry their likely causes."""
+        return self.head.get("with_causes") is True
+
+    @property
+    def verdicts(self) -> dict[str, int]:
+        """How many tests of the whole report carry each verdict."""
+        return dict(self.head["verdicts"])
+
+    def first_view(self) -> Report:
+        """The report as far as read: its flaky tests, no other test and no group."""
+        return flaky_report(self.head, self.flaky)
+
+    def rest(self) -> KeptRanking | None:
+        """The whole kept ranking, the rest of the file read now; None when it is unreadable."""
+        lines, self.lines = self.lines, None
+        if lines is None:
+            return None
+        try:
+            with lines:
+                report = report_from_lines(self.head, lines, leading=self.flaky)
+        except (OSError, ValueError):
+            return None
+        return KeptRanking(report, self.with_causes)
+
+    def close(self) -> None:
+        """Read no further."""
+        if self.lines is not None:
+            self.lines.close()
+            self.lines = None
+
+
+def open_ranking(source: Source) -> OpenedRanking | None:
+    """The ranking kept for `source` read as far as its flaky tests, or None when there is none
+    it can use (the rest is read by OpenedRanking.rest)."""
+    try:
+        lines = ranking_file(source).open(encoding="utf-8")
+    except OSError:
+        return None
+    try:
+        head = read_head(next(lines, ""))
+        if head.get("identity") == _identity(source):
+            flaky = read_flaky(head, lines)
+            if flaky is not None:  # else not in the order a report lists its tests
+                return OpenedRanking(head, flaky, lines)
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        pass
+    lines.close()
+    return None
 
 
 def keep_ranking(source: Source, report: Report, *, with_causes: bool) -> None:

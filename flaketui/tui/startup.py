@@ -11,7 +11,7 @@ import threading
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
@@ -26,6 +26,9 @@ from flaketui.tui.loaders import (
     quarantine_rows,
     read_skip,
 )
+
+if TYPE_CHECKING:
+    from flaketui.tui.ranking_store import KeptRanking, OpenedRanking
 
 T = TypeVar("T")
 STEPS = 4  # the ranking, the complete report, the lifecycle states and suites, the causes
@@ -96,6 +99,10 @@ class StagedRead:
         self.errors: list[BaseException | None] = [None] * STEPS
         self.wanted = threading.Event()
         self.stopped = False
+        # A kept ranking is handed over as its flaky tests first (the first view), then whole.
+        self.opened: OpenedRanking | None = None
+        self.kept_whole: KeptRanking | None = None
+        self.kept_read = threading.Event()
         # A daemon thread: quitting the app before the later steps are read must not wait.
         self.thread = threading.Thread(target=self.run, name="flaketui-read", daemon=True)
         self.thread.start()
@@ -104,11 +111,14 @@ class StagedRead:
         """Read the steps in turn (the thread's body)."""
         try:
             if self.kept and self._hand_over_kept():
-                # The new ranking is read once the first screen is painted, as the later steps
-                # are: until then the interpreter is the paint's.
+                # The rest of the kept ranking, then the new ranking, are read once the first
+                # screen is painted, as the later steps are: until then the interpreter is the
+                # paint's.
                 self.wanted.wait()
                 if self.stopped:
                     return
+                self._read_kept_rest()
+            self.kept_read.set()
             stages = load_in_stages(self.source)
             with closing(stages):
                 for step in range(STEPS):
@@ -131,32 +141,55 @@ class StagedRead:
                 if not self.done[step].is_set():
                     self.errors[step] = exc
         finally:
+            if self.opened is not None:
+                self.opened.close()
+            self.kept_read.set()
             for event in self.done:
                 event.set()
 
     def _hand_over_kept(self) -> bool:
-        """The kept ranking as the first step, when there is one for this source."""
-        # Imported here, in the reading thread: the UI thread is importing Textual meanwhile.
-        from flaketui.tui.ranking_store import load_ranking
+        """The kept ranking's flaky tests as the first step, when one is kept for this source.
 
-        kept = load_ranking(self.source)
-        if kept is None:
+        The list opens on them: the other tests and the groups (at 10 000 tests, most of the
+        file to decode) are read after the first paint, by kept_rest().
+        """
+        # Imported here, in the reading thread: the UI thread is importing Textual meanwhile.
+        from flaketui.tui.ranking_store import open_ranking
+
+        opened = open_ranking(self.source)
+        if opened is None:
             return False
+        self.opened = opened
         skip, problem = read_skip(self.source.skip_path)
         self.values[0] = MainData(
-            kept.report,
+            opened.first_view(),
             {},
             quarantine_rows(skip),
             [],
             history_stamp(self.source.path),
             problem,
             skip,
-            groups_loaded=True,
-            causes_loaded=kept.with_causes,
+            groups_loaded=False,
+            causes_loaded=opened.with_causes,
             provisional=True,
+            verdicts=opened.verdicts,
         )
         self.done[0].set()
         return True
+
+    def _read_kept_rest(self) -> None:
+        opened, self.opened = self.opened, None
+        if opened is not None:
+            self.kept_whole = opened.rest()
+        self.kept_read.set()
+
+    def kept_rest(self) -> KeptRanking | None:
+        """The whole kept ranking when the first step was its flaky tests, else None; asks
+        for it (and the later steps) if not asked yet."""
+        self.proceed()
+        self.kept_read.wait()
+        whole, self.kept_whole = self.kept_whole, None
+        return whole
 
     def proceed(self) -> None:
         """Read the later steps now."""
@@ -168,7 +201,12 @@ class StagedRead:
         self.wanted.set()
 
     def step(self, index: int, kind: type[T]) -> T:
-        """Wait for step `index`; raise what reading it raised."""
+        """Wait for step `index`; raise what reading it raised.
+
+        A step's value is handed over, not kept: taking a step forgets the ones before it, and
+        the last step forgets itself. The app keeps what it shows; a report kept here as well
+        would double what every garbage collection of the app's objects walks through.
+        """
         self.done[index].wait()
         error = self.errors[index]
         if error is not None:
@@ -176,6 +214,8 @@ class StagedRead:
         value = self.values[index]
         if not isinstance(value, kind):  # stopped before this step
             raise FlaketuiError("the history was not read to the end")
+        forget = index + 1 if index == STEPS - 1 else index
+        self.values[:forget] = [None] * forget
         return value
 
     def first(self) -> MainData:

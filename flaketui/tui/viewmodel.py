@@ -50,17 +50,43 @@ class Row:
     target: str  # test id, or the group key
     # The cell texts, or what makes them when first read: a view of 50 000 tests would
     # otherwise format every cell (a braille trend each) before showing the first screenful.
-    cell_source: tuple[str, ...] | Callable[[], tuple[str, ...]]
+    # A CellMaker makes them from `item` (and `label`, in the test column when given).
+    cell_source: tuple[str, ...] | Callable[[], tuple[str, ...]] | CellMaker
     style: str  # verdict (or quarantine mode) that colours the row's verdict cell
     family: bool = False  # a family group (Enter opens its detail)
+    item: Any = None  # the test, group or skip-file entry a CellMaker reads
+    label: str | None = None
 
     @property
     def cells(self) -> tuple[str, ...]:
         """The row's cell texts, in column order (made once, on first read)."""
         source = self.cell_source
-        if callable(source):
+        if isinstance(source, CellMaker):
+            source = self.cell_source = source.make(self.item, self.label)
+            self.item = self.label = None
+        elif callable(source):
             source = self.cell_source = source()
         return source
+
+
+@dataclass(frozen=True, slots=True)
+class CellMaker:
+    """Makes the cell texts of a view's rows, one maker for all of them.
+
+    A row keeps its item and this shared maker rather than a function of its own: the rows of
+    a view of 50 000 tests are then 50 000 objects, not five times as many, which is what
+    every garbage collection of the app walks through (a pause of the UI thread).
+    """
+
+    columns: tuple[Column, ...]
+    ctx: ViewContext
+
+    def make(self, item: Any, label: str | None = None) -> tuple[str, ...]:
+        """The item's cell texts; `label` in the test column when given."""
+        cells = [column.text(item, self.ctx) for column in self.columns]
+        if label is not None:
+            cells[1] = label
+        return tuple(cells)
 
 
 @dataclass(slots=True)
@@ -453,24 +479,6 @@ def _sorted(
     return sorted(present, key=_sort_key(column, ctx), reverse=state.sort_reverse) + missing
 
 
-def _cells(item: Any, columns: list[Column], ctx: ViewContext) -> Callable[[], tuple[str, ...]]:
-    """The item's cell texts, made when the row is first shown."""
-    return lambda: tuple(column.text(item, ctx) for column in columns)
-
-
-def _relabelled(
-    item: Any, columns: list[Column], ctx: ViewContext, label: str
-) -> Callable[[], tuple[str, ...]]:
-    """The item's cell texts with `label` in the test column (group and member rows)."""
-
-    def make() -> tuple[str, ...]:
-        cells = [column.text(item, ctx) for column in columns]
-        cells[1] = label
-        return tuple(cells)
-
-    return make
-
-
 def _groups(report: Report, grouping: str) -> list[GroupVerdict]:
     if grouping == "signature":
         return report.signatures
@@ -504,10 +512,8 @@ def build_rows(
             or (q.test_id in by_id and test_matches(by_id[q.test_id], needle))
         ]
         entries = _sorted(entries, state, columns, ctx)
-        return [
-            Row(f"t:{q.test_id}", "test", q.test_id, _cells(q, columns, ctx), q.mode)
-            for q in entries
-        ]
+        maker = CellMaker(tuple(columns), ctx)
+        return [Row(f"t:{q.test_id}", "test", q.test_id, maker, q.mode, item=q) for q in entries]
     tests = tests_in_view(report, state.view)
     visible = {t.test_id: t for t in tests}
     groups = _groups(report, state.grouping)
@@ -533,6 +539,7 @@ def build_rows(
         positions = {_position_key(item): number for number, item in enumerate(top, 1)}
         ctx = replace(ctx, positions=positions)
     top = _sorted(top, state, columns, ctx)
+    maker = CellMaker(tuple(columns), ctx)
     rows: list[Row] = []
     for item in top:
         if isinstance(item, GroupVerdict):
@@ -545,9 +552,11 @@ def build_rows(
                     f"g:{item.key}",
                     "group",
                     item.key,
-                    _relabelled(item, columns, ctx, label),
+                    maker,
                     item.verdict,
                     family=state.grouping == "family",
+                    item=item,
+                    label=label,
                 )
             )
             if item.key in state.expanded:
@@ -560,26 +569,27 @@ def build_rows(
                             f"m:{item.key}:{member.test_id}",
                             "member",
                             member.test_id,
-                            _relabelled(member, columns, ctx, member_label),
+                            maker,
                             member.verdict,
+                            item=member,
+                            label=member_label,
                         )
                     )
         else:
             rows.append(
-                Row(
-                    f"t:{item.test_id}",
-                    "test",
-                    item.test_id,
-                    _cells(item, columns, ctx),
-                    item.verdict,
-                )
+                Row(f"t:{item.test_id}", "test", item.test_id, maker, item.verdict, item=item)
             )
     return rows
 
 
-def verdict_counts(report: Report) -> dict[str, int]:
-    """How many tests carry each verdict."""
+def verdict_counts(report: Report, counted: dict[str, int] | None = None) -> dict[str, int]:
+    """How many tests carry each verdict: the report's, or `counted` when given (a report that
+    holds only some of its tests), in the same order."""
     counts = {"flaky": 0, "regression": 0, "healthy": 0, "insufficient": 0}
+    if counted is not None:
+        for verdict, count in counted.items():
+            counts[verdict] = counts.get(verdict, 0) + count
+        return counts
     for test in report.tests:
         counts[test.verdict] = counts.get(test.verdict, 0) + 1
     return counts

@@ -180,9 +180,19 @@ def test_keys_prints_latencies_against_a_bare_table(
     args = ["--results", "6000", "--tests", "300", "--repeat", "1", "--moves", "3", "--pages", "1"]
     out = run_main(bench("keys"), args, monkeypatch, capsys)
     assert out["tests"] == 300
-    for key in ("move", "page", "view", "all_move", "sort", "detail", "back", "bare_move"):
+    for key in (
+        "move",
+        "page",
+        "view",
+        "all_move",
+        "sort",
+        "detail",
+        "back",
+        "bare_move",
+        "bare_back",
+    ):
         assert out[f"{key}_ms"] > 0
-    assert out["move_ratio"] > 0 and out["max_ms"] >= out["move_ms"]
+    assert out["move_ratio"] > 0 and out["back_ratio"] > 0 and out["max_ms"] >= out["move_ms"]
     for key in ("family_changes", "lifecycle_replay"):
         assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import threading
 import time
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tui_history import NOW
@@ -20,6 +22,8 @@ from flaketui.core.scoring.stored import (
     FIELDS,
     GROUP_LISTS,
     PLAIN_FIELDS,
+    flaky_report,
+    read_flaky,
     read_head,
     report_from_lines,
     report_lines,
@@ -27,8 +31,16 @@ from flaketui.core.scoring.stored import (
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.loaders import Source, load_in_stages, load_main
-from flaketui.tui.ranking_store import KeptRanking, keep_ranking, load_ranking, ranking_file
+from flaketui.tui.ranking_store import (
+    KeptRanking,
+    OpenedRanking,
+    keep_ranking,
+    load_ranking,
+    open_ranking,
+    ranking_file,
+)
 from flaketui.tui.startup import StagedRead, make_source
+from flaketui.tui.viewmodel import verdict_counts
 
 SAFETY_S = 60
 
@@ -124,8 +136,14 @@ def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
 
     second = StagedRead(source, kept=True)
     shown = second.first()
-    assert shown.provisional and shown.groups_loaded and shown.causes_loaded
-    assert shown.report == complete
+    # First its flaky tests, the list's first view, with the whole report's verdict counts...
+    flaky = [t for t in complete.tests if t.verdict == "flaky"]
+    assert flaky and len(flaky) < len(complete.tests)
+    assert shown.provisional and shown.causes_loaded and not shown.groups_loaded
+    assert shown.report.tests == flaky and shown.report.families == []
+    assert verdict_counts(shown.report, shown.verdicts) == verdict_counts(complete)
+    # ...then the whole of it.
+    assert second.kept_rest() == KeptRanking(complete, with_causes=True)
     # The new ranking is still read, and replaces it; its causes come last again.
     assert second.complete() == without_causes
     assert second.causes() == complete
@@ -203,3 +221,109 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
             await pilot.pause()
         assert "refreshing" not in str(screen.query_one("#header").render())
         assert [t.test_id for t in screen.data.report.tests] == [t.test_id for t in complete.tests]
+
+
+def test_the_flaky_tests_are_read_alone_and_the_rest_goes_on_from_them(
+    history_report: Report,
+) -> None:
+    lines = list(report_lines(history_report, {}))
+    flaky = [t for t in history_report.tests if t.verdict == "flaky"]
+    assert flaky and len(flaky) < len(history_report.tests)
+    head = read_head(lines[0])
+    rest = iter(lines[1:])
+    assert read_flaky(head, rest) == flaky
+    # Read no further than the flaky tests: the next line is the first other test.
+    following = next(rest)
+    assert json.loads(following)[0] == history_report.tests[len(flaky)].test_id
+    first = flaky_report(head, flaky)
+    assert first.tests == flaky and first.families == [] and first.now == history_report.now
+    assert report_from_lines(head, iter(lines[1 + len(flaky) :]), leading=flaky) == history_report
+
+
+def test_a_kept_ranking_not_listing_its_flaky_tests_first_is_not_used(
+    history: Path, tmp_path: Path
+) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    complete = _complete(history, tmp_path)
+    keep_ranking(source, replace(complete, tests=complete.tests[::-1]), with_causes=False)
+    assert open_ranking(source) is None and load_ranking(source) is None
+
+
+@pytest.mark.parametrize("counts", [{"flaky": "5"}, {"flaky": -1}, {"flaky": 10**6}, []])
+def test_wrong_verdict_counts_are_refused(history_report: Report, counts: object) -> None:
+    lines = list(report_lines(history_report, {}))
+    head = json.loads(lines[0])
+    head["verdicts"] = counts
+    with pytest.raises(ValueError, match="layout"):
+        read_flaky(read_head(json.dumps(head)), iter(lines[1:]))
+
+
+def _report_alive(tests: list[Any]) -> bool:
+    """Whether a report of this very list of tests is still in memory."""
+    gc.collect()
+    return any(isinstance(o, Report) and o.tests is tests for o in gc.get_objects())
+
+
+def test_the_staged_read_hands_its_steps_over_and_keeps_none(history: Path, tmp_path: Path) -> None:
+    read = StagedRead(make_source(history, NOW, tmp_path / "q.json"))
+    first = read.first().report.tests
+    complete = read.complete().tests
+    read.extras()
+    last = read.causes().tests
+    read.thread.join(SAFETY_S)
+    # The app holds what it shows; a reader holding every step too would double it.
+    assert not any(_report_alive(tests) for tests in (first, complete, last))
+
+
+async def test_the_first_screen_of_a_kept_ranking_is_drawn_from_its_flaky_tests_alone(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    complete = _complete(history, tmp_path)
+    keep_ranking(source, complete, with_causes=False)
+    released = threading.Event()
+    rest = OpenedRanking.rest
+
+    def held(self: OpenedRanking) -> KeptRanking | None:
+        assert released.wait(SAFETY_S)
+        return rest(self)
+
+    monkeypatch.setattr(OpenedRanking, "rest", held)
+    ranked = threading.Event()
+
+    def stages(source: Source) -> Iterator[object]:
+        """load_in_stages, its complete report held until the test has seen the kept one."""
+        for step, value in enumerate(load_in_stages(source)):
+            if step == 1:
+                assert ranked.wait(SAFETY_S)
+            yield value
+
+    monkeypatch.setattr(startup, "load_in_stages", stages)
+    read = StagedRead(source, kept=True)
+    app = FlaketuiApp(source, watch=False, first_read=read)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = app.main_screen
+        deadline = time.monotonic() + SAFETY_S
+        while screen.data is None and time.monotonic() < deadline:
+            await pilot.pause()
+        await pilot.pause()
+        assert screen.data.provisional and not screen.data.groups_loaded
+        first_view = screen.data.report
+        assert len(first_view.tests) < len(complete.tests)
+        first_screen = app.export_screenshot()
+        first_tests = first_view.tests
+        del first_view
+        released.set()
+        while screen.data.report.tests is first_tests and time.monotonic() < deadline:
+            await pilot.pause()
+        await pilot.pause()
+        # The whole kept ranking draws the same screen: the same rows, widths and counts.
+        assert screen.data.provisional and screen.data.report == complete
+        assert app.export_screenshot() == first_screen
+        ranked.set()
+        while screen.data.provisional and time.monotonic() < deadline:
+            await pilot.pause()
+        while not screen.data.causes_loaded and time.monotonic() < deadline:
+            await pilot.pause()
+        # The first screen's report is let go of, as the messages that carried it are.
+        assert not _report_alive(first_tests)

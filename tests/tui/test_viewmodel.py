@@ -12,9 +12,11 @@ from flaketui.core.scoring.results import GroupVerdict, Report, Scores
 from flaketui.tui.actionmodel import next_in_cycle, repro_command, worst_worker_count
 from flaketui.tui.viewmodel import (
     SPARK_BLOCKS,
+    CellMaker,
     ViewContext,
     ViewState,
     build_rows,
+    columns_for,
     relative_time,
     short_id,
     sparkline,
@@ -84,6 +86,22 @@ def test_family_grouping_collapses_and_expands() -> None:
     rows = build_rows(_report(), state, ViewContext(NOW))
     assert [r.kind for r in rows] == ["group", "member", "member", "test"]
     assert rows[0].cells[1].startswith("▾")
+
+
+def test_a_views_rows_share_one_cell_maker_and_make_the_cells_of_their_item() -> None:
+    state = ViewState(view="all", grouping="family", expanded={"t.py::fam"})
+    ctx = ViewContext(NOW)
+    rows = build_rows(_report(), state, ctx)
+    # One object per row until it is drawn: no function of its own, one maker for all.
+    makers = {id(row.cell_source) for row in rows}
+    assert len(makers) == 1 and isinstance(rows[0].cell_source, CellMaker)
+    columns = columns_for("all", "family")
+    for row in rows:  # (the # column numbers the grouped order: not compared here)
+        expected = tuple(column.text(row.item, ctx) for column in columns)[1:]
+        if row.kind != "test":
+            expected = (row.label, *expected[1:])
+        assert row.cells[1:] == expected
+        assert row.cell_source[1:] == expected and row.item is None  # made once, item let go
 
 
 def test_sort_by_column_and_reverse() -> None:

@@ -4,13 +4,18 @@
 `report_from_lines` rebuilds the same objects (equal field by field), or raises ValueError on
 lines it does not recognise. The head line names the layout version (LAYOUT) and the fields
 of each row: a reader of another layout, or of other fields, treats the lines as absent.
+
+The tests follow the head in the report's order, which lists the flaky tests first in rank
+order, and the head counts the tests of each verdict: a reader wanting only the flaky tests
+(`read_flaky`) decodes those lines and stops, and `report_from_lines` goes on from there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +28,7 @@ from flaketui.core.scoring.results import (
     Verdict,
 )
 
-LAYOUT = 2
+LAYOUT = 3
 
 
 def _names(kind: type[Any]) -> list[str]:
@@ -103,6 +108,7 @@ def report_lines(report: Report, head: Mapping[str, Any]) -> Iterator[str]:
             "now": report.now.isoformat(),
             **{name: getattr(report, name) for name in PLAIN_FIELDS},
             "sizes": {name: len(items) for name, items in lists.items()},
+            "verdicts": dict(Counter(str(test.verdict) for test in report.tests)),
             "fields": FIELDS,
         }
     )
@@ -120,24 +126,65 @@ def read_head(line: str) -> dict[str, Any]:
     return head
 
 
-def report_from_lines(head: Mapping[str, Any], lines: Iterator[str]) -> Report:
+def read_flaky(head: Mapping[str, Any], lines: Iterator[str]) -> list[TestVerdict] | None:
+    """The report's flaky tests in rank order, from the test lines that follow the head, which
+    are read no further than them (their count is the head's); None when those lines are not
+    all flaky (a report in another order). ValueError as report_from_lines."""
+    try:
+        counts = head["verdicts"]
+        if not all(isinstance(n, int) and n >= 0 for n in counts.values()):
+            raise ValueError("verdict counts")
+        count = counts.get(str(Verdict.FLAKY), 0)
+        if not 0 <= count <= int(head["sizes"]["tests"]):
+            raise ValueError(f"{count} flaky tests")
+        read_test = _reader(TestVerdict, FIELDS["test"])
+        loads = json.loads
+        tests = [read_test(loads(next(lines))) for _ in range(count)]
+    except (KeyError, IndexError, TypeError, ValueError, StopIteration, AttributeError) as exc:
+        raise ValueError(f"not a report of this layout ({exc!r})") from None
+    if any(test.verdict != Verdict.FLAKY for test in tests):
+        return None
+    return tests
+
+
+def report_from_lines(
+    head: Mapping[str, Any], lines: Iterator[str], *, leading: Sequence[TestVerdict] = ()
+) -> Report:
     """The report `report_lines` gave, from its head (read_head) and the lines after it;
-    ValueError when they are not those of a report of this layout."""
+    ValueError when they are not those of a report of this layout.
+
+    leading: the tests already read from the lines (read_flaky), which the report starts with.
+    """
     try:
         sizes = head["sizes"]
         read_test = _reader(TestVerdict, FIELDS["test"])
         read_group = _reader(GroupVerdict, FIELDS["group"])
         loads = json.loads
-        tests = [read_test(loads(next(lines))) for _ in range(int(sizes["tests"]))]
+        rest = int(sizes["tests"]) - len(leading)
+        tests = [*leading, *(read_test(loads(next(lines))) for _ in range(rest))]
+        if sum(head["verdicts"].values()) != len(tests):
+            raise ValueError("the verdict counts are not the tests'")
         groups: dict[str, Any] = {
             name: [read_group(loads(next(lines))) for _ in range(int(sizes[name]))]
             for name in GROUP_LISTS
         }
-        return Report(
-            now=datetime.fromisoformat(head["now"]),
-            tests=tests,
-            **groups,
-            **{name: head[name] for name in PLAIN_FIELDS},
-        )
+        return _report(head, tests, groups)
     except (KeyError, IndexError, TypeError, ValueError, StopIteration, AttributeError) as exc:
         raise ValueError(f"not a report of this layout ({exc!r})") from None
+
+
+def flaky_report(head: Mapping[str, Any], flaky: list[TestVerdict]) -> Report:
+    """The report of `head` as far as its flaky tests (read_flaky): no other test, no group."""
+    try:
+        return _report(head, flaky, {name: [] for name in GROUP_LISTS})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a report of this layout ({exc!r})") from None
+
+
+def _report(head: Mapping[str, Any], tests: list[TestVerdict], groups: dict[str, Any]) -> Report:
+    return Report(
+        now=datetime.fromisoformat(head["now"]),
+        tests=tests,
+        **groups,
+        **{name: head[name] for name in PLAIN_FIELDS},
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -102,7 +103,9 @@ class MainScreen(Screen[None]):
         # While the first paint waits for the first load: the loop and future the worker
         # resolves (see _hold_first_paint).
         self._first_waiter: tuple[asyncio.AbstractEventLoop, _Waiter] | None = None
-        self._shown_load: MainLoaded | None = None  # the load _loaded showed last
+        # The load _loaded showed last, weakly: the posted copy of the first paint's load is
+        # skipped, and a shown load (a report and its rows) is not kept alive by it.
+        self._shown_load: weakref.ref[MainLoaded] | None = None
 
     @property
     def flaketui(self) -> FlaketuiApp:
@@ -218,12 +221,18 @@ class MainScreen(Screen[None]):
             if not _wait_unless_cancelled(rest):
                 return
             if read is not None:
+                kept = read.kept_rest()  # the rest of a kept ranking whose flaky tests are shown
+                if kept is not None:
+                    whole = replace(data, report=kept.report, groups_loaded=True, verdicts=None)
+                    self.post_message(ExtrasLoaded(data, whole, state, prepare_rows(whole, state)))
+                    data = whole
                 complete = replace(
                     data,
                     report=read.complete(),
                     groups_loaded=True,
                     causes_loaded=False,  # a kept ranking had them: they come last again
                     provisional=False,
+                    verdicts=None,
                 )
                 rows = prepare_rows(complete, state)
                 self.post_message(ExtrasLoaded(data, complete, state, rows))
@@ -256,9 +265,9 @@ class MainScreen(Screen[None]):
 
     @on(MainLoaded)
     def _loaded(self, event: MainLoaded) -> None:
-        if event is self._shown_load:
+        if self._shown_load is not None and event is self._shown_load():
             return  # shown already, by the first paint's wait
-        self._shown_load = event
+        self._shown_load = weakref.ref(event)
         self.data = event.data
         self.flaketui.last_stamp = event.data.stamp
         self._stop_loading()

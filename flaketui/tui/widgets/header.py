@@ -90,7 +90,7 @@ class HistoryHeader(Widget):
             first.append(Text("ranking of the last opening, refreshing…", "yellow"))
         second = [
             Text.assemble((f"{verdict} ", VERDICT_STYLES.get(verdict, "")), (str(count), "bold"))
-            for verdict, count in verdict_counts(report).items()
+            for verdict, count in verdict_counts(report, data.verdicts).items()
         ]
         second.append(Text(f"suite: {suite or 'all'}", "dim"))
         second.append(Text(f"branch: {branch_kind or 'all'}", "dim"))
