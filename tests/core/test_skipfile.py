@@ -23,6 +23,7 @@ from flaketui.core.quarantine.skipfile import (
     ForeignSkipFile,
     SkipEntry,
     SkipFile,
+    lock_path,
     read_skip_file,
     render_skip_file,
     resolve_skip_file,
@@ -432,14 +433,41 @@ def test_two_concurrent_writers_both_land_and_the_file_always_parses(tmp_path: P
 BARGE_IN_DEADLINE_S = 1.0
 
 
-def test_a_second_writer_waits_for_the_first_and_both_entries_land(tmp_path: Path) -> None:
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout
+
+
+def skip_folder(tmp_path: Path, where: str) -> Path:
+    """A folder for the skip file: a plain one, a git work tree, or a linked git worktree."""
+    if where == "plain":
+        return tmp_path
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    if where == "git":
+        return repo
+    (repo / "README").write_text("x\n")
+    _git(repo, "add", "README")
+    _git(repo, "commit", "-q", "-m", "init")
+    _git(repo, "worktree", "add", "-q", str(tmp_path / "linked"))
+    return tmp_path / "linked"
+
+
+@pytest.mark.parametrize("where", ["plain", "git", "worktree"])
+def test_a_second_writer_waits_for_the_first_and_both_entries_land(
+    tmp_path: Path, where: str
+) -> None:
     """Two writers sharing nothing but the skip file (no history, no lock of their own).
 
     The first pauses between reading the file and writing it back, until the second is done or
     a deadline passes. Without the skip file's lock the second reads the same old file and its
     entry is then overwritten by the first's write.
     """
-    path = tmp_path / ".quarantine.json"
+    path = skip_folder(tmp_path, where) / ".quarantine.json"
     add(path, entry("tests/test_old.py::t"))
     first_inside, second_inside, second_done = (threading.Event() for _ in range(3))
     overlapped: list[bool] = []
@@ -471,6 +499,28 @@ def test_a_second_writer_waits_for_the_first_and_both_entries_land(tmp_path: Pat
         "tests/test_old.py::t",
         "tests/test_second.py::t",
     ]
+
+
+@pytest.mark.parametrize("where", ["git", "worktree"])
+def test_in_a_git_work_tree_the_lock_stays_out_of_it(tmp_path: Path, where: str) -> None:
+    folder = skip_folder(tmp_path, where)
+    path = folder / ".quarantine.json"
+    add(path, entry("tests/test_a.py::t"))
+    # Only the skip file is new in the work tree; the lock lives in the git directory.
+    assert _git(folder, "status", "--porcelain", "--untracked-files=all").splitlines() == [
+        "?? .quarantine.json"
+    ]
+    git_dir = Path(_git(folder, "rev-parse", "--absolute-git-dir").strip())
+    assert lock_path(path).parent == git_dir / "flaketui"
+    assert lock_path(path).exists()
+    # Every spelling of the path takes the same lock.
+    assert lock_path(folder / "sub" / ".." / ".quarantine.json") == lock_path(path)
+
+
+def test_outside_a_work_tree_the_lock_is_a_sibling(tmp_path: Path) -> None:
+    path = tmp_path / ".quarantine.json"
+    add(path, entry("tests/test_a.py::t"))
+    assert lock_path(path) == tmp_path / ".quarantine.json.lock"
 
 
 def test_a_failed_rename_leaves_the_old_file_and_no_temporary(

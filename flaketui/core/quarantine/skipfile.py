@@ -348,12 +348,57 @@ def render_skip_file(skip: SkipFile) -> str:
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _git_dir(folder: Path) -> Path | None:
+    """The git directory of the work tree holding folder (`.git`, or where a linked worktree's
+    `.git` file points), found by walking up; None outside a work tree."""
+    for parent in (folder, *folder.parents):
+        marker = parent / ".git"
+        if marker.is_dir():
+            return marker
+        if marker.is_file():
+            try:
+                text = marker.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not text.startswith("gitdir:"):
+                return None
+            target = Path(text.removeprefix("gitdir:").strip())
+            target = target if target.is_absolute() else parent / target
+            return target if target.is_dir() else None
+    return None
+
+
+def lock_path(path: Path) -> Path:
+    """Where the lock guarding skip file `path` lives.
+
+    Inside a git work tree, in its git directory (`.git/flaketui/<name>-<hash>.lock`, named by
+    the file's resolved path): the lock file outlives the write, and there it never shows in
+    `git status` or lands in a commit. Elsewhere, or when that directory cannot be written, a
+    sibling `<name>.lock`. Every writer of one file computes the same place.
+    """
+    resolved = path.resolve()
+    git_dir = _git_dir(resolved.parent)
+    if git_dir is not None:
+        folder = git_dir / "flaketui"
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError:
+            pass
+        else:
+            if os.access(folder, os.W_OK):
+                import hashlib  # only writers lock; the plugin never does
+
+                digest = hashlib.sha1(str(resolved).encode("utf-8")).hexdigest()[:12]
+                return folder / f"{resolved.name}-{digest}.lock"
+    return path.with_name(path.name + ".lock")
+
+
 def skip_file_lock(path: Path) -> filelock.BaseFileLock:
-    """The inter-process lock guarding path: a sibling `<name>.lock` file."""
+    """The inter-process lock guarding path (see lock_path)."""
     # Imported here: the pytest plugin reads skip files in every session and never locks.
     import filelock
 
-    return filelock.FileLock(str(path.with_name(path.name + ".lock")), timeout=LOCK_TIMEOUT_S)
+    return filelock.FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
 
 
 def update_skip_file(path: Path, mutate: Callable[[dict[str, SkipEntry]], object]) -> SkipFile:
@@ -386,7 +431,7 @@ def update_skip_file(path: Path, mutate: Callable[[dict[str, SkipEntry]], object
             return skip
     except filelock.Timeout:
         raise _problem(
-            path, f"another process holds the lock {path.name}.lock (waited {LOCK_TIMEOUT_S:g} s)"
+            path, f"another process holds the lock {lock_path(path)} (waited {LOCK_TIMEOUT_S:g} s)"
         ) from None
     except PermissionError as exc:
         raise _problem(path, f"cannot lock ({exc.strerror})") from None
