@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -10,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flaketui.core.errors import HistoryError
+from flaketui.core.errors import FlaketuiError, HistoryError
 from flaketui.core.history import store
 from flaketui.core.history.dbhandle import Reader
 from flaketui.core.history.store import (
@@ -119,6 +120,23 @@ def check_history(path: Path) -> None:
     """Refuse a missing, non-SQLite, newer-schema or unreadable history before any screen."""
     # The app's own reader: it leaves a WAL-mode history without stray -wal/-shm files.
     open_reader(path).conn.close()
+
+
+def tidy_sidecars(path: Path) -> None:
+    """Remove a WAL-mode history's -wal and -shm files that no connection needs any more.
+
+    A `mode=ro` reader opened while the file still used a rollback journal (the app's first
+    read of a copied sample, say) goes on reading after a write switched the file to WAL, and
+    if it is the last to close it cannot remove the sidecar files. An ordinary connection
+    opened and closed once all of the app's readers are done removes them, as the last
+    connection to close does; one another process still holds open keeps them, as it must.
+    """
+    if not (uses_wal(path) and (path.with_name(path.name + "-wal")).exists()):
+        return
+    if is_read_only(path):
+        return
+    with contextlib.suppress(FlaketuiError, sqlite3.Error):
+        _connect(path, "plain").conn.close()
 
 
 def open_reader(path: Path) -> Reader:

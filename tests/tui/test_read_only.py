@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from tui_history import NOW
 
 from flaketui.core.errors import HistoryError
 from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp, make_app
-from flaketui.tui.history_access import open_reader, uses_wal
+from flaketui.tui.history_access import open_reader, tidy_sidecars, uses_wal
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 
 SIZE = (160, 48)
@@ -88,6 +89,39 @@ async def test_after_a_quarantine_no_wal_or_shm_is_left(history: Path, tmp_path:
         assert app.main_screen.data is not None
         assert app.main_screen.data.quarantine  # the reload saw the entry
     assert (tmp_path / "quarantine.json").exists()
+    assert _sidecars(history) == []
+
+
+def test_sidecars_a_read_only_reader_leaves_are_tidied(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    # A mode=ro reader opened while the file used a rollback journal goes on reading after a
+    # writer switched the file to WAL; closing last, it cannot remove the -wal and -shm files.
+    history = _copy_sample(sample_history, tmp_path)
+    assert not uses_wal(history)
+    early = open_reader(history)
+    writer = sqlite3.connect(history)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("INSERT INTO meta (key, value) VALUES ('tidy-test', '1')")
+    writer.commit()
+    assert early.conn.execute("SELECT value FROM meta WHERE key = 'tidy-test'").fetchone()
+    writer.close()
+    early.conn.close()
+    assert _sidecars(history) == ["history.db-shm", "history.db-wal"]
+    tidy_sidecars(history)
+    assert _sidecars(history) == []
+    conn = sqlite3.connect(history)  # the write is in the file itself now
+    assert conn.execute("SELECT value FROM meta WHERE key = 'tidy-test'").fetchone() == ("1",)
+    conn.close()
+
+
+def test_tidying_leaves_the_sidecars_another_connection_needs(history: Path) -> None:
+    other = sqlite3.connect(history)
+    other.execute("SELECT count(*) FROM runs").fetchone()
+    assert "history.db-wal" in _sidecars(history)
+    tidy_sidecars(history)
+    assert "history.db-wal" in _sidecars(history)  # still open elsewhere: kept
+    other.close()
     assert _sidecars(history) == []
 
 

@@ -12,7 +12,7 @@ from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.timeutil import parse_iso
-from flaketui.tui.history_access import check_history
+from flaketui.tui.history_access import check_history, tidy_sidecars
 from flaketui.tui.startup import StagedRead, make_source
 
 
@@ -26,6 +26,11 @@ def prepare_history(history: Path | str) -> Path:
     """The file to open: a postgresql:// URL opens its replica in the cache, synced first
     (audit rows the app adds there go to the server when the command ends)."""
     return local_history(history, quiet=False)
+
+
+# How long quitting waits for the reading thread to finish the step it is in (a rescore of a
+# very large history); past it the app exits anyway.
+READER_EXIT_WAIT_S = 5.0
 
 
 @cli.command("open")
@@ -58,3 +63,7 @@ def open_command(
         FlaketuiApp(source, first_read=first_read).run()
     finally:
         first_read.stop()
+        # The reading thread closes its reader once the step it may be in ends; then no
+        # reader of this app is left to need the history's -wal and -shm files.
+        first_read.thread.join(READER_EXIT_WAIT_S)
+        tidy_sidecars(source.path)
