@@ -9,10 +9,10 @@ Choices made here:
 - `runs_per_week` divides by the shorter of the window and the time since the test (or
   group) was first seen, never by less than `min_span_days` (7 by default), so 27 runs
   recorded within 40 minutes are 27 runs a week, not 170.
-- `best_split` finds the most likely change in a daily bad-run rate; `RateChange.significant`
-  keeps it when a likelihood-ratio test passes, Bonferroni-corrected over the candidate days
-  (`rate_change` runs it on a key's days with the fields a verdict reads; over raw rows the
-  scorer runs the same search in SQL: flaketui.core.scoring.aggregates.rate_changes).
+- `rate_change` finds the most likely change in a daily bad-run rate (`best_split` is the
+  same search on bare counts); `RateChange.significant` keeps it when a likelihood-ratio test
+  passes, Bonferroni-corrected over the candidate days (over raw rows the scorer runs the same
+  search in SQL: flaketui.core.scoring.aggregates.rate_changes).
 """
 
 from __future__ import annotations
@@ -128,20 +128,10 @@ def best_split(counts: Sequence[tuple[int, int]]) -> tuple[int, float]:
     """(index, statistic) of the most likely change in daily (runs, bad) counts: the days
     before `index` against the days from it, and twice the log-likelihood ratio of two
     Bernoulli rates against one; (0, 0.0) with fewer than two days. Ties: the earliest."""
-    runs = sum(n for n, _ in counts)
-    bad = sum(k for _, k in counts)
-    whole = _loglik(bad, runs)
-    best, where = -math.inf, 0
-    left_runs = left_bad = 0
-    for index in range(len(counts) - 1):
-        left_runs += counts[index][0]
-        left_bad += counts[index][1]
-        both = _loglik(left_bad, left_runs) + _loglik(bad - left_bad, runs - left_runs)
-        if both > best:
-            best, where = both, index + 1
-    if where == 0:
+    change = rate_change([(str(index), n, k) for index, (n, k) in enumerate(counts)])
+    if change.split_day is None:
         return 0, 0.0
-    return where, 2.0 * (best - whole)
+    return int(change.split_day) + 1, 2.0 * (change.split_ll - change.whole_ll)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,28 +157,20 @@ class RateChange:
 
 def rate_change(days: Sequence[tuple[str, int, int]]) -> RateChange:
     """The most likely change in a key's daily bad-run rate, from its days with a counted run
-    as (day, runs, bad runs) in day order: `best_split` with the days and counts around the
-    split (ties: the earliest split), as the raw-row search of the scorer reports them."""
+    as (day, runs, bad runs) in day order: the split maximising the two sides' Bernoulli
+    log-likelihood (ties: the earliest), with the days and counts around it, as the raw-row
+    search of the scorer reports them."""
     runs = sum(n for _, n, _ in days)
     bad = sum(k for _, _, k in days)
     whole = _loglik(bad, runs)
     first_bad_day = next((day for day, _, k in days if k > 0), None)
     best, where = -math.inf, -1
     left_runs = left_bad = runs_before = bad_before = 0
-    log = math.log
     for index in range(len(days) - 1):
         _, n, k = days[index]
         left_runs += n
         left_bad += k
-        # _loglik of both sides, inline (the same arithmetic): this loop runs per key and day
-        right_runs, right_bad = runs - left_runs, bad - left_bad
-        both = 0.0
-        if 0 < left_bad < left_runs:
-            p = left_bad / left_runs
-            both = left_bad * log(p) + (left_runs - left_bad) * log(1.0 - p)
-        if 0 < right_bad < right_runs:
-            p = right_bad / right_runs
-            both += right_bad * log(p) + (right_runs - right_bad) * log(1.0 - p)
+        both = _loglik(left_bad, left_runs) + _loglik(bad - left_bad, runs - left_runs)
         if both > best:
             best, where, runs_before, bad_before = both, index, left_runs, left_bad
     if where < 0:
