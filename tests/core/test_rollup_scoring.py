@@ -168,7 +168,7 @@ def assert_shared_units_agree(
     evidence and onsets give what the raw-row scorer gives, also for fewer groups than read."""
     if not rollups.answers(db.conn, config):
         return  # the raw-row scorer reads no run sets
-    units = pooled_units(db, members, now, config, **where)
+    units = pooled_units(db, members, now, config)
     assert units is not None
     fast = per_signature_evidence(db, members, now, config, **where, tests=tests, units=units)
     with raw_scoring():

@@ -188,6 +188,14 @@ def rollup_window(
     return None
 
 
+def answering_window(db: Connected, now: datetime, config: Config) -> rollup_read.Window | None:
+    """The rollups' window for any request, filtered or not (a filtered one reads their run
+    lists: flaketui.core.rollups.filtered); None when they cannot answer exactly."""
+    if rollups.answers(db.conn, config):
+        return rollup_read.Window.of(db.conn, now, config)
+    return None
+
+
 def filtered_window(
     db: Connected,
     now: datetime,
@@ -576,22 +584,14 @@ FROM best
 
 
 def pooled_units(
-    db: Connected,
-    members: Mapping[int, str],
-    now: datetime,
-    config: Config,
-    suite: str | None = None,
-    branch_kind: str | None = None,
+    db: Connected, members: Mapping[int, str], now: datetime, config: Config
 ) -> rollup_read.GroupUnits | None:
     """The run sets of pooled groups (members: tests.id -> group key) as the rollups give
-    them for the request's window (rollup_read.group_units), read once for the evidence and
-    the onsets of the same groups; None when the rollups cannot answer."""
-    window = rollup_window(db, now, config, suite, branch_kind)
-    if window is None:
-        window = filtered_window(db, now, config, suite, branch_kind)
-    if window is None:
-        return None
-    return rollup_read.group_units(db.conn, members, window)
+    them for the window (rollup_read.group_units), read once for the evidence and the onsets
+    of the same groups, filtered or not (the readers apply a suite or branch-kind filter to
+    them); None when the rollups cannot answer."""
+    window = answering_window(db, now, config)
+    return None if window is None else rollup_read.group_units(db.conn, members, window)
 
 
 def pooled_family_units(
@@ -604,12 +604,9 @@ def pooled_family_units(
     """pooled_units of every family for a suite or branch-kind restricted request (what
     per_family_evidence and the family onsets read then); None without a filter, where the
     family day rows answer both, or when the rollups cannot answer."""
-    if suite is None and branch_kind is None:
+    if (suite is None and branch_kind is None) or answering_window(db, now, config) is None:
         return None
-    if filtered_window(db, now, config, suite, branch_kind) is None:
-        return None
-    members = rollup_filtered.family_members(db.conn)
-    return pooled_units(db, members, now, config, suite, branch_kind)
+    return pooled_units(db, rollup_filtered.family_members(db.conn), now, config)
 
 
 def _family_members(db: Connected, test_pks: Sequence[int]) -> dict[int, str]:
@@ -633,12 +630,10 @@ def _rollup_days(
 ) -> rollup_read.DayCounts | None:
     """Each key's days with counted runs and bad runs, from the rollups; None when they
     cannot answer the window."""
-    window = rollup_window(db, now, config, suite, branch_kind)
-    filtered = window is None
-    if filtered:
-        window = filtered_window(db, now, config, suite, branch_kind)
+    window = answering_window(db, now, config)
     if window is None:
         return None
+    filtered = suite is not None or branch_kind is not None
     if kind == "test":
         if filtered:
             return rollup_filtered.test_days(db.conn, window, config, test_pks, suite, branch_kind)

@@ -483,7 +483,7 @@ def _complete(db: Connected, partial: _Partial) -> Report:
         if by_parent.get(parent)
     ]
     members = {info.pk: info.signature for info in infos.values() if info.signature}
-    units = pooled_units(db, members, now, config, suite, branch_kind) if members else None
+    units = pooled_units(db, members, now, config) if members else None
     signature_evidence = per_signature_evidence(
         db, members, now, config, suite, branch_kind, tests=partial.evidence, units=units
     )
@@ -533,7 +533,7 @@ def _cofailures(db: Connected, partial: _Partial, tests: list[TestVerdict]) -> l
     if not groups:
         return []
     members = {pk: group_key([flaky[p] for p in pks]) for pks in groups for pk in pks}
-    units = pooled_units(db, members, now, config, suite, branch_kind)
+    units = pooled_units(db, members, now, config)
     evidence = per_signature_evidence(
         db, members, now, config, suite, branch_kind, tests=partial.evidence, units=units
     )
