@@ -74,11 +74,11 @@ def report_command(
             repo_root=locate_codeowners(db, explicit=codeowners),
         )
         report = attach_causes(history, report, config)
-        note = stale_note(history, config.mask_patterns)
+        notes = [stale_note(history, config.mask_patterns)]
         if not report.tests:
-            counts = set_aside(history, report.now, config, suite, branch_kind)
-            empty = empty_report_note(counts)
-            note = empty if note is None else f"{note}\n{empty}" if empty else note
+            notes.append(
+                empty_report_note(set_aside(history, report.now, config, suite, branch_kind))
+            )
         threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
         if fmt == "html":
             details = collect_details(history, report, config)
@@ -89,8 +89,9 @@ def report_command(
             )
     finally:
         history.conn.close()
-    if note is not None:
-        click.echo(note, err=True)
+    for note in notes:
+        if note is not None:
+            click.echo(note, err=True)
     if output is not None:
         write_atomically(output, text.encode())
     else:
