@@ -213,6 +213,43 @@ class ExceptionTypeAnnotator:
         return report
 
 
+class _AttemptClock:
+    """The attempt this process is running: when it started (the clock no test can bend), the
+    attempt before it, its 1-based position and its timeout. `start` at the attempt's setup
+    hook; `stamp` gives a report of it (elapsed, predecessor, position, timeout_ms), the
+    elapsed time on its teardown report only."""
+
+    __slots__ = ("current", "default_timeout_ms", "position", "previous", "started",
+                 "timeout_ms", "uses_timeout")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.previous: str | None = None  # node id of the attempt before, in this process
+        self.current: str | None = None
+        self.position = 0
+        self.started = 0
+        self.timeout_ms: int | None = None
+        self.uses_timeout = False
+        self.default_timeout_ms: int | None = None
+
+    def watch_timeouts(self, config: pytest.Config) -> None:
+        """Read pytest-timeout's settings, when that plugin is loaded."""
+        self.uses_timeout = _has_plugin(config, "timeout", "pytest_timeout")
+        self.default_timeout_ms = _default_timeout_ms(config) if self.uses_timeout else None
+
+    def start(self, item: pytest.Item) -> None:
+        """An attempt of item starts: note the clock, its predecessor, position and timeout."""
+        self.started = _CLOCK[0]()
+        self.previous, self.current = self.current, item.nodeid
+        self.position += 1
+        if self.uses_timeout:
+            self.timeout_ms = _item_timeout_ms(item, self.default_timeout_ms)
+
+    def stamp(self, when: str) -> tuple[int | None, str | None, int, int | None]:
+        """The facts of a report of the current attempt (phase `when`)."""
+        elapsed = _CLOCK[0]() - self.started if when == "teardown" else None
+        return elapsed, self.previous, self.position, self.timeout_ms
+
+
 class AttemptTracker:
     """Stamps each report of the process that runs the tests with its attempt's facts.
 
@@ -221,30 +258,20 @@ class AttemptTracker:
     """
 
     def __init__(self, config: pytest.Config) -> None:
-        self.previous: str | None = None  # node id of the attempt before, in this process
-        self.current: str | None = None
-        self.position = 0
-        self.started = 0
-        self.timeout_ms: int | None = None
-        self.uses_timeout = _has_plugin(config, "timeout", "pytest_timeout")
-        self.default_timeout_ms = _default_timeout_ms(config) if self.uses_timeout else None
+        self.clock = _AttemptClock()
+        self.clock.watch_timeouts(config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Start an attempt: note the clock, its predecessor, position and timeout."""
-        self.started = _CLOCK[0]()
-        self.previous, self.current = self.current, item.nodeid
-        self.position += 1
-        if self.uses_timeout:
-            self.timeout_ms = _item_timeout_ms(item, self.default_timeout_ms)
+        """Start an attempt."""
+        self.clock.start(item)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Stamp the report; a teardown's carries the attempt's elapsed time."""
-        if report.nodeid != self.current:
+        if report.nodeid != self.clock.current:
             return  # not an attempt this tracker started (a collection or subtest report)
-        elapsed = _CLOCK[0]() - self.started if report.when == "teardown" else None
-        setattr(report, ATTEMPT_ATTR, (elapsed, self.previous, self.position, self.timeout_ms))
+        setattr(report, ATTEMPT_ATTR, self.clock.stamp(report.when))
 
 
 class _OpenAttempt:
@@ -290,25 +317,16 @@ class Recorder:
         self.warned = False
         # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
         self.distributed = True
-        # This process's own attempts, as AttemptTracker follows them on an xdist worker.
-        self.previous: str | None = None
-        self.current: str | None = None
-        self.position = 0
-        self.started = 0
-        self.timeout_ms: int | None = None
-        self.uses_timeout = False  # known at sessionstart
-        self.default_timeout_ms: int | None = None
+        # This process's own attempts, as AttemptTracker follows them on an xdist worker
+        # (timeouts are known at sessionstart).
+        self.clock = _AttemptClock()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Start an attempt of this process (see AttemptTracker.pytest_runtest_setup)."""
+        """Start an attempt of this process (as AttemptTracker does on an xdist worker)."""
         if self.closing is not None:
             self._close_waiting()  # no exception type came for the last failed teardown
-        self.started = _CLOCK[0]()
-        self.previous, self.current = self.current, item.nodeid
-        self.position += 1
-        if self.uses_timeout:
-            self.timeout_ms = _item_timeout_ms(item, self.default_timeout_ms)
+        self.clock.start(item)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -319,9 +337,7 @@ class Recorder:
         # Without xdist's controller every report is this process's own: no worker id to look
         # for (three getattr misses per report otherwise).
         self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
-        self.uses_timeout = _has_plugin(self.config, "timeout", "pytest_timeout")
-        if self.uses_timeout:
-            self.default_timeout_ms = _default_timeout_ms(self.config)
+        self.clock.watch_timeouts(self.config)
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
             self.run = RunRecorder(
@@ -367,10 +383,9 @@ class Recorder:
             self._close(key, attempt)
             attempt = open_attempts[key] = _OpenAttempt()
         stamp = getattr(report, ATTEMPT_ATTR, None)
-        if stamp is None and nodeid == self.current:
+        if stamp is None and nodeid == self.clock.current:
             # An attempt this process runs: the stamp a worker's tracker would have made.
-            elapsed_ns = _CLOCK[0]() - self.started if when == "teardown" else None
-            stamp = (elapsed_ns, self.previous, self.position, self.timeout_ms)
+            stamp = self.clock.stamp(when)
         if stamp is not None:
             elapsed, attempt.predecessor, attempt.position, attempt.timeout_ms = stamp
             if elapsed is not None:
@@ -390,7 +405,7 @@ class Recorder:
         # teardown ends an attempt; an xdist crash report ("???") ends it too.
         if (
             attempt.failed is report
-            and nodeid == self.current
+            and nodeid == self.clock.current
             and not hasattr(report, EXC_TYPE_ATTR)
         ):
             # A failed teardown of this process: its exception type arrives next, with

@@ -282,7 +282,7 @@ def test_exception_types_follow_their_phase_when_reports_are_logged_after_the_at
     # crash line, so the type noted on the report is used.
     run = FakeRun()
     recorder = _recorder(run)
-    recorder.current = "test_m.py::t"  # an attempt this process runs
+    recorder.clock.current = "test_m.py::t"  # an attempt this process runs
     crash: Any = SimpleNamespace(reprcrash=SimpleNamespace(message="assert 1 == 2"))
     for call_type, teardown_type in (("AssertionError", None), (None, "OSError")):
         phases = [("setup", None), ("call", call_type), ("teardown", teardown_type)]
@@ -308,7 +308,7 @@ def test_a_failed_teardown_waits_for_its_exception_type_then_closes() -> None:
     recorder = _recorder(run)
     crash: Any = SimpleNamespace(reprcrash=SimpleNamespace(message="assert 1 == 2"))
     for name, failing in (("test_m.py::a", "call"), ("test_m.py::b", "teardown")):
-        recorder.current = name
+        recorder.clock.current = name
         for when in ("setup", "call", "teardown"):
             failed = when == failing
             report = _report(
