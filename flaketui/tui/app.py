@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -76,6 +77,9 @@ class FlaketuiApp(App[None]):
         super().__init__()
         self.source = source
         self.first_read = first_read  # the history, already being read (see startup.py)
+        # Every read of the history this app started: each runs in a thread of its own, which
+        # quitting stops and waits for (stop_reads), so that no reader outlives the app.
+        self.reads: list[StagedRead] = [first_read] if first_read is not None else []
         self.cursor_blink = cursor_blink
         self.poll_history = watch
         self.last_stamp: tuple[int, ...] | None = None
@@ -99,6 +103,27 @@ class FlaketuiApp(App[None]):
         read, self.first_read = self.first_read, None
         return read
 
+    def start_read(self) -> StagedRead:
+        """Start reading the history again (a reload); stop_reads() ends it with the app."""
+        self.reads = [read for read in self.reads if read.thread.is_alive()]
+        read = StagedRead(self.source)
+        self.reads.append(read)
+        return read
+
+    def stop_reads(self, wait_s: float) -> bool:
+        """Stop every read this app started and wait, `wait_s` at most in all, for the step
+        each may be in to end and close its reader. True when none is left reading.
+
+        A reading thread the process outlived would leave a WAL-mode history's -wal and -shm
+        files behind: a connection never closed cannot remove them.
+        """
+        for read in self.reads:
+            read.stop()
+        deadline = time.monotonic() + wait_s
+        for read in self.reads:
+            read.thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(read.thread.is_alive() for read in self.reads)
+
     def on_mount(self) -> None:
         """Start watching the history file."""
         self.sub_title = self.source.display
@@ -106,6 +131,11 @@ class FlaketuiApp(App[None]):
             self.notify(READ_ONLY_NOTICE, title="Read-only history", timeout=8)
         if self.poll_history:
             self.set_interval(POLL_SECONDS, self.check_history)
+
+    def on_unmount(self) -> None:
+        """Quitting: no read goes on to a later step (stop_reads waits for the current ones)."""
+        for read in self.reads:
+            read.stop()
 
     @work(thread=True, exclusive=True, group="trial", exit_on_error=False)
     def _find_trial(self) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from tui_history import NOW
 from flaketui.core.errors import HistoryError
 from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp, make_app
 from flaketui.tui.history_access import open_reader, tidy_sidecars, uses_wal
+from flaketui.tui.loaders import Source
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 
 SIZE = (160, 48)
@@ -90,6 +94,56 @@ async def test_after_a_quarantine_no_wal_or_shm_is_left(history: Path, tmp_path:
         assert app.main_screen.data.quarantine  # the reload saw the entry
     assert (tmp_path / "quarantine.json").exists()
     assert _sidecars(history) == []
+
+
+async def test_quitting_stops_every_read_the_app_started(history: Path, tmp_path: Path) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        first = list(app.reads)
+        app.main_screen.reload()  # what a change of the history, or a write, starts
+        await pilot.pause()
+        reload = [read for read in app.reads if read not in first]
+        assert len(reload) == 1  # the reload reads in a thread of its own, known to the app
+    assert all(read.stopped for read in app.reads)
+    assert app.stop_reads(5.0)
+    assert not any(read.thread.is_alive() for read in app.reads)
+
+
+def test_stopping_the_reads_waits_for_the_step_each_is_in(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reload still reading when the app quits: its reader must be closed before the process
+    # ends, or the -wal and -shm files it holds stay beside the history.
+    import flaketui.tui.startup as startup
+
+    real = startup.load_in_stages
+    reading_step = threading.Event()
+    step_may_end = threading.Event()
+
+    def slow_stages(source: Source) -> Iterator[object]:
+        stages = real(source)
+        with closing(stages):
+            yield next(stages)
+            reading_step.set()
+            step_may_end.wait()  # a long query of the next step, its reader open
+            yield from stages
+
+    monkeypatch.setattr(startup, "load_in_stages", slow_stages)
+    app = _app(history, tmp_path)
+    read = app.start_read()
+    read.first()
+    read.proceed()
+    assert reading_step.wait(10)
+    assert _sidecars(history) == ["history.db-shm", "history.db-wal"]  # a WAL reader is open
+    read.stop()
+    assert read.thread.is_alive()
+    step_may_end.set()
+    assert app.stop_reads(10.0)
+    assert not read.thread.is_alive()
+    assert _sidecars(history) == []  # its reader, the last connection, closed and tidied
 
 
 def test_sidecars_a_read_only_reader_leaves_are_tidied(

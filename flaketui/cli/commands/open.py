@@ -28,7 +28,7 @@ def prepare_history(history: Path | str) -> Path:
     return local_history(history, quiet=False)
 
 
-# How long quitting waits for the reading thread to finish the step it is in (a rescore of a
+# How long quitting waits for the reading threads to finish the step it is in (a rescore of a
 # very large history); past it the app exits anyway.
 READER_EXIT_WAIT_S = 5.0
 
@@ -59,11 +59,11 @@ def open_command(
     first_read = StagedRead(source, kept=True)
     from flaketui.tui.app import FlaketuiApp
 
+    app = FlaketuiApp(source, first_read=first_read)
     try:
-        FlaketuiApp(source, first_read=first_read).run()
+        app.run()
     finally:
-        first_read.stop()
-        # The reading thread closes its reader once the step it may be in ends; then no
-        # reader of this app is left to need the history's -wal and -shm files.
-        first_read.thread.join(READER_EXIT_WAIT_S)
+        # Each reading thread (the first read, and one per reload) closes its reader once the
+        # step it may be in ends; then no reader of this app needs the -wal and -shm files.
+        app.stop_reads(READER_EXIT_WAIT_S)
         tidy_sidecars(source.path)

@@ -189,7 +189,7 @@ class MainScreen(Screen[None]):
         read = None
         if suite is None and branch_kind is None:
             # The read `flaketui open` started before the UI, on the first load; else a new one.
-            read = self.flaketui.take_first_read() or StagedRead(self.flaketui.source)
+            read = self.flaketui.take_first_read() or self.flaketui.start_read()
         self._load_worker(suite, branch_kind, self.state.copy(), threading.Event(), read)
 
     # Each worker names itself: Textual's default description is the repr of the arguments,
