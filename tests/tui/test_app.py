@@ -176,6 +176,11 @@ async def test_enter_opens_detail_family_pivot_rises_with_workers(
         assert app.clipboard == screen.data.repro
         await pilot.press("escape")
         assert app.screen is app.main_screen
+        await pilot.press("enter")
+        await _settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.press("backspace")  # back as well, without the wait a terminal's Esc has
+        assert app.screen is app.main_screen
         # A regression's detail offers a bisect between its last good and first bad commits.
         await pilot.press("f", "2", "enter")
         await _settle(pilot)

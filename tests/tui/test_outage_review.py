@@ -211,7 +211,7 @@ async def test_review_lists_the_evidence_then_reject_and_accept_reload_the_ranki
         assert app.main_screen.data.report.proposed_incidents == []
         assert _listed(app) == []
         assert "suspected outage" not in _banner(app)
-        await pilot.press("escape")
+        await pilot.press("backspace")  # back, as Esc goes
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
 

@@ -81,6 +81,9 @@ class DetailScreen(Screen[None]):
     CSS_PATH = "../detail.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", tooltip="Back to the list"),
+        # A terminal's Escape is told from the start of an escape sequence only after a wait
+        # (about 0.1 s); Backspace goes back at once.
+        Binding("backspace", "app.pop_screen", "Back", show=False),
         Binding("c", "copy_repro", "Copy repro", tooltip="Copy the reproduction command"),
         Binding("q", "app.quarantine", "Quarantine", tooltip="Quarantine this test"),
         Binding("u", "app.release", "Release", tooltip="Remove this test from the skip file"),

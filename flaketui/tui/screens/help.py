@@ -35,11 +35,11 @@ HELP = """\
 
 **Keys — detail**: `c` copies the reproduction command, `d` pivots by the next dimension, `o`
 shows the order view (the tests that ran before it: candidate polluters), `D` diagnoses, `x`
-cancels it, `Esc` goes back.
+cancels it, `Esc` or `Backspace` goes back.
 
 **Keys — suspected outages** (`o`): `a` accepts the one under the cursor (its runs stay out of
 scoring, as an incident), `x` rejects it (its runs count again; it is never proposed again),
-`Esc` goes back. The ranking reloads after each decision.
+`Esc` or `Backspace` goes back. The ranking reloads after each decision.
 
 **Columns** (a narrow screen shows fewer: see the docs' app page): *Damage* is expected
 blocked merges per week (flake-rate lower bound × runs per week × blast radius), the default
