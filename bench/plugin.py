@@ -1,7 +1,7 @@
 """Benchmark the recording plugin's overhead on a generated N-test suite.
 
 Usage: python bench/plugin.py --tests 5000 [--pairs 15] [--lean] [--editable]
-                              [--instructions] [--simultaneous]
+                              [--instructions] [--fields] [--simultaneous]
 
 Writes a suite of N trivial tests (a third parametrized, 2 % failing) in a git repository of one
 commit (recording reads the commit as in a CI checkout), then runs it as --pairs pairs:
@@ -32,6 +32,9 @@ the next, four times the effect measured, so the bench does not trust one number
   exact one: loading one module more moves a session by up to 2.4 % through the memory layout
   (see count_instructions; hash seeds move it far less), and under valgrind a session runs ~15x
   slower, so the recorder's one-second batches hold fewer attempts;
+- `--fields` counts, per hash seed, a recording session with the per-attempt cause fields and
+  one with them switched off, beside pytest alone: `fields_overhead` is what they add, as a
+  share of the pytest session (see count_fields);
 - the load average before and after (`loadavg`) goes into the JSON line.
 
 What is measured, flaketui side: by default a copy of the working tree's package compiled to
@@ -181,9 +184,22 @@ class Runner:
     def instructions_pair(self, db: Path, stem: Path, seed: int) -> tuple[int, int]:
         """Instructions of a plain and a recording session under valgrind (cachegrind, no cache
         model), run side by side with the same hash seed."""
-        env = {**self.env, "PYTHONHASHSEED": str(seed)}
+        counts = self.instructions(
+            {"plain": self.command(None), "recording": self.command(db)}, stem, seed
+        )
+        return counts["plain"], counts["recording"]
+
+    def instructions(
+        self,
+        commands: dict[str, list[str]],
+        stem: Path,
+        seed: int,
+        env: dict[str, dict[str, str]] | None = None,
+    ) -> dict[str, int]:
+        """Instructions of each session under valgrind (cachegrind, no cache model), all run
+        side by side with the same hash seed; `env` adds variables to a session by name."""
         procs = []
-        for name, target in (("plain", None), ("recording", db)):
+        for name, session in commands.items():
             log_file = Path(f"{stem}-{name}.log")
             command = [
                 "valgrind",
@@ -191,13 +207,14 @@ class Runner:
                 "--cache-sim=no",
                 "--cachegrind-out-file=/dev/null",
                 f"--log-file={log_file}",
-                *self.command(target),
+                *session,
             ]
+            session_env = {**self.env, "PYTHONHASHSEED": str(seed), **(env or {}).get(name, {})}
             out = stem.with_name(f"{stem.name}-{name}.out").open("w")
-            proc = subprocess.Popen(command, cwd=self.root, env=env, stdout=out, stderr=out)
-            procs.append((proc, log_file, out))
-        counts = []
-        for proc, log_file, out in procs:
+            proc = subprocess.Popen(command, cwd=self.root, env=session_env, stdout=out, stderr=out)
+            procs.append((name, proc, log_file, out))
+        counts = {}
+        for name, proc, log_file, out in procs:
             code = proc.wait()
             out.close()
             if code not in (0, 1):
@@ -205,8 +222,8 @@ class Runner:
             found = re.search(r"I\s+refs:\s+([\d,]+)", log_file.read_text())
             if found is None:
                 raise SystemExit(f"{log_file}: no instruction count")
-            counts.append(int(found.group(1).replace(",", "")))
-        return counts[0], counts[1]
+            counts[name] = int(found.group(1).replace(",", ""))
+        return counts
 
 
 RECORDED_FIELDS = (
@@ -255,6 +272,20 @@ def check_history(db: Path, tests: int, timeout_s: int | None = None) -> None:
         )
     if timeout_s is not None and timeouts != tests:
         raise SystemExit(f"{db}: {timeouts} of {tests} results recorded the {timeout_s} s timeout")
+
+
+def check_fieldless(db: Path, tests: int) -> None:
+    """The session with the cause fields switched off recorded every test and none of them."""
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute(
+            "SELECT count(*), count(duration_ms), count(position), count(predecessor),"
+            " count(timeout_ms) FROM results"
+        ).fetchone()
+    finally:
+        conn.close()
+    if tuple(row) != (tests, 0, 0, 0, 0):
+        raise SystemExit(f"{db}: results/durations/positions/predecessors/timeouts {tuple(row)}")
 
 
 def median_ci(values: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
@@ -335,6 +366,11 @@ def main() -> None:
     parser.add_argument(
         "--instr-seeds", type=int, default=3, help="hash seeds (memory layouts) under valgrind"
     )
+    parser.add_argument(
+        "--fields",
+        action="store_true",
+        help="also count the instructions the per-attempt cause fields cost the recorder",
+    )
     args = parser.parse_args()
     load_before = loadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -374,6 +410,8 @@ def main() -> None:
         instr: dict[str, object] = {}
         if args.instructions:
             instr = count_instructions(args, Path(tmp), site)
+        if args.fields:
+            instr.update(count_fields(args, Path(tmp), site))
     wall = summary("overhead", ratios)
     cpu = summary("cpu_overhead", cpu_ratios)
     # Started together, the run finishing first frees a core for the other: that wall ratio
@@ -445,6 +483,79 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
         "instr_overhead": round(statistics.median(ratios) - 1.0, 4),
         "instructions_overhead": round(statistics.median(ratios) - 1.0, 4),
         "fold_s": round(statistics.median(folds), 4),
+    }
+
+
+# Loaded in both recording sessions of the cause-field comparison, so that both load the same
+# modules (one module more moves a session's count through the memory layout, see
+# count_instructions): with FLAKETUI_BENCH_FIELDS=off the recorder starts no attempt clock, and
+# so stores no per-attempt cause field and does none of their work.
+FIELDS_SWITCH = """import os
+
+from flaketui.pytest_plugin import recording
+
+if os.environ.get("FLAKETUI_BENCH_FIELDS") == "off":
+    recording._AttemptClock.start = lambda self, item: None
+"""
+FIELDS_SWITCH_MODULE = "flaketui_bench_fields"
+
+
+def count_fields(args: argparse.Namespace, tmp: Path, site: Path | None) -> dict[str, object]:
+    """What the per-attempt cause fields (the attempt's own duration, its position and
+    predecessor on its worker, its timeout) cost: per hash seed, a recording session with them
+    and one without, beside pytest alone, under valgrind. `fields_overhead` is the median of
+    (with - without) / pytest alone; pytest-timeout is loaded in all three when installed, so
+    the timeout lookup is counted. The per-run fields (host, OS, Python, platform, order seed)
+    are read once per session and left in both."""
+    if shutil.which("valgrind") is None:
+        return {"fields_overhead": None, "fields_note": "valgrind not found"}
+    tests = args.instr_tests or args.tests
+    timeout_s = SUITE_TIMEOUT_S if has_timeout_plugin() else None
+    root = tmp / "fields-suite"
+    root.mkdir()
+    write_suite(root, tests, timeout_s)
+    commit_suite(root)
+    switch = tmp / "fields-switch"
+    switch.mkdir()
+    (switch / f"{FIELDS_SWITCH_MODULE}.py").write_text(FIELDS_SWITCH, encoding="utf-8")
+    runner = Runner(root, site, args.lean)
+    runner.env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(switch), runner.env.get("PYTHONPATH", "")) if p
+    )
+    extra = ["-p", "pytest_timeout"] if args.lean and timeout_s is not None else []
+    plain, shares, overheads, deltas = [], [], [], []
+    for seed in range(1, args.instr_seeds + 1):
+        log(f"cause fields: {tests} tests under valgrind, hash seed {seed} (minutes)")
+        with_db, without_db = tmp / f"fields-on{seed}.db", tmp / f"fields-off{seed}.db"
+        recording = ["-p", FIELDS_SWITCH_MODULE, *extra]
+        counts = runner.instructions(
+            {
+                "plain": [*runner.command(None), *extra],
+                "with": [*runner.command(with_db), *recording],
+                "without": [*runner.command(without_db), *recording],
+            },
+            tmp / f"fields{seed}",
+            seed,
+            env={"without": {"FLAKETUI_BENCH_FIELDS": "off"}},
+        )
+        check_history(with_db, tests, timeout_s)
+        check_fieldless(without_db, tests)
+        delta = counts["with"] - counts["without"]
+        log(
+            f"cause fields: plain {counts['plain'] / 1e9:.3f} G, with {counts['with'] / 1e9:.3f}"
+            f" G, without {counts['without'] / 1e9:.3f} G"
+        )
+        plain.append(counts["plain"])
+        deltas.append(delta)
+        overheads.append(delta / counts["plain"])
+        shares.append(delta / (counts["with"] - counts["plain"]))
+    return {
+        "fields_tests": tests,
+        "fields_timeout": timeout_s is not None,
+        "fields_plain_g": [round(x / 1e9, 3) for x in plain],
+        "fields_delta_g": [round(x / 1e9, 4) for x in deltas],
+        "fields_overhead": round(statistics.median(overheads), 4),
+        "fields_share_of_recording": round(statistics.median(shares), 3),
     }
 
 

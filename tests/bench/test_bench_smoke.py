@@ -188,11 +188,14 @@ def test_keys_prints_latencies_against_a_bare_table(
         "sort",
         "detail",
         "back",
+        "back_key",
         "bare_move",
         "bare_back",
+        "bare_back_key",
     ):
         assert out[f"{key}_ms"] > 0
-    assert out["move_ratio"] > 0 and out["back_ratio"] > 0 and out["max_ms"] >= out["move_ms"]
+    assert out["move_ratio"] > 0 and out["back_ratio"] > 0 and out["back_key_ratio"] > 0
+    assert out["max_ms"] >= out["move_ms"]
     for key in ("family_changes", "lifecycle_replay"):
         assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
 

@@ -131,6 +131,53 @@ def test_instructions_of_a_pair_per_hash_seed_under_valgrind(
     assert out["instr_overhead"] == pytest.approx((ratios[0] + ratios[1]) / 2 - 1, abs=2e-4)
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="instruction counts need valgrind")
+def test_the_cause_fields_are_counted_with_and_without_them(
+    plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
+) -> None:
+    args = ["--tests", "5", "--pairs", "1", "--lean", "--fields", "--instr-tests", "5"]
+    out = _run(plugin_bench, [*args, "--instr-seeds", "1"], monkeypatch, capsys)
+    # Each history was checked: every field recorded with them, none without.
+    assert out["fields_tests"] == 5 and len(out["fields_delta_g"]) == 1
+    assert out["fields_timeout"] == plugin_bench.has_timeout_plugin()
+    assert out["fields_overhead"] == pytest.approx(
+        out["fields_delta_g"][0] / out["fields_plain_g"][0], rel=0.2, abs=2e-4
+    )
+
+
+def test_the_fields_switch_turns_every_cause_field_off(
+    plugin_bench: ModuleType, tmp_path: Path
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    plugin_bench.write_suite(suite, 12, timeout_s=300)
+    switch = tmp_path / "switch"
+    switch.mkdir()
+    name = plugin_bench.FIELDS_SWITCH_MODULE
+    (switch / f"{name}.py").write_text(plugin_bench.FIELDS_SWITCH)
+    for state, check in (("on", plugin_bench.check_history), ("off", None)):
+        db = tmp_path / f"{state}.db"
+        env = {
+            **os.environ,
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONPATH": os.pathsep.join([str(switch), os.environ.get("PYTHONPATH", "")]),
+            "FLAKETUI_BENCH_FIELDS": state,
+        }
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "flaketui.pytest_plugin", "-p", name,
+             "-p", "pytest_timeout", f"--flaketui-db={db}", str(suite)],
+            cwd=suite, env=env, capture_output=True, check=False,
+        )  # fmt: skip
+        if check is not None:
+            check(db, 12, 300)
+            with pytest.raises(SystemExit, match="durations"):
+                plugin_bench.check_fieldless(db, 12)
+        else:
+            plugin_bench.check_fieldless(db, 12)
+            with pytest.raises(SystemExit, match="cause fields missing"):
+                plugin_bench.check_history(db, 12, 300)
+
+
 def test_the_anchor_is_pytest_alone(plugin_bench: ModuleType, tmp_path: Path) -> None:
     default = plugin_bench.Runner(tmp_path, None, lean=False)
     assert default.command(None)[-2:] == ["-p", "no:flaketui"]
