@@ -20,6 +20,7 @@ from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.output.formats import COFAILURE_KEYS
 from flaketui.core.rollups import build as rollups
+from flaketui.core.scoring.causes import attach_causes
 from flaketui.core.scoring.cofailure import (
     COFAILURE_MIN_SHARED,
     MAX_BAD_TESTS_PER_RUN,
@@ -79,14 +80,20 @@ def history(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def test_the_victims_of_one_leak_are_one_group_with_the_leak_as_cause(history: Path) -> None:
-    report = build_report(open_history(history, readonly=True), now=NOW, config=Config())
-    flaky = {t.test_id for t in report.tests if t.verdict == "flaky"}
+    db = open_history(history, readonly=True)
+    ranked = build_report(db, now=NOW, config=Config())
+    flaky = {t.test_id for t in ranked.tests if t.verdict == "flaky"}
     assert set(VICTIMS) | set(COINS) <= flaky
-    assert len(report.cofailures) == 1
+    assert len(ranked.cofailures) == 1
+    # The ranking names the group by its tests; the causes, read from the raw rows, come after.
+    assert ranked.cofailures[0].causes == []
+    assert ranked.cofailures[0].label == "fail together: test_victim_0, test_victim_1, …"
+    report = attach_causes(db, ranked, Config())
     group = report.cofailures[0]
     assert group.members == sorted(VICTIMS)
     assert group.key == group_key(VICTIMS)
     assert group.verdict == "flaky" and group.rank == 1
+    assert group.scores == ranked.cofailures[0].scores
     top = group.causes[0]
     assert (top.dimension, top.value) == ("predecessor", LEAKER)
     assert group.label == "fail together after test_freezes_time"

@@ -448,7 +448,10 @@ def analyse(
 
 
 def attach_causes(db: Connected, report: Report, config: Config) -> Report:
-    """The report with the suspects of its flaky tests and flaky families filled in."""
+    """The report with the suspects of its flaky tests, flaky families and co-failure groups
+    filled in; a co-failure group is then named by the cause its tests share, when it has
+    one (cofailure.group_label)."""
+    from flaketui.core.scoring.cofailure import group_label
 
     def suspects_of(key: str, kind: str, members: list[str]) -> list[Suspect]:
         units = load_units(db, Target(key, kind, [], members), now=report.now, config=config)
@@ -464,4 +467,9 @@ def attach_causes(db: Connected, report: Report, config: Config) -> Report:
         replace(g, causes=suspects_of(g.key, "family", g.members)) if g.verdict == "flaky" else g
         for g in report.families
     ]
-    return replace(report, tests=tests, families=families)
+    cofailures = []
+    for group in report.cofailures:
+        causes = suspects_of(group.key, "cofailure", group.members)
+        label = group_label(group.members, causes[0].label if causes else None)
+        cofailures.append(replace(group, causes=causes, label=label))
+    return replace(report, tests=tests, families=families, cofailures=cofailures)

@@ -518,11 +518,12 @@ def _complete(db: Connected, partial: _Partial) -> Report:
 
 
 def _cofailures(db: Connected, partial: _Partial, tests: list[TestVerdict]) -> list[GroupVerdict]:
-    """The co-failure groups of the flaky tests, pooled and judged like signature groups, with
-    the suspects of each group pooled by run (the first is the cause its tests share)."""
-    from flaketui.core.scoring.causes import find_suspects, load_units
+    """The co-failure groups of the flaky tests, pooled and judged like signature groups.
+
+    Their suspects (the first is the cause the tests share, which then names the group) come
+    with the tests' and families', from causes.attach_causes: they read the raw rows.
+    """
     from flaketui.core.scoring.cofailure import cofailure_groups, group_key, group_label
-    from flaketui.core.scoring.detail import Target
     from flaketui.core.scoring.series import daily_group_scores
 
     config, now = partial.config, partial.report.now
@@ -548,14 +549,17 @@ def _cofailures(db: Connected, partial: _Partial, tests: list[TestVerdict]) -> l
         key = members[pks[0]]
         if key not in evidence:
             continue
-        found = load_units(db, Target(key, "cofailure", pks, ids), now=now, config=config)
-        causes = find_suspects(found, config)
-        label = group_label(ids, causes[0].label if causes else None)
         infos = [partial.infos[pk] for pk in pks]
         group = _group(
-            key, label, infos, evidence[key], now, config, partial.owner_of, currents.get(key)
+            key,
+            group_label(ids, None),
+            infos,
+            evidence[key],
+            now,
+            config,
+            partial.owner_of,
+            currents.get(key),
         )
-        group.causes = causes
         group.daily_scores = list(daily.get(key, [0.0] * DAILY_DAYS))
         out.append(group)
     return out
