@@ -61,7 +61,9 @@ class Timeline:
         self.weight = [runs[pk].weight for pk in order]
         self.suite = [runs[pk].suite for pk in order]
         self.main = frozenset(i for i, pk in enumerate(order) if runs[pk].is_main)
-        self.gating = frozenset(i for i, pk in enumerate(order) if runs[pk].gating)
+        gating = frozenset(i for i, pk in enumerate(order) if runs[pk].gating)
+        self.gating_main = gating & self.main
+        self.gating_branch = gating - self.main
         by_suite: dict[str, set[int]] = {}
         for i, name in enumerate(self.suite):
             by_suite.setdefault(name, set()).add(i)
@@ -106,16 +108,22 @@ class Timeline:
         present = set(units)
         ts, weight = self.ts, self.weight
         main = present & self.main
-        gates_main = int(not self.gating.isdisjoint(main))
-        gates_branch = int(not self.gating.isdisjoint(present - self.main))
+        gates_main = int(not self.gating_main.isdisjoint(present))
+        gates_branch = int(not self.gating_branch.isdisjoint(present))
         suites: dict[str, tuple[int, int]] = {}
         names = []
-        for name, members in self.by_suite.items():
-            count = len(members & present)
-            if count:
-                names.append(name)
-                if attempts is not None:
-                    suites[name] = (count, attempts.get(name, 1))
+        if len(self.by_suite) == 1:  # a suite's report: every unit is of that suite
+            [name] = self.by_suite
+            names.append(name)
+            if attempts is not None:
+                suites[name] = (len(units), attempts.get(name, 1))
+        else:
+            for name, members in self.by_suite.items():
+                count = len(members & present)
+                if count:
+                    names.append(name)
+                    if attempts is not None:
+                        suites[name] = (count, attempts.get(name, 1))
         ev = Evidence(
             key=key,
             runs=len(units),
@@ -300,20 +308,41 @@ def _test_units(
 
 
 def _most_attempts(
-    conn: sqlite3.Connection, filter_sql: str, params: Mapping[str, Any]
+    conn: sqlite3.Connection,
+    filter_sql: str,
+    params: Mapping[str, Any],
+    *,
+    by_branch_kind: bool,
 ) -> dict[int, dict[str, int]]:
-    """Most attempts per test and suite over the filtered window, where more than one."""
+    """Most attempts per test and suite over the filtered window, where more than one.
+
+    A (test, suite, day) rollup row keeps its day's most attempts: a whole day of the window
+    answers from it unless the filter names a branch kind (a day row mixes them), and only the
+    raw runs of the partial edge days, or of every candidate day then, are read.
+    """
     # The window's bounds are kept off the index (unary +): each candidate reads its day.
-    sql = f"""
-    SELECT c.test, c.suite, max(tr.attempts)
+    raw_days = "c.day >= :first_day AND c.day <= :last_day"
+    if not by_branch_kind:
+        raw_days += " AND (c.day < :lo_day OR c.day > :hi_day)"
+    raw = f"""
+    SELECT c.test AS test, c.suite AS suite, max(tr.attempts) AS most
     FROM test_day_rollups c
     CROSS JOIN test_runs tr ON tr.test = c.test AND tr.ts >= c.day
         AND tr.ts < date(c.day, '+1 day')
     CROSS JOIN runs r ON r.id = tr.run
-    WHERE c.day >= :first_day AND c.day <= :last_day AND c.max_attempts > 1
+    WHERE {raw_days} AND c.max_attempts > 1
         AND r.suite = c.suite AND tr.attempts > 1 AND +tr.ts > :start AND +tr.ts <= :now
         AND {q.COUNTED} AND {filter_sql}
     GROUP BY c.test, c.suite"""
+    sql = raw
+    if not by_branch_kind:
+        whole = """
+    SELECT c.test AS test, c.suite AS suite, max(c.max_attempts) AS most
+    FROM test_day_rollups c
+    WHERE c.day >= :lo_day AND c.day <= :hi_day AND c.max_attempts > 1
+        AND (:suite IS NULL OR c.suite = :suite)
+    GROUP BY c.test, c.suite"""
+        sql = f"SELECT test, suite, max(most) FROM ({raw} UNION ALL {whole}) GROUP BY test, suite"
     out: dict[int, dict[str, int]] = {}
     for test, suite, most in conn.execute(sql, params):
         out.setdefault(int(test), {})[str(suite)] = int(most)
@@ -331,7 +360,7 @@ def test_evidence(
     timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
     filter_sql = _run_filter(suite, branch_kind)
     params = {**window.params, "suite": suite, "branch_kind": branch_kind}
-    attempts = _most_attempts(conn, filter_sql, params)
+    attempts = _most_attempts(conn, filter_sql, params, by_branch_kind=branch_kind is not None)
     out = {}
     for test, units, bad, flaky, failed in _test_units(conn, window, timeline, filter_sql, params):
         most = attempts.get(test, {})
