@@ -9,15 +9,16 @@ Textual app whose DataTable holds as many rows as the history has tests.
 - flaketui, once the whole history has loaded: row moves (Down) and pages (PageDown) in the
   ranked list, the All view (`4`, every test), row moves in it while its rows are still
   being added (all_move), a sort (`s`), opening a test's detail (Enter) and going back
-  (Escape);
-- the bare table: Down and PageDown, and Escape back to it from a screen pushed over it
-  (Enter): a terminal's Escape is told from the start of a key's escape sequence only after a
-  wait (Textual's ESCDELAY, 100 ms, looked at on its input thread's 100 ms tick), which any
-  Textual app pays on that key.
+  (Escape: back; Backspace: back_key);
+- the bare table: Down and PageDown, and Escape and Backspace back to it from a screen pushed
+  over it (Enter): a terminal's Escape is told from the start of a key's escape sequence only
+  after a wait (Textual's ESCDELAY, 100 ms, looked at on its input thread's 100 ms tick),
+  which any Textual app pays on that key; Backspace has no such wait.
 Medians over --repeat rounds of each key class; `max_ms` is the worst single key. The last
 line printed is one JSON object with move_ms, page_ms, view_ms, all_move_ms, sort_ms,
-detail_ms, back_ms (back to the 50 000-row list), bare_move_ms, bare_page_ms, bare_back_ms,
-move_ratio (= move_ms / bare_move_ms), page_ratio, back_ratio and max_ms. Needs tmux.
+detail_ms, back_ms and back_key_ms (back to the 50 000-row list with Escape, Backspace),
+bare_move_ms, bare_page_ms, bare_back_ms, bare_back_key_ms, move_ratio (= move_ms /
+bare_move_ms), page_ratio, back_ratio, back_key_ratio and max_ms. Needs tmux.
 In-process, each round also times (medians, and ratios to the same round's grouped scan of the
 results, scan_s): family_changes_s, the verdict changes of the biggest family over the window
 (the detail screen's Changes), and lifecycle_replay_s, the lifecycle replay of every tracked
@@ -54,7 +55,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 class Detail(Screen):
-    BINDINGS = [("escape", "app.pop_screen", "Back")]
+    BINDINGS = [("escape", "app.pop_screen", "Back"), ("backspace", "app.pop_screen", "Back")]
 
     def compose(self):
         yield Static("the row's detail")
@@ -164,6 +165,10 @@ def flaketui_round(history: Path, tmp: Path, moves: int, pages: int) -> dict[str
     out["detail"] = [key_ms("Enter")]
     settle()
     out["back"] = [key_ms("Escape")]
+    settle()
+    key_ms("Enter")
+    settle()
+    out["back_key"] = [key_ms("BSpace")]
     tmux("kill-session", "-t", SESSION)
     return out
 
@@ -178,6 +183,10 @@ def bare_round(rows: int, tmp: Path, moves: int, pages: int) -> dict[str, list[f
     key_ms("Enter")
     settle()
     out["back"] = [key_ms("Escape")]
+    settle()
+    key_ms("Enter")
+    settle()
+    out["back_key"] = [key_ms("BSpace")]
     tmux("kill-session", "-t", SESSION)
     return out
 
@@ -297,9 +306,11 @@ def main(argv: list[str] | None = None) -> int:
         "bare_move_ms": med(bare["move"]),
         "bare_page_ms": med(bare["page"]),
         "bare_back_ms": med(bare["back"]),
+        "bare_back_key_ms": med(bare["back_key"]),
         "move_ratio": round(med(app["move"]) / med(bare["move"]), 2),
         "page_ratio": round(med(app["page"]) / med(bare["page"]), 2),
         "back_ratio": round(med(app["back"]) / med(bare["back"]), 2),
+        "back_key_ratio": round(med(app["back_key"]) / med(bare["back_key"]), 2),
         "max_ms": round(max(max(values) for values in app.values()), 1),
     }
     emit(summary)
