@@ -19,6 +19,7 @@ from flaketui.core.ingest import writer as writer_module
 from flaketui.core.ingest.writer import RunRecorder, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups import pending as rollups_pending
 from tests.core.test_rollup_scoring import (
     assert_everything_agrees,
     assert_filtered_agrees,
@@ -186,7 +187,7 @@ def test_ingest_folds_its_runs_a_batch_at_a_time(
         meta = RunMeta(run_id=f"r{index}", ts=ts, commit_sha=f"c{index // 2}")
         result = ingest_reports(db, [_report(tmp_path / f"{index}.xml", rng)], meta)
         assert result.results == 12
-        assert rollups.pending_runs(db.conn) == (index + 1) % 3
+        assert rollups_pending.pending_runs(db.conn) == (index + 1) % 3
         assert rollups.answers(db.conn, Config()) == ((index + 1) % 3 == 0)
         assert_everything_agrees(sqlite_utils.Database(reader), NOW, Config())
     assert_maintained(db)

@@ -583,13 +583,14 @@ def test_first_ingest_into_a_fresh_history_leaves_the_rollups_a_rebuild_gives(
 ) -> None:
     """The writer builds the rollups before the first run's rows, then its fold adds the run."""
     from flaketui.core.rollups import build as rollups
+    from flaketui.core.rollups.pending import pending_runs
 
     body = "".join(
         tc("a.B", f"t{n}[p{n % 2}]", "<failure message='x 1'/>" if n % 3 else "") for n in range(9)
     )
     history = open_history(tmp_path / "h.db")
     ingest_reports(history, [report(tmp_path, "1.xml", body)], RunMeta(run_id="R1", ts=TS))
-    assert rollups.pending_runs(history.conn) == 1  # a small run waits for others
+    assert pending_runs(history.conn) == 1  # a small run waits for others
     with transaction(history.conn):
         rollups.fold_pending(history.conn)
     tables = [

@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 HASH_CHUNK_BYTES = 1 << 20
-# A single-run ingest leaves its run's rollups to a later fold (rollups.defer), and folds the
+# A single-run ingest leaves its run's rollups to a later fold (pending.defer), and folds the
 # waiting runs together once FOLD_RUNS of them wait or the run itself is big: a fold rewrites a
 # day's rollup pages once for all its runs, where a fold per run rewrote them every run. Readers
 # meanwhile fold first or score the raw rows (flaketui.core.history.store.fold_deferred).
@@ -122,7 +122,7 @@ def ingest_reports(
     with bulk_settings(conn):
         with transaction(conn):
             result = _ingest_run(conn, hashes, full, config, source, report_format)
-        if result.results >= FOLD_RESULTS or rollups.pending_runs(conn) >= FOLD_RUNS:
+        if result.results >= FOLD_RESULTS or rollups_pending.pending_runs(conn) >= FOLD_RUNS:
             # After the run's commit: its rows stand whatever becomes of the fold.
             with transaction(conn):
                 rollups.fold_pending(conn)
@@ -235,7 +235,7 @@ def _ingest_run(
     )
     if writer is not None:
         writer.refresh_dirty()
-        rollups.defer(conn, run_pk)  # folded with others (see FOLD_RUNS)
+        rollups_pending.defer(conn, run_pk)  # folded with others (see FOLD_RUNS)
     if was_empty:
         # Every stored message was signed just now: record the scheme (see resign).
         record_scheme(conn, config.mask_patterns)

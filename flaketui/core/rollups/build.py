@@ -51,8 +51,6 @@ from flaketui.core.config import Config
 from flaketui.core.rollups import sequences as seq_rollups
 from flaketui.core.rollups.evidence import ensure_sql_functions
 from flaketui.core.rollups.pending import PENDING_TABLE, pending
-from flaketui.core.rollups.pending import defer as defer  # the writers' and tests' name
-from flaketui.core.rollups.pending import pending_runs as pending_runs
 from flaketui.core.timeutil import to_iso
 
 META_KEY = "rollup_half_life_days"
