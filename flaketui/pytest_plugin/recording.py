@@ -12,8 +12,9 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file
   freezes or patches time (freezegun, monkeypatch) cannot bend it; a value below zero or above
   MAX_DURATION_MS is refused (None), and an attempt cut short by a crashed worker has None, not 0.
 - Per attempt also: the test that ran just before it in the same process (its worker), its
-  1-based position there, and the timeout pytest-timeout applies to it (marker, option,
-  PYTEST_TIMEOUT or ini), in ms. Per run: OS, Python, platform and the random-order seed of
+  1-based position there, and the timeout pytest-timeout (2.1 or later) applies to it
+  (marker, option, PYTEST_TIMEOUT or ini), in ms, as that plugin's set-timer hook hands it over:
+  none when it sets no timer. Per run: OS, Python, platform and the random-order seed of
   pytest-randomly or pytest-random-order when one shuffled the order.
 - worker_id is the xdist worker ("gw0", ...) or None in a serial run; worker_count is the number
   of xdist workers, else 1. Only the xdist controller writes; workers only annotate reports
@@ -221,35 +222,35 @@ class _AttemptClock:
     hook; `stamp` gives a report of it (elapsed, predecessor, position, timeout_ms), the
     elapsed time on its teardown report only."""
 
-    __slots__ = ("current", "default_timeout_ms", "position", "previous", "started",
-                 "timeout_ms", "uses_timeout")  # fmt: skip
+    __slots__ = ("current", "position", "previous", "started", "timer")
 
     def __init__(self) -> None:
         self.previous: str | None = None  # node id of the attempt before, in this process
         self.current: str | None = None
         self.position = 0
         self.started = 0
-        self.timeout_ms: int | None = None
-        self.uses_timeout = False
-        self.default_timeout_ms: int | None = None
-
-    def watch_timeouts(self, config: pytest.Config) -> None:
-        """Read pytest-timeout's settings, when that plugin is loaded."""
-        self.uses_timeout = _has_plugin(config, "timeout", "pytest_timeout")
-        self.default_timeout_ms = _default_timeout_ms(config) if self.uses_timeout else None
+        # The timeout pytest-timeout set last, and the test it set it for: (node id, ms).
+        self.timer: tuple[str, int] | None = None
 
     def start(self, item: pytest.Item) -> None:
-        """An attempt of item starts: note the clock, its predecessor, position and timeout."""
+        """An attempt of item starts: note the clock, its predecessor and position."""
         self.started = _CLOCK[0]()
         self.previous, self.current = self.current, item.nodeid
         self.position += 1
-        if self.uses_timeout:
-            self.timeout_ms = _item_timeout_ms(item, self.default_timeout_ms)
+
+    def timer_set(self, item: pytest.Item, settings: Any) -> None:
+        """pytest-timeout set a timer for item (before its setup, or before its call with
+        func_only): its timeout is the one in force for the test's attempts."""
+        seconds = getattr(settings, "timeout", None)
+        if isinstance(seconds, int | float) and 0 < seconds < MAX_DURATION_MS / 1000:
+            self.timer = (item.nodeid, round(seconds * 1000))
 
     def stamp(self, when: str) -> tuple[int | None, str | None, int, int | None]:
         """The facts of a report of the current attempt (phase `when`)."""
         elapsed = _CLOCK[0]() - self.started if when == "teardown" else None
-        return elapsed, self.previous, self.position, self.timeout_ms
+        timer = self.timer
+        timeout_ms = timer[1] if timer is not None and timer[0] == self.current else None
+        return elapsed, self.previous, self.position, timeout_ms
 
 
 class AttemptTracker:
@@ -261,12 +262,16 @@ class AttemptTracker:
 
     def __init__(self, config: pytest.Config) -> None:
         self.clock = _AttemptClock()
-        self.clock.watch_timeouts(config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Start an attempt."""
         self.clock.start(item)
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> None:
+        """Note the timeout pytest-timeout applies (None: it still sets its timer)."""
+        self.clock.timer_set(item, settings)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -319,8 +324,7 @@ class Recorder:
         self.warned = False
         # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
         self.distributed = True
-        # This process's own attempts, as AttemptTracker follows them on an xdist worker
-        # (timeouts are known at sessionstart).
+        # This process's own attempts, as AttemptTracker follows them on an xdist worker.
         self.clock = _AttemptClock()
 
     @pytest.hookimpl(tryfirst=True)
@@ -339,7 +343,6 @@ class Recorder:
         # Without xdist's controller every report is this process's own: no worker id to look
         # for (three getattr misses per report otherwise).
         self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
-        self.clock.watch_timeouts(self.config)
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
             self.run = RunRecorder(
@@ -348,6 +351,11 @@ class Recorder:
         except Exception as exc:
             self._warn(f"cannot start recording the run ({exc}); nothing will be recorded")
         self.last_flush = time.monotonic()
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> None:
+        """Note the timeout pytest-timeout applies (None: it still sets its timer)."""
+        self.clock.timer_set(item, settings)
 
     def pytest_exception_interact(self, node: Any, call: pytest.CallInfo[Any], report: Any) -> None:
         """Note the exception type on a failed report of this process (see the annotator).
@@ -535,40 +543,6 @@ def plausible_duration_ms(elapsed_ns: int | None) -> int | None:
         return None
     duration = round(elapsed_ns / 1_000_000)
     return duration if duration <= MAX_DURATION_MS else None
-
-
-def _timeout_seconds(value: object) -> float | None:
-    """A positive timeout in seconds from a marker, option or ini value, else None."""
-    try:
-        seconds = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds > 0 and seconds < MAX_DURATION_MS / 1000 else None
-
-
-def _default_timeout_ms(config: pytest.Config) -> int | None:
-    """pytest-timeout's session-wide timeout: option, PYTEST_TIMEOUT, then ini."""
-    for value in (
-        config.getoption("timeout", None),
-        os.environ.get("PYTEST_TIMEOUT"),
-        config.getini("timeout"),  # registered by pytest-timeout, the caller's condition
-    ):
-        seconds = _timeout_seconds(value)
-        if value not in (None, "") and seconds is not None:
-            return round(seconds * 1000)
-        if value not in (None, ""):
-            return None  # set, to zero or nonsense: no timeout
-    return None
-
-
-def _item_timeout_ms(item: pytest.Item, default_ms: int | None) -> int | None:
-    """The timeout pytest-timeout applies to a test: its closest marker, else the default."""
-    marker = item.get_closest_marker("timeout")
-    if marker is None:
-        return default_ms
-    value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
-    seconds = _timeout_seconds(value)
-    return None if seconds is None else round(seconds * 1000)
 
 
 def _order_seed(config: pytest.Config) -> str | None:

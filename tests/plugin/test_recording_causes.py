@@ -102,16 +102,27 @@ def test_xdist_workers_send_their_order_to_the_controller(pytester: pytest.Pytes
         assert [before for _, _, before in chain] == [None] + [test for _, test, _ in chain[:-1]]
 
 
-def test_the_timeout_in_force_is_recorded(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\ntimeout = 5\n")
+@pytest.mark.parametrize(
+    ("ini", "args"),
+    [
+        ("", ()),
+        ("timeout_func_only = true\n", ()),  # the timer is set before the call, not the setup
+        ("", ("-n", "2")),  # set on the workers, sent on the reports
+    ],
+    ids=["serial", "func-only", "xdist"],
+)
+def test_the_timeout_in_force_is_recorded(
+    pytester: pytest.Pytester, ini: str, args: tuple[str, ...]
+) -> None:
+    pytester.makeini(f"[pytest]\ntimeout = 5\n{ini}")
     pytester.makepyfile(
         "import pytest\n\n"
         "def test_default():\n    pass\n\n"
         "@pytest.mark.timeout(30)\ndef test_marked():\n    pass\n\n"
         "@pytest.mark.timeout(0)\ndef test_none():\n    pass\n"
     )
-    pytester.runpytest(
-        *PLUGIN_ARGS, "-p", "pytest_timeout", "--flaketui-db", str(_db(pytester))
+    pytester.runpytest_subprocess(
+        *PLUGIN_ARGS, "-p", "pytest_timeout", "--flaketui-db", str(_db(pytester)), *args
     ).assert_outcomes(passed=3)
     rows = dict(
         query(
