@@ -488,14 +488,17 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
 
 # Loaded in both recording sessions of the cause-field comparison, so that both load the same
 # modules (one module more moves a session's count through the memory layout, see
-# count_instructions): with FLAKETUI_BENCH_FIELDS=off the recorder starts no attempt clock, and
-# so stores no per-attempt cause field and does none of their work.
+# count_instructions): with FLAKETUI_BENCH_FIELDS=off the recorder starts no attempt clock and
+# implements no hook of pytest-timeout's, and so stores no per-attempt cause field and does none
+# of their work (removed before the recorder registers, at configure).
 FIELDS_SWITCH = """import os
 
 from flaketui.pytest_plugin import recording
 
 if os.environ.get("FLAKETUI_BENCH_FIELDS") == "off":
     recording._AttemptClock.start = lambda self, item: None
+    del recording.Recorder.pytest_timeout_set_timer
+    del recording.AttemptTracker.pytest_timeout_set_timer
 """
 FIELDS_SWITCH_MODULE = "flaketui_bench_fields"
 
