@@ -11,6 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from tui_history import NOW
 
 from flaketui.core.errors import HistoryError
@@ -36,18 +37,21 @@ def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
     )
 
 
+async def _settle(app: FlaketuiApp, pilot: Pilot[None]) -> None:
+    """Until the workers are done, and those they started (a load starts the next step's)."""
+    for _ in range(3):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+
 async def _open_and_quit(app: FlaketuiApp, *keys: str) -> None:
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(3):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await _settle(app, pilot)
         assert app.main_screen.data is not None
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
-        for _ in range(3):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await _settle(app, pilot)
         await pilot.press("ctrl+q")
 
 
@@ -80,16 +84,12 @@ async def test_a_wal_history_leaves_no_wal_or_shm(history: Path, tmp_path: Path)
 async def test_after_a_quarantine_no_wal_or_shm_is_left(history: Path, tmp_path: Path) -> None:
     app = _app(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(3):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await _settle(app, pilot)
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, QuarantineModal)
         await pilot.press("ctrl+s")
-        for _ in range(3):  # the write, then the reload it triggers
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await _settle(app, pilot)  # the write, then the reload it triggers
         assert app.main_screen.data is not None
         assert app.main_screen.data.quarantine  # the reload saw the entry
     assert (tmp_path / "quarantine.json").exists()
@@ -99,9 +99,7 @@ async def test_after_a_quarantine_no_wal_or_shm_is_left(history: Path, tmp_path:
 async def test_quitting_stops_every_read_the_app_started(history: Path, tmp_path: Path) -> None:
     app = _app(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(3):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await _settle(app, pilot)
         first = list(app.reads)
         app.main_screen.reload()  # what a change of the history, or a write, starts
         await pilot.pause()
@@ -196,9 +194,7 @@ async def test_a_chmod_444_history_opens_read_only_and_says_so(
     assert app.source.readonly
     notices: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(3):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await _settle(app, pilot)
         notices.extend(n.message for n in app._notifications)
         assert app.main_screen.data is not None  # it still reads
         assert "read-only" in str(app.main_screen.query_one("#header").render())
