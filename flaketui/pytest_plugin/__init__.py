@@ -9,6 +9,8 @@ pytest can mark it, so `-p flaketui.pytest_plugin` would warn "already imported"
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -58,15 +60,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("flaketui_skip_file", "quarantine skip file to honour")
 
 
+# Where a skip file is found when nothing names one (flaketui.core.quarantine.skipfile), and the
+# variable that names one: repeated here so that a session without either imports nothing more.
+DEFAULT_SKIP_FILE = ".quarantine.json"
+SKIP_FILE_VAR = "FLAKETUI_SKIP_FILE"
+
+
+def skip_file_may_apply(config: pytest.Config) -> bool:
+    """Whether a skip file can be in force: an option or the ini names one, FLAKETUI_SKIP_FILE
+    does, the default file exists at the rootdir, or the nearest pyproject.toml mentions
+    flaketui at all (its `[tool.flaketui]` may name one). False only when none of these holds:
+    then nothing of the skip file is read or imported."""
+    if (
+        config.getoption("flaketui_skip_file", None)
+        or config.getoption("flaketui_quarantined_only", False)
+        or config.getoption("flaketui_no_skip_file", False)
+        or os.environ.get(SKIP_FILE_VAR)
+        or config.getini("flaketui_skip_file")
+        or (config.rootpath / DEFAULT_SKIP_FILE).exists()
+    ):
+        return True
+    root = config.rootpath.resolve()
+    for folder in (root, *root.parents):
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                return b"flaketui" in pyproject.read_bytes()
+            except OSError:
+                return True  # the full reading says what is wrong with it
+    return False
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Register the recorder and the skip-file plugin when they are asked for."""
-    # Loaded into every session of every user who installs flaketui: the recorder's modules
-    # are imported only when recording is asked for.
+    # Loaded into every session of every user who installs flaketui: the recorder's and the
+    # skip file's modules are imported only when recording is asked for or a skip file may be.
     if config.getoption("flaketui_db", None) or config.getini("flaketui_db"):
         from flaketui.pytest_plugin.recording import register_recorder
 
         register_recorder(config)
-    from flaketui.pytest_plugin.skipfile import register_skip_file
+    if skip_file_may_apply(config):
+        from flaketui.pytest_plugin.skipfile import register_skip_file
 
-    register_skip_file(config)
+        register_skip_file(config)

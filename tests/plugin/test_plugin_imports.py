@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+from flaketui.core.quarantine.skipfile import SkipEntry, update_skip_file
+from flaketui.core.timeutil import utc_now
+
 # sqlite-utils imports pandas and numpy (~0.3-0.8 s); the recorder works on plain sqlite3.
 HEAVY = ("sqlite_utils", "pandas", "numpy", "textual", "rich", "plotext")
 
@@ -38,6 +41,46 @@ def test_an_inactive_session_imports_neither_the_recorder_nor_heavy_libraries(
     assert "flaketui.core.ingest.writer" not in modules
     assert "filelock" not in modules  # only writers of the skip file lock it
     assert not {m.split(".")[0] for m in modules} & set(HEAVY)
+    # No skip file named, none at the default place, no pyproject.toml mentioning flaketui:
+    # nothing of the skip file is read or imported.
+    assert "flaketui.pytest_plugin.skipfile" not in modules
+    assert "flaketui.core.quarantine.skipfile" not in modules
+
+
+@pytest.mark.usefixtures("recording_env")
+@pytest.mark.parametrize(
+    "where",
+    ["default file", "pyproject", "environment", "ini"],
+)
+def test_the_skip_file_is_read_wherever_it_may_be_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    name = ".quarantine.json" if where == "default file" else "named.json"
+
+    def quarantine(entries: dict[str, SkipEntry]) -> None:
+        entries["test_one.py::test_bad"] = SkipEntry(
+            "test_one.py::test_bad", "skip", "flaky", quarantined_at=utc_now()
+        )
+
+    update_skip_file(pytester.path / name, quarantine)
+    if where == "pyproject":
+        pytester.makepyprojecttoml(f'[tool.flaketui]\nskip_file = "{name}"\n')
+    elif where == "environment":
+        monkeypatch.setenv("FLAKETUI_SKIP_FILE", str(pytester.path / name))
+    elif where == "ini":
+        pytester.makeini(f"[pytest]\nflaketui_skip_file = {name}\n")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
+    result = pytester.runpytest_subprocess("-p", "flaketui.pytest_plugin", timeout=120)
+    result.assert_outcomes(passed=1, deselected=1)  # the quarantined test is not run
+
+
+def test_the_plugin_entry_names_the_skip_files_defaults() -> None:
+    from flaketui import pytest_plugin
+    from flaketui.core.quarantine import skipfile
+
+    assert pytest_plugin.DEFAULT_SKIP_FILE == skipfile.DEFAULT_NAME
+    assert pytest_plugin.SKIP_FILE_VAR == skipfile.ENV_VAR
 
 
 @pytest.mark.usefixtures("recording_env")
