@@ -31,7 +31,9 @@ the next, four times the effect measured, so the bench does not trust one number
   reader then spends folding the recorded run into the rollups (the recorder defers it). Not an
   exact one: loading one module more moves a session by up to 2.4 % through the memory layout
   (see count_instructions; hash seeds move it far less), and under valgrind a session runs ~15x
-  slower, so the recorder's one-second batches hold fewer attempts;
+  slower, so the recorder's one-second batches hold fewer attempts; `idle_overhead` is the same
+  for a session that loads flaketui's plugin but asks it for nothing (what installing flaketui
+  costs every other session);
 - `--fields` counts, per hash seed, a recording session with the per-attempt cause fields and
   one with them switched off, beside pytest alone: `fields_overhead` is what they add, as a
   share of the pytest session (see count_fields);
@@ -137,10 +139,12 @@ class Runner:
         if lean:
             self.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
-    def command(self, db: Path | None) -> list[str]:
+    def command(self, db: Path | None, *, idle: bool = False) -> list[str]:
         """The pytest command line: with a history path it records, without it pytest runs
-        alone (flaketui's plugin not loaded)."""
+        alone (flaketui's plugin not loaded), or with `idle` loaded but asked for nothing."""
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(self.root)]
+        if db is None and idle:
+            return [*command, "-p", "flaketui.pytest_plugin"] if self.lean else command
         if db is None:
             return command if self.lean else [*command, "-p", "no:flaketui"]
         if self.lean:
@@ -180,14 +184,6 @@ class Runner:
             if os.waitstatus_to_exitcode(status) not in (0, 1):
                 raise SystemExit(f"pytest failed ({os.waitstatus_to_exitcode(status)})")
         return tuple(measured)
-
-    def instructions_pair(self, db: Path, stem: Path, seed: int) -> tuple[int, int]:
-        """Instructions of a plain and a recording session under valgrind (cachegrind, no cache
-        model), run side by side with the same hash seed."""
-        counts = self.instructions(
-            {"plain": self.command(None), "recording": self.command(db)}, stem, seed
-        )
-        return counts["plain"], counts["recording"]
 
     def instructions(
         self,
@@ -464,17 +460,27 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
     write_suite(root, tests)
     commit_suite(root)
     runner = Runner(root, site, args.lean)
-    plain, recording, ratios, folds = [], [], [], []
+    plain, recording, ratios, folds, idle = [], [], [], [], []
     for seed in range(1, args.instr_seeds + 1):
         log(f"instructions: {tests} tests under valgrind, hash seed {seed} (minutes)")
         db = tmp / f"instr{seed}.db"
-        p, r = runner.instructions_pair(db, tmp / f"instr{seed}", seed)
+        counts = runner.instructions(
+            {
+                "plain": runner.command(None),
+                "recording": runner.command(db),
+                "idle": runner.command(None, idle=True),
+            },
+            tmp / f"instr{seed}",
+            seed,
+        )
+        p, r = counts["plain"], counts["recording"]
         check_history(db, tests)
         folds.append(fold_seconds(db))
         log(f"instructions: plain {p / 1e9:.3f} G, recording {r / 1e9:.3f} G, ratio {r / p:.4f}")
         plain.append(p)
         recording.append(r)
         ratios.append(r / p)
+        idle.append(counts["idle"] / p)
     return {
         "instr_tests": tests,
         "instr_plain_g": [round(x / 1e9, 3) for x in plain],
@@ -482,6 +488,7 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
         "instr_pair_ratios": [round(x, 4) for x in ratios],
         "instr_overhead": round(statistics.median(ratios) - 1.0, 4),
         "instructions_overhead": round(statistics.median(ratios) - 1.0, 4),
+        "idle_overhead": round(statistics.median(idle) - 1.0, 4),
         "fold_s": round(statistics.median(folds), 4),
     }
 

@@ -129,6 +129,7 @@ def test_instructions_of_a_pair_per_hash_seed_under_valgrind(
         assert recording > plain > 0
     ratios = sorted(out["instr_pair_ratios"])
     assert out["instr_overhead"] == pytest.approx((ratios[0] + ratios[1]) / 2 - 1, abs=2e-4)
+    assert -0.05 < out["idle_overhead"] < out["instr_overhead"]  # loaded, asked for nothing
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="instruction counts need valgrind")
@@ -184,6 +185,9 @@ def test_the_anchor_is_pytest_alone(plugin_bench: ModuleType, tmp_path: Path) ->
     assert "no:flaketui" not in default.command(tmp_path / "h.db")
     lean = plugin_bench.Runner(tmp_path, None, lean=True)
     assert not [arg for arg in lean.command(None) if "flaketui" in arg]
+    # Loaded but asked for nothing: what installing flaketui costs any other session.
+    assert lean.command(None, idle=True)[-2:] == ["-p", "flaketui.pytest_plugin"]
+    assert not [arg for arg in default.command(None, idle=True) if "flaketui" in arg]
 
 
 def test_a_recording_without_the_cause_fields_is_refused(
