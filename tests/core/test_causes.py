@@ -230,9 +230,9 @@ def test_a_worker_seen_only_at_many_workers_is_explained_by_the_worker_count() -
                 "2026-11-01T02:00:00Z" if wide else "2026-11-01T10:00:00Z",
                 bad,
                 {
-                    "worker_count": {"16" if wide else "4"},
-                    "worker_id": workers,
-                    "hour": {"02" if wide else "10"},
+                    "worker_count": ("16" if wide else "4",),
+                    "worker_id": tuple(sorted(workers)),
+                    "hour": ("02" if wide else "10",),
                 },
             )
         )
@@ -240,3 +240,40 @@ def test_a_worker_seen_only_at_many_workers_is_explained_by_the_worker_count() -
     assert [(s.dimension, s.value, s.label) for s in suspects] == [
         ("worker_count", "16", "16 workers")
     ]
+
+
+def test_a_family_run_holds_each_value_once(tmp_path: Path) -> None:
+    # Two params of a family on one worker in every run, after test_x: pooled by run, each run
+    # is one unit with one worker id, one duration band, one predecessor (the second param's
+    # is the first, of the family itself) and a timing per param.
+    from datetime import timedelta
+
+    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.models import Attempt, CaseResult, RunMeta
+    from flaketui.core.scoring.causes import load_units
+    from flaketui.core.scoring.detail import Target
+
+    db = open_history(tmp_path / "h.db")
+    params = ["t.py::test_p[a]", "t.py::test_p[b]"]
+    for number in range(4):
+        meta = RunMeta(run_id=f"r{number}", suite="unit", ts=NOW - timedelta(hours=number + 1))
+        recorder = RunRecorder(db, meta)
+        outcome = "fail" if number % 2 else "pass"
+        recorder.add(
+            [
+                CaseResult("t.py::test_x", "t.py", [Attempt("pass", 5, None, "gw0", None, 1)]),
+                *(
+                    CaseResult(test_id, "t.py", [Attempt(outcome, 5, None, "gw0", None, 2 + n)])
+                    for n, test_id in enumerate(params)
+                ),
+            ]
+        )
+        recorder.finish()
+    target = Target("t.py::test_p", "family", [], params)
+    units = load_units(db, target, now=NOW, config=Config())
+    assert len(units) == 4
+    for unit in units:
+        assert unit.values["worker_id"] == ("gw0",)
+        assert unit.values["duration"] == ("near median",)
+        assert unit.values["predecessor"] == ("t.py::test_x",)
+        assert len(unit.timings) == 2

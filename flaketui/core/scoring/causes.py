@@ -99,9 +99,12 @@ class Unit:
     run: int
     ts: str
     bad: bool
-    values: dict[str, set[str]] = field(default_factory=dict)
+    # Tuples, not sets: a run has one value of most dimensions, and tuples of strings (with the
+    # dict holding them) leave the garbage collector's watch, where thousands of sets per target
+    # would trigger a full collection every few targets on a big history.
+    values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # per first attempt of a member: (duration_ms, timeout_ms), for the slow-cause text
-    timings: list[tuple[int, int | None]] = field(default_factory=list)
+    timings: tuple[tuple[int, int | None], ...] = ()
 
 
 @dataclass(slots=True)
@@ -170,37 +173,39 @@ def load_units(db: Connected, target: Target, *, now: datetime, config: Config) 
         if unit is None:
             unit = units[run] = Unit(int(run), str(ts), bool(bad))
             values = unit.values
-            values["worker_count"] = {str(workers)}
-            values["suite"] = {str(suite)}
-            values["branch_kind"] = {str(kind)}
-            values["hour"] = {str(ts)[11:13]}
+            values["worker_count"] = (str(workers),)
+            values["suite"] = (str(suite),)
+            values["branch_kind"] = (str(kind),)
+            values["hour"] = (str(ts)[11:13],)
             for name, value in (("runner_host", host), ("os", os_name), ("python", python)):
                 if value:
-                    values[name] = {str(value)}
-            values["worker_id"] = {str(worker)}
+                    values[name] = (str(value),)
+            values["worker_id"] = (str(worker),)
         else:
             values = unit.values
             if bad:
                 unit.bad = True
-            values["worker_id"].add(str(worker))
+            _add(values, "worker_id", str(worker))
         if duration is not None:
-            band = duration_band(int(duration), medians.get(int(test)), timeout)
-            bands = values.get("duration")
-            if bands is None:
-                values["duration"] = {band}
-            else:
-                bands.add(band)
-            unit.timings.append((int(duration), None if timeout is None else int(timeout)))
+            _add(values, "duration", duration_band(int(duration), medians.get(int(test)), timeout))
+            unit.timings += ((int(duration), None if timeout is None else int(timeout)),)
         if position is not None and len(spots) < max_spots:
             spots.append((int(run), str(worker), int(position)))
     if spots:
         own = set(target.test_ids)
         for run, before in conn.execute(_BEFORE_SQL, (json.dumps(spots),)):
             if before not in own:
-                units[int(run)].values.setdefault("predecessor", set()).add(str(before))
+                _add(units[int(run)].values, "predecessor", str(before))
         for run, _, _ in spots:  # a first test on its worker had no predecessor
-            units[run].values.setdefault("predecessor", set())
+            units[run].values.setdefault("predecessor", ())
     return list(units.values())
+
+
+def _add(values: dict[str, tuple[str, ...]], dimension: str, value: str) -> None:
+    """Add a value of a dimension to a unit's values, once."""
+    found = values.get(dimension, ())
+    if value not in found:
+        values[dimension] = (*found, value)
 
 
 def _rows(units: list[Unit], dimension: str, config: Config) -> list[DimensionRow]:
