@@ -164,12 +164,19 @@ def flaketui_round(history: Path, tmp: Path, moves: int, pages: int) -> dict[str
     settle()
     out["detail"] = [key_ms("Enter")]
     settle()
-    out["back"] = [key_ms("Escape")]
+    out.update(back_both_ways())
+    tmux("kill-session", "-t", SESSION)
+    return out
+
+
+def back_both_ways() -> dict[str, list[float]]:
+    """From a pushed screen: back with Escape (back), then in again and back with Backspace
+    (back_key)."""
+    out = {"back": [key_ms("Escape")]}
     settle()
     key_ms("Enter")
     settle()
     out["back_key"] = [key_ms("BSpace")]
-    tmux("kill-session", "-t", SESSION)
     return out
 
 
@@ -182,11 +189,7 @@ def bare_round(rows: int, tmp: Path, moves: int, pages: int) -> dict[str, list[f
     out["page"] = [key_ms("PageDown") for _ in range(pages)]
     key_ms("Enter")
     settle()
-    out["back"] = [key_ms("Escape")]
-    settle()
-    key_ms("Enter")
-    settle()
-    out["back_key"] = [key_ms("BSpace")]
+    out.update(back_both_ways())
     tmux("kill-session", "-t", SESSION)
     return out
 

@@ -136,11 +136,7 @@ def assert_same_onsets(
         fast, raw = both(
             lambda: rate_changes(db, now, config, kind, pks, members=groups, **where)  # noqa: B023
         )
-        assert fast.keys() == raw.keys(), kind
-        for key, expected in raw.items():
-            got = dataclasses.asdict(fast[key])
-            for name, value in dataclasses.asdict(expected).items():
-                assert _same(got[name], value), (kind, key, name, got[name], value)
+        assert_same_changes(fast, raw, kind)
     named = {pk: f"t{pk:04d}" for pk in failing}
     found, raw_found = both(lambda: cofailure.cofailure_groups(db, named, now, config, **where))
     assert found == raw_found

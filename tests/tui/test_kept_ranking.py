@@ -7,13 +7,14 @@ import gc
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from tui_history import NOW
 
 from flaketui.core.config import Config
@@ -43,6 +44,13 @@ from flaketui.tui.startup import StagedRead, make_source
 from flaketui.tui.viewmodel import verdict_counts
 
 SAFETY_S = 60
+
+
+async def _until(pilot: Pilot[None], done: Callable[[], bool]) -> None:
+    """Let the app run until `done()` holds (SAFETY_S at most: the assertion after says)."""
+    deadline = time.monotonic() + SAFETY_S
+    while not done() and time.monotonic() < deadline:
+        await pilot.pause()
 
 
 def _complete(history: Path, tmp_path: Path) -> Report:
@@ -206,9 +214,7 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
     app = FlaketuiApp(source, watch=False, first_read=read)
     async with app.run_test(size=(160, 40)) as pilot:
         screen = app.main_screen
-        deadline = time.monotonic() + SAFETY_S
-        while screen.data is None and time.monotonic() < deadline:
-            await pilot.pause()
+        await _until(pilot, lambda: screen.data is not None)
         # First the kept ranking, marked, in its own order...
         assert screen.data.provisional
         assert "refreshing" in str(screen.query_one("#header").render())
@@ -217,8 +223,7 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
             complete.tests[0].test_id,
         ]
         # ...then the new one, unmarked, in the order the history gives now.
-        while screen.data.provisional and time.monotonic() < deadline:
-            await pilot.pause()
+        await _until(pilot, lambda: not screen.data.provisional)
         assert "refreshing" not in str(screen.query_one("#header").render())
         assert [t.test_id for t in screen.data.report.tests] == [t.test_id for t in complete.tests]
 
@@ -303,9 +308,7 @@ async def test_the_first_screen_of_a_kept_ranking_is_drawn_from_its_flaky_tests_
     app = FlaketuiApp(source, watch=False, first_read=read)
     async with app.run_test(size=(160, 40)) as pilot:
         screen = app.main_screen
-        deadline = time.monotonic() + SAFETY_S
-        while screen.data is None and time.monotonic() < deadline:
-            await pilot.pause()
+        await _until(pilot, lambda: screen.data is not None)
         await pilot.pause()
         assert screen.data.provisional and not screen.data.groups_loaded
         first_view = screen.data.report
@@ -314,16 +317,13 @@ async def test_the_first_screen_of_a_kept_ranking_is_drawn_from_its_flaky_tests_
         first_tests = first_view.tests
         del first_view
         released.set()
-        while screen.data.report.tests is first_tests and time.monotonic() < deadline:
-            await pilot.pause()
+        await _until(pilot, lambda: screen.data.report.tests is not first_tests)
         await pilot.pause()
         # The whole kept ranking draws the same screen: the same rows, widths and counts.
         assert screen.data.provisional and screen.data.report == complete
         assert app.export_screenshot() == first_screen
         ranked.set()
-        while screen.data.provisional and time.monotonic() < deadline:
-            await pilot.pause()
-        while not screen.data.causes_loaded and time.monotonic() < deadline:
-            await pilot.pause()
+        await _until(pilot, lambda: not screen.data.provisional)
+        await _until(pilot, lambda: screen.data.causes_loaded)
         # The first screen's report is let go of, as the messages that carried it are.
         assert not _report_alive(first_tests)
