@@ -80,6 +80,8 @@ def skip_file_may_apply(config: pytest.Config) -> bool:
         or (config.rootpath / DEFAULT_SKIP_FILE).exists()
     ):
         return True
+    # The walk of flaketui.core.config.find_pyproject, written out: importing that module
+    # imports the core's errors and sqlite3 into every session.
     root = config.rootpath.resolve()
     for folder in (root, *root.parents):
         pyproject = folder / "pyproject.toml"

@@ -109,7 +109,7 @@ def register_recorder(config: pytest.Config) -> None:
         # type and the attempt's timing and order are only known here, so they travel on the
         # report.
         config.pluginmanager.register(ExceptionTypeAnnotator(), ANNOTATOR_PLUGIN_NAME)
-        config.pluginmanager.register(AttemptTracker(config), TRACKER_PLUGIN_NAME)
+        config.pluginmanager.register(AttemptTracker(), TRACKER_PLUGIN_NAME)
         return
     misread = misread_history_word(config.invocation_params.args, config.invocation_params.dir)
     if misread is not None:
@@ -260,7 +260,7 @@ class AttemptTracker:
     teardown report is logged; pytest-rerunfailures runs each attempt's setup hook again.
     """
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self) -> None:
         self.clock = _AttemptClock()
 
     @pytest.hookimpl(tryfirst=True)
