@@ -46,7 +46,10 @@ SIZE = (160, 48)
 POLL_S = 0.005
 TIMEOUT_S = 600.0  # loading a big history
 KEY_TIMEOUT_S = 30.0  # one key (a key that changes nothing, e.g. Down on the last row, fails)
-SESSION = f"flaketui-bench-keys-{os.getpid()}"  # two runs at once never share one
+SESSION = f"flaketui-bench-keys-{os.getpid()}"
+# Each run has its own tmux server: on a shared one, a run ending its last session stops the
+# server while another run's new-session connects to it, and that start fails.
+SERVER = ("-L", SESSION)
 KEYS_SHOWN = "Filter"  # the key bar is up: the main screen is drawn
 BARE_TABLE = """
 import sys
@@ -79,7 +82,9 @@ BareTable().run()
 
 def tmux(*args: str) -> str:
     """Run one tmux command; its output."""
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["tmux", *SERVER, *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def pane() -> str:
@@ -138,7 +143,7 @@ def start(command: list[str], cwd: Path) -> None:
 
 
 def _has_session() -> bool:
-    found = subprocess.run(["tmux", "has-session", "-t", SESSION], capture_output=True)
+    found = subprocess.run(["tmux", *SERVER, "has-session", "-t", SESSION], capture_output=True)
     return found.returncode == 0
 
 
