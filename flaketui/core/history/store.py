@@ -148,6 +148,34 @@ ALTER TABLE results ADD COLUMN timeout_ms INTEGER;
 """
 
 
+# test_runs kept in (test, ts) order by its own key. Its (test, ts) index was a second
+# test-major tree that every run's commit dirtied a page per test of, and readers in test order
+# went from it back to the table; the key now is that order, and (test, run) stays unique
+# because a run has one ts. Lookups by run go through test_runs_run, as before.
+SCHEMA_V3 = """
+CREATE TABLE test_runs_by_ts (
+    test        INTEGER NOT NULL REFERENCES tests (id),
+    run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    ts          TEXT NOT NULL,              -- copy of runs.ts, which never changes
+    outcome     TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'flaky', 'skipped')),
+    bad         INTEGER NOT NULL,
+    attempts    INTEGER NOT NULL,
+    failed_attempts INTEGER NOT NULL,
+    worker_id   TEXT,
+    signature   INTEGER REFERENCES signatures (id),
+    edited      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (test, ts, run)
+) WITHOUT ROWID;
+INSERT INTO test_runs_by_ts (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,
+    signature, edited)
+    SELECT test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited
+    FROM test_runs ORDER BY test, ts, run;
+DROP TABLE test_runs;
+ALTER TABLE test_runs_by_ts RENAME TO test_runs;
+CREATE INDEX test_runs_run ON test_runs (run);
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -156,7 +184,15 @@ def _migrate_to_2(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V2)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_to_1, _migrate_to_2]
+def _migrate_to_3(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V3)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _migrate_to_1,
+    _migrate_to_2,
+    _migrate_to_3,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -290,7 +326,7 @@ def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
 
 
 def upgrade_older(path: str | Path) -> None:
-    """Bring a history written by an older flaketui to this schema (migrations only add).
+    """Bring a history written by an older flaketui to this schema (migrations keep every row).
 
     A reader meeting an older file upgrades it first when it may write it, so histories from
     before a migration keep working everywhere; a file it may not write is refused.

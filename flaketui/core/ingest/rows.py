@@ -96,12 +96,12 @@ _UPSERT_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, EXISTS (SELECT 1 FROM tests t"
     " JOIN run_changed_files c ON c.run = ?2 AND c.path = t.test_file WHERE t.id = ?1))"
-    f" ON CONFLICT (test, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
+    f" ON CONFLICT (test, ts, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
 )
 _UPSERT_TEST_RUN_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"
-    f" ON CONFLICT (test, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
+    f" ON CONFLICT (test, ts, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
 )
 
 

@@ -1,0 +1,94 @@
+"""Upgrading a history to the current schema keeps every row and every score, and the per-run
+table stays in the order its readers need without a second test-major tree."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from flaketui.core.history import store
+from flaketui.core.history.store import open_history
+from flaketui.core.output.formats import render_json
+from flaketui.core.scoring.report import build_report
+from flaketui.core.timeutil import parse_iso
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+ROWS = (
+    "SELECT test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited"
+    " FROM test_runs ORDER BY test, run"
+)
+
+
+def _test_runs_as_version_2(path: Path) -> None:
+    """Rebuild test_runs as version 2 laid it out: keyed by (test, run), two indexes."""
+    ddl = re.search(r"CREATE TABLE test_runs \(.*?\) WITHOUT ROWID;", store.SCHEMA_V1, re.S)
+    indexes = re.findall(r"CREATE INDEX test_runs_\w+ ON test_runs \(.*?\);", store.SCHEMA_V1)
+    assert ddl is not None and len(indexes) == 2
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    conn.execute("ALTER TABLE test_runs RENAME TO current_test_runs")
+    conn.execute(ddl.group(0))
+    conn.execute("INSERT INTO test_runs SELECT * FROM current_test_runs")
+    conn.execute("DROP TABLE current_test_runs")
+    for index in indexes:
+        conn.execute(index)
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _key(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The primary key columns of a table, in key order."""
+    columns = conn.execute(f"SELECT name, pk FROM pragma_table_info('{table}')").fetchall()
+    return [name for name, pk in sorted(columns, key=lambda row: row[1]) if pk]
+
+
+def test_a_version_2_history_keeps_its_rows_and_scores_through_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    plain = sqlite3.connect(path)
+    rows = plain.execute(ROWS).fetchall()
+    now = parse_iso(str(plain.execute("SELECT max(ts) FROM runs").fetchone()[0]))
+    plain.close()
+    now += timedelta(hours=1)
+    expected = render_json(build_report(open_history(SAMPLE, readonly=True), now=now))
+    _test_runs_as_version_2(path)
+    check = sqlite3.connect(path)
+    assert _key(check, "test_runs") == ["test", "run"]
+    check.close()
+
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    assert db.conn.execute(ROWS).fetchall() == rows
+    assert _key(db.conn, "test_runs") == ["test", "ts", "run"]
+    assert render_json(build_report(db, now=now)) == expected
+
+
+def test_test_runs_has_one_test_major_tree_and_its_window_reads_follow_it(
+    tmp_path: Path,
+) -> None:
+    """A run's commit writes a page per test into every test-major tree of test_runs: its key is
+    that order, so no index may repeat it; a test's window is then one range of the key."""
+    db = open_history(tmp_path / "history.db")
+    conn = db.conn
+    assert _key(conn, "test_runs") == ["test", "ts", "run"]
+    for (name,) in conn.execute(
+        "SELECT name FROM pragma_index_list('test_runs') WHERE origin <> 'pk'"
+    ):
+        first = conn.execute(f"SELECT name FROM pragma_index_info('{name}')").fetchone()
+        assert first is None or first[0] != "test", name
+    plan = " ".join(
+        str(row[3])
+        for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT run, outcome FROM test_runs"
+            " WHERE test = ? AND ts > ? AND ts <= ? ORDER BY ts",
+            (1, "2026-01-01", "2026-02-01"),
+        )
+    )
+    assert "USING PRIMARY KEY (test=? AND ts>? AND ts<?)" in plan
+    assert "TEMP B-TREE" not in plan
