@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 from datetime import UTC, date, datetime, timedelta
@@ -35,6 +36,7 @@ from flaketui.core.quarantine.lifecycle import (
     Walker,
     derive,
     replay,
+    run_moments,
 )
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.core.timeutil import to_iso
@@ -622,3 +624,14 @@ def test_only_a_state_reached_by_an_unwritten_lifecycle_move_awaits_apply() -> N
     plan = Plan(now=NOW_PLAN, transitions=transitions, states=states, report=None)  # type: ignore[arg-type]
     assert plan.awaiting_apply() == {"pending"}
     assert set(plan.tracked()) == {"pending", "written", "by_hand", "moved_on"}
+
+
+def test_the_replayed_runs_are_held_as_untracked_tuples(db: sqlite_utils.Database) -> None:
+    """Runs wait for their replay as tuples of atoms, which a full collection skips: as objects,
+    hundreds of thousands of them lengthened every full collection (a pause of the whole app)."""
+    flaky_timeline(HistoryBuilder(db))
+    moments = run_moments(db, [FLAKY], at(35), 90, Config())
+    gc.collect()
+    assert len(moments[FLAKY]) == 20 * 2 + 16 * 3
+    assert moments[FLAKY][-1] == (at(35, 8), True)
+    assert not any(gc.is_tracked(moment) for moment in moments[FLAKY])

@@ -159,23 +159,29 @@ def _first_seen(db: Connected) -> dict[str, datetime]:
     return {str(test_id): parse_iso(str(seen)) for test_id, seen in rows}
 
 
-def _run_events(
+def run_moments(
     db: Connected, test_ids: list[str], now: datetime, days: int, config: Config
-) -> dict[str, list[Event]]:
-    """Each test's counted runs over the replay span, as events."""
+) -> dict[str, list[tuple[datetime, bool]]]:
+    """Each test's counted runs over the replay span: (moment, every attempt passed).
+
+    Plain tuples of atoms, which the garbage collector stops tracking: a replay of many tests
+    holds hundreds of thousands of runs, and as objects each one would lengthen every full
+    collection, a pause of the whole process (the app's screen with it). derive makes a
+    test's run events only when it replays that test.
+    """
     wide = dataclasses.replace(config, window_days=days + 1)
     cte, params = counted_runs_cte(now, wide, test_ids=test_ids)
     sql = (
         f"WITH {cte} SELECT t.test_id, c.ts, c.outcome FROM counted c JOIN tests t ON t.id = c.test"
     )
-    out: dict[str, list[Event]] = defaultdict(list)
+    out: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
     # The tests of a run share its time: each distinct timestamp is parsed once.
     moments: dict[str, datetime] = {}
     for test_id, ts, outcome in db.conn.execute(sql, params):
         moment = moments.get(ts)
         if moment is None:
             moment = moments[ts] = parse_iso(str(ts))
-        out[str(test_id)].append(Event(moment, "run", clean=outcome == "pass"))
+        out[str(test_id)].append((moment, outcome == "pass"))
     return out
 
 
@@ -208,7 +214,7 @@ def derive(
     days = [today - timedelta(days=back) for back in range(span - 1, -1, -1)]
     ordered = sorted(tracked)
     series = daily_recency_scores(db, ordered, now=now, days=span, config=config)
-    runs = _run_events(db, ordered, now, span, config)
+    runs = run_moments(db, ordered, now, span, config)
     transitions: list[Transition] = []
     states: dict[str, TestState] = {}
     for test_id in ordered:
@@ -224,7 +230,10 @@ def derive(
             now=now,
             recorded=recorded,
         )
-        events = [*audit_events.get(test_id, ()), *runs.get(test_id, ())]
+        events = [
+            *audit_events.get(test_id, ()),
+            *(Event(moment, "run", clean=clean) for moment, clean in runs.pop(test_id, ())),
+        ]
         entry = hand.get(test_id)
         if entry is not None:
             moment = entry.quarantined_at

@@ -312,6 +312,7 @@ SELECT {key}, CAST(round(julianday(day) - julianday(:origin)) AS INTEGER) AS idx
     :main_weight * main_w + :other_weight * other_w AS w_total
 FROM {table}
 WHERE {key} IN (SELECT value FROM json_each(:tests)) AND day >= :origin AND day <= :today
+ORDER BY {key}
 """
 
 # Counted runs of the given tests at given instants (midnights, and the window's raw edge
@@ -382,17 +383,22 @@ def _from_rollups(
     }
     zeros = [0.0] * (span + 1)
     scale = [math.exp(ln2_h * idx) for idx in range(span)]
-    day_sums: dict[int, tuple[list[float], list[float]]] = {}  # per test, by day index + 1
+    # Per test, the cumulative weights by day index + 1, as tuples of floats: the collector
+    # stops tracking those, where a pair of lists per test, alive until every test is read,
+    # lengthened each full collection (a pause of the whole app) by all their items.
+    cum: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    day_bad, day_total = zeros.copy(), zeros.copy()  # the current test's day sums
+    current = None
     rollup_days = _ROLLUP_DAYS.format(key=key_column, table=table)
     for test, idx, w_bad, w_total in db.conn.execute(rollup_days, params):
-        if test not in day_sums:
-            day_sums[test] = (zeros.copy(), zeros.copy())
-        bad, total = day_sums[test]
-        bad[idx + 1], total[idx + 1] = w_bad * scale[idx], w_total * scale[idx]
-    cum = {
-        test: (list(accumulate(bad)), list(accumulate(total)))
-        for test, (bad, total) in day_sums.items()
-    }
+        if test != current:
+            if current is not None:
+                cum[current] = (tuple(accumulate(day_bad)), tuple(accumulate(day_total)))
+                day_bad[:], day_total[:] = zeros, zeros
+            current = test
+        day_bad[idx + 1], day_total[idx + 1] = w_bad * scale[idx], w_total * scale[idx]
+    if current is not None:
+        cum[current] = (tuple(accumulate(day_bad)), tuple(accumulate(day_total)))
     midnights: dict[int, list[tuple[str, int, float]]] = {}
     for test, ts, failed_any, weight in db.conn.execute(
         raw_at.format(where="substr(r.ts, 12) = '00:00:00Z' AND r.ts >= :origin AND r.ts <= :now"),
@@ -421,7 +427,7 @@ def _from_rollups(
     lo = (date.fromisoformat(params["lo_day"]) - origin).days
     hi = (date.fromisoformat(params["hi_day"]) - origin).days + 1
     now_factor = math.exp(-ln2_h * days_between(datetime.combine(origin, time(0), UTC), now))
-    empty = (zeros, zeros)
+    empty = (tuple(zeros), tuple(zeros))
     out: dict[str, list[float]] = {}
     alpha = config.laplace_alpha
     for test_id in test_ids:
