@@ -209,10 +209,12 @@ def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None
             db, now=source.requested_now, config=source.config, repo_root=source.owners_from
         )
         with closing(stages):
-            first: Report = next(stages)
+            # The first report is not named here: once the complete one replaces it on screen,
+            # nothing keeps its objects alive through the later steps.
             yield MainData(
-                first, {}, quarantine_rows(skip), [], stamp, problem, skip, groups_loaded=False
-            )
+                next(stages), {}, quarantine_rows(skip), [], stamp, problem, skip,
+                groups_loaded=False,
+            )  # fmt: skip
             report: Report = next(stages)
             yield report
             yield Extras(_lifecycle_states(db, report, source, skip), suites_of(db))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import gc
+import inspect
 import io
 import json
 from datetime import timedelta
@@ -357,3 +359,20 @@ def test_markdown_group_trend_is_the_pooled_series(
         row for row in render(report, "markdown", group_by="family").splitlines() if FAM in row
     )
     assert sparkline(family.daily_scores, 0.30) in line
+
+
+def test_report_stages_let_the_first_report_go_once_complete(
+    db: sqlite_utils.Database, hb: HistoryBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the complete report is handed over, the steps hold nothing of the first one: a
+    caller that moved on does not keep its objects for every full collection to walk."""
+    build_mixed_history(hb)
+    monkeypatch.setattr(report_module, "FIRST_SERIES", 2)
+    stages = report_stages(db, now=NOW)
+    first = next(stages)
+    complete = next(stages)
+    gc.collect()
+    here = inspect.currentframe()
+    assert [holder for holder in gc.get_referrers(first) if holder is not here] == []
+    assert complete.families
+    stages.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from textual.widgets import Static
 from tui_history import NOW
 
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.scoring.results import Report
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.loaders import load_in_stages
@@ -176,3 +178,37 @@ async def test_the_first_screen_parses_only_its_own_css(
         await asyncio.wait_for(_settle(pilot), SAFETY_S)
         assert isinstance(app.screen, DetailScreen)
         assert app.stylesheet.has_source(str((sheets / "detail.tcss").resolve()))
+
+
+async def test_while_the_causes_are_read_only_the_shown_report_is_alive(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load keeps no report that a later step replaced: every one still alive lengthens
+    each full garbage collection, a pause of the whole app, for the rest of the load."""
+    causes = threading.Event()
+
+    def held(source: Any) -> Iterator[object]:
+        """load_in_stages, the causes not read until the test lets them."""
+        steps = load_in_stages(source)
+        yield next(steps)
+        yield next(steps)
+        yield next(steps)
+        assert causes.wait(SAFETY_S)
+        yield next(steps)
+
+    monkeypatch.setattr(startup, "load_in_stages", held)
+    source = make_source(history, NOW, tmp_path / "quarantine.json")
+    app = FlaketuiApp(source, cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+
+        async def extras_shown() -> None:
+            while (data := app.main_screen.data) is None or not data.extras_loaded:
+                await pilot.pause()
+
+        await asyncio.wait_for(extras_shown(), SAFETY_S)
+        gc.collect()
+        alive = [o for o in gc.get_objects() if isinstance(o, Report)]
+        causes.set()
+        assert alive == [app.main_screen.data.report]
+        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        assert app.main_screen.data.causes_loaded

@@ -324,7 +324,11 @@ def report_stages(
     try:
         partial = _rank_tests(db, now, config or Config(), suite, branch_kind, repo_root)
         yield partial.report
-        yield _complete(db, partial)
+        complete = _complete(db, partial)
+        # What only the first step needed (each test's evidence, the first report's own tests)
+        # is not kept alive by this frame while the caller goes on with the complete report.
+        del partial
+        yield complete
     finally:
         if own and conn.in_transaction:
             conn.execute("COMMIT")

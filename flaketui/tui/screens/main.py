@@ -211,32 +211,14 @@ class MainScreen(Screen[None]):
         """
         source = self.flaketui.source
         try:
-            if read is not None:
-                data = read.first()
-            else:
-                data = load_main(source, suite=suite, branch_kind=branch_kind)
-            loaded = MainLoaded(data, state, prepare_rows(data, state), rest=rest)
-            self._offer_first(loaded)
-            self.post_message(loaded)
+            # Each step's data lives in a helper's frame: what a later step replaces (the first
+            # ranking, a kept one) is not held by this one through the rest of the load, so the
+            # garbage collector does not walk it at every full collection meanwhile.
+            data = self._load_first(read, suite, branch_kind, state, rest)
             if not _wait_unless_cancelled(rest):
                 return
             if read is not None:
-                kept = read.kept_rest()  # the rest of a kept ranking whose flaky tests are shown
-                if kept is not None:
-                    whole = replace(data, report=kept.report, groups_loaded=True, verdicts=None)
-                    self.post_message(ExtrasLoaded(data, whole, state, prepare_rows(whole, state)))
-                    data = whole
-                complete = replace(
-                    data,
-                    report=read.complete(),
-                    groups_loaded=True,
-                    causes_loaded=False,  # a kept ranking had them: they come last again
-                    provisional=False,
-                    verdicts=None,
-                )
-                rows = prepare_rows(complete, state)
-                self.post_message(ExtrasLoaded(data, complete, state, rows))
-                data = complete
+                data = self._read_complete(read, data, state)
                 extras = read.extras()
             else:
                 extras = load_extras(source, data)
@@ -262,6 +244,43 @@ class MainScreen(Screen[None]):
             if read is not None:
                 read.stop()  # a cancelled load reads no further
         self.post_message(ExtrasLoaded(data_after, data_causes, state, rows))
+
+    def _load_first(
+        self,
+        read: StagedRead | None,
+        suite: str | None,
+        branch_kind: str | None,
+        state: ViewState,
+        rest: threading.Event,
+    ) -> MainData:
+        """Read and post the ranking (in the load worker)."""
+        if read is not None:
+            data = read.first()
+        else:
+            data = load_main(self.flaketui.source, suite=suite, branch_kind=branch_kind)
+        loaded = MainLoaded(data, state, prepare_rows(data, state), rest=rest)
+        self._offer_first(loaded)
+        self.post_message(loaded)
+        return data
+
+    def _read_complete(self, read: StagedRead, data: MainData, state: ViewState) -> MainData:
+        """Post the rest of a kept ranking whose flaky tests are shown, if any, then the
+        complete report (in the load worker); the data shown last."""
+        kept = read.kept_rest()
+        if kept is not None:
+            whole = replace(data, report=kept.report, groups_loaded=True, verdicts=None)
+            self.post_message(ExtrasLoaded(data, whole, state, prepare_rows(whole, state)))
+            data = whole
+        complete = replace(
+            data,
+            report=read.complete(),
+            groups_loaded=True,
+            causes_loaded=False,  # a kept ranking had them: they come last again
+            provisional=False,
+            verdicts=None,
+        )
+        self.post_message(ExtrasLoaded(data, complete, state, prepare_rows(complete, state)))
+        return complete
 
     @on(MainLoaded)
     def _loaded(self, event: MainLoaded) -> None:
