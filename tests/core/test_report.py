@@ -24,7 +24,7 @@ from flaketui.core.output.formats import (
     sparkline,
 )
 from flaketui.core.scoring import report as report_module
-from flaketui.core.scoring.report import build_report, effective_now, report_stages
+from flaketui.core.scoring.report import DAILY_DAYS, build_report, effective_now, report_stages
 from flaketui.core.scoring.statistics import wilson_low
 from tests.core.history_builder import HistoryBuilder, utc
 
@@ -329,7 +329,7 @@ def test_report_stages_rank_tests_first_then_complete_the_same_report(
     for test in complete.tests:
         early = by_id[test.test_id]
         if test.test_id in failing[2:]:
-            assert early.daily_scores == []
+            assert early.daily_scores == ()
         else:
             assert early.daily_scores == test.daily_scores
             assert test.test_id in failing or set(test.daily_scores) == {0.0}
@@ -376,3 +376,17 @@ def test_report_stages_let_the_first_report_go_once_complete(
     assert [holder for holder in gc.get_referrers(first) if holder is not here] == []
     assert complete.families
     stages.close()
+
+
+def test_daily_scores_are_tuples_the_collector_skips(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    """A series per test and group, in a list each, lengthened every full garbage collection
+    of a large report (a pause of the whole app) by all its items; a tuple of floats is not
+    tracked."""
+    build_mixed_history(hb)
+    report = build_report(db, now=NOW)
+    gc.collect()
+    series = [item.daily_scores for item in [*report.tests, *report.families]]
+    assert series and all(len(daily) == DAILY_DAYS for daily in series)
+    assert not any(gc.is_tracked(daily) for daily in series)

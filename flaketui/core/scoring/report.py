@@ -420,7 +420,7 @@ def _rank_tests(
     waiting = {t.test_id for t in pending}
     for test in tests:
         if test.test_id not in waiting:
-            test.daily_scores = list(daily.get(test.test_id, [0.0] * DAILY_DAYS))
+            test.daily_scores = tuple(daily.get(test.test_id, [0.0] * DAILY_DAYS))
     report = Report(
         now=now,
         window_days=config.window_days,
@@ -462,7 +462,7 @@ def _complete(db: Connected, partial: _Partial) -> Report:
     daily = _daily_scores(db, [t.test_id for t in partial.pending], now, config)
     waiting = {t.test_id for t in partial.pending}
     tests = [
-        replace(t, daily_scores=list(daily.get(t.test_id, [0.0] * DAILY_DAYS)))
+        replace(t, daily_scores=tuple(daily.get(t.test_id, [0.0] * DAILY_DAYS)))
         if t.test_id in waiting
         else t
         for t in first.tests
@@ -564,7 +564,7 @@ def _cofailures(db: Connected, partial: _Partial, tests: list[TestVerdict]) -> l
             partial.owner_of,
             currents.get(key),
         )
-        group.daily_scores = list(daily.get(key, [0.0] * DAILY_DAYS))
+        group.daily_scores = tuple(daily.get(key, [0.0] * DAILY_DAYS))
         out.append(group)
     return out
 
@@ -594,7 +594,7 @@ def _add_group_series(
         else {}
     )
     for group in families:
-        group.daily_scores = list(daily.get(group.key, zeros))
+        group.daily_scores = tuple(daily.get(group.key, zeros))
     failing_signatures = {g.key for g in signatures if g.scores.last_failure_at is not None}
     members = {
         info.pk: info.signature
@@ -603,4 +603,4 @@ def _add_group_series(
     }
     daily = daily_group_scores(db, members, now=now, days=DAILY_DAYS, config=config)
     for group in signatures:
-        group.daily_scores = list(daily.get(group.key, zeros))
+        group.daily_scores = tuple(daily.get(group.key, zeros))

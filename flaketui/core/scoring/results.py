@@ -75,7 +75,9 @@ class TestVerdict:
     owner: str | None = None
     first_bad_commit: str | None = None
     last_good_commit: str | None = None
-    daily_scores: list[float] = field(default_factory=list)  # recency score per day, oldest first
+    # Recency score per day, oldest first: a tuple of floats, which the garbage collector does
+    # not track (a list per test at 10 000 tests lengthened every full collection).
+    daily_scores: tuple[float, ...] = ()
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
     causes: list[Suspect] = field(default_factory=list)  # flaky only, see scoring.causes
 
@@ -95,7 +97,7 @@ class GroupVerdict:
     owner: str | None = None
     flags: list[str] = field(default_factory=list)
     regression_rank: int | None = None
-    daily_scores: list[float] = field(default_factory=list)  # pooled recency per day, oldest first
+    daily_scores: tuple[float, ...] = ()  # pooled recency per day, oldest first (see tests')
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
     causes: list[Suspect] = field(default_factory=list)  # flaky families, co-failure groups
 

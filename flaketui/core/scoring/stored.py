@@ -66,7 +66,9 @@ def _row(item: TestVerdict | GroupVerdict, names: list[str]) -> list[Any]:
 
 def _reader(kind: type[TestVerdict] | type[GroupVerdict], names: list[str]) -> Any:
     """A function turning a row `_row` wrote back into a `kind`."""
-    at_scores, at_causes, at_verdict = (names.index(n) for n in ("scores", "causes", "verdict"))
+    at_scores, at_causes, at_verdict, at_daily = (
+        names.index(n) for n in ("scores", "causes", "verdict", "daily_scores")
+    )
 
     def read(row: list[Any]) -> TestVerdict | GroupVerdict:
         scores = row[at_scores]
@@ -76,6 +78,7 @@ def _reader(kind: type[TestVerdict] | type[GroupVerdict], names: list[str]) -> A
         row[at_scores] = Scores(*scores)
         row[at_causes] = [Suspect(*suspect) for suspect in row[at_causes]]
         row[at_verdict] = Verdict(row[at_verdict])
+        row[at_daily] = tuple(row[at_daily])
         return kind(*row)
 
     return read
