@@ -149,9 +149,9 @@ ALTER TABLE results ADD COLUMN timeout_ms INTEGER;
 
 
 # test_runs kept in (test, ts) order by its own key. Its (test, ts) index was a second
-# test-major tree that every run's commit dirtied a page per test of, and readers in test order
-# went from it back to the table; the key now is that order, and (test, run) stays unique
-# because a run has one ts. Lookups by run go through test_runs_run, as before.
+# test-major tree: every run's commit wrote a page per test into it, and readers in test order
+# went from it back to the table. The key now is that order; (test, run) stays unique because a
+# run has one ts. Lookups by run go through test_runs_run, as before.
 SCHEMA_V3 = """
 CREATE TABLE test_runs_by_ts (
     test        INTEGER NOT NULL REFERENCES tests (id),

@@ -97,7 +97,7 @@ class GroupVerdict:
     owner: str | None = None
     flags: list[str] = field(default_factory=list)
     regression_rank: int | None = None
-    daily_scores: tuple[float, ...] = ()  # pooled recency per day, oldest first (see tests')
+    daily_scores: tuple[float, ...] = ()  # pooled recency per day, oldest first (untracked)
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
     causes: list[Suspect] = field(default_factory=list)  # flaky families, co-failure groups
 
