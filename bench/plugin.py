@@ -20,14 +20,17 @@ the next, four times the effect measured, so the bench does not trust one number
   the neighbours' load during a pair favours neither side; 15 pairs by default (5 before);
 - nothing is dropped: every pair's ratio is printed (`pair_ratios`), beside the quartiles
   (`overhead_iqr`) and a distribution-free confidence interval of the median from the order
-  statistics (`overhead_ci`, coverage `ci_level`, >= 0.95 from 6 pairs on); `verdict` is "met"
-  when the whole interval is under 0.05, "missed" when it is all above, else (or with an
-  interval of less than 95 %) "not established";
+  statistics (`overhead_ci`, coverage `ci_level`, >= 0.95 from 6 pairs on). The wall-time
+  target is no measurable cost: `verdict` is "met" when the interval reaches down to zero (the
+  cost cannot be told from none), "missed" when all of it lies above zero (a cost these pairs
+  measure), and "not established" with an interval of less than 95 %;
 - `cpu_overhead` (with `cpu_overhead_iqr`, `cpu_overhead_ci`) is the same median of the pytest
   process's CPU time (user + sys), steadier than wall time but not the figure of record;
 - `--instructions` also runs pairs under valgrind (cachegrind, no cache simulation), one per
   hash seed (`--instr-seeds`, 3): `instructions_overhead` (also `instr_overhead`) is the median
-  ratio of instructions - 1, a load-independent figure; `fold_s` is the time the next writer or
+  ratio of instructions - 1, a load-independent figure, and `instructions_verdict` compares
+  every seed's ratio with the target (INSTRUCTIONS_TARGET, 2 %): "met" when all are under it,
+  "missed" when none is, else "not established"; `fold_s` is the time the next writer or
   reader then spends folding the recorded run into the rollups (the recorder defers it). Not an
   exact one: loading one module more moves a session by up to 2.4 % through the memory layout
   (see count_instructions; hash seeds move it far less), and under valgrind a session runs ~15x
@@ -75,7 +78,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, install_copy, loadavg, log, machine, median
 
 TESTS_PER_FILE = 500
-TARGET = 0.05  # the target: under 5 %
+INSTRUCTIONS_TARGET = 0.02  # the target: under 2 % more instructions than pytest alone...
+# ...and no wall time a paired measurement can tell from none (see verdict)
 SUITE_TIMEOUT_S = 300  # pytest-timeout's timeout in the suite's ini, when it is installed
 CI_LEVEL = 0.95
 
@@ -312,15 +316,24 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 
 
 def verdict(low: float, high: float, coverage: float) -> str:
-    """Whether the interval of the overhead's median lies under the target, above it, or across.
+    """Whether the wall-time overhead is measurable: "missed" when the whole interval of its
+    median lies above zero, "met" when the interval reaches zero or below.
 
     Too few pairs for a CI_LEVEL interval establish nothing either way.
     """
     if coverage < CI_LEVEL:
         return "not established"
-    if high < TARGET:
+    return "missed" if low > 0.0 else "met"
+
+
+def instructions_verdict(overheads: list[float]) -> str:
+    """Every seed's instruction overhead under INSTRUCTIONS_TARGET ("met"), none ("missed"), or
+    seeds on both sides ("not established")."""
+    if not overheads:
+        return "not established"
+    if max(overheads) < INSTRUCTIONS_TARGET:
         return "met"
-    if low > TARGET:
+    if min(overheads) >= INSTRUCTIONS_TARGET:
         return "missed"
     return "not established"
 
@@ -429,6 +442,7 @@ def main() -> None:
             "plain_s": median(plain),
             "recording_s": median(recorded),
             **wall,
+            "wall_target": "no measurable cost",
             "verdict": verdict(low - 1.0, high - 1.0, coverage),
             "verdict_of": verdict_of,
             "cpu_overhead": cpu["cpu_overhead"],
@@ -488,6 +502,8 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
         "instr_pair_ratios": [round(x, 4) for x in ratios],
         "instr_overhead": round(statistics.median(ratios) - 1.0, 4),
         "instructions_overhead": round(statistics.median(ratios) - 1.0, 4),
+        "instructions_target": INSTRUCTIONS_TARGET,
+        "instructions_verdict": instructions_verdict([x - 1.0 for x in ratios]),
         "idle_overhead": round(statistics.median(idle) - 1.0, 4),
         "fold_s": round(statistics.median(folds), 4),
     }

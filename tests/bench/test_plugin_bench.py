@@ -38,14 +38,26 @@ def test_the_median_interval_is_the_order_statistics_of_95_percent(
     assert (low, high) == (1.0, 3.0) and coverage < 0.95  # too few values: the range
 
 
-def test_the_verdict_needs_the_whole_interval_on_one_side_of_the_target(
+def test_the_wall_verdict_is_missed_only_when_the_interval_measures_a_cost(
     plugin_bench: ModuleType,
 ) -> None:
     verdict = plugin_bench.verdict
-    assert verdict(0.01, 0.049, 0.96) == "met"
-    assert verdict(0.051, 0.09, 0.96) == "missed"
-    assert verdict(0.03, 0.06, 0.96) == "not established"
+    assert verdict(-0.01, 0.049, 0.96) == "met"  # cannot be told from no cost
+    assert verdict(-0.03, -0.01, 0.96) == "met"
+    assert verdict(0.0, 0.08, 0.96) == "met"
+    assert verdict(0.001, 0.02, 0.96) == "missed"  # small, but measured
     assert verdict(0.01, 0.02, 0.9) == "not established"  # five pairs or fewer
+
+
+def test_the_instructions_verdict_needs_every_seed_on_one_side_of_two_percent(
+    plugin_bench: ModuleType,
+) -> None:
+    verdict = plugin_bench.instructions_verdict
+    assert plugin_bench.INSTRUCTIONS_TARGET == 0.02
+    assert verdict([0.015, 0.019, 0.0199]) == "met"
+    assert verdict([0.02, 0.049, 0.05]) == "missed"
+    assert verdict([0.019, 0.021]) == "not established"
+    assert verdict([]) == "not established"
 
 
 def test_summary_reports_overheads_with_quartiles_and_interval(plugin_bench: ModuleType) -> None:
@@ -130,6 +142,8 @@ def test_instructions_of_a_pair_per_hash_seed_under_valgrind(
     ratios = sorted(out["instr_pair_ratios"])
     assert out["instr_overhead"] == pytest.approx((ratios[0] + ratios[1]) / 2 - 1, abs=2e-4)
     assert -0.05 < out["idle_overhead"] < out["instr_overhead"]  # loaded, asked for nothing
+    expected = plugin_bench.instructions_verdict([r - 1 for r in out["instr_pair_ratios"]])
+    assert out["instructions_verdict"] == expected and out["instructions_target"] == 0.02
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="instruction counts need valgrind")
