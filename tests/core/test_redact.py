@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import string
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flaketui.core.ingest.redact import MAX_MESSAGE_BYTES, REDACTED, clean_message
+from flaketui.core.ingest import redact
+from flaketui.core.ingest.redact import MAX_MESSAGE_BYTES, REDACTED, clean_message, mask_secrets
 
 ALNUM = string.ascii_letters + string.digits
 # Filler text has no digits, and every generated secret has one: a secret cannot reappear in
@@ -123,3 +125,77 @@ def test_cap_marker_counts_the_dropped_bytes() -> None:
     dropped = int(marker.removesuffix(" bytes]"))
     assert len(head.encode()) + dropped == len(message.encode())
     assert len(cleaned.encode()) <= MAX_MESSAGE_BYTES
+
+
+def _every_rule(message: str) -> str:
+    """mask_secrets without its gates: every rule's pattern runs, in order."""
+    for pattern, replacement, _gate in redact._RULES:
+        message = pattern.sub(replacement, message)
+    return message.replace(":  " + REDACTED, ": " + REDACTED)
+
+
+# Pieces of secrets, of near misses and of letters that case-insensitive matching pairs with
+# ASCII ones (long s, dotless i, Kelvin sign), joined at random.
+PIECES = [
+    "password", "PassWd", "pwd", "SECRET", "token", "api-key", "ApiKey", "access_key",
+    "private-key", "client_secret", "=", ": ", '"', "'", " ", "\n", ";", "&", "?sig=",
+    "Authorization", "authorization: ", "Bearer ", "basic ", "token ", "abcdEFGH1234",
+    "eyJhbGciOi", ".", "AKIA", "ASIA", "ABCDEFGHIJKLMNOP", "ghp_", "gho_", "github_pat_",
+    "xoxb-", "xapp-", "AIza", "A" * 35, "AccountKey=", "SharedAccessKey =", "https://",
+    "u:p@", "@", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
+    "pa\u017f\u017fword", "authori\u017eation", "to\u212aen", "\u0131", "\u017f", "\u212a",
+]  # fmt: skip
+
+
+# One whole match of every rule.
+WHOLE = [
+    "-----BEGIN EC PRIVATE KEY-----\nabc\n-----END EC PRIVATE KEY-----", "git+ssh://me:pw@host/",
+    "Authorization: Negotiate abc", "bearer abcdEFGH1234", "Basic abcdEFGH1234",
+    "eyJhbGci.eyJzdWIi.sig", "AKIAABCDEFGHIJKLMNOP", "ghr_abcdefghijklmnop1",
+    "github_pat_abcdefghijklmnop1", "xoxe-abcdefgh1", "AIza" + "b" * 35, "AccountKey=abc;",
+    "&sig=abc", "client-secret: 'abc'", "apikey=abc",
+]  # fmt: skip
+
+
+def _recase(text: str, flips: list[bool]) -> str:
+    padded = flips + [False] * (len(text) - len(flips))
+    return "".join(c.swapcase() if flip else c for c, flip in zip(text, padded, strict=False))
+
+
+PIECE = (
+    st.sampled_from(PIECES)
+    | st.text(max_size=6)
+    | st.builds(_recase, st.sampled_from(WHOLE), st.lists(st.booleans(), max_size=40))
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PIECE, max_size=24).map("".join))
+def test_the_gates_skip_only_rules_that_cannot_match(message: str) -> None:
+    assert mask_secrets(message) == _every_rule(message)
+
+
+def test_a_rule_is_skipped_when_its_words_are_absent() -> None:
+    """The gates do skip: a message naming no gate word runs no pattern at all."""
+    calls: list[str] = []
+
+    class Counting:
+        def __init__(self, pattern: re.Pattern[str]) -> None:
+            self.pattern = pattern
+
+        def sub(self, replacement: str, message: str) -> str:
+            calls.append(self.pattern.pattern)
+            return self.pattern.sub(replacement, message)
+
+    rules = [(Counting(p), r, g) for p, r, g in redact._RULES]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(redact, "_RULES", rules)
+        assert mask_secrets("AssertionError: assert 1 + 1 == 3") == (
+            "AssertionError: assert 1 + 1 == 3"
+        )
+        assert calls == []
+        assert mask_secrets("password=hunter42") == f"password={REDACTED}"
+        assert len(calls) == 1
+        calls.clear()
+        assert mask_secrets("pa\u017f\u017fword=hunter42") == f"pa\u017f\u017fword={REDACTED}"
+        assert len(calls) == len(rules)  # not ASCII: every rule runs

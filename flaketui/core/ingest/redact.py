@@ -22,9 +22,13 @@ _SECRET_KEY = (
     r"|private[_-]?key|client[_-]?secret)"
 )
 
-# (pattern, replacement) in order: whole blocks and headers first, then token shapes, then
-# key=value pairs (whose value may already be a mask).
-_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+# (pattern, replacement, gate) in order: whole blocks and headers first, then token shapes, then
+# key=value pairs (whose value may already be a mask). A rule can only match an ASCII message
+# whose lower-cased text contains one of its gate's words: mask_secrets skips the others without
+# running their pattern (a message that is not ASCII runs every rule, since case-insensitive
+# matching also pairs some non-ASCII letters with ASCII ones).
+_SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "key")
+_RULES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
     (
         re.compile(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"
@@ -32,11 +36,13 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             re.DOTALL,
         ),
         REDACTED,
+        ("-----begin ",),
     ),
     # Credentials in URLs: scheme://user:password@host keeps the scheme and the host.
     (
         re.compile(r"(?<![a-zA-Z0-9+.-])([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^\s/@:]*:[^\s/@]*@"),
         r"\1" + REDACTED + "@",
+        ("://",),
     ),
     (
         re.compile(
@@ -44,32 +50,57 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
             r"(?:(bearer|basic|token|digest|negotiate)\s+)?[^\s\"',;]+"
         ),
         r"\1\2 " + REDACTED,
+        ("authorization",),
     ),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), REDACTED),
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"), REDACTED),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{16,}"), REDACTED),
+    (
+        re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+        r"\1 " + REDACTED,
+        ("bearer", "basic"),
+    ),
+    (
+        re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
+        REDACTED,
+        ("eyj",),
+    ),
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED, ("akia", "asia")),
+    (
+        re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"),
+        REDACTED,
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{16,}"), REDACTED, ("github_pat_",)),
     # Slack: xoxb/xoxp/xoxa/xoxe/xoxc... tokens and xapp app-level tokens.
-    (re.compile(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{8,}"), REDACTED),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google API key
+    (re.compile(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{8,}"), REDACTED, ("xox", "xapp-")),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED, ("aiza",)),  # Google API key
     # Azure storage / Service Bus connection strings and SAS signatures.
-    (re.compile(r"(?i)\b((?:account|sharedaccess)key\s*=\s*)[^;\s\"']+"), r"\1" + REDACTED),
-    (re.compile(r"([?&]sig=)[^&\s\"']+"), r"\1" + REDACTED),
+    (
+        re.compile(r"(?i)\b((?:account|sharedaccess)key\s*=\s*)[^;\s\"']+"),
+        r"\1" + REDACTED,
+        ("accountkey", "sharedaccesskey"),
+    ),
+    (re.compile(r"([?&]sig=)[^&\s\"']+"), r"\1" + REDACTED, ("sig=",)),
     (
         re.compile(
             r"(?i)(" + _SECRET_KEY + r")([\"']?\s*[=:]\s*)"
             r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&)}\]]+)"
         ),
         r"\1\2" + REDACTED,
+        _SECRET_WORDS,
     ),
 )
 
 
 def mask_secrets(message: str) -> str:
     """Replace credentials, tokens and key blocks with <REDACTED>."""
-    for pattern, replacement in _RULES:
-        message = pattern.sub(replacement, message)
+    gated = message.isascii()
+    lower = message.lower() if gated else ""
+    for pattern, replacement, gate in _RULES:
+        if gated and not any(word in lower for word in gate):
+            continue
+        masked = pattern.sub(replacement, message)
+        if masked != message:
+            message = masked
+            lower = message.lower() if gated else ""
     # The Authorization rule leaves a double space when no scheme was given.
     return message.replace(":  " + REDACTED, ": " + REDACTED)
 
