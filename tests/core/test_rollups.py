@@ -196,3 +196,26 @@ def test_writer_and_incidents_keep_rollups_exact(tmp_path: Path) -> None:
     assert_agrees(db, now - timedelta(hours=2), Config())
     remove_incident(db, "outage")
     assert_agrees(db, now - timedelta(hours=2), Config())
+
+
+@pytest.mark.parametrize("kept", [1, 2])
+def test_day_rows_are_the_same_whatever_run_moments_are_kept(
+    generated: sqlite_utils.Database, kept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """iter_day_rows keeps each run's day and weight in a bounded cache; a cache cleared at
+    every new run gives the same rows as the rebuild's SQL."""
+    from flaketui.core.rollups import sequences
+    from flaketui.core.rollups import sql as q
+
+    conn = generated.conn
+    units = q.TEST_UNITS.format(source=q.TEST_SOURCE, where="1")
+    params = {"ln2_per_h": -math.log(2) / (7 * 24)}
+    monkeypatch.setattr(sequences, "MAX_MOMENTS", kept)
+    rows = sequences.day_rows(conn, units, params, True)
+    expected = conn.execute(q.day_rows(units, True), params).fetchall()
+    assert len(rows) > 100
+    assert sorted(_rounded(r) for r in rows) == sorted(_rounded(r) for r in expected)
+
+
+def _rounded(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(round(v, 9) if isinstance(v, float) else v for v in row)

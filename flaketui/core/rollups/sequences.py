@@ -23,6 +23,7 @@ from flaketui.core.rollups import sql as q
 FAMILIES = "SELECT DISTINCT parent FROM tests WHERE test_id <> parent"
 SEQ_TABLES = ("test_day_seq", "family_day_seq", "test_day_signatures")
 MIXED_TABLES = ("test_commit_mixed", "family_commit_mixed")
+MAX_MOMENTS = 65_536  # run timestamps whose day and weight iter_day_rows keeps at once
 
 _SCHEMA = (
     q.seq_schema("test_day_seq", "test", "INTEGER", lists=True),
@@ -111,8 +112,16 @@ def iter_day_rows(
     )
     row: list[Any] | None = None
     current = None
+    # The units of one run share its ts: its day and weight are worked out once per run.
+    moments: dict[str, tuple[str, float]] = {}
     for key, run, ts, bad, flaky, failed_any, is_main in cursor:
-        day = ts[:10]
+        moment = moments.get(ts)
+        if moment is None:
+            if len(moments) >= MAX_MOMENTS:
+                moments.clear()  # memory stays flat over any number of runs
+            seconds = int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19])
+            moment = moments[ts] = (ts[:10], math.exp(ln2_per_h * seconds / 86400.0))
+        day, weight = moment
         if (key, day) != current:
             if row is not None:
                 yield _finish(row, lists)
@@ -123,8 +132,6 @@ def iter_day_rows(
             row = [key, day, 0, 0, 0, 0, 0, 0, bad, None, 0, 0, None, None, 0, 0, 0, 0,
                    0.0, 0.0, 0.0, 0.0, [], [], [], []]  # fmt: skip
         assert row is not None
-        seconds = int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19])
-        weight = math.exp(ln2_per_h * seconds / 86400.0)
         row[2] += 1
         row[4] += flaky
         row[5] += bad
@@ -154,9 +161,12 @@ def iter_day_rows(
             row[20] += weight
             row[21] += weight if failed_any else 0.0
         row[22].append(run)
-        for flag, index in ((bad, 23), (flaky, 24), (failed_any, 25)):
-            if flag:
-                row[index].append(run)
+        if bad:
+            row[23].append(run)
+        if flaky:
+            row[24].append(run)
+        if failed_any:
+            row[25].append(run)
     if row is not None:
         yield _finish(row, lists)
 
