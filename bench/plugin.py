@@ -31,7 +31,8 @@ the next, four times the effect measured, so the bench does not trust one number
   ratio of instructions - 1, a load-independent figure, and `instructions_verdict` compares
   every seed's ratio with the target (INSTRUCTIONS_TARGET, 2 %): "met" when all are under it,
   "missed" when none is, else "not established"; `fold_s` is the time the next writer or
-  reader then spends folding the recorded run into the rollups (the recorder defers it). Not an
+  reader then spends storing the recorded attempts from the journal and folding the run into
+  the rollups (the recorder leaves both). Not an
   exact one: loading one module more moves a session by up to 2.4 % through the memory layout
   (see count_instructions; hash seeds move it far less), and under valgrind a session runs ~15x
   slower, so the recorder's one-second batches hold fewer attempts; `idle_overhead` is the same
@@ -240,7 +241,8 @@ RECORDED_FIELDS = (
 def check_history(db: Path, tests: int, timeout_s: int | None = None) -> None:
     """The recording run really recorded: one finished run with one result per test, and
     RECORDED_FIELDS (and the timeout, when the suite sets one) in every row that has them
-    (the first test of the session has no predecessor)."""
+    (the first test of the session has no predecessor), once the journaled attempts are stored."""
+    stored(db)
     conn = sqlite3.connect(db)
     try:
         runs = conn.execute("SELECT count(*), min(finished) FROM runs").fetchone()
@@ -276,6 +278,7 @@ def check_history(db: Path, tests: int, timeout_s: int | None = None) -> None:
 
 def check_fieldless(db: Path, tests: int) -> None:
     """The session with the cause fields switched off recorded every test and none of them."""
+    stored(db)
     conn = sqlite3.connect(db)
     try:
         row = conn.execute(
@@ -488,8 +491,8 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
             seed,
         )
         p, r = counts["plain"], counts["recording"]
-        check_history(db, tests)
         folds.append(fold_seconds(db))
+        check_history(db, tests)
         log(f"instructions: plain {p / 1e9:.3f} G, recording {r / 1e9:.3f} G, ratio {r / p:.4f}")
         plain.append(p)
         recording.append(r)
@@ -586,13 +589,19 @@ def count_fields(args: argparse.Namespace, tmp: Path, site: Path | None) -> dict
 
 
 def fold_seconds(db: Path) -> float:
-    """Seconds the next writer or reader spends folding the recorded run into the rollups
-    (the recorder defers it): paid once per run, after the test session."""
+    """Seconds the next writer or reader spends storing the recorded run's journaled attempts
+    and folding it into the rollups (the recorder leaves both): paid once per run, after the
+    test session."""
+    start = time.perf_counter()
+    stored(db)
+    return time.perf_counter() - start
+
+
+def stored(db: Path) -> None:
+    """Open the history as any flaketui command does: the recorder's journal is stored."""
     from flaketui.core.history.store import open_connection
 
-    start = time.perf_counter()
-    open_connection(db).close()
-    return time.perf_counter() - start
+    open_connection(db, create=False).close()
 
 
 if __name__ == "__main__":

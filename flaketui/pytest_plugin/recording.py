@@ -32,11 +32,14 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file
   asks for ``--flaketui-db=PATH``, which pytest reads as one word.
 - Writing problems after start-up (locked beyond the busy timeout, disk full) warn once and
   never fail the session; unwritten attempts are retried at session end.
+- Each batch is appended to the history's attempt journal (flaketui.core.history.journal): one
+  table in arrival order, with no index and no test row to resolve. The next flaketui command
+  or app that opens the history stores the attempts as results, test rows and per-run rows.
 - Cost (the target: under 2 % more instructions than pytest alone on a 5 000-test suite): the
   history is opened with plain sqlite3 (sqlite-utils would import pandas and numpy), batches are
   FLUSH_EVERY_ATTEMPTS attempts or FLUSH_EVERY_SECONDS, whichever comes first, and the
   per-report work is a few dict operations; an attempt this process runs reads the clock's facts
-  once, on its teardown report.
+  once, on its teardown report; only a failed attempt's message is masked and signed here.
   On a slow machine or disk the time-triggered batches space out so that writing them stays
   under FLUSH_MAX_TIME_SHARE of the session (a batch taking 50 ms waits 2.5 s).
 """
@@ -60,22 +63,22 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 # Plain dataclasses only: the writer and sqlite-utils are imported once recording is asked for.
-from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.models import RunMeta
 from flaketui.core.words import plural
 
 if TYPE_CHECKING:
     from flaketui.core.config import Config
+    from flaketui.core.history.journal import JournalRow
     from flaketui.core.ingest.writer import RunRecorder
     from flaketui.pytest_plugin.server import ServerTarget
 
-# A batch costs one transaction plus a test-run refresh of its tests (the run's rollups are
-# folded later, by the next writer or reader: RunRecorder's defer_rollups): 1 000 attempts
-# keep that fixed cost negligible, the time limit keeps a killed session's loss small.
+# A batch costs one transaction appending to the attempt journal: 1 000 attempts keep that
+# fixed cost negligible, the time limit keeps a killed session's loss small.
 FLUSH_EVERY_ATTEMPTS = 1_000
 FLUSH_EVERY_SECONDS = 1.0
-# Each batch also has a fixed cost (a commit rewrites the indexes' touched pages, the rollups
-# refresh per call): time-triggered batches wait at least last write time / this share, but
-# never more than FLUSH_MAX_SECONDS (a write that waited for a lock says little).
+# Each batch also has a fixed cost (its commit): time-triggered batches wait at least last
+# write time / this share, but never more than FLUSH_MAX_SECONDS (a write that waited for a
+# lock says little).
 FLUSH_MAX_TIME_SHARE = 0.02
 FLUSH_MAX_SECONDS = 10.0
 # The writer keeps the first 8 KiB of a message: keep the end of a long report (where pytest
@@ -317,7 +320,7 @@ class Recorder:
         self.open_attempts: dict[tuple[str, str | None], _OpenAttempt] = {}
         # An own attempt whose failed teardown waits for its exception type (see logreport).
         self.closing: tuple[str, str | None] | None = None
-        self.done: list[tuple[str, Attempt]] = []  # complete attempts not yet written
+        self.done: list[JournalRow] = []  # complete attempts not yet written
         self.last_flush = time.monotonic()
         self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
         self.write_failed = False  # after a failed write, wait for the session end
@@ -438,22 +441,22 @@ class Recorder:
             self.flush()
 
     def _close(self, key: tuple[str, str | None], attempt: _OpenAttempt) -> None:
-        """Queue an open attempt for the next batch."""
+        """Queue an open attempt for the next batch, as a journal row (see RunRecorder.append)."""
         outcome = attempt.outcome
         if outcome is None:
             outcome = "skipped" if attempt.skipped else "pass"
         self.done.append(
             (
                 key[0],
-                Attempt(
-                    outcome,
-                    plausible_duration_ms(attempt.elapsed_ns),
-                    None if attempt.failed is None else _failure_message(attempt.failed),
-                    key[1],
-                    attempt.predecessor,
-                    attempt.position,
-                    attempt.timeout_ms,
-                ),
+                outcome,
+                plausible_duration_ms(attempt.elapsed_ns),
+                None if attempt.failed is None else _failure_message(attempt.failed),
+                None,
+                None,
+                key[1],
+                attempt.predecessor,
+                attempt.position,
+                attempt.timeout_ms,
             )
         )
 
@@ -465,14 +468,8 @@ class Recorder:
             return
         if not self.done:
             return
-        cases: dict[str, CaseResult] = {}
-        for nodeid, attempt in self.done:
-            case = cases.get(nodeid)
-            if case is None:
-                case = cases[nodeid] = CaseResult(nodeid, nodeid.split("::", 1)[0], [])
-            case.attempts.append(attempt)
         try:
-            self.run.add(cases.values())
+            self.run.append(self.done)
         except Exception as exc:
             self.write_failed = True
             self._warn(f"cannot write to the history ({exc}); retrying at the end of the session")

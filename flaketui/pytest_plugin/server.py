@@ -12,10 +12,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from flaketui.core.history import journal
 from flaketui.core.history.address import mask_url
 from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.push import push_history
 from flaketui.core.history.pg.staging import Staging
+from flaketui.core.history.store import transaction
 
 
 class ServerTarget:
@@ -30,6 +32,8 @@ class ServerTarget:
 
     def publish(self) -> int:
         """Push the recorded run; the results added. Raises FlaketuiError (URL masked)."""
+        with transaction(self.conn):
+            journal.land(self.conn)  # the staged attempts become the rows pushed
         pg = connect(self.url)
         try:
             with server_errors(self.url, "writing the run"):

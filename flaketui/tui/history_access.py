@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flaketui.core.errors import FlaketuiError, HistoryError
-from flaketui.core.history import store
+from flaketui.core.history import journal, store
 from flaketui.core.history.dbhandle import Reader
 from flaketui.core.history.store import (
     SCHEMA_VERSION,
     SQLITE_MAGIC,
     is_locked,
     locked_error,
+    open_connection,
     open_history,
     schema_version,
 )
@@ -152,6 +153,17 @@ def open_reader(path: Path) -> Reader:
       whose -shm cannot be created): then there is nothing to coordinate with.
     """
     _check_file(path)
+    db = _open_reader(path)
+    if journal.waiting(db.conn):
+        # Attempts a pytest recorder journaled are in no table a reader reads yet: a writer
+        # stores them first (or the history is refused when it may not be written).
+        db.conn.close()
+        open_connection(path, create=False, readonly=is_read_only(path)).close()
+        db = _open_reader(path)
+    return db
+
+
+def _open_reader(path: Path) -> Reader:
     if uses_wal(path) and not is_read_only(path):
         return _connect(path, "plain")
     try:

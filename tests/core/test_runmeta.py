@@ -10,14 +10,9 @@ from pathlib import Path
 import pytest
 
 from flaketui.core.config import Config
-from flaketui.core.ingest.runmeta import (
-    RunMetaError,
-    branch_kind_for,
-    file_of_test,
-    normalise_path,
-    resolve_run_meta,
-)
+from flaketui.core.ingest.runmeta import RunMetaError, branch_kind_for, resolve_run_meta
 from flaketui.core.models import RunMeta
+from flaketui.core.testids import file_of_test, normalise_path
 
 CONFIG = Config()
 

@@ -35,6 +35,7 @@ def _test_runs_as_version_2(path: Path) -> None:
     conn.execute("DROP TABLE current_test_runs")
     for index in indexes:
         conn.execute(index)
+    conn.execute("DROP TABLE attempt_journal")  # from version 4
     conn.execute("PRAGMA user_version = 2")
     conn.execute("COMMIT")
     conn.close()
@@ -92,3 +93,18 @@ def test_test_runs_has_one_test_major_tree_and_its_window_reads_follow_it(
     )
     assert "USING PRIMARY KEY (test=? AND ts>? AND ts<?)" in plan
     assert "TEMP B-TREE" not in plan
+
+
+def test_a_version_3_history_gains_the_attempt_journal(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    rows = conn.execute(ROWS).fetchall()
+    conn.execute("DROP TABLE attempt_journal")
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION == 4
+    assert _key(db.conn, "attempt_journal") == ["id"]
+    assert db.conn.execute("SELECT count(*) FROM attempt_journal").fetchone() == (0,)
+    assert db.conn.execute(ROWS).fetchall() == rows

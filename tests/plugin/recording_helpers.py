@@ -6,13 +6,18 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from flaketui.core.history.store import open_connection
+
 # Loading only the plugins a test needs keeps each inner session fast (the installed
 # entry points include the Textual snapshot plugin, which costs seconds per subprocess).
 PLUGIN_ARGS = ("-p", "xdist.plugin", "-p", "pytest_rerunfailures", "-p", "flaketui.pytest_plugin")
 
 
 def query(db_path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-    """Rows of one query against a history, read with the plain sqlite3 module."""
+    """Rows of one query against a history, read with the plain sqlite3 module once the
+    attempts the recorder journaled are stored (as any flaketui command opening it does)."""
+    if db_path.exists():
+        open_connection(db_path, create=False).close()
     conn = sqlite3.connect(db_path)
     try:
         return [tuple(row) for row in conn.execute(sql, params)]

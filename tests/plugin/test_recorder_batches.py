@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from flaketui.core.models import CaseResult
 from flaketui.pytest_plugin import recording as plugin_recording
 from flaketui.pytest_plugin.recording import Recorder
 
@@ -16,28 +15,24 @@ BATCH = plugin_recording.FLUSH_EVERY_ATTEMPTS
 
 
 class FakeRun:
-    """Stands in for RunRecorder: remembers each batch; can fail its first add() calls."""
+    """Stands in for RunRecorder: remembers each batch; can fail its first append() calls."""
 
     def __init__(self, failures: int = 0) -> None:
         self.batches: list[list[tuple[str, list[str], list[str | None]]]] = []
         self.failures = failures
         self.finished = False
 
-    def add(self, cases: Any) -> None:
+    def append(self, rows: Any) -> None:
         if self.failures:
             self.failures -= 1
             raise sqlite3.OperationalError("database is locked")
-        batch: list[CaseResult] = list(cases)
-        self.batches.append(
-            [
-                (
-                    case.test_id,
-                    [a.outcome for a in case.attempts],
-                    [a.worker_id for a in case.attempts],
-                )
-                for case in batch
-            ]
-        )
+        # Grouped by test in order of first appearance, as the rows are stored.
+        cases: dict[str, tuple[list[str], list[str | None]]] = {}
+        for row in rows:
+            outcomes, workers = cases.setdefault(row[0], ([], []))
+            outcomes.append(row[1])
+            workers.append(row[6])
+        self.batches.append([(tid, outs, workers) for tid, (outs, workers) in cases.items()])
 
     def finish(self) -> None:
         self.finished = True
@@ -49,6 +44,20 @@ class FakeRun:
         return [
             o for batch in self.batches for tid, outs, _ in batch if tid == test_id for o in outs
         ]
+
+
+def _done(recorder: Recorder) -> list[tuple[str, Any]]:
+    """The recorder's queued journal rows as (test id, attempt with named fields)."""
+    return [
+        (
+            row[0],
+            SimpleNamespace(
+                outcome=row[1], duration_ms=row[2], message=row[3], worker_id=row[6],
+                predecessor=row[7], position=row[8], timeout_ms=row[9],
+            ),
+        )
+        for row in recorder.done
+    ]  # fmt: skip
 
 
 def _recorder(run: FakeRun) -> Recorder:
@@ -200,11 +209,11 @@ def test_a_teardown_error_after_a_pass_is_an_error_with_the_stamped_duration() -
     recorder.pytest_runtest_logreport(_report("test_m.py::t", "call", **stamp))
     ended = {plugin_recording.ATTEMPT_ATTR: (30_400_000, "test_m.py::before", 7, 30_000)}
     recorder.pytest_runtest_logreport(_report("test_m.py::t", "teardown", "failed", "bad", **ended))
-    assert [a.outcome for _, a in recorder.done] == ["error"]
+    assert [a.outcome for _, a in _done(recorder)] == ["error"]
     # The tracker's elapsed time, not the reports' own durations (0.01 s each).
-    assert [a.duration_ms for _, a in recorder.done] == [30]
-    assert [a.message for _, a in recorder.done] == ["bad"]
-    assert [(a.predecessor, a.position, a.timeout_ms) for _, a in recorder.done] == [
+    assert [a.duration_ms for _, a in _done(recorder)] == [30]
+    assert [a.message for _, a in _done(recorder)] == ["bad"]
+    assert [(a.predecessor, a.position, a.timeout_ms) for _, a in _done(recorder)] == [
         ("test_m.py::before", 7, 30_000)
     ]
 
@@ -214,7 +223,7 @@ def test_a_crashed_attempt_has_no_duration_rather_than_zero() -> None:
     recorder = _recorder(run)
     recorder.pytest_runtest_logreport(_report("test_m.py::t", "setup"))
     recorder.pytest_runtest_logreport(_report("test_m.py::t", "???", "failed", "worker crashed"))
-    assert [(a.outcome, a.duration_ms) for _, a in recorder.done] == [("error", None)]
+    assert [(a.outcome, a.duration_ms) for _, a in _done(recorder)] == [("error", None)]
 
 
 @pytest.mark.parametrize(
@@ -243,8 +252,8 @@ class SlowRun(FakeRun):
         self.clock = clock
         self.cost = cost
 
-    def add(self, cases: Any) -> None:
-        super().add(cases)
+    def append(self, rows: Any) -> None:
+        super().append(rows)
         self.clock.now += self.cost
 
 
@@ -296,7 +305,7 @@ def test_exception_types_follow_their_phase_when_reports_are_logged_after_the_at
             reports.append(report)
         for report in reports:
             recorder.pytest_runtest_logreport(report)
-    messages = [str(a.message).splitlines()[0] for _, a in recorder.done]
+    messages = [str(a.message).splitlines()[0] for _, a in _done(recorder)]
     assert messages == ["AssertionError: assert 1 == 2", "OSError: assert 1 == 2"]
 
 
@@ -316,10 +325,10 @@ def test_a_failed_teardown_waits_for_its_exception_type_then_closes() -> None:
             )
             recorder.pytest_runtest_logreport(report)
             if failed:
-                waiting = [n for n, _ in recorder.done] == ["test_m.py::a"] and when == "teardown"
+                waiting = [n for n, _ in _done(recorder)] == ["test_m.py::a"] and when == "teardown"
                 assert waiting == (name == "test_m.py::b")
                 _interact(recorder, report, "AssertionError" if when == "call" else "OSError")
-    assert [(n, a.outcome, str(a.message).splitlines()[0]) for n, a in recorder.done] == [
+    assert [(n, a.outcome, str(a.message).splitlines()[0]) for n, a in _done(recorder)] == [
         ("test_m.py::a", "fail", "AssertionError: assert 1 == 2"),
         ("test_m.py::b", "error", "OSError: assert 1 == 2"),
     ]

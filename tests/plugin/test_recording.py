@@ -99,7 +99,7 @@ def test_spread(n):
     (WHERE / str(n)).write_text(os.environ["PYTEST_XDIST_WORKER"])
 """
 
-# test_d waits until a, b and c are in the history, then SIGKILLs the process writing it
+# test_d waits until a, b and c are in the history's journal, then SIGKILLs the process writing it
 # (the xdist controller, or the session itself). KILLED_CONFTEST has each finished test
 # written at once, in a batch of its own.
 KILLED_CONFTEST = """
@@ -129,7 +129,9 @@ def _recorded():
     try:
         conn = sqlite3.connect(DB)
         try:
-            rows = conn.execute("SELECT test_id FROM tests JOIN results ON results.test = tests.id")
+            rows = conn.execute(  # written, not stored yet
+                "SELECT json_extract(e.value, '$[0]') FROM attempt_journal, json_each(attempts) e"
+            )
             return {test_id.rsplit("::", 1)[1] for (test_id,) in rows}
         finally:
             conn.close()

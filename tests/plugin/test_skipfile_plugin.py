@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import xml.etree.ElementTree as ET
 from collections.abc import Collection
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from recording_helpers import outcomes
 
 from flaketui.core.quarantine.skipfile import SkipEntry, update_skip_file
 from flaketui.core.timeutil import utc_now
@@ -63,22 +63,6 @@ def quiet_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("PYTEST_XDIST"):
             monkeypatch.delenv(name, raising=False)
-
-
-def recorded_outcomes(db_path: Path) -> dict[str, list[str]]:
-    """test_id -> outcomes of its attempts, from a history the recorder wrote."""
-    conn = sqlite3.connect(db_path)
-    try:
-        rows = conn.execute(
-            "SELECT t.test_id, r.outcome FROM results r JOIN tests t ON t.id = r.test"
-            " ORDER BY t.test_id, r.attempt"
-        ).fetchall()
-    finally:
-        conn.close()
-    found: dict[str, list[str]] = {}
-    for test_id, outcome in rows:
-        found.setdefault(str(test_id), []).append(str(outcome))
-    return found
 
 
 class Runner:
@@ -416,7 +400,7 @@ def test_recording_and_honouring_in_one_session(suite: pytest.Pytester) -> None:
     db = suite.path / "history.db"
     result = suite.runpytest_subprocess(*PLUGIN_ARGS, "-n", "2", "--flaketui-db", str(db))
     assert result.ret == pytest.ExitCode.OK
-    recorded = recorded_outcomes(db)
+    recorded = outcomes(db)
     assert SKIP not in recorded  # deselected tests are simply not run, so not recorded
     assert recorded[RUN_FAILS] == ["fail"]
     assert set(recorded) == ALL_IDS - {SKIP}

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,10 @@ from textual.pilot import Pilot
 from tui_history import NOW
 
 from flaketui.core.errors import HistoryError
+from flaketui.core.history import journal
+from flaketui.core.history.store import open_connection
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import RunMeta
 from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp, make_app
 from flaketui.tui.history_access import open_reader, tidy_sidecars, uses_wal
 from flaketui.tui.loaders import Source
@@ -250,3 +255,48 @@ def test_immutable_only_when_mode_ro_cannot_open_a_file_nobody_may_write(
     tried.clear()
     history_access.open_reader(history).conn.close()
     assert tried == ["plain"]
+
+
+def _journal_a_run(history: Path) -> None:
+    """A pytest recorder's run, still in the attempt journal (never opened since)."""
+    conn = open_connection(history, fold=False)
+    recorder = RunRecorder(conn, RunMeta(run_id="journaled", ts=NOW - timedelta(hours=1)))
+    recorder.append(
+        [
+            ("tests/test_new.py::test_journaled", "fail", 12, "AssertionError: late", None, None,
+             None, None, 1, None),
+            ("tests/test_new.py::test_journaled", "pass", 10, None, None, None, None, None, 2,
+             None),
+        ]
+    )  # fmt: skip
+    recorder.finish()
+    conn.close()
+
+
+async def test_the_app_stores_journaled_attempts_before_it_reads(
+    history: Path, tmp_path: Path
+) -> None:
+    _journal_a_run(history)
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        data = app.main_screen.data
+        assert data is not None
+        [new] = [t for t in data.report.tests if t.test_id == "tests/test_new.py::test_journaled"]
+        assert new.scores.flaky_runs == 1
+        await pilot.press("ctrl+q")
+    with closing(sqlite3.connect(history)) as conn:
+        assert journal.waiting(conn) == 0
+    assert _sidecars(history) == []
+
+
+def test_a_read_only_history_with_journaled_attempts_is_refused_in_one_line(
+    history: Path,
+) -> None:
+    _journal_a_run(history)
+    history.chmod(0o444)
+    try:
+        with pytest.raises(HistoryError, match="not stored yet, and is read-only here"):
+            open_reader(history)
+    finally:
+        history.chmod(0o644)

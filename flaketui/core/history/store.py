@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flaketui.core.errors import HistoryError, HistoryLockedError
+from flaketui.core.history import journal
+from flaketui.core.words import plural
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -176,6 +179,11 @@ CREATE INDEX test_runs_run ON test_runs (run);
 """
 
 
+# The attempt journal (flaketui.core.history.journal): the pytest recorder appends attempts there
+# during a session, and the next writer or reader stores them.
+SCHEMA_V4 = journal.JOURNAL_SCHEMA
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -188,10 +196,15 @@ def _migrate_to_3(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V3)
 
 
+def _migrate_to_4(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V4)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
     _migrate_to_3,
+    _migrate_to_4,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -298,31 +311,69 @@ def open_connection(
 
 
 def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
-    """Fold the runs a recorder left unfolded into the rollups, when the history may be
-    written; else (or, for a reader, when another writer holds it longer than FOLD_WAIT_S)
-    leave them: readers then score the raw rows, with the same result."""
+    """Store the attempts a recorder journaled and fold the runs it left unfolded into the
+    rollups, in one transaction, when the history may be written.
+
+    Unfolded runs only: when the history may not be written (or, for a reader, another writer
+    holds it longer than FOLD_WAIT_S) they are left, and readers score the raw rows, with the
+    same result. Journaled attempts are in no raw row yet: a reader waits for the write lock
+    as any writer does, and a history it may not write is refused with a one-line error.
+    """
     from flaketui.core.rollups.pending import pending
 
-    if not pending(conn):
+    waiting = journal.waiting(conn)
+    if not waiting and not pending(conn):
         return
     from flaketui.core.rollups import build as rollups
 
     try:
         if readonly:
-            if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+            if not _may_write(path):
+                if waiting:
+                    conn.close()
+                    held = plural(waiting, "attempt")
+                    raise HistoryError(
+                        f"{path}: holds {held} recorded by pytest and not stored yet, and is "
+                        "read-only here; open it once where it can be written (any flaketui "
+                        "command stores them)"
+                    )
                 return
             # A reader does not queue behind a long write for this: it reads raw rows instead.
-            writer = sqlite3.connect(str(path), timeout=FOLD_WAIT_S, isolation_level=None)
+            wait_s = BUSY_TIMEOUT_MS / 1000 if waiting else FOLD_WAIT_S
+            writer = sqlite3.connect(str(path), timeout=wait_s, isolation_level=None)
             try:
                 with transaction(writer):
+                    journal.land(writer)
                     rollups.fold_pending(writer)
             finally:
                 writer.close()
         else:
             with transaction(conn):
+                journal.land(conn)
                 rollups.fold_pending(conn)
-    except sqlite3.OperationalError:
-        return
+    except sqlite3.DatabaseError as exc:
+        if not waiting:
+            if isinstance(exc, sqlite3.OperationalError):
+                return
+            raise
+        conn.close()
+        if is_locked(exc):
+            raise locked_error(path, exc) from exc
+        raise HistoryError(f"{path}: cannot store the recorded attempts ({exc})") from exc
+
+
+def _may_write(path: Path) -> bool:
+    """Write access to the file and its folder, and a write bit on the file (root may write a
+    file nobody may, but a reader should not)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return (
+        os.access(path, os.W_OK)
+        and os.access(path.parent, os.W_OK)
+        and bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    )
 
 
 def upgrade_older(path: str | Path) -> None:

@@ -17,10 +17,9 @@ from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
 from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.ingest.redact import clean_message
-from flaketui.core.ingest.runmeta import file_of_test, normalise_path
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult, RunMeta
-from flaketui.core.testids import parent_of
+from flaketui.core.testids import file_of_test, normalise_path, parent_of
 from flaketui.core.timeutil import to_iso, utc_now
 
 BATCH_CASES = 2_000

@@ -16,8 +16,6 @@ A pull/merge request is always branch kind ``pr``, whatever its source branch is
 from __future__ import annotations
 
 import dataclasses
-import functools
-import posixpath
 import re
 import socket
 import subprocess
@@ -51,26 +49,6 @@ def branch_kind_for(branch: str | None, config: Config) -> str:
     if name.startswith("release/"):
         return "release"
     return "pr"
-
-
-@functools.lru_cache(maxsize=4096)  # the writer asks once per new test; files are far fewer
-def normalise_path(path: str) -> str:
-    """A repository-relative path in one spelling: forward slashes, no './', no 'a/../'."""
-    text = path.strip().replace("\\", "/")
-    if not text:
-        return text
-    normal = posixpath.normpath(text)
-    return normal.removeprefix("./")
-
-
-def file_of_test(test_id: str, test_file: str | None) -> str | None:
-    """The test's file: the parser's, else the part of a pytest id before the first '::'."""
-    if test_file:
-        return normalise_path(test_file)
-    head, sep, _ = test_id.partition("::")
-    if sep and ("/" in head or head.endswith(".py")):
-        return normalise_path(head)
-    return None
 
 
 # ---- CI environments --------------------------------------------------------------------------
