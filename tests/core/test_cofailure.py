@@ -86,7 +86,7 @@ def test_the_victims_of_one_leak_are_one_group_with_the_leak_as_cause(history: P
     assert set(VICTIMS) | set(COINS) <= flaky
     assert len(ranked.cofailures) == 1
     # The ranking names the group by its tests; the causes, read from the raw rows, come after.
-    assert ranked.cofailures[0].causes == []
+    assert ranked.cofailures[0].causes == ()
     assert ranked.cofailures[0].label == "fail together: test_victim_0, test_victim_1, …"
     report = attach_causes(db, ranked, Config())
     group = report.cofailures[0]

@@ -24,6 +24,7 @@ from flaketui.core.output.formats import (
     sparkline,
 )
 from flaketui.core.scoring import report as report_module
+from flaketui.core.scoring.causes import attach_causes
 from flaketui.core.scoring.report import DAILY_DAYS, build_report, effective_now, report_stages
 from flaketui.core.scoring.statistics import wilson_low
 from tests.core.history_builder import HistoryBuilder, utc
@@ -390,3 +391,17 @@ def test_daily_scores_are_tuples_the_collector_skips(
     series = [item.daily_scores for item in [*report.tests, *report.families]]
     assert series and all(len(daily) == DAILY_DAYS for daily in series)
     assert not any(gc.is_tracked(daily) for daily in series)
+
+
+def test_flags_and_causes_are_tuples_the_collector_skips(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    """Two lists per test and group (mostly empty) lengthened every full garbage collection of
+    a large report; an empty tuple is shared, and a tuple of strings is not tracked."""
+    build_mixed_history(hb)
+    report = attach_causes(db, build_report(db, now=NOW), Config())
+    gc.collect()
+    items = [*report.tests, *report.families, *report.signatures, *report.cofailures]
+    assert any(item.flags for item in items) and any(not item.causes for item in items)
+    assert not any(gc.is_tracked(item.flags) for item in items)
+    assert not any(gc.is_tracked(item.causes) for item in items if not item.causes)

@@ -243,7 +243,7 @@ def test_recent_onset_ranks_near_the_top_with_its_onset(
 def test_rare_flake_is_healthy_and_flagged(report: Report, stories: dict[str, Any]) -> None:
     story = _story(stories, "rare_flake")
     test = _test(report, story["test_id"])
-    assert (test.verdict, test.flags) == ("healthy", ["rare-flake"])
+    assert (test.verdict, test.flags) == ("healthy", ("rare-flake",))
     assert test.scores.flaky_runs == len(story["flaky_executions"])
     assert sum("rare-flake" in t.flags for t in report.tests) == 1
 

@@ -71,7 +71,7 @@ def test_a_report_survives_the_round_trip_through_json(history: Path, tmp_path: 
     report = _complete(history, tmp_path)
     assert report.families and report.tests
     suspect = Suspect("runner_host", "ci-7", 5, 9, 0.56, 2, 80, 0.03, 0.001, 0.0002, "host ci-7")
-    report.tests[0] = replace(report.tests[0], causes=[suspect])
+    report.tests[0] = replace(report.tests[0], causes=(suspect,))
     if not report.cofailures:  # the group lists each come back in their place
         report.cofailures = [replace(report.families[0], key="cofail-1")]
     lines = list(report_lines(report, {"identity": "x"}))
@@ -79,6 +79,19 @@ def test_a_report_survives_the_round_trip_through_json(history: Path, tmp_path: 
     assert len(lines) == 1 + len(report.tests) + groups
     assert read_head(lines[0])["identity"] == "x"
     assert _round_trip(lines) == report
+
+
+def test_a_kept_report_holds_no_list_per_test_for_the_collector(history_report: Report) -> None:
+    """Read back, a test's flags and suspects are tuples, as the scorer makes them: a kept
+    ranking shown while the new one is made adds no list per test to every full collection."""
+    flagged = replace(history_report.tests[0], flags=("resolved", "suspected"))
+    report = replace(history_report, tests=[flagged, *history_report.tests[1:]])
+    back = _round_trip(list(report_lines(report, {})))
+    gc.collect()
+    items = [*back.tests, *back.families, *back.signatures]
+    assert any(item.flags for item in items)
+    assert not any(gc.is_tracked(item.flags) for item in items)
+    assert not any(gc.is_tracked(item.causes) for item in items if not item.causes)
 
 
 @pytest.mark.parametrize(

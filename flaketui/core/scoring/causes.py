@@ -458,9 +458,9 @@ def attach_causes(db: Connected, report: Report, config: Config) -> Report:
     one (cofailure.group_label)."""
     from flaketui.core.scoring.cofailure import group_label
 
-    def suspects_of(key: str, kind: str, members: list[str]) -> list[Suspect]:
+    def suspects_of(key: str, kind: str, members: list[str]) -> tuple[Suspect, ...]:
         units = load_units(db, Target(key, kind, [], members), now=report.now, config=config)
-        return find_suspects(units, config)
+        return tuple(find_suspects(units, config))
 
     tests = [
         replace(t, causes=suspects_of(t.test_id, "test", [t.test_id]))

@@ -256,7 +256,7 @@ def _group(
         scores=settle(scores, judgement.verdict),
         verdict=judgement.verdict,
         reason=judgement.reason,
-        flags=judgement.flags,
+        flags=tuple(judgement.flags),
         owner=owner_of(first.test_file, first.suite),
         onset=_onset(judgement.verdict, current),
     )
@@ -387,7 +387,7 @@ def _rank_tests(
                 scores=scores,
                 verdict=judgement.verdict,
                 reason=judgement.reason,
-                flags=judgement.flags,
+                flags=tuple(judgement.flags),
                 signature=info.signature,
                 signature_text=info.signature_text,
                 owner=owner_of(info.test_file, info.suite),

@@ -67,7 +67,9 @@ class TestVerdict:
     scores: Scores
     verdict: Verdict
     reason: str
-    flags: list[str] = field(default_factory=list)
+    # Flags and suspects are tuples: an empty one is shared and a tuple of strings is soon
+    # untracked, where two lists per test lengthened every full garbage collection.
+    flags: tuple[str, ...] = ()
     rank: int | None = None  # position in the flaky triage list
     regression_rank: int | None = None
     signature: str | None = None  # hash of the most frequent signature in the window
@@ -79,7 +81,7 @@ class TestVerdict:
     # not track (a list per test at 10 000 tests lengthened every full collection).
     daily_scores: tuple[float, ...] = ()
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
-    causes: list[Suspect] = field(default_factory=list)  # flaky only, see scoring.causes
+    causes: tuple[Suspect, ...] = ()  # flaky only, see scoring.causes
 
 
 @dataclass(slots=True)
@@ -95,11 +97,11 @@ class GroupVerdict:
     reason: str
     rank: int | None = None
     owner: str | None = None
-    flags: list[str] = field(default_factory=list)
+    flags: tuple[str, ...] = ()  # tuples, as a test's
     regression_rank: int | None = None
     daily_scores: tuple[float, ...] = ()  # pooled recency per day, oldest first (untracked)
     onset: str | None = None  # 'YYYY-MM-DD' the current flaking began (flaky verdicts only)
-    causes: list[Suspect] = field(default_factory=list)  # flaky families, co-failure groups
+    causes: tuple[Suspect, ...] = ()  # flaky families, co-failure groups
 
 
 @dataclass(slots=True)

@@ -66,8 +66,8 @@ def _row(item: TestVerdict | GroupVerdict, names: list[str]) -> list[Any]:
 
 def _reader(kind: type[TestVerdict] | type[GroupVerdict], names: list[str]) -> Any:
     """A function turning a row `_row` wrote back into a `kind`."""
-    at_scores, at_causes, at_verdict, at_daily = (
-        names.index(n) for n in ("scores", "causes", "verdict", "daily_scores")
+    at_scores, at_causes, at_verdict, at_daily, at_flags = (
+        names.index(n) for n in ("scores", "causes", "verdict", "daily_scores", "flags")
     )
 
     def read(row: list[Any]) -> TestVerdict | GroupVerdict:
@@ -76,7 +76,8 @@ def _reader(kind: type[TestVerdict] | type[GroupVerdict], names: list[str]) -> A
         if failed_at is not None:
             scores[_FAILED_AT] = datetime.fromisoformat(failed_at)
         row[at_scores] = Scores(*scores)
-        row[at_causes] = [Suspect(*suspect) for suspect in row[at_causes]]
+        row[at_causes] = tuple(Suspect(*suspect) for suspect in row[at_causes])
+        row[at_flags] = tuple(row[at_flags])
         row[at_verdict] = Verdict(row[at_verdict])
         row[at_daily] = tuple(row[at_daily])
         return kind(*row)
