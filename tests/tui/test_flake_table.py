@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 from tui_history import NOW
@@ -219,18 +220,26 @@ async def test_a_lazy_view_widens_its_columns_for_the_rows_drawn_later() -> None
         assert table.widths[1] == 30
 
 
-def test_a_worker_makes_the_cells_of_a_small_view_and_leaves_a_big_one_lazy(
-    history: Path,
+def test_a_worker_measures_a_small_view_and_styles_its_first_screen_only(
+    history: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A load's worker sizes the columns of a small view from all its rows, but makes the
+    styled cells (a Text and two lists each, for every full collection to walk) of the first
+    screen only; the others are made as they are drawn. A big view is left lazy."""
     from flaketui.tui.loaders import load_main
     from flaketui.tui.startup import make_source
     from flaketui.tui.viewmodel import ViewState
+    from flaketui.tui.widgets import flake_table
 
+    first = 3
+    monkeypatch.setattr(flake_table, "FIRST_ROWS", first)
     data = load_main(make_source(history, NOW), suite=None, branch_kind=None)
     small = prepare_rows(data, ViewState(view="all"))
-    assert all(small.cells.made)  # type: ignore[attr-defined]
+    assert len(small.rows) > first
+    assert small.cells.made_count() == first  # type: ignore[attr-defined]
     columns = len(small.cells[0])
-    assert small.widths == [max(len(c[i].plain) for c in small.cells) for i in range(columns)]
+    every = list(small.cells)  # all made now
+    assert small.widths == [max(len(c[i].plain) for c in every) for i in range(columns)]
     lazy = prepare_rows(data, ViewState(view="all"), eager=False)
     assert not any(lazy.cells.made)  # type: ignore[attr-defined]
     assert [c.plain for c in lazy.cells[0]] == [c.plain for c in small.cells[0]]

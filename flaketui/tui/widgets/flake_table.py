@@ -36,7 +36,7 @@ from flaketui.tui.widgets.palette import VERDICT_STYLES
 
 RIGHT_ALIGNED = frozenset({"rank", "damage", "recency", "flip", "runs", "fail_rate", "days_left"})
 FIRST_ROWS = 60  # more than a tall terminal shows: the first screen's cells, made in the worker
-EAGER_ROWS = 5000  # a worker makes the cells of a view this small (see prepare_rows)
+EAGER_ROWS = 5000  # a worker measures the cell texts of a view this small (see prepare_rows)
 CELL_PADDING = 1  # blank cells on each side of a cell
 HEADER_LINES = 1
 # Ascending, descending: drawn after the sorted column's label, in its right padding when the
@@ -138,8 +138,11 @@ def prepare_rows(
 ) -> PreparedRows:
     """Build the rows of the view `state` asks for (pure: safe in a worker thread).
 
-    eager (the workers of a load): a view of up to eager_rows rows gets its cells made and
-    measured here, off the UI thread; otherwise they are made as the list draws the rows.
+    eager (the workers of a load): the texts of the first eager_rows rows are made and
+    measured here, off the UI thread, and the styled cells of the first screen (FIRST_ROWS);
+    otherwise both are made as the list draws the rows. The other rows' styled cells wait to
+    be drawn: three objects per cell (a Text and its two lists) for every row of a view would
+    lengthen each full garbage collection, a pause of the whole app, while a history loads.
     """
     columns = columns_for(state.view)
     ctx = ViewContext(
@@ -148,9 +151,21 @@ def prepare_rows(
     rows = build_rows(data.report, state, ctx, data.quarantine)
     keys = tuple(c.key for c in columns)
     cells = LazyCells(rows, keys)
-    if eager:
-        cells.make(eager_rows)
-    return PreparedRows(rows, cells, measure(cells, len(keys)))
+    if not eager:
+        return PreparedRows(rows, cells, measure(cells, len(keys)))
+    cells.make(FIRST_ROWS)
+    return PreparedRows(rows, cells, text_widths(rows[:eager_rows], len(keys)))
+
+
+def text_widths(rows: Sequence[Row], columns: int) -> list[int]:
+    """The widest cell text of each of `columns` columns over `rows` (as row_cells cuts them)."""
+    widths = [0] * columns
+    for row in rows:
+        for column, value in enumerate(row.cells[:columns]):
+            width = cell_len(value)
+            if width > widths[column]:
+                widths[column] = width
+    return widths
 
 
 def fit_columns(
