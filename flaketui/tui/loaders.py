@@ -52,7 +52,7 @@ class Source:
     owners_display: str = ""  # that file as the header names it
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class MainData:
     """Everything the main screen shows, read in one worker call."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from textual.message import Message
@@ -46,16 +47,25 @@ class RowsBuilt(Message):
 
 class ExtrasLoaded(Message):
     """More of what `before` showed is ready (the complete report, or lifecycle states and
-    suites), merged into `data`."""
+    suites), merged into `data`.
+
+    `before` is held weakly: a handled message lives on in the receiver's message loop until
+    the next one arrives, and the data it replaced (a whole report) would stay alive with it
+    for every garbage collection meanwhile.
+    """
 
     def __init__(
         self, before: MainData, data: MainData, state: ViewState, rows: PreparedRows
     ) -> None:
-        self.before = before
+        self._before = weakref.ref(before)
         self.data = data
         self.state = state
         self.rows = rows
         super().__init__()
+
+    def follows(self, shown: MainData | None) -> bool:
+        """Whether `shown` is the data this message's data follows (its `before`)."""
+        return shown is not None and self._before() is shown
 
 
 class DetailLoaded(Message):

@@ -7,6 +7,7 @@ import gc
 import json
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -31,7 +32,8 @@ from flaketui.core.scoring.stored import (
 )
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
-from flaketui.tui.loaders import Source, load_in_stages, load_main
+from flaketui.tui.loaders import MainData, Source, load_in_stages, load_main
+from flaketui.tui.messages import ExtrasLoaded
 from flaketui.tui.ranking_store import (
     KeptRanking,
     OpenedRanking,
@@ -41,7 +43,8 @@ from flaketui.tui.ranking_store import (
     ranking_file,
 )
 from flaketui.tui.startup import StagedRead, make_source
-from flaketui.tui.viewmodel import verdict_counts
+from flaketui.tui.viewmodel import ViewState, verdict_counts
+from flaketui.tui.widgets.flake_table import PreparedRows
 
 SAFETY_S = 60
 
@@ -79,6 +82,19 @@ def test_a_report_survives_the_round_trip_through_json(history: Path, tmp_path: 
     assert len(lines) == 1 + len(report.tests) + groups
     assert read_head(lines[0])["identity"] == "x"
     assert _round_trip(lines) == report
+
+
+def test_a_handled_message_lets_the_data_it_replaced_go(history_report: Report) -> None:
+    """The message loop keeps the last message it handled until the next one: the kept
+    ranking it replaced must not live on in it while the new ranking's later steps are read."""
+    before = MainData(history_report, {}, [], [], ())
+    after = replace(before, report=replace(history_report, tests=[]), extras_loaded=True)
+    message = ExtrasLoaded(before, after, ViewState(), PreparedRows([], []))
+    assert message.follows(before) and not message.follows(after)
+    gone = weakref.ref(before)
+    del before
+    gc.collect()
+    assert gone() is None and not message.follows(after) and message.data is after
 
 
 def test_a_kept_report_holds_no_list_per_test_for_the_collector(history_report: Report) -> None:

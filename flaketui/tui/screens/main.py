@@ -310,7 +310,7 @@ class MainScreen(Screen[None]):
 
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:
-        if self.data is not event.before:
+        if not event.follows(self.data):
             return  # a newer load replaced the report these states belong to
         self.data = event.data
         self._show_header()
