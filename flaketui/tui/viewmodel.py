@@ -420,9 +420,16 @@ GROUPED_LABELS = {
 }
 
 
-def natural_sort_column(view: str) -> str:
-    """The column whose order a view shows when no sort is chosen."""
-    return "test" if view == "quarantined" else "rank"
+def natural_sort(view: str, grouping: str = "none") -> tuple[str, bool]:
+    """The column whose order a view shows when no sort is chosen, and whether that order is
+    descending: the ranked views by rank, the skip file's entries by test id, every test by
+    damage (most first, as tests_in_view lists them) unless grouped, where the # column
+    numbers that order (see build_rows)."""
+    if view == "quarantined":
+        return "test", False
+    if view == "all" and grouping == "none":
+        return "damage", True
+    return "rank", False
 
 
 # ---- building rows ----------------------------------------------------------------------------

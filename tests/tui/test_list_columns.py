@@ -184,6 +184,13 @@ async def test_the_sorted_column_and_its_direction_are_marked(
         await pilot.press("3")  # the skip file's entries, by test id
         await _settle(pilot)
         assert _header(app)[0] == "Test▲"
+        await pilot.press("4")  # every test, most damage first: no rank order to mark
+        await _settle(pilot)
+        header = _header(app)
+        assert header[0] == "#" and "Damage▼" in header
+        await pilot.press("S")
+        await pilot.pause()
+        assert "Damage▲" in _header(app)
 
 
 # ---- Since and Likely cause -------------------------------------------------------------------

@@ -33,7 +33,7 @@ from flaketui.tui.viewmodel import (
     ViewState,
     build_rows,
     columns_for,
-    natural_sort_column,
+    natural_sort,
 )
 from flaketui.tui.widgets.banner import TrustBanner
 from flaketui.tui.widgets.fields import text_input
@@ -357,8 +357,11 @@ class MainScreen(Screen[None]):
             return
         table = self.query_one(FlakeTable)
         columns = columns_for(self.state.view, self.state.grouping)
-        sort_key = self.state.sort_column or natural_sort_column(self.state.view)
-        descending = self.state.sort_reverse
+        if self.state.sort_column is not None:
+            sort_key, descending = self.state.sort_column, self.state.sort_reverse
+        else:
+            sort_key, natural_descending = natural_sort(self.state.view, self.state.grouping)
+            descending = natural_descending != self.state.sort_reverse
         if in_place:
             table.show_changes(rows, columns, sort_key=sort_key, descending=descending)
         else:
