@@ -40,11 +40,20 @@ def sample_app(
 
 
 async def _settle(pilot: Pilot[Any]) -> None:
-    """Workers done, every row in the table: the picture no longer depends on timing."""
+    """Every step of the load shown (the complete report, lifecycle states, groups, likely
+    causes) and no worker left: the picture no longer depends on timing. A loaded machine
+    can take more rounds of workers starting workers than an idle one."""
     app: FlaketuiApp = pilot.app  # type: ignore[assignment]
-    for _ in range(3):
+    loaded = 0
+    for _ in range(100):
         await app.workers.wait_for_complete()
         await pilot.pause()
+        data = app.main_screen.data
+        done = data is not None and data.extras_loaded and data.groups_loaded
+        loaded = loaded + 1 if done and data is not None and data.causes_loaded else 0
+        if loaded == 3:  # and the messages those steps posted, handled
+            return
+    raise AssertionError("the app did not finish loading")
 
 
 async def _quiet(pilot: Pilot[Any]) -> None:
