@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +16,7 @@ from flaketui.core.history.store import (
     SCHEMA_VERSION,
     SQLITE_MAGIC,
     is_locked,
+    is_read_only,
     locked_error,
     open_connection,
     open_history,
@@ -30,15 +29,6 @@ if TYPE_CHECKING:
 # Bytes 18 and 19 of a SQLite file: 1 for a rollback journal, 2 for write-ahead logging.
 JOURNAL_MODE_OFFSET = 18
 WAL_FORMAT = 2
-
-
-def is_read_only(path: Path) -> bool:
-    """No write access, or no write bit at all (root may write anyway, but should not)."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return True
-    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
 def uses_wal(path: Path) -> bool:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.store import is_read_only
 from flaketui.core.scoring.results import Report
-from flaketui.tui.history_access import is_read_only
 from flaketui.tui.loaders import (
     Extras,
     MainData,

@@ -362,18 +362,18 @@ def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
         raise HistoryError(f"{path}: cannot store the recorded attempts ({exc})") from exc
 
 
-def _may_write(path: Path) -> bool:
-    """Write access to the file and its folder, and a write bit on the file (root may write a
-    file nobody may, but a reader should not)."""
+def is_read_only(path: Path) -> bool:
+    """No write access, or no write bit at all (root may write anyway, but should not)."""
     try:
         mode = path.stat().st_mode
     except OSError:
-        return False
-    return (
-        os.access(path, os.W_OK)
-        and os.access(path.parent, os.W_OK)
-        and bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-    )
+        return True
+    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _may_write(path: Path) -> bool:
+    """The file is not read-only and its folder takes the -wal and -shm files."""
+    return not is_read_only(path) and os.access(path.parent, os.W_OK)
 
 
 def upgrade_older(path: str | Path) -> None:
