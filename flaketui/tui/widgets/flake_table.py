@@ -15,7 +15,7 @@ that the app's stylesheet may restyle.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, overload
 
@@ -121,16 +121,12 @@ def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
 
 def measure(cells: Sequence[list[Text]], columns: int) -> list[int]:
     """The widest made cell of each of `columns` columns (rows not made yet are skipped)."""
-    widths = [0] * columns
     made = cells.is_made if isinstance(cells, LazyCells) else None
-    for index in range(len(cells)):
-        if made is not None and not made(index):
-            continue
-        for column, text in enumerate(cells[index][:columns]):
-            width = cell_len(text.plain)
-            if width > widths[column]:
-                widths[column] = width
-    return widths
+    return _widest(
+        ([text.plain for text in cells[index][:columns]] for index in range(len(cells))
+         if made is None or made(index)),
+        columns,
+    )  # fmt: skip
 
 
 def prepare_rows(
@@ -159,10 +155,15 @@ def prepare_rows(
 
 def text_widths(rows: Sequence[Row], columns: int) -> list[int]:
     """The widest cell text of each of `columns` columns over `rows` (as row_cells cuts them)."""
+    return _widest((row.cells for row in rows), columns)
+
+
+def _widest(texts: Iterable[Sequence[str]], columns: int) -> list[int]:
+    """The widest of each row's first `columns` texts, column by column, in terminal cells."""
     widths = [0] * columns
-    for row in rows:
-        for column, value in enumerate(row.cells[:columns]):
-            width = cell_len(value)
+    for row in texts:
+        for column, text in enumerate(row[:columns]):
+            width = cell_len(text)
             if width > widths[column]:
                 widths[column] = width
     return widths
