@@ -348,9 +348,7 @@ class Recorder:
         self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
-            self.run = RunRecorder(
-                self.conn, meta, source="pytest", config=self.settings, defer_rollups=True
-            )
+            self.run = RunRecorder(self.conn, meta, source="pytest", config=self.settings)
         except Exception as exc:
             self._warn(f"cannot start recording the run ({exc}); nothing will be recorded")
         self.last_flush = time.monotonic()

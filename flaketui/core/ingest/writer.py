@@ -264,11 +264,12 @@ def _chain(first: CaseRow, rest: Iterator[CaseRow]) -> Iterator[CaseRow]:
 
 
 class RunRecorder:
-    """Incremental writer for one run, as the pytest plugin records it (finished=0 until finish()).
+    """Incremental writer for one run (finished=0 until finish()): batches of attempts written
+    with add(), or appended to the attempt journal with append(), as the pytest plugin does.
 
-    The run row is created by the first add() with cases (an empty session leaves no run); a run
-    id that already exists is appended to (sharded sessions sharing a CI run id) and marked
-    unfinished until finish().
+    The run row is created by the first add() or append() with attempts (an empty session leaves
+    no run); a run id that already exists is appended to (sharded sessions sharing a CI run id)
+    and marked unfinished until finish().
     """
 
     def __init__(
@@ -355,8 +356,8 @@ class RunRecorder:
         with foreign_keys_off(conn), transaction(conn):
             version = int(conn.execute("PRAGMA data_version").fetchone()[0])
             if self._writer is None:
-                # The rollups' code is imported only by a recorder that folds its own runs: the
-                # pytest plugin defers them, so a test session loads none of it.
+                # The rollups' code is imported only by a recorder that folds its own runs: one
+                # that defers them (defer_rollups) loads none of it.
                 if not self.defer_rollups:
                     from flaketui.core.rollups import build as rollups
 

@@ -1,9 +1,10 @@
 """The list of runs whose rows are written but not yet folded into the rollups.
 
-A recorder defers the fold so that a test session pays only for its raw rows (and imports none
-of the rollups' code). While any run is listed, the rollups do not answer: readers score the
-raw rows, exactly, until a writer folds them (flaketui.core.rollups.build.fold_pending, which
-builds the rollups from every raw row when the history has none yet).
+Ingest, and the storing of attempts the pytest recorder journaled, defer the fold so that the
+runs waiting are folded together, once. While any run is listed, the rollups do not answer:
+readers score the raw rows, exactly, until a writer folds them
+(flaketui.core.rollups.build.fold_pending, which builds the rollups from every raw row when the
+history has none yet).
 """
 
 from __future__ import annotations
