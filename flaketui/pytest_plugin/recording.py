@@ -42,6 +42,10 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file
   once, on its teardown report; only a failed attempt's message is masked and signed here.
   On a slow machine or disk the time-triggered batches space out so that writing them stays
   under FLUSH_MAX_TIME_SHARE of the session (a batch taking 50 ms waits 2.5 s).
+
+PYTEST_DONT_REWRITE: pytest rewrites the asserts of a plugin's modules as it imports them;
+this one has none, and the marker spares the rewrite's walk over it in every session that
+cannot reuse pytest's cached rewrite (a fresh CI environment, PYTHONDONTWRITEBYTECODE).
 """
 
 from __future__ import annotations
@@ -98,6 +102,10 @@ MAX_DURATION_MS = 7 * 24 * 3600 * 1000
 # Held in a tuple, not as a module attribute: freezegun replaces module attributes that are the
 # real clock functions, and monkeypatching time.perf_counter_ns leaves this reference alone.
 _CLOCK = (time.perf_counter_ns,)
+# Reports of this exact class are never a subtest's (those subclass it).
+_TEST_REPORT = pytest.TestReport
+CLEAN_STARTED = 1
+CLEAN_LOGGED = 2
 
 
 def register_recorder(config: pytest.Config) -> None:
@@ -329,13 +337,32 @@ class Recorder:
         self.distributed = True
         # This process's own attempts, as AttemptTracker follows them on an xdist worker.
         self.clock = _AttemptClock()
+        # The attempt the clock follows while only passing phases come: such an attempt needs
+        # no entry in open_attempts (most attempts of most sessions). CLEAN_STARTED: its setup
+        # hook ran, no report yet; CLEAN_LOGGED: passing reports came; 0: not clean.
+        self.clean = 0
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Start an attempt of this process (as AttemptTracker does on an xdist worker)."""
         if self.closing is not None:
             self._close_waiting()  # no exception type came for the last failed teardown
+        if self.clean:
+            self._keep_open()  # the clean attempt before never logged its teardown
+        if self.open_attempts:
+            stale = self.open_attempts.pop((item.nodeid, None), None)
+            if stale is not None:
+                # An earlier attempt of this test never logged its teardown: it ends here.
+                self._close((item.nodeid, None), stale)
         self.clock.start(item)
+        self.clean = 0 if self.distributed else CLEAN_STARTED
+
+    def _keep_open(self) -> None:
+        """Give the clean attempt an entry in open_attempts, as any other attempt with a logged
+        report has (one without any report is no attempt)."""
+        if self.clean == CLEAN_LOGGED:
+            self.open_attempts[(self.clock.current or "", None)] = _OpenAttempt()
+        self.clean = 0
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -379,10 +406,29 @@ class Recorder:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Fold one phase report into its attempt; flush when the batch is due."""
-        # Runs three times per test: the common case (a passing phase) takes the fewest steps.
-        if "Subtest" in type(report).__name__:
-            return
+        # Runs three times per test: the common case (a passing phase of a clean attempt this
+        # process runs) takes the fewest steps.
+        if report.__class__ is not _TEST_REPORT and "Subtest" in type(report).__name__:
+            return  # a subtest's report (pytest-subtests, pytest 9): most reports skip this test
         nodeid = report.nodeid
+        if self.clean and nodeid == self.clock.current:
+            when = report.when
+            if report.outcome == "passed" and not (when == "call" and hasattr(report, "wasxfail")):
+                if when != "teardown":
+                    self.clean = CLEAN_LOGGED
+                    return
+                # It ends: queue it with the clock's facts.
+                self.clean = 0
+                elapsed, predecessor, position, timeout_ms = self.clock.stamp(when)
+                self.done.append(
+                    (nodeid, "pass", plausible_duration_ms(elapsed), None, None, None, None,
+                     predecessor, position, timeout_ms)
+                )  # fmt: skip
+                self._flush_if_due()
+                return
+            # A failing or skipping phase: from here on followed as any other attempt (it gets
+            # its entry in open_attempts just below).
+            self.clean = 0
         key = (nodeid, _worker_id(report) if self.distributed else None)
         open_attempts = self.open_attempts
         attempt = open_attempts.get(key)
@@ -406,7 +452,7 @@ class Recorder:
             attempt.elapsed_ns, attempt.predecessor, attempt.position, attempt.timeout_ms = stamp
         outcome: str = report.outcome  # also "rerun", from pytest-rerunfailures
         if outcome == "passed":
-            if hasattr(report, "wasxfail"):  # a non-strict xpass
+            if when == "call" and hasattr(report, "wasxfail"):  # a non-strict xpass
                 attempt.skipped = True
         elif outcome == "failed" or outcome == "rerun":
             if attempt.outcome is None:
@@ -484,6 +530,8 @@ class Recorder:
         """Flush everything; mark the run finished unless the session was cut short."""
         interrupted = exitstatus in UNFINISHED_EXIT_STATUSES
         self.closing = None  # still open: closed below with the others
+        if self.clean:
+            self._keep_open()
         for key, attempt in list(self.open_attempts.items()):
             if not interrupted:
                 self._close(key, attempt)

@@ -4,6 +4,10 @@ The recorder writes its batches to a private staging history as usual; when the 
 the whole run is pushed to the server in one transaction, so a killed session leaves nothing
 there and many sessions can record at once. A push that fails keeps the staging file and
 says how to send it later (``flaketui merge URL FILE``).
+
+PYTEST_DONT_REWRITE: pytest rewrites the asserts of a plugin's modules as it imports them;
+this one has none, and the marker spares the rewrite's walk over it in every session that
+cannot reuse pytest's cached rewrite (a fresh CI environment, PYTHONDONTWRITEBYTECODE).
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ only the session's exit status ignores their failures. Under xdist the workers d
 collect) and the controller, which sees every report, reports and sets the exit status; the
 workers tell it what they deselected, so pytest's summary line counts it as it does without
 xdist ("1 deselected").
+
+PYTEST_DONT_REWRITE: pytest rewrites the asserts of a plugin's modules as it imports them;
+this one has none, and the marker spares the rewrite's walk over it in every session that
+cannot reuse pytest's cached rewrite (a fresh CI environment, PYTHONDONTWRITEBYTECODE).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flaketui.pytest_plugin import recording as plugin_recording
 from flaketui.pytest_plugin.recording import Recorder
@@ -333,3 +335,81 @@ def test_a_failed_teardown_waits_for_its_exception_type_then_closes() -> None:
         ("test_m.py::b", "error", "OSError: assert 1 == 2"),
     ]
     assert recorder.open_attempts == {}
+
+
+class RowRun(FakeRun):
+    """A FakeRun keeping the journal rows themselves, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[Any, ...]] = []
+
+    def append(self, rows: Any) -> None:
+        self.rows.extend(rows)
+
+
+# One attempt of a serial session: the test, then each phase's outcome ("xpass": a passing call
+# with wasxfail; None: that phase and the later ones are never logged, as when a session dies
+# or a plugin swallows a report), and whether pytest_exception_interact follows a failed phase.
+_PHASE = st.sampled_from(["passed", "passed", "passed", "failed", "skipped", None])
+_ATTEMPT = st.tuples(
+    st.sampled_from(["test_m.py::a", "test_m.py::b", "test_m.py::c[1]"]),
+    _PHASE,
+    st.sampled_from(["passed", "passed", "failed", "skipped", "xpass", None]),
+    _PHASE,
+    st.booleans(),
+)
+
+
+def _serial_session(attempts: list[Any], *, clean_path: bool) -> list[tuple[Any, ...]]:
+    """Drive a serial session's hooks (the setup hook, then the phases' reports) and return its
+    journal rows; clean_path=False keeps every attempt on the general path."""
+    ticks = iter(range(0, 10**12, 1_234_567))
+    recorder = _recorder(RowRun())
+    recorder.distributed = False
+    crash: Any = SimpleNamespace(reprcrash=SimpleNamespace(message="boom"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plugin_recording, "_CLOCK", (lambda: next(ticks),))
+        patch.setattr(plugin_recording, "FLUSH_EVERY_SECONDS", float("inf"))
+        recorder.flush_interval = float("inf")
+        for nodeid, *phases, interact in attempts:
+            item: Any = SimpleNamespace(nodeid=nodeid)
+            recorder.pytest_runtest_setup(item)
+            if not clean_path:
+                recorder.clean = False
+            for when, outcome in zip(("setup", "call", "teardown"), phases, strict=True):
+                if outcome is None:
+                    break
+                extra = {"wasxfail": "known"} if outcome == "xpass" else {}
+                outcome = "passed" if outcome == "xpass" else outcome
+                longrepr = crash if outcome == "failed" else None
+                report = _report(nodeid, when, outcome, longrepr, **extra)
+                recorder.pytest_runtest_logreport(report)
+                if outcome == "failed" and interact:
+                    _interact(recorder, report, "OSError")
+        recorder.pytest_sessionfinish(session=Any, exitstatus=1)  # type: ignore[arg-type]
+    run: Any = recorder.run
+    return list(run.rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ATTEMPT, max_size=12))
+def test_clean_attempts_are_recorded_as_the_general_path_records_them(attempts: list[Any]) -> None:
+    # Attempts whose every phase passes skip the general bookkeeping: the rows (outcome,
+    # message, duration, predecessor, position, order) must be the same either way.
+    assert _serial_session(attempts, clean_path=True) == _serial_session(attempts, clean_path=False)
+
+
+def test_a_clean_attempt_whose_teardown_never_comes_is_still_recorded() -> None:
+    rows = _serial_session(
+        [("test_m.py::a", "passed", "passed", None, False)] * 2
+        + [("test_m.py::b", "passed", "passed", "passed", False)],
+        clean_path=True,
+    )
+    # Both attempts of a (no teardown, so no elapsed time nor place: a crash's facts) and b's:
+    # a's first ends where its second starts, its second when the session ends.
+    assert [(r[0], r[1], r[2], r[8]) for r in rows] == [
+        ("test_m.py::a", "pass", None, None),
+        ("test_m.py::b", "pass", 1, 3),
+        ("test_m.py::a", "pass", None, None),
+    ]
