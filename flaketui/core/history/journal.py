@@ -25,6 +25,9 @@ from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.testids import file_of_test, parent_of
 
 JOURNAL_TABLE = "attempt_journal"
+# Rows are flat arrays of strings, numbers and nulls, which cannot hold a cycle: the encoder
+# skips its cycle check (about a tenth of the work of encoding a batch).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 # One row per batch: its attempts as one JSON array of JournalRow arrays, so a batch costs the
 # recorder one row to insert whatever its size.
@@ -93,7 +96,7 @@ def append(conn: sqlite3.Connection, run_pk: int, rows: Sequence[JournalRow]) ->
     """Append a batch of one run's attempts (inside the caller's write transaction)."""
     conn.execute(
         f"INSERT INTO {JOURNAL_TABLE} (run, attempts) VALUES (?, ?)",
-        (run_pk, json.dumps(rows, separators=(",", ":"))),
+        (run_pk, _ENCODER.encode(rows)),
     )
 
 
