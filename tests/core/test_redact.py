@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import re
 import string
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -180,7 +182,7 @@ def test_a_rule_is_skipped_when_its_words_are_absent() -> None:
     calls: list[str] = []
 
     class Counting:
-        def __init__(self, pattern: re.Pattern[str]) -> None:
+        def __init__(self, pattern: Any) -> None:
             self.pattern = pattern
 
         def sub(self, replacement: str, message: str) -> str:
@@ -199,3 +201,18 @@ def test_a_rule_is_skipped_when_its_words_are_absent() -> None:
         calls.clear()
         assert mask_secrets("pa\u017f\u017fword=hunter42") == f"pa\u017f\u017fword={REDACTED}"
         assert len(calls) == len(rules)  # not ASCII: every rule runs
+
+
+def test_rules_compile_only_when_a_message_reaches_them() -> None:
+    # In a fresh interpreter, as a test session's recorder loads the masking: a failure message
+    # without any gate word compiles no rule, one with a URL compiles the URL rule alone.
+    code = (
+        "from flaketui.core.ingest import redact\n"
+        "def compiled(): return [r[0].pattern for r in redact._RULES if r[0].compiled]\n"
+        "redact.clean_message('AssertionError: assert 1 + 1 == 3')\n"
+        "print(len(compiled()))\n"
+        "redact.clean_message('cannot reach https://me:pw@db.example/x')\n"
+        "print(len(compiled()), '://' in compiled()[0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["0", "1 True"]

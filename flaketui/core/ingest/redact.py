@@ -22,15 +22,36 @@ _SECRET_KEY = (
     r"|private[_-]?key|client[_-]?secret)"
 )
 
+
+class _LazyPattern:
+    """A rule's regular expression, compiled the first time a message reaches it: the gates
+    keep most messages from most rules, and compiling them all cost every session that loads
+    the masking (a test session's recorder among them) more than masking its messages."""
+
+    __slots__ = ("compiled", "flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self.flags = flags
+        self.compiled: re.Pattern[str] | None = None
+
+    def sub(self, replacement: str, message: str) -> str:
+        """re.sub with this rule's pattern."""
+        compiled = self.compiled
+        if compiled is None:
+            compiled = self.compiled = re.compile(self.pattern, self.flags)
+        return compiled.sub(replacement, message)
+
+
 # (pattern, replacement, gate) in order: whole blocks and headers first, then token shapes, then
 # key=value pairs (whose value may already be a mask). A rule can only match an ASCII message
 # whose lower-cased text contains one of its gate's words: mask_secrets skips the others without
 # running their pattern (a message that is not ASCII runs every rule, since case-insensitive
 # matching also pairs some non-ASCII letters with ASCII ones).
 _SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "key")
-_RULES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
+_RULES: tuple[tuple[_LazyPattern, str, tuple[str, ...]], ...] = (
     (
-        re.compile(
+        _LazyPattern(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"
             r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)",
             re.DOTALL,
@@ -40,12 +61,12 @@ _RULES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
     ),
     # Credentials in URLs: scheme://user:password@host keeps the scheme and the host.
     (
-        re.compile(r"(?<![a-zA-Z0-9+.-])([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^\s/@:]*:[^\s/@]*@"),
+        _LazyPattern(r"(?<![a-zA-Z0-9+.-])([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^\s/@:]*:[^\s/@]*@"),
         r"\1" + REDACTED + "@",
         ("://",),
     ),
     (
-        re.compile(
+        _LazyPattern(
             r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?)"
             r"(?:(bearer|basic|token|digest|negotiate)\s+)?[^\s\"',;]+"
         ),
@@ -53,34 +74,34 @@ _RULES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
         ("authorization",),
     ),
     (
-        re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+        _LazyPattern(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
         r"\1 " + REDACTED,
         ("bearer", "basic"),
     ),
     (
-        re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
+        _LazyPattern(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
         REDACTED,
         ("eyj",),
     ),
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED, ("akia", "asia")),
+    (_LazyPattern(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED, ("akia", "asia")),
     (
-        re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"),
+        _LazyPattern(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"),
         REDACTED,
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     ),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{16,}"), REDACTED, ("github_pat_",)),
+    (_LazyPattern(r"\bgithub_pat_[A-Za-z0-9_]{16,}"), REDACTED, ("github_pat_",)),
     # Slack: xoxb/xoxp/xoxa/xoxe/xoxc... tokens and xapp app-level tokens.
-    (re.compile(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{8,}"), REDACTED, ("xox", "xapp-")),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED, ("aiza",)),  # Google API key
+    (_LazyPattern(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{8,}"), REDACTED, ("xox", "xapp-")),
+    (_LazyPattern(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED, ("aiza",)),  # Google API key
     # Azure storage / Service Bus connection strings and SAS signatures.
     (
-        re.compile(r"(?i)\b((?:account|sharedaccess)key\s*=\s*)[^;\s\"']+"),
+        _LazyPattern(r"(?i)\b((?:account|sharedaccess)key\s*=\s*)[^;\s\"']+"),
         r"\1" + REDACTED,
         ("accountkey", "sharedaccesskey"),
     ),
-    (re.compile(r"([?&]sig=)[^&\s\"']+"), r"\1" + REDACTED, ("sig=",)),
+    (_LazyPattern(r"([?&]sig=)[^&\s\"']+"), r"\1" + REDACTED, ("sig=",)),
     (
-        re.compile(
+        _LazyPattern(
             r"(?i)(" + _SECRET_KEY + r")([\"']?\s*[=:]\s*)"
             r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&)}\]]+)"
         ),
