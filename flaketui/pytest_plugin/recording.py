@@ -73,7 +73,7 @@ from flaketui.core.words import plural
 if TYPE_CHECKING:
     from flaketui.core.config import Config
     from flaketui.core.history.journal import JournalRow
-    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.ingest.run_journal import RunJournal
     from flaketui.pytest_plugin.server import ServerTarget
 
 # A batch costs one transaction appending to the attempt journal: 1 000 attempts keep that
@@ -324,7 +324,7 @@ class Recorder:
         self.target = target  # a server the run is pushed to when the session ends
         self.settings = settings
         self.meta = meta
-        self.run: RunRecorder | None = None
+        self.run: RunJournal | None = None
         self.open_attempts: dict[tuple[str, str | None], _OpenAttempt] = {}
         # An own attempt whose failed teardown waits for its exception type (see logreport).
         self.closing: tuple[str, str | None] | None = None
@@ -368,14 +368,14 @@ class Recorder:
     def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
         """Start the run writer once xdist has set up its workers (the worker count is known)."""
         yield
-        from flaketui.core.ingest.writer import RunRecorder
+        from flaketui.core.ingest.run_journal import RunJournal
 
         # Without xdist's controller every report is this process's own: no worker id to look
         # for (three getattr misses per report otherwise).
         self.distributed = self.config.pluginmanager.getplugin("dsession") is not None
         meta = dataclasses.replace(self.meta, worker_count=_worker_count(self.config))
         try:
-            self.run = RunRecorder(self.conn, meta, source="pytest", config=self.settings)
+            self.run = RunJournal(self.conn, meta, source="pytest", config=self.settings)
         except Exception as exc:
             self._warn(f"cannot start recording the run ({exc}); nothing will be recorded")
         self.last_flush = time.monotonic()
@@ -485,7 +485,7 @@ class Recorder:
             self.flush()
 
     def _close(self, key: tuple[str, str | None], attempt: _OpenAttempt) -> None:
-        """Queue an open attempt for the next batch, as a journal row (see RunRecorder.append)."""
+        """Queue an open attempt for the next batch, as a journal row (see RunJournal.append)."""
         outcome = attempt.outcome
         if outcome is None:
             outcome = "skipped" if attempt.skipped else "pass"

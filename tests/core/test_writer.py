@@ -502,6 +502,7 @@ def test_ingest_restores_connection_settings(
 def test_id_and_message_caches_stay_within_their_character_bound(
     db: sqlite_utils.Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from flaketui.core.history.runs import create_run
     from flaketui.core.history.store import transaction
     from flaketui.core.ingest import rows as rows_module
 
@@ -510,7 +511,7 @@ def test_id_and_message_caches_stay_within_their_character_bound(
     cases = [case(f"tests/test_m.py::test_{'x' * 40}_{n}", "fail", message=f"E {n}" * 30)
              for n in range(20)]  # fmt: skip
     with transaction(db.conn):
-        run_pk = rows_module.create_run(
+        run_pk = create_run(
             db.conn, RunMeta(run_id="R", ts=TS, suite="s", branch_kind="pr",
                              worker_count=1), "junit", 1)  # fmt: skip
         writer = rows_module.RunWriter(db.conn, run_pk, "2026-11-01T12:00:00Z", Config())

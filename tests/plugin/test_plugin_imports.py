@@ -87,8 +87,15 @@ def test_the_plugin_entry_names_the_skip_files_defaults() -> None:
 def test_a_recording_session_does_not_import_sqlite_utils(pytester: pytest.Pytester) -> None:
     db = pytester.path / "history.db"
     modules = _modules_of_session(pytester, "--flaketui-db", str(db))
-    assert "flaketui.core.ingest.writer" in modules
+    # The journal's writer only: the result writer is the next reader's to load.
+    assert "flaketui.core.ingest.run_journal" in modules
+    assert "flaketui.core.ingest.writer" not in modules
+    assert "flaketui.core.ingest.rows" not in modules
     assert not {m.split(".")[0] for m in modules} & set(HEAVY)
     # The recorder defers its run's rollups: their code is the next reader's to load.
     assert "flaketui.core.rollups.build" not in modules
     assert db.exists()
+    # Re-signing is loaded to record the history's signature scheme with its first run only.
+    assert "flaketui.core.ingest.resign" in modules
+    later = _modules_of_session(pytester, "--flaketui-db", str(db))
+    assert "flaketui.core.ingest.resign" not in later

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,23 +25,14 @@ from typing import TYPE_CHECKING
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
-from flaketui.core.history import journal
-from flaketui.core.history.journal import JournalRow
+from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
 from flaketui.core.history.test_rows import refresh_test_runs
-from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.resign import record_scheme
-from flaketui.core.ingest.rows import (
-    CaseRow,
-    RunWriter,
-    bulk_settings,
-    create_run,
-    find_run,
-    foreign_keys_off,
-)
+from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, foreign_keys_off
+from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.runmeta import apply_defaults
-from flaketui.core.ingest.signatures import sign
-from flaketui.core.models import OUTCOMES, CaseResult, RunMeta
+from flaketui.core.models import CaseResult, RunMeta
 from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.timeutil import to_iso
 
@@ -263,9 +253,10 @@ def _chain(first: CaseRow, rest: Iterator[CaseRow]) -> Iterator[CaseRow]:
     yield from rest
 
 
-class RunRecorder:
+class RunRecorder(RunJournal):
     """Incremental writer for one run (finished=0 until finish()): batches of attempts written
-    with add(), or appended to the attempt journal with append(), as the pytest plugin does.
+    with add(), or appended to the attempt journal with append() (RunJournal, which the pytest
+    plugin uses alone).
 
     The run row is created by the first add() or append() with attempts (an empty session leaves
     no run); a run id that already exists is appended to (sharded sessions sharing a CI run id)
@@ -281,71 +272,23 @@ class RunRecorder:
         config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
         defer_rollups: bool = False,
     ) -> None:
-        # A plain connection is what the pytest plugin passes (no sqlite-utils import there).
-        self.conn: sqlite3.Connection = db if isinstance(db, sqlite3.Connection) else db.conn
+        super().__init__(
+            db if isinstance(db, sqlite3.Connection) else db.conn,
+            meta,
+            source=source,
+            config=config,
+        )
         # Deferred: the batches only list the run in rollup_pending, and the next writer or
         # reader that may write folds it (rollups.fold_pending), off the test session's clock.
         self.defer_rollups = defer_rollups
-        self.config = config
-        self.source = source
-        self.meta = apply_defaults(meta, config, fallback_run_id=f"pytest-{uuid.uuid4().hex[:16]}")
-        self.run_id: str = self.meta.run_id or ""
         self._writer: RunWriter | None = None
-        self.run_pk: int | None = None  # once the run row exists
         # PRAGMA data_version inside our last transaction: another connection's commit changes
         # it, and then the writer's knowledge of which tests the run holds is re-read.
         self._data_version: int | None = None
-        self.results = 0
 
     def _start(self, conn: sqlite3.Connection) -> RunWriter:
         run_pk, ts = self._start_run(conn)
         return RunWriter(conn, run_pk, ts, self.config, exclusive=True)
-
-    def _start_run(self, conn: sqlite3.Connection) -> tuple[int, str]:
-        """Create the run row (finished = 0), or mark an existing one unfinished."""
-        found = find_run(conn, self.run_id)
-        if found is None:
-            assert self.meta.ts is not None
-            first_run = conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None
-            run_pk, ts = create_run(conn, self.meta, self.source, finished=0), to_iso(self.meta.ts)
-            if first_run:
-                # Every stored message will be signed by this recorder: record the scheme in
-                # the run's first transaction, as ingest does (see resign).
-                record_scheme(conn, self.config.mask_patterns)
-        else:
-            run_pk, ts = found
-            conn.execute("UPDATE runs SET finished = 0 WHERE id = ?", (run_pk,))
-        self.run_pk = run_pk
-        return run_pk, ts
-
-    def append(self, rows: Sequence[JournalRow]) -> None:
-        """Append complete attempts to the attempt journal in one transaction; the next writer
-        or reader stores them (flaketui.core.history.journal). Later attempts of a test append.
-
-        Rows come with the raw failure message and no signature: a row with a message gets
-        the masked, capped message and, for a failure or an error, its signature under this
-        recorder's mask patterns, as the writer would store them.
-        """
-        if not rows:
-            return
-        for row in rows:
-            if row[1] not in OUTCOMES:
-                raise ReportError(f"{row[0]}: unknown outcome {row[1]!r}")
-        signed = [row if row[3] is None else self._signed(row) for row in rows]
-        conn = self.conn
-        with transaction(conn):
-            run_pk = self.run_pk if self.run_pk is not None else self._start_run(conn)[0]
-            journal.append(conn, run_pk, signed)
-        self.results += len(rows)
-
-    def _signed(self, row: JournalRow) -> JournalRow:
-        message = clean_message(row[3])
-        signature = None
-        if message is not None and row[1] in ("fail", "error"):
-            signature = sign(message, self.config.mask_patterns)
-        if signature is None:
-            return (*row[:3], message, None, None, *row[6:])
-        return (*row[:3], message, signature.hash, signature.text, *row[6:])
 
     def add(self, cases: Iterable[CaseResult]) -> None:
         """Record a batch of attempts in one transaction; later attempts of a test append."""
@@ -389,11 +332,3 @@ class RunRecorder:
         self._writer = writer
         self._data_version = version
         self.results += added
-
-    def finish(self) -> None:
-        """Mark the run finished (a session that never calls this stays 'interrupted')."""
-        if self.run_pk is None:
-            return
-        conn = self.conn
-        with transaction(conn):
-            conn.execute("UPDATE runs SET finished = 1 WHERE id = ?", (self.run_pk,))
