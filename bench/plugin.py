@@ -1,7 +1,7 @@
 """Benchmark the recording plugin's overhead on a generated N-test suite.
 
 Usage: python bench/plugin.py --tests 5000 [--pairs 15] [--lean] [--editable]
-                              [--instructions] [--fields] [--simultaneous]
+                              [--instructions] [--fields] [--wheel] [--simultaneous]
 
 Writes a suite of N trivial tests (a third parametrized, 2 % failing) in a git repository of one
 commit (recording reads the commit as in a CI checkout), then runs it as --pairs pairs:
@@ -41,6 +41,9 @@ the next, four times the effect measured, so the bench does not trust one number
 - `--fields` counts, per hash seed, a recording session with the per-attempt cause fields and
   one with them switched off, beside pytest alone: `fields_overhead` is what they add, as a
   share of the pytest session (see count_fields);
+- `--wheel` counts, per hash seed, pytest alone and recording with flaketui installed from a
+  wheel into a new environment, plugins autoloaded (see count_wheel): `wheel_overhead` is what
+  a CI job's first session in a fresh environment pays, pytest's rewrite of flaketui included;
 - the load average before and after (`loadavg`) goes into the JSON line.
 
 What is measured, flaketui side: by default a copy of the working tree's package compiled to
@@ -61,6 +64,7 @@ Last stdout line: JSON.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import math
 import os
@@ -133,10 +137,19 @@ def commit_suite(root: Path) -> bool:
 class Runner:
     """How to start one pytest session of the suite, plain or recording."""
 
-    def __init__(self, root: Path, site: Path | None, lean: bool) -> None:
+    def __init__(
+        self, root: Path, site: Path | None, lean: bool, python: str = sys.executable
+    ) -> None:
         self.root = root
         self.lean = lean
+        self.python = python  # another environment's interpreter (see install_wheel)
         self.env = dict(os.environ)
+        if python != sys.executable:
+            # Nothing of this environment's; pytest compiles what it rewrites in every session,
+            # as in a fresh CI environment (no cached rewrite to find).
+            self.env.pop("PYTHONPATH", None)
+            self.env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)  # plugins load as installed
+            self.env["PYTHONDONTWRITEBYTECODE"] = "1"
         if site is not None:
             self.env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p
@@ -147,7 +160,7 @@ class Runner:
     def command(self, db: Path | None, *, idle: bool = False) -> list[str]:
         """The pytest command line: with a history path it records, without it pytest runs
         alone (flaketui's plugin not loaded), or with `idle` loaded but asked for nothing."""
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(self.root)]
+        command = [self.python, "-m", "pytest", "-q", "-p", "no:randomly", str(self.root)]
         if db is None and idle:
             return [*command, "-p", "flaketui.pytest_plugin"] if self.lean else command
         if db is None:
@@ -379,6 +392,11 @@ def main() -> None:
         "--instr-seeds", type=int, default=3, help="hash seeds (memory layouts) under valgrind"
     )
     parser.add_argument(
+        "--wheel",
+        action="store_true",
+        help="also count instructions with flaketui installed from a wheel in a new environment",
+    )
+    parser.add_argument(
         "--fields",
         action="store_true",
         help="also count the instructions the per-attempt cause fields cost the recorder",
@@ -422,6 +440,8 @@ def main() -> None:
         instr: dict[str, object] = {}
         if args.instructions:
             instr = count_instructions(args, Path(tmp), site)
+        if args.wheel:
+            instr.update(count_wheel(args, Path(tmp)))
         if args.fields:
             instr.update(count_fields(args, Path(tmp), site))
     wall = summary("overhead", ratios)
@@ -509,6 +529,55 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
         "instructions_verdict": instructions_verdict([x - 1.0 for x in ratios]),
         "idle_overhead": round(statistics.median(idle) - 1.0, 4),
         "fold_s": round(statistics.median(folds), 4),
+    }
+
+
+def install_wheel(tmp: Path) -> str:
+    """A new virtual environment holding pytest (this one's version) and flaketui built as a
+    wheel, as a user's `pip install` leaves them; its interpreter."""
+    wheels, env = tmp / "wheel", tmp / "wheel-env"
+    root = Path(__file__).resolve().parents[1]
+    pip = [sys.executable, "-m", "pip", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(root)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    python = str(env / "bin" / "python")
+    # The recorder imports none of flaketui's dependencies: pytest is the only one it needs.
+    install = [python, "-m", "pip", "-q", "install", "--disable-pip-version-check"]
+    subprocess.run([*install, "--no-deps", *map(str, wheels.glob("*.whl"))], check=True)
+    subprocess.run([*install, f"pytest=={importlib.metadata.version('pytest')}"], check=True)
+    return python
+
+
+def count_wheel(args: argparse.Namespace, tmp: Path) -> dict[str, object]:
+    """Plain and recording sessions of flaketui installed from a wheel, plugins autoloaded (pytest
+    alone: `-p no:flaketui`), one pair per hash seed under valgrind.
+
+    pytest rewrites the asserts of every module of a plugin's distribution that a session
+    imports, the whole flaketui package included, and compiles them from source unless it finds
+    its own cached copy. With PYTHONDONTWRITEBYTECODE set (as here) or in a fresh environment (a
+    CI job's) every session pays that, and so does every session here (the runner sets it).
+    """
+    if shutil.which("valgrind") is None:
+        return {"wheel_overhead": None, "wheel_note": "valgrind not found"}
+    tests = args.instr_tests or args.tests
+    root = tmp / "wheel-suite"
+    root.mkdir()
+    write_suite(root, tests)
+    commit_suite(root)
+    runner = Runner(root, None, lean=False, python=install_wheel(tmp))
+    ratios = []
+    for seed in range(1, args.instr_seeds + 1):
+        log(f"wheel: {tests} tests under valgrind, hash seed {seed} (minutes)")
+        db = tmp / f"wheel{seed}.db"
+        sessions = {"plain": runner.command(None), "recording": runner.command(db)}
+        counts = runner.instructions(sessions, tmp / f"wheel{seed}", seed)
+        check_history(db, tests)
+        p, r = counts["plain"], counts["recording"]
+        log(f"wheel: plain {p / 1e9:.3f} G, recording {r / 1e9:.3f} G, ratio {r / p:.4f}")
+        ratios.append(r / p)
+    return {
+        "wheel_pair_ratios": [round(x, 4) for x in ratios],
+        "wheel_overhead": round(statistics.median(ratios) - 1.0, 4),
     }
 
 

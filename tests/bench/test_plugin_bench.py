@@ -227,3 +227,18 @@ def test_a_recording_without_the_cause_fields_is_refused(
     conn.close()
     with pytest.raises(SystemExit, match="cause fields missing"):
         plugin_bench.check_history(db, 12, 300)
+
+
+def test_a_wheel_environment_runs_its_own_interpreter_compiling_what_pytest_rewrites(
+    plugin_bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    python = str(tmp_path / "env" / "bin" / "python")
+    runner = plugin_bench.Runner(tmp_path, None, lean=False, python=python)
+    assert runner.command(None)[0] == python == runner.command(tmp_path / "h.db")[0]
+    assert runner.command(None)[-2:] == ["-p", "no:flaketui"]  # plugins autoload, but this one
+    assert "PYTHONPATH" not in runner.env  # nothing of this environment's
+    assert runner.env["PYTHONDONTWRITEBYTECODE"] == "1"  # no cached rewrite: a fresh CI job's
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in runner.env
