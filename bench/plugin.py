@@ -43,7 +43,7 @@ the next, four times the effect measured, so the bench does not trust one number
   share of the pytest session (see count_fields);
 - `--wheel` counts, per hash seed, pytest alone and recording with flaketui installed from a
   wheel into a new environment, plugins autoloaded (see count_wheel): `wheel_overhead` is what
-  a CI job's first session in a fresh environment pays, pytest's rewrite of flaketui included;
+  a CI job's first pytest run in a fresh environment pays, pytest's rewrite of flaketui included;
 - the load average before and after (`loadavg`) goes into the JSON line.
 
 What is measured, flaketui side: by default a copy of the working tree's package compiled to
