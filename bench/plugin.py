@@ -480,6 +480,17 @@ def main() -> None:
     )
 
 
+def valgrind_suite(args: argparse.Namespace, tmp: Path, name: str) -> tuple[Path, int]:
+    """The suite valgrind's sessions run (--instr-tests tests, default --tests), in a git
+    repository of one commit; its folder and size."""
+    tests = args.instr_tests or args.tests
+    root = tmp / name
+    root.mkdir()
+    write_suite(root, tests)
+    commit_suite(root)
+    return root, tests
+
+
 def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -> dict[str, object]:
     """Plain and recording sessions under valgrind, one pair per hash seed: median ratio - 1.
 
@@ -491,11 +502,7 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
     """
     if shutil.which("valgrind") is None:
         return {"instr_overhead": None, "instr_note": "valgrind not found"}
-    tests = args.instr_tests or args.tests
-    root = tmp / "instr-suite"
-    root.mkdir()
-    write_suite(root, tests)
-    commit_suite(root)
+    root, tests = valgrind_suite(args, tmp, "instr-suite")
     runner = Runner(root, site, args.lean)
     plain, recording, ratios, folds, idle = [], [], [], [], []
     for seed in range(1, args.instr_seeds + 1):
@@ -559,11 +566,7 @@ def count_wheel(args: argparse.Namespace, tmp: Path) -> dict[str, object]:
     """
     if shutil.which("valgrind") is None:
         return {"wheel_overhead": None, "wheel_note": "valgrind not found"}
-    tests = args.instr_tests or args.tests
-    root = tmp / "wheel-suite"
-    root.mkdir()
-    write_suite(root, tests)
-    commit_suite(root)
+    root, tests = valgrind_suite(args, tmp, "wheel-suite")
     runner = Runner(root, None, lean=False, python=install_wheel(tmp))
     ratios = []
     for seed in range(1, args.instr_seeds + 1):
