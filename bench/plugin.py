@@ -561,8 +561,8 @@ def count_wheel(args: argparse.Namespace, tmp: Path) -> dict[str, object]:
 
     pytest rewrites the asserts of every module of a plugin's distribution that a session
     imports, the whole flaketui package included, and compiles them from source unless it finds
-    its own cached copy. With PYTHONDONTWRITEBYTECODE set (as here) or in a fresh environment (a
-    CI job's) every session pays that, and so does every session here (the runner sets it).
+    its own cached copy: a fresh environment's first run (a CI job's) pays that, and so does
+    every run with PYTHONDONTWRITEBYTECODE, which the runner sets for these sessions.
     """
     if shutil.which("valgrind") is None:
         return {"wheel_overhead": None, "wheel_note": "valgrind not found"}

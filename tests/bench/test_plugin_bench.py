@@ -147,6 +147,18 @@ def test_instructions_of_a_pair_per_hash_seed_under_valgrind(
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="instruction counts need valgrind")
+def test_a_wheel_install_is_counted_against_pytest_alone(
+    plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
+) -> None:
+    # Builds the wheel and a new environment (pytest from the package index), then one pair.
+    args = ["--tests", "10", "--pairs", "1", "--lean", "--wheel", "--instr-tests", "5"]
+    out = _run(plugin_bench, [*args, "--instr-seeds", "1"], monkeypatch, capsys)
+    (ratio,) = out["wheel_pair_ratios"]
+    assert ratio > 1  # the recording session did record (check_history) and cost something
+    assert out["wheel_overhead"] == pytest.approx(ratio - 1, abs=1e-4)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="instruction counts need valgrind")
 def test_the_cause_fields_are_counted_with_and_without_them(
     plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
 ) -> None:
