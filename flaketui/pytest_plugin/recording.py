@@ -420,10 +420,13 @@ class Recorder:
                 # It ends: queue it with the clock's facts.
                 self.clean = 0
                 elapsed, predecessor, position, timeout_ms = self.clock.stamp(when)
+                # A short journal row: no worker, message or signature (see JournalRow).
+                duration = plausible_duration_ms(elapsed)
                 self.done.append(
-                    (nodeid, "pass", plausible_duration_ms(elapsed), None, None, None, None,
-                     predecessor, position, timeout_ms)
-                )  # fmt: skip
+                    (nodeid, "pass", duration, position, predecessor)
+                    if timeout_ms is None
+                    else (nodeid, "pass", duration, position, predecessor, timeout_ms)
+                )
                 self._flush_if_due()
                 return
             # A failing or skipping phase: from here on followed as any other attempt (it gets
@@ -494,13 +497,13 @@ class Recorder:
                 key[0],
                 outcome,
                 plausible_duration_ms(attempt.elapsed_ns),
+                attempt.position,
+                attempt.predecessor,
+                attempt.timeout_ms,
+                key[1],
                 None if attempt.failed is None else _failure_message(attempt.failed),
                 None,
                 None,
-                key[1],
-                attempt.predecessor,
-                attempt.position,
-                attempt.timeout_ms,
             )
         )
 

@@ -64,7 +64,11 @@ def _cases(batch: list[tuple[Any, ...]]) -> list[CaseResult]:
 def _rows(batch: list[tuple[Any, ...]]) -> list[JournalRow]:
     """The same batch as journal rows, as the pytest recorder queues them."""
     return [
-        (test_id, outcome, duration, message, None, None, worker, before, position, timeout)
+        (test_id, outcome, duration, position, before, timeout, worker, message, None, None)
+        if message is not None or worker is not None
+        else (test_id, outcome, duration, position, before, timeout)
+        if timeout is not None
+        else (test_id, outcome, duration, position, before)
         for test_id, outcome, duration, message, worker, before, position, timeout in batch
     ]
 
@@ -182,7 +186,7 @@ def test_a_storing_that_fails_midway_keeps_the_journal_whole(tmp_path: Path) -> 
     conn = recorder.conn
     # A row the results table refuses (its outcome check), after good ones.
     with transaction(conn):
-        odd = ("test_a.py::test_odd", "exploded", None, None, None, None, None, None, 3, None)
+        odd = ("test_a.py::test_odd", "exploded", None, 3, None)
         journal.append(conn, 1, [odd])
     with pytest.raises(sqlite3.IntegrityError), transaction(conn):
         journal.land(conn)

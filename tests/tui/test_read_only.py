@@ -263,10 +263,9 @@ def _journal_a_run(history: Path) -> None:
     recorder = RunRecorder(conn, RunMeta(run_id="journaled", ts=NOW - timedelta(hours=1)))
     recorder.append(
         [
-            ("tests/test_new.py::test_journaled", "fail", 12, "AssertionError: late", None, None,
-             None, None, 1, None),
-            ("tests/test_new.py::test_journaled", "pass", 10, None, None, None, None, None, 2,
-             None),
+            ("tests/test_new.py::test_journaled", "fail", 12, 1, None, None, None,
+             "AssertionError: late", None, None),
+            ("tests/test_new.py::test_journaled", "pass", 10, 2, None),
         ]
     )  # fmt: skip
     recorder.finish()

@@ -35,26 +35,31 @@ JOURNAL_SCHEMA = f"""
 CREATE TABLE {JOURNAL_TABLE} (
     id          INTEGER PRIMARY KEY,    -- arrival order of the batches
     run         INTEGER NOT NULL,       -- runs.id
-    attempts    TEXT NOT NULL           -- JSON: [[test_id, outcome, duration_ms, message,
-                                        --   signature, signature_text, worker_id, predecessor,
-                                        --   position, timeout_ms], ...] in arrival order
+    attempts    TEXT NOT NULL           -- JSON: an array of journal rows (JournalRow in
+                                        --   flaketui.core.history.journal), in arrival order
 );
 """
 
-# test_id, outcome, duration_ms, message (masked and capped, as results.message), signature
-# (its hash; fail and error only), signature_text, worker_id, predecessor (the test id that
-# ran just before on the worker), position, timeout_ms
-JournalRow = tuple[
-    str, str, int | None, str | None, str | None, str | None, str | None, str | None,
-    int | None, int | None,
+# test_id, outcome, duration_ms, position, predecessor (the test id that ran just before on the
+# worker), timeout_ms, worker_id, message (masked and capped, as results.message), signature
+# (its hash; fail and error only), signature_text. The fields a passing attempt of a serial
+# session leaves null come last, and a row may end before them: a field past a row's end is
+# null. The recorder queues such an attempt as a PassRow (or with its timeout), half the fields
+# of a FullRow for the encoder to write, which costs it per field.
+FullRow = tuple[
+    str, str, int | None, int | None, str | None, int | None, str | None, str | None,
+    str | None, str | None,
 ]  # fmt: skip
+PassRow = tuple[str, str, int | None, int | None, str | None]
+JournalRow = FullRow | PassRow | tuple[str, str, int | None, int | None, str | None, int | None]
 
 _ROWS = "temp.journal_rows"
 _FIELDS = (
-    "test_id", "outcome", "duration_ms", "message", "signature", "signature_text", "worker_id",
-    "predecessor", "position", "timeout_ms",
+    "test_id", "outcome", "duration_ms", "position", "predecessor", "timeout_ms", "worker_id",
+    "message", "signature", "signature_text",
 )  # fmt: skip
-# The batches up to :last as one row per attempt, numbered in arrival order (id).
+# The batches up to :last as one row per attempt, numbered in arrival order (id); a field past
+# the end of a short row extracts as null.
 _EXPAND_SQL = f"""
 CREATE TEMP TABLE journal_rows AS
 SELECT row_number() OVER (ORDER BY b.id, e.key) AS id, b.run AS run,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Sequence
+from typing import cast
 
 from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
 from flaketui.core.history import journal
-from flaketui.core.history.journal import JournalRow
+from flaketui.core.history.journal import FullRow, JournalRow
 from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
 from flaketui.core.ingest.redact import clean_message
@@ -72,30 +73,33 @@ class RunJournal:
         """Append complete attempts to the attempt journal in one transaction; the next writer
         or reader stores them (flaketui.core.history.journal). Later attempts of a test append.
 
-        Rows come with the raw failure message and no signature: a row with a message gets
-        the masked, capped message and, for a failure or an error, its signature under this
-        recorder's mask patterns, as the writer would store them.
+        Rows come with the raw failure message (a short row has none) and no signature: a row
+        with a message gets the masked, capped message and, for a failure or an error, its
+        signature under this recorder's mask patterns, as the writer would store them.
         """
         if not rows:
             return
         for row in rows:
             if row[1] not in OUTCOMES:
                 raise ReportError(f"{row[0]}: unknown outcome {row[1]!r}")
-        signed = [row if row[3] is None else self._signed(row) for row in rows]
+        signed = [
+            row if len(row) < 10 or (full := cast(FullRow, row))[7] is None else self._signed(full)
+            for row in rows
+        ]
         conn = self.conn
         with transaction(conn):
             run_pk = self.run_pk if self.run_pk is not None else self._start_run(conn)[0]
             journal.append(conn, run_pk, signed)
         self.results += len(rows)
 
-    def _signed(self, row: JournalRow) -> JournalRow:
-        message = clean_message(row[3])
+    def _signed(self, row: FullRow) -> FullRow:
+        message = clean_message(row[7])
         signature = None
         if message is not None and row[1] in ("fail", "error"):
             signature = sign(message, self.config.mask_patterns)
         if signature is None:
-            return (*row[:3], message, None, None, *row[6:])
-        return (*row[:3], message, signature.hash, signature.text, *row[6:])
+            return (*row[:7], message, None, None)
+        return (*row[:7], message, signature.hash, signature.text)
 
     def finish(self) -> None:
         """Mark the run finished (a session that never calls this stays 'interrupted')."""
