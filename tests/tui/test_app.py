@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.binding import Binding, BindingType
 from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, record_run
 
@@ -372,3 +373,15 @@ async def test_workers_never_print_the_loaded_report(
         await _settle(pilot)
         assert app.main_screen.data is not None
     assert printed == []
+
+
+def test_the_list_and_the_detail_give_a_key_one_meaning() -> None:
+    # People go back and forth between the two screens: a key both bind does the same thing
+    # on each (Escape aside: it clears the filter on the list and goes back on the detail).
+    def actions(bindings: list[BindingType]) -> dict[str, str]:
+        return {b.key: b.action for b in bindings if isinstance(b, Binding)}
+
+    main, detail = actions(main_screen.MainScreen.BINDINGS), actions(DetailScreen.BINDINGS)
+    shared = (main.keys() & detail.keys()) - {"escape"}
+    assert shared >= {"q", "u", "r"}
+    assert {key: (main[key], detail[key]) for key in shared if main[key] != detail[key]} == {}

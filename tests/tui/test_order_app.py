@@ -116,8 +116,9 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         assert screen.data.repro == f"pytest -p randomly --randomly-seed={seed}"
         repro = str(screen.query_one("#repro", Static).content)
         assert f"replays the order of run {run_id}" in repro
-        # `o` shows the order view: the leaker first, ran before it in every bad run.
-        await pilot.press("o")
+        # `p` shows the order view (its candidate polluters): the leaker first, ran before it in
+        # every bad run.
+        await pilot.press("p")
         await _settle(pilot)
         modal = app.screen
         assert isinstance(modal, OrderModal) and modal.view is not None

@@ -90,7 +90,7 @@ class DetailScreen(Screen[None]):
         Binding("r", "reload", "Reload"),
         Binding("d", "next_dimension", "Dimension", tooltip="Pivot by the next dimension"),
         Binding(
-            "o",
+            "p",
             "order",
             "Order",
             show=False,

@@ -33,7 +33,7 @@ HELP = """\
 | `Ctrl+P` | command palette: every action |
 | `Ctrl+Q` | quit |
 
-**Keys — detail**: `c` copies the reproduction command, `d` pivots by the next dimension, `o`
+**Keys — detail**: `c` copies the reproduction command, `d` pivots by the next dimension, `p`
 shows the order view (the tests that ran before it: candidate polluters), `D` diagnoses, `x`
 cancels it, `Esc` or `Backspace` goes back.
 

@@ -69,7 +69,7 @@ class OrderModal(ModalScreen[None]):
     CSS_PATH = "../dialogs.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Close"),
-        Binding("o", "dismiss", "Close"),
+        Binding("p", "dismiss", "Close"),
     ]
 
     def __init__(self, key: str, *, path: Path, now: datetime, config: Config) -> None:
