@@ -41,9 +41,9 @@ the next, four times the effect measured, so the bench does not trust one number
 - `--fields` counts, per hash seed, a recording session with the per-attempt cause fields and
   one with them switched off, beside pytest alone: `fields_overhead` is what they add, as a
   share of the pytest session (see count_fields);
-- `--wheel` counts, per hash seed, pytest alone and recording with flaketui installed from a
-  wheel into a new environment, plugins autoloaded (see count_wheel): `wheel_overhead` is what
-  a CI job's first pytest run in a fresh environment pays, pytest's rewrite of flaketui included;
+- `--wheel` counts, per hash seed, pytest alone and recording with flaketui and pytest-flaketui
+  installed from wheels into a new environment, plugins autoloaded (see count_wheel):
+  `wheel_overhead` is what a CI job's first pytest run in a fresh environment pays;
 - the load average before and after (`loadavg`) goes into the JSON line.
 
 What is measured, flaketui side: by default a copy of the working tree's package compiled to
@@ -540,12 +540,21 @@ def count_instructions(args: argparse.Namespace, tmp: Path, site: Path | None) -
 
 
 def install_wheel(tmp: Path) -> str:
-    """A new virtual environment holding pytest (this one's version) and flaketui built as a
-    wheel, as a user's `pip install` leaves them; its interpreter."""
+    """A new virtual environment holding pytest (this one's version), flaketui and
+    pytest-flaketui built as wheels, as a user's `pip install` leaves them; its interpreter."""
     wheels, env = tmp / "wheel", tmp / "wheel-env"
     root = Path(__file__).resolve().parents[1]
     pip = [sys.executable, "-m", "pip", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(root)], check=True)
+    build = [
+        *pip,
+        "wheel",
+        "--no-deps",
+        "-w",
+        str(wheels),
+        str(root),
+        str(root / "pytest-flaketui"),
+    ]
+    subprocess.run(build, check=True)
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     python = str(env / "bin" / "python")
     # The recorder imports none of flaketui's dependencies: pytest is the only one it needs.
@@ -560,9 +569,10 @@ def count_wheel(args: argparse.Namespace, tmp: Path) -> dict[str, object]:
     alone: `-p no:flaketui`), one pair per hash seed under valgrind.
 
     pytest rewrites the asserts of every module of a plugin's distribution that a session
-    imports, the whole flaketui package included, and compiles them from source unless it finds
-    its own cached copy: a fresh environment's first run (a CI job's) pays that, and so does
-    every run with PYTHONDONTWRITEBYTECODE, which the runner sets for these sessions.
+    imports, and compiles them from source unless it finds its own cached copy: a fresh
+    environment's first run (a CI job's) pays that, and so does every run with
+    PYTHONDONTWRITEBYTECODE, which the runner sets for these sessions. pytest-flaketui, which
+    declares the plugin, holds no module: flaketui's load from the bytecode pip wrote.
     """
     if shutil.which("valgrind") is None:
         return {"wheel_overhead": None, "wheel_note": "valgrind not found"}

@@ -119,9 +119,32 @@ def test_the_version_is_written_once() -> None:
     assert f"## [{flaketui.__version__}]" in changelog
 
 
+def test_no_module_of_flaketui_is_named_as_a_test_file() -> None:
+    # pytest rewrites the asserts of any module matching its test-file patterns (python_files:
+    # test_*.py, *_test.py by default) that a session imports, compiling it from source.
+    named = [
+        str(path.relative_to(ROOT))
+        for pattern in ("test_*.py", "*_test.py")
+        for path in (ROOT / "flaketui").rglob(pattern)
+    ]
+    assert named == []
+
+
+def test_pytest_flaketui_declares_the_plugin_of_this_version_and_holds_nothing_else() -> None:
+    flaketui_project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "pytest11" not in flaketui_project["project"].get("entry-points", {})
+    plugin = tomllib.loads(
+        (ROOT / "pytest-flaketui" / "pyproject.toml").read_text(encoding="utf-8")
+    )
+    assert plugin["project"]["version"] == flaketui.__version__
+    assert f"flaketui=={flaketui.__version__}" in plugin["project"]["dependencies"]
+    assert plugin["project"]["entry-points"]["pytest11"] == {"flaketui": "flaketui.pytest_plugin"}
+    assert plugin["tool"]["setuptools"] == {"packages": [], "py-modules": []}
+
+
 def test_the_readme_test_command_is_what_ci_runs() -> None:
     command = (
-        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]'"
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' ./pytest-flaketui"
         " && .venv/bin/python -m pytest"
     )
     assert command in (ROOT / "README.md").read_text(encoding="utf-8")

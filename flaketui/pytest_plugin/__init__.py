@@ -1,5 +1,8 @@
 """pytest entry point: options, then the recorder and the skip-file honouring plugins on demand.
 
+Declared to pytest by the pytest-flaketui distribution (pytest-flaketui/ in the repository),
+which holds no module, so that pytest does not rewrite flaketui's.
+
 Inactive unless asked: with no flaketui option, ini value or discoverable skip file, it does
 nothing. It imports no UI library.
 
@@ -96,7 +99,7 @@ def skip_file_may_apply(config: pytest.Config) -> bool:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Register the recorder and the skip-file plugin when they are asked for."""
-    # Loaded into every session of every user who installs flaketui: the recorder's and the
+    # Loaded into every session of every user who installs pytest-flaketui: the recorder's and the
     # skip file's modules are imported only when recording is asked for or a skip file may be.
     if config.getoption("flaketui_db", None) or config.getini("flaketui_db"):
         from flaketui.pytest_plugin.recording import register_recorder

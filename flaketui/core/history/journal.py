@@ -20,7 +20,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.testids import file_of_test, parent_of
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import sqlite_utils
 
 from flaketui.core.errors import HistoryError
+from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.history.store import open_history, transaction
-from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.rollups import build as rollups
 
 RUN_COLUMNS = (

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
-from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
+from flaketui.core.history.derived_rows import refresh_test_runs
 from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
-from flaketui.core.history.test_rows import refresh_test_runs
 from flaketui.core.ingest.resign import record_scheme
 from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, foreign_keys_off
 from flaketui.core.ingest.run_journal import RunJournal

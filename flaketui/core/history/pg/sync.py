@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from flaketui.core.errors import HistoryError
+from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.history.outages import reviews
 from flaketui.core.history.pg.columns import PREDECESSOR, both_have, shared_columns
 from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.schema import history_id
 from flaketui.core.history.store import transaction
-from flaketui.core.history.test_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.rollups import build as rollups
 
 BATCH_ROWS = 20_000
