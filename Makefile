@@ -1,5 +1,5 @@
 # Tasks for working on flaketui. Every target uses the project's virtual environment:
-#   python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' ./pytest-flaketui
+#   python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' -e ./pytest-flaketui
 # (override with `make PY=python3 ...` to use another interpreter).
 
 PY ?= .venv/bin/python

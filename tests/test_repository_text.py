@@ -144,7 +144,7 @@ def test_pytest_flaketui_declares_the_plugin_of_this_version_and_holds_nothing_e
 
 def test_the_readme_test_command_is_what_ci_runs() -> None:
     command = (
-        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' ./pytest-flaketui"
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' -e ./pytest-flaketui"
         " && .venv/bin/python -m pytest"
     )
     assert command in (ROOT / "README.md").read_text(encoding="utf-8")
