@@ -20,25 +20,13 @@ from flaketui.core.history.store import (
     locked_error,
     open_connection,
     open_history,
+    reads_in_place,
     schema_version,
+    uses_wal,
 )
 
 if TYPE_CHECKING:
     import sqlite_utils
-
-# Bytes 18 and 19 of a SQLite file: 1 for a rollback journal, 2 for write-ahead logging.
-JOURNAL_MODE_OFFSET = 18
-WAL_FORMAT = 2
-
-
-def uses_wal(path: Path) -> bool:
-    """Whether the file's header says write-ahead logging."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(JOURNAL_MODE_OFFSET)
-            return fh.read(1) == bytes([WAL_FORMAT])
-    except OSError:
-        return False
 
 
 def _pending_wal(path: Path) -> bool:
@@ -133,12 +121,8 @@ def tidy_sidecars(path: Path) -> None:
 def open_reader(path: Path) -> Reader:
     """A connection that only reads, consistent with writers, leaving no trace when it can.
 
-    - a WAL-mode file we may write: an ordinary connection with `query_only`, because a
-      `mode=ro` connection creates the -wal and -shm files but cannot remove them, while the
-      last ordinary connection to close removes them, as any SQLite client does;
-    - otherwise `mode=ro` (a rollback-journal file, such as the committed sample, gets no
-      sidecar files at all; a WAL-mode file we may not write shares the writers' -shm, so a
-      read that spans another process's write still sees one snapshot);
+    - a WAL-mode file we may write: an ordinary connection with `query_only`, otherwise
+      `mode=ro`, as the commands read (store.reads_in_place says why);
     - `immutable=1` only when `mode=ro` cannot open a file nobody may write (a WAL-mode file
       whose -shm cannot be created): then there is nothing to coordinate with.
     """
@@ -154,7 +138,7 @@ def open_reader(path: Path) -> Reader:
 
 
 def _open_reader(path: Path) -> Reader:
-    if uses_wal(path) and not is_read_only(path):
+    if reads_in_place(path):
         return _connect(path, "plain")
     try:
         return _connect(path, "ro")

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 BUSY_TIMEOUT_MS = 30_000
 FOLD_WAIT_S = 1.0  # how long a reader waits for the write lock to fold deferred rollups
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# Bytes 18 and 19 of a SQLite file: 1 for a rollback journal, 2 for write-ahead logging.
+JOURNAL_MODE_OFFSET = 18
+WAL_FORMAT = 2
 LOCKED_HINT = "another process is writing to it; retry"
 
 # Histories opened in this process, resolved path -> the path as the user gave it: a locked
@@ -264,7 +267,7 @@ def open_connection(
         if not path.parent.exists():
             raise HistoryError(f"{path}: directory {path.parent} does not exist")
     try:
-        if readonly:
+        if readonly and not reads_in_place(path):
             conn = sqlite3.connect(
                 f"{path.resolve().as_uri()}?mode=ro",
                 uri=True,
@@ -274,6 +277,8 @@ def open_connection(
         else:
             # Autocommit mode: every write goes through `transaction()` explicitly.
             conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            if readonly:
+                conn.execute("PRAGMA query_only = ON")
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
@@ -308,6 +313,30 @@ def open_connection(
     if fold:
         fold_deferred(conn, path, readonly)
     return conn
+
+
+def uses_wal(path: Path) -> bool:
+    """Whether the file's header says write-ahead logging."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(JOURNAL_MODE_OFFSET)
+            return fh.read(1) == bytes([WAL_FORMAT])
+    except OSError:
+        return False
+
+
+def reads_in_place(path: Path) -> bool:
+    """Whether a reader opens an ordinary connection with `query_only` rather than `mode=ro`.
+
+    A `mode=ro` connection to a WAL-mode file creates the -wal and -shm files but cannot
+    remove them (that needs the write lock), while the last ordinary connection to close
+    removes them, as any SQLite client does: a WAL-mode file we may write is read through an
+    ordinary connection, so that a command which only read it leaves its folder as it was.
+    Anything else is opened `mode=ro`: a rollback-journal file gets no sidecar file at all,
+    and a file we may not write shares the writers' -shm, so a read that spans another
+    process's write still sees one snapshot.
+    """
+    return uses_wal(path) and _may_write(path)
 
 
 def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
