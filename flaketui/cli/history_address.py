@@ -75,10 +75,9 @@ def send_audit(url: str, replica: Path) -> int:
     """Send the replica's audit rows the server has not had from it; how many landed."""
     from flaketui.core.history.pg.admin import AUDIT_COLUMNS, push_audit
     from flaketui.core.history.pg.connect import connect, server_errors
-    from flaketui.core.history.store import get_meta, open_history, set_meta, transaction
+    from flaketui.core.history.store import get_meta, history_file, set_meta, transaction
 
-    db = open_history(replica, create=False)
-    try:
+    with history_file(replica, create=False) as db:
         sent = int(get_meta(db, AUDIT_SENT) or 0)
         rows = db.conn.execute(
             f"SELECT id, {', '.join(AUDIT_COLUMNS)} FROM audit_log WHERE id > ? ORDER BY id",
@@ -95,5 +94,3 @@ def send_audit(url: str, replica: Path) -> int:
         with transaction(db.conn):
             set_meta(db, AUDIT_SENT, str(rows[-1][0]))
         return landed
-    finally:
-        db.conn.close()

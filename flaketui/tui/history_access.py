@@ -15,11 +15,11 @@ from flaketui.core.history.dbhandle import Reader
 from flaketui.core.history.store import (
     SCHEMA_VERSION,
     SQLITE_MAGIC,
+    history_file,
     is_locked,
     is_read_only,
     locked_error,
     open_connection,
-    open_history,
     reads_in_place,
     schema_version,
     uses_wal,
@@ -161,8 +161,5 @@ def reading(path: Path) -> Iterator[Reader]:
 @contextmanager
 def writing(path: Path) -> Iterator[sqlite_utils.Database]:
     """A writable connection owned by the calling thread, closed on exit (writes only)."""
-    db = open_history(path, create=False)
-    try:
+    with history_file(path, create=False) as db:
         yield db
-    finally:
-        db.conn.close()

@@ -145,6 +145,8 @@ def test_bad_sources_are_refused_before_anything_is_merged(
     with pytest.raises(HistoryError):
         merge_histories(dest, [src_path, bad])
     assert list(dest.conn.iterdump()) == before
+    # The sources opened before the refusal are closed: no -wal or -shm is left beside them.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("src.db")) == ["src.db"]
 
 
 def test_newer_schema_source_is_refused(histories: tuple[Path, Path]) -> None:

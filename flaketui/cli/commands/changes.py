@@ -10,7 +10,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.scoring.series import verdict_changes
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -37,11 +37,11 @@ def changes_command(
     DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
     """
     db = local_history(db)
-    history = open_history(db, create=False, readonly=True)
     config = load_config()
-    moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
     span = days or int(config.window_days)
-    found = verdict_changes(history, test_or_parent, now=moment, days=span, config=config)
+    with history_file(db, create=False, readonly=True) as history:
+        moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
+        found = verdict_changes(history, test_or_parent, now=moment, days=span, config=config)
     if fmt == "json":
         payload = {
             "key": test_or_parent,

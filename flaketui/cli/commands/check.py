@@ -13,7 +13,7 @@ from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.output.check import (
     REASONS,
     SinceError,
@@ -105,22 +105,20 @@ def check_command(
     skip_path, config = skip_path_for(skip_file)
     skip = _read_skip(skip_path, explicit=skip_file is not None)
     db = local_history(db)
-    history = open_history(db, create=False, readonly=True)
     try:
-        result = check(
-            history,
-            now=now,
-            since=since,
-            config=config,
-            skip=skip,
-            fail_on=fail_on,
-            max_damage=max_damage,
-            repo_root=locate_codeowners(db, explicit=codeowners),
-        )
+        with history_file(db, create=False, readonly=True) as history:
+            result = check(
+                history,
+                now=now,
+                since=since,
+                config=config,
+                skip=skip,
+                fail_on=fail_on,
+                max_damage=max_damage,
+                repo_root=locate_codeowners(db, explicit=codeowners),
+            )
     except SinceError as exc:
         raise click.BadParameter(exc.message, param_hint="'--since'") from None
-    finally:
-        history.conn.close()
     if summary_file is not None:
         write_atomically(summary_file, render_summary(result).encode())
     for _reason, line in result.failures:

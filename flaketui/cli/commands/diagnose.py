@@ -14,7 +14,7 @@ from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.diagnosis.experiments import Diagnoser, Diagnosis
 from flaketui.core.diagnosis.sessions import PytestSessions, check_node_id, check_repository
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.scoring.detail import resolve_target
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import utc_now
@@ -95,8 +95,7 @@ def diagnose_command(
     """
     root = check_repository(repo)
     check_node_id(root, test_id)
-    history = open_history(db, create=False)
-    try:
+    with history_file(db, create=False) as history:
         resolve_target(history, test_id)
         config = load_config(root)
         moment, _ = effective_now(history, None, config)
@@ -114,8 +113,6 @@ def diagnose_command(
         diagnosis = diagnoser.diagnose(test_id)
         if interactive:
             click.echo("", err=True)
-    finally:
-        history.conn.close()
     if fmt == "json":
         click.echo(json.dumps(diagnosis_json(diagnosis), indent=2))
         return

@@ -13,7 +13,7 @@ from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import SkipFileError
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.output.exports import FORMATS, decisions, render_decisions
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.skipfile import SkipMode, read_skip_file
@@ -61,19 +61,19 @@ def export_command(
         raise SkipFileError(f"{path}: file not found")
     skip = read_skip_file(path, explicit=skip_file is not None)
     db = local_history(db)
-    history = open_history(db, create=False, readonly=True)
     requested = parse_iso(now) if now else None
-    # Verdicts as of the effective now; expiry against the real clock (or --now).
-    moment, _clamped = effective_now(history, requested, config)
     expiry_now = requested or utc_now()
     report = None
-    if skip is not None and skip.entries:
-        report = build_report(
-            history,
-            now=moment,
-            config=config,
-            repo_root=locate_codeowners(db, cwd=path.parent, explicit=codeowners),
-        )
+    with history_file(db, create=False, readonly=True) as history:
+        # Verdicts as of the effective now; expiry against the real clock (or --now).
+        moment, _clamped = effective_now(history, requested, config)
+        if skip is not None and skip.entries:
+            report = build_report(
+                history,
+                now=moment,
+                config=config,
+                repo_root=locate_codeowners(db, cwd=path.parent, explicit=codeowners),
+            )
     chosen = mode or DEFAULT_MODE.get(fmt, "all")
     found = decisions(
         skip,

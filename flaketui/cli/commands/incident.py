@@ -27,7 +27,7 @@ from flaketui.core.history.outages import (
     reject_outage,
 )
 from flaketui.core.history.pg.admin import add_server_incident, remove_server_incident
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
@@ -71,7 +71,8 @@ def add_command(
     if isinstance(db, str):
         change = _on_server(db, "adding the incident", add_server_incident, tag, **window)
     else:
-        change = add_incident(open_history(db, create=False), tag, **window)
+        with history_file(db, create=False) as history:
+            change = add_incident(history, tag, **window)
     if change.start is not None and change.end is not None:
         what = f"{to_iso(change.start)} .. {to_iso(change.end)}"
     else:
@@ -140,8 +141,8 @@ def _show_outage(db: str, item: Outage) -> None:
 def accept_command(db: Path | str, tag: str) -> None:
     """Keep proposed outage TAG as an incident: its runs stay out of scoring. Outages are
     proposed in each history file; for a server, in its replica in the cache directory."""
-    history = open_history(local_history(db), create=False)
-    runs = accept_outage(history, tag)
+    with history_file(local_history(db), create=False) as history:
+        runs = accept_outage(history, tag)
     click.echo(
         f"outage {tag} accepted: {plural(runs, 'run')} {'stays' if runs == 1 else 'stay'} excluded"
     )
@@ -153,8 +154,8 @@ def accept_command(db: Path | str, tag: str) -> None:
 def reject_command(db: Path | str, tag: str) -> None:
     """Reject proposed outage TAG: its runs count again; it is not proposed again. Outages are
     proposed in each history file; for a server, in its replica in the cache directory."""
-    history = open_history(local_history(db), create=False)
-    runs = reject_outage(history, tag)
+    with history_file(local_history(db), create=False) as history:
+        runs = reject_outage(history, tag)
     click.echo(
         f"outage {tag} rejected: {plural(runs, 'run')} {'counts' if runs == 1 else 'count'} again"
     )
@@ -170,22 +171,23 @@ def reject_command(db: Path | str, tag: str) -> None:
 )
 def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
     """List tagged incidents and the runs proposed as incidents (most tests failed at once)."""
-    history = open_history(local_history(db), create=False, readonly=True)
     config = load_config()
-    moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
-    outages = find_outages(history.conn, now=moment, config=config)
+    with history_file(local_history(db), create=False, readonly=True) as history:
+        moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
+        outages = find_outages(history.conn, now=moment, config=config)
+        if not proposed:
+            incidents = list_incidents(history)
+            proposals = propose_incidents(history, now=moment, config=config)
     if proposed:
         for outage in outages:
             _show_outage(shown(db), outage)
         if not outages:
             click.echo("no suspected outages")
         return
-    incidents = list_incidents(history)
     if not incidents:
         click.echo("no tagged incidents")
     for item in incidents:
         click.echo(f"{item.tag}: {plural(item.runs, 'run')}, {_describe(item)}")
-    proposals = propose_incidents(history, now=moment, config=config)
     for proposal in proposals:
         worst = max(proposal.runs, key=lambda run: run.failed_share)
         click.echo(
@@ -217,7 +219,8 @@ def remove_command(db: Path | str, tag: str) -> None:
     if isinstance(db, str):
         freed = _on_server(db, "removing the incident", remove_server_incident, tag)
     else:
-        freed = remove_incident(open_history(db, create=False), tag)
+        with history_file(db, create=False) as history:
+            freed = remove_incident(history, tag)
     counts = "counts" if freed == 1 else "count"
     click.echo(f"incident {tag} removed: {plural(freed, 'run')} {counts} again")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -15,12 +16,17 @@ from flaketui.cli.commands.resign import resign_if_stale
 from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp, sniff_format
 from flaketui.core.ingest.junit import reports_run_info
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
 from flaketui.core.ingest.runmeta import resolve_run_meta
-from flaketui.core.ingest.writer import content_run_id, file_sha256, ingest_reports
+from flaketui.core.ingest.writer import (
+    IngestResult,
+    content_run_id,
+    file_sha256,
+    ingest_reports,
+)
 from flaketui.core.models import BRANCH_KINDS, RunMeta
 from flaketui.core.timeutil import parse_iso
 from flaketui.core.words import plural
@@ -147,14 +153,22 @@ def ingest_command(
         result = ingest_to_server(
             db, list(reports), resolved, config=config, report_format=report_format
         )
-    else:
-        history = open_history(db)
+        _show_ingest(result, len(reports))  # a server keeps raw runs; its replicas propose outages
+        return
+    with history_file(db) as history:
         result = ingest_reports(
             history, list(reports), resolved, config=config, report_format=report_format
         )
         resign_if_stale(history, config.mask_patterns)
+    _show_ingest(result, len(reports))
+    if not result.empty:
+        with history_file(db) as history:  # opening it folds the runs ingest left to fold
+            propose_outages(history, config)
+
+
+def _show_ingest(result: IngestResult, reports: int) -> None:
     if result.empty:
-        click.echo(f"no test cases in {plural(len(reports), 'report')}: no run recorded")
+        click.echo(f"no test cases in {plural(reports, 'report')}: no run recorded")
         return
     state = "new run" if result.created else "existing run"
     skipped = f", {result.files_skipped} already ingested" if result.files_skipped else ""
@@ -163,15 +177,12 @@ def ingest_command(
         f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
         f"{plural(result.results, 'result')} added, {plural(result.tests, 'test')} in the run"
     )
-    if not isinstance(db, str):  # a server keeps raw runs; its replicas propose outages
-        propose_outages(open_history(db), config)
 
 
 def _ingest_manifest(db: Path | str, manifest: Path) -> None:
     """Backfill from a manifest with a progress bar on a terminal; exit 1 if a line was refused.
     A server gets each batch of runs in one transaction (see ingest_manifest_to_server)."""
     config = load_config()
-    history = None if isinstance(db, str) else open_history(db)
 
     def backfill(progress: Callable[[int, int], None] | None) -> ManifestSummary:
         if isinstance(db, str):
@@ -181,22 +192,23 @@ def _ingest_manifest(db: Path | str, manifest: Path) -> None:
         assert history is not None
         return ingest_manifest(history, manifest, config=config, progress=progress)
 
-    if sys.stderr.isatty():
-        with click.progressbar(
-            length=1, label="ingesting runs", file=sys.stderr
-        ) as bar:  # fmt: skip
+    with nullcontext() if isinstance(db, str) else history_file(db) as history:
+        if sys.stderr.isatty():
+            with click.progressbar(
+                length=1, label="ingesting runs", file=sys.stderr
+            ) as bar:  # fmt: skip
 
-            def progress(done: int, total: int) -> None:
-                bar.length = total
-                bar.update(done - bar.pos)
+                def progress(done: int, total: int) -> None:
+                    bar.length = total
+                    bar.update(done - bar.pos)
 
-            summary = backfill(progress)
-    else:
-        summary = backfill(None)
-    _print_summary(summary)
-    if history is not None:  # a server keeps raw runs; its replicas propose outages
-        resign_if_stale(history, config.mask_patterns)
-        propose_outages(history, config)
+                summary = backfill(progress)
+        else:
+            summary = backfill(None)
+        _print_summary(summary)
+        if history is not None:  # a server keeps raw runs; its replicas propose outages
+            resign_if_stale(history, config.mask_patterns)
+            propose_outages(history, config)
     if summary.refused:
         raise SystemExit(1)
 

@@ -11,7 +11,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, skip_path_for
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.quarantine.machine import LifecycleState
 from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -182,8 +182,7 @@ def lifecycle_command(
     from flaketui.core.scoring.report import effective_now
 
     path, config = skip_path_for(skip_file)
-    history = open_history(local_history(db), create=False, readonly=not apply)
-    try:
+    with history_file(local_history(db), create=False, readonly=not apply) as history:
         moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
         explicit = skip_file is not None
         skip = _skip(path, explicit)
@@ -194,8 +193,6 @@ def lifecycle_command(
             applied = apply_plan(
                 history, plan, gate, skip_path=path, config=config, who=current_user()
             )
-    finally:
-        history.conn.close()
     shown = plan.transitions if show_all else plan.pending
     code = 0 if no_gate else gate.code
     if fmt == "json":

@@ -13,7 +13,7 @@ from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import mask_url
 from flaketui.core.history.merge import merge_histories
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file, open_history
 from flaketui.core.ingest.resign import has_runs, is_current, resign, stamp
 from flaketui.core.words import plural
 
@@ -65,12 +65,11 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
     pg = connect(url)
     try:
         for source in sources:
-            src = open_history(source, create=False, readonly=True)
-            try:
-                with server_errors(url, f"merging {source}"):
-                    done = push_history(pg, src.conn)
-            finally:
-                src.conn.close()
+            with (
+                history_file(source, create=False, readonly=True) as src,
+                server_errors(url, f"merging {source}"),
+            ):
+                done = push_history(pg, src.conn)
             for name in vars(total):
                 setattr(total, name, getattr(total, name) + getattr(done, name))
     finally:
@@ -88,26 +87,25 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
     patterns = load_config().mask_patterns
     foreign = False
     for source in sources:  # refuse a bad source before DEST is created
-        source_db = open_history(source, create=False, readonly=True)
-        foreign |= not is_current(source_db, patterns)
-        source_db.conn.close()
-    history = open_history(dest)
-    was_empty = not has_runs(history)
-    summary = merge_histories(history, list(sources))
-    if was_empty and not foreign:
-        stamp(history, patterns)
-    # A source signed with another scheme would split groups: sign everything with this one.
-    elif foreign or not is_current(history, patterns):
-        summary_resign = resign(history, patterns)
+        with history_file(source, create=False, readonly=True) as source_db:
+            foreign |= not is_current(source_db, patterns)
+    with history_file(dest) as history:
+        was_empty = not has_runs(history)
+        summary = merge_histories(history, list(sources))
+        if was_empty and not foreign:
+            stamp(history, patterns)
+        # A source signed with another scheme would split groups: sign everything with this one.
+        elif foreign or not is_current(history, patterns):
+            summary_resign = resign(history, patterns)
+            click.echo(
+                f"re-signed {plural(summary_resign.messages, 'failure message')} for this scheme"
+            )
         click.echo(
-            f"re-signed {plural(summary_resign.messages, 'failure message')} for this scheme"
+            f"merged {plural(summary.sources, 'history', 'histories')}: "
+            f"{plural(summary.runs_added, 'run')} added, "
+            f"{summary.runs_extended} extended, {summary.runs_unchanged} already present; "
+            f"{plural(summary.results_added, 'result')}, "
+            f"{plural(summary.incidents_added, 'incident')}, "
+            f"{plural(summary.audit_rows_added, 'audit row')} added"
         )
-    click.echo(
-        f"merged {plural(summary.sources, 'history', 'histories')}: "
-        f"{plural(summary.runs_added, 'run')} added, "
-        f"{summary.runs_extended} extended, {summary.runs_unchanged} already present; "
-        f"{plural(summary.results_added, 'result')}, "
-        f"{plural(summary.incidents_added, 'incident')}, "
-        f"{plural(summary.audit_rows_added, 'audit row')} added"
-    )
-    propose_outages(history, load_config())
+        propose_outages(history, load_config())

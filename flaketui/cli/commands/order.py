@@ -13,7 +13,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.scoring.order import Candidate, OrderView, order_view
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -135,10 +135,10 @@ def _candidate_lines(view: OrderView, limit: int | None) -> list[str]:
 def order_command(db: Path, test_or_parent: str, now: str | None, fmt: str, limit: int) -> None:
     """The tests that ran before TEST (or a family) on its worker in its bad runs against its
     good runs, ranked as candidate polluters (Fisher's exact test, Benjamini-Hochberg)."""
-    history = open_history(db, create=False, readonly=True)
     config = load_config()
-    moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
-    view = order_view(history, test_or_parent, now=moment, config=config)
+    with history_file(db, create=False, readonly=True) as history:
+        moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
+        view = order_view(history, test_or_parent, now=moment, config=config)
     shown = limit or None
     if fmt == "json":
         click.echo(json.dumps(order_json(view, now_was_clamped=clamped, limit=shown), indent=2))

@@ -12,7 +12,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.scoring.causes import DIMENSIONS, DimensionRow
 from flaketui.core.scoring.pivot import (
     DimensionPivot,
@@ -147,18 +147,17 @@ def pivot_command(
     replica in the cache directory is synced and read.
     """
     db = local_history(db)
-    history = open_history(db, create=False, readonly=True)
     config = load_config()
-    moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
+    with history_file(db, create=False, readonly=True) as history:
+        moment, clamped = effective_now(history, parse_iso(now) if now else None, config)
+        if by is not None:
+            dimensions = list(DIMENSIONS) if by == "all" else [by]
+            split = dimension_pivot(history, test_or_parent, dimensions, now=moment, config=config)
+        else:
+            pivot = worker_pivot(history, test_or_parent, now=moment, config=config)
     if by is not None:
-        dimensions = list(DIMENSIONS) if by == "all" else [by]
-        _show_dimensions(
-            dimension_pivot(history, test_or_parent, dimensions, now=moment, config=config),
-            fmt,
-            clamped,
-        )
+        _show_dimensions(split, fmt, clamped)
         return
-    pivot = worker_pivot(history, test_or_parent, now=moment, config=config)
     if fmt == "json":
         click.echo(json.dumps(pivot_json(pivot, now_was_clamped=clamped), indent=2))
         return

@@ -10,7 +10,7 @@ from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.config import load_config
 from flaketui.core.history.prune import prune_history
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
 
@@ -31,8 +31,8 @@ def prune_command(db: Path | str, days: float, vacuum: bool) -> None:
     if isinstance(db, str):
         _prune_server(db, days, vacuum)
         return
-    history = open_history(db, create=False)
-    result = prune_history(history, days, vacuum=vacuum)
+    with history_file(db, create=False) as history:
+        result = prune_history(history, days, vacuum=vacuum)
     click.echo(
         f"pruned {plural(result.runs, 'run')} before {to_iso(result.cutoff)}:"
         f" {plural(result.results, 'result')}, {plural(result.tests, 'test')} and"

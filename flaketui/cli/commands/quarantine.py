@@ -10,7 +10,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.core.config import Config, load_config
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.quarantine.skipfile import SkipMode, repo_root, resolve_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 
@@ -77,23 +77,23 @@ def quarantine_command(
     from flaketui.core.scoring.report import effective_now
 
     path, config = skip_path_for(skip_file)
-    history = open_history(local_history(db), create=False)
     requested = parse_iso(now) if now else None
-    scored_at, _clamped = effective_now(history, requested, config)
-    entries = quarantine(
-        history,
-        path,
-        test_id,
-        reason=reason,
-        mode=SkipMode(mode),
-        expires_days=expires_days,
-        ticket=ticket,
-        now=requested or utc_now(),
-        scored_at=scored_at,
-        config=config,
-        force=force,
-        source="cli",
-    )
+    with history_file(local_history(db), create=False) as history:
+        scored_at, _clamped = effective_now(history, requested, config)
+        entries = quarantine(
+            history,
+            path,
+            test_id,
+            reason=reason,
+            mode=SkipMode(mode),
+            expires_days=expires_days,
+            ticket=ticket,
+            now=requested or utc_now(),
+            scored_at=scored_at,
+            config=config,
+            force=force,
+            source="cli",
+        )
     for entry in entries:
         until = to_iso(entry.expires) if entry.expires else "never"
         click.echo(f"quarantined ({entry.mode}, until {until}): {entry.test_id}")
@@ -113,15 +113,15 @@ def release_command(
     from flaketui.core.quarantine.actions import release
 
     path, _config = skip_path_for(skip_file)
-    history = open_history(local_history(db), create=False)
-    released = release(
-        history,
-        path,
-        test_id,
-        reason=reason,
-        now=parse_iso(now) if now else utc_now(),
-        source="cli",
-    )
+    with history_file(local_history(db), create=False) as history:
+        released = release(
+            history,
+            path,
+            test_id,
+            reason=reason,
+            now=parse_iso(now) if now else utc_now(),
+            source="cli",
+        )
     for released_id in released:
         click.echo(f"released: {released_id}")
     click.echo(f"{len(released)} entr{'y' if len(released) == 1 else 'ies'} removed from "

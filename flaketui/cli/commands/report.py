@@ -12,7 +12,7 @@ from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import load_config
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.ingest.resign import stale_note
 from flaketui.core.models import BRANCH_KINDS
 from flaketui.core.output.formats import FORMATS, GROUP_BYS, ReportFormat, render
@@ -63,8 +63,7 @@ def report_command(
     config = load_config()
     moment = parse_iso(now) if now is not None else None
     db = local_history(db)
-    history = open_history(db, create=False, readonly=True)
-    try:
+    with history_file(db, create=False, readonly=True) as history:
         report = build_report(
             history,
             now=moment,
@@ -87,8 +86,6 @@ def report_command(
             text = render(
                 report, ReportFormat(fmt), group_by=group_by, limit=limit, threshold=threshold
             )
-    finally:
-        history.conn.close()
     for note in notes:
         if note is not None:
             click.echo(note, err=True)

@@ -10,7 +10,7 @@ import sqlite_utils
 from flaketui.cli import cli
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import history_file
 from flaketui.core.ingest.resign import (
     ensure_current,
     resign,
@@ -35,10 +35,10 @@ def resign_command(db: Path) -> None:
     """Re-sign the failure messages of history DB with this flaketui's algorithm and the
     configured mask patterns (ingest and merge do this by themselves when the scheme changed).
     """
-    history = open_history(db, create=False)
     patterns = load_config().mask_patterns
-    before = stored_scheme(history)
-    summary = resign(history, patterns)
+    with history_file(db, create=False) as history:
+        before = stored_scheme(history)
+        summary = resign(history, patterns)
     click.echo(
         f"re-signed {plural(summary.messages, 'failure message')}"
         f" ({before} -> {scheme_of(patterns)}):"

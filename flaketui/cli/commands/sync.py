@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import click
@@ -16,7 +17,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import is_server_url, mask_url
 from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.sync import SyncSummary, sync_replica
-from flaketui.core.history.store import get_meta, open_history
+from flaketui.core.history.store import get_meta, history_file
 from flaketui.core.ingest.resign import SCHEME_KEY, has_runs, stamp
 from flaketui.core.words import plural
 
@@ -36,12 +37,6 @@ def run_sync(
     it proposes said on stderr too with notes_err)."""
     if not is_server_url(url):
         raise FlaketuiError(f"{url}: not a postgresql:// URL")
-    pg = connect(url)  # an unreachable server leaves no file behind
-    try:
-        db = open_history(history)
-    except BaseException:
-        pg.close()
-        raise
     shown = mask_url(url)
     last = [-1]
 
@@ -55,17 +50,16 @@ def run_sync(
             print(f"\rsyncing {shown}: {done}/{total} results ({percent}%)", end=end,
                   file=sys.stderr, flush=True)  # fmt: skip
 
-    try:
+    pg = connect(url)  # an unreachable server leaves no file behind
+    with closing(pg), history_file(history) as db:
         with server_errors(url, "syncing (the replica keeps what it had; retry)"):
             summary = sync_replica(pg, db.conn, progress=progress)
-    finally:
-        pg.close()
-    if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
-        # Rows from writers that recorded no scheme: signed as this configuration signs.
-        stamp(db, load_config().mask_patterns)
-    # A replica proposes outages as a history written directly does: same reports, same report.
-    propose_outages(db, load_config(), err=notes_err)
-    db.conn.close()
+        if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
+            # Rows from writers that recorded no scheme: signed as this configuration signs.
+            stamp(db, load_config().mask_patterns)
+        # A replica proposes outages as a history written directly does: same reports, same
+        # report.
+        propose_outages(db, load_config(), err=notes_err)
     return summary
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import sqlite_utils
 
 from flaketui.core.errors import HistoryError
 from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import history_file, transaction
 from flaketui.core.rollups import build as rollups
 
 RUN_COLUMNS = (
@@ -235,12 +236,12 @@ def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> Mer
     """Import the runs of other history files into dest; each source atomically, idempotently."""
     summary = MergeSummary()
     dest_file = _database_file(dest.conn)
-    opened = []
-    for path in sources:  # open all first: a bad source refuses the whole merge up front
-        if dest_file is not None and Path(path).resolve() == dest_file:
-            raise HistoryError(f"{path}: cannot merge a history into itself")
-        opened.append(open_history(path, create=False, readonly=True))
-    try:
+    with ExitStack() as held:  # each source closed on leaving, however the merge ends
+        opened = []
+        for path in sources:  # open all first: a bad source refuses the whole merge up front
+            if dest_file is not None and Path(path).resolve() == dest_file:
+                raise HistoryError(f"{path}: cannot merge a history into itself")
+            opened.append(held.enter_context(history_file(path, create=False, readonly=True)))
         for source in opened:
             src = source.conn
             with transaction(dest.conn):
@@ -250,7 +251,4 @@ def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> Mer
                 summary.incidents_added += _merge_incidents(dest.conn, src)
                 summary.audit_rows_added += _merge_audit(dest.conn, src)
             summary.sources += 1
-    finally:
-        for source in opened:
-            source.conn.close()
     return summary

@@ -246,6 +246,23 @@ def open_history(
     return sqlite_utils.Database(open_connection(path, create=create, readonly=readonly))
 
 
+@contextmanager
+def history_file(
+    path: str | Path,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+) -> Iterator[sqlite_utils.Database]:
+    """open_history for the length of a `with` block, its connection closed on leaving it
+    (error or not): the last connection to a WAL-mode file to close removes its -wal and -shm
+    files, so a command leaves the folder as it found it."""
+    db = open_history(path, create=create, readonly=readonly)
+    try:
+        yield db
+    finally:
+        db.conn.close()
+
+
 def open_connection(
     path: str | Path,
     *,
