@@ -91,7 +91,7 @@ def test_interrupted_runs_are_shown_for_the_tests_they_recorded(history: Path) -
     killed.result(f"{FAMILY}[a]", ["fail"], worker_id="gw0")
     db.conn.close()
     now = ("--now", "2026-11-02T00:00:00Z")
-    line = "1 interrupted run among them (scored for the tests they recorded)"
+    line = "1 interrupted run among them (scored for the tests it recorded)"
     code, out = invoke("pivot", str(history), FAMILY, *now)
     assert code == 0, out
     assert out.splitlines()[1:3] == ["21 counted runs, 8 bad (first attempt failed)", line]

@@ -68,7 +68,8 @@ def interrupted_line(count: int) -> str:
     """What the text output says of interrupted runs (nothing when there are none)."""
     if not count:
         return ""
-    return f"{plural(count, 'interrupted run')} among them (scored for the tests they recorded)"
+    they = "it" if count == 1 else "they"
+    return f"{plural(count, 'interrupted run')} among them (scored for the tests {they} recorded)"
 
 
 def _table(title: str, rows: list[PivotRow]) -> list[str]:

@@ -330,8 +330,8 @@ def _header(report: Report) -> str:
         line += " (the history is older than the window: shown as of its newest run)"
     if report.interrupted_runs:
         count = report.interrupted_runs
-        line += f"; {count} interrupted run{'s' if count != 1 else ''} (scored for the tests"
-        line += " they recorded)"
+        they = "it" if count == 1 else "they"
+        line += f"; {plural(count, 'interrupted run')} (scored for the tests {they} recorded)"
     outages = len(report.proposed_incidents)
     if outages:
         line += f"; {outages} suspected outage{'s' if outages != 1 else ''} excluded"
