@@ -53,7 +53,8 @@ recorder's modules from source: about 0.17 G instructions, 0.6 % of a 5 000-test
 no installed copy pays). `--editable` measures the editable install as it is. pytest side: by
 default every plugin installed in the environment loads, as in a plain `pytest` here (Textual's
 snapshot plugin, syrupy, Hypothesis: ~3 s of a 5 000-test plain run of ~8.8 s, in both runs);
-`--lean` disables plugin autoloading and loads only flaketui's, the strictest denominator.
+`--lean` blocks every other plugin by its entry-point name (`-p no:NAME`), the strictest
+denominator; flaketui's loads through pytest-flaketui's entry point, as in a user's session.
 --simultaneous starts both runs of a pair at the same moment instead (mode "simultaneous"): its
 CPU ratio sees the same neighbours and is the tightest figure here (`verdict` is then read from
 it, `verdict_of`), its wall ratio leans towards 1 (the run finishing first frees a core for the
@@ -134,14 +135,31 @@ def commit_suite(root: Path) -> bool:
     return True
 
 
+def other_plugins(keep: tuple[str, ...] = ()) -> list[str]:
+    """`-p no:NAME` for every pytest plugin this environment declares but flaketui's (and those
+    in keep); SystemExit when flaketui's is not declared (pytest-flaketui not installed)."""
+    names = {ep.name for ep in importlib.metadata.entry_points(group="pytest11")}
+    if "flaketui" not in names:
+        raise SystemExit("pytest-flaketui is not installed: pip install -e ./pytest-flaketui")
+    return [arg for name in sorted(names - {"flaketui", *keep}) for arg in ("-p", f"no:{name}")]
+
+
 class Runner:
     """How to start one pytest session of the suite, plain or recording."""
 
     def __init__(
-        self, root: Path, site: Path | None, lean: bool, python: str = sys.executable
+        self,
+        root: Path,
+        site: Path | None,
+        lean: bool,
+        python: str = sys.executable,
+        keep: tuple[str, ...] = (),
     ) -> None:
         self.root = root
         self.lean = lean
+        # With lean, every other plugin installed is blocked by its entry-point name (but those
+        # in keep), and flaketui's loads through its entry point, as in a user's session.
+        self.blocked = other_plugins(keep) if lean else []
         self.python = python  # another environment's interpreter (see install_wheel)
         self.env = dict(os.environ)
         if python != sys.executable:
@@ -155,18 +173,17 @@ class Runner:
                 p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p
             )
         if lean:
-            self.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+            self.env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
 
     def command(self, db: Path | None, *, idle: bool = False) -> list[str]:
         """The pytest command line: with a history path it records, without it pytest runs
         alone (flaketui's plugin not loaded), or with `idle` loaded but asked for nothing."""
-        command = [self.python, "-m", "pytest", "-q", "-p", "no:randomly", str(self.root)]
+        command = [self.python, "-m", "pytest", "-q", "-p", "no:randomly", *self.blocked]
+        command.append(str(self.root))
         if db is None and idle:
-            return [*command, "-p", "flaketui.pytest_plugin"] if self.lean else command
+            return command
         if db is None:
-            return command if self.lean else [*command, "-p", "no:flaketui"]
-        if self.lean:
-            command += ["-p", "flaketui.pytest_plugin"]
+            return [*command, "-p", "no:flaketui"]
         return [*command, f"--flaketui-db={db}"]  # one word: see the plugin's rootdir rule
 
     def run(self, db: Path | None) -> tuple[float, float]:
@@ -377,7 +394,7 @@ def main() -> None:
         "--simultaneous", action="store_true", help="start both runs of a pair at once"
     )
     parser.add_argument(
-        "--lean", action="store_true", help="only flaketui's pytest plugin, no autoloading"
+        "--lean", action="store_true", help="only flaketui's pytest plugin: every other blocked"
     )
     parser.add_argument(
         "--editable", action="store_true", help="the editable install as is (no bytecode copy)"
@@ -629,19 +646,18 @@ def count_fields(args: argparse.Namespace, tmp: Path, site: Path | None) -> dict
     switch = tmp / "fields-switch"
     switch.mkdir()
     (switch / f"{FIELDS_SWITCH_MODULE}.py").write_text(FIELDS_SWITCH, encoding="utf-8")
-    runner = Runner(root, site, args.lean)
+    runner = Runner(root, site, args.lean, keep=("timeout",))
     runner.env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(switch), runner.env.get("PYTHONPATH", "")) if p
     )
-    extra = ["-p", "pytest_timeout"] if args.lean and timeout_s is not None else []
     plain, shares, overheads, deltas = [], [], [], []
     for seed in range(1, args.instr_seeds + 1):
         log(f"cause fields: {tests} tests under valgrind, hash seed {seed} (minutes)")
         with_db, without_db = tmp / f"fields-on{seed}.db", tmp / f"fields-off{seed}.db"
-        recording = ["-p", FIELDS_SWITCH_MODULE, *extra]
+        recording = ["-p", FIELDS_SWITCH_MODULE]
         counts = runner.instructions(
             {
-                "plain": [*runner.command(None), *extra],
+                "plain": runner.command(None),
                 "with": [*runner.command(with_db), *recording],
                 "without": [*runner.command(without_db), *recording],
             },

@@ -5,6 +5,7 @@ No timing assertions: the figures go to BENCHMARKS.md.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -69,18 +70,21 @@ def test_summary_reports_overheads_with_quartiles_and_interval(plugin_bench: Mod
 
 
 def test_runs_use_an_installed_copy_with_bytecode_and_lean_loads_only_flaketui(
-    plugin_bench: ModuleType, tmp_path: Path
+    plugin_bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = tmp_path / "site"
     copy = plugin_bench.install_copy(site)
     assert (copy / "__pycache__").is_dir() and (copy / "pytest_plugin" / "__init__.py").is_file()
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     runner = plugin_bench.Runner(tmp_path, site, lean=True)
-    assert runner.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
-    assert runner.command(tmp_path / "h.db")[-3:] == [
-        "-p",
-        "flaketui.pytest_plugin",
-        f"--flaketui-db={tmp_path / 'h.db'}",
-    ]
+    # flaketui's plugin loads through its entry point, every other one is blocked by name.
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in runner.env
+    recording = runner.command(tmp_path / "h.db")
+    assert recording[-1] == f"--flaketui-db={tmp_path / 'h.db'}"
+    declared = {ep.name for ep in importlib.metadata.entry_points(group="pytest11")}
+    blocked = {arg.removeprefix("no:") for arg in recording if arg.startswith("no:")}
+    assert blocked == declared - {"flaketui"} | {"randomly"}
+    assert "no:timeout" not in plugin_bench.Runner(tmp_path, site, True, keep=("timeout",)).blocked
     where = subprocess.run(
         [sys.executable, "-c", "import flaketui.pytest_plugin as m; print(m.__cached__)"],
         env=runner.env,
@@ -210,10 +214,11 @@ def test_the_anchor_is_pytest_alone(plugin_bench: ModuleType, tmp_path: Path) ->
     assert default.command(None)[-2:] == ["-p", "no:flaketui"]
     assert "no:flaketui" not in default.command(tmp_path / "h.db")
     lean = plugin_bench.Runner(tmp_path, None, lean=True)
-    assert not [arg for arg in lean.command(None) if "flaketui" in arg]
+    assert lean.command(None)[-2:] == ["-p", "no:flaketui"]
+    assert "no:flaketui" not in lean.command(tmp_path / "h.db")
     # Loaded but asked for nothing: what installing flaketui costs any other session.
-    assert lean.command(None, idle=True)[-2:] == ["-p", "flaketui.pytest_plugin"]
-    assert not [arg for arg in default.command(None, idle=True) if "flaketui" in arg]
+    for runner in (lean, default):
+        assert not [arg for arg in runner.command(None, idle=True) if "flaketui" in arg]
 
 
 def test_a_recording_without_the_cause_fields_is_refused(
