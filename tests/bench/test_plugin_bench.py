@@ -259,3 +259,12 @@ def test_a_wheel_environment_runs_its_own_interpreter_compiling_what_pytest_rewr
     assert "PYTHONPATH" not in runner.env  # nothing of this environment's
     assert runner.env["PYTHONDONTWRITEBYTECODE"] == "1"  # no cached rewrite: a fresh CI job's
     assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in runner.env
+
+
+def test_lean_needs_flaketui_declared_to_pytest(
+    plugin_bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    with pytest.raises(SystemExit, match="pytest-flaketui is not installed"):
+        plugin_bench.Runner(tmp_path, None, lean=True)
+    assert plugin_bench.Runner(tmp_path, None, lean=False).blocked == []
