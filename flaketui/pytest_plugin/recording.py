@@ -43,9 +43,10 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file
   On a slow machine or disk the time-triggered batches space out so that writing them stays
   under FLUSH_MAX_TIME_SHARE of the session (a batch taking 50 ms waits 2.5 s).
 
-PYTEST_DONT_REWRITE: pytest rewrites the asserts of a plugin's modules as it imports them;
-this one has none, and the marker spares the rewrite's walk over it in every session that
-cannot reuse pytest's cached rewrite (a fresh CI environment, PYTHONDONTWRITEBYTECODE).
+PYTEST_DONT_REWRITE: a session that names the plugin with `-p flaketui.pytest_plugin` has
+pytest rewrite the asserts of this package's modules as it imports them; this one has none,
+and the marker spares that walk where no cached rewrite is found (a fresh CI environment,
+PYTHONDONTWRITEBYTECODE). Loaded through pytest-flaketui's entry point, nothing is marked.
 """
 
 from __future__ import annotations

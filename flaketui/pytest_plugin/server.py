@@ -5,9 +5,10 @@ the whole run is pushed to the server in one transaction, so a killed session le
 there and many sessions can record at once. A push that fails keeps the staging file and
 says how to send it later (``flaketui merge URL FILE``).
 
-PYTEST_DONT_REWRITE: pytest rewrites the asserts of a plugin's modules as it imports them;
-this one has none, and the marker spares the rewrite's walk over it in every session that
-cannot reuse pytest's cached rewrite (a fresh CI environment, PYTHONDONTWRITEBYTECODE).
+PYTEST_DONT_REWRITE: a session that names the plugin with `-p flaketui.pytest_plugin` has
+pytest rewrite the asserts of this package's modules as it imports them; this one has none,
+and the marker spares that walk where no cached rewrite is found (a fresh CI environment,
+PYTHONDONTWRITEBYTECODE). Loaded through pytest-flaketui's entry point, nothing is marked.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ collect) and the controller, which sees every report, reports and sets the exit 
 workers tell it what they deselected, so pytest's summary line counts it as it does without
 xdist ("1 deselected").
 
-PYTEST_DONT_REWRITE: pytest rewrites the asserts of a plugin's modules as it imports them;
-this one has none, and the marker spares the rewrite's walk over it in every session that
-cannot reuse pytest's cached rewrite (a fresh CI environment, PYTHONDONTWRITEBYTECODE).
+PYTEST_DONT_REWRITE: a session that names the plugin with `-p flaketui.pytest_plugin` has
+pytest rewrite the asserts of this package's modules as it imports them; this one has none,
+and the marker spares that walk where no cached rewrite is found (a fresh CI environment,
+PYTHONDONTWRITEBYTECODE). Loaded through pytest-flaketui's entry point, nothing is marked.
 """
 
 from __future__ import annotations
