@@ -28,10 +28,10 @@ from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups.evidence import Evidence
 from flaketui.core.scoring import cofailure
 from flaketui.core.scoring.aggregates import (
+    evidence_pass,
     per_family_evidence,
     per_signature_evidence,
     per_test_evidence,
-    pooled_family_units,
     pooled_units,
     rate_changes,
     signature_counts,
@@ -160,8 +160,9 @@ def assert_shared_units_agree(
     members: dict[int, str],
     where: dict[str, str],
 ) -> None:
-    """Groups' run sets read once (pooled_units, pooled_family_units) and handed to their
-    evidence and onsets give what the raw-row scorer gives, also for fewer groups than read."""
+    """Groups' run sets read once (pooled_units; a restricted request's families' from the
+    tests' pass, evidence_pass) and handed to their evidence and onsets give what the raw-row
+    scorer gives, also for fewer groups than read."""
     if not rollups.answers(db.conn, config):
         return  # the raw-row scorer reads no run sets
     units = pooled_units(db, members, now, config)
@@ -177,7 +178,7 @@ def assert_shared_units_agree(
     with raw_scoring():
         raw_changes = rate_changes(db, now, config, "signature", pks, **where, members=some)
     assert_same_changes(changes, raw_changes, "signature")
-    family_units = pooled_family_units(db, now, config, **where)
+    family_units = evidence_pass(db, now, config, **where).group_units
     assert (family_units is None) == (not where)
     fast = per_family_evidence(db, now, config, **where, tests=tests, units=family_units)
     with raw_scoring():

@@ -18,6 +18,7 @@ import json
 import sqlite3
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from itertools import chain, pairwise
 from typing import Any
 
@@ -54,6 +55,7 @@ class Timeline:
     def __init__(self, runs: Mapping[int, WindowRun], *, in_order: bool = False) -> None:
         """`in_order`: the mapping already iterates in (ts, run id) order (no sort)."""
         order = list(runs) if in_order else sorted(runs, key=lambda pk: (runs[pk].ts, pk))
+        self.order = order  # run id by position
         self.position = {pk: i for i, pk in enumerate(order)}
         self.ids = frozenset(order)
         self.ts = [runs[pk].ts for pk in order]
@@ -72,6 +74,30 @@ class Timeline:
         for i, sha in enumerate(self.commit):
             by_commit.setdefault(sha, []).append(i)
         self.by_commit = by_commit
+        # The days of the runs in order, and where each starts (positions; then the end).
+        self.days: list[str] = []
+        self.day_starts: list[int] = []
+        for i, run_ts in enumerate(self.ts):
+            if not self.days or self.days[-1] != run_ts[:10]:
+                self.days.append(run_ts[:10])
+                self.day_starts.append(i)
+        self.day_starts.append(len(order))
+
+    def day_counts(self, units: list[int], bad: list[int]) -> list[tuple[str, int, int]]:
+        """(day, units, bad units) per day with a unit, in day order, of a key's units and
+        bad units (positions in time order; bad ones among the units)."""
+        out = []
+        u_lo = b_lo = 0
+        starts = self.day_starts
+        for i, day in enumerate(self.days):
+            if u_lo == len(units):
+                break
+            u_hi = bisect_left(units, starts[i + 1], u_lo)
+            if u_hi > u_lo:
+                b_hi = bisect_left(bad, starts[i + 1], b_lo)
+                out.append((day, u_hi - u_lo, b_hi - b_lo))
+                u_lo, b_lo = u_hi, b_hi
+        return out
 
     def positions(self, pks: Iterable[int]) -> set[int]:
         """The positions of those runs that pass the filter."""
@@ -255,8 +281,9 @@ class RunLists:
         return out
 
 
-# Per test: its units (positions in time order) and its bad, flaky and failed positions.
-_TestUnits = tuple[int, list[int], list[int], list[int], list[int]]
+# Per test: its units (positions in time order), its bad, flaky and failed positions, and,
+# for a test with a bad unit, its days with units as read.DayCounts rows (day, units, bad).
+_TestUnits = tuple[int, list[int], list[int], list[int], list[int], list[tuple[str, int, int]]]
 
 
 def _test_units(
@@ -268,7 +295,8 @@ def _test_units(
 ) -> Iterator[_TestUnits]:
     """Per test, one at a time, as positions on the timeline: whole days from the day rows'
     run lists, the partial edge days from the raw rows. One test's lists are held at a time,
-    so memory does not grow with the history."""
+    so memory does not grow with the history. A test without a bad unit gets no days (its
+    rate cannot change)."""
     position = timeline.position
     edges: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
     units = q.TEST_UNITS.format(
@@ -302,9 +330,12 @@ def _test_units(
             for whole, part in zip(parts, edge, strict=True):
                 whole.extend(part)
                 whole.sort()
-        yield (test, *parts)
+        days = timeline.day_counts(parts[0], parts[1]) if parts[1] else []
+        yield (test, *parts, days)
     for test, edge in edges.items():
-        yield test, sorted(edge[0]), edge[1], edge[2], edge[3]
+        ran, bad_at = sorted(edge[0]), sorted(edge[1])
+        days = timeline.day_counts(ran, bad_at) if bad_at else []
+        yield test, ran, bad_at, sorted(edge[2]), sorted(edge[3]), days
 
 
 def _most_attempts(
@@ -349,27 +380,65 @@ def _most_attempts(
     return out
 
 
+@dataclass(slots=True)
+class EvidencePass:
+    """Per-test evidence, and what the same pass over the tests' run lists gives the rest of a
+    report: the run sets of pooled groups and the days of the tests with a bad run."""
+
+    tests: dict[int, Evidence]
+    # Per group key: its members' runs (read.GroupUnits), of the filter's runs alone, which
+    # are all family_evidence and read.group_days count of them. None: not pooled.
+    group_units: GroupUnits | None = None
+    # Per test with a bad run: its days as test_days gives them. None: not kept.
+    bad_days: DayCounts | None = None
+
+
 def test_evidence(
     conn: sqlite3.Connection,
     window: Window,
     config: Config,
     suite: str | None,
     branch_kind: str | None,
-) -> dict[int, Evidence]:
-    """Evidence per test (tests.id) over the runs of the suite and/or branch kind."""
+    pool: Mapping[int, str] | None = None,
+) -> EvidencePass:
+    """Evidence per test (tests.id) over the runs of the suite and/or branch kind; with the
+    run sets of the groups `pool` maps tests to (tests.id -> group key) and the bad tests'
+    days, from the same pass."""
     timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
     filter_sql = _run_filter(suite, branch_kind)
     params = {**window.params, "suite": suite, "branch_kind": branch_kind}
     attempts = _most_attempts(conn, filter_sql, params, by_branch_kind=branch_kind is not None)
+    pool = pool or {}
+    pooled: dict[str, tuple[set[int], set[int], set[int], set[int]]] = {
+        key: (set(), set(), set(), set()) for key in set(pool.values())
+    }
     out = {}
-    for test, units, bad, flaky, failed in _test_units(conn, window, timeline, filter_sql, params):
+    bad_days: DayCounts = {}
+    rows = _test_units(conn, window, timeline, filter_sql, params)
+    for test, units, bad, flaky, failed, days in rows:
         most = attempts.get(test, {})
         ev = timeline.evidence_at(
             test, units, set(bad), set(flaky), set(failed), max(most.values(), default=1), most
         )
-        if ev is not None:
-            out[test] = ev
-    return out
+        if ev is None:
+            continue
+        out[test] = ev
+        if days:
+            bad_days[test] = days
+        key = pool.get(test)
+        if key is not None:
+            for target, positions in zip(pooled[key], (units, bad, flaky, failed), strict=True):
+                target.update(positions)
+    order = timeline.order
+
+    def runs(positions: set[int]) -> set[int]:
+        return {order[at] for at in positions}
+
+    units_of: GroupUnits = {
+        key: (runs(ran), runs(bad), runs(flaky), runs(failed))
+        for key, (ran, bad, flaky, failed) in pooled.items()
+    }
+    return EvidencePass(out, units_of, bad_days)
 
 
 def family_members(conn: sqlite3.Connection) -> dict[int, str]:
@@ -429,26 +498,16 @@ def test_days(
         return {}
     timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
     lists = RunLists(timeline)
-    day_of = [ts[:10] for ts in timeline.ts]
     out: DayCounts = {}
-    # A list holds the runs of one day: its first kept run names the day.
     for test, runs, bad in conn.execute(
         "SELECT test, group_concat(run_list, ';'), group_concat(bad_list, ';')"
         " FROM test_day_seq WHERE test IN (SELECT value FROM json_each(:keys))"
         " AND day >= :lo_day AND day <= :hi_day GROUP BY test",
         {**window.params, "keys": json.dumps(keys)},
     ):
-        counts: dict[str, list[int]] = {}
-        for text in runs.split(";"):
-            at = lists.positions(text)
-            if at:
-                counts[day_of[at[0]]] = [len(at), 0]
-        for text in bad.split(";") if bad else ():
-            at = lists.positions(text)
-            if at:
-                counts[day_of[at[0]]][1] = len(at)
-        if counts:
-            out[test] = [(day, n, k) for day, (n, k) in counts.items()]
+        days = timeline.day_counts(lists.joined(runs), lists.joined(bad))
+        if days:
+            out[test] = days
     params = {"suite": suite, "branch_kind": branch_kind}
     edges = edge_test_days(conn, keys, window, _run_filter(suite, branch_kind), params)
     return merge_days(out, edges)

@@ -34,6 +34,7 @@ from flaketui.core.rollups.evidence import (
     counted_runs_cte,
     ensure_sql_functions,
 )
+from flaketui.core.rollups.filtered import EvidencePass
 from flaketui.core.scoring.statistics import RateChange, rate_change
 
 # Stage 1: one grouped scan for every key; the sequence analysis then runs on failing keys only.
@@ -300,19 +301,42 @@ def per_test_evidence(
     it is empty (use `suite_counts`). From the rollups, last_good_commit / last_good_at are
     only set when the default branch ends in a bad streak (streak > 0).
     """
+    return evidence_pass(db, now, config, suite, branch_kind, pool_families=False).tests
+
+
+def evidence_pass(
+    db: Connected,
+    now: datetime,
+    config: Config,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+    *,
+    pool_families: bool = True,
+) -> EvidencePass:
+    """per_test_evidence, and when the request is restricted to a suite or branch kind and the
+    rollups answer it, what the same pass over the tests' run lists gives the rest of the
+    report (rollup_filtered.EvidencePass): every parametrized family's run sets keyed by parent
+    (unless not `pool_families`), which per_family_evidence and the families' onsets read, and
+    the days of the tests with a bad run, which their onsets read (rate_changes)."""
     window = rollup_window(db, now, config, suite, branch_kind)
     if window is not None:
         found = _tests_from_rollups(db, now, config, window)
         if found is not None:
-            return found
+            return EvidencePass(found)
     window = filtered_window(db, now, config, suite, branch_kind)
     if window is not None:
-        return rollup_filtered.test_evidence(db.conn, window, config, suite, branch_kind)
+        members = rollup_filtered.family_members(db.conn) if pool_families else None
+        found_pass = rollup_filtered.test_evidence(
+            db.conn, window, config, suite, branch_kind, members
+        )
+        if not pool_families:
+            found_pass.group_units = None
+        return found_pass
     names = _window_suites(db, now, config, suite, branch_kind)
     if len(names) > MAX_SUITE_COLUMNS:
         names = []
     extra = {f"suite_{i}": name for i, name in enumerate(names)}
-    return _collect(
+    tests = _collect(
         db,
         _test_base(len(names)),
         TEST_UNITS,
@@ -325,6 +349,7 @@ def per_test_evidence(
         lambda keys: [int(k) for k in keys],
         names,
     )
+    return EvidencePass(tests)
 
 
 def _window_suites(
@@ -398,8 +423,8 @@ def per_family_evidence(
     """Evidence per parametrized family (keyed by parent id), pooled by run.
 
     `tests`: per_test_evidence of the same request, when the caller has it (saves a read);
-    `units`: pooled_units of the same request over family_members (read with a suite or
-    branch-kind filter only), when the caller has them.
+    `units`: the run sets of every family for the same request (read with a suite or
+    branch-kind filter only: evidence_pass), when the caller has them.
     """
     window = rollup_window(db, now, config, suite, branch_kind)
     if window is not None:
@@ -594,21 +619,6 @@ def pooled_units(
     return None if window is None else rollup_read.group_units(db.conn, members, window)
 
 
-def pooled_family_units(
-    db: Connected,
-    now: datetime,
-    config: Config,
-    suite: str | None = None,
-    branch_kind: str | None = None,
-) -> rollup_read.GroupUnits | None:
-    """pooled_units of every family for a suite or branch-kind restricted request (what
-    per_family_evidence and the family onsets read then); None without a filter, where the
-    family day rows answer both, or when the rollups cannot answer."""
-    if (suite is None and branch_kind is None) or answering_window(db, now, config) is None:
-        return None
-    return pooled_units(db, rollup_filtered.family_members(db.conn), now, config)
-
-
 def _family_members(db: Connected, test_pks: Sequence[int]) -> dict[int, str]:
     """tests.id -> parent for the tests of `test_pks` that belong to a family."""
     sql = """SELECT id, parent FROM tests
@@ -627,6 +637,7 @@ def _rollup_days(
     branch_kind: str | None,
     members: Mapping[int, str] | None,
     units: rollup_read.GroupUnits | None = None,
+    days: rollup_read.DayCounts | None = None,
 ) -> rollup_read.DayCounts | None:
     """Each key's days with counted runs and bad runs, from the rollups; None when they
     cannot answer the window."""
@@ -635,6 +646,8 @@ def _rollup_days(
         return None
     filtered = suite is not None or branch_kind is not None
     if kind == "test":
+        if filtered and days is not None:
+            return {pk: days[pk] for pk in test_pks if pk in days}
         if filtered:
             return rollup_filtered.test_days(db.conn, window, config, test_pks, suite, branch_kind)
         return rollup_read.test_days(db.conn, test_pks, window)
@@ -657,6 +670,7 @@ def rate_changes(
     branch_kind: str | None = None,
     members: Mapping[int, str] | None = None,
     units: rollup_read.GroupUnits | None = None,
+    days: rollup_read.DayCounts | None = None,
 ) -> dict[Any, RateChange]:
     """The most likely change in each key's daily bad-run rate (one row per key).
 
@@ -667,13 +681,15 @@ def rate_changes(
     rows and a group's from its members' run lists (rollup_read.group_days), those that pass
     the filter only (rollup_filtered), and the search runs in Python (statistics.rate_change);
     else every key's days and the search come from the raw rows in SQL. `units`: pooled_units
-    of the same request covering these groups, when the caller has them.
+    of the same request covering these groups, when the caller has them. `days`: of a
+    restricted request's tests, their days with a bad run (EvidencePass.bad_days, every
+    test of `test_pks` among them), when the caller has them.
     """
     if not test_pks:
         return {}
-    days = _rollup_days(db, now, config, kind, test_pks, suite, branch_kind, members, units)
-    if days is not None:
-        return {key: rate_change(rows) for key, rows in days.items()}
+    found = _rollup_days(db, now, config, kind, test_pks, suite, branch_kind, members, units, days)
+    if found is not None:
+        return {key: rate_change(rows) for key, rows in found.items()}
     ensure_sql_functions(db.conn)
     cte, params = counted_runs_cte(
         now, config, suite=suite, branch_kind=branch_kind, test_pks=test_pks

@@ -30,12 +30,11 @@ from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.outages import proposed_outages
 from flaketui.core.rollups.evidence import Evidence, counted_runs_cte
-from flaketui.core.rollups.read import GroupUnits
+from flaketui.core.rollups.read import DayCounts, GroupUnits
 from flaketui.core.scoring.aggregates import (
+    evidence_pass,
     per_family_evidence,
     per_signature_evidence,
-    per_test_evidence,
-    pooled_family_units,
     pooled_units,
     rate_changes,
     signature_counts,
@@ -219,12 +218,16 @@ def _currents(
     branch_kind: str | None,
     members: dict[int, str] | None = None,
     units: GroupUnits | None = None,
+    days: DayCounts | None = None,
 ) -> dict[Any, Current]:
     """The current regime of every key with a failure in the window (see current_of);
-    `units`: the groups' pooled_units, when the caller read them for their evidence."""
+    `units`: the groups' pooled_units, when the caller read them for their evidence; `days`:
+    the tests' days, when the caller read them with their evidence (rate_changes)."""
     if not failing:
         return {}
-    changes = rate_changes(db, now, config, kind, test_pks, suite, branch_kind, members, units)
+    changes = rate_changes(
+        db, now, config, kind, test_pks, suite, branch_kind, members, units, days
+    )
     return {key: current_of(changes[key], config) for key in failing if key in changes}
 
 
@@ -346,6 +349,9 @@ class _Partial:
     branch_kind: str | None
     owner_of: Callable[[str | None, str], str | None]
     pending: list[TestVerdict]  # failing tests whose daily scores the second step fills
+    # The families' run sets of a suite or branch-kind restricted request, pooled in the
+    # tests' pass (aggregates.evidence_pass); None when the families read their own.
+    family_units: GroupUnits | None = None
 
 
 def _rank_tests(
@@ -357,11 +363,14 @@ def _rank_tests(
     repo_root: Path | None,
 ) -> _Partial:
     now, clamped = effective_now(db, now, config)
-    evidence = per_test_evidence(db, now, config, suite, branch_kind)
+    found = evidence_pass(db, now, config, suite, branch_kind)
+    evidence = found.tests
     infos = _test_infos(db, evidence, now, config, suite, branch_kind)
     owner_of = _owner_lookup(repo_root, config)
     bad = {pk: ev for pk, ev in evidence.items() if ev.failed_runs}
-    currents = _currents(db, now, config, "test", bad, list(bad), suite, branch_kind)
+    currents = _currents(
+        db, now, config, "test", bad, list(bad), suite, branch_kind, days=found.bad_days
+    )
     tests: list[TestVerdict] = []
     for pk, ev in evidence.items():
         info = infos[pk]
@@ -432,7 +441,9 @@ def _rank_tests(
         proposed_incidents=proposed_outages(db.conn),
         interrupted_runs=_interrupted_runs(db, now, config, suite, branch_kind),
     )
-    return _Partial(report, config, evidence, infos, suite, branch_kind, owner_of, pending)
+    return _Partial(
+        report, config, evidence, infos, suite, branch_kind, owner_of, pending, found.group_units
+    )
 
 
 def _interrupted_runs(
@@ -474,7 +485,7 @@ def _complete(db: Connected, partial: _Partial) -> Report:
         if info.signature is not None:
             by_signature[info.signature].append(info)
     # Each group kind's run sets are read once for its evidence and its onsets.
-    units = pooled_family_units(db, now, config, suite, branch_kind)
+    units = partial.family_units
     family_evidence = per_family_evidence(
         db, now, config, suite, branch_kind, tests=partial.evidence, units=units
     )
