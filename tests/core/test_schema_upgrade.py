@@ -36,9 +36,20 @@ def _test_runs_as_version_2(path: Path) -> None:
     for index in indexes:
         conn.execute(index)
     conn.execute("DROP TABLE attempt_journal")  # from version 4
+    conn.execute("CREATE INDEX results_test ON results (test)")  # dropped by version 5
     conn.execute("PRAGMA user_version = 2")
     conn.execute("COMMIT")
     conn.close()
+
+
+def _indexes(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The indexes of a table other than its primary key."""
+    return [
+        str(name)
+        for (name,) in conn.execute(
+            f"SELECT name FROM pragma_index_list('{table}') WHERE origin <> 'pk'"
+        )
+    ]
 
 
 def _key(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -67,6 +78,7 @@ def test_a_version_2_history_keeps_its_rows_and_scores_through_the_upgrade(
     assert store.schema_version(db.conn) == store.SCHEMA_VERSION
     assert db.conn.execute(ROWS).fetchall() == rows
     assert _key(db.conn, "test_runs") == ["test", "ts", "run"]
+    assert _indexes(db.conn, "results") == []
     assert render_json(build_report(db, now=now)) == expected
 
 
@@ -74,10 +86,14 @@ def test_test_runs_has_one_test_major_tree_and_its_window_reads_follow_it(
     tmp_path: Path,
 ) -> None:
     """A run's commit writes a page per test into every test-major tree of test_runs: its key is
-    that order, so no index may repeat it; a test's window is then one range of the key."""
+    that order, so no index may repeat it; a test's window is then one range of the key.
+    results, keyed by run, has no test-major tree at all: a test's attempts are found through
+    test_runs and the results key."""
     db = open_history(tmp_path / "history.db")
     conn = db.conn
     assert _key(conn, "test_runs") == ["test", "ts", "run"]
+    assert _key(conn, "results") == ["run", "test", "attempt"]
+    assert _indexes(conn, "results") == []
     for (name,) in conn.execute(
         "SELECT name FROM pragma_index_list('test_runs') WHERE origin <> 'pk'"
     ):
@@ -104,7 +120,7 @@ def test_a_version_3_history_gains_the_attempt_journal(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 3")
     conn.close()
     db = open_history(path)
-    assert store.schema_version(db.conn) == store.SCHEMA_VERSION == 4
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION == 5
     assert _key(db.conn, "attempt_journal") == ["id"]
     assert db.conn.execute("SELECT count(*) FROM attempt_journal").fetchone() == (0,)
     assert db.conn.execute(ROWS).fetchall() == rows

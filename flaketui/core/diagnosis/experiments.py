@@ -72,8 +72,10 @@ BISECT_TRIES = 2
 MAX_PREDECESSORS = 200
 
 _LATEST_BAD_SQL = """
-SELECT a.run, coalesce(a.worker_id, ''), a.position FROM results a
-JOIN runs r ON r.id = a.run JOIN tests t ON t.id = a.test
+SELECT a.run, coalesce(a.worker_id, ''), a.position FROM tests t
+JOIN test_runs tr ON tr.test = t.id
+JOIN results a ON a.run = tr.run AND a.test = tr.test
+JOIN runs r ON r.id = a.run
 WHERE t.test_id IN (SELECT value FROM json_each(?)) AND a.attempt = 1
   AND a.outcome IN ('fail', 'error') AND a.position IS NOT NULL AND r.source <> 'diagnose'
 ORDER BY r.ts DESC, r.id DESC LIMIT 1

@@ -187,6 +187,14 @@ CREATE INDEX test_runs_run ON test_runs (run);
 SCHEMA_V4 = journal.JOURNAL_SCHEMA
 
 
+# results loses its index on test. It was a third test-major tree: every run's commit wrote a
+# page per test into it (about a sixth of storing a run). A test's attempts are found through
+# test_runs, which orders them by test and time, and the results key (run, test, attempt).
+SCHEMA_V5 = """
+DROP INDEX IF EXISTS results_test;
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -203,11 +211,16 @@ def _migrate_to_4(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V4)
 
 
+def _migrate_to_5(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V5)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
     _migrate_to_3,
     _migrate_to_4,
+    _migrate_to_5,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -217,10 +217,11 @@ SELECT signatures.hash, signatures.text, signatures.example,
        count(*) AS attempts, count(DISTINCT results.run || ':' || results.test) AS runs,
        count(DISTINCT CASE WHEN runs.incident IS NOT NULL
                            THEN results.run || ':' || results.test END) AS incident_runs
-FROM results
-JOIN runs ON runs.id = results.run
+FROM test_runs AS tr
+JOIN results ON results.run = tr.run AND results.test = tr.test
+JOIN runs ON runs.id = tr.run
 JOIN signatures ON signatures.id = results.signature
-WHERE results.test IN (SELECT value FROM json_each(?)) AND runs.ts > ? AND runs.ts <= ?
+WHERE tr.test IN (SELECT value FROM json_each(?)) AND tr.ts > ? AND tr.ts <= ?
 GROUP BY signatures.id
 ORDER BY runs - incident_runs DESC, runs DESC, attempts DESC, signatures.hash
 """
