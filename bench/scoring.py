@@ -10,8 +10,9 @@ Medians of --repeat interleaved rounds of:
 - pandas_s: the recency score vectorised: one query of the counted (test, run) rows, the decay
   and branch weights as column arithmetic, one groupby; no Python loop over rows.
 The last stdout line is one JSON object: results, rescore_s, scan_s, pandas_s, scan_ratio
-(rescore / scan, target <= 1.0), pandas_speedup (pandas / rescore, target >= 5) and
-recency_max_diff (largest |pandas - flaketui| recency score: the anchor computes the same thing).
+(rescore / scan, target <= 1.0), scan_plan (the anchor's query plan: a table scan),
+pandas_speedup (pandas / rescore, target >= 5) and recency_max_diff (largest
+|pandas - flaketui| recency score: the anchor computes the same thing).
 The rescore reads the rollups (flaketui.core.rollups.build and the sequence tables of
 flaketui.core.rollups.sequences), which the writer keeps; a history written before them (or before
 their current version) gets them built once, outside the timed rounds: rollup_build_s.
@@ -57,6 +58,13 @@ WHERE tr.ts > ? AND tr.ts <= ? AND r.incident IS NULL
 def grouped_scan(conn: sqlite3.Connection) -> int:
     """The anchor: one grouped pass over the raw results; returns the groups seen."""
     return len(conn.execute(SCAN_SQL).fetchall())
+
+
+def scan_plan(conn: sqlite3.Connection) -> str:
+    """How SQLite runs the anchor, as EXPLAIN QUERY PLAN words it ("SCAN results; USE TEMP
+    B-TREE FOR GROUP BY"): an index on results.test would turn it into a walk of that index
+    with a table lookup per row, several times slower, and flatter scan_ratio."""
+    return "; ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + SCAN_SQL))
 
 
 def pandas_scores(conn: sqlite3.Connection, config: Config) -> pd.Series:
@@ -154,6 +162,7 @@ def main() -> None:
             "scan_s": scan_s,
             "pandas_s": pandas_s,
             "scan_ratio": round(rescore_s / scan_s, 3),
+            "scan_plan": scan_plan(conn),
             "pandas_speedup": round(pandas_s / rescore_s, 3),
             "recency_max_diff": float(diff),
             "rollup_s": rollup_s,

@@ -91,6 +91,8 @@ def test_scoring_prints_ratios_and_agrees_with_pandas(
     assert out["rollup_s"] > 0 and out["rollup_scan_ratio"] > 0
     for key in ("filtered_suite_s", "filtered_kind_s", "filtered_ratio"):
         assert out[key] > 0
+    # The anchor touches every raw row once, in table order: no index of results orders it.
+    assert out["scan_plan"].startswith("SCAN results;"), out["scan_plan"]
 
 
 def test_ingest_prints_rate_and_parse_ratio(bench: Any, monkeypatch: Any, capsys: Any) -> None:
