@@ -402,15 +402,15 @@ def test_evidence(
     pool: Mapping[int, str] | None = None,
 ) -> EvidencePass:
     """Evidence per test (tests.id) over the runs of the suite and/or branch kind; with the
-    run sets of the groups `pool` maps tests to (tests.id -> group key) and the bad tests'
-    days, from the same pass."""
+    run sets of the groups `pool` maps tests to (tests.id -> group key; None: no pooling)
+    and the bad tests' days, from the same pass."""
     timeline = Timeline(window_runs(conn, window, config, suite, branch_kind))
     filter_sql = _run_filter(suite, branch_kind)
     params = {**window.params, "suite": suite, "branch_kind": branch_kind}
     attempts = _most_attempts(conn, filter_sql, params, by_branch_kind=branch_kind is not None)
-    pool = pool or {}
+    members = pool or {}
     pooled: dict[str, tuple[set[int], set[int], set[int], set[int]]] = {
-        key: (set(), set(), set(), set()) for key in set(pool.values())
+        key: (set(), set(), set(), set()) for key in set(members.values())
     }
     out = {}
     bad_days: DayCounts = {}
@@ -425,7 +425,7 @@ def test_evidence(
         out[test] = ev
         if days:
             bad_days[test] = days
-        key = pool.get(test)
+        key = members.get(test)
         if key is not None:
             for target, positions in zip(pooled[key], (units, bad, flaky, failed), strict=True):
                 target.update(positions)
@@ -438,7 +438,7 @@ def test_evidence(
         key: (runs(ran), runs(bad), runs(flaky), runs(failed))
         for key, (ran, bad, flaky, failed) in pooled.items()
     }
-    return EvidencePass(out, units_of, bad_days)
+    return EvidencePass(out, units_of if pool is not None else None, bad_days)
 
 
 def family_members(conn: sqlite3.Connection) -> dict[int, str]:

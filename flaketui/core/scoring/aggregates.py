@@ -326,12 +326,7 @@ def evidence_pass(
     window = filtered_window(db, now, config, suite, branch_kind)
     if window is not None:
         members = rollup_filtered.family_members(db.conn) if pool_families else None
-        found_pass = rollup_filtered.test_evidence(
-            db.conn, window, config, suite, branch_kind, members
-        )
-        if not pool_families:
-            found_pass.group_units = None
-        return found_pass
+        return rollup_filtered.test_evidence(db.conn, window, config, suite, branch_kind, members)
     names = _window_suites(db, now, config, suite, branch_kind)
     if len(names) > MAX_SUITE_COLUMNS:
         names = []
