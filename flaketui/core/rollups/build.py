@@ -102,7 +102,8 @@ _WEEK_SCHEMA = (
 _ANCHORED = "exp(:ln2_per_h * (julianday(tr.ts) - :anchor_jd))"
 _MAIN, _BAD = "r.branch_kind = 'main'", "tr.outcome <> 'pass'"
 
-# Aggregates of counted raw rows in the rollup's shape; {where} narrows the raw rows.
+# Aggregates of counted raw rows in the rollup's shape; {rows} is test_runs (or a table of its
+# columns holding some of its rows), {where} narrows them.
 _AGGREGATE = f"""
 SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     count(*) AS runs,
@@ -119,11 +120,14 @@ SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     total(CASE WHEN {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS main_w_bad,
     total(CASE WHEN NOT {_MAIN} THEN {_ANCHORED} END) AS other_w,
     total(CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS other_w_bad
-FROM test_runs tr JOIN runs r ON r.id = tr.run
+FROM {{rows}} tr JOIN runs r ON r.id = tr.run
 WHERE r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped'
     AND tr.edited = 0 AND {{where}}
 GROUP BY tr.test, substr(tr.ts, 1, 10), r.suite
 """
+
+# The same over test_runs itself; {where} narrows its rows.
+_RAW_AGGREGATE = _AGGREGATE.replace("{rows}", "test_runs")
 
 _COLUMNS = (
     "test, day, suite, runs, main_runs, flaky_runs, failed_runs, failed_any_runs, max_attempts,"
@@ -281,6 +285,9 @@ def _fold_day(conn: sqlite3.Connection, day: str, tests: list[int]) -> None:
 
 
 _IN_RUNS = "tr.run IN (SELECT value FROM json_each(:runs))"
+# A fold segment's per-run rows (test_runs' columns) and their rollup sums, while it is added.
+SEGMENT_ROWS = "temp.fold_segment_rows"
+_SEGMENT_SUMS = "temp.fold_segment_sums"
 # Whether a test-run of the runs is counted in a day row already: with no other run of the day
 # at or after :first, a row that far on can only hold one of them.
 _COUNTED_ALREADY = """
@@ -316,19 +323,36 @@ def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: l
         return False
     ensure_sql_functions(conn)
     params.update(settings.params())
-    segment = _AGGREGATE.format(where=_IN_RUNS)
+    # The runs' per-run rows are read once, through test_runs_run, into a temporary table
+    # that every rollup of the segment is made from (each read of test_runs by run looks its
+    # rows up one by one), and the segment's sums are made once for its day and its week.
+    conn.execute(f"DROP TABLE IF EXISTS {SEGMENT_ROWS}")
+    conn.execute(f"DROP TABLE IF EXISTS {_SEGMENT_SUMS}")
     conn.execute(
-        f"INSERT INTO test_day_rollups ({_COLUMNS}) SELECT * FROM ({segment}) WHERE true"
-        f" ON CONFLICT (test, suite, day) DO UPDATE SET {_ADD_SET}",
+        f"CREATE TEMP TABLE {SEGMENT_ROWS.removeprefix('temp.')} AS"
+        f" SELECT * FROM test_runs tr WHERE {_IN_RUNS}",
         params,
     )
-    values = _COLUMNS.replace("test, day, suite", "test, :week, suite")
-    conn.execute(
-        f"INSERT INTO test_week_rollups ({_WEEK_COLUMNS}) SELECT {values} FROM ({segment})"
-        f" WHERE true ON CONFLICT (test, suite, week) DO UPDATE SET {_ADD_SET}",
-        params,
-    )
-    seq_rollups.append_segment(conn, runs_json, settings.ln2_per_h)
+    try:
+        conn.execute(
+            f"CREATE TEMP TABLE {_SEGMENT_SUMS.removeprefix('temp.')} AS "
+            + _AGGREGATE.format(rows=SEGMENT_ROWS, where="1"),
+            params,
+        )
+        conn.execute(
+            f"INSERT INTO test_day_rollups ({_COLUMNS}) SELECT {_COLUMNS} FROM {_SEGMENT_SUMS}"
+            f" WHERE true ON CONFLICT (test, suite, day) DO UPDATE SET {_ADD_SET}"
+        )
+        values = _COLUMNS.replace("test, day, suite", "test, :week, suite")
+        conn.execute(
+            f"INSERT INTO test_week_rollups ({_WEEK_COLUMNS}) SELECT {values} FROM {_SEGMENT_SUMS}"
+            f" WHERE true ON CONFLICT (test, suite, week) DO UPDATE SET {_ADD_SET}",
+            {"week": params["week"]},
+        )
+        seq_rollups.append_segment(conn, SEGMENT_ROWS, runs_json, settings.ln2_per_h)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {_SEGMENT_SUMS}")
+        conn.execute(f"DROP TABLE IF EXISTS {SEGMENT_ROWS}")
     return True
 
 
@@ -380,7 +404,7 @@ def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life
             (ANCHOR_KEY, settings.anchor),
         ],
     )
-    sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where="1")
+    sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _RAW_AGGREGATE.format(where="1")
     conn.execute(sql, settings.params())
     conn.execute(_WEEKS_FROM_DAYS.format(where="1"))
     seq_rollups.rebuild(conn, settings.ln2_per_h)
@@ -401,7 +425,7 @@ def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
     conn.execute(f"DELETE FROM test_day_rollups WHERE day = :day AND {picked}", params)
     where = f"tr.{picked} AND tr.ts >= :day AND tr.ts < date(:day, '+1 day')"
     conn.execute(
-        f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where=where), params
+        f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _RAW_AGGREGATE.format(where=where), params
     )
     conn.execute(f"DELETE FROM test_week_rollups WHERE week = :week AND {picked}", params)
     conn.execute(
@@ -757,7 +781,7 @@ def test_base(
     }
     # Every stored sum is relative to the anchor: one factor brings them to `now`.
     factor = math.exp(-settings.ln2_per_h * (window["now_jd"] - _day_jd(settings.anchor)))
-    cursor = conn.execute(_BASE.format(edges=_AGGREGATE.format(where=EDGE_RUNS)), params)
+    cursor = conn.execute(_BASE.format(edges=_RAW_AGGREGATE.format(where=EDGE_RUNS)), params)
     names = [col[0] for col in cursor.description]
     out = []
     for row in cursor:

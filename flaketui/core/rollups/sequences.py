@@ -381,21 +381,22 @@ def _append_rows(
     )
 
 
-def append_segment(conn: sqlite3.Connection, runs_json: str, ln2_per_h: float) -> None:
+def append_segment(conn: sqlite3.Connection, rows: str, runs_json: str, ln2_per_h: float) -> None:
     """Add runs of one day, later than every other run of it and none of whose test-runs is
-    counted yet, to the day rows of their tests and families.
+    counted yet, to the day rows of their tests and families; `rows` is a table of test_runs'
+    columns holding exactly those runs' rows (read from it, not from test_runs).
 
     A family with no rows yet whose members also ran in other runs (a parent that just became
     a family has a past) is not appended: it goes to fold_whole_families, for finish_segments
     to recompute whole.
     """
     params = {"runs": runs_json, "ln2_per_h": ln2_per_h}
-    in_runs = "tr.run IN (SELECT value FROM json_each(:runs))"
-    units = q.TEST_UNITS.format(source=q.TEST_SOURCE, where=in_runs)
+    source = f"{rows} tr JOIN runs r ON r.id = tr.run"
+    units = q.TEST_UNITS.format(source=source, where="1")
     _append_rows(conn, "test_day_seq", "test", units, params)
     conn.execute(
         "INSERT INTO test_day_signatures "
-        + q.SIGNATURE_ROWS.format(source=q.TEST_SOURCE, where=in_runs)
+        + q.SIGNATURE_ROWS.format(source=source, where="1")
         + " ON CONFLICT (test, day, signature) DO UPDATE SET runs = runs + excluded.runs,"
         " last_ts = max(last_ts, excluded.last_ts)",
         params,
@@ -403,8 +404,8 @@ def append_segment(conn: sqlite3.Connection, runs_json: str, ln2_per_h: float) -
     conn.execute("DELETE FROM temp.fold_families")
     conn.execute(
         "INSERT INTO temp.fold_families (parent) SELECT DISTINCT t.parent"
-        " FROM test_runs tr CROSS JOIN tests t ON t.id = tr.test"
-        f" WHERE {in_runs} AND t.parent IN ({FAMILIES})",
+        f" FROM {rows} tr CROSS JOIN tests t ON t.id = tr.test"
+        f" WHERE t.parent IN ({FAMILIES})",
         params,
     )
     conn.execute(
@@ -420,8 +421,8 @@ def append_segment(conn: sqlite3.Connection, runs_json: str, ln2_per_h: float) -
         " (SELECT parent FROM temp.fold_whole_families)"
     )
     units = q.FAMILY_UNITS.format(
-        source=q.FAMILY_SOURCE,
-        where=f"{in_runs} AND t.parent IN (SELECT parent FROM temp.fold_families)",
+        source=f"{source} JOIN tests t ON t.id = tr.test",
+        where="t.parent IN (SELECT parent FROM temp.fold_families)",
     )
     _append_rows(conn, "family_day_seq", "parent", units, params)
 
