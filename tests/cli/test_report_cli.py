@@ -82,6 +82,30 @@ def test_markdown_and_table(runner: CliRunner, history: Path) -> None:
     assert BROKEN in table
 
 
+def test_only_outputs_showing_causes_read_them(
+    runner: CliRunner, history: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test's or family's causes appear in json, csv and html only: a table or Markdown
+    report does not read every flaky test's and family's runs for them."""
+    from flaketui.core.scoring import causes
+
+    kinds: list[str] = []
+    load_units = causes.load_units
+
+    def counting(db: object, target: causes.Target, **kwargs: object) -> object:
+        kinds.append(target.kind)
+        return load_units(db, target, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(causes, "load_units", counting)
+    for fmt in ("table", "markdown"):
+        invoke(runner, str(history), "--now", NOW, "--format", fmt)
+    assert not {"test", "family"} & set(kinds)
+    for fmt in ("json", "csv"):
+        kinds.clear()
+        invoke(runner, str(history), "--now", NOW, "--format", fmt)
+        assert "test" in kinds
+
+
 def test_limit_suite_and_group_by(runner: CliRunner, history: Path) -> None:
     data = json.loads(
         invoke(

@@ -102,6 +102,13 @@ def test_the_victims_of_one_leak_are_one_group_with_the_leak_as_cause(history: P
         t.scores.failed_runs for t in report.tests if t.test_id in VICTIMS
     )
     assert len(group.daily_scores) == 30
+    # Co-failure groups alone (a table or Markdown report): the same group and name, and no
+    # test or family read for causes of its own.
+    named = attach_causes(db, ranked, Config(), cofailures_only=True)
+    assert named.cofailures == report.cofailures
+    assert all(t.causes == () for t in named.tests)
+    assert all(g.causes == () for g in named.families)
+    assert any(t.causes for t in report.tests)
 
 
 def test_independent_flakes_are_never_grouped(history: Path) -> None:

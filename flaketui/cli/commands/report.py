@@ -72,7 +72,14 @@ def report_command(
             branch_kind=branch_kind,
             repo_root=locate_codeowners(db, explicit=codeowners),
         )
-        report = attach_causes(history, report, config)
+        # A table or Markdown report shows no test's or family's causes, only the names
+        # co-failure groups take from theirs.
+        report = attach_causes(
+            history,
+            report,
+            config,
+            cofailures_only=fmt in (ReportFormat.TABLE, ReportFormat.MARKDOWN),
+        )
         notes = [stale_note(history, config.mask_patterns)]
         if not report.tests:
             notes.append(

@@ -452,10 +452,17 @@ def analyse(
     )
 
 
-def attach_causes(db: Connected, report: Report, config: Config) -> Report:
+def attach_causes(
+    db: Connected, report: Report, config: Config, *, cofailures_only: bool = False
+) -> Report:
     """The report with the suspects of its flaky tests, flaky families and co-failure groups
     filled in; a co-failure group is then named by the cause its tests share, when it has
-    one (cofailure.group_label)."""
+    one (cofailure.group_label).
+
+    cofailures_only: the co-failure groups' alone (they name the groups), for an output that
+    shows no test's or family's causes; those are most of the work (a read of every flaky
+    test's and family's runs).
+    """
     from flaketui.core.scoring.cofailure import group_label
 
     def suspects_of(key: str, kind: str, members: list[str]) -> tuple[Suspect, ...]:
@@ -464,12 +471,14 @@ def attach_causes(db: Connected, report: Report, config: Config) -> Report:
 
     tests = [
         replace(t, causes=suspects_of(t.test_id, "test", [t.test_id]))
-        if t.verdict == "flaky"
+        if t.verdict == "flaky" and not cofailures_only
         else t
         for t in report.tests
     ]
     families = [
-        replace(g, causes=suspects_of(g.key, "family", g.members)) if g.verdict == "flaky" else g
+        replace(g, causes=suspects_of(g.key, "family", g.members))
+        if g.verdict == "flaky" and not cofailures_only
+        else g
         for g in report.families
     ]
     cofailures = []
