@@ -8,12 +8,16 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
+from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.store import open_history
+from flaketui.core.scoring import causes
+from flaketui.core.scoring.detail import Target
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)
@@ -87,14 +91,12 @@ def test_only_outputs_showing_causes_read_them(
 ) -> None:
     """A test's or family's causes appear in json, csv and html only: a table or Markdown
     report does not read every flaky test's and family's runs for them."""
-    from flaketui.core.scoring import causes
-
     kinds: list[str] = []
     load_units = causes.load_units
 
-    def counting(db: object, target: causes.Target, **kwargs: object) -> object:
+    def counting(db: Connected, target: Target, **kwargs: Any) -> list[causes.Unit]:
         kinds.append(target.kind)
-        return load_units(db, target, **kwargs)  # type: ignore[arg-type]
+        return load_units(db, target, **kwargs)
 
     monkeypatch.setattr(causes, "load_units", counting)
     for fmt in ("table", "markdown"):

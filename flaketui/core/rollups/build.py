@@ -285,9 +285,9 @@ def _fold_day(conn: sqlite3.Connection, day: str, tests: list[int]) -> None:
 
 
 _IN_RUNS = "tr.run IN (SELECT value FROM json_each(:runs))"
-# A fold segment's per-run rows (test_runs' columns) and their rollup sums, while it is added.
-SEGMENT_ROWS = "temp.fold_segment_rows"
-_SEGMENT_SUMS = "temp.fold_segment_sums"
+# A fold segment's per-run rows (test_runs' columns) and their rollup sums, while it is added
+# (temporary tables).
+_SEGMENT_ROWS, _SEGMENT_SUMS = "fold_segment_rows", "fold_segment_sums"
 # Whether a test-run of the runs is counted in a day row already: with no other run of the day
 # at or after :first, a row that far on can only hold one of them.
 _COUNTED_ALREADY = """
@@ -326,33 +326,32 @@ def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: l
     # The runs' per-run rows are read once, through test_runs_run, into a temporary table
     # that every rollup of the segment is made from (each read of test_runs by run looks its
     # rows up one by one), and the segment's sums are made once for its day and its week.
-    conn.execute(f"DROP TABLE IF EXISTS {SEGMENT_ROWS}")
-    conn.execute(f"DROP TABLE IF EXISTS {_SEGMENT_SUMS}")
+    rows, sums = f"temp.{_SEGMENT_ROWS}", f"temp.{_SEGMENT_SUMS}"
+    conn.execute(f"DROP TABLE IF EXISTS {rows}")
+    conn.execute(f"DROP TABLE IF EXISTS {sums}")
     conn.execute(
-        f"CREATE TEMP TABLE {SEGMENT_ROWS.removeprefix('temp.')} AS"
-        f" SELECT * FROM test_runs tr WHERE {_IN_RUNS}",
+        f"CREATE TEMP TABLE {_SEGMENT_ROWS} AS SELECT * FROM test_runs tr WHERE {_IN_RUNS}",
         params,
     )
     try:
         conn.execute(
-            f"CREATE TEMP TABLE {_SEGMENT_SUMS.removeprefix('temp.')} AS "
-            + _AGGREGATE.format(rows=SEGMENT_ROWS, where="1"),
+            f"CREATE TEMP TABLE {_SEGMENT_SUMS} AS " + _AGGREGATE.format(rows=rows, where="1"),
             params,
         )
         conn.execute(
-            f"INSERT INTO test_day_rollups ({_COLUMNS}) SELECT {_COLUMNS} FROM {_SEGMENT_SUMS}"
+            f"INSERT INTO test_day_rollups ({_COLUMNS}) SELECT {_COLUMNS} FROM {sums}"
             f" WHERE true ON CONFLICT (test, suite, day) DO UPDATE SET {_ADD_SET}"
         )
         values = _COLUMNS.replace("test, day, suite", "test, :week, suite")
         conn.execute(
-            f"INSERT INTO test_week_rollups ({_WEEK_COLUMNS}) SELECT {values} FROM {_SEGMENT_SUMS}"
+            f"INSERT INTO test_week_rollups ({_WEEK_COLUMNS}) SELECT {values} FROM {sums}"
             f" WHERE true ON CONFLICT (test, suite, week) DO UPDATE SET {_ADD_SET}",
             {"week": params["week"]},
         )
-        seq_rollups.append_segment(conn, SEGMENT_ROWS, runs_json, settings.ln2_per_h)
+        seq_rollups.append_segment(conn, rows, runs_json, settings.ln2_per_h)
     finally:
-        conn.execute(f"DROP TABLE IF EXISTS {_SEGMENT_SUMS}")
-        conn.execute(f"DROP TABLE IF EXISTS {SEGMENT_ROWS}")
+        conn.execute(f"DROP TABLE IF EXISTS {sums}")
+        conn.execute(f"DROP TABLE IF EXISTS {rows}")
     return True
 
 
