@@ -95,6 +95,30 @@ def test_scoring_prints_ratios_and_agrees_with_pandas(
     assert out["scan_plan"].startswith("SCAN results;"), out["scan_plan"]
 
 
+def test_causes_prints_ratios_with_and_without_a_recorded_order(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    out = run_main(bench("causes"), ["--results", "3000", "--repeat", "1"], monkeypatch, capsys)
+    for key in ("report_s", "causes_s", "causes_ratio", "ordered_report_s", "ordered_causes_s"):
+        assert out[key] > 0
+    assert out["ordered_causes_ratio"] > 0
+    # The copy records an order as the plugin does: positions 0..n-1 on each worker of each run.
+    conn = sqlite3.connect(out["ordered_history"])
+    assert conn.execute("SELECT count(*) FROM results WHERE position IS NOT NULL").fetchone()[0]
+    (gaps,) = conn.execute(
+        "SELECT count(*) FROM (SELECT run, coalesce(worker_id, '') AS w, count(*) AS n,"
+        " min(position) AS lo, max(position) AS hi, count(DISTINCT position) AS d"
+        " FROM results WHERE attempt = 1 GROUP BY run, w) WHERE lo <> 0 OR hi <> n - 1 OR d <> n"
+    ).fetchone()
+    (original,) = (
+        sqlite3.connect(out["history"])
+        .execute("SELECT count(*) FROM results WHERE position IS NOT NULL")
+        .fetchone()
+    )
+    conn.close()
+    assert gaps == 0 and original == 0
+
+
 def test_ingest_prints_rate_and_parse_ratio(bench: Any, monkeypatch: Any, capsys: Any) -> None:
     out = run_main(bench("ingest"), ["--results", "600", "--repeat", "1"], monkeypatch, capsys)
     assert out["results"] == 600

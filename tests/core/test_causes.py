@@ -64,6 +64,51 @@ def test_fisher_is_a_probability_and_symmetric(table: tuple[int, int, int, int])
     assert math.isclose(p, fisher_exact(bad_rest, runs_rest, bad_in, runs_in), rel_tol=1e-9)
 
 
+def _fisher_by_definition(bad_in: int, runs_in: int, bad_rest: int, runs_rest: int) -> float:
+    """The two-sided p-value term by term, each from lgamma (the reference for FisherExact)."""
+
+    def log_choose(n: int, k: int) -> float:
+        return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+    total, bad = runs_in + runs_rest, bad_in + bad_rest
+    if total == 0 or runs_in == 0 or runs_rest == 0 or bad in (0, total):
+        return 1.0
+    base = log_choose(total, runs_in)
+    terms = [
+        log_choose(bad, k) + log_choose(total - bad, runs_in - k) - base
+        for k in range(max(0, runs_in - (total - bad)), min(runs_in, bad) + 1)
+    ]
+    cutoff = log_choose(bad, bad_in) + log_choose(total - bad, runs_in - bad_in) - base + 1e-7
+    return min(1.0, sum(math.exp(lp) for lp in terms if lp <= cutoff))
+
+
+@st.composite
+def _tables_sharing_margins(draw: st.DrawFn) -> list[tuple[int, int, int, int]]:
+    """Tables as one analysis makes them: the same runs and bad runs split many ways."""
+    total = draw(st.integers(2, 80))
+    bad = draw(st.integers(0, total))
+    tables = []
+    for runs_in in draw(st.lists(st.integers(1, total - 1), min_size=1, max_size=12)):
+        low, high = max(0, runs_in - (total - bad)), min(runs_in, bad)
+        bad_in = draw(st.integers(low, high))
+        tables.append((bad_in, runs_in, bad - bad_in, total - runs_in))
+    return tables
+
+
+@given(st.lists(_tables_sharing_margins(), min_size=1, max_size=4))
+def test_a_shared_fisher_gives_each_table_its_own_p_value(
+    analyses: list[list[tuple[int, int, int, int]]],
+) -> None:
+    # One FisherExact serves a whole analysis, keeping the terms of the margins it has met:
+    # every table still gets exactly the p-value of its own terms, summed in the same order.
+    from flaketui.core.scoring.statistics import FisherExact
+
+    shared = FisherExact()
+    tables = [table for tables in analyses for table in tables]
+    for table in [*tables, *reversed(tables)]:
+        assert shared(*table) == _fisher_by_definition(*table) == fisher_exact(*table)
+
+
 def test_benjamini_hochberg_matches_r_p_adjust() -> None:
     # R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "BH")
     adjusted = benjamini_hochberg([0.01, 0.04, 0.03, 0.005, 0.5])
@@ -277,3 +322,106 @@ def test_a_family_run_holds_each_value_once(tmp_path: Path) -> None:
         assert unit.values["duration"] == ("near median",)
         assert unit.values["predecessor"] == ("t.py::test_x",)
         assert len(unit.timings) == 2
+
+
+def _record_orders(path: Path, orders: list[dict[str, list[str]]], fails: set[int]) -> Path:
+    """A history whose run i ran each worker's tests in orders[i][worker] order (failing the
+    family's params in the runs listed in fails)."""
+    from datetime import timedelta
+
+    from flaketui.core.ingest.writer import RunRecorder
+    from flaketui.core.models import Attempt, CaseResult, RunMeta
+
+    db = open_history(path)
+    for number, order in enumerate(orders):
+        meta = RunMeta(
+            run_id=f"r{number}", suite="unit", ts=NOW - timedelta(hours=len(orders) - number)
+        )
+        recorder = RunRecorder(db, meta)
+        cases = []
+        for worker, tests in order.items():
+            for position, test_id in enumerate(tests, start=1):
+                outcome = "fail" if number in fails and "[" in test_id else "pass"
+                attempt = Attempt(outcome, 5, None, worker, None, position)
+                cases.append(CaseResult(test_id, "t.py", [attempt]))
+        recorder.add(cases)
+        recorder.finish()
+    db.close()
+    return path
+
+
+def test_a_family_unit_holds_the_tests_before_any_of_its_params(tmp_path: Path) -> None:
+    # Params on two workers: the unit's predecessors are the tests before either param on its
+    # own worker (the later param's predecessors include the earlier one's), never a param
+    # itself, and never a test that only ran after the params.
+    from flaketui.core.scoring.causes import load_units
+    from flaketui.core.scoring.detail import Target
+
+    params = ["t.py::test_p[a]", "t.py::test_p[b]", "t.py::test_p[c]"]
+    orders = [
+        {
+            "gw0": ["t.py::test_a", params[0], "t.py::test_b", params[1], "t.py::test_late"],
+            "gw1": ["t.py::test_c", params[2], "t.py::test_d"],
+        },
+        {"gw0": [params[0], "t.py::test_a"], "gw1": ["t.py::test_d", params[1], params[2]]},
+    ]
+    history = open_history(_record_orders(tmp_path / "h.db", orders, fails={1}))
+    target = Target("t.py::test_p", "family", [], params)
+    units = {unit.ts: unit for unit in load_units(history, target, now=NOW, config=Config())}
+    first, second = (units[ts] for ts in sorted(units))
+    assert first.values["predecessor"] == ("t.py::test_a", "t.py::test_b", "t.py::test_c")
+    assert second.values["predecessor"] == ("t.py::test_d",)
+
+
+@pytest.mark.parametrize("kept", [2_000_000, 5])
+def test_an_analysis_of_many_targets_reads_the_same_order_as_one_of_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    # attach_causes shares one RunOrders, reading whole runs (kept: the attempts it may keep,
+    # 5 making it drop runs between targets); one target's analysis reads its own spots only.
+    # Both give every unit the same predecessors.
+    import random
+
+    from flaketui.core.scoring import causes
+    from flaketui.core.scoring.detail import Target
+
+    monkeypatch.setattr(causes, "MAX_ORDER_ENTRIES", kept)
+    rng = random.Random(7)
+    tests = [f"t.py::test_{name}" for name in "abcdefg"] + [f"t.py::test_p[{i}]" for i in range(3)]
+    orders = []
+    for _ in range(12):
+        # Not every test in every run: the targets need different runs' orders.
+        shuffled = rng.sample(tests, rng.randint(len(tests) // 2, len(tests)))
+        workers = rng.choice([1, 2, 3])
+        orders.append({f"gw{w}": shuffled[w::workers] for w in range(workers)})
+    history = open_history(_record_orders(tmp_path / "h.db", orders, fails={1, 4, 5, 9}))
+    targets = [Target(t, "test", [], [t]) for t in tests]
+    targets.append(Target("t.py::test_p", "family", [], tests[-3:]))
+    shared = causes.RunOrders(history.conn)
+
+    def predecessors(units: list[causes.Unit]) -> dict[int, tuple[str, ...] | None]:
+        return {unit.run: unit.values.get("predecessor") for unit in units}
+
+    for target in [*targets, *reversed(targets)]:
+        alone = causes.load_units(history, target, now=NOW, config=Config())
+        together = causes.load_units(history, target, now=NOW, config=Config(), orders=shared)
+        assert predecessors(together) == predecessors(alone)
+        assert all(value is not None for value in predecessors(alone).values())
+
+
+def test_order_is_read_from_the_newest_runs_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the MAX_ORDER_RUNS newest runs with a recorded order know their predecessors; the
+    # older ones take no part in that dimension's comparisons.
+    from flaketui.core.scoring import causes
+    from flaketui.core.scoring.detail import Target
+
+    monkeypatch.setattr(causes, "MAX_ORDER_RUNS", 3)
+    orders = [{"gw0": [f"t.py::test_before{number}", "t.py::test_p[a]"]} for number in range(5)]
+    history = open_history(_record_orders(tmp_path / "h.db", orders, fails={0, 2, 4}))
+    target = Target("t.py::test_p", "family", [], ["t.py::test_p[a]"])
+    units = causes.load_units(history, target, now=NOW, config=Config())
+    known = {unit.values["predecessor"] for unit in units if "predecessor" in unit.values}
+    assert known == {("t.py::test_before2",), ("t.py::test_before3",), ("t.py::test_before4",)}
+    assert len(units) == 5

@@ -38,17 +38,26 @@ runs).
 from __future__ import annotations
 
 import json
+import sqlite3
 import statistics
-from collections import defaultdict
+from array import array
+from bisect import bisect_left
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import chain, filterfalse
 
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.detail import Target, resolve_target
 from flaketui.core.scoring.results import Report, Suspect
-from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact, wilson_interval
+from flaketui.core.scoring.statistics import (
+    FisherExact,
+    benjamini_hochberg,
+    fisher_exact,
+    wilson_interval,
+)
 
 DIMENSIONS = (
     "worker_count",
@@ -69,6 +78,7 @@ SLOWEST_BAND = ">4x median"
 NEAR_TIMEOUT = "near timeout"
 NEAR_TIMEOUT_SHARE = 0.9
 MAX_ORDER_RUNS = 500
+MAX_ORDER_ENTRIES = 2_000_000  # first attempts of the run orders one analysis keeps
 MAX_PIVOT_ROWS = 50  # of the predecessor pivot, the values with the highest Wilson low
 
 _UNITS_SQL = """
@@ -79,16 +89,24 @@ LEFT JOIN results a ON a.run = c.run AND a.test = c.test AND a.attempt = 1
 ORDER BY c.ts DESC, c.run DESC
 """
 
-# Tests that ran before each (run, worker, position) on the same worker, first attempts only.
+# The recorded order of some runs: per run and worker, its first attempts' positions and tests
+# (as JSON arrays: one row per worker of a run, not per attempt).
+_ORDER_SQL = """
+SELECT run, coalesce(worker_id, ''), json_group_array(position), json_group_array(test)
+FROM results
+WHERE run IN (SELECT value FROM json_each(?)) AND attempt = 1 AND position IS NOT NULL
+GROUP BY run, coalesce(worker_id, '')
+"""
+# The same, for some spots (run, worker, position) alone: the attempts before each spot.
 _BEFORE_SQL = """
-WITH spots(run, worker, position) AS (
+WITH spots(run, worker, position) AS MATERIALIZED (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
     FROM json_each(?)
 )
-SELECT s.run, t.test_id
+SELECT s.run, s.worker, json_group_array(r.position), json_group_array(r.test)
 FROM spots s CROSS JOIN results r ON r.run = s.run AND r.attempt = 1
     AND coalesce(r.worker_id, '') = s.worker AND r.position < s.position
-JOIN tests t ON t.id = r.test
+GROUP BY s.run, s.worker
 """
 
 
@@ -151,8 +169,18 @@ def duration_band(duration_ms: int, median_ms: float | None, timeout_ms: int | N
     return SLOWEST_BAND
 
 
-def load_units(db: Connected, target: Target, *, now: datetime, config: Config) -> list[Unit]:
-    """The target's counted runs, newest first, pooled by run, with every dimension's values."""
+def load_units(
+    db: Connected,
+    target: Target,
+    *,
+    now: datetime,
+    config: Config,
+    orders: RunOrders | None = None,
+) -> list[Unit]:
+    """The target's counted runs, newest first, pooled by run, with every dimension's values.
+
+    orders: the run orders read so far by the analysis this one is part of (see RunOrders).
+    """
     cte, params = counted_runs_cte(now, config, test_ids=target.test_ids)
     conn = db.conn
     rows = conn.execute(f"WITH {cte} {_UNITS_SQL}", params).fetchall()
@@ -162,8 +190,8 @@ def load_units(db: Connected, target: Target, *, now: datetime, config: Config) 
             durations[int(row[0])].append(int(row[11]))
     medians = {test: _median(values) for test, values in durations.items()}
     units: dict[int, Unit] = {}
-    spots: list[tuple[int, str, int]] = []
-    max_spots = MAX_ORDER_RUNS * len(target.test_ids)
+    # (run, worker) -> the latest position of a member's first attempt there
+    spots: dict[tuple[int, str], int] = {}
     # Tens of thousands of rows for a group: each dimension's set is made once per unit.
     for (
         test, run, bad, ts, workers, worker, suite, kind, host, os_name, python, duration,
@@ -189,16 +217,105 @@ def load_units(db: Connected, target: Target, *, now: datetime, config: Config) 
         if duration is not None:
             _add(values, "duration", duration_band(int(duration), medians.get(int(test)), timeout))
             unit.timings += ((int(duration), None if timeout is None else int(timeout)),)
-        if position is not None and len(spots) < max_spots:
-            spots.append((int(run), str(worker), int(position)))
+        if position is not None:
+            spot = (run, str(worker))
+            if spots.get(spot, -1) < position:
+                spots[spot] = int(position)
     if spots:
-        own = set(target.test_ids)
-        for run, before in conn.execute(_BEFORE_SQL, (json.dumps(spots),)):
-            if before not in own:
-                _add(units[int(run)].values, "predecessor", str(before))
-        for run, _, _ in spots:  # a first test on its worker had no predecessor
-            units[run].values.setdefault("predecessor", ())
+        newest = set(
+            sorted({run for run, _ in spots}, key=lambda r: (units[r].ts, r))[-MAX_ORDER_RUNS:]
+        )
+        known = (orders or RunOrders(conn, whole_runs=False)).before(
+            {spot: at for spot, at in spots.items() if spot[0] in newest},
+            own=set(target.test_ids),
+        )
+        for run, tests in known.items():
+            units[run].values["predecessor"] = tests
     return list(units.values())
+
+
+class RunOrders:
+    """The order the first attempts of runs took on each of their workers.
+
+    With whole_runs (for an analysis of many targets), each run's order is read whole, once,
+    and shared by every target: the newest runs are every target's, and a run holds every test
+    of the suite. At most MAX_ORDER_ENTRIES attempts are kept, as plain arrays of integers; the
+    runs read longest ago make room first. Without it (one target) only the attempts before
+    the target's spots are read, and nothing is kept.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, whole_runs: bool = True) -> None:
+        self._conn = conn
+        self._whole_runs = whole_runs
+        # run -> worker -> (positions ascending, the test row id at each)
+        self._orders: dict[int, dict[str, tuple[array[int], array[int]]]] = {}
+        self._entries = 0
+        self._names: dict[int, str] = {}
+
+    def before(
+        self, spots: dict[tuple[int, str], int], *, own: set[str]
+    ) -> dict[int, tuple[str, ...]]:
+        """For each run of spots ((run, worker) -> position), the tests whose first attempt ran
+        before that position on that worker, but own's: on each worker in the order they ran,
+        workers in name order (a first test on its worker had none)."""
+        if self._whole_runs:
+            orders = self._read_runs({run for run, _ in spots})
+        else:
+            picked = [[run, worker, at] for (run, worker), at in spots.items()]
+            orders = self._read(_BEFORE_SQL, json.dumps(picked), {run for run, _ in spots})
+        names = self._names
+        parts: dict[int, list[array[int]]] = {run: [] for run, _ in spots}
+        for (run, worker), position in sorted(spots.items()):
+            positions, tests = orders[run].get(worker, _NO_ORDER)
+            parts[run].append(tests[: bisect_left(positions, position)])
+        return {
+            run: tuple(filterfalse(own.__contains__, map(names.__getitem__, chain(*arrays))))
+            for run, arrays in parts.items()
+        }
+
+    def _read_runs(self, runs: set[int]) -> dict[int, dict[str, tuple[array[int], array[int]]]]:
+        """The kept orders, with those of runs not read yet read whole, making room first."""
+        missing = runs - self._orders.keys()
+        if missing:
+            read = self._read(_ORDER_SQL, json.dumps(sorted(missing)), missing)
+            added = sum(
+                len(positions) for order in read.values() for positions, _ in order.values()
+            )
+            for run in list(self._orders):
+                if self._entries + added <= MAX_ORDER_ENTRIES:
+                    break
+                if run not in runs:
+                    self._entries -= sum(len(p) for p, _ in self._orders.pop(run).values())
+            self._orders.update(read)
+            self._entries += added
+        return self._orders
+
+    def _read(
+        self, sql: str, argument: str, runs: set[int]
+    ) -> dict[int, dict[str, tuple[array[int], array[int]]]]:
+        """Orders by run and worker from one of the order queries, naming their tests."""
+        read: dict[int, dict[str, tuple[array[int], array[int]]]] = {run: {} for run in runs}
+        for run, worker, positions_json, tests_json in self._conn.execute(sql, (argument,)):
+            positions, tests = json.loads(positions_json), json.loads(tests_json)
+            ranked = sorted(range(len(positions)), key=positions.__getitem__)
+            read[run][worker] = (
+                array("q", [positions[i] for i in ranked]),
+                array("q", [tests[i] for i in ranked]),
+            )
+        names = self._names
+        unnamed = {t for order in read.values() for _, tests in order.values() for t in tests}
+        unnamed.difference_update(names)
+        if unnamed:
+            names.update(
+                self._conn.execute(
+                    "SELECT id, test_id FROM tests WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(unnamed)),),
+                )
+            )
+        return read
+
+
+_NO_ORDER: tuple[array[int], array[int]] = (array("q"), array("q"))
 
 
 def _add(values: dict[str, tuple[str, ...]], dimension: str, value: str) -> None:
@@ -208,14 +325,17 @@ def _add(values: dict[str, tuple[str, ...]], dimension: str, value: str) -> None
         values[dimension] = (*found, value)
 
 
+def _value_counts(units: list[Unit], dimension: str) -> dict[str, list[int]]:
+    """[runs, bad runs] under each value of a dimension, values in the order first met (a
+    predecessor dimension has hundreds of values per unit: counted in one pass each)."""
+    runs = Counter(chain.from_iterable(unit.values.get(dimension, ()) for unit in units))
+    bad = Counter(chain.from_iterable(unit.values.get(dimension, ()) for unit in units if unit.bad))
+    return {value: [count, bad[value]] for value, count in runs.items()}
+
+
 def _rows(units: list[Unit], dimension: str, config: Config) -> list[DimensionRow]:
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for unit in units:
-        for value in unit.values.get(dimension, ()):
-            counts[value][0] += 1
-            counts[value][1] += unit.bad
     rows = []
-    for value, (runs, bad) in counts.items():
+    for value, (runs, bad) in _value_counts(units, dimension).items():
         low, high = wilson_interval(bad, runs, config.z)
         rows.append(DimensionRow(value, runs, bad, bad / runs, low, high))
     return rows
@@ -250,11 +370,7 @@ def _comparisons(units: list[Unit], dimension: str) -> list[tuple[str, int, int,
     total, total_bad = len(known), sum(unit.bad for unit in known)
     if total < 2:
         return []
-    groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for unit in known:
-        for value in unit.values[dimension]:
-            groups[value][0] += 1
-            groups[value][1] += unit.bad
+    groups = _value_counts(known, dimension)
     if dimension == "worker_count" and len(groups) > 2:
         ordered = sorted(groups, key=int)
         thresholds: dict[str, list[int]] = {}
@@ -393,9 +509,12 @@ def _broader_first(units: list[Unit], suspects: list[Suspect], config: Config) -
 def find_suspects(units: list[Unit], config: Config) -> list[Suspect]:
     """The dimension values under which the target fails more (see the module docstring)."""
     tests: list[tuple[str, str, int, int, int, int, float]] = []
+    # The values of a dimension split the same runs: their tests share margins (a predecessor
+    # dimension has hundreds of values).
+    fisher = FisherExact()
     for dimension in DIMENSIONS:
         for value, bad, runs, rest_bad, rest_runs in _comparisons(units, dimension):
-            p_raw = fisher_exact(bad, runs, rest_bad, rest_runs)
+            p_raw = fisher(bad, runs, rest_bad, rest_runs)
             tests.append((dimension, value, bad, runs, rest_bad, rest_runs, p_raw))
     adjusted = benjamini_hochberg([test[-1] for test in tests])
     suspects = []
@@ -465,8 +584,11 @@ def attach_causes(
     """
     from flaketui.core.scoring.cofailure import group_label
 
+    orders = RunOrders(db.conn)
+
     def suspects_of(key: str, kind: str, members: list[str]) -> tuple[Suspect, ...]:
-        units = load_units(db, Target(key, kind, [], members), now=report.now, config=config)
+        target = Target(key, kind, [], members)
+        units = load_units(db, target, now=report.now, config=config, orders=orders)
         return tuple(find_suspects(units, config))
 
     tests = [

@@ -44,7 +44,7 @@ from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.causes import Unit, analyse
 from flaketui.core.scoring.detail import Target
-from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact
+from flaketui.core.scoring.statistics import FisherExact, benjamini_hochberg
 
 ROLES = ("polluter", "dependency", "neutral")
 RANDOM_ORDER_BUCKETS = ("class", "module", "package", "parent", "grandparent", "global")
@@ -116,13 +116,12 @@ def order_candidates(units: list[Unit], config: Config) -> tuple[list[Candidate]
             counts[test][1] += unit.bad
     always = sorted(test for test, (runs, _) in counts.items() if runs == total)
     tests: list[tuple[str, int, int, int, int, float]] = []
+    fisher = FisherExact()  # every candidate splits the same runs
     for test, (runs, bad) in counts.items():
         if runs == total:
             continue
         rest_runs, rest_bad = total - runs, total_bad - bad
-        tests.append(
-            (test, bad, runs, rest_bad, rest_runs, fisher_exact(bad, runs, rest_bad, rest_runs))
-        )
+        tests.append((test, bad, runs, rest_bad, rest_runs, fisher(bad, runs, rest_bad, rest_runs)))
     adjusted = benjamini_hochberg([test[-1] for test in tests])
     candidates = []
     for (test, bad, runs, rest_bad, rest_runs, p_raw), q in zip(tests, adjusted, strict=True):
@@ -132,12 +131,14 @@ def order_candidates(units: list[Unit], config: Config) -> tuple[list[Candidate]
     candidates.sort(
         key=lambda c: (c.p_raw, -abs(c.rate_with - c.rate_without), ROLES.index(c.role), c.test_id)
     )
-    _explain(ordered, candidates, config)
+    _explain(ordered, candidates, config, fisher)
     candidates.sort(key=lambda c: c.explained_by is not None)  # stable: keeps the ranking
     return candidates, always
 
 
-def _explain(ordered: list[Unit], candidates: list[Candidate], config: Config) -> None:
+def _explain(
+    ordered: list[Unit], candidates: list[Candidate], config: Config, fisher: FisherExact
+) -> None:
     """Mark the significant polluters that a stronger one accounts for (explained_by)."""
     kept: list[str] = []
     for candidate in candidates:
@@ -152,7 +153,7 @@ def _explain(ordered: list[Unit], candidates: list[Candidate], config: Config) -
                 runs > 0
                 and rest_runs > 0
                 and bad / runs > rest_bad / rest_runs
-                and fisher_exact(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
+                and fisher(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
             )
             if not holds:
                 candidate.explained_by = kept[0]

@@ -206,22 +206,53 @@ def fisher_exact(bad_in: int, runs_in: int, bad_rest: int, runs_rest: int) -> fl
     more likely than the observed one (a relative tolerance absorbs rounding), as R's
     fisher.test does.
     """
-    if not (0 <= bad_in <= runs_in and 0 <= bad_rest <= runs_rest):
-        raise ValueError("fisher_exact: need 0 <= bad <= runs on both sides")
-    total = runs_in + runs_rest
-    bad = bad_in + bad_rest
-    if total == 0 or runs_in == 0 or runs_rest == 0 or bad in (0, total):
-        return 1.0
-    low, high = max(0, runs_in - (total - bad)), min(runs_in, bad)
-    base = _log_choose(total, runs_in)
+    return FisherExact()(bad_in, runs_in, bad_rest, runs_rest)
 
-    def log_pmf(k: int) -> float:
-        return _log_choose(bad, k) + _log_choose(total - bad, runs_in - k) - base
 
-    observed = log_pmf(bad_in)
-    cutoff = observed + 1e-7
-    p_value = sum(math.exp(lp) for k in range(low, high + 1) if (lp := log_pmf(k)) <= cutoff)
-    return min(1.0, p_value)
+class FisherExact:
+    """fisher_exact, keeping the hypergeometric terms of each pair of margins it has met.
+
+    The comparisons of one analysis share their margins: every value of a dimension splits the
+    same runs and bad runs, and many values split them alike. Each table's p-value is the same
+    sum, in the same order, as fisher_exact's.
+    """
+
+    def __init__(self) -> None:
+        # (total, bad, runs_in) -> (first k, log-probability and probability of each k)
+        self._terms: dict[tuple[int, int, int], tuple[int, list[float], list[float]]] = {}
+        self._choose: dict[int, list[float]] = {}
+
+    def __call__(self, bad_in: int, runs_in: int, bad_rest: int, runs_rest: int) -> float:
+        if not (0 <= bad_in <= runs_in and 0 <= bad_rest <= runs_rest):
+            raise ValueError("fisher_exact: need 0 <= bad <= runs on both sides")
+        total = runs_in + runs_rest
+        bad = bad_in + bad_rest
+        if total == 0 or runs_in == 0 or runs_rest == 0 or bad in (0, total):
+            return 1.0
+        low, log_pmf, pmf = self._margins(total, bad, runs_in)
+        cutoff = log_pmf[bad_in - low] + 1e-7
+        p_value = sum(p for lp, p in zip(log_pmf, pmf, strict=True) if lp <= cutoff)
+        return min(1.0, p_value)
+
+    def _margins(self, total: int, bad: int, runs_in: int) -> tuple[int, list[float], list[float]]:
+        key = (total, bad, runs_in)
+        terms = self._terms.get(key)
+        if terms is None:
+            low, high = max(0, runs_in - (total - bad)), min(runs_in, bad)
+            base = _log_choose(total, runs_in)
+            choose_bad, choose_good = self._choices(bad), self._choices(total - bad)
+            log_pmf = [
+                choose_bad[k] + choose_good[runs_in - k] - base for k in range(low, high + 1)
+            ]
+            terms = self._terms[key] = (low, log_pmf, [math.exp(lp) for lp in log_pmf])
+        return terms
+
+    def _choices(self, n: int) -> list[float]:
+        """_log_choose(n, k) for every k from 0 to n."""
+        found = self._choose.get(n)
+        if found is None:
+            found = self._choose[n] = [_log_choose(n, k) for k in range(n + 1)]
+        return found
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
