@@ -85,7 +85,8 @@ class KeyBar(Widget, can_focus=False):
 
     def _bindings_changed(self, screen: Screen[object]) -> None:
         if screen is self.screen:
-            self.refresh()
+            # Other keys may need another number of lines: the bar's height is laid out again.
+            self.refresh(layout=True)
 
     def _shown(self) -> list[tuple[DOMNode, Binding, bool]]:
         """The screen's shown bindings, one per action, in binding order."""
