@@ -373,13 +373,14 @@ def test_a_family_unit_holds_the_tests_before_any_of_its_params(tmp_path: Path) 
     assert second.values["predecessor"] == ("t.py::test_d",)
 
 
-@pytest.mark.parametrize("kept", [2_000_000, 5])
+@pytest.mark.parametrize("kept", [2_000_000, 60, 5])
 def test_an_analysis_of_many_targets_reads_the_same_order_as_one_of_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
 ) -> None:
-    # attach_causes shares one RunOrders, reading whole runs (kept: the attempts it may keep,
-    # 5 making it drop runs between targets); one target's analysis reads its own spots only.
-    # Both give every unit the same predecessors.
+    # attach_causes shares one RunOrders, reading whole runs (kept: the attempts it may keep;
+    # 60 makes it drop runs between targets, 5 read the targets after the first as one target
+    # alone); one target's analysis reads its own spots only. Both give every unit the same
+    # predecessors.
     import random
 
     from flaketui.core.scoring import causes

@@ -240,8 +240,9 @@ class RunOrders:
     With whole_runs (for an analysis of many targets), each run's order is read whole, once,
     and shared by every target: the newest runs are every target's, and a run holds every test
     of the suite. At most MAX_ORDER_ENTRIES attempts are kept, as plain arrays of integers; the
-    runs read longest ago make room first. Without it (one target) only the attempts before
-    the target's spots are read, and nothing is kept.
+    runs read longest ago make room first. A target whose runs would not fit (at the size of
+    the runs read so far) is read as without it. Without it (one target) only the attempts
+    before the target's spots are read, and nothing is kept.
     """
 
     def __init__(self, conn: sqlite3.Connection, *, whole_runs: bool = True) -> None:
@@ -250,6 +251,7 @@ class RunOrders:
         # run -> worker -> (positions ascending, the test row id at each)
         self._orders: dict[int, dict[str, tuple[array[int], array[int]]]] = {}
         self._entries = 0
+        self._read_total = (0, 0)  # runs read whole so far, and their attempts
         self._names: dict[int, str] = {}
 
     def before(
@@ -258,11 +260,12 @@ class RunOrders:
         """For each run of spots ((run, worker) -> position), the tests whose first attempt ran
         before that position on that worker, but own's: on each worker in the order they ran,
         workers in name order (a first test on its worker had none)."""
-        if self._whole_runs:
-            orders = self._read_runs({run for run, _ in spots})
+        runs = {run for run, _ in spots}
+        if self._whole_runs and self._fits(runs):
+            orders = self._read_runs(runs)
         else:
             picked = [[run, worker, at] for (run, worker), at in spots.items()]
-            orders = self._read(_BEFORE_SQL, json.dumps(picked), {run for run, _ in spots})
+            orders = self._read(_BEFORE_SQL, json.dumps(picked), runs)
         names = self._names
         parts: dict[int, list[array[int]]] = {run: [] for run, _ in spots}
         for (run, worker), position in sorted(spots.items()):
@@ -273,6 +276,12 @@ class RunOrders:
             for run, arrays in parts.items()
         }
 
+    def _fits(self, runs: set[int]) -> bool:
+        """Whether these runs' orders would fit in what may be kept, at the size of the runs
+        read so far (the first runs are read to learn it)."""
+        read_runs, read_entries = self._read_total
+        return not read_runs or len(runs) * read_entries <= MAX_ORDER_ENTRIES * read_runs
+
     def _read_runs(self, runs: set[int]) -> dict[int, dict[str, tuple[array[int], array[int]]]]:
         """The kept orders, with those of runs not read yet read whole, making room first."""
         missing = runs - self._orders.keys()
@@ -281,6 +290,8 @@ class RunOrders:
             added = sum(
                 len(positions) for order in read.values() for positions, _ in order.values()
             )
+            read_runs, read_entries = self._read_total
+            self._read_total = (read_runs + len(missing), read_entries + added)
             for run in list(self._orders):
                 if self._entries + added <= MAX_ORDER_ENTRIES:
                     break
