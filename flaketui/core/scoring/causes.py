@@ -52,12 +52,7 @@ from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.detail import Target, resolve_target
 from flaketui.core.scoring.results import Report, Suspect
-from flaketui.core.scoring.statistics import (
-    FisherExact,
-    benjamini_hochberg,
-    fisher_exact,
-    wilson_interval,
-)
+from flaketui.core.scoring.statistics import FisherExact, benjamini_hochberg, wilson_interval
 
 DIMENSIONS = (
     "worker_count",
@@ -462,7 +457,9 @@ def _passes(config: Config, bad: int, runs: int, rest_bad: int, rest_runs: int) 
     )
 
 
-def _still_holds(units: list[Unit], suspect: Suspect, kept: list[Suspect], config: Config) -> bool:
+def _still_holds(
+    units: list[Unit], suspect: Suspect, kept: list[Suspect], config: Config, fisher: FisherExact
+) -> bool:
     """Whether a suspect holds in the runs none of the kept suspects covers."""
     if not kept:
         return True
@@ -477,10 +474,12 @@ def _still_holds(units: list[Unit], suspect: Suspect, kept: list[Suspect], confi
     rest_bad, rest_runs = sum(unit.bad for unit in rest) - bad, len(rest) - runs
     if not _passes(config, bad, runs, rest_bad, rest_runs):
         return False
-    return fisher_exact(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
+    return fisher(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
 
 
-def _broader_first(units: list[Unit], suspects: list[Suspect], config: Config) -> list[Suspect]:
+def _broader_first(
+    units: list[Unit], suspects: list[Suspect], config: Config, fisher: FisherExact
+) -> list[Suspect]:
     """Suspects in order, except that one whose runs all fall under a later suspect's value of
     another dimension, and which does not hold within that value's runs, moves after it:
     "16 workers" explains "worker gw12" (a worker only 16-worker runs have), not the other way
@@ -500,7 +499,7 @@ def _broader_first(units: list[Unit], suspects: list[Suspect], config: Config) -
         rest_bad, rest_runs = sum(u.bad for u in within) - bad, len(within) - runs
         return not (
             _passes(config, bad, runs, rest_bad, rest_runs)
-            and fisher_exact(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
+            and fisher(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
         )
 
     order = list(suspects)
@@ -521,7 +520,7 @@ def find_suspects(units: list[Unit], config: Config) -> list[Suspect]:
     """The dimension values under which the target fails more (see the module docstring)."""
     tests: list[tuple[str, str, int, int, int, int, float]] = []
     # The values of a dimension split the same runs: their tests share margins (a predecessor
-    # dimension has hundreds of values).
+    # dimension has hundreds of values). The checks of the kept order below use it too.
     fisher = FisherExact()
     for dimension in DIMENSIONS:
         for value, bad, runs, rest_bad, rest_runs in _comparisons(units, dimension):
@@ -555,10 +554,10 @@ def find_suspects(units: list[Unit], config: Config) -> list[Suspect]:
     suspects.sort(
         key=lambda s: (s.p_raw, -(s.rate - s.rest_rate), DIMENSIONS.index(s.dimension), s.value)
     )
-    suspects = _broader_first(units, suspects, config)
+    suspects = _broader_first(units, suspects, config, fisher)
     kept: list[Suspect] = []
     for suspect in suspects:
-        if _still_holds(units, suspect, kept, config):
+        if _still_holds(units, suspect, kept, config, fisher):
             kept.append(suspect)
     return kept
 
