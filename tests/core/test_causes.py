@@ -287,6 +287,29 @@ def test_a_worker_seen_only_at_many_workers_is_explained_by_the_worker_count() -
     ]
 
 
+def test_a_polluter_recorded_in_some_runs_explains_the_runs_it_fails_in() -> None:
+    from flaketui.core.scoring.causes import Unit, find_suspects
+
+    # Only the shuffled PR runs record an order; the victim fails in those where the polluter
+    # ran before it, and nowhere else. "PR runs" is significant too, and stronger (it is
+    # compared over every run), but it holds no longer once the polluter's runs are set aside.
+    units = []
+    for number in range(240):
+        values = {"branch_kind": ("pr" if number % 4 == 0 else "main",), "hour": ("10",)}
+        bad = False
+        if number % 4 == 0:
+            before = number % 8 == 0
+            values["predecessor"] = ("tests/a.py::test_other",) + (
+                ("tests/a.py::test_polluter",) if before else ()
+            )
+            bad = before
+        units.append(Unit(number, "2026-11-01T10:00:00Z", bad, values))
+    suspects = find_suspects(units, Config())
+    assert [(s.dimension, s.value) for s in suspects] == [
+        ("predecessor", "tests/a.py::test_polluter")
+    ]
+
+
 def test_a_family_run_holds_each_value_once(tmp_path: Path) -> None:
     # Two params of a family on one worker in every run, after test_x: pooled by run, each run
     # is one unit with one worker id, one duration band, one predecessor (the second param's

@@ -30,9 +30,11 @@ kept only if it still holds (same criteria, unadjusted p-value) in the runs that
 kept before it do not cover: "after test_b" is dropped when test_b only ran before the
 victim in runs where the real polluter did too, and "2 workers" when "1 worker" explains the
 rest. A value whose runs all fall under another dimension's suspect value, and that does not
-stand out within them, comes after that broader one ("16 workers" before "worker gw12"); a tie
-goes to the dimension listed first ("16 workers" before "at 02h UTC" when they are the same
-runs).
+stand out within them, comes after that broader one ("16 workers" before "worker gw12"); one
+that does stand out within them, and without whose runs the broader value no longer holds,
+comes before it ("after test_b" before "at 02h UTC" when only shuffled nightlies record an
+order and the victim fails in those alone); a tie goes to the dimension listed first
+("16 workers" before "at 02h UTC" when they are the same runs).
 """
 
 from __future__ import annotations
@@ -480,21 +482,28 @@ def _still_holds(
 def _broader_first(
     units: list[Unit], suspects: list[Suspect], config: Config, fisher: FisherExact
 ) -> list[Suspect]:
-    """Suspects in order, except that one whose runs all fall under a later suspect's value of
-    another dimension, and which does not hold within that value's runs, moves after it:
-    "16 workers" explains "worker gw12" (a worker only 16-worker runs have), not the other way
-    round; "16 workers" still stands within ">=4 workers"."""
+    """Suspects in order, except where one suspect's runs all fall under another's value of
+    another dimension:
+    - the narrow one moves after the broad one when it does not stand out within the broad
+      value's runs: "16 workers" explains "worker gw12" (a worker only 16-worker runs have),
+      not the other way round; "16 workers" still stands within ">=4 workers";
+    - the narrow one moves before the broad one when it stands out within the broad value's
+      runs and the broad one no longer holds without the narrow one's runs: "after test_b"
+      explains "at 02h UTC" when the victim fails only in shuffled nightlies, and only in
+      those where test_b ran before it."""
     covered = {
         id(s): frozenset(i for i, u in enumerate(units) if _matches(u, s.dimension, s.value))
         for s in suspects
     }
 
+    def nested(narrow: Suspect, wide: Suspect) -> bool:
+        return narrow.dimension != wide.dimension and covered[id(narrow)] < covered[id(wide)]
+
     def explained(narrow: Suspect, wide: Suspect) -> bool:
-        inner, outer = covered[id(narrow)], covered[id(wide)]
-        if narrow.dimension == wide.dimension or not inner < outer:
+        if not nested(narrow, wide):
             return False
-        within = [units[i] for i in outer]
-        inside = [units[i] for i in inner]
+        within = [units[i] for i in covered[id(wide)]]
+        inside = [units[i] for i in covered[id(narrow)]]
         bad, runs = sum(u.bad for u in inside), len(inside)
         rest_bad, rest_runs = sum(u.bad for u in within) - bad, len(within) - runs
         return not (
@@ -502,13 +511,25 @@ def _broader_first(
             and fisher(bad, runs, rest_bad, rest_runs) <= config.suspect_fdr
         )
 
+    def explains(narrow: Suspect, wide: Suspect) -> bool:
+        return (
+            nested(narrow, wide)
+            and not explained(narrow, wide)
+            and not _still_holds(units, wide, [narrow], config, fisher)
+        )
+
     order = list(suspects)
     for _ in range(len(order) * len(order)):
         moved = False
-        for i, narrow in enumerate(order):
-            wider = [j for j in range(i + 1, len(order)) if explained(narrow, order[j])]
+        for i, suspect in enumerate(order):
+            wider = [j for j in range(i + 1, len(order)) if explained(suspect, order[j])]
             if wider:
                 order.insert(wider[0], order.pop(i))
+                moved = True
+                break
+            narrower = [j for j in range(i + 1, len(order)) if explains(order[j], suspect)]
+            if narrower:
+                order.insert(i, order.pop(narrower[0]))
                 moved = True
                 break
         if not moved:
