@@ -25,7 +25,15 @@ if str(HERE) not in sys.path:  # run as a script or loaded by path from the test
     sys.path.insert(0, str(HERE))
 
 from catalogue import billing_ids, build_catalogue, codeowners_text  # noqa: E402
-from reports import Case, Run, RunState, simulate_run, write_report  # noqa: E402
+from reports import (  # noqa: E402
+    Case,
+    Run,
+    RunState,
+    order_seed,
+    records_order,
+    simulate_run,
+    write_report,
+)
 from schedule import Scenario, build_runs, sha  # noqa: E402
 
 SEED = 20261130
@@ -155,6 +163,19 @@ STORY: dict[str, dict[str, Any]] = {
         # Also the integration suite's smoke test: the most-run test of the history.
         "flaky_executions": [150, 420],  # of its unit and nightly runs: fail once, then pass
     },
+    "order_polluter": {
+        # From then on the PR `unit` job records with the pytest plugin (--flaketui-db) instead
+        # of uploading JUnit, and shuffles its order with pytest-randomly.
+        "plugin_from": day_at(-19, "00:00"),
+        # test_cache_ttl sets the cache's default TTL to 0 and never restores it; the victim,
+        # run after it on their shared worker (xdist_group "cache-db"), sees its entry expire.
+        # In the fixed order of every other run the victim runs first and passes.
+        "polluter": "tests/storage/test_cache.py::test_cache_ttl",
+        "victim": "tests/storage/test_cache.py::test_cache_invalidate_on_write",
+        "os": "Linux",
+        "python": "3.12.7",
+        "platform": "linux-x86_64",
+    },
     "interrupted": {
         "run_id": "nightly-2026-11-25",
         "recorded_share": 0.6,  # the job's timeout killed it after this share of its tests
@@ -189,9 +210,14 @@ EXPECT: dict[str, str] = {
     "recent_onset": "flaky since its onset day, ranked near the top on its current rate",
     "rare_flake": "healthy with the flag rare-flake: two rescued failures in ~900 runs",
     "interrupted": "one interrupted run, counted for the tests it recorded",
+    "order_polluter": "victim flaky with the likely cause 'after test_cache_ttl'; the order view "
+    "ranks the polluter first (in every bad run, in no good one); nothing else has an order cause",
 }
 
 # ---- writing -----------------------------------------------------------------------------------
+
+# A run the pytest plugin records: its cases in the order they ran, and whether it finished.
+Recorded = tuple[Run, list[Case], bool]
 
 
 def manifest_entry(run: Run, files: list[str]) -> dict[str, object]:
@@ -217,23 +243,27 @@ def manifest_entry(run: Run, files: list[str]) -> dict[str, object]:
 
 def write_reports(
     runs: list[Run], folder: Path
-) -> tuple[Path, dict[str, Run], int, tuple[Run, list[Case]]]:
-    """Simulate and write every run's report(s) plus manifest.jsonl; return samples, count and
-    the interrupted run with the cases it recorded (it has no report: see record_interrupted)."""
+) -> tuple[Path, dict[str, Run], int, list[Recorded]]:
+    """Simulate every run; write the reports of those uploaded as JUnit plus manifest.jsonl.
+    Return samples, the count of attempts and the runs the pytest plugin records instead (the
+    interrupted one with the cases it recorded before it was killed): see record_session."""
     tests = build_catalogue()
     state = RunState()
     samples: dict[str, Run] = {}
     results = 0
     lines = []
-    killed: tuple[Run, list[Case]] | None = None
+    sessions: list[Recorded] = []
     for run in runs:
         cases = simulate_run(run, tests, STORY, state, SEED)
         if run.run_id == STORY["interrupted"]["run_id"]:
             kept = cases[: round(len(cases) * STORY["interrupted"]["recorded_share"])]
             results += sum(len(c.attempts) for c in kept)
-            killed = (run, kept)
+            sessions.append((run, kept, False))
             continue
         results += sum(len(c.attempts) for c in cases)
+        if records_order(run, STORY):
+            sessions.append((run, cases, True))
+            continue
         if run.suite == "nightly":  # two shards, as a sharded CI job would upload them
             halves = [cases[0::2], cases[1::2]]
             names = [f"{run.run_id}-shard{i + 1}.xml" for i in range(2)]
@@ -243,25 +273,31 @@ def write_reports(
             write_report(folder / name, run, part)
         lines.append(json.dumps(manifest_entry(run, names), sort_keys=True))
         _pick_sample(samples, run, cases)
-    if killed is None:
+    if not any(not finished for _, _, finished in sessions):
         raise SystemExit(f"no run {STORY['interrupted']['run_id']} in the schedule")
     manifest = folder / "manifest.jsonl"
     manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return manifest, samples, results, killed
+    return manifest, samples, results, sessions
 
 
 def _pick_sample(samples: dict[str, Run], run: Run, cases: list) -> None:
-    """Keep the first outage unit run, a recent nightly, main unit and PR unit run with retries."""
+    """Keep the first outage unit run, a recent nightly, a recent main unit run with retries
+    and the last PR unit run with retries uploaded as JUnit (later ones the plugin records)."""
     retried = any(len(c.attempts) > 1 and c.attempts[-1][0] == "pass" for c in cases)
     if run.incident and run.suite == "unit":
         samples.setdefault("outage-unit.xml", run)
     elif run.suite == "nightly" and run.ts > ANCHOR - timedelta(days=3):
         samples.setdefault("nightly-16-workers.xml", run)
-    elif run.ts > ANCHOR - timedelta(days=6) and run.suite == "unit" and retried:
-        key = "main-unit.xml" if run.branch_kind == "main" and run.worker_count == 4 else None
-        key = key or ("pr-unit-retries.xml" if run.branch_kind == "pr" else None)
-        if key:
-            samples.setdefault(key, run)
+    elif run.suite == "unit" and run.branch_kind == "pr" and retried:
+        samples["pr-unit-retries.xml"] = run
+    elif (
+        run.suite == "unit"
+        and run.branch_kind == "main"
+        and run.worker_count == 4
+        and retried
+        and run.ts > ANCHOR - timedelta(days=6)
+    ):
+        samples.setdefault("main-unit.xml", run)
 
 
 def copy_samples(samples: dict[str, Run], source: Path, target: Path) -> None:
@@ -293,15 +329,19 @@ def _frozen_clock() -> None:
             module.utc_now = lambda: ANCHOR  # type: ignore[attr-defined]
 
 
-def record_interrupted(db: Any, run: Run, cases: list[Case]) -> None:
-    """Record a run as the pytest plugin does (`--flaketui-db`), killed before it finished.
+def record_session(db: Any, run: Run, cases: list[Case], finished: bool) -> None:
+    """Record a run as the pytest plugin does (`--flaketui-db`): each attempt with its position
+    on its worker and the test that ran just before it there, the run with its platform and,
+    when pytest-randomly shuffled it, its seed.
 
-    The session wrote the tests it ran before the job's timeout and never called finish():
-    the run stays marked unfinished, as a killed session leaves it.
+    Cases come in the order they ran; a retry runs right after the attempt it repeats. A killed
+    session wrote the tests it ran before the job's timeout and never called finish(): the run
+    stays marked unfinished, as a killed session leaves it.
     """
     from flaketui.core.ingest.writer import RunRecorder
     from flaketui.core.models import Attempt, CaseResult, RunMeta
 
+    platform = STORY["order_polluter"]
     meta = RunMeta(
         run_id=run.run_id,
         suite=run.suite,
@@ -313,26 +353,31 @@ def record_interrupted(db: Any, run: Run, cases: list[Case]) -> None:
         runner_host=run.runner_host,
         ci_url=run.ci_url,
         changed_files=list(run.changed_files),
+        os=platform["os"],
+        python=platform["python"],
+        platform=platform["platform"],
+        order_seed=f"randomly:{order_seed(run, SEED)}" if records_order(run, STORY) else None,
     )
+    last: dict[str | None, tuple[str, int]] = {}  # per worker: the test that ran last, position
+    recorded = []
+    for case in cases:
+        attempts = []
+        for (outcome, message, _kind), duration in zip(case.attempts, case.durations, strict=True):
+            before, position = last.get(case.worker_id, (None, 0))
+            attempts.append(
+                Attempt(outcome, duration, message, case.worker_id, before, position + 1)
+            )
+            last[case.worker_id] = (case.test.node_id, position + 1)
+        recorded.append(CaseResult(case.test.node_id, case.test.file, attempts))
     recorder = RunRecorder(db, meta)
-    recorder.add(
-        CaseResult(
-            case.test.node_id,
-            case.test.file,
-            [
-                Attempt(outcome, duration, message, case.worker_id)
-                for (outcome, message, _kind), duration in zip(
-                    case.attempts, case.durations, strict=True
-                )
-            ],
-        )
-        for case in cases
-    )
+    recorder.add(recorded)
+    if finished:
+        recorder.finish()
 
 
-def ingest(manifest: Path, db_path: Path, killed: tuple[Run, list[Case]]) -> None:
-    """Ingest the manifest through flaketui's real path, record the interrupted run, propose the
-    suspected outages as `flaketui ingest` does after a write, then compact the file."""
+def ingest(manifest: Path, db_path: Path, sessions: list[Recorded]) -> None:
+    """Ingest the manifest through flaketui's real path, record the plugin's sessions, propose
+    the suspected outages as `flaketui ingest` does after a write, then compact the file."""
     from flaketui.core.config import Config
     from flaketui.core.history.outages import record_outages
     from flaketui.core.history.store import open_history
@@ -349,7 +394,8 @@ def ingest(manifest: Path, db_path: Path, killed: tuple[Run, list[Case]]) -> Non
         summary = ingest_manifest(db, manifest)
         if summary.refused:
             raise SystemExit(f"ingest refused manifest lines: {summary.refused[:3]}")
-        record_interrupted(db, *killed)
+        for run, cases, finished in sessions:
+            record_session(db, run, cases, finished)
         config = Config()
         moment, _clamped = effective_now(db, None, config)
         record_outages(db, now=moment, config=config)
@@ -432,9 +478,9 @@ def build(out_dir: Path) -> dict[str, object]:
     scratch_root = str(ram) if ram.is_dir() and os.access(ram, os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix="flaketui-sample-", dir=scratch_root) as scratch:
         folder = Path(scratch)
-        manifest, samples, results, killed = write_reports(runs, folder)
+        manifest, samples, results, sessions = write_reports(runs, folder)
         built = folder / "history.db"
-        ingest(manifest, built, killed)
+        ingest(manifest, built, sessions)
         shutil.copyfile(built, out_dir / "history.db")
         copy_samples(samples, folder, out_dir / "reports")
     facts = stories_json(commits, runs, results)

@@ -43,6 +43,10 @@ ONSET_MESSAGE = (
 RARE_MESSAGE = "ConnectionResetError: [Errno 104] Connection reset by peer (auth-db handshake)"
 ALIAS_MESSAGE = "AssertionError: alias 'products' points to index products-v2, expected products-v1"
 TAX_MESSAGE = "AssertionError: assert Decimal('10.24') == Decimal('10.25') (half-even rounding)"
+POLLUTED_MESSAGE = (
+    "AssertionError: cache entry for order {key} expired before it was invalidated "
+    "(ttl 0 s, expected the default 300 s)"
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,54 @@ def simulate_run(
     for case in cases:
         case.durations = [_duration(rng, case.test, outcome) for outcome, _, _ in case.attempts]
     _later_stories(run, tests, cases, story, state, seed)
+    if records_order(run, story):
+        _order_story(run, cases, story, seed)
     return cases
+
+
+def records_order(run: Run, story: dict[str, Any]) -> bool:
+    """Whether the run is a PR `unit` run recorded by the pytest plugin, in a shuffled order."""
+    return (
+        run.suite == "unit"
+        and run.branch_kind == "pr"
+        and run.ts >= story["order_polluter"]["plugin_from"]
+    )
+
+
+def order_seed(run: Run, seed: int) -> int:
+    """The pytest-randomly seed of a shuffled run (`-p randomly --randomly-seed=N`)."""
+    return random.Random(f"{seed}:{run.run_id}:order").getrandbits(32)
+
+
+def _order_story(run: Run, cases: list[Case], story: dict[str, Any], seed: int) -> None:
+    """Put a shuffled run's cases in the order they ran, and let the polluter break its
+    victim where it ran first on their shared worker.
+
+    pytest-randomly shuffles the modules, then the tests of each module; xdist deals them to the
+    workers in that order, keeping each `xdist_group` on one worker. The victim's retries run
+    right after it on the same worker, where the state is still broken: they fail too.
+    """
+    polluter, victim = story["order_polluter"]["polluter"], story["order_polluter"]["victim"]
+    shuffle = random.Random(order_seed(run, seed))
+    by_file: dict[str, list[Case]] = {}
+    for case in cases:
+        by_file.setdefault(case.test.file, []).append(case)
+    files = sorted(by_file)
+    shuffle.shuffle(files)
+    ordered: list[Case] = []
+    for file in files:
+        module = by_file[file]
+        shuffle.shuffle(module)
+        ordered += module
+    cases[:] = ordered
+    at = {case.test.node_id: i for i, case in enumerate(cases)}
+    first, second = cases[at[polluter]], cases[at[victim]]
+    second.worker_id = first.worker_id  # both are in xdist_group("cache-db")
+    if at[polluter] < at[victim]:
+        rng = random.Random(f"{seed}:{run.run_id}:polluted")
+        message = POLLUTED_MESSAGE.format(key=rng.randint(1000, 9999))
+        second.attempts = [_fail(message)] * RETRY_ATTEMPTS[run.suite]
+        second.durations = [_duration(rng, second.test, "fail") for _ in second.attempts]
 
 
 def _later_stories(

@@ -268,6 +268,39 @@ def test_interrupted_run_counts_for_the_tests_it_recorded(
     assert recorded and recorded < tests_of("nightly-2026-11-24")
 
 
+def test_the_polluter_is_the_victims_one_cause_and_tops_its_order_view(
+    db: sqlite_utils.Database, report: Report, stories: dict[str, Any]
+) -> None:
+    from flaketui.core.scoring.causes import analyse
+    from flaketui.core.scoring.order import order_view
+
+    story = _story(stories, "order_polluter")
+    now = parse_iso(stories["anchor"])
+    assert _test(report, story["victim"]).verdict == "flaky"
+    assert _test(report, story["polluter"]).verdict == "healthy"
+    # The victim fails only in shuffled PR runs: "after test_cache_ttl" explains "PR runs".
+    suspects = analyse(db, story["victim"], now=now, config=Config()).suspects
+    assert [(s.dimension, s.value) for s in suspects] == [("predecessor", story["polluter"])]
+    view = order_view(db, story["victim"], now=now, config=Config())
+    first = view.candidates[0]
+    assert (first.test_id, first.role, first.suspect) == (story["polluter"], "polluter", True)
+    assert (first.bad_before, first.good_before) == (view.bad_runs, 0)
+    assert view.bad_runs >= 10 and view.good_runs >= 10
+    assert view.replay is not None and view.replay.order_seed.startswith("randomly:")
+    # No other flaky test of the sample gets an order cause: the shuffled runs are PR unit runs.
+    ordered = [
+        t.test_id
+        for t in report.tests
+        if t.verdict == "flaky"
+        and t.test_id != story["victim"]
+        and any(
+            s.dimension == "predecessor"
+            for s in analyse(db, t.test_id, now=now, config=Config()).suspects
+        )
+    ]
+    assert ordered == []
+
+
 def test_always_skipped_tests_are_not_listed(report: Report, stories: dict[str, Any]) -> None:
     listed = {t.test_id for t in report.tests}
     assert listed.isdisjoint(_story(stories, "skipped")["test_ids"])

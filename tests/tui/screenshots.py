@@ -1,8 +1,8 @@
-"""Regenerate the docs screenshots (docs/main.png, docs/detail.png, docs/suspects.png) from the
-sample history.
+"""Regenerate the docs screenshots (docs/main.png, docs/detail.png, docs/suspects.png,
+docs/order.png) from the sample history.
 
 Usage: python tests/tui/screenshots.py [NAME...]   (needs rsvg-convert, Debian package
-librsvg2-bin; NAME: main, detail or suspects, default all)
+librsvg2-bin; NAME: main, detail, suspects or order, default all)
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ async def _settle(app: FlaketuiApp, pilot: object) -> None:
 
 
 async def shoot(work: Path) -> dict[str, Path]:
-    """Save SVG screenshots of the list, of the billing family's detail, and of that detail's
-    likely causes with the pivot by worker id."""
+    """Save SVG screenshots of the list, of the order view of the test the sample's polluter
+    breaks, of the billing family's detail, and of that detail's likely causes with the pivot
+    by worker id."""
     app = make_app(
         "history.db",
         now=parse_iso("2026-11-30T18:00:00Z"),
@@ -49,6 +50,19 @@ async def shoot(work: Path) -> dict[str, Path]:
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         shots["main"] = Path(app.save_screenshot("main.svg", str(work)))
+        table = app.main_screen.query_one(FlakeTable)
+        victim = "tests/storage/test_cache.py::test_cache_invalidate_on_write"
+        table.move_cursor(row=next(i for i, k in enumerate(table.row_order) if k.endswith(victim)))
+        await pilot.press("enter")
+        await _settle(app, pilot)
+        await pilot.press("p")
+        await _settle(app, pilot)
+        shots["order"] = Path(app.save_screenshot("order.svg", str(work)))
+        await pilot.press("escape")
+        await _settle(app, pilot)
+        if app.screen is not app.main_screen:
+            await pilot.press("escape")
+            await _settle(app, pilot)
         await pilot.press("4", "f")
         await _settle(app, pilot)
         table = app.main_screen.query_one(FlakeTable)
