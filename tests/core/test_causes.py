@@ -109,6 +109,45 @@ def test_a_shared_fisher_gives_each_table_its_own_p_value(
         assert shared(*table) == _fisher_by_definition(*table) == fisher_exact(*table)
 
 
+@st.composite
+def _small_table(draw: st.DrawFn) -> tuple[int, int, int, int]:
+    runs_in, runs_rest = draw(st.integers(0, 7)), draw(st.integers(0, 7))
+    return draw(st.integers(0, runs_in)), runs_in, draw(st.integers(0, runs_rest)), runs_rest
+
+
+@given(st.lists(_small_table(), min_size=1, max_size=3))
+def test_the_stratified_fisher_test_is_the_exact_conditional_test(
+    tables: list[tuple[int, int, int, int]],
+) -> None:
+    from flaketui.core.scoring.statistics import stratified_fisher_exact
+
+    # By definition: every way the tables' margins allow, its probability the product of the
+    # tables' hypergeometric probabilities, summed by the statistic (the bad runs "in" over
+    # all tables); the p-value is the mass of the sums no more likely than the observed one.
+    def choose(n: int, k: int) -> float:
+        return math.comb(n, k) if 0 <= k <= n else 0
+
+    by_sum: dict[int, float] = {0: 1.0}
+    for _bad_in, runs_in, bad_rest, runs_rest in tables:
+        bad, total = _bad_in + bad_rest, runs_in + runs_rest
+        terms = {
+            k: choose(bad, k) * choose(total - bad, runs_in - k) / choose(total, runs_in)
+            for k in range(0, min(runs_in, bad) + 1)
+            if choose(bad, k) * choose(total - bad, runs_in - k)
+        }
+        combined: dict[int, float] = {}
+        for t, p in by_sum.items():
+            for k, q in terms.items():
+                combined[t + k] = combined.get(t + k, 0.0) + p * q
+        by_sum = combined
+    observed = by_sum[sum(table[0] for table in tables)]
+    expected = min(1.0, sum(p for p in by_sum.values() if p <= observed * (1 + 1e-7)))
+    got = stratified_fisher_exact(tables)
+    assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12)
+    if len(tables) == 1:
+        assert got == fisher_exact(*tables[0])
+
+
 def test_benjamini_hochberg_matches_r_p_adjust() -> None:
     # R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "BH")
     adjusted = benjamini_hochberg([0.01, 0.04, 0.03, 0.005, 0.5])

@@ -4,6 +4,7 @@ are not, however often they fail."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import random
@@ -29,6 +30,7 @@ from flaketui.core.scoring.cofailure import (
     group_label,
 )
 from flaketui.core.scoring.report import build_report
+from flaketui.core.scoring.statistics import fisher_exact
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 LEAKER = "tests/test_clock.py::test_freezes_time"
@@ -218,6 +220,47 @@ def test_the_overlap_threshold(tmp_path: Path, shared: int, linked: bool) -> Non
     )
     groups = cofailure_groups(open_history(tmp_path / "h.db"), pks, NOW, Config())
     assert (groups != []) is linked
+
+
+@pytest.mark.parametrize("reader", ["rollups", "raw rows"])
+def test_tests_failing_only_in_one_suite_are_linked_only_within_it(
+    tmp_path: Path, reader: str
+) -> None:
+    """Two tests that fail independently, both only in the nightly suite, share its runs: over
+    every run that looks like a link, within the nightly runs it is chance. A third test that
+    fails in the same nightly runs as the first is linked to it."""
+    path = tmp_path / "h.db"
+    db = open_history(path)
+    first, second, third = "t.py::test_a", "t.py::test_b", "t.py::test_c"
+    for number in range(200):
+        nightly = number % 5 == 0  # 40 nightly runs among 160 unit runs
+        night = number // 5
+        bad = {
+            first: nightly and night % 2 == 0,  # half the nightly runs
+            second: nightly and night % 5 in (0, 1),  # two fifths of them, independently
+            third: nightly and night % 2 == 0 and night % 10 != 0,
+        }
+        meta = RunMeta(
+            run_id=f"r{number}",
+            suite="nightly" if nightly else "unit",
+            ts=NOW - timedelta(hours=number + 1),
+        )
+        recorder = RunRecorder(db, meta)
+        recorder.add(
+            CaseResult(test, "t.py", [Attempt("fail" if fails else "pass")])
+            for test, fails in bad.items()
+        )
+        recorder.finish()
+    pks = dict(db.conn.execute("SELECT id, test_id FROM tests").fetchall())
+    config = Config()
+    if reader == "raw rows":  # rollups kept for another half-life answer nothing
+        config = dataclasses.replace(config, half_life_days=config.half_life_days + 1)
+    assert rollups.answers(db.conn, config) is (reader == "rollups")
+    by_id = {test: pk for pk, test in pks.items()}
+    assert cofailure_groups(db, pks, NOW, config) == [[by_id[first], by_id[third]]]
+    # Pooled over every run, the first two would be linked: 8 shared bad runs where 40 * 16 /
+    # 200 = 3.2 are expected.
+    assert fisher_exact(8, 16, 12, 184) < 1e-3
 
 
 def test_a_run_where_too_many_tests_failed_links_none_of_them(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ Rule, over the counted runs of the window (the report's suite and branch-kind fi
 - two tests are linked when they failed together in at least COFAILURE_MIN_SHARED runs, those
   runs are at least COFAILURE_MIN_OVERLAP of the bad runs of the one that failed less often
   (the overlap coefficient), and, over the runs where both were counted, one fails
-  significantly more often when the other fails than when it passes: Fisher's exact test
-  (two-sided, on the 2x2 table of the two tests' bad and good runs), the p-values of every
-  pair tested adjusted together with Benjamini-Hochberg, at most `suspect_fdr`;
+  significantly more often when the other fails than when it passes, within the runs of each
+  suite: Fisher's exact test stratified by suite (two-sided, on the 2x2 tables of the two
+  tests' bad and good runs, one per suite), the p-values of every pair tested adjusted
+  together with Benjamini-Hochberg, at most `suspect_fdr`;
 - a group is a connected set of linked tests (two tests or more).
 
 When the rollups answer the window, each flaky test's bad runs and (for the tests of a
@@ -18,8 +19,12 @@ candidate pair) its counted runs are read as run sets from the day rows' run lis
 from the raw rows in SQL.
 
 Two often-failing tests that fail independently share many runs by chance; the test of
-independence keeps them apart. Groups are disjoint, so each is pooled by run like a signature
-group (flaketui.core.scoring.aggregates) and judged and ranked like the other groups. The cause
+independence keeps them apart. It is stratified because two tests that both fail only in one
+suite (a nightly on bigger machines, a job that shuffles its order) share its runs whatever
+their causes: over every run they would look linked, within each suite they are not.
+
+Groups are disjoint, so each is pooled by run like a signature group
+(flaketui.core.scoring.aggregates) and judged and ranked like the other groups. The cause
 they share is the strongest suspect of the group pooled by run (flaketui.core.scoring.causes):
 a run is bad when any member failed in it.
 """
@@ -38,7 +43,7 @@ from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups import filtered as rollup_filtered
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.rollups.read import Window
-from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact
+from flaketui.core.scoring.statistics import benjamini_hochberg, stratified_fisher_exact
 
 COFAILURE_MIN_SHARED = 3
 COFAILURE_MIN_OVERLAP = 0.5
@@ -57,28 +62,47 @@ GROUP BY a.test, b.test HAVING count(*) >= :min_shared
 """
 _BAD_SQL = "SELECT test, count(*) FROM counted WHERE bad GROUP BY test"
 
-# Per candidate pair, over the runs where both were counted: those runs, the first's and the
-# second's bad runs among them, and the runs where both failed.
+# Per suite: runs where both tests of a pair were counted, the first's and the second's bad
+# runs among them, the runs where both failed.
+_Stratum = tuple[int, int, int, int]
+# Per candidate pair (first < second by tests.id): its strata, one per suite.
+_Table = tuple[int, int, list[_Stratum]]
+
+# Per candidate pair and suite, over the runs where both were counted: those runs, the
+# first's and the second's bad runs among them, and the runs where both failed.
 _TABLE_SQL = """
 pairs AS (
     SELECT json_extract(value, '$[0]') AS first, json_extract(value, '$[1]') AS second
     FROM json_each(:pairs)
 )
-SELECT p.first, p.second, count(*), sum(a.bad), sum(b.bad), sum(a.bad AND b.bad)
+SELECT p.first, p.second, r.suite, count(*), sum(a.bad), sum(b.bad), sum(a.bad AND b.bad)
 FROM pairs p JOIN counted a ON a.test = p.first
 JOIN counted b ON b.test = p.second AND b.run = a.run
-GROUP BY p.first, p.second
+JOIN runs r ON r.id = a.run
+GROUP BY p.first, p.second, r.suite
+ORDER BY p.first, p.second, r.suite
 """
 
 
-def _linked(both: int, first_bad: int, second_bad: int, together: int) -> float | None:
-    """The unadjusted p-value of a positive association between two tests, else None."""
-    # first's bad runs when second failed, against when second passed
-    when_bad, when_good = second_bad, both - second_bad
-    first_when_good = first_bad - together
-    if not when_bad or not when_good or together / when_bad <= first_when_good / when_good:
+def _linked(strata: list[_Stratum]) -> float | None:
+    """The unadjusted p-value of a positive association between two tests within the suites,
+    else None. A stratum: (runs where both were counted, the first's bad runs among them, the
+    second's, the runs where both failed)."""
+    # per suite: first's bad runs when second failed, against when second passed
+    tables = [
+        (together, second_bad, first_bad - together, both - second_bad)
+        for both, first_bad, second_bad, together in strata
+    ]
+    observed = sum(table[0] for table in tables)
+    # what the sum would be with no link: in each suite, first's bad runs spread evenly
+    expected = sum(
+        (bad_in + bad_rest) * runs_in / (runs_in + runs_rest)
+        for bad_in, runs_in, bad_rest, runs_rest in tables
+        if runs_in + runs_rest
+    )
+    if observed <= expected:
         return None
-    return fisher_exact(together, when_bad, first_when_good, when_good)
+    return stratified_fisher_exact(tables)
 
 
 def cofailure_groups(
@@ -99,8 +123,8 @@ def cofailure_groups(
     else:
         involved, tables = _tables_from_rows(db, now, config, flaky, suite, branch_kind)
     kept: list[tuple[int, int, float]] = []
-    for first, second, both, first_bad, second_bad, together in tables:
-        p_value = _linked(both, first_bad, second_bad, together)
+    for first, second, strata in tables:
+        p_value = _linked(strata)
         if p_value is not None:
             kept.append((first, second, p_value))
     adjusted = benjamini_hochberg([p for _, _, p in kept])
@@ -124,11 +148,6 @@ def cofailure_groups(
         if len(members) > 1
     ]
     return sorted(groups, key=lambda members: flaky[members[0]])
-
-
-# Per candidate pair (first < second by tests.id): runs where both were counted, the first's
-# and the second's bad runs among them, the runs where both failed.
-_Table = tuple[int, int, int, int, int, int]
 
 
 def _tables_from_rows(
@@ -158,13 +177,14 @@ def _tables_from_rows(
         now, config, suite=suite, branch_kind=branch_kind, test_pks=involved
     )
     params["pairs"] = json.dumps(pairs)
-    tables = [
-        (int(first), int(second), int(both), int(first_bad), int(second_bad), int(together))
-        for first, second, both, first_bad, second_bad, together in conn.execute(
-            f"WITH {cte}, {_TABLE_SQL}", params
+    strata: dict[tuple[int, int], list[_Stratum]] = defaultdict(list)
+    for first, second, _suite, both, first_bad, second_bad, together in conn.execute(
+        f"WITH {cte}, {_TABLE_SQL}", params
+    ):
+        strata[int(first), int(second)].append(
+            (int(both), int(first_bad), int(second_bad), int(together))
         )
-    ]
-    return involved, tables
+    return involved, [(first, second, found) for (first, second), found in strata.items()]
 
 
 def _tables_from_rollups(
@@ -205,13 +225,18 @@ def _tables_from_rollups(
         return [], []
     involved = sorted({test for pair in pairs for test in pair})
     ran = rollup_filtered.run_sets(conn, window, config, involved, suite, branch_kind)
+    suite_of = dict(conn.execute("SELECT id, suite FROM runs"))
     tables = []
     for first, second in pairs:
-        both = ran[first][0] & ran[second][0]
-        first_bad, second_bad = bad[first] & both, bad[second] & both
-        tables.append(
-            (first, second, len(both), len(first_bad), len(second_bad), len(first_bad & second_bad))
-        )
+        by_suite: dict[str, set[int]] = defaultdict(set)
+        for run in ran[first][0] & ran[second][0]:
+            by_suite[suite_of[run]].add(run)
+        strata = []
+        for name in sorted(by_suite):
+            both = by_suite[name]
+            first_bad, second_bad = bad[first] & both, bad[second] & both
+            strata.append((len(both), len(first_bad), len(second_bad), len(first_bad & second_bad)))
+        tables.append((first, second, strata))
     return involved, tables
 
 

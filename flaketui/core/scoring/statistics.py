@@ -255,6 +255,40 @@ class FisherExact:
         return found
 
 
+def stratified_fisher_exact(tables: Sequence[tuple[int, int, int, int]]) -> float:
+    """Two-sided p-value of Fisher's exact test stratified over several 2x2 tables, each
+    (bad_in, runs_in, bad_rest, runs_rest) as for fisher_exact.
+
+    Every table's margins are fixed and the statistic is the sum of bad_in over the tables:
+    the exact conditional test of independence within every table (of a common odds ratio of
+    1). Its distribution is the convolution of the tables' hypergeometric distributions; the
+    p-value sums the probability of every sum no more likely than the observed one (a
+    relative tolerance absorbs rounding). One table gives fisher_exact's p-value exactly.
+    """
+    varying = []
+    for bad_in, runs_in, bad_rest, runs_rest in tables:
+        if not (0 <= bad_in <= runs_in and 0 <= bad_rest <= runs_rest):
+            raise ValueError("stratified_fisher_exact: need 0 <= bad <= runs on both sides")
+        bad, total = bad_in + bad_rest, runs_in + runs_rest
+        if runs_in and runs_rest and 0 < bad < total:
+            varying.append((bad_in, runs_in, bad_rest, runs_rest))
+    if not varying:
+        return 1.0
+    if len(varying) == 1:
+        return fisher_exact(*varying[0])
+    fisher = FisherExact()
+    low, pmf, observed = 0, [1.0], 0
+    for bad_in, runs_in, bad_rest, runs_rest in varying:
+        first, _log_pmf, terms = fisher._margins(runs_in + runs_rest, bad_in + bad_rest, runs_in)
+        combined = [0.0] * (len(pmf) + len(terms) - 1)
+        for i, left in enumerate(pmf):
+            for j, right in enumerate(terms):
+                combined[i + j] += left * right
+        low, pmf, observed = low + first, combined, observed + bad_in
+    cutoff = pmf[observed - low] * (1 + 1e-7)
+    return min(1.0, sum(p for p in pmf if p <= cutoff))
+
+
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values (q-values), in the input order."""
     count = len(p_values)
