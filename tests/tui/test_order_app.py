@@ -89,6 +89,46 @@ def _latest_bad_run(history: Path, test_id: str) -> str:
     return str(row[0])
 
 
+def _check_role_styles(table: DataTable) -> list[float]:
+    """A role is in colour only where its p-value makes it a finding; chance is dim. The
+    p-values of the rows."""
+    roles = [table.get_row_at(row)[5] for row in range(table.row_count)]
+    p_values = [float(str(table.get_row_at(row)[4])) for row in range(table.row_count)]
+    assert str(roles[0].style) == "bold red"
+    for role, p_value in zip(roles, p_values, strict=True):
+        assert (str(role.style) == "dim") is (p_value > 0.05 or "explained by" in str(role))
+    return p_values
+
+
+async def test_the_sample_shows_its_polluter_and_dims_the_roles_chance_gives(
+    tmp_path: Path,
+) -> None:
+    sample = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+    victim = "tests/storage/test_cache.py::test_cache_invalidate_on_write"
+    app = make_app(
+        sample,
+        now=datetime(2026, 11, 30, 18, tzinfo=UTC),
+        skip_file=tmp_path / "quarantine.json",
+        cursor_blink=False,
+        watch=False,
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        table = app.main_screen.query_one(FlakeTable)
+        table.move_cursor(row=[t for _, t in _rows(app)].index(victim))
+        await pilot.press("enter")
+        await _settle(pilot)
+        await pilot.press("p")
+        await _settle(pilot)
+        modal = app.screen
+        assert isinstance(modal, OrderModal) and modal.view is not None
+        order = modal.query_one("#order-table", DataTable)
+        first = [str(cell) for cell in order.get_row_at(0)]
+        assert first[0] == "tests/storage/test_cache.py::test_cache_ttl"
+        assert first[5] == "polluter, suspect"
+        assert max(_check_role_styles(order)) > 0.05  # most candidates are chance here
+
+
 async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_path: Path) -> None:
     app = _app(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -127,6 +167,7 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         assert first[0] == LEAKER
         assert first[1] == f"{modal.view.bad_runs}/{modal.view.bad_runs}"
         assert first[5].startswith("polluter, suspect")
+        _check_role_styles(table)
         last = [str(cell) for cell in table.get_row_at(table.row_count - 1)]
         assert last[5].endswith("explained by test_freezes_time")
         summary = str(modal.query_one("#order-summary", Static).content)

@@ -122,7 +122,9 @@ class OrderModal(ModalScreen[None]):
         table.add_column("role")
         for candidate in view.candidates[:ROWS_SHOWN]:
             explained = candidate.explained_by
-            style = "dim" if explained else ROLE_STYLES.get(candidate.role, "")
+            # A role is the direction alone: in colour only where the p-value makes it a finding.
+            chance = candidate.p_value > self.config.suspect_fdr
+            style = "dim" if explained or chance else ROLE_STYLES.get(candidate.role, "")
             role = Text(candidate.role, style)
             if candidate.suspect:
                 role.append(", suspect")
