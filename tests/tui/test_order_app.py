@@ -92,8 +92,8 @@ def _latest_bad_run(history: Path, test_id: str) -> str:
 def _check_role_styles(table: DataTable) -> list[float]:
     """A role is in colour only where its p-value makes it a finding; chance is dim. The
     p-values of the rows."""
-    roles = [table.get_row_at(row)[5] for row in range(table.row_count)]
-    p_values = [float(str(table.get_row_at(row)[4])) for row in range(table.row_count)]
+    roles = [table.get_row_at(row)[1] for row in range(table.row_count)]
+    p_values = [float(str(table.get_row_at(row)[2])) for row in range(table.row_count)]
     assert str(roles[0].style) == "bold red"
     for role, p_value in zip(roles, p_values, strict=True):
         assert (str(role.style) == "dim") is (p_value > 0.05 or "explained by" in str(role))
@@ -125,7 +125,7 @@ async def test_the_sample_shows_its_polluter_and_dims_the_roles_chance_gives(
         order = modal.query_one("#order-table", DataTable)
         first = [str(cell) for cell in order.get_row_at(0)]
         assert first[0] == "tests/storage/test_cache.py::test_cache_ttl"
-        assert first[5] == "polluter, suspect"
+        assert first[1] == "polluter, suspect"
         assert max(_check_role_styles(order)) > 0.05  # most candidates are chance here
 
 
@@ -165,11 +165,11 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         table = modal.query_one("#order-table", DataTable)
         first = [str(cell) for cell in table.get_row_at(0)]
         assert first[0] == LEAKER
-        assert first[1] == f"{modal.view.bad_runs}/{modal.view.bad_runs}"
-        assert first[5].startswith("polluter, suspect")
+        assert first[3] == f"{modal.view.bad_runs}/{modal.view.bad_runs}"
+        assert first[1].startswith("polluter, suspect")
         _check_role_styles(table)
         last = [str(cell) for cell in table.get_row_at(table.row_count - 1)]
-        assert last[5].endswith("explained by test_freezes_time")
+        assert last[1].endswith("explained by test_freezes_time")
         summary = str(modal.query_one("#order-summary", Static).content)
         assert f"{RUNS} counted runs with their order recorded" in summary
         assert "replay run" in summary

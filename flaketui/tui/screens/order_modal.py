@@ -24,6 +24,10 @@ from flaketui.tui.history_access import reading
 from flaketui.tui.viewmodel import short_id
 
 ROWS_SHOWN = 50
+# The test id column: at least this wide, else what the dialog's frame and the other columns
+# (their widest values and padding) leave of the screen's width.
+ID_MIN_WIDTH = 20
+OTHER_COLUMNS_WIDTH = 90
 ROLE_STYLES = {"polluter": "bold red", "dependency": "cyan", "neutral": "dim"}
 
 
@@ -118,8 +122,11 @@ class OrderModal(ModalScreen[None]):
         if not view.candidates:
             return
         table = self.query_one("#order-table", DataTable)
-        table.add_columns("ran before it", "in bad", "in good", "fails with / without", "p (BH)")
-        table.add_column("role")
+        # The role and its p-value first after the test, so that 80 columns show them; the test
+        # id takes the width the other columns leave.
+        table.add_columns("ran before it", "role", "p (BH)", "in bad", "in good")
+        table.add_column("fails with / without")
+        id_width = max(ID_MIN_WIDTH, self.app.size.width - OTHER_COLUMNS_WIDTH)
         for candidate in view.candidates[:ROWS_SHOWN]:
             explained = candidate.explained_by
             # A role is the direction alone: in colour only where the p-value makes it a finding.
@@ -131,11 +138,11 @@ class OrderModal(ModalScreen[None]):
             if explained:
                 role.append(f", explained by {explained.rsplit('::', 1)[-1]}", "dim")
             table.add_row(
-                short_id(candidate.test_id, 48),
+                short_id(candidate.test_id, id_width),
+                role,
+                f"{candidate.p_value:.2g}",
                 f"{candidate.bad_before}/{view.bad_runs}",
                 f"{candidate.good_before}/{view.good_runs}",
                 f"{candidate.rate_with:.0%} / {candidate.rate_without:.0%}",
-                f"{candidate.p_value:.2g}",
-                role,
             )
         table.display = True
