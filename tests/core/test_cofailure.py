@@ -10,6 +10,7 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -119,6 +120,17 @@ def test_independent_flakes_are_never_grouped(history: Path) -> None:
     assert not grouped & set(COINS)
 
 
+def _record_run(db: Any, number: int, outcomes: dict[str, bool], suite: str = "unit") -> None:
+    """Run r<number>, an hour apart from the next: each test failing or passing once."""
+    meta = RunMeta(run_id=f"r{number}", suite=suite, ts=NOW - timedelta(hours=number + 1))
+    recorder = RunRecorder(db, meta)
+    recorder.add(
+        CaseResult(test, "t.py", [Attempt("fail" if bad else "pass")])
+        for test, bad in outcomes.items()
+    )
+    recorder.finish()
+
+
 def test_the_pairing_rule(tmp_path: Path) -> None:
     """Two tests failing in exactly the same runs are linked once they share enough runs."""
     path = tmp_path / "history.db"
@@ -127,15 +139,7 @@ def test_the_pairing_rule(tmp_path: Path) -> None:
     for number in range(40):
         together = number % 4 == 0 and number < 4 * COFAILURE_MIN_SHARED
         outcomes = {first: together, second: together, other: number % 5 == 1}
-        meta = RunMeta(run_id=f"r{number}", suite="unit", ts=NOW - timedelta(hours=number + 1))
-        recorder = RunRecorder(db, meta)
-        recorder.add(
-            [
-                CaseResult(test, "t.py", [Attempt("fail" if bad else "pass")])
-                for test, bad in outcomes.items()
-            ]
-        )
-        recorder.finish()
+        _record_run(db, number, outcomes)
     pks = dict(db.conn.execute("SELECT id, test_id FROM tests").fetchall())
     groups = cofailure_groups(db, pks, NOW, Config())
     by_id = {test: pk for pk, test in pks.items()}
@@ -240,17 +244,7 @@ def test_tests_failing_only_in_one_suite_are_linked_only_within_it(
             second: nightly and night % 5 in (0, 1),  # two fifths of them, independently
             third: nightly and night % 2 == 0 and night % 10 != 0,
         }
-        meta = RunMeta(
-            run_id=f"r{number}",
-            suite="nightly" if nightly else "unit",
-            ts=NOW - timedelta(hours=number + 1),
-        )
-        recorder = RunRecorder(db, meta)
-        recorder.add(
-            CaseResult(test, "t.py", [Attempt("fail" if fails else "pass")])
-            for test, fails in bad.items()
-        )
-        recorder.finish()
+        _record_run(db, number, bad, suite="nightly" if nightly else "unit")
     pks = dict(db.conn.execute("SELECT id, test_id FROM tests").fetchall())
     config = Config()
     if reader == "raw rows":  # rollups kept for another half-life answer nothing

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import DataTable, Static
@@ -89,6 +90,15 @@ def _latest_bad_run(history: Path, test_id: str) -> str:
     return str(row[0])
 
 
+async def _open_order_view(pilot: Any) -> tuple[OrderModal, DataTable]:
+    """Press `p` on a detail screen: the order view, loaded, and its table."""
+    await pilot.press("p")
+    await _settle(pilot)
+    modal = pilot.app.screen
+    assert isinstance(modal, OrderModal) and modal.view is not None
+    return modal, modal.query_one("#order-table", DataTable)
+
+
 def _check_role_styles(table: DataTable) -> list[float]:
     """A role is in colour only where its p-value makes it a finding; chance is dim. The
     p-values of the rows."""
@@ -118,11 +128,7 @@ async def test_the_sample_shows_its_polluter_and_dims_the_roles_chance_gives(
         table.move_cursor(row=[t for _, t in _rows(app)].index(victim))
         await pilot.press("enter")
         await _settle(pilot)
-        await pilot.press("p")
-        await _settle(pilot)
-        modal = app.screen
-        assert isinstance(modal, OrderModal) and modal.view is not None
-        order = modal.query_one("#order-table", DataTable)
+        _modal, order = await _open_order_view(pilot)
         first = [str(cell) for cell in order.get_row_at(0)]
         assert first[0] == "tests/storage/test_cache.py::test_cache_ttl"
         assert first[1] == "polluter, suspect"
@@ -158,11 +164,7 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         assert f"replays the order of run {run_id}" in repro
         # `p` shows the order view (its candidate polluters): the leaker first, ran before it in
         # every bad run.
-        await pilot.press("p")
-        await _settle(pilot)
-        modal = app.screen
-        assert isinstance(modal, OrderModal) and modal.view is not None
-        table = modal.query_one("#order-table", DataTable)
+        modal, table = await _open_order_view(pilot)
         first = [str(cell) for cell in table.get_row_at(0)]
         assert first[0] == LEAKER
         assert first[3] == f"{modal.view.bad_runs}/{modal.view.bad_runs}"
