@@ -27,7 +27,12 @@ T = TypeVar("T")
 def out_dir() -> Path:
     """The cache directory (FLAKETUI_BENCH_OUT overrides it, e.g. for the smoke tests)."""
     path = Path(os.environ.get("FLAKETUI_BENCH_OUT", str(OUT_DIR)))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in its place, no permission, a full disk
+        raise SystemExit(
+            f"bench cache {path}: cannot make the directory ({exc.strerror})"
+        ) from None
     return path
 
 

@@ -258,3 +258,12 @@ def test_keys_core_only_needs_no_terminal(bench: Any, monkeypatch: Any, capsys: 
     for key in ("family_changes", "lifecycle_replay"):
         assert out[f"{key}_s"] > 0 and out[f"{key}_scan_ratio"] > 0
     assert "move_ms" not in out
+
+
+def test_a_file_where_the_cache_goes_is_a_one_line_error(
+    bench: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "taken").write_text("")
+    monkeypatch.setenv("FLAKETUI_BENCH_OUT", str(tmp_path / "taken"))
+    with pytest.raises(SystemExit, match=r"^bench cache .*taken: cannot make the directory \("):
+        bench("common").out_dir()
