@@ -40,6 +40,8 @@ SEED = 20261130
 ANCHOR = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)  # the demo's "now"
 DAYS = 66  # days -65 .. 0, day 0 being the anchor's date
 REPO = "acme/shop"
+# What the pytest plugin records of the CI runners it runs on (runs.os, python, platform).
+PLUGIN_RUNNER = {"os": "Linux", "python": "3.12.7", "platform": "linux-x86_64"}
 CI_URL = "https://ci.example.com/acme/shop/pipelines"
 
 
@@ -172,9 +174,6 @@ STORY: dict[str, dict[str, Any]] = {
         # In the fixed order of every other run the victim runs first and passes.
         "polluter": "tests/storage/test_cache.py::test_cache_ttl",
         "victim": "tests/storage/test_cache.py::test_cache_invalidate_on_write",
-        "os": "Linux",
-        "python": "3.12.7",
-        "platform": "linux-x86_64",
     },
     "interrupted": {
         "run_id": "nightly-2026-11-25",
@@ -341,7 +340,6 @@ def record_session(db: Any, run: Run, cases: list[Case], finished: bool) -> None
     from flaketui.core.ingest.writer import RunRecorder
     from flaketui.core.models import Attempt, CaseResult, RunMeta
 
-    platform = STORY["order_polluter"]
     meta = RunMeta(
         run_id=run.run_id,
         suite=run.suite,
@@ -353,9 +351,9 @@ def record_session(db: Any, run: Run, cases: list[Case], finished: bool) -> None
         runner_host=run.runner_host,
         ci_url=run.ci_url,
         changed_files=list(run.changed_files),
-        os=platform["os"],
-        python=platform["python"],
-        platform=platform["platform"],
+        os=PLUGIN_RUNNER["os"],
+        python=PLUGIN_RUNNER["python"],
+        platform=PLUGIN_RUNNER["platform"],
         order_seed=f"randomly:{order_seed(run, SEED)}" if records_order(run, STORY) else None,
     )
     last: dict[str | None, tuple[str, int]] = {}  # per worker: the test that ran last, position

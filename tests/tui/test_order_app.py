@@ -133,6 +133,11 @@ async def test_the_sample_shows_its_polluter_and_dims_the_roles_chance_gives(
         assert first[0] == "tests/storage/test_cache.py::test_cache_ttl"
         assert first[1] == "polluter, suspect"
         assert max(_check_role_styles(order)) > 0.05  # most candidates are chance here
+        # At 160 columns a long test id is shown whole (the column once stopped at 48).
+        long_id = "tests/storage/test_cache.py::test_cache_eviction_under_pressure"
+        assert len(long_id) > 48
+        ids = [str(order.get_row_at(row)[0]) for row in range(order.row_count)]
+        assert long_id in ids
 
 
 async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_path: Path) -> None:
