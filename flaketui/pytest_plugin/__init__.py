@@ -36,6 +36,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="suite name of the recorded run (default: detected, else 'default').",
     )
     group.addoption(
+        "--flaketui-incident",
+        dest="flaketui_incident",
+        default=None,
+        metavar="TAG",
+        help="tag the recorded run as part of incident TAG, so that scoring leaves it out "
+        "(default: $FLAKETUI_INCIDENT).",
+    )
+    group.addoption(
         "--flaketui-skip-file",
         dest="flaketui_skip_file",
         default=None,

@@ -189,6 +189,7 @@ def _open_for_recording(
                 python=platform.python_version(),
                 platform=f"{sys.platform}-{platform.machine()}".rstrip("-"),
                 order_seed=_order_seed(config),
+                incident=config.getoption("flaketui_incident", None),
             ),
             env=os.environ,
             cwd=config.rootpath,
@@ -562,6 +563,13 @@ class Recorder:
                 f"{reason}; the run is kept in {kept}: send it with "
                 f"flaketui merge {target.shown} {kept}"
             )
+
+    def pytest_report_header(self, config: pytest.Config) -> str | None:
+        """Say so when the run is recorded as part of an incident: a FLAKETUI_INCIDENT left set
+        after the outage would otherwise keep every later run out of the scores unnoticed."""
+        if self.meta.incident is None:
+            return None
+        return f"flaketui: recording this run as part of incident {self.meta.incident}"
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Close the history; the last connection's close checkpoints the WAL into the file."""

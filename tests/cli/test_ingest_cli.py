@@ -20,7 +20,9 @@ CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BU
 def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No CI variables, no git repository, no pyproject.toml: each test sets what it needs."""
     for name in list(os.environ):
-        if name.startswith(CI_PREFIXES) or name in ("CI", "CIRCLECI", "BRANCH_NAME", "CHANGE_ID"):
+        if name.startswith(CI_PREFIXES) or name in (
+            "CI", "CIRCLECI", "BRANCH_NAME", "CHANGE_ID", "FLAKETUI_INCIDENT"
+        ):  # fmt: skip
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
 
@@ -102,6 +104,32 @@ def test_shards_of_one_ci_job_share_the_run_from_ci_variables(tmp_path: Path) ->
         result = run(db, report, env={**env, "CI_JOB_NAME": f"pytest {n}/2", "CI_JOB_ID": str(n)})
         assert result.exit_code == 0, result.output
     assert query(db, "SELECT run_id, branch_kind FROM runs") == [("gitlab-88-pytest", "main")]
+
+
+@pytest.mark.parametrize(
+    ("flag", "variable", "tag"),
+    [
+        (None, "  outage-7 ", "outage-7"),  # read with --no-detect too, blanks dropped
+        ("flagged", "outage-7", "flagged"),  # the flag wins
+        (None, "  ", None),  # set but blank, as CI variables often are: no incident
+        (" ", "outage-7", "outage-7"),  # a blank flag names none either
+        (None, None, None),
+    ],
+)
+def test_the_incident_variable_tags_a_run_the_flags_leave_untagged(
+    tmp_path: Path, flag: str | None, variable: str | None, tag: str | None
+) -> None:
+    db = tmp_path / "h.db"
+    report = junit(tmp_path / "r.xml", case("a"), case("b", "fail"))
+    flags = ["--no-detect", "--run-id", "R"] + (["--incident", flag] if flag is not None else [])
+    env = {"FLAKETUI_INCIDENT": variable} if variable is not None else None
+    result = run(db, report, *flags, env=env)
+    assert result.exit_code == 0, result.output
+    assert query(db, "SELECT incident FROM runs") == [(tag,)]
+    assert query(db, "SELECT tag FROM incidents") == ([(tag,)] if tag else [])
+    # The summary names the incident: a variable left set after the outage shows at once.
+    assert (f"(new run, incident {tag})" in result.output) == (tag is not None), result.output
+    assert "incident" not in result.output or tag is not None
 
 
 def test_metadata_flags_are_stored(tmp_path: Path) -> None:

@@ -240,6 +240,32 @@ def test_each_session_is_a_new_run_and_suite_is_recorded(pytester: pytest.Pytest
     assert per_run == [(recorded[0][0], 1, "pass"), (recorded[1][0], 1, "pass")]
 
 
+def test_a_run_recorded_during_an_outage_is_tagged_and_says_so(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_one="def test_down():\n    assert False\n")
+    header = "flaketui: recording this run as part of incident *"
+    monkeypatch.setenv("FLAKETUI_INCIDENT", "ci-outage ")
+    tagged = _run(pytester)
+    tagged.assert_outcomes(failed=1)
+    tagged.stdout.fnmatch_lines(["flaketui: recording this run as part of incident ci-outage"])
+    flagged = _run(pytester, "--flaketui-incident", "db-failover")  # the option wins
+    flagged.stdout.fnmatch_lines(["flaketui: recording this run as part of incident db-failover"])
+    monkeypatch.setenv("FLAKETUI_INCIDENT", "")  # set but empty, as CI variables often are
+    untagged = _run(pytester)
+    untagged.assert_outcomes(failed=1)
+    untagged.stdout.no_fnmatch_line(header)
+    assert query(_db(pytester), "SELECT incident FROM runs ORDER BY id") == [
+        ("ci-outage",),
+        ("db-failover",),
+        (None,),
+    ]
+    assert query(_db(pytester), "SELECT tag FROM incidents ORDER BY id") == [
+        ("ci-outage",),
+        ("db-failover",),
+    ]
+
+
 def test_ini_options_record_relative_to_the_ini_file(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

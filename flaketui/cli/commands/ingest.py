@@ -64,7 +64,11 @@ def _worker_count(text: str | None) -> int | None:
     "--changed-file", "changed_files", multiple=True, metavar="PATH",
     help="A file the commit changed (repeatable; default: from git).",
 )  # fmt: skip
-@click.option("--incident", metavar="TAG", help="Tag the run as part of incident TAG.")
+@click.option(
+    "--incident", metavar="TAG",
+    help="Tag the run as part of incident TAG, so that scoring leaves it out (default: "
+    "$FLAKETUI_INCIDENT).",
+)  # fmt: skip
 @click.option("--runner-host", metavar="H", help="Machine that ran the tests (default: this).")
 @click.option("--ci-url", metavar="URL", help="Link to the CI job.")
 @click.option(
@@ -153,24 +157,27 @@ def ingest_command(
         result = ingest_to_server(
             db, list(reports), resolved, config=config, report_format=report_format
         )
-        _show_ingest(result, len(reports))  # a server keeps raw runs; its replicas propose outages
+        # A server keeps raw runs; its replicas propose outages.
+        _show_ingest(result, len(reports), resolved.incident)
         return
     with history_file(db) as history:
         result = ingest_reports(
             history, list(reports), resolved, config=config, report_format=report_format
         )
         resign_if_stale(history, config.mask_patterns)
-    _show_ingest(result, len(reports))
+    _show_ingest(result, len(reports), resolved.incident)
     if not result.empty:
         with history_file(db) as history:  # opening it folds the runs ingest left to fold
             propose_outages(history, config)
 
 
-def _show_ingest(result: IngestResult, reports: int) -> None:
+def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> None:
     if result.empty:
         click.echo(f"no test cases in {plural(reports, 'report')}: no run recorded")
         return
     state = "new run" if result.created else "existing run"
+    if result.created and incident is not None:
+        state += f", incident {incident}"  # shown: it may come from FLAKETUI_INCIDENT
     skipped = f", {result.files_skipped} already ingested" if result.files_skipped else ""
     click.echo(
         f"run {result.run_id} ({state}): "

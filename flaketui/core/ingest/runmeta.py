@@ -30,6 +30,10 @@ from flaketui.core.timeutil import utc_now
 
 GIT_TIMEOUT_SECONDS = 3.0
 DEFAULT_SUITE = "default"
+# Names the incident (a known outage) a CI job runs during, where the command line names none:
+# its runs are tagged as `flaketui ingest --incident` or the plugin's --flaketui-incident tags
+# them. Read with or without detection: it is an instruction, not a guess.
+INCIDENT_VAR = "FLAKETUI_INCIDENT"
 _SHARD_SUFFIX = re.compile(r"\s+\d+/\d+$")
 
 
@@ -212,7 +216,8 @@ def detect_git(cwd: Path) -> tuple[str | None, str | None, list[str]]:
 
 
 def apply_defaults(meta: RunMeta, config: Config, *, fallback_run_id: str | None = None) -> RunMeta:
-    """Validate meta and fill suite, branch kind, ts, worker count and run id defaults."""
+    """Validate meta and fill suite, branch kind, ts, worker count and run id defaults; an
+    incident tag loses surrounding blanks, and a blank one is none."""
     run_id = (meta.run_id or "").strip() or fallback_run_id
     kind = meta.branch_kind or branch_kind_for(meta.branch, config)
     if kind not in BRANCH_KINDS:
@@ -226,6 +231,7 @@ def apply_defaults(meta: RunMeta, config: Config, *, fallback_run_id: str | None
         meta,
         run_id=run_id,
         suite=(meta.suite or "").strip() or DEFAULT_SUITE,
+        incident=(meta.incident or "").strip() or None,
         branch_kind=kind,
         worker_count=workers,
         ts=ts,
@@ -242,7 +248,10 @@ def resolve_run_meta(
     detect: bool = True,
     fallback_run_id: str | None = None,
 ) -> RunMeta:
-    """Fill what the flags left None from CI variables and git (detect=False: defaults only)."""
+    """Fill what the flags left None from CI variables and git (detect=False: defaults only);
+    an incident tag left blank from FLAKETUI_INCIDENT in either case."""
+    if not (meta.incident or "").strip() and env.get(INCIDENT_VAR, "").strip():
+        meta = dataclasses.replace(meta, incident=env[INCIDENT_VAR])
     if not detect:
         return apply_defaults(meta, config, fallback_run_id=fallback_run_id)
     filled = dataclasses.replace(meta, changed_files=list(meta.changed_files))
