@@ -264,6 +264,33 @@ def test_manifest_of_500_runs_lands_in_one_command_and_is_idempotent(tmp_path: P
     assert dump(db) == before
 
 
+def test_a_manifest_ignores_the_incident_variable_and_says_so(tmp_path: Path) -> None:
+    junit(tmp_path / "a.xml", case("test_a"))
+    junit(tmp_path / "b.xml", case("test_a", "fail"))
+    entries: list[dict[str, object] | str] = [
+        {"file": "a.xml", "run_id": "old", "timestamp": "2026-09-01T10:00:00Z"},
+        {
+            "file": "b.xml",
+            "run_id": "down",
+            "timestamp": "2026-09-02T10:00:00Z",
+            "incident": "ci-outage",
+        },
+    ]
+    manifest = write_manifest(tmp_path / "runs.jsonl", entries)
+    db = tmp_path / "h.db"
+    result = CliRunner().invoke(
+        cli, ["ingest", str(db), "--manifest", str(manifest)], env={"FLAKETUI_INCIDENT": "now"}
+    )
+    assert result.exit_code == 0, result.output
+    assert query(db, "SELECT run_id, incident FROM runs ORDER BY run_id") == [
+        ("down", "ci-outage"),
+        ("old", None),
+    ]
+    assert "FLAKETUI_INCIDENT is set but tags no manifest run" in result.stderr
+    quiet = CliRunner().invoke(cli, ["ingest", str(db), "--manifest", str(manifest)])
+    assert "FLAKETUI_INCIDENT" not in quiet.output
+
+
 def test_manifest_refuses_bad_lines_by_number_and_lands_the_rest(tmp_path: Path) -> None:
     junit(tmp_path / "ok1.xml", case("a"))
     junit(tmp_path / "ok2.xml", case("b"), timestamp="2026-08-01T10:00:00")

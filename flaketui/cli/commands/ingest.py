@@ -20,7 +20,7 @@ from flaketui.core.history.store import history_file
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp, sniff_format
 from flaketui.core.ingest.junit import reports_run_info
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
-from flaketui.core.ingest.runmeta import resolve_run_meta
+from flaketui.core.ingest.runmeta import INCIDENT_VAR, resolve_run_meta
 from flaketui.core.ingest.writer import (
     IngestResult,
     content_run_id,
@@ -213,6 +213,12 @@ def _ingest_manifest(db: Path | str, manifest: Path) -> None:
         else:
             summary = backfill(None)
         _print_summary(summary)
+        if os.environ.get(INCIDENT_VAR, "").strip():
+            click.echo(
+                f"{INCIDENT_VAR} is set but tags no manifest run: each line's own "
+                '"incident" key does',
+                err=True,
+            )
         if history is not None:  # a server keeps raw runs; its replicas propose outages
             resign_if_stale(history, config.mask_patterns)
             propose_outages(history, config)
