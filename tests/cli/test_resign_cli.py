@@ -84,6 +84,7 @@ def test_a_new_mask_pattern_regroups_old_messages_with_resign(
     code, out = invoke("resign", str(history))
     assert code == 0, out
     assert out.startswith("re-signed 2 failure messages")
+    assert ": 2 of them changed signature, 2 -> 1 signature\n" in out
     count, results, runs = _signatures(history)
     assert count == 1 and len(results) == 1 and results == runs
     code, out = invoke("report", str(history), "--now", NOW)

@@ -42,7 +42,7 @@ def resign_command(db: Path) -> None:
     click.echo(
         f"re-signed {plural(summary.messages, 'failure message')}"
         f" ({before} -> {scheme_of(patterns)}):"
-        f" {summary.changed} changed signature, {summary.signatures_before} ->"
+        f" {summary.changed} of them changed signature, {summary.signatures_before} ->"
         f" {plural(summary.signatures_after, 'signature')}"
     )
 
