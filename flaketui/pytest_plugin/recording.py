@@ -564,12 +564,15 @@ class Recorder:
                 f"flaketui merge {target.shown} {kept}"
             )
 
-    def pytest_report_header(self, config: pytest.Config) -> str | None:
-        """Say so when the run is recorded as part of an incident: a FLAKETUI_INCIDENT left set
-        after the outage would otherwise keep every later run out of the scores unnoticed."""
-        if self.meta.incident is None:
-            return None
-        return f"flaketui: recording this run as part of incident {self.meta.incident}"
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Say so when the run was recorded as part of an incident (with -q too): a
+        FLAKETUI_INCIDENT left set after the outage would otherwise keep every later run out of
+        the scores unnoticed."""
+        if self.meta.incident is not None:
+            terminalreporter.write_line(
+                f"flaketui: recorded this run as part of incident {self.meta.incident}, "
+                "which scoring leaves out"
+            )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Close the history; the last connection's close checkpoints the WAL into the file."""
