@@ -101,6 +101,19 @@ def test_plugin_records_a_session_into_the_server(
     assert pg_url.split("@")[0].split(":")[-1] not in result.stdout.str()
 
 
+def test_a_run_recorded_during_an_outage_reaches_the_server_tagged(
+    pytester: pytest.Pytester, pg_url: str, plain_env: None, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_suite="def test_down():\n    assert False\n")
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", pg_url, "--flaketui-incident", "dns")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["flaketui: recorded this run as part of incident dns, *"])
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    assert rows(replica, "SELECT incident FROM runs") == [("dns",)]
+    assert rows(replica, "SELECT tag FROM incidents") == [("dns",)]
+
+
 def test_plugin_with_a_bad_server_is_a_usage_error_with_the_password_masked(
     pytester: pytest.Pytester, pg_cluster: Cluster, plain_env: None
 ) -> None:
