@@ -70,6 +70,8 @@ class MainData:
     # How many tests carry each verdict, when the report holds only some of them (a kept
     # ranking's flaky tests, shown while the rest of it is read); None: count the report's.
     verdicts: dict[str, int] | None = None
+    # Why a report that lists no test lists none, when its window holds runs (Extras).
+    set_aside: str | None = None
 
 
 @dataclass(slots=True)
@@ -78,6 +80,7 @@ class Extras:
 
     lifecycle: dict[str, str]
     suites: list[str]
+    set_aside: str | None = None  # see MainData.set_aside
 
 
 @dataclass(slots=True)
@@ -175,6 +178,23 @@ def suites_of(db: Connected) -> list[str]:
     return [str(r[0]) for r in db.conn.execute("SELECT DISTINCT suite FROM runs ORDER BY suite")]
 
 
+def set_aside_reason(
+    db: Connected,
+    report: Report,
+    source: Source,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> str | None:
+    """Why the report lists no test although its window holds runs (an empty view says it);
+    None when it lists some. The count reads every test-run of the window: only when empty."""
+    if report.tests:
+        return None
+    uncounted = _core("scoring.uncounted")
+    counts = uncounted.set_aside(db, report.now, source.config, suite, branch_kind)
+    reason: str | None = uncounted.set_aside_reason(counts)
+    return reason
+
+
 def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> MainData:
     """What the first screen needs: the ranked report as of the effective now, and the skip file.
 
@@ -217,16 +237,24 @@ def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None
             )  # fmt: skip
             report: Report = next(stages)
             yield report
-            yield Extras(_lifecycle_states(db, report, source, skip), suites_of(db))
+            yield Extras(
+                _lifecycle_states(db, report, source, skip),
+                suites_of(db),
+                set_aside_reason(db, report, source),
+            )
             yield _core("scoring.causes").attach_causes(db, report, source.config)
 
 
-def load_extras(source: Source, data: MainData) -> Extras:
-    """Lifecycle states of the loaded report's tests, and the suites of the history."""
+def load_extras(
+    source: Source, data: MainData, suite: str | None = None, branch_kind: str | None = None
+) -> Extras:
+    """Lifecycle states of the loaded report's tests, the suites of the history, and why the
+    report (of that suite and branch kind) lists no test, if it lists none."""
     with reading(source.path) as db:
         lifecycle = _lifecycle_states(db, data.report, source, data.skip)
         suites = suites_of(db)
-    return Extras(lifecycle, suites)
+        set_aside = set_aside_reason(db, data.report, source, suite, branch_kind)
+    return Extras(lifecycle, suites, set_aside)
 
 
 def load_causes(source: Source, report: Report) -> Report:

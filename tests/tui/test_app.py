@@ -7,14 +7,17 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.binding import Binding, BindingType
 from textual.widgets import Input, Select, Static
-from tui_history import AUTH, BILLING, CART, NOW, SEARCH, record_run
+from tui_history import AUTH, BILLING, CART, NOW, SEARCH, build_history, record_run
 
+from flaketui.core.history.incidents import add_incident
+from flaketui.core.history.store import open_history
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp, make_app
@@ -55,6 +58,27 @@ def _audit(history: Path) -> list[tuple[str, str, str]]:
         return conn.execute("SELECT action, test_id, source FROM audit_log ORDER BY id").fetchall()
     finally:
         conn.close()
+
+
+async def test_a_list_left_empty_by_incidents_says_why(tmp_path: Path) -> None:
+    history = build_history(tmp_path / "outage.db", runs=12)
+    db = open_history(history)
+    try:
+        add_incident(db, "registry-down", start=NOW - timedelta(days=31), end=NOW)
+    finally:
+        db.conn.close()
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(pilot)
+        status = app.main_screen.query_one("#loading", Static)
+        why = "No test to list: none of the window's 84 test-runs counts: 84 belong to runs"
+        for view in ("1", "2", "4"):
+            await pilot.press(view)
+            assert _targets(app) == []
+            assert status.display
+            assert str(status.content) == f"{why} tagged as an incident."
+        await pilot.press("3")  # the quarantined view says its own
+        assert "Nothing quarantined in" in str(status.content)
 
 
 async def test_list_views_filter_and_sort(history: Path, tmp_path: Path) -> None:

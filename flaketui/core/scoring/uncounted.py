@@ -61,8 +61,9 @@ def set_aside(
     return SetAside(*(int(value) for value in row))
 
 
-def empty_report_note(counts: SetAside) -> str | None:
-    """One line for a report that lists no test although its window holds test-runs, or None."""
+def set_aside_reason(counts: SetAside) -> str | None:
+    """Why the window's test-runs all stay out of scoring, one sentence without a full stop;
+    None when there are none or no rule set them aside."""
     if counts.test_runs == 0:
         return None
     reasons = [
@@ -74,8 +75,14 @@ def empty_report_note(counts: SetAside) -> str | None:
     said = [f"{count} {text}" for count, text in reasons if count]
     if not said:
         return None
-    note = f"flaketui: none of the window's {plural(counts.test_runs, 'test-run')} counts: "
-    note += "; ".join(said)
+    reason = f"none of the window's {plural(counts.test_runs, 'test-run')} counts: "
+    reason += "; ".join(said)
     if counts.edited:
-        note += " (runs on later commits that leave the file as it is will count)"
-    return note
+        reason += " (runs on later commits that leave the file as it is will count)"
+    return reason
+
+
+def empty_report_note(counts: SetAside) -> str | None:
+    """One line for a report that lists no test although its window holds test-runs, or None."""
+    reason = set_aside_reason(counts)
+    return None if reason is None else f"flaketui: {reason}"

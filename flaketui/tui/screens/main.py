@@ -221,8 +221,13 @@ class MainScreen(Screen[None]):
                 data = self._read_complete(read, data, state)
                 extras = read.extras()
             else:
-                extras = load_extras(source, data)
-            data_after = replace(data, lifecycle=extras.lifecycle, suites=extras.suites)
+                extras = load_extras(source, data, suite, branch_kind)
+            data_after = replace(
+                data,
+                lifecycle=extras.lifecycle,
+                suites=extras.suites,
+                set_aside=extras.set_aside,
+            )
             data_after.extras_loaded = True
             self.post_message(
                 ExtrasLoaded(data, data_after, state, prepare_rows(data_after, state))
@@ -388,6 +393,9 @@ class MainScreen(Screen[None]):
                 return f"⚠ The skip file cannot be read: {self.data.skip_problem}"
             skip = self.flaketui.source.skip_display
             return f"Nothing quarantined in {skip}: select a test in 1 Flaky and press q."
+        if self.data is not None and self.data.set_aside:
+            reason = self.data.set_aside
+            return f"No test to list: {reason}."
         return {
             "flaky": "No flaky test in the window.",
             "regressions": "No regression in the window.",
