@@ -258,6 +258,10 @@ def test_short_trailing_break_on_main_is_a_suspected_regression(
     assert result.verdict == "regression"
     assert "suspected" in result.flags
     assert result.first_bad_commit == "k20"
+    # The caveat ends the reason, after the commits it qualifies.
+    assert result.reason == (
+        "bad on main for the last 2 runs since commit k20 (last good k19), too few to be sure"
+    )
 
 
 def test_flaky_streak_on_main_is_not_a_change_point(

@@ -379,7 +379,10 @@ def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
         return Judgement(Verdict.HEALTHY, f"rare: {_bad_of(ev, scores)}")
     if ev.streak > 0 and ev.streak_flaky == 0:
         result = _regression(
-            ev, scores, f"bad on main for the last {_count(ev.streak, 'run')}, too few to be sure"
+            ev,
+            scores,
+            f"bad on main for the last {_count(ev.streak, 'run')}",
+            caveat="too few to be sure",
         )
         result.flags.append("suspected")
         return result
@@ -390,10 +393,12 @@ def _decide(ev: Evidence, scores: Scores, *, config: Config) -> Judgement:
     )
 
 
-def _regression(ev: Evidence, scores: Scores, what: str) -> Judgement:
-    """A regression judgement, with the default branch's change point when there is one."""
+def _regression(ev: Evidence, scores: Scores, what: str, caveat: str = "") -> Judgement:
+    """A regression judgement, with the default branch's change point when there is one (the
+    caveat, if any, ends the reason: after the commits it qualifies)."""
     first_bad = ev.first_bad_commit if ev.streak > 0 else None
     last_good = ev.last_good_commit if ev.streak > 0 else None
     since = f" since commit {first_bad}" if first_bad else ""
     good = f" (last good {last_good})" if last_good else ""
-    return Judgement(Verdict.REGRESSION, f"{what}{since}{good}", [], first_bad, last_good)
+    tail = f", {caveat}" if caveat else ""
+    return Judgement(Verdict.REGRESSION, f"{what}{since}{good}{tail}", [], first_bad, last_good)
