@@ -147,6 +147,30 @@ def test_regression_reason_alone(runner: CliRunner, history: Path, tmp_path: Pat
     ]
 
 
+def test_confirmed_regression_leaves_out_a_suspected_one(runner: CliRunner, history: Path) -> None:
+    # As of r25 the broken test has one bad main run: a regression, suspected (too short a
+    # streak to be sure of). `regression` fails on it, `confirmed-regression` does not.
+    at_r25 = ("--now", "2026-10-26T12:00:00Z", "--since", "r24")
+    suspected = invoke(runner, history, *at_r25, "--fail-on", "regression")
+    assert suspected.exit_code == 1, suspected.output
+    assert suspected.output.splitlines() == [
+        f"regression: {BROKEN} since c25: bad on main for the last 1 run since commit c25 "
+        "(last good c24), too few to be sure"
+    ]
+    passed = invoke(runner, history, *at_r25, "--fail-on", "confirmed-regression")
+    assert passed.exit_code == 0, passed.output
+    # Once the streak is long enough, it fails both ways with the same line; naming both
+    # reasons is `regression` (one line per test).
+    lines = [
+        invoke(runner, history, "--now", NOW, "--fail-on", reasons).output
+        for reasons in ("regression", "confirmed-regression", "confirmed-regression,regression")
+    ]
+    assert lines[0].startswith(f"regression: {BROKEN} since c25: bad on main for the last 5")
+    assert lines == [lines[0]] * 3
+    both = invoke(runner, history, *at_r25, "--fail-on", "confirmed-regression,regression")
+    assert both.output == suspected.output
+
+
 def test_expired_quarantine_reason_alone(runner: CliRunner, history: Path, tmp_path: Path) -> None:
     skip = expired_skip_file(tmp_path / "skip.json")
     args = ("--now", NOW, "--skip-file", str(skip), "--fail-on", "quarantine-expired")

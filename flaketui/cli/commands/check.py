@@ -15,7 +15,7 @@ from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
 from flaketui.core.output.check import (
-    REASONS,
+    DEFAULT_REASONS,
     SinceError,
     check,
     parse_fail_on,
@@ -68,10 +68,12 @@ def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
     "--fail-on",
     "fail_on",
     metavar="REASONS",
-    default=",".join(REASONS),
+    default=",".join(DEFAULT_REASONS),
     show_default=True,
     callback=_fail_on,
-    help="Comma-separated reasons that fail the check (empty: none).",
+    help="Comma-separated reasons that fail the check (empty: none): new-flaky, regression, "
+    "confirmed-regression (regressions but the suspected ones, too short a bad streak on main "
+    "to be sure of), quarantine-expired.",
 )
 @click.option(
     "--max-damage",

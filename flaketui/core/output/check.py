@@ -4,9 +4,12 @@ The point is a run id (the state as of that run, that run included) or a duratio
 `now` (`30m`, `12h`, `7d`, `2w`); by default it is the moment just before the newest run at or
 before `now`, which is what a job that has just ingested its own run wants to hear about.
 
-Reasons, each enabled by `fail_on` (all of them by default):
+Reasons, each enabled by `fail_on` (all but `confirmed-regression` by default):
 - `new-flaky`: a test flaky as of now that was not flaky as of the point;
 - `regression`: any open regression as of now (new or not: it blocks merges until fixed);
+- `confirmed-regression`: the same, leaving out the suspected ones (a bad streak on the default
+  branch still too short to be sure of, often one bad run): for a gate that should not fail on
+  the first bad main run of a test (`regression` includes these; naming both is `regression`);
 - `quarantine-expired`: a skip-file entry whose expiry date has passed;
 - `damage` (only with a ceiling): the flaky tests' damage, summed, above the ceiling.
 
@@ -34,7 +37,9 @@ from flaketui.core.scoring.report import VERDICT_ORDER, build_report, effective_
 from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.timeutil import parse_iso, to_iso
 
-REASONS = ("new-flaky", "regression", "quarantine-expired")
+REASONS = ("new-flaky", "regression", "confirmed-regression", "quarantine-expired")
+DEFAULT_REASONS = ("new-flaky", "regression", "quarantine-expired")
+SUSPECTED_FLAG = "suspected"  # the verdict flag of a regression from a short main streak
 DAMAGE_REASON = "damage"
 SUMMARY_TEXT_CHARS = 120
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -77,7 +82,7 @@ class CheckResult:
     expired: list[SkipEntry] = field(default_factory=list)
     total_damage: float = 0.0
     max_damage: float | None = None
-    fail_on: tuple[str, ...] = REASONS
+    fail_on: tuple[str, ...] = DEFAULT_REASONS
     failures: list[tuple[str, str]] = field(default_factory=list)  # (reason, one line)
 
     @property
@@ -140,7 +145,7 @@ def check(
     since: str | None = None,
     config: Config | None = None,
     skip: SkipFile | None = None,
-    fail_on: tuple[str, ...] = REASONS,
+    fail_on: tuple[str, ...] = DEFAULT_REASONS,
     max_damage: float | None = None,
     repo_root: Path | None = None,
 ) -> CheckResult:
@@ -202,8 +207,11 @@ def _failures(result: CheckResult) -> list[tuple[str, str]]:
                     f"{one_line(test.reason)}",
                 )
             )
-    if "regression" in result.fail_on:
+    if "regression" in result.fail_on or "confirmed-regression" in result.fail_on:
+        confirmed_only = "regression" not in result.fail_on
         for test in result.regressions:
+            if confirmed_only and SUSPECTED_FLAG in test.flags:
+                continue
             commit = f" since {one_line(test.first_bad_commit)}" if test.first_bad_commit else ""
             lines.append(
                 (
