@@ -212,12 +212,13 @@ def _failures(result: CheckResult) -> list[tuple[str, str]]:
         for test in result.regressions:
             if confirmed_only and SUSPECTED_FLAG in test.flags:
                 continue
-            commit = f" since {one_line(test.first_bad_commit)}" if test.first_bad_commit else ""
+            commit, reason = "", test.reason
+            if test.first_bad_commit:
+                commit = f" since {one_line(test.first_bad_commit)}"
+                # The line names the commit once: a reason's own "since commit X" goes.
+                reason = reason.replace(f" since commit {test.first_bad_commit}", "", 1)
             lines.append(
-                (
-                    "regression",
-                    f"regression: {one_line(test.test_id)}{commit}: {one_line(test.reason)}",
-                )
+                ("regression", f"regression: {one_line(test.test_id)}{commit}: {one_line(reason)}")
             )
     if "quarantine-expired" in result.fail_on:
         for entry in result.expired:
