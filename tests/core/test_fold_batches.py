@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.history.store import open_connection, open_history, transaction
@@ -133,6 +135,75 @@ def test_folds_of_many_runs_equal_a_rebuild(
     assert_everything_agrees(db, NOW, Config())
     assert_filtered_agrees(db, NOW, Config())
     assert counts["appended"] and counts["recomputed"]
+
+
+# One run of a segment: its hour of the day, suite, branch kind, incident, and per test its
+# attempts (outcome and message), or None when the run did not run it.
+_ATTEMPTS = st.lists(
+    st.tuples(st.sampled_from(["pass", "fail", "error", "skipped"]), st.sampled_from(["a", "b"])),
+    min_size=1,
+    max_size=3,
+)
+_SEGMENT_RUN = st.tuples(
+    st.integers(1, 22),
+    st.sampled_from(["ci", "ci", "nightly"]),
+    st.sampled_from(["main", "main", "pr"]),
+    st.booleans(),
+    st.lists(_ATTEMPTS | st.none(), min_size=len(TESTS), max_size=len(TESTS)),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs=st.lists(_SEGMENT_RUN, min_size=3, max_size=8), earlier=st.booleans())
+def test_a_segment_adds_what_a_rebuild_counts(
+    runs: list[tuple[int, str, str, bool, list[list[tuple[str, str]] | None]]], earlier: bool
+) -> None:
+    """A day's waiting runs appended as one segment (one ordered pass over their test-runs)
+    leave every rollup table as a rebuild does: several runs of a test in a segment, each with
+    its attempts, suite, branch and first failure's message, some runs an incident, after an
+    earlier run of the day folded before or not."""
+    import tempfile
+
+    day = NOW.replace(hour=0) - timedelta(days=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "h.db"
+        open_history(path).conn.close()
+        conn = open_connection(path, fold=False)
+        with transaction(conn):
+            rollups.rebuild(conn)
+        if earlier:  # a run of the day already folded: the segment adds to its rows
+            _record(conn, "first", day, TESTS, random.Random(3))
+            with transaction(conn):
+                rollups.fold_pending(conn)
+        for index, (hour, suite, kind, incident, tests) in enumerate(
+            sorted(runs, key=lambda run: run[0])
+        ):
+            meta = RunMeta(
+                run_id=f"r{index}",
+                suite=suite,
+                branch="main" if kind == "main" else "feature/x",
+                branch_kind=kind,
+                ts=day + timedelta(hours=hour, minutes=index),
+                commit_sha=f"c{index % 2}",
+                incident="outage" if incident else None,
+            )
+            recorder = RunRecorder(conn, meta, defer_rollups=True)
+            recorder.add(
+                CaseResult(test_id, test_id.split("::")[0], [Attempt(o, 1, m) for o, m in got])
+                for test_id, got in zip(TESTS, tests, strict=True)
+                if got is not None
+            )
+            recorder.finish()
+        with pytest.MonkeyPatch.context() as patch:
+            counts = _count_paths(patch)
+            with transaction(conn):
+                rollups.fold_pending(conn)
+        assert counts["recomputed"] == 0  # appended as one segment (when a run has a test)
+        db = open_history(path)
+        assert_maintained(db)
+        assert_everything_agrees(db, NOW, Config())
+        db.conn.close()
+        conn.close()
 
 
 def test_a_fold_never_appends_a_run_counted_before(

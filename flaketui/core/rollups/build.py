@@ -49,6 +49,7 @@ from typing import Any
 
 from flaketui.core.config import Config
 from flaketui.core.rollups import sequences as seq_rollups
+from flaketui.core.rollups import sql as q
 from flaketui.core.rollups.evidence import ensure_sql_functions
 from flaketui.core.rollups.pending import PENDING_TABLE, pending
 from flaketui.core.timeutil import to_iso
@@ -102,8 +103,7 @@ _WEEK_SCHEMA = (
 _ANCHORED = "exp(:ln2_per_h * (julianday(tr.ts) - :anchor_jd))"
 _MAIN, _BAD = "r.branch_kind = 'main'", "tr.outcome <> 'pass'"
 
-# Aggregates of counted raw rows in the rollup's shape; {rows} is test_runs (or a table of its
-# columns holding some of its rows), {where} narrows them.
+# Aggregates of counted raw rows in the rollup's shape; {where} narrows them.
 _AGGREGATE = f"""
 SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     count(*) AS runs,
@@ -120,14 +120,11 @@ SELECT tr.test AS test, substr(tr.ts, 1, 10) AS day, r.suite AS suite,
     total(CASE WHEN {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS main_w_bad,
     total(CASE WHEN NOT {_MAIN} THEN {_ANCHORED} END) AS other_w,
     total(CASE WHEN NOT {_MAIN} AND {_BAD} THEN {_ANCHORED} END) AS other_w_bad
-FROM {{rows}} tr JOIN runs r ON r.id = tr.run
+FROM test_runs tr JOIN runs r ON r.id = tr.run
 WHERE r.incident IS NULL AND r.source <> 'diagnose' AND tr.outcome <> 'skipped'
     AND tr.edited = 0 AND {{where}}
 GROUP BY tr.test, substr(tr.ts, 1, 10), r.suite
 """
-
-# The same over test_runs itself; {where} narrows its rows.
-_RAW_AGGREGATE = _AGGREGATE.replace("{rows}", "test_runs")
 
 _COLUMNS = (
     "test, day, suite, runs, main_runs, flaky_runs, failed_runs, failed_any_runs, max_attempts,"
@@ -284,10 +281,6 @@ def _fold_day(conn: sqlite3.Connection, day: str, tests: list[int]) -> None:
     refresh(conn, day, tests)
 
 
-_IN_RUNS = "tr.run IN (SELECT value FROM json_each(:runs))"
-# A fold segment's per-run rows (test_runs' columns) and their rollup sums, while it is added
-# (temporary tables).
-_SEGMENT_ROWS, _SEGMENT_SUMS = "fold_segment_rows", "fold_segment_sums"
 # Whether a test-run of the runs is counted in a day row already: with no other run of the day
 # at or after :first, a row that far on can only hold one of them.
 _COUNTED_ALREADY = """
@@ -295,6 +288,20 @@ SELECT EXISTS (SELECT 1 FROM json_each(:runs) p CROSS JOIN test_runs tr ON tr.ru
     CROSS JOIN runs r ON r.id = tr.run
     CROSS JOIN test_day_rollups d ON d.test = tr.test AND d.suite = r.suite AND d.day = :day
     WHERE d.last_s >= CAST(strftime('%s', :first) AS INTEGER))"""
+
+# A fold segment's test-runs, read once through test_runs_run into a temporary table (each read
+# of test_runs by run looks its rows up one by one) for the tests' pass and the families'.
+SEGMENT_ROWS = "fold_segment_rows"
+# Its counted test-runs in (test, ts, run) order: what the segment's rollup rows, sequence day
+# rows and signature counts are all made from, in one pass.
+_SEGMENT_UNITS = f"""
+SELECT tr.test, tr.run, tr.ts, tr.bad, tr.outcome = 'flaky', tr.outcome <> 'pass',
+    r.branch_kind = 'main', r.suite, tr.attempts, tr.signature
+FROM temp.{SEGMENT_ROWS} tr CROSS JOIN runs r ON r.id = tr.run
+WHERE {q.COUNTED}
+ORDER BY tr.test, tr.ts, tr.run"""
+SEGMENT_FLUSH = 4_096  # day rows a segment's pass holds before writing them (memory)
+JD_UNIX_EPOCH_MS = 210_866_760_000_000  # julianday('1970-01-01') in ms, as SQLite keeps it
 
 
 def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: list[int]) -> bool:
@@ -318,41 +325,118 @@ def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: l
     ).fetchone()[0]
     if later:
         return False
-    params = {"runs": runs_json, "day": day, "first": first_ts, "week": week_of(day)}
+    params = {"runs": runs_json, "day": day, "first": first_ts}
     if conn.execute(_COUNTED_ALREADY, params).fetchone()[0]:
         return False
-    ensure_sql_functions(conn)
-    params.update(settings.params())
-    # The runs' per-run rows are read once, through test_runs_run, into a temporary table
-    # that every rollup of the segment is made from (each read of test_runs by run looks its
-    # rows up one by one), and the segment's sums are made once for its day and its week.
-    rows, sums = f"temp.{_SEGMENT_ROWS}", f"temp.{_SEGMENT_SUMS}"
-    conn.execute(f"DROP TABLE IF EXISTS {rows}")
-    conn.execute(f"DROP TABLE IF EXISTS {sums}")
+    conn.execute(f"DROP TABLE IF EXISTS temp.{SEGMENT_ROWS}")
     conn.execute(
-        f"CREATE TEMP TABLE {_SEGMENT_ROWS} AS SELECT * FROM test_runs tr WHERE {_IN_RUNS}",
-        params,
+        f"CREATE TEMP TABLE {SEGMENT_ROWS} AS SELECT tr.* FROM json_each(?) p"
+        " CROSS JOIN test_runs tr ON tr.run = p.value",
+        (runs_json,),
     )
     try:
-        conn.execute(
-            f"CREATE TEMP TABLE {_SEGMENT_SUMS} AS " + _AGGREGATE.format(rows=rows, where="1"),
-            params,
+        _append_segment_tests(conn, settings, day)
+        seq_rollups.append_segment_families(
+            conn, f"temp.{SEGMENT_ROWS}", runs_json, settings.ln2_per_h
         )
-        conn.execute(
-            f"INSERT INTO test_day_rollups ({_COLUMNS}) SELECT {_COLUMNS} FROM {sums}"
-            f" WHERE true ON CONFLICT (test, suite, day) DO UPDATE SET {_ADD_SET}"
-        )
-        values = _COLUMNS.replace("test, day, suite", "test, :week, suite")
-        conn.execute(
-            f"INSERT INTO test_week_rollups ({_WEEK_COLUMNS}) SELECT {values} FROM {sums}"
-            f" WHERE true ON CONFLICT (test, suite, week) DO UPDATE SET {_ADD_SET}",
-            {"week": params["week"]},
-        )
-        seq_rollups.append_segment(conn, rows, runs_json, settings.ln2_per_h)
     finally:
-        conn.execute(f"DROP TABLE IF EXISTS {sums}")
-        conn.execute(f"DROP TABLE IF EXISTS {rows}")
+        conn.execute(f"DROP TABLE IF EXISTS temp.{SEGMENT_ROWS}")
     return True
+
+
+def _append_segment_tests(conn: sqlite3.Connection, settings: _Settings, day: str) -> None:
+    """Add a segment's test-runs (one day's runs, see _append_day; in SEGMENT_ROWS) to the day
+    and week rollups, the tests' sequence day rows and their signature counts, in one ordered
+    read. The sums are the aggregates' (_AGGREGATE, sql.day_rows, SIGNATURE_ROWS) made in
+    the same order; rows are written every SEGMENT_FLUSH tests, so a huge run's rows are never
+    all in memory."""
+    week = week_of(day)
+    day_s = int((date.fromisoformat(day) - date(1970, 1, 1)).total_seconds())
+    ln2_per_h, anchor_jd = settings.ln2_per_h, _day_jd(settings.anchor)
+    upsert_seq = seq_rollups.append_rows_sql("test_day_seq", "test")
+    sums_out: list[tuple[Any, ...]] = []
+    seq_out: list[tuple[Any, ...]] = []
+    signatures_out: list[tuple[Any, ...]] = []
+
+    def flush() -> None:
+        conn.executemany(_UPSERT_DAY, sums_out)
+        conn.executemany(_UPSERT_WEEK, [(row[0], week, *row[2:]) for row in sums_out])
+        conn.executemany(upsert_seq, seq_out)
+        conn.executemany(seq_rollups.APPEND_SIGNATURES, signatures_out)
+        sums_out.clear()
+        seq_out.clear()
+        signatures_out.clear()
+
+    def finish(test: int) -> None:
+        for suite, v in suites.items():
+            sums_out.append((test, day, suite, *v))
+        seq_out.append(seq_rollups.finish_day_row(seq_row, True))
+        for signature, (count, last_ts) in signatures.items():
+            signatures_out.append((test, day, signature, count, last_ts))
+        if len(seq_out) >= SEGMENT_FLUSH:
+            flush()
+
+    # A run's units share its ts: its seconds and both weights are worked out once per run.
+    moments: dict[str, tuple[int, float, float]] = {}
+    current: int | None = None
+    seq_row: list[Any] = []
+    suites: dict[str, list[Any]] = {}
+    signatures: dict[int, list[Any]] = {}
+    cursor = conn.execute(_SEGMENT_UNITS)
+    for test, run, ts, bad, flaky, failed_any, is_main, suite, attempts, signature in cursor:
+        moment = moments.get(ts)
+        if moment is None:
+            secs = int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19])
+            # julianday(ts) as SQLite computes it (integer milliseconds over a day's).
+            jd = ((day_s + secs) * 1000 + JD_UNIX_EPOCH_MS) / 86_400_000.0
+            moment = moments[ts] = (
+                day_s + secs,
+                math.exp(ln2_per_h * secs / 86400.0),
+                math.exp(ln2_per_h * (jd - anchor_jd)),
+            )
+        unix_s, day_w, anchored = moment
+        if test != current:
+            if current is not None:
+                finish(current)
+            current = test
+            seq_row = seq_rollups.start_day_row(test, day, bad)
+            suites = {}
+            signatures = {}
+        seq_rollups.add_unit(seq_row, run, bad, flaky, failed_any, is_main, day_w)
+        # runs, main_runs, flaky, failed, failed_any, max_attempts, first_s, last_s,
+        # last_failure_s, main_w, main_w_bad, other_w, other_w_bad
+        sums = suites.get(suite)
+        if sums is None:
+            sums = suites[suite] = [0, 0, 0, 0, 0, attempts, unix_s, unix_s, None,
+                                    0.0, 0.0, 0.0, 0.0]  # fmt: skip
+        sums[0] += 1
+        sums[2] += flaky
+        sums[3] += bad
+        sums[4] += failed_any
+        if attempts > sums[5]:
+            sums[5] = attempts
+        sums[7] = unix_s  # units come in time order
+        if failed_any:
+            sums[8] = unix_s
+        if is_main:
+            sums[1] += 1
+            sums[9] += anchored
+            if failed_any:
+                sums[10] += anchored
+        else:
+            sums[11] += anchored
+            if failed_any:
+                sums[12] += anchored
+        if signature is not None:
+            counted = signatures.get(signature)
+            if counted is None:
+                signatures[signature] = [1, ts]
+            else:
+                counted[0] += 1
+                counted[1] = ts
+    if current is not None:
+        finish(current)
+    flush()
 
 
 def half_life(conn: sqlite3.Connection) -> float | None:
@@ -403,7 +487,7 @@ def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life
             (ANCHOR_KEY, settings.anchor),
         ],
     )
-    sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _RAW_AGGREGATE.format(where="1")
+    sql = f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where="1")
     conn.execute(sql, settings.params())
     conn.execute(_WEEKS_FROM_DAYS.format(where="1"))
     seq_rollups.rebuild(conn, settings.ln2_per_h)
@@ -424,7 +508,7 @@ def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
     conn.execute(f"DELETE FROM test_day_rollups WHERE day = :day AND {picked}", params)
     where = f"tr.{picked} AND tr.ts >= :day AND tr.ts < date(:day, '+1 day')"
     conn.execute(
-        f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _RAW_AGGREGATE.format(where=where), params
+        f"INSERT INTO test_day_rollups ({_COLUMNS}) " + _AGGREGATE.format(where=where), params
     )
     conn.execute(f"DELETE FROM test_week_rollups WHERE week = :week AND {picked}", params)
     conn.execute(
@@ -560,6 +644,14 @@ _ADD_SET = """
     main_w = main_w + excluded.main_w, main_w_bad = main_w_bad + excluded.main_w_bad,
     other_w = other_w + excluded.other_w, other_w_bad = other_w_bad + excluded.other_w_bad
 """
+# Adding rollup rows made in Python (a fold segment's sums, _COLUMNS' values) to a day's or
+# a week's rows.
+_UPSERT = (
+    "INSERT INTO {table} ({columns}) VALUES (" + ", ".join("?" * 16) + ")"
+    " ON CONFLICT (test, suite, {bucket}) DO UPDATE SET" + _ADD_SET
+)
+_UPSERT_DAY = _UPSERT.format(table="test_day_rollups", columns=_COLUMNS, bucket="day")
+_UPSERT_WEEK = _UPSERT.format(table="test_week_rollups", columns=_WEEK_COLUMNS, bucket="week")
 _ADD_RUN = (
     "INSERT INTO {table} ({columns}) {one_run}\nON CONFLICT (test, suite, {bucket}) DO UPDATE SET"
     + _ADD_SET
@@ -780,7 +872,7 @@ def test_base(
     }
     # Every stored sum is relative to the anchor: one factor brings them to `now`.
     factor = math.exp(-settings.ln2_per_h * (window["now_jd"] - _day_jd(settings.anchor)))
-    cursor = conn.execute(_BASE.format(edges=_RAW_AGGREGATE.format(where=EDGE_RUNS)), params)
+    cursor = conn.execute(_BASE.format(edges=_AGGREGATE.format(where=EDGE_RUNS)), params)
     names = [col[0] for col in cursor.description]
     out = []
     for row in cursor:

@@ -119,59 +119,78 @@ def iter_day_rows(
         if moment is None:
             if len(moments) >= MAX_MOMENTS:
                 moments.clear()  # memory stays flat over any number of runs
-            seconds = int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19])
-            moment = moments[ts] = (ts[:10], math.exp(ln2_per_h * seconds / 86400.0))
+            moment = moments[ts] = (ts[:10], day_weight(ts, ln2_per_h))
         day, weight = moment
         if (key, day) != current:
             if row is not None:
-                yield _finish(row, lists)
+                yield finish_day_row(row, lists)
             current = (key, day)
-            # runs, main_runs, flaky, failed, failed_any, main_bad, first_bad, last_bad,
-            # flips_in, tail_clean, main_first_bad, main_last_bad, starts_in, recov_in,
-            # trail_bad, trail_flaky, main_w, main_w_bad, other_w, other_w_bad, lists x4
-            row = [key, day, 0, 0, 0, 0, 0, 0, bad, None, 0, 0, None, None, 0, 0, 0, 0,
-                   0.0, 0.0, 0.0, 0.0, [], [], [], []]  # fmt: skip
+            row = start_day_row(key, day, bad)
         assert row is not None
-        row[2] += 1
-        row[4] += flaky
-        row[5] += bad
-        row[6] += failed_any
-        if row[9] is not None and row[9] != bad:
-            row[10] += 1
-        row[9] = bad
-        row[11] = 0 if failed_any else row[11] + 1
-        if is_main:
-            row[3] += 1
-            row[7] += bad
-            if row[12] is None:
-                row[12] = bad
-            elif row[13] == 0 and bad:
-                row[14] += 1
-            elif row[13] == 1 and not bad:
-                row[15] += 1
-            row[13] = bad
-            if bad:
-                row[16] += 1
-                row[17] += flaky
-            else:
-                row[16] = row[17] = 0
-            row[18] += weight
-            row[19] += weight if failed_any else 0.0
-        else:
-            row[20] += weight
-            row[21] += weight if failed_any else 0.0
-        row[22].append(run)
-        if bad:
-            row[23].append(run)
-        if flaky:
-            row[24].append(run)
-        if failed_any:
-            row[25].append(run)
+        add_unit(row, run, bad, flaky, failed_any, is_main, weight)
     if row is not None:
-        yield _finish(row, lists)
+        yield finish_day_row(row, lists)
 
 
-def _finish(row: list[Any], lists: bool) -> tuple[Any, ...]:
+def day_weight(ts: str, ln2_per_h: float) -> float:
+    """A unit's recency term relative to its day's start: 2^(seconds into the day / h)."""
+    seconds = int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19])
+    return math.exp(ln2_per_h * seconds / 86400.0)
+
+
+def start_day_row(key: Any, day: str, bad: int) -> list[Any]:
+    """An empty day row of `key`, for add_unit to fill in time order (its first unit's bad
+    state is `bad`)."""
+    # runs, main_runs, flaky, failed, failed_any, main_bad, first_bad, last_bad,
+    # flips_in, tail_clean, main_first_bad, main_last_bad, starts_in, recov_in,
+    # trail_bad, trail_flaky, main_w, main_w_bad, other_w, other_w_bad, lists x4
+    return [key, day, 0, 0, 0, 0, 0, 0, bad, None, 0, 0, None, None, 0, 0, 0, 0,
+            0.0, 0.0, 0.0, 0.0, [], [], [], []]  # fmt: skip
+
+
+def add_unit(
+    row: list[Any], run: int, bad: int, flaky: int, failed_any: int, is_main: int, weight: float
+) -> None:
+    """Add the day's next unit (units come in (ts, run) order) to its day row."""
+    row[2] += 1
+    row[4] += flaky
+    row[5] += bad
+    row[6] += failed_any
+    if row[9] is not None and row[9] != bad:
+        row[10] += 1
+    row[9] = bad
+    row[11] = 0 if failed_any else row[11] + 1
+    if is_main:
+        row[3] += 1
+        row[7] += bad
+        if row[12] is None:
+            row[12] = bad
+        elif row[13] == 0 and bad:
+            row[14] += 1
+        elif row[13] == 1 and not bad:
+            row[15] += 1
+        row[13] = bad
+        if bad:
+            row[16] += 1
+            row[17] += flaky
+        else:
+            row[16] = row[17] = 0
+        row[18] += weight
+        row[19] += weight if failed_any else 0.0
+    else:
+        row[20] += weight
+        row[21] += weight if failed_any else 0.0
+    row[22].append(run)
+    if bad:
+        row[23].append(run)
+    if flaky:
+        row[24].append(run)
+    if failed_any:
+        row[25].append(run)
+
+
+def finish_day_row(row: list[Any], lists: bool) -> tuple[Any, ...]:
+    """The finished day row's values: key, day, SEQ_COLUMNS[, LIST_COLUMNS]."""
     values = row[:22]
     if lists:
         values += [",".join(map(str, ids)) if ids else None for ids in row[22:]]
@@ -371,43 +390,52 @@ def _append_rows(
 ) -> None:
     """Upsert the day rows of a later segment's units into a day-row table (computed as
     refresh_day computes them, streamed: a huge run's rows are never all in memory)."""
-    lists = table == "test_day_seq"
-    columns = _TEST_COLS if lists else _FAMILY_COLS
-    marks = ", ".join("?" * len(columns.split(", ")))
     conn.executemany(
-        f"INSERT INTO {table} ({columns}) VALUES ({marks})"
-        f" ON CONFLICT ({key}, day) DO UPDATE SET {_APPEND_SET}{_APPEND_LISTS if lists else ''}",
-        iter_day_rows(conn, units, params, lists),
+        append_rows_sql(table, key), iter_day_rows(conn, units, params, table == "test_day_seq")
     )
 
 
-def append_segment(conn: sqlite3.Connection, rows: str, runs_json: str, ln2_per_h: float) -> None:
+def append_rows_sql(table: str, key: str) -> str:
+    """The upsert adding a later segment's day rows (finish_day_row's values) to a day-row
+    table keyed (key, day)."""
+    lists = table == "test_day_seq"
+    columns = _TEST_COLS if lists else _FAMILY_COLS
+    marks = ", ".join("?" * len(columns.split(", ")))
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        f" ON CONFLICT ({key}, day) DO UPDATE SET {_APPEND_SET}{_APPEND_LISTS if lists else ''}"
+    )
+
+
+# Adding a later segment's signature counts (test, day, signature, runs, last_ts).
+APPEND_SIGNATURES = (
+    "INSERT INTO test_day_signatures (test, day, signature, runs, last_ts) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (test, day, signature) DO UPDATE SET runs = runs + excluded.runs,"
+    " last_ts = max(last_ts, excluded.last_ts)"
+)
+
+
+def append_segment_families(
+    conn: sqlite3.Connection, rows: str, runs_json: str, ln2_per_h: float
+) -> None:
     """Add runs of one day, later than every other run of it and none of whose test-runs is
-    counted yet, to the day rows of their tests and families; `rows` is a table of test_runs'
-    columns holding exactly those runs' rows (read from it, not from test_runs).
+    counted yet, to the day rows of their families; `rows` is a table of test_runs' columns
+    holding exactly those runs' rows (read from it, not from test_runs). The tests' own rows
+    are the caller's: flaketui.core.rollups.build adds them in its one pass over those rows.
 
     A family with no rows yet whose members also ran in other runs (a parent that just became
     a family has a past) is not appended: it goes to fold_whole_families, for finish_segments
     to recompute whole.
     """
     params = {"runs": runs_json, "ln2_per_h": ln2_per_h}
-    source = f"{rows} tr JOIN runs r ON r.id = tr.run"
-    units = q.TEST_UNITS.format(source=source, where="1")
-    _append_rows(conn, "test_day_seq", "test", units, params)
-    conn.execute(
-        "INSERT INTO test_day_signatures "
-        + q.SIGNATURE_ROWS.format(source=source, where="1")
-        + " ON CONFLICT (test, day, signature) DO UPDATE SET runs = runs + excluded.runs,"
-        " last_ts = max(last_ts, excluded.last_ts)",
-        params,
-    )
     conn.execute("DELETE FROM temp.fold_families")
     conn.execute(
         "INSERT INTO temp.fold_families (parent) SELECT DISTINCT t.parent"
         f" FROM {rows} tr CROSS JOIN tests t ON t.id = tr.test"
-        f" WHERE t.parent IN ({FAMILIES})",
-        params,
+        f" WHERE t.parent IN ({FAMILIES})"
     )
+    if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM temp.fold_families)").fetchone()[0]:
+        return
     conn.execute(
         "INSERT OR IGNORE INTO temp.fold_whole_families"
         " SELECT f.parent FROM temp.fold_families f"
@@ -421,7 +449,7 @@ def append_segment(conn: sqlite3.Connection, rows: str, runs_json: str, ln2_per_
         " (SELECT parent FROM temp.fold_whole_families)"
     )
     units = q.FAMILY_UNITS.format(
-        source=f"{source} JOIN tests t ON t.id = tr.test",
+        source=f"{rows} tr JOIN runs r ON r.id = tr.run JOIN tests t ON t.id = tr.test",
         where="t.parent IN (SELECT parent FROM temp.fold_families)",
     )
     _append_rows(conn, "family_day_seq", "parent", units, params)
