@@ -281,19 +281,18 @@ def _fold_day(conn: sqlite3.Connection, day: str, tests: list[int]) -> None:
     refresh(conn, day, tests)
 
 
-# Whether a test-run of the runs is counted in a day row already: with no other run of the day
-# at or after :first, a row that far on can only hold one of them.
-_COUNTED_ALREADY = """
-SELECT EXISTS (SELECT 1 FROM json_each(:runs) p CROSS JOIN test_runs tr ON tr.run = p.value
-    CROSS JOIN runs r ON r.id = tr.run
-    CROSS JOIN test_day_rollups d ON d.test = tr.test AND d.suite = r.suite AND d.day = :day
-    WHERE d.last_s >= CAST(strftime('%s', :first) AS INTEGER))"""
-
 # A fold segment's test-runs, read once through test_runs_run into a temporary table (each read
 # of test_runs by run looks its rows up one by one) for the tests' pass and the families'.
 SEGMENT_ROWS = "fold_segment_rows"
-# Its counted test-runs in (test, ts, run) order: what the segment's rollup rows, sequence day
-# rows and signature counts are all made from, in one pass.
+# Whether a test-run of the segment is counted in a day row already: with no other run of the
+# day at or after :first, a row that far on can only hold one of them.
+_COUNTED_ALREADY = f"""
+SELECT EXISTS (SELECT 1 FROM temp.{SEGMENT_ROWS} tr CROSS JOIN runs r ON r.id = tr.run
+    CROSS JOIN test_day_rollups d ON d.test = tr.test AND d.suite = r.suite AND d.day = :day
+    WHERE d.last_s >= CAST(strftime('%s', :first) AS INTEGER))"""
+
+# The segment's counted test-runs in (test, ts, run) order: what its rollup rows, sequence
+# day rows and signature counts are all made from, in one pass.
 _SEGMENT_UNITS = f"""
 SELECT tr.test, tr.run, tr.ts, tr.bad, tr.outcome = 'flaky', tr.outcome <> 'pass',
     r.branch_kind = 'main', r.suite, tr.attempts, tr.signature
@@ -325,9 +324,6 @@ def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: l
     ).fetchone()[0]
     if later:
         return False
-    params = {"runs": runs_json, "day": day, "first": first_ts}
-    if conn.execute(_COUNTED_ALREADY, params).fetchone()[0]:
-        return False
     conn.execute(f"DROP TABLE IF EXISTS temp.{SEGMENT_ROWS}")
     conn.execute(
         f"CREATE TEMP TABLE {SEGMENT_ROWS} AS SELECT tr.* FROM json_each(?) p"
@@ -335,6 +331,8 @@ def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: l
         (runs_json,),
     )
     try:
+        if conn.execute(_COUNTED_ALREADY, {"day": day, "first": first_ts}).fetchone()[0]:
+            return False
         _append_segment_tests(conn, settings, day)
         seq_rollups.append_segment_families(
             conn, f"temp.{SEGMENT_ROWS}", runs_json, settings.ln2_per_h
