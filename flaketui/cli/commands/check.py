@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, skip_path_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.core.atomic import write_atomically
@@ -87,7 +87,7 @@ def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
     metavar="PATH",
     help="Write a Markdown summary there (e.g. $GITHUB_STEP_SUMMARY), passing or failing.",
 )
-@SKIP_FILE_OPTION
+@SKIP_FILE_READ_OPTION
 @CODEOWNERS_OPTION
 @click.pass_context
 def check_command(

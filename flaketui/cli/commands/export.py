@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_READ_OPTION, skip_path_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
@@ -38,7 +38,7 @@ DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP
     type=FilePath(dir_okay=False, path_type=Path),
     help="Write here (atomically) instead of standard output.",
 )
-@SKIP_FILE_OPTION
+@SKIP_FILE_READ_OPTION
 @NOW_OPTION
 @CODEOWNERS_OPTION
 def export_command(

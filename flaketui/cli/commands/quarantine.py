@@ -14,12 +14,16 @@ from flaketui.core.history.store import history_file
 from flaketui.core.quarantine.skipfile import SkipMode, repo_root, resolve_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 
+_SKIP_FILE_DEFAULT = (
+    "(default: FLAKETUI_SKIP_FILE, [tool.flaketui] skip_file, else .quarantine.json at the git "
+    "root)."
+)
 SKIP_FILE_OPTION = click.option(
-    "--skip-file",
-    "skip_file",
-    metavar="PATH",
-    help="Skip file to write (default: FLAKETUI_SKIP_FILE, [tool.flaketui] skip_file, "
-    "else .quarantine.json at the git root).",
+    "--skip-file", "skip_file", metavar="PATH", help=f"Skip file to write {_SKIP_FILE_DEFAULT}"
+)
+# For commands that only read the skip file (check, export).
+SKIP_FILE_READ_OPTION = click.option(
+    "--skip-file", "skip_file", metavar="PATH", help=f"Skip file to read {_SKIP_FILE_DEFAULT}"
 )
 NOW_OPTION = click.option("--now", metavar="ISO", help="Act as of this time (default: now).")
 

@@ -59,7 +59,7 @@ def prune_history(
 ) -> PruneResult:
     """Delete every run older than `older_than_days` before now; VACUUM afterwards on request."""
     if not older_than_days > 0:
-        raise PruneError(f"--older-than must be a positive number of days, got {older_than_days}")
+        raise PruneError(f"--older-than must be a positive number of days, got {older_than_days:g}")
     cutoff = (now or utc_now()) - timedelta(days=older_than_days)
     cutoff_iso = to_iso(cutoff)
     cutoff_day = cutoff_iso[:10]

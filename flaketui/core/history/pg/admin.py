@@ -116,7 +116,7 @@ def prune_server(
     Each pruned run leaves its run id in ``deletions``, so replicas drop it at their next sync.
     """
     if not older_than_days > 0:
-        raise PruneError(f"--older-than must be a positive number of days, got {older_than_days}")
+        raise PruneError(f"--older-than must be a positive number of days, got {older_than_days:g}")
     cutoff = (now or utc_now()) - timedelta(days=older_than_days)
     with pg.transaction():
         old = pg.execute(
