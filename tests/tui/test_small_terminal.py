@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from textual.geometry import Region
 from textual.widget import Widget
 from tui_history import NOW
@@ -164,3 +165,23 @@ async def test_the_notice_line_wraps_whole_at_80_columns(
         text = str(banner.render())
         assert "suspected outages excluded" in text and text.endswith("recorded")
         assert banner.region.height == 2 and len(text) > banner.content_region.width
+
+
+@pytest.mark.parametrize("width", range(16, 121))
+def test_the_outcome_legend_breaks_between_kinds_never_inside_one(width: int) -> None:
+    from types import SimpleNamespace
+
+    from flaketui.tui.widgets.outcome_strip import legend
+    from flaketui.tui.widgets.palette import OUTCOME_GLYPHS
+
+    outcomes = [SimpleNamespace(outcome="pass", incident=False, edited=False)] * 235
+    outcomes += [SimpleNamespace(outcome="fail", incident=False, edited=True)] * 3
+    text = legend(outcomes, width)
+    lines = text.plain.split("\n")
+    assert all(len(line) <= width for line in lines), lines
+    # Each kind whole on one line, in order: glyph, name and count.
+    items = [item for line in lines for item in line.split("   ")]
+    counts = {"pass": 235, "edited": 3}
+    assert items == [f"{OUTCOME_GLYPHS[k]} {k} {counts.get(k, 0)}" for k in OUTCOME_GLYPHS]
+    wrapped = text.wrap(Console(width=width), width)
+    assert [line.plain.rstrip() for line in wrapped] == lines

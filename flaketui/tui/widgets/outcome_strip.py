@@ -31,15 +31,25 @@ def render_strip(outcomes: Sequence[Any], width: int) -> Text:
     return strip
 
 
-def legend(outcomes: Sequence[Any]) -> Text:
-    """Counts per kind, each in its colour."""
+def legend(outcomes: Sequence[Any], width: int | None = None) -> Text:
+    """Counts per kind, each in its colour; lines break between kinds to fit width, never
+    inside one (a kind's glyph, name and count stay together)."""
     counts: dict[str, int] = {}
     for outcome in outcomes:
         kind = outcome_kind(outcome)
         counts[kind] = counts.get(kind, 0) + 1
     text = Text()
+    used = 0
     for kind in OUTCOME_STYLES:
-        text.append(f"{OUTCOME_GLYPHS[kind]} {kind} {counts.get(kind, 0)}   ", OUTCOME_STYLES[kind])
+        item = f"{OUTCOME_GLYPHS[kind]} {kind} {counts.get(kind, 0)}"
+        if width is not None and used and used + 3 + len(item) > width:
+            text.append("\n")
+            used = 0
+        elif used:
+            text.append("   ")
+            used += 3
+        text.append(item, OUTCOME_STYLES[kind])
+        used += len(item)
     return text
 
 
@@ -67,5 +77,7 @@ class OutcomeStrip(Static):
             style="dim",
         )
         self.update(
-            Text("\n").join([render_strip(self.outcomes, width), legend(self.outcomes), note])
+            Text("\n").join(
+                [render_strip(self.outcomes, width), legend(self.outcomes, width), note]
+            )
         )
