@@ -37,12 +37,14 @@ LAZY_COMMANDS: dict[str, str] = {
 }
 
 
-# Commands whose exit status 1 reports a finding to CI: their wrong values exit with 2.
+# Commands whose exit status 1 reports a finding to CI: a wrong value given to one exits with 2,
+# but a file it cannot use is an error of its inputs, status 1 as in every command.
 GATE_COMMANDS = frozenset({"check"})
 
 
 class GateValueError(click.ClickException):
-    """A wrong value given to a gate: one line, status 2 (its status 1 is a finding)."""
+    """A wrong value given to a gate: one line, status 2 (its status 1 is a finding or a file
+    it cannot use)."""
 
     exit_code = 2
 
@@ -79,8 +81,8 @@ class FlaketuiGroup(click.Group):
         """Turn user-facing errors into click's one-line 'Error: ...' and exit status 1.
 
         A wrong value of an argument or option is one too (status 2 for a CI gate, whose 1 is a
-        finding); a command line click cannot parse (an unknown option, a missing argument)
-        keeps click's usage message and status 2.
+        finding, unless the value names a file the gate cannot use); a command line click cannot
+        parse (an unknown option, a missing argument) keeps click's usage message and status 2.
         """
         store.forget_opened()
         try:
@@ -90,16 +92,22 @@ class FlaketuiGroup(click.Group):
         except click.BadParameter as exc:
             # A wrong value (a missing file, a directory, a number out of range, a choice not
             # offered) is the user's input, as a history that cannot be opened is: one line.
-            if ctx.invoked_subcommand in GATE_COMMANDS:
+            if ctx.invoked_subcommand in GATE_COMMANDS and not names_a_file(exc):
                 raise GateValueError(bad_value(exc)) from None
             raise click.ClickException(bad_value(exc)) from None
         except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
 
 
+def names_a_file(exc: click.BadParameter) -> bool:
+    """Whether the refused value is a path the command cannot use (a directory, a missing or
+    unreadable file): a problem of its input files, as a history that cannot be opened is."""
+    return isinstance(exc.param, click.Parameter) and isinstance(exc.param.type, FilePath)
+
+
 def bad_value(exc: click.BadParameter) -> str:
     """One line for a refused value: the path's own problem, else click's `Invalid value ...`."""
-    if isinstance(exc.param, click.Parameter) and isinstance(exc.param.type, FilePath):
+    if names_a_file(exc):
         return exc.message
     return " ".join(exc.format_message().split())
 

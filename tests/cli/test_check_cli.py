@@ -226,6 +226,24 @@ def test_usage_errors_exit_2(
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (("--summary-file", "{dir}"), "{dir}: is a directory, not a summary file"),
+        (("--codeowners", "{dir}"), "{dir}: is a directory, not a CODEOWNERS file"),
+        (("--codeowners", "{dir}/absent"), "{dir}/absent: does not exist"),
+        (("--skip-file", "{dir}"), "{dir}: is a directory, not a skip file"),
+    ],
+)
+def test_a_file_it_cannot_use_is_an_error_exit_1(
+    runner: CliRunner, history: Path, tmp_path: Path, args: tuple[str, ...], complaint: str
+) -> None:
+    """Status 2 is for a wrong value; a file that cannot be read or written is an error."""
+    result = invoke(runner, history, "--now", NOW, *(a.format(dir=tmp_path) for a in args))
+    assert result.exit_code == 1, result.output
+    assert result.output == f"Error: {complaint.format(dir=tmp_path)}\n"
+
+
 def test_missing_history_is_one_line_exit_1(runner: CliRunner, tmp_path: Path) -> None:
     result = invoke(runner, tmp_path / "absent.db")
     assert result.exit_code == 1

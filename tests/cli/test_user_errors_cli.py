@@ -14,6 +14,7 @@ WITH_A_DIRECTORY = [
     ["adir"],
     ["open", "adir"],
     ["report", "adir"],
+    ["check", "adir"],
     ["changes", "adir", "t"],
     ["export", "adir", "--format", "json"],
     ["pivot", "adir", "t"],

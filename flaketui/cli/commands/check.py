@@ -11,6 +11,7 @@ from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, skip_path_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
+from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
@@ -27,8 +28,10 @@ from flaketui.core.timeutil import parse_iso
 
 EXIT_CODES = """\b
 Exit status: 0 when no enabled reason holds; 1 when one does (one line per finding on stdout:
-new-flaky, regression, quarantine-expired, damage) or on an error (unreadable history or skip
-file); 2 on a usage error (unknown option value, --since naming no run).
+new-flaky, regression, quarantine-expired, damage) or on an error of a file (a history, skip
+file or CODEOWNERS file that is missing, a directory or unreadable; a summary file that cannot
+be written); 2 on a usage error (an unknown option or reason, a --now that is not a timestamp,
+a negative --max-damage, a --since naming no run).
 """
 
 
@@ -83,7 +86,7 @@ def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
 )
 @click.option(
     "--summary-file",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(what="summary file", dir_okay=False, path_type=Path),
     metavar="PATH",
     help="Write a Markdown summary there (e.g. $GITHUB_STEP_SUMMARY), passing or failing.",
 )
