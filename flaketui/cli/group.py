@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import os
 import sqlite3
+from pathlib import Path
 from typing import Any, ClassVar
 
 import click
@@ -70,8 +73,13 @@ class FlaketuiGroup(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        """A first argument that names no command is the default command's (a history path)."""
-        if args and args[0] not in self.list_commands(ctx) and not args[0].startswith("-"):
+        """A first argument that names no command is the default command's (a history path),
+        unless it is a mistyped command (see `close_commands`): a usage error naming those."""
+        names = self.list_commands(ctx)
+        if args and args[0] not in names and not args[0].startswith("-"):
+            close = close_commands(args[0], names)
+            if close:
+                ctx.fail(f"No such command {args[0]!r}. {did_you_mean(close)}")
             command = self.get_command(ctx, self.default_command)
             if command is not None:
                 return self.default_command, command, args
@@ -97,6 +105,28 @@ class FlaketuiGroup(click.Group):
             raise click.ClickException(bad_value(exc)) from None
         except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
+
+
+# How alike a word and a command name must be (difflib's ratio) for the word to be a typo of it.
+TYPO_LIKENESS = 0.7
+
+
+def close_commands(word: str, names: list[str]) -> list[str]:
+    """The command names `word` is a likely typo of, best first; none when it may be a history.
+
+    A word is a mistyped command when it names no existing file or directory, holds no `.` or
+    `/` (a history path usually does, a command never) and is close to a command name
+    (`reprot`: report). Anything else is the history to open.
+    """
+    if "." in word or "/" in word or os.sep in word or Path(word).exists():
+        return []
+    return difflib.get_close_matches(word, names, n=3, cutoff=TYPO_LIKENESS)
+
+
+def did_you_mean(names: list[str]) -> str:
+    """The suggestion click itself gives for a mistyped subcommand (click 8.4 and later)."""
+    quoted = ", ".join(repr(name) for name in sorted(names))
+    return f"Did you mean {quoted}?" if len(names) == 1 else f"(Did you mean one of: {quoted}?)"
 
 
 def names_a_file(exc: click.BadParameter) -> bool:
@@ -133,5 +163,8 @@ def user_error(
 def cli() -> None:
     """Triage flaky tests from a local SQLite run history.
 
-    `flaketui HISTORY.db` opens the triage app; the commands below work headless.
+    `flaketui HISTORY.db` opens the triage app; the commands below work headless. A first
+    argument that is no command is the history to open, unless it names no file, holds no `.`
+    or `/` and is close to a command name: then it is a mistyped command (`flaketui reprot`:
+    "No such command 'reprot'. Did you mean 'report'?", status 2).
     """

@@ -82,3 +82,37 @@ def test_a_malformed_command_line_keeps_clicks_usage_and_status_2(
     result = runner.invoke(cli, args, prog_name="flaketui")
     assert result.exit_code == 2, result.output
     assert result.output.startswith("Usage: "), result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "suggestion"),
+    [
+        (["reprot", "h.db"], "Did you mean 'report'?"),
+        (["reprot"], "Did you mean 'report'?"),
+        (["opne", "h.db", "--now", "2026-01-01"], "Did you mean 'open'?"),
+        (["repot", "h.db"], "(Did you mean one of: 'export', 'report'?)"),
+    ],
+)
+def test_a_mistyped_command_is_named_with_the_close_ones(
+    runner: CliRunner, args: list[str], suggestion: str
+) -> None:
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Usage: flaketui [OPTIONS] COMMAND"), result.output
+    assert result.output.endswith(f"Error: No such command {args[0]!r}. {suggestion}\n")
+
+
+@pytest.mark.parametrize("args", [["reprot.db"], ["adir/reprot"], ["nosuch"]])
+def test_a_path_or_a_word_like_no_command_is_the_history_to_open(
+    runner: CliRunner, args: list[str]
+) -> None:
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {args[0]}: does not exist"), result.output
+
+
+def test_an_existing_file_named_like_a_typo_is_opened(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "reprot").write_bytes(b"")
+    result = runner.invoke(cli, ["reprot"], prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: reprot: is empty"), result.output
