@@ -136,10 +136,12 @@ def test_limit_suite_and_group_by(runner: CliRunner, history: Path) -> None:
         )
     )
     assert [(r["parent"], r["params"]) for r in rows] == [(FLAKY, "2")]
-    pr_only = json.loads(
-        invoke(runner, str(history), "--now", NOW, "--format", "json", "--branch-kind", "pr")
+    pr_only = runner.invoke(
+        cli, ["report", str(history), "--now", NOW, "--format", "json", "--branch-kind", "pr"]
     )
-    assert pr_only["tests"] == []
+    assert pr_only.exit_code == 0, pr_only.output
+    assert json.loads(pr_only.stdout)["tests"] == []
+    assert pr_only.stderr == "flaketui: no 'pr' run in the history; its branch kinds: 'main'\n"
 
 
 def test_config_from_pyproject_is_used_and_reported(

@@ -65,7 +65,8 @@ def test_no_note_when_a_test_is_listed_or_the_window_is_empty(tmp_path: Path) ->
     _out, err = report(history(tmp_path / "h.db", edited=3, incident=0, counted=12))
     assert err == ""
     # A window with no run at all is said by the table itself.
-    _out, err = report(tmp_path / "h.db", "--suite", "nightly")
+    out, err = report(tmp_path / "h.db", "--suite", "unit", "--now", "2026-09-01T00:00:00Z")
+    assert "(no tests with counted runs in the window)" in out
     assert err == ""
 
 
@@ -74,5 +75,33 @@ def test_the_filters_apply_to_the_count(tmp_path: Path) -> None:
         history(tmp_path / "h.db", edited=4, incident=0, counted=0), "--branch-kind", "main"
     )
     assert "4 test-runs" in err
-    _out, err = report(tmp_path / "h.db", "--branch-kind", "pr")
-    assert err == ""
+    _out, err = report(tmp_path / "h.db", "--branch-kind", "main", "--suite", "unit")
+    assert "4 test-runs" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (("--suite", "nosuch"), "no run of suite 'nosuch' in the history; its suites: 'unit'"),
+        (("--branch-kind", "pr"), "no 'pr' run in the history; its branch kinds: 'main'"),
+        (
+            ("--suite", "unit", "--branch-kind", "release"),
+            "no 'release' run in suite 'unit'; its branch kinds: 'main'",
+        ),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_filter_no_run_has_is_named_with_the_values_there_are(
+    tmp_path: Path, args: tuple[str, ...], note: str, fmt: str
+) -> None:
+    """Not an error (status 0, the empty report on stdout): the note on stderr says why."""
+    out, err = report(
+        history(tmp_path / "h.db", edited=0, incident=0, counted=12), *args, "--format", fmt
+    )
+    assert err == f"flaketui: {note}\n"
+    assert "flaketui:" not in out
+
+
+def test_a_history_without_runs_says_so(tmp_path: Path) -> None:
+    _out, err = report(history(tmp_path / "h.db", edited=0, incident=0, counted=0), "--suite", "x")
+    assert err == "flaketui: no run of suite 'x' in the history; it holds no run\n"

@@ -20,7 +20,7 @@ from flaketui.core.output.html import collect_details, render_html
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.scoring.causes import attach_causes
 from flaketui.core.scoring.report import build_report
-from flaketui.core.scoring.uncounted import empty_report_note, set_aside
+from flaketui.core.scoring.uncounted import empty_report_note, set_aside, unmatched_filter_note
 from flaketui.core.timeutil import parse_iso
 
 
@@ -83,7 +83,8 @@ def report_command(
         notes = [stale_note(history, config.mask_patterns)]
         if not report.tests:
             notes.append(
-                empty_report_note(set_aside(history, report.now, config, suite, branch_kind))
+                unmatched_filter_note(history, suite, branch_kind)
+                or empty_report_note(set_aside(history, report.now, config, suite, branch_kind))
             )
         threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
         if fmt == "html":

@@ -1,9 +1,12 @@
-"""Why a report lists no test: the runs in its window that the counting rule set aside.
+"""Why a report lists no test: a filter that no run has, or the runs in its window that the
+counting rule set aside.
 
-A history whose every run in the window is set aside (each commit edited the tests it ran, as
-in a repository's first commit; every run tagged as an incident; only `flaketui diagnose`
-experiments; only skips) scores nothing. Saying which rule set the runs aside turns an empty
-list into something a user can act on. The rule itself is flaketui.core.rollups.evidence's.
+A `--suite` or `--branch-kind` that no run of the history has selects nothing; naming the
+suites or kinds there are turns a typo into something a user can see. A history whose every
+run in the window is set aside (each commit edited the tests it ran, as in a repository's first
+commit; every run tagged as an incident; only `flaketui diagnose` experiments; only skips)
+scores nothing. Saying which rule set the runs aside turns an empty list into something a user
+can act on. The rule itself is flaketui.core.rollups.evidence's.
 """
 
 from __future__ import annotations
@@ -86,3 +89,36 @@ def empty_report_note(counts: SetAside) -> str | None:
     """One line for a report that lists no test although its window holds test-runs, or None."""
     reason = set_aside_reason(counts)
     return None if reason is None else f"flaketui: {reason}"
+
+
+def unmatched_filter_note(
+    db: Connected, suite: str | None = None, branch_kind: str | None = None
+) -> str | None:
+    """One line when `suite`, or `branch_kind` (among the suite's runs), names no run of the
+    history at all, with the values its runs have; None when each names some run."""
+    if suite is not None:
+        suites = _distinct(db, "suite")
+        if suite not in suites:
+            return (
+                f"flaketui: no run of suite {suite!r} in the history; {_listed(suites, 'suites')}"
+            )
+    if branch_kind is not None:
+        kinds = _distinct(db, "branch_kind", suite)
+        if branch_kind not in kinds:
+            of = f"suite {suite!r}" if suite is not None else "the history"
+            return f"flaketui: no {branch_kind!r} run in {of}; {_listed(kinds, 'branch kinds')}"
+    return None
+
+
+def _distinct(db: Connected, column: str, suite: str | None = None) -> list[str]:
+    """The values of a column of runs (of one suite), sorted."""
+    where, params = ("WHERE suite = ?", (suite,)) if suite is not None else ("", ())
+    rows = db.conn.execute(f"SELECT DISTINCT {column} FROM runs {where} ORDER BY 1", params)
+    return [str(value) for (value,) in rows]
+
+
+def _listed(values: list[str], what: str) -> str:
+    """`its suites: 'a', 'b'`, or that there is no run at all."""
+    if not values:
+        return "it holds no run"
+    return f"its {what}: {', '.join(repr(value) for value in values)}"
