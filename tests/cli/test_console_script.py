@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +105,39 @@ def test_options_and_commands_still_reach_click(tmp_path: Path) -> None:
     assert done.returncode == 0 and "Usage: flaketui report" in done.stdout
     done = _console(SHOWN_APP, ["--bogus"], tmp_path)
     assert done.returncode == 2 and "No such option" in done.stderr
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["incident", "list", "h.db"],
+        ["report", "h.db", "--now", NOW_TEXT],
+        ["export", "h.db", "--now", NOW_TEXT, "--format", "csv"],
+        ["lifecycle", "h.db", "--now", NOW_TEXT],
+        ["check", "h.db", "--now", NOW_TEXT],
+        ["check", "h.db", "--now", NOW_TEXT, "--fail-on", ""],
+        ["--help"],
+    ],
+    ids=" ".join,
+)
+def test_a_reader_that_stops_reading_changes_neither_status_nor_stderr(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """`flaketui ... | head -1`: the output is cut, quietly; the status is the command's own."""
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    command = [sys.executable, "-m", "flaketui", *args]
+    read = subprocess.run(command, capture_output=True, timeout=120, cwd=tmp_path)
+    assert read.stdout, read.stderr
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before the first line: every write finds no reader
+    try:
+        unread = subprocess.run(
+            command, stdout=writer, stderr=subprocess.PIPE, timeout=120, cwd=tmp_path
+        )
+    finally:
+        os.close(writer)
+    assert unread.stderr == read.stderr
+    assert unread.returncode == read.returncode
