@@ -8,6 +8,12 @@ import click
 
 from flaketui.cli.params import FilePath
 
+# Where the skip file is when --skip-file is not given (flaketui.core.quarantine.skipfile).
+SKIP_FILE_DEFAULT = (
+    "(default: FLAKETUI_SKIP_FILE, [tool.flaketui] skip_file, else .quarantine.json at the git "
+    "root)."
+)
+
 # open, report and export: where owners come from.
 CODEOWNERS_OPTION = click.option(
     "--codeowners",

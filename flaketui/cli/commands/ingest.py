@@ -73,7 +73,7 @@ def _worker_count(text: str | None) -> int | None:
 @click.option("--ci-url", metavar="URL", help="Link to the CI job.")
 @click.option(
     "--manifest", type=click.Path(path_type=Path),
-    help="Backfill: a JSON-lines file, one run (or shard) per line; see the README.",
+    help="Backfill: a JSON-lines file, one run (or shard) per line; format: docs/ingest.md.",
 )  # fmt: skip
 @click.option("--no-detect", is_flag=True, help="Do not read CI variables or git.")
 @click.option(

@@ -8,7 +8,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history, shown
-from flaketui.cli.options import CODEOWNERS_OPTION
+from flaketui.cli.options import CODEOWNERS_OPTION, SKIP_FILE_DEFAULT
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.timeutil import parse_iso
@@ -39,7 +39,7 @@ READER_EXIT_WAIT_S = 5.0
 @click.option(
     "--skip-file",
     type=FilePath(what="skip file", path_type=Path, dir_okay=False),
-    help="Skip file to read and write (default: .quarantine.json at the repository root).",
+    help=f"Skip file to read and write {SKIP_FILE_DEFAULT}",
 )
 @CODEOWNERS_OPTION
 def open_command(

@@ -9,21 +9,18 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
+from flaketui.cli.options import SKIP_FILE_DEFAULT
 from flaketui.core.config import Config, load_config
 from flaketui.core.history.store import history_file
 from flaketui.core.quarantine.skipfile import SkipMode, repo_root, resolve_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 
-_SKIP_FILE_DEFAULT = (
-    "(default: FLAKETUI_SKIP_FILE, [tool.flaketui] skip_file, else .quarantine.json at the git "
-    "root)."
-)
 SKIP_FILE_OPTION = click.option(
-    "--skip-file", "skip_file", metavar="PATH", help=f"Skip file to write {_SKIP_FILE_DEFAULT}"
+    "--skip-file", "skip_file", metavar="PATH", help=f"Skip file to write {SKIP_FILE_DEFAULT}"
 )
 # For commands that only read the skip file (check, export).
 SKIP_FILE_READ_OPTION = click.option(
-    "--skip-file", "skip_file", metavar="PATH", help=f"Skip file to read {_SKIP_FILE_DEFAULT}"
+    "--skip-file", "skip_file", metavar="PATH", help=f"Skip file to read {SKIP_FILE_DEFAULT}"
 )
 NOW_OPTION = click.option("--now", metavar="ISO", help="Act as of this time (default: now).")
 
