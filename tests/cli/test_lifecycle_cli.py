@@ -61,7 +61,8 @@ def test_dry_run_prints_transitions_and_writes_nothing(work: Path) -> None:
     build(work / "h.db")
     result = invoke(work, "--now", NOW)
     assert result.exit_code == 0, result.output
-    assert "Would apply as of 2026-02-10T23:00:00Z: 3" in result.output
+    assert "Would apply as of 2026-02-10T23:00:00Z: 3 transitions\n" in result.output
+    assert "\nStates: 1 test in a lifecycle state\n" in result.output
     lines = result.output.splitlines()
     assert any(FLAKY in line and "warning" in line and "quarantined" in line for line in lines)
     assert any("2026-02-05" in line and "7 days in warning" in line for line in lines)
@@ -93,7 +94,7 @@ def test_apply_writes_then_a_second_apply_writes_nothing(work: Path) -> None:
     ]
     again = invoke(work, "--now", NOW, "--apply")
     assert again.exit_code == 0, again.output
-    assert "Applied as of 2026-02-10T23:00:00Z: 0" in again.output
+    assert "Applied as of 2026-02-10T23:00:00Z: 0 transitions\n" in again.output
     assert len(audit(work)) == 4
     listed = invoke(work, "--now", NOW, "--all")
     assert "Transitions as of" in listed.output and "(pending)" not in listed.output

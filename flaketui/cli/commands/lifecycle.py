@@ -15,6 +15,7 @@ from flaketui.core.history.store import history_file
 from flaketui.core.quarantine.machine import LifecycleState
 from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.words import plural
 
 EXIT_CODES = """\b
 Exit status (bits, combined by OR; --no-gate always exits 0 unless an error occurs):
@@ -107,8 +108,12 @@ def _as_json(plan: Any, shown: list[Any], gate: Any, applied: Any, code: int) ->
 
 def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: bool) -> str:
     lines: list[str] = []
-    title = "Transitions" if show_all else ("Applied" if applied is not None else "Would apply")
-    lines.append(f"{title} as of {to_iso(plan.now)}: {len(shown)}")
+    as_of = to_iso(plan.now)
+    if show_all:
+        lines.append(f"Transitions as of {as_of}: {len(shown)}")
+    else:
+        title = "Applied" if applied is not None else "Would apply"
+        lines.append(f"{title} as of {as_of}: {plural(len(shown), 'transition')}")
     if shown:
         headers = ["test", "from", "to", "day", "reason"]
         if show_all:
@@ -124,7 +129,7 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
         (s for s in plan.states.values() if s.state != LifecycleState.NONE), key=lambda s: s.test_id
     )
     lines.append("")
-    lines.append(f"States: {len(states)}")
+    lines.append(f"States: {plural(len(states), 'test')} in a lifecycle state")
     if states:
         rows = [
             [s.test_id, s.state, s.since.isoformat() if s.since else "-", f"{s.score:.3f}", s.note]
