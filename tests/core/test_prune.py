@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
 from flaketui.core.config import Config
+from flaketui.core.history.incidents import add_incident, apply_incidents, list_incidents
 from flaketui.core.history.prune import PruneError, prune_history
 from flaketui.core.history.store import open_history, transaction
 from flaketui.core.rollups import build as rollups
@@ -78,16 +79,26 @@ def test_prune_keeps_the_audit_log_and_what_it_names(history: sqlite_utils.Datab
     assert not any("only here" in t for t in texts)
 
 
-def test_prune_keeps_signatures_an_incident_names(history: sqlite_utils.Database) -> None:
+def test_prune_deletes_signatures_only_an_incident_names(history: sqlite_utils.Database) -> None:
     conn = history.conn
     (sig,) = conn.execute("SELECT hash FROM signatures WHERE text LIKE '%only here%'").fetchone()
-    with transaction(conn):
-        conn.execute(
-            "INSERT INTO incidents (tag, signature, created_at) VALUES ('t', ?, '2026-01-01')",
-            (sig,),
-        )
+    add_incident(history, "forgotten", signature=sig)
     prune_history(history, 40, now=_newest(history))
-    assert conn.execute("SELECT count(*) FROM signatures WHERE hash = ?", (sig,)).fetchone()[0]
+    # Every signature left is one a remaining result carries, as `resign` would leave them.
+    unused = conn.execute(
+        "SELECT count(*) FROM signatures WHERE id NOT IN"
+        " (SELECT signature FROM results WHERE signature IS NOT NULL)"
+    ).fetchone()[0]
+    assert unused == 0
+    assert conn.execute("SELECT count(*) FROM signatures WHERE hash = ?", (sig,)).fetchone() == (0,)
+    # The rule stays: listed by its hash, and a late run failing that way is tagged again.
+    listed = [(i.kind, i.signature) for i in list_incidents(history) if i.tag == "forgotten"]
+    assert listed == [("signature", sig)]
+    late = _newest(history) - timedelta(days=1)
+    HistoryBuilder(history).run(ts=late).result(
+        "tests/test_gone.py::test_forgotten", ["fail"], message="ValueError: only here"
+    )
+    assert apply_incidents(history) == 1
 
 
 def test_prune_with_nothing_old_changes_nothing(history: sqlite_utils.Database) -> None:

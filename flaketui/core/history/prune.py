@@ -5,8 +5,11 @@ Choices made here:
   its results, test-runs, report hashes and changed files (ON DELETE CASCADE).
 - The audit log is append-only and never pruned: a decision stays explained. A test named in it
   keeps its `tests` row even when none of its runs remain; other tests left without any result
-  are deleted, and so are signatures no result or incident refers to any more.
+  are deleted, and so are signatures no remaining result refers to (as `flaketui resign`
+  leaves them).
 - Incident rules are kept (they are small, and a late-ingested old run must still match them).
+  A signature rule names its signature by hash, so it matches a late run whose ingest signs
+  its failure again; only the text beside it in `incident list` waits for that run.
 - Rollups: days before the cutoff's day are dropped, the cutoff's own day is recomputed from
   the rows that remain, in the same transaction.
 - A cutoff inside the scoring window is allowed (the caller is told); scores then change.
@@ -108,7 +111,6 @@ def prune_history(
             "DELETE FROM signatures WHERE NOT EXISTS"
             " (SELECT 1 FROM results r WHERE r.signature = signatures.id)"
             " AND NOT EXISTS (SELECT 1 FROM test_runs tr WHERE tr.signature = signatures.id)"
-            " AND hash NOT IN (SELECT signature FROM incidents WHERE signature IS NOT NULL)"
         ).rowcount
         set_meta(db, "last_prune", json.dumps({"cutoff": cutoff_iso, "runs": len(old_runs)}))
     if vacuum:
