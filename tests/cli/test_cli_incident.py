@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
+from flaketui.core.history.incidents import apply_incidents
 from flaketui.core.history.store import open_history
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
@@ -137,3 +138,49 @@ def test_bad_input_is_one_line(history: Path, args: list[str], message: str) -> 
     assert out.startswith(message)
     assert out.count("\n") == 1 and "Traceback" not in out
     assert incidents_in(history) == before
+
+
+def incident_rows(path: Path) -> list[tuple[object, ...]]:
+    db = open_history(path, create=False, readonly=True)
+    rows = db.conn.execute("SELECT tag, start_ts, end_ts, signature FROM incidents").fetchall()
+    db.conn.close()
+    return [tuple(row) for row in rows]
+
+
+def window(db: Path, tag: str, start: str, end: str) -> tuple[int, str]:
+    return invoke("incident", "add", str(db), tag, "--from", start, "--to", end)
+
+
+def test_add_refuses_a_tag_in_use(history: Path) -> None:
+    code, out = window(history, "failover", "2026-11-01T01:00:00Z", "2026-11-01T01:30:00Z")
+    assert code == 0, out
+    before = (incidents_in(history), incident_rows(history))
+    code, out = window(history, "failover", "2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z")
+    assert code == 1
+    assert out == (
+        "Error: an incident tagged 'failover' already exists (see flaketui incident list): "
+        "choose another tag, or remove it first\n"
+    )
+    assert (incidents_in(history), incident_rows(history)) == before
+    code, out = invoke("incident", "list", str(history), "--now", NOW)
+    assert "failover: 1 run, window 2026-11-01T01:00:00Z .. 2026-11-01T01:30:00Z" in out
+
+
+def test_list_counts_each_rule_of_a_tag_its_own_runs(history: Path) -> None:
+    """A tag holding two windows (as merging two histories can leave it) is listed window by
+    window, each with the runs it holds."""
+    assert window(history, "failover", "2026-11-01T01:00:00Z", "2026-11-01T01:30:00Z")[0] == 0
+    db = open_history(history, create=False)
+    db.conn.execute(
+        "INSERT INTO incidents (tag, start_ts, end_ts, created_at) VALUES "
+        "('failover', '2026-11-01T03:00:00Z', '2026-11-01T05:00:00Z', '2026-11-02T00:00:00Z')"
+    )
+    db.conn.commit()
+    assert apply_incidents(db) == 3
+    db.conn.close()
+    code, out = invoke("incident", "list", str(history), "--now", NOW)
+    assert code == 0, out
+    assert out.splitlines()[:2] == [
+        "failover: 1 run, window 2026-11-01T01:00:00Z .. 2026-11-01T01:30:00Z",
+        "failover: 3 runs, window 2026-11-01T03:00:00Z .. 2026-11-01T05:00:00Z",
+    ]

@@ -270,3 +270,13 @@ def test_a_server_incident_by_signature_prefix(pg_url: str) -> None:
     assert stored == hashes[0]
     unknown = invoke("incident", "add", pg_url, "none", "--signature", "zzzz", code=1)
     assert "no failure signature starting with 'zzzz'" in unknown
+    # A tag in use is refused, as in a history file: the server keeps one rule for it.
+    again = invoke("incident", "add", pg_url, "by-sig", "--signature", hashes[-1][:12], code=1)
+    assert again == (
+        "Error: an incident tagged 'by-sig' already exists (see flaketui incident list): "
+        "choose another tag, or remove it first\n"
+    )
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM incidents WHERE tag = 'by-sig'").fetchone() == (
+            1,
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -132,7 +133,11 @@ def _matching_runs(
     signature: str | None,
     only_pks: Sequence[int] | None = None,
 ) -> list[tuple[int, str | None]]:
-    """(run pk, current incident) of the runs one incident rule matches."""
+    """(run pk, current incident) of the runs one incident rule matches (among only_pks)."""
+    if only_pks is not None and not only_pks:
+        return []
+    among = "" if only_pks is None else " AND runs.id IN (SELECT value FROM json_each(?))"
+    pks = [] if only_pks is None else [json.dumps([int(pk) for pk in only_pks])]
     if signature is not None:
         # An outage proposal has both: the runs of its window that failed with its signature.
         rows = conn.execute(
@@ -140,16 +145,14 @@ def _matching_runs(
             "JOIN results ON results.run = runs.id "
             "JOIN signatures ON signatures.id = results.signature "
             "WHERE signatures.hash = ? AND (? IS NULL OR runs.ts >= ?) "
-            "AND (? IS NULL OR runs.ts <= ?)",
-            (signature, start, start, end, end),
+            f"AND (? IS NULL OR runs.ts <= ?){among}",
+            (signature, start, start, end, end, *pks),
         ).fetchall()
     else:
         rows = conn.execute(
-            "SELECT id, incident FROM runs WHERE ts >= ? AND ts <= ?", (start, end)
+            f"SELECT id, incident FROM runs WHERE ts >= ? AND ts <= ?{among}",
+            (start, end, *pks),
         ).fetchall()
-    if only_pks is not None:
-        wanted = set(only_pks)
-        rows = [row for row in rows if row[0] in wanted]
     return [(int(pk), incident) for pk, incident in rows]
 
 
@@ -170,6 +173,33 @@ def incident_rule(
     if start_ts is not None and end_ts is not None and end_ts < start_ts:
         raise IncidentError(f"window ends ({end_ts}) before it starts ({start_ts})")
     return tag, start_ts, end_ts
+
+
+def tag_in_use(tag: str) -> IncidentError:
+    """The refusal of a new incident whose tag is taken."""
+    return IncidentError(
+        f"an incident tagged {tag!r} already exists (see flaketui incident list): "
+        "choose another tag, or remove it first"
+    )
+
+
+def _refuse_taken_tag(conn: sqlite3.Connection, tag: str) -> None:
+    """IncidentError when tag names an incident already: a rule, tagged runs, or an outage
+    proposal (a rejected one too)."""
+    from flaketui.core.history.outages import reviews
+
+    taken = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM incidents WHERE tag = ?1)"
+        " OR EXISTS (SELECT 1 FROM runs WHERE incident = ?1)",
+        (tag,),
+    ).fetchone()[0]
+    if taken:
+        raise tag_in_use(tag)
+    if tag in reviews(conn):
+        raise IncidentError(
+            f"{tag!r} is a suspected outage's tag (see flaketui incident list --proposed): "
+            "choose another tag"
+        )
 
 
 def split_matched(matched: Sequence[tuple[int, str | None]], tag: str) -> tuple[list[int], int]:
@@ -213,6 +243,7 @@ def add_incident(
     tag, start_ts, end_ts = incident_rule(tag, start=start, end=end, signature=signature)
     conn = db.conn
     with transaction(conn):
+        _refuse_taken_tag(conn, tag)
         full_hash = (
             resolve_signature(signature, lambda prefix: _first_two(conn, prefix))
             if signature is not None
@@ -273,38 +304,53 @@ def remove_incident(db: sqlite_utils.Database, tag: str) -> int:
 
 
 def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
-    """Every incident: recorded rules, and tags set at ingest without a rule."""
+    """Every incident: recorded rules, and tags set at ingest without a rule.
+
+    A run carries one tag; among the rules of that tag (one tag may hold several: rules merged
+    from other histories, a signature split by re-signing) it is counted for the first rule
+    that matches it, so each rule's count is the runs it holds. The tag's runs no rule of it
+    matches (tagged at ingest) are counted for its rule-less row, or listed as tagged at
+    ingest.
+    """
     conn = db.conn
-    counts = {
-        str(tag): (int(n), first, last)
-        for tag, n, first, last in conn.execute(
-            "SELECT incident, count(*), min(ts), max(ts) FROM runs "
-            "WHERE incident IS NOT NULL GROUP BY incident"
-        )
-    }
+    carried: dict[str, dict[int, str]] = {}
+    for pk, tag, ts in conn.execute("SELECT id, incident, ts FROM runs WHERE incident IS NOT NULL"):
+        carried.setdefault(str(tag), {})[int(pk)] = str(ts)
+    claimed: dict[str, set[int]] = {}
     incidents: list[Incident] = []
-    seen: set[str] = set()
+    ruleless: dict[str, Incident] = {}
     for tag, start_ts, end_ts, sig, sig_text, created_at, note in conn.execute(
         "SELECT incidents.tag, start_ts, end_ts, incidents.signature, signatures.text, "
         "created_at, note FROM incidents "
         "LEFT JOIN signatures ON signatures.hash = incidents.signature ORDER BY incidents.id"
-    ):
-        seen.add(tag)
-        runs, first, last = counts.get(tag, (0, None, None))
-        if sig is not None and start_ts is not None:
-            kind = "outage"
-        elif sig is not None:
-            kind = "signature"
-        elif start_ts is not None and end_ts is not None:
+    ).fetchall():
+        tag = str(tag)
+        if sig is None and (start_ts is None or end_ts is None):
+            # Recorded by `flaketui ingest --incident`: no rule, the runs carry the tag.
+            if tag not in ruleless:
+                ruleless[tag] = Incident(
+                    tag, "ingest", 0, note=note, created_at=parse_iso(created_at)
+                )
+                incidents.append(ruleless[tag])
+            continue
+        taken = claimed.setdefault(tag, set())
+        free = [pk for pk in carried.get(tag, {}) if pk not in taken]
+        held = {
+            pk
+            for pk, _incident in _matching_runs(
+                conn, start=start_ts, end=end_ts, signature=sig, only_pks=free
+            )
+        }
+        taken |= held
+        if sig is None:
             kind = "window"
         else:
-            # Recorded by `flaketui ingest --incident`: no rule, the runs carry the tag.
-            kind, start_ts, end_ts = "ingest", first, last
+            kind = "signature" if start_ts is None else "outage"
         incidents.append(
             Incident(
                 tag=tag,
                 kind=kind,
-                runs=runs,
+                runs=len(held),
                 start=parse_iso(start_ts) if start_ts else None,
                 end=parse_iso(end_ts) if end_ts else None,
                 signature=sig,
@@ -313,11 +359,17 @@ def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
                 created_at=parse_iso(created_at),
             )
         )
-    for tag, (runs, first, last) in sorted(counts.items()):
-        if tag not in seen:
-            incidents.append(
-                Incident(tag, "ingest", runs, start=parse_iso(first), end=parse_iso(last))
-            )
+    for tag in sorted(carried):
+        left = sorted(ts for pk, ts in carried[tag].items() if pk not in claimed.get(tag, ()))
+        item = ruleless.get(tag)
+        if item is None:
+            if not left:
+                continue
+            item = Incident(tag, "ingest", 0)
+            incidents.append(item)
+        item.runs = len(left)
+        if left:
+            item.start, item.end = parse_iso(left[0]), parse_iso(left[-1])
     return incidents
 
 

@@ -19,6 +19,7 @@ from flaketui.core.history.incidents import (
     incident_rule,
     resolve_signature,
     split_matched,
+    tag_in_use,
 )
 from flaketui.core.history.prune import PruneError
 from flaketui.core.timeutil import to_iso, utc_now
@@ -71,6 +72,13 @@ def add_server_incident(
     tag, start_ts, end_ts = incident_rule(tag, start=start, end=end, signature=signature)
     with pg.transaction():
         pg.execute("SELECT pg_advisory_xact_lock(%s)", (INCIDENT_LOCK,))
+        taken = pg.execute(
+            "SELECT EXISTS (SELECT 1 FROM incidents WHERE tag = %s)"
+            " OR EXISTS (SELECT 1 FROM runs WHERE incident = %s)",
+            (tag, tag),
+        ).fetchone()[0]
+        if taken:
+            raise tag_in_use(tag)
         full = (
             resolve_signature(signature, lambda prefix: _first_two(pg, prefix))
             if signature is not None
