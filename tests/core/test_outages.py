@@ -233,6 +233,39 @@ def test_ingest_proposes_and_the_cli_reviews(
     assert "Traceback" not in again.output
 
 
+def _ingested_outage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """(history, tag) of an outage the ingest proposed: 6 of 10 tests failed with one
+    signature at 10:00, all passed on the 10:30 re-run."""
+    monkeypatch.chdir(tmp_path)  # default config: no pyproject.toml here
+    db = str(tmp_path / "h.db")
+    for run_id, failing, ts in (("r1", 6, "10:00"), ("r2", 0, "10:30")):
+        report = _report_file(tmp_path / f"{run_id}.xml", failing=failing)
+        result = CliRunner().invoke(
+            cli,
+            ["ingest", db, str(report), "--run-id", run_id, "--no-detect",
+             "--timestamp", f"2026-11-01T{ts}:00Z"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+    history = open_history(db, create=False, readonly=True)
+    found = find_outages(history.conn, now=NOW, config=Config())
+    history.conn.close()
+    assert [o.status for o in found] == ["proposed"]
+    return db, found[0].tag
+
+
+def test_an_accepted_outage_is_listed_as_an_outage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, tag = _ingested_outage(tmp_path, monkeypatch)
+    listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", "2026-11-02T00:00:00Z"])
+    assert f"{tag}: 1 run, suspected outage 2026-11-01T10:00:00Z .. " in listed.output
+    assert CliRunner().invoke(cli, ["incident", "accept", db, tag]).exit_code == 0
+    listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", "2026-11-02T00:00:00Z"])
+    assert listed.exit_code == 0, listed.output
+    assert f"{tag}: 1 run, outage 2026-11-01T10:00:00Z .. 2026-11-01T10:00:00Z" in listed.output
+    assert "suspected" not in listed.output
+
+
 def _as_diagnose(db: sqlite_utils.Database, run_ids: list[str]) -> None:
     db.conn.executemany(
         "UPDATE runs SET source = 'diagnose', suite = 'diagnose' WHERE run_id = ?",

@@ -92,7 +92,8 @@ def _describe(item: Incident) -> str:
     elif item.kind == "window":
         rule = f"window {span}"
     elif item.kind == "outage":
-        rule = f"suspected outage {span}"
+        # Accepted, it is an outage like any other: only a proposal is a suspected one.
+        rule = f"suspected outage {span}" if item.awaiting_review else f"outage {span}"
     else:
         rule = f"tagged at ingest {span}".rstrip()
     # The ingest writer's own note only repeats the origin.

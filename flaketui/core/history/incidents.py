@@ -14,6 +14,7 @@ import sqlite_utils
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.outages import PROPOSED, reviews
 from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
@@ -52,6 +53,7 @@ class Incident:
     signature_text: str | None = None
     note: str | None = None
     created_at: datetime | None = None
+    awaiting_review: bool = False  # an outage proposed and not yet accepted: a suspected one
 
 
 @dataclass(slots=True)
@@ -186,8 +188,6 @@ def tag_in_use(tag: str) -> IncidentError:
 def _refuse_taken_tag(conn: sqlite3.Connection, tag: str) -> None:
     """IncidentError when tag names an incident already: a rule, tagged runs, or an outage
     proposal (a rejected one too)."""
-    from flaketui.core.history.outages import reviews
-
     taken = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM incidents WHERE tag = ?1)"
         " OR EXISTS (SELECT 1 FROM runs WHERE incident = ?1)",
@@ -317,6 +317,7 @@ def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
     for pk, tag, ts in conn.execute("SELECT id, incident, ts FROM runs WHERE incident IS NOT NULL"):
         carried.setdefault(str(tag), {})[int(pk)] = str(ts)
     claimed: dict[str, set[int]] = {}
+    pending = {tag for tag, state in reviews(conn).items() if state == PROPOSED}
     incidents: list[Incident] = []
     ruleless: dict[str, Incident] = {}
     for tag, start_ts, end_ts, sig, sig_text, created_at, note in conn.execute(
@@ -357,6 +358,7 @@ def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
                 signature_text=sig_text,
                 note=note,
                 created_at=parse_iso(created_at),
+                awaiting_review=kind == "outage" and tag in pending,
             )
         )
     for tag in sorted(carried):
