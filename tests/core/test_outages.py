@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from flaketui.cli.commands import cli
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.incidents import propose_incidents
 from flaketui.core.history.outages import (
     accept_outage,
     find_outages,
@@ -264,6 +265,29 @@ def test_an_accepted_outage_is_listed_as_an_outage(
     assert listed.exit_code == 0, listed.output
     assert f"{tag}: 1 run, outage 2026-11-01T10:00:00Z .. 2026-11-01T10:00:00Z" in listed.output
     assert "suspected" not in listed.output
+
+
+def test_a_rejected_outage_is_not_proposed_again_as_a_bad_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six of ten tests failed in r1: rejected as an outage, its run is not proposed again as a
+    run where most tests failed."""
+    db, tag = _ingested_outage(tmp_path, monkeypatch)
+    assert CliRunner().invoke(cli, ["incident", "reject", db, tag]).exit_code == 0
+    listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", "2026-11-02T00:00:00Z"])
+    assert listed.exit_code == 0, listed.output
+    assert "PROPOSED" not in listed.output and "auto-" not in listed.output
+    history = open_history(db, create=False, readonly=True)
+    assert propose_incidents(history, now=NOW, config=Config()) == []
+    # Another run of the window failing most of its tests otherwise is still proposed.
+    history.conn.close()
+    history = open_history(db)
+    hb = HistoryBuilder(history)
+    _suite_run(hb, utc(2026, 11, 1, 11), 12, 8, "OSError: disk full")
+    assert [[r.run_id for r in p.runs] for p in propose_incidents(
+        history, now=NOW, config=Config()
+    )] == [["run-00001"]]  # fmt: skip
+    history.conn.close()
 
 
 def _as_diagnose(db: sqlite_utils.Database, run_ids: list[str]) -> None:

@@ -14,7 +14,7 @@ import sqlite_utils
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.history.outages import PROPOSED, reviews
+from flaketui.core.history.outages import PROPOSED, rejected_rules, reviews
 from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
@@ -264,11 +264,12 @@ def apply_incidents(db: sqlite_utils.Database, run_pks: Sequence[int] | None = N
     """Tag untagged runs matched by recorded incident rules (e.g. runs ingested late)."""
     conn = db.conn
     with transaction(conn):
-        return _apply_rules(conn, run_pks)
+        return apply_rules(conn, run_pks)
 
 
-def _apply_rules(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> int:
-    """Apply every recorded rule, oldest first, to the untagged runs among run_pks."""
+def apply_rules(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> int:
+    """Apply every recorded rule, oldest first, to the untagged runs among run_pks (every run
+    with None), inside the caller's transaction; how many runs were tagged."""
     tagged = 0
     rules = conn.execute(
         "SELECT tag, start_ts, end_ts, signature FROM incidents "
@@ -294,7 +295,7 @@ def remove_incident(db: sqlite_utils.Database, tag: str) -> int:
             raise IncidentError(f"no incident tagged {tag!r} (see flaketui incident list)")
         set_incident(conn, freed, None)
         # Another incident's rule may cover runs this tag had claimed first.
-        _apply_rules(conn, freed)
+        apply_rules(conn, freed)
         still = conn.execute(
             "SELECT count(*) FROM runs WHERE incident IS NULL AND id IN "
             "(SELECT value FROM json_each(?))",
@@ -398,8 +399,16 @@ def propose_incidents(
         "ORDER BY runs.ts, runs.id",
         (since, to_iso(now), min_tests, min_failed_share),
     ).fetchall()
+    # The runs of a rejected outage count, as a person decided: not proposed again.
+    decided = {
+        pk
+        for start, end, signature in rejected_rules(conn).values()
+        for pk, _incident in _matching_runs(conn, start=start, end=end, signature=signature)
+    }
     groups: list[list[tuple[int, ProposedRun]]] = []
     for pk, run_id, ts, suite, tests, failed in rows:
+        if pk in decided:
+            continue
         run = ProposedRun(run_id, parse_iso(ts), suite, int(tests), int(failed))
         if groups and run.ts - groups[-1][-1][1].ts <= timedelta(hours=gap_hours):
             groups[-1].append((pk, run))

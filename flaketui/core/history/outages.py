@@ -16,7 +16,9 @@ is left to the scorer, which calls it a regression. A person then
 accepts the proposal (it stays, as any incident) or rejects it (its runs count again, and the
 same cluster is never proposed again). Review states live in `meta` under REVIEW_KEY, so the
 store's schema is unchanged: {tag: "proposed" | "rejected"}; an accepted proposal is an
-ordinary incident and leaves the map.
+ordinary incident and leaves the map. A rejected proposal's rule (window and signature) is kept
+under REJECTED_KEY, {tag: [start, end, signature]}: the runs it matches count, and are not
+proposed again as runs where most tests failed either.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # reports read proposals: keep sqlite-utils out of the readin
     import sqlite_utils
 
 REVIEW_KEY = "outage_reviews"
+REJECTED_KEY = "outage_rejections"
 PROPOSED = "proposed"
 REJECTED = "rejected"
 
@@ -252,15 +255,43 @@ def reject_outage(db: sqlite_utils.Database, tag: str) -> int:
     """Drop a proposed outage: its runs count again and it is never proposed again."""
     conn = db.conn
     with transaction(conn):
-        states = _pending(conn, tag)
-        freed = [
-            int(pk) for (pk,) in conn.execute("SELECT id FROM runs WHERE incident = ?", (tag,))
-        ]
-        conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,))
-        _tag_runs(conn, freed, None)
-        states[tag] = REJECTED
-        _save_reviews(conn, states)
-    return len(freed)
+        return reject(conn, tag, _pending(conn, tag))
+
+
+def reject(conn: sqlite3.Connection, tag: str, states: dict[str, str]) -> int:
+    """Reject outage tag (inside the caller's transaction): delete its incident row, untag its
+    runs (another rule may take them), keep its rule under REJECTED_KEY and record the state;
+    returns how many runs count again."""
+    from flaketui.core.history.incidents import apply_rules
+
+    row = conn.execute(
+        "SELECT start_ts, end_ts, signature FROM incidents WHERE tag = ? "
+        "AND start_ts IS NOT NULL AND end_ts IS NOT NULL AND signature IS NOT NULL "
+        "ORDER BY id LIMIT 1",
+        (tag,),
+    ).fetchone()
+    freed = [int(pk) for (pk,) in conn.execute("SELECT id FROM runs WHERE incident = ?", (tag,))]
+    conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,))
+    _tag_runs(conn, freed, None)
+    retagged = apply_rules(conn, freed)
+    if row is not None:
+        rules = rejected_rules(conn)
+        rules[tag] = (str(row[0]), str(row[1]), str(row[2]))
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            (REJECTED_KEY, json.dumps({t: list(rule) for t, rule in sorted(rules.items())})),
+        )
+    states[tag] = REJECTED
+    _save_reviews(conn, states)
+    return len(freed) - retagged
+
+
+def rejected_rules(conn: sqlite3.Connection) -> dict[str, tuple[str, str, str]]:
+    """(start, end, signature) of every rejected outage whose rule was kept, by tag."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (REJECTED_KEY,)).fetchone()
+    if row is None:
+        return {}
+    return {str(tag): (str(a), str(b), str(c)) for tag, (a, b, c) in json.loads(row[0]).items()}
 
 
 def proposed_outages(conn: sqlite3.Connection) -> list[dict[str, object]]:
