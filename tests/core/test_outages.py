@@ -22,6 +22,7 @@ from flaketui.core.history.outages import (
     record_outages,
     reject_outage,
 )
+from flaketui.core.history.prune import prune_history
 from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import build_report
 from tests.core.history_builder import HistoryBuilder, utc
@@ -288,6 +289,32 @@ def test_a_rejected_outage_is_not_proposed_again_as_a_bad_run(
         history, now=NOW, config=Config()
     )] == [["run-00001"]]  # fmt: skip
     history.conn.close()
+
+
+def _excluded_counts(db: str, now: str) -> tuple[str, str]:
+    """What the report's header and `incident list` say the scores leave out, as of now."""
+    report = CliRunner().invoke(cli, ["report", db, "--now", now])
+    listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", now])
+    assert report.exit_code == 0 and listed.exit_code == 0, report.output + listed.output
+    header = report.output.splitlines()[0]
+    said = [line for line in listed.output.splitlines() if "excluded from scoring" in line]
+    return header.partition("; ")[2], " ".join(said)
+
+
+def test_the_header_counts_the_outages_the_scores_leave_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, _tag = _ingested_outage(tmp_path, monkeypatch)
+    header, listed = _excluded_counts(db, "2026-11-02T00:00:00Z")
+    assert header == "1 suspected outage excluded"
+    assert listed.startswith("1 suspected outage excluded from scoring")
+    # Out of the window, the proposal leaves nothing out of the scores.
+    assert _excluded_counts(db, "2030-01-01T00:00:00Z") == ("", "")
+    # Nor once its run is pruned.
+    history = open_history(db, create=False)
+    prune_history(history, 1, now=utc(2026, 11, 2, 10) + timedelta(minutes=15))
+    history.conn.close()
+    assert _excluded_counts(db, "2026-11-02T00:00:00Z") == ("", "")
 
 
 def _as_diagnose(db: sqlite_utils.Database, run_ids: list[str]) -> None:

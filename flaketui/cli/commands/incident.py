@@ -23,6 +23,7 @@ from flaketui.core.history.outages import (
     Outage,
     accept_outage,
     find_outages,
+    proposed_outages,
     record_outages,
     reject_outage,
 )
@@ -179,6 +180,8 @@ def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
         if not proposed:
             incidents = list_incidents(history)
             proposals = propose_incidents(history, now=moment, config=config)
+            # Counted as the report's header counts them: what the window's scores leave out.
+            excluded = proposed_outages(history.conn, now=moment, window_days=config.window_days)
     if proposed:
         for outage in outages:
             _show_outage(shown(db), outage)
@@ -203,7 +206,7 @@ def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
         click.echo(f"  accept: {proposal.accept_command(shown(db))}")
     if not proposals:
         click.echo("no proposed incidents")
-    pending = sum(outage.status == "proposed" for outage in outages)
+    pending = len(excluded)
     if pending:
         click.echo(
             f"{plural(pending, 'suspected outage')} excluded from scoring: "

@@ -294,18 +294,39 @@ def rejected_rules(conn: sqlite3.Connection) -> dict[str, tuple[str, str, str]]:
     return {str(tag): (str(a), str(b), str(c)) for tag, (a, b, c) in json.loads(row[0]).items()}
 
 
-def proposed_outages(conn: sqlite3.Connection) -> list[dict[str, object]]:
-    """The recorded proposals awaiting review, for reports: tag, window, signature, runs."""
+def proposed_outages(
+    conn: sqlite3.Connection,
+    *,
+    now: datetime | None = None,
+    window_days: float | None = None,
+    suite: str | None = None,
+    branch_kind: str | None = None,
+) -> list[dict[str, object]]:
+    """The recorded proposals awaiting review, for reports: tag, window, signature, runs.
+
+    With `now` and `window_days`, only those that leave runs out of the scores of that window
+    (of `suite` and `branch_kind` when given), and `runs` counts those runs: a proposal whose
+    runs were pruned, or lie outside the window, excludes nothing there.
+    """
     pending = sorted(tag for tag, state in reviews(conn).items() if state == PROPOSED)
+    scope = ""
+    params: list[object] = []
+    if now is not None and window_days is not None:
+        scope = " AND r.ts > ? AND r.ts <= ? AND r.source <> 'diagnose'"
+        params = [to_iso(now - timedelta(days=window_days)), to_iso(now)]
+        for column, value in (("suite", suite), ("branch_kind", branch_kind)):
+            if value is not None:
+                scope += f" AND r.{column} = ?"
+                params.append(value)
     out: list[dict[str, object]] = []
     for tag in pending:
         row = conn.execute(
             "SELECT i.start_ts, i.end_ts, i.signature, s.text, i.note, "
-            "(SELECT count(*) FROM runs WHERE incident = i.tag) "
+            f"(SELECT count(*) FROM runs r WHERE r.incident = i.tag{scope}) "
             "FROM incidents i LEFT JOIN signatures s ON s.hash = i.signature WHERE i.tag = ?",
-            (tag,),
+            (*params, tag),
         ).fetchone()
-        if row is None:
+        if row is None or (scope and not row[5]):
             continue
         start, end, sig, text, note, runs = row
         out.append(

@@ -438,7 +438,13 @@ def _rank_tests(
         families=[],
         signatures=[],
         now_was_clamped=clamped,
-        proposed_incidents=proposed_outages(db.conn),
+        proposed_incidents=proposed_outages(
+            db.conn,
+            now=now,
+            window_days=config.window_days,
+            suite=suite,
+            branch_kind=branch_kind,
+        ),
         interrupted_runs=_interrupted_runs(db, now, config, suite, branch_kind),
     )
     return _Partial(
