@@ -66,7 +66,8 @@ def local_history(address: Path | str, *, quiet: bool = True) -> Path:
 
     path = replica_path(address)
     path.parent.mkdir(parents=True, exist_ok=True)
-    run_sync(address, path, quiet=quiet, notes_err=True)  # stdout is the command's
+    # stdout is the command's; the outages it proposes are reviewed through the URL.
+    run_sync(address, path, quiet=quiet, notes_err=True, shown_as=shown(address))
     click.get_current_context().call_on_close(lambda: send_audit(address, path))
     return path
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from datetime import timedelta
 from pathlib import Path
 
@@ -315,6 +316,52 @@ def test_the_header_counts_the_outages_the_scores_leave_out(
     prune_history(history, 1, now=utc(2026, 11, 2, 10) + timedelta(minutes=15))
     history.conn.close()
     assert _excluded_counts(db, "2026-11-02T00:00:00Z") == ("", "")
+
+
+def test_the_review_hint_is_a_command_to_paste(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint names the history as given (quoted for a shell) and follows only pending
+    outages, never "no proposed incidents"."""
+    folder = tmp_path / "ci runs"
+    folder.mkdir()
+    db, tag = _ingested_outage(folder, monkeypatch)
+    now = "2026-11-02T00:00:00Z"
+    listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", now])
+    assert listed.exit_code == 0, listed.output
+    last = listed.output.splitlines()[-1]
+    assert last == (
+        "1 suspected outage excluded from scoring: review with "
+        f"`flaketui incident list {shlex.quote(db)} --proposed --now {now}`"
+    )
+    assert "no proposed incidents" not in listed.output
+    pasted = shlex.split(last.split("`")[1])
+    assert pasted[0] == "flaketui"
+    shown = CliRunner().invoke(cli, pasted[1:])
+    assert shown.exit_code == 0 and f"OUTAGE {tag}:" in shown.output, shown.output
+    assert f"  reject: flaketui incident reject {shlex.quote(db)} {tag}" in shown.output
+    assert CliRunner().invoke(cli, ["incident", "accept", db, tag]).exit_code == 0
+    listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", now])
+    assert listed.output.splitlines()[-1] == "no proposed incidents"
+    assert "review with" not in listed.output
+
+
+def test_ingest_names_the_history_in_its_review_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for run_id, failing, ts in (("r1", 6, "10:00"), ("r2", 0, "10:30")):
+        report = _report_file(tmp_path / f"{run_id}.xml", failing=failing)
+        result = CliRunner().invoke(
+            cli,
+            ["ingest", "ci.db", str(report), "--run-id", run_id, "--no-detect",
+             "--timestamp", f"2026-11-01T{ts}:00Z"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (
+        "1 suspected outage excluded from scoring: review with "
+        "`flaketui incident list ci.db --proposed`"
+    )
 
 
 def _as_diagnose(db: sqlite_utils.Database, run_ids: list[str]) -> None:

@@ -197,7 +197,8 @@ def test_outage_proposals_are_reviewed_on_the_replica_and_survive_syncs(
         line.split()[1].rstrip(":") for line in listed.splitlines() if line.startswith("OUTAGE")
     ]
     assert len(tags) >= 2
-    assert "accept: flaketui incident accept postgresql://" in listed
+    # Quoted for a shell: the masked password's asterisks would be a glob.
+    assert "accept: flaketui incident accept 'postgresql://" in listed
     assert "outage" in invoke("incident", "accept", pg_url, tags[0])
     assert "count again" in invoke("incident", "reject", pg_url, tags[1])
     # A rule added on the server reaches the replica; the replica's own reviews stay.

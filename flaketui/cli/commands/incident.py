@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,17 +103,28 @@ def _describe(item: Incident) -> str:
     return rule + note
 
 
-def propose_outages(history: sqlite_utils.Database, config: Config, *, err: bool = False) -> None:
+def review_hint(pending: int, db: str, now: str | None = None) -> str:
+    """The line that counts the suspected outages awaiting review, with the command (for the
+    history as the user named it, and at the same --now) that shows them."""
+    command = ["flaketui", "incident", "list", db, "--proposed"]
+    if now is not None:
+        command += ["--now", now]
+    return (
+        f"{plural(pending, 'suspected outage')} excluded from scoring: "
+        f"review with `{shlex.join(command)}`"
+    )
+
+
+def propose_outages(
+    history: sqlite_utils.Database, config: Config, db: str, *, err: bool = False
+) -> None:
     """After a write: propose new outages as incidents (excluded from scoring) and say so (on
-    stderr with err: a command whose stdout is a report)."""
+    stderr with err: a command whose stdout is a report); db names the history as the user
+    gave it."""
     moment, _clamped = effective_now(history, None, config)
     new = record_outages(history, now=moment, config=config)
     if new:
-        click.echo(
-            f"{plural(len(new), 'suspected outage')} excluded from scoring: "
-            "review with `flaketui incident list --proposed`",
-            err=err,
-        )
+        click.echo(review_hint(len(new), db), err=err)
 
 
 STATE_WORDS = {
@@ -133,8 +145,8 @@ def _show_outage(db: str, item: Outage) -> None:
     click.echo(f"  signature {item.signature}: {item.signature_text}")
     click.echo(f"  runs: {', '.join(item.run_ids)}")
     if item.status == "proposed":
-        click.echo(f"  accept: flaketui incident accept {db} {item.tag}")
-        click.echo(f"  reject: flaketui incident reject {db} {item.tag}")
+        for verb in ("accept", "reject"):
+            click.echo(f"  {verb}: {shlex.join(['flaketui', 'incident', verb, db, item.tag])}")
 
 
 @incident.command("accept")
@@ -204,14 +216,10 @@ def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
         if proposal.top_signature_text:
             click.echo(f"  top signature {proposal.top_signature}: {proposal.top_signature_text}")
         click.echo(f"  accept: {proposal.accept_command(shown(db))}")
-    if not proposals:
+    if excluded:
+        click.echo(review_hint(len(excluded), shown(db), now))
+    elif not proposals:
         click.echo("no proposed incidents")
-    pending = len(excluded)
-    if pending:
-        click.echo(
-            f"{plural(pending, 'suspected outage')} excluded from scoring: "
-            "review with `flaketui incident list --proposed`"
-        )
 
 
 @incident.command("remove")

@@ -13,7 +13,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
 from flaketui.cli.commands.resign import resign_if_stale
-from flaketui.cli.history_address import HISTORY_ADDRESS
+from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
@@ -168,7 +168,7 @@ def ingest_command(
     _show_ingest(result, len(reports), resolved.incident)
     if not result.empty:
         with history_file(db) as history:  # opening it folds the runs ingest left to fold
-            propose_outages(history, config)
+            propose_outages(history, config, shown(db))
 
 
 def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> None:
@@ -221,7 +221,7 @@ def _ingest_manifest(db: Path | str, manifest: Path) -> None:
             )
         if history is not None:  # a server keeps raw runs; its replicas propose outages
             resign_if_stale(history, config.mask_patterns)
-            propose_outages(history, config)
+            propose_outages(history, config, shown(db))
     if summary.refused:
         raise SystemExit(1)
 

@@ -8,7 +8,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
-from flaketui.cli.history_address import HISTORY_ADDRESS
+from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import mask_url
@@ -108,4 +108,4 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
             f"{plural(summary.incidents_added, 'incident')}, "
             f"{plural(summary.audit_rows_added, 'audit row')} added"
         )
-        propose_outages(history, load_config())
+        propose_outages(history, load_config(), shown(dest))

@@ -31,10 +31,16 @@ def replica_path(url: str) -> Path:
 
 
 def run_sync(
-    url: str, history: Path, *, quiet: bool = False, notes_err: bool = False
+    url: str,
+    history: Path,
+    *,
+    quiet: bool = False,
+    notes_err: bool = False,
+    shown_as: str | None = None,
 ) -> SyncSummary:
     """Sync the replica file from the server, with a progress line on stderr (and the outages
-    it proposes said on stderr too with notes_err)."""
+    it proposes said on stderr too with notes_err, naming the history as shown_as, by default
+    the replica's path)."""
     if not is_server_url(url):
         raise FlaketuiError(f"{url}: not a postgresql:// URL")
     shown = mask_url(url)
@@ -59,7 +65,7 @@ def run_sync(
             stamp(db, load_config().mask_patterns)
         # A replica proposes outages as a history written directly does: same reports, same
         # report.
-        propose_outages(db, load_config(), err=notes_err)
+        propose_outages(db, load_config(), shown_as or str(history), err=notes_err)
     return summary
 
 
