@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
+from tests.core.test_outages import ingested_outage
 
 
 def ingest(db: Path, report: Path, run_id: str) -> None:
@@ -79,3 +82,101 @@ def test_bad_source_does_not_create_dest(tmp_path: Path, sources: list[Path]) ->
     result = merge(tmp_path / "new.db", tmp_path / "gone.db")
     assert result.exit_code == 1
     assert not (tmp_path / "new.db").exists()
+
+
+NOW = "2026-11-02T00:00:00Z"
+VICTIM = "tests/test_c.py::test_0"  # failed in the outage's run, passed in the next
+
+
+def runs_of(db: Path, test_id: str) -> int:
+    """How many runs the report counts for a test."""
+    result = CliRunner().invoke(cli, ["report", str(db), "--now", NOW, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return next(t["runs"] for t in json.loads(result.output)["tests"] if t["test_id"] == test_id)
+
+
+def review_of(db: Path, tag: str) -> str:
+    """The outage's state as `incident list` and the report read it."""
+    listed = CliRunner().invoke(cli, ["incident", "list", str(db), "--now", NOW])
+    assert listed.exit_code == 0, listed.output
+    out = listed.output
+    if f"{tag}: 1 run, suspected outage " in out:
+        assert "1 suspected outage excluded from scoring" in out and runs_of(db, VICTIM) == 1
+        return "proposed"
+    assert "no proposed incidents" in out, out
+    if f"{tag}: 1 run, outage " in out:
+        assert runs_of(db, VICTIM) == 1
+        return "accepted"
+    assert tag not in out and runs_of(db, VICTIM) == 2
+    return "rejected"
+
+
+@pytest.fixture
+def outage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """A history whose ingest proposed an outage (6 of 10 tests failed in r1), and its tag."""
+    db, tag = ingested_outage(tmp_path, monkeypatch)
+    return Path(db), tag
+
+
+def review(db: Path, verb: str, tag: str) -> None:
+    result = CliRunner().invoke(cli, ["incident", verb, str(db), tag])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("decision", ["reject", "accept", None])
+@pytest.mark.parametrize("into", ["a new history", "one awaiting review"])
+def test_an_outage_review_survives_a_merge(
+    tmp_path: Path, outage: tuple[Path, str], decision: str | None, into: str
+) -> None:
+    db, tag = outage
+    dest = tmp_path / "dest.db"
+    if into == "one awaiting review":  # the same runs, the same outage proposed
+        shutil.copy(db, dest)
+    if decision is not None:
+        review(db, decision, tag)
+    state = review_of(db, tag)
+    result = merge(dest, db)
+    assert result.exit_code == 0, result.output
+    assert review_of(dest, tag) == state
+    # Merging again, or back, changes nothing.
+    once = dump(dest)
+    assert merge(dest, db).exit_code == 0 and dump(dest) == once
+    assert merge(db, dest).exit_code == 0 and review_of(db, tag) == state
+
+
+def test_histories_that_decided_otherwise_keep_their_decision(
+    tmp_path: Path, outage: tuple[Path, str]
+) -> None:
+    db, tag = outage
+    other = tmp_path / "other.db"
+    shutil.copy(db, other)
+    review(db, "reject", tag)
+    review(other, "accept", tag)
+    result = merge(other, db)
+    assert result.exit_code == 0, result.output
+    assert (
+        f"outage {tag}: decided otherwise in a merged history; kept as decided here"
+        in result.output.splitlines()
+    )
+    assert review_of(other, tag) == "accepted"
+    assert merge(db, other).exit_code == 0
+    assert review_of(db, tag) == "rejected"
+
+
+def test_a_merged_window_incident_tags_the_runs_it_covers(
+    tmp_path: Path, outage: tuple[Path, str]
+) -> None:
+    """An incident added in one history tags the same runs in the history it merges into."""
+    db, tag = outage
+    review(db, "reject", tag)
+    other = tmp_path / "other.db"
+    shutil.copy(db, other)
+    result = CliRunner().invoke(
+        cli, ["incident", "add", str(db), "maint", "--from", "2026-11-01T10:00:00Z",
+              "--to", "2026-11-01T10:00:00Z"],
+    )  # fmt: skip
+    assert result.exit_code == 0 and "tagged 1 run" in result.output, result.output
+    assert merge(other, db).exit_code == 0
+    listed = CliRunner().invoke(cli, ["incident", "list", str(other), "--now", NOW])
+    assert "maint: 1 run, window 2026-11-01T10:00:00Z .. 2026-11-01T10:00:00Z" in listed.output
+    assert runs_of(other, VICTIM) == 1

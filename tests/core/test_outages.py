@@ -236,7 +236,7 @@ def test_ingest_proposes_and_the_cli_reviews(
     assert "Traceback" not in again.output
 
 
-def _ingested_outage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+def ingested_outage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """(history, tag) of an outage the ingest proposed: 6 of 10 tests failed with one
     signature at 10:00, all passed on the 10:30 re-run."""
     monkeypatch.chdir(tmp_path)  # default config: no pyproject.toml here
@@ -259,7 +259,7 @@ def _ingested_outage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[s
 def test_an_accepted_outage_is_listed_as_an_outage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db, tag = _ingested_outage(tmp_path, monkeypatch)
+    db, tag = ingested_outage(tmp_path, monkeypatch)
     listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", "2026-11-02T00:00:00Z"])
     assert f"{tag}: 1 run, suspected outage 2026-11-01T10:00:00Z .. " in listed.output
     assert CliRunner().invoke(cli, ["incident", "accept", db, tag]).exit_code == 0
@@ -274,7 +274,7 @@ def test_a_rejected_outage_is_not_proposed_again_as_a_bad_run(
 ) -> None:
     """Six of ten tests failed in r1: rejected as an outage, its run is not proposed again as a
     run where most tests failed."""
-    db, tag = _ingested_outage(tmp_path, monkeypatch)
+    db, tag = ingested_outage(tmp_path, monkeypatch)
     assert CliRunner().invoke(cli, ["incident", "reject", db, tag]).exit_code == 0
     listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", "2026-11-02T00:00:00Z"])
     assert listed.exit_code == 0, listed.output
@@ -305,7 +305,7 @@ def _excluded_counts(db: str, now: str) -> tuple[str, str]:
 def test_the_header_counts_the_outages_the_scores_leave_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db, _tag = _ingested_outage(tmp_path, monkeypatch)
+    db, _tag = ingested_outage(tmp_path, monkeypatch)
     header, listed = _excluded_counts(db, "2026-11-02T00:00:00Z")
     assert header == "1 suspected outage excluded"
     assert listed.startswith("1 suspected outage excluded from scoring")
@@ -325,7 +325,7 @@ def test_the_review_hint_is_a_command_to_paste(
     outages, never "no proposed incidents"."""
     folder = tmp_path / "ci runs"
     folder.mkdir()
-    db, tag = _ingested_outage(folder, monkeypatch)
+    db, tag = ingested_outage(folder, monkeypatch)
     now = "2026-11-02T00:00:00Z"
     listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", now])
     assert listed.exit_code == 0, listed.output

@@ -108,4 +108,6 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
             f"{plural(summary.incidents_added, 'incident')}, "
             f"{plural(summary.audit_rows_added, 'audit row')} added"
         )
+        for tag in summary.decisions_kept:
+            click.echo(f"outage {tag}: decided otherwise in a merged history; kept as decided here")
         propose_outages(history, load_config(), shown(dest))

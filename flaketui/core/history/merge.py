@@ -9,6 +9,11 @@ Rules:
 - Tests are matched by test_id (first_seen becomes the earlier of the two), signatures by hash
   (DEST's example wins), incidents by (tag, start_ts, end_ts, signature), audit rows by
   (ts, who, action, test_id).
+- Incident decisions travel with the runs: once merged, every rule of DEST tags the untagged
+  runs it matches, whichever history they came from. A suspected outage keeps its review:
+  still proposed, accepted, or rejected (its runs count, it is not proposed again). A decision
+  beats a proposal awaiting review; where the two histories decided differently (one
+  accepted, the other rejected), DEST's decision stays and the merge names the outage.
 Merging the same source twice therefore changes nothing the second time. Each source merges in
 one transaction.
 """
@@ -19,13 +24,23 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlite_utils
 
 from flaketui.core.errors import HistoryError
 from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.history.incidents import apply_rules
+from flaketui.core.history.outages import (
+    PROPOSED,
+    REJECTED,
+    keep_rejected_rule,
+    outage_states,
+    reject,
+    rejected_rules,
+    save_states,
+)
 from flaketui.core.history.store import history_file, transaction
 from flaketui.core.rollups import build as rollups
 
@@ -50,6 +65,7 @@ class MergeSummary:
     results_added: int = 0
     incidents_added: int = 0
     audit_rows_added: int = 0
+    decisions_kept: list[str] = field(default_factory=list)  # outages decided otherwise in SRC
 
 
 def _database_file(conn: sqlite3.Connection) -> Path | None:
@@ -204,11 +220,16 @@ def _merge_runs(
             summary.runs_unchanged += 1
 
 
-def _merge_incidents(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
+def _merge_incidents(
+    dest: sqlite3.Connection, src: sqlite3.Connection, reviewed: dict[str, str]
+) -> int:
+    """Copy SRC's incident rows DEST lacks, but an outage DEST rejected (in `reviewed`)."""
     before = dest.total_changes
     for row in src.execute(
         "SELECT tag, start_ts, end_ts, signature, created_at, note FROM incidents ORDER BY id"
     ).fetchall():
+        if reviewed.get(row[0]) == REJECTED:
+            continue
         dest.execute(
             "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
             " SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM incidents"
@@ -216,6 +237,36 @@ def _merge_incidents(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
             row,
         )
     return dest.total_changes - before
+
+
+def _merge_reviews(
+    dest: sqlite3.Connection,
+    src: sqlite3.Connection,
+    before: dict[str, str],
+    summary: MergeSummary,
+) -> None:
+    """Give DEST the review of each outage SRC proposed (its incident rows already merged);
+    `before` holds DEST's states from before the merge."""
+    theirs = outage_states(src)
+    if not theirs:
+        return
+    states = outage_states(dest)
+    src_rules = rejected_rules(src)
+    for tag, their_state in sorted(theirs.items()):
+        ours = before.get(tag)
+        if ours is None or ours == PROPOSED:
+            state = their_state  # a decision beats a proposal awaiting review
+        else:
+            state = ours
+            if their_state not in (PROPOSED, ours):
+                summary.decisions_kept.append(tag)
+        states[tag] = state
+        if state == REJECTED:
+            if tag not in rejected_rules(dest) and tag in src_rules:
+                keep_rejected_rule(dest, tag, src_rules[tag])
+            # Drops the rule SRC still had, and frees the runs that came tagged with it.
+            reject(dest, tag, states)
+    save_states(dest, states)
 
 
 def _merge_audit(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
@@ -245,10 +296,13 @@ def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> Mer
         for source in opened:
             src = source.conn
             with transaction(dest.conn):
+                reviewed = outage_states(dest.conn)
                 signatures = _merge_signatures(dest.conn, src)
                 tests = _merge_tests(dest.conn, src)
                 _merge_runs(dest.conn, src, tests, signatures, summary)
-                summary.incidents_added += _merge_incidents(dest.conn, src)
+                summary.incidents_added += _merge_incidents(dest.conn, src, reviewed)
+                _merge_reviews(dest.conn, src, reviewed, summary)
+                apply_rules(dest.conn, None)
                 summary.audit_rows_added += _merge_audit(dest.conn, src)
             summary.sources += 1
     return summary

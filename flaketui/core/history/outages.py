@@ -41,6 +41,7 @@ REVIEW_KEY = "outage_reviews"
 REJECTED_KEY = "outage_rejections"
 PROPOSED = "proposed"
 REJECTED = "rejected"
+ACCEPTED = "accepted"
 
 
 @dataclass(slots=True)
@@ -75,10 +76,14 @@ def reviews(conn: sqlite3.Connection) -> dict[str, str]:
 
 
 def _save_reviews(conn: sqlite3.Connection, states: dict[str, str]) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-        (REVIEW_KEY, json.dumps(states, sort_keys=True)),
-    )
+    _set(conn, REVIEW_KEY, json.dumps(states, sort_keys=True))
+
+
+def _set(conn: sqlite3.Connection, key: str, value: str) -> None:
+    """Write a meta value unless it is there already (a merge run twice changes nothing)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    if row is None or row[0] != value:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
 def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> list[Outage]:
@@ -140,7 +145,7 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
     }
     for outage in found:
         if outage.status == "new" and outage.tag in accepted:
-            outage.status = "accepted"
+            outage.status = ACCEPTED
     return found
 
 
@@ -275,15 +280,33 @@ def reject(conn: sqlite3.Connection, tag: str, states: dict[str, str]) -> int:
     _tag_runs(conn, freed, None)
     retagged = apply_rules(conn, freed)
     if row is not None:
-        rules = rejected_rules(conn)
-        rules[tag] = (str(row[0]), str(row[1]), str(row[2]))
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            (REJECTED_KEY, json.dumps({t: list(rule) for t, rule in sorted(rules.items())})),
-        )
+        keep_rejected_rule(conn, tag, (str(row[0]), str(row[1]), str(row[2])))
     states[tag] = REJECTED
-    _save_reviews(conn, states)
+    save_states(conn, states)
     return len(freed) - retagged
+
+
+def outage_states(conn: sqlite3.Connection) -> dict[str, str]:
+    """Every outage proposal's state by tag: proposed, rejected, or accepted (an incident
+    recorded as an outage that left the review map)."""
+    states = reviews(conn)
+    for (tag,) in conn.execute("SELECT DISTINCT tag FROM incidents WHERE note LIKE 'outage:%'"):
+        states.setdefault(str(tag), ACCEPTED)
+    return states
+
+
+def save_states(conn: sqlite3.Connection, states: dict[str, str]) -> None:
+    """Write outage states as outage_states reads them (accepted ones leave the review map),
+    inside the caller's transaction."""
+    _save_reviews(conn, {tag: state for tag, state in states.items() if state != ACCEPTED})
+
+
+def keep_rejected_rule(conn: sqlite3.Connection, tag: str, rule: tuple[str, str, str]) -> None:
+    """Record a rejected outage's rule (start, end, signature), inside the caller's
+    transaction."""
+    rules = rejected_rules(conn)
+    rules[tag] = rule
+    _set(conn, REJECTED_KEY, json.dumps({t: list(r) for t, r in sorted(rules.items())}))
 
 
 def rejected_rules(conn: sqlite3.Connection) -> dict[str, tuple[str, str, str]]:
