@@ -1,4 +1,5 @@
-"""`flaketui diagnose` refuses what it cannot use in one line, before running anything."""
+"""`flaketui diagnose` refuses what it cannot use in one line, before running anything, and
+prints the verdict its experiments support."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from hypothesis import strategies as st
 
 from flaketui.cli.group import cli
 from flaketui.core.diagnosis import sessions
-from flaketui.core.diagnosis.sessions import DiagnoseError, check_node_id
+from flaketui.core.diagnosis.sessions import (
+    DiagnoseError,
+    PytestSessions,
+    SessionResult,
+    check_node_id,
+)
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
@@ -144,3 +150,60 @@ def test_a_test_that_passes_here_is_replayed_in_its_recorded_order(
     replay = ["pytest", "-p", "randomly", "--randomly-seed=31337"]
     assert (found["replay"], found["replay_run"]) == (replay, "ci-0")
     assert found["command"] == replay
+
+
+STEPS = [f"tests/test_steps.py::test_s{n}" for n in range(1, 5)]
+
+
+def test_failing_every_time_after_its_predecessors_is_order_dependent(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The test fails only after the four steps in their recorded order, which no shuffle of
+    # the random orders repeats: 3/3 after its predecessors, 0/4 in random orders, 0/4 alone.
+    (repo / "tests" / "test_steps.py").write_text(
+        "".join(f"def test_s{n}():\n    pass\n\n" for n in range(1, 5))
+    )
+    path = tmp_path / "ordered.db"
+    history = open_history(path)
+    recorder = RunRecorder(history, RunMeta(run_id="ci", ts=datetime(2026, 11, 1, tzinfo=UTC)))
+    recorder.add(
+        [
+            CaseResult(
+                test,
+                test.split("::")[0],
+                [Attempt("fail" if test == VICTIM else "pass", 5, None, "gw0", None, position)],
+            )
+            for position, test in enumerate([*STEPS, VICTIM], start=1)
+        ]
+    )
+    recorder.finish()
+    history.conn.close()
+
+    def run(self: PytestSessions, node_ids: list[str], **kwargs: object) -> SessionResult:
+        failed = node_ids == [*STEPS, VICTIM]
+        outcomes = {test: "fail" if test == VICTIM and failed else "pass" for test in node_ids}
+        return SessionResult([], list(node_ids), outcomes)
+
+    init = PytestSessions.__init__
+
+    def without_xdist(self: PytestSessions, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        self.has_xdist = False
+
+    monkeypatch.setattr(PytestSessions, "__init__", without_xdist)
+    monkeypatch.setattr(PytestSessions, "run", run)
+    args = ["diagnose", str(path), VICTIM, "--repo", str(repo), "--runs", "4"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"{VICTIM}: order-dependent"
+    assert lines[1] == (
+        "  fails after the tests that ran before it: failed 3/3 after its predecessors in "
+        "their recorded order against 0/4 alone; no single polluter was isolated"
+    )
+    assert lines[2:5] == [
+        "  alone: failed 0/4",
+        "  after predecessors: failed 3/3",
+        "  random orders: failed 0/4",
+    ]
+    assert lines[6] == f"  reproduce: pytest {' '.join(STEPS)} {VICTIM} -p no:randomly"

@@ -11,16 +11,18 @@ pytest runs a node id once per session):
 
 Classification, first match wins:
 - ``fails-every-time``: it failed in every session alone (a break, not a flake, here);
-- ``order-dependent``: it failed at least twice in the serial sessions after its predecessors
-  (recorded or shuffled order), significantly more than alone (Fisher's exact test,
-  p <= 0.05): the polluter is found by bisecting
-  the tests that ran before it in a failing session (halves tried in order, each up to twice);
+- ``order-dependent``: it failed more often after other tests than alone, in one of two groups
+  of serial sessions, each compared with the sessions alone on its own: the recorded order
+  (after its predecessors, and at one worker), or the random orders in which at least one
+  test ran before it. The group needs at least two failures and Fisher's exact test
+  p <= 0.05 (see order_evidence). The polluter is found by bisecting the tests that ran
+  before it in a failing session (halves tried in order, each up to twice);
 - ``concurrency-dependent``: it failed more at many workers than at one (Fisher's exact test
   p <= 0.05, or never at one and at least twice at many);
 - ``non-deterministic``: it failed alone in some sessions: the reproduced rate with its Wilson
   interval (and the history's duration suspect, when it has one: a test near its timeout);
-- ``not-reproducible``: no experiment made it fail here; the history's suspects (a host, an OS,
-  a Python...) point at what differs from this machine.
+- ``not-reproducible``: no experiment made it fail here, or too rarely for any of the above;
+  the history's suspects (a host, an OS, a Python...) point at what differs from this machine.
 
 When the test's latest bad recorded run shuffled its order with a recorded seed
 (pytest-randomly, pytest-random-order), the diagnosis also gives the command that replays that
@@ -97,6 +99,10 @@ class Experiment:
     sessions: int = 0
     failed: int = 0
     note: str = ""
+    # Random orders: the sessions in which at least one test ran before it, and its failures
+    # in them (a shuffle that puts it first runs nothing before it).
+    preceded: int = 0
+    preceded_failed: int = 0
 
 
 @dataclass(slots=True)
@@ -252,16 +258,18 @@ class Diagnoser:
                 for _ in range(self.runs):
                     order = [*before, test_id]
                     rng.shuffle(order)
+                    ahead = order[: order.index(test_id)]
                     shuffled.sessions += 1
+                    shuffled.preceded += bool(ahead)
                     if self._session(order, "random orders").failed(test_id):
                         shuffled.failed += 1
-                        ahead = order[: order.index(test_id)]
+                        shuffled.preceded_failed += bool(ahead)
                         if failing_order is None and ahead:
                             failing_order = ahead
             else:
                 skipped.append("random orders: no recorded predecessors to shuffle")
             alone_low = experiments["alone"].failed < experiments["alone"].sessions
-            if failing_order is not None and alone_low and _order_matters(experiments):
+            if failing_order is not None and alone_low and order_evidence(experiments):
                 polluter = self._bisect(failing_order, test_id)
         except _Stop as stop:
             stop_reason = str(stop)
@@ -326,17 +334,22 @@ class Diagnoser:
                 f"failed in all {alone.sessions} sessions alone: broken here, not flaky",
                 self.sessions.command(repro),
             )
-        if _order_matters(experiments):
+        evidence = order_evidence(experiments)
+        if evidence is not None:
+            counts = (
+                f"failed {evidence.failed}/{evidence.sessions} {evidence.name} against "
+                f"{alone.failed}/{alone.sessions} alone"
+            )
             if polluter is not None:
                 return make(
                     "order-dependent",
-                    f"fails after {polluter}, passes alone ({alone.failed}/{alone.sessions})",
+                    f"fails after {polluter}: {counts}",
                     self.sessions.command([polluter, test_id]),
                 )
             return make(
                 "order-dependent",
-                "fails after the tests that ran before it, passes alone; no single polluter "
-                "was isolated",
+                f"fails after the tests that ran before it: {counts}; no single polluter was "
+                "isolated",
                 self.sessions.command([*before, test_id]),
             )
         serial, parallel = experiments.get("serial"), experiments.get("parallel")
@@ -363,10 +376,17 @@ class Diagnoser:
             )
         hint = ", ".join(s.label for s in analysis.suspects[:3])
         where = f"; the history points at {hint}" if hint else ""
+        total = sum(e.sessions for e in listed)
+        failed = sum(e.failed for e in listed)
+        seen = (
+            f"failed in {failed} of {total} sessions here, none alone, too few to single out a "
+            "cause"
+            if failed
+            else f"did not fail here in {total} sessions"
+        )
         return make(
             "not-reproducible",
-            f"did not fail here in {sum(e.sessions for e in listed)} sessions: look at what "
-            f"differs from CI{where}",
+            f"{seen}: look at what differs from CI{where}",
             self.sessions.command(repro),
         )
 
@@ -418,18 +438,56 @@ class Diagnoser:
         return written
 
 
-def _order_matters(experiments: dict[str, Experiment]) -> bool:
-    """Whether running after other tests made it fail more than running alone."""
+ORDER_P = 0.05  # Fisher's exact test, two-sided
+ORDER_MIN_FAILED = 2
+
+
+def order_evidence(experiments: dict[str, Experiment]) -> Experiment | None:
+    """The sessions after other tests in which it failed significantly more than alone, if any.
+
+    Two groups, each compared with the sessions alone on its own:
+    - the recorded order: the sessions after its predecessors and the sessions at one worker,
+      which run the same tests in the same order;
+    - the random orders in which at least one test ran before it.
+    Pooling them would hide an order dependence: a shuffle puts the polluter after the test
+    about half the time, so a test failing 3/3 after its predecessors and 0/4 in random orders
+    would count 3/7 against 0/4 alone, which is no evidence. A group counts when it failed at
+    least ORDER_MIN_FAILED times, at a higher rate than alone, with Fisher's exact test
+    p <= ORDER_P; the recorded order is tried first.
+    """
     alone = experiments.get("alone")
     if alone is None or not alone.sessions:
+        return None
+    recorded = [experiments[k] for k in ("after", "serial") if k in experiments]
+    groups = [
+        Experiment(
+            "after its predecessors in their recorded order",
+            sum(e.sessions for e in recorded),
+            sum(e.failed for e in recorded),
+        )
+    ]
+    shuffled = experiments.get("random")
+    if shuffled is not None:
+        groups.append(
+            Experiment(
+                "in random orders with tests before it",
+                shuffled.preceded,
+                shuffled.preceded_failed,
+            )
+        )
+    for group in groups:
+        if fails_more_than_alone(group.failed, group.sessions, alone.failed, alone.sessions):
+            return group
+    return None
+
+
+def fails_more_than_alone(failed: int, sessions: int, alone_failed: int, alone: int) -> bool:
+    """Whether failed/sessions after other tests is significantly more than alone_failed/alone."""
+    if failed < ORDER_MIN_FAILED or not alone:
         return False
-    # Every session where it ran after its predecessors, serially.
-    ordered = [experiments[k] for k in ("after", "serial", "random") if k in experiments]
-    failed = sum(e.failed for e in ordered)
-    sessions = sum(e.sessions for e in ordered)
-    if failed < 2 or failed / sessions <= alone.failed / alone.sessions:
+    if failed * alone <= alone_failed * sessions:
         return False
-    return fisher_exact(failed, sessions, alone.failed, alone.sessions) <= 0.05
+    return fisher_exact(failed, sessions, alone_failed, alone) <= ORDER_P
 
 
 def _usable(repo: Path, test_id: str) -> bool:
