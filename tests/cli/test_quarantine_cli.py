@@ -185,3 +185,36 @@ def test_missing_history_is_a_one_line_error(
     result = invoke("quarantine", str(tmp_path / "none.db"), FLAKY, "--reason", "r")
     assert result.exit_code == 1
     assert "does not exist" in result.output
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("where", ["outside git", "in git"])
+def test_a_refused_skip_file_command_leaves_no_file(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    if where == "outside git":
+        shutil.rmtree(repo / ".git", ignore_errors=True)
+        monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(repo.parent))
+    elif shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    db = str(repo / "history.db")
+    skip = repo / "q.json"
+    assert invoke("quarantine", db, OTHER, "--reason", "r", "--skip-file", str(skip)).exit_code == 0
+    (repo / "broken.json").write_text('{"format": "flaketui-skip-file", "version": 1, "tests": {')
+    for lock in [*repo.glob("*.lock"), *repo.glob(".git/flaketui/*.lock")]:
+        lock.unlink()
+    before = _files(repo)
+    refused = [
+        ["release", db, FLAKY, "--skip-file", str(skip)],
+        ["release", db, FLAKY, "--skip-file", str(repo / "absent.json")],
+        ["quarantine", db, FLAKY, "--reason", "r", "--skip-file", str(repo / "broken.json")],
+        ["release", db, FLAKY, "--skip-file", str(repo / "broken.json")],
+    ]
+    for args in refused:
+        result = invoke(*args)
+        assert result.exit_code == 1, result.output
+        assert result.output.count("\n") == 1 and result.output.startswith("Error: ")
+        assert _files(repo) == before, args

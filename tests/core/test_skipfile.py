@@ -322,6 +322,57 @@ def test_failing_mutation_leaves_the_file_untouched(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def _all_files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("where", ["plain", "git"])
+@pytest.mark.parametrize("refusal", ["broken", "foreign", "check"])
+def test_a_refused_update_takes_no_lock_and_leaves_no_file(
+    tmp_path: Path, where: str, refusal: str
+) -> None:
+    if where == "git" and GIT is None:
+        pytest.skip("git is not installed")
+    folder = skip_folder(tmp_path, where)
+    path = folder / ".quarantine.json"
+    if refusal == "broken":
+        path.write_text('{"format": "flaketui-skip-file", "version": 1, "tests": {')
+    elif refusal == "foreign":
+        path.write_text('{"other": 1}')
+    before = _all_files(tmp_path)
+    mutated: list[bool] = []
+
+    def refuse(entries: object) -> None:
+        raise SkipFileError("refused")
+
+    check = refuse if refusal == "check" else None
+    with pytest.raises(SkipFileError):
+        update_skip_file(path, lambda entries: mutated.append(True), check=check)
+    assert _all_files(tmp_path) == before  # no lock file, beside the file or in .git
+    assert mutated == []
+
+
+def test_check_sees_the_entries_before_the_lock_and_mutate_refuses_on_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / ".quarantine.json"
+    add(path, entry("a"))
+    seen: list[list[str]] = []
+
+    def check(entries: object) -> None:
+        assert isinstance(entries, dict)
+        seen.append(sorted(entries))
+        add(path, entry("b"))  # another writer, between the check and the lock
+
+    def mutate(entries: dict[str, SkipEntry]) -> None:
+        if "b" in entries:
+            raise SkipFileError("b appeared")
+
+    with pytest.raises(SkipFileError, match="b appeared"):
+        update_skip_file(path, mutate, check=check)
+    assert seen == [["a"]]
+
+
 def test_missing_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(SkipFileError, match="does not exist"):
         add(tmp_path / "nope" / ".quarantine.json", entry("a"))

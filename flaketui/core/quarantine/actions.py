@@ -253,19 +253,21 @@ def release(
     _check_source(source)
     removed: list[SkipEntry] = []
 
-    def mutate(entries: dict[str, SkipEntry]) -> None:
-        removed.clear()
+    def matching(entries: Mapping[str, SkipEntry]) -> list[str]:
         if test_id_or_parent in entries:
-            matches = [test_id_or_parent]
-        else:
-            matches = sorted(t for t in entries if parent_of(t) == test_id_or_parent)
+            return [test_id_or_parent]
+        matches = sorted(t for t in entries if parent_of(t) == test_id_or_parent)
         if not matches:
             raise QuarantineError(f"{test_id_or_parent!r} is not quarantined in {skip_path}")
-        removed.extend(entries.pop(test_id) for test_id in matches)
+        return matches
+
+    def mutate(entries: dict[str, SkipEntry]) -> None:
+        removed.clear()
+        removed.extend(entries.pop(test_id) for test_id in matching(entries))
 
     acting = who or current_user()
     with transaction(db.conn):
-        update_skip_file(skip_path, mutate)
+        update_skip_file(skip_path, mutate, check=matching)
         _audit(
             db,
             [(e.test_id, e.mode, reason, e.ticket, None) for e in removed],

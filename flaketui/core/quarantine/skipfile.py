@@ -401,18 +401,31 @@ def skip_file_lock(path: Path) -> filelock.BaseFileLock:
     return filelock.FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
 
 
-def update_skip_file(path: Path, mutate: Callable[[dict[str, SkipEntry]], object]) -> SkipFile:
+def update_skip_file(
+    path: Path,
+    mutate: Callable[[dict[str, SkipEntry]], object],
+    *,
+    check: Callable[[Mapping[str, SkipEntry]], object] | None = None,
+) -> SkipFile:
     """Under the lock: re-read path, apply mutate to its entries, write it back atomically.
 
     mutate may raise (a FlaketuiError, say) to abandon the update: the file is then untouched.
     A file that exists but is broken or foreign is never overwritten (SkipFileError).
     Nothing is written when mutate leaves the entries as they were.
+
+    A refusal takes no lock, so it leaves no lock file (outside a git work tree the lock is a
+    file beside the skip file): the file is read, and given to check, before the lock is taken.
+    check raises to refuse, as mutate would; mutate must still refuse on its own what check
+    does, since the file may change before the lock is taken.
     """
     import filelock
 
     path = path.absolute()
     if not path.parent.is_dir():
         raise _problem(path, f"directory {path.parent} does not exist")
+    found = read_skip_file(path, explicit=True)
+    if check is not None:
+        check({} if found is None else found.entries)
     try:
         with skip_file_lock(path):
             current = read_skip_file(path, explicit=True)
