@@ -373,7 +373,7 @@ def quarantine_test(
     """
     quarantine_mod = _core("quarantine.actions")
     with writing(source.path) as db:
-        written = quarantine_mod.quarantine(
+        done = quarantine_mod.quarantine(
             db,
             source.skip_path,
             request.test_id,
@@ -388,7 +388,8 @@ def quarantine_test(
             repo_root=source.owners_from,
             scored_at=scored_at,
         )
-    what = request.test_id if len(written) == 1 else f"{len(written)} params of {request.test_id}"
+    count = len(done.entries)
+    what = request.test_id if count == 1 else f"{count} params of {request.test_id}"
     return f"Quarantined {what} ({request.mode}) in {source.skip_display or source.skip_path}"
 
 

@@ -116,7 +116,9 @@ def test_family_parent_writes_every_param(repo: Path) -> None:
     assert result.exit_code == 0, result.output
     tests = json.loads((repo / ".quarantine.json").read_text())["tests"]
     assert sorted(tests) == PARAMS
-    assert "2 entries in" in result.output
+    assert result.output.splitlines()[-1] == (
+        f"quarantined 2 tests; {repo / '.quarantine.json'} now lists 2 tests"
+    )
 
 
 def test_unknown_test_is_a_one_line_error_unless_forced(repo: Path) -> None:
@@ -185,6 +187,17 @@ def test_missing_history_is_a_one_line_error(
     result = invoke("quarantine", str(tmp_path / "none.db"), FLAKY, "--reason", "r")
     assert result.exit_code == 1
     assert "does not exist" in result.output
+
+
+def test_the_summary_tells_what_was_written_from_what_the_file_lists(repo: Path) -> None:
+    db = str(repo / "history.db")
+    assert invoke("quarantine", db, FAMILY, "--reason", "r", "--now", NOW).exit_code == 0
+    result = invoke("quarantine", db, FLAKY, "--reason", "r", "--now", NOW)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"quarantined (skip, until 2026-03-31T12:00:00Z): {FLAKY}",
+        f"quarantined 1 test; {repo / '.quarantine.json'} now lists 3 tests",
+    ]
 
 
 def _files(folder: Path) -> list[str]:

@@ -54,7 +54,7 @@ def audit_rows(db: sqlite_utils.Database) -> list[dict[str, object]]:
 def test_quarantine_writes_entry_with_scores_and_an_audit_row(
     history: sqlite_utils.Database, skip_path: Path
 ) -> None:
-    entries = quarantine(
+    done = quarantine(
         history,
         skip_path,
         FLAKY,
@@ -69,7 +69,8 @@ def test_quarantine_writes_entry_with_scores_and_an_audit_row(
     )
     expected_scores = round_scores({k: getattr(expected.scores, k) for k in SCORE_KEYS})
     assert expected_scores["runs"] == 20
-    assert [e.test_id for e in entries] == [FLAKY]
+    assert [e.test_id for e in done.entries] == [FLAKY]
+    assert done.listed == 1
     skip = read_skip_file(skip_path, explicit=True)
     assert skip is not None
     entry = skip.entries[FLAKY]
@@ -100,11 +101,11 @@ def test_quarantine_writes_entry_with_scores_and_an_audit_row(
 def test_family_parent_expands_to_every_param_full_id(
     history: sqlite_utils.Database, skip_path: Path
 ) -> None:
-    entries = quarantine(
+    done = quarantine(
         history, skip_path, FAMILY, reason="fixture leak", mode="run", expires_days=7,
         now=NOW, who="x", source="app", config=CONFIG,
     )  # fmt: skip
-    assert [e.test_id for e in entries] == PARAMS
+    assert [e.test_id for e in done.entries] == PARAMS
     skip = read_skip_file(skip_path, explicit=True)
     assert skip is not None
     assert sorted(skip.entries) == PARAMS  # never the parent, never test_f_slow
@@ -143,7 +144,7 @@ def test_unknown_test_is_refused_unless_forced(
     (entry,) = quarantine(
         history, skip_path, "tests/nope.py::t", reason="r", now=NOW, who="x", config=CONFIG,
         force=True,
-    )  # fmt: skip
+    ).entries  # fmt: skip
     assert (entry.test_id, entry.scores, entry.owner) == ("tests/nope.py::t", {}, None)
 
 

@@ -14,6 +14,7 @@ from flaketui.core.config import Config, load_config
 from flaketui.core.history.store import history_file
 from flaketui.core.quarantine.skipfile import SkipMode, repo_root, resolve_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+from flaketui.core.words import plural
 
 SKIP_FILE_OPTION = click.option(
     "--skip-file", "skip_file", metavar="PATH", help=f"Skip file to write {SKIP_FILE_DEFAULT}"
@@ -73,7 +74,11 @@ def quarantine_command(
     skip_file: str | None,
     now: str | None,
 ) -> None:
-    """Quarantine TEST_ID (a family parent quarantines every param) in the skip file."""
+    """Quarantine TEST_ID (a family parent quarantines every param) in the skip file.
+
+    Prints each entry written, then how many tests this quarantined and how many the skip file
+    lists in all.
+    """
     from flaketui.core.quarantine.actions import quarantine
     from flaketui.core.scoring.report import effective_now
 
@@ -81,7 +86,7 @@ def quarantine_command(
     requested = parse_iso(now) if now else None
     with history_file(local_history(db), create=False) as history:
         scored_at, _clamped = effective_now(history, requested, config)
-        entries = quarantine(
+        done = quarantine(
             history,
             path,
             test_id,
@@ -95,10 +100,13 @@ def quarantine_command(
             force=force,
             source="cli",
         )
-    for entry in entries:
+    for entry in done.entries:
         until = to_iso(entry.expires) if entry.expires else "never"
         click.echo(f"quarantined ({entry.mode}, until {until}): {entry.test_id}")
-    click.echo(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} in {_display(path)}")
+    click.echo(
+        f"quarantined {plural(len(done.entries), 'test')}; {_display(path)} now lists "
+        f"{plural(done.listed, 'test')}"
+    )
 
 
 @cli.command("release")

@@ -40,6 +40,14 @@ class QuarantineError(FlaketuiError):
 
 
 @dataclass(slots=True)
+class Quarantined:
+    """What a quarantine wrote: its entries, and how many the skip file lists after the write."""
+
+    entries: list[SkipEntry]
+    listed: int
+
+
+@dataclass(slots=True)
 class Evidence:
     """What the history says about one test at the moment it is quarantined."""
 
@@ -172,7 +180,7 @@ def quarantine(
     force: bool = False,
     repo_root: Path | None = None,
     scored_at: datetime | None = None,
-) -> list[SkipEntry]:
+) -> Quarantined:
     """Quarantine a test, or every param of a family, in the skip file and the audit log.
 
     Re-quarantining an entry updates it but keeps its original quarantined_at, so extending an
@@ -227,7 +235,7 @@ def quarantine(
 
     acting = who or current_user()
     with transaction(db.conn):
-        update_skip_file(skip_path, mutate)
+        skip = update_skip_file(skip_path, mutate)
         _audit(
             db,
             [(e.test_id, e.mode, e.reason, e.ticket, e.scores) for e in written],
@@ -236,7 +244,7 @@ def quarantine(
             who=acting,
             source=source,
         )
-    return written
+    return Quarantined(written, len(skip.entries))
 
 
 def release(
