@@ -373,6 +373,8 @@ def quarantine_test(
     """
     quarantine_mod = _core("quarantine.actions")
     with writing(source.path) as db:
+        # The dialog is the confirmation: an entry the test already has is replaced, and the
+        # notification says so.
         done = quarantine_mod.quarantine(
             db,
             source.skip_path,
@@ -385,12 +387,25 @@ def quarantine_test(
             who=who(),
             source="app",
             config=source.config,
+            replace=True,
             repo_root=source.owners_from,
             scored_at=scored_at,
         )
     count = len(done.entries)
     what = request.test_id if count == 1 else f"{count} params of {request.test_id}"
-    return f"Quarantined {what} ({request.mode}) in {source.skip_display or source.skip_path}"
+    where = source.skip_display or source.skip_path
+    if not done.replaced:
+        return f"Quarantined {what} ({request.mode}) in {where}"
+    if count == 1:
+        (old,) = done.replaced.values()
+        return (
+            f"Updated {what} ({request.mode}) in {where}; it was {old.mode}, reason {old.reason!r}"
+        )
+    replaced = len(done.replaced)
+    return (
+        f"Quarantined {what} ({request.mode}) in {where}; {replaced} of them had an entry, "
+        "now replaced"
+    )
 
 
 def release_test(source: Source, test_id: str, now: datetime) -> str:

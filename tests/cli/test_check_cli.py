@@ -260,6 +260,7 @@ def summary_for(runner: CliRunner, history: Path, tmp_path: Path) -> str:
         [
             *("quarantine", str(history), OLD_FLAKY, "--reason", "<script>x()</script> flaky"),
             *("--skip-file", str(skip), "--now", "2026-10-25T00:00:00Z", "--expires", "3"),
+            "--update",  # its expired entry
         ],
     )
     assert quarantined.exit_code == 0, quarantined.output

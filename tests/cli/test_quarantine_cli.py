@@ -200,6 +200,41 @@ def test_the_summary_tells_what_was_written_from_what_the_file_lists(repo: Path)
     ]
 
 
+def test_a_quarantined_test_is_refused_and_update_says_what_it_replaces(repo: Path) -> None:
+    db = str(repo / "history.db")
+    skip = repo / ".quarantine.json"
+    first = ["quarantine", db, FLAKY, "--reason", "first", "--ticket", "T-1", "--now", NOW]
+    assert invoke(*first).exit_code == 0
+    before = skip.read_bytes()
+    again = ["quarantine", db, FLAKY, "--reason", "second", "--expires", "7", "--now", NOW]
+    result = invoke(*again)
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: '{FLAKY}' is already quarantined in {skip} (skip, until 2026-03-31T12:00:00Z, "
+        "reason 'first'); --update replaces its entry\n"
+    )
+    assert skip.read_bytes() == before
+    assert [row[3] for row in audit(repo)] == ["first"]
+
+    result = invoke(*again, "--mode", "run", "--update")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"updated (run, until 2026-03-08T12:00:00Z): {FLAKY}",
+        "  mode: skip -> run",
+        "  reason: 'first' -> 'second'",
+        "  expires: 2026-03-31T12:00:00Z -> 2026-03-08T12:00:00Z",
+        "  ticket: 'T-1' -> none",
+        f"updated 1 entry; {skip} now lists 1 test",
+    ]
+    entry = json.loads(skip.read_text())["tests"][FLAKY]
+    assert (entry["reason"], entry["mode"], entry["ticket"]) == ("second", "run", None)
+    assert [row[3] for row in audit(repo)] == ["first", "second"]
+
+    result = invoke("quarantine", db, FAMILY, "--reason", "r", "--update", "--now", NOW)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == f"quarantined 2 tests; {skip} now lists 3 tests"
+
+
 def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
@@ -223,6 +258,7 @@ def test_a_refused_skip_file_command_leaves_no_file(
     refused = [
         ["release", db, FLAKY, "--skip-file", str(skip)],
         ["release", db, FLAKY, "--skip-file", str(repo / "absent.json")],
+        ["quarantine", db, OTHER, "--reason", "again", "--skip-file", str(skip)],
         ["quarantine", db, FLAKY, "--reason", "r", "--skip-file", str(repo / "broken.json")],
         ["release", db, FLAKY, "--skip-file", str(repo / "broken.json")],
     ]

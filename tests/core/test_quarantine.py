@@ -70,7 +70,7 @@ def test_quarantine_writes_entry_with_scores_and_an_audit_row(
     expected_scores = round_scores({k: getattr(expected.scores, k) for k in SCORE_KEYS})
     assert expected_scores["runs"] == 20
     assert [e.test_id for e in done.entries] == [FLAKY]
-    assert done.listed == 1
+    assert (done.replaced, done.listed) == ({}, 1)
     skip = read_skip_file(skip_path, explicit=True)
     assert skip is not None
     entry = skip.entries[FLAKY]
@@ -167,14 +167,48 @@ def test_bad_values_are_refused(
     assert not skip_path.exists()
 
 
+def test_requarantine_is_refused_unless_replacing(
+    history: sqlite_utils.Database, skip_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quarantine(history, skip_path, FLAKY, reason="first", now=NOW, who="x", config=CONFIG)
+    before = skip_path.read_bytes()
+    scored: list[object] = []
+    monkeypatch.setattr(quarantine_mod, "evidence_for", lambda *a, **k: scored.append(a))
+    with pytest.raises(
+        QuarantineError,
+        match=r"'tests/test_a\.py::test_a' is already quarantined in .* \(skip, until "
+        r"2026-03-31T12:00:00Z, reason 'first'\); --update replaces its entry",
+    ):
+        quarantine(history, skip_path, FLAKY, reason="second", now=NOW, who="x", config=CONFIG)
+    assert scored == []  # refused before scoring
+    assert skip_path.read_bytes() == before
+    assert [r["reason"] for r in audit_rows(history)] == ["first"]
+
+
+def test_a_family_with_a_quarantined_param_is_refused_unless_replacing(
+    history: sqlite_utils.Database, skip_path: Path
+) -> None:
+    quarantine(history, skip_path, PARAMS[1], reason="one", now=NOW, who="x", config=CONFIG)
+    with pytest.raises(QuarantineError, match=r"1 of the 3 params of .* are already quarantined"):
+        quarantine(history, skip_path, FAMILY, reason="all", now=NOW, who="x", config=CONFIG)
+    done = quarantine(
+        history, skip_path, FAMILY, reason="all", now=NOW, who="x", config=CONFIG, replace=True
+    )
+    assert [e.test_id for e in done.entries] == PARAMS
+    assert [(t, e.reason) for t, e in done.replaced.items()] == [(PARAMS[1], "one")]
+    assert done.listed == 3
+
+
 def test_requarantine_updates_but_keeps_the_original_date(
     history: sqlite_utils.Database, skip_path: Path
 ) -> None:
     quarantine(history, skip_path, FLAKY, reason="first", now=NOW, who="x", config=CONFIG)
     later = NOW + timedelta(days=3)
-    quarantine(
-        history, skip_path, FLAKY, reason="second", mode="run", now=later, who="x", config=CONFIG
-    )
+    done = quarantine(
+        history, skip_path, FLAKY, reason="second", mode="run", now=later, who="x",
+        config=CONFIG, replace=True,
+    )  # fmt: skip
+    assert [(t, e.reason, e.mode) for t, e in done.replaced.items()] == [(FLAKY, "first", "skip")]
     skip = read_skip_file(skip_path, explicit=True)
     assert skip is not None
     entry = skip.entries[FLAKY]

@@ -21,7 +21,7 @@ from flaketui.core.history.store import open_history
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp, make_app
-from flaketui.tui.loaders import load_in_stages
+from flaketui.tui.loaders import QuarantineRequest, Source, load_in_stages, quarantine_test
 from flaketui.tui.screens import main as main_screen
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.export_modal import ExportModal
@@ -251,6 +251,21 @@ async def test_quarantine_then_release_from_the_list(history: Path, tmp_path: Pa
         assert skip is not None and skip.entries == {}
         assert [a[0] for a in _audit(history)] == ["quarantine", "release"]
         assert _targets(app) == []
+
+
+def test_quarantining_a_quarantined_test_from_the_app_names_the_entry_it_replaces(
+    history: Path, tmp_path: Path
+) -> None:
+    source = Source(path=history, skip_path=tmp_path / "quarantine.json", skip_display="q.json")
+    first = QuarantineRequest(f"{BILLING}[gbp]", "leaks a fixture")
+    assert quarantine_test(source, first, NOW) == f"Quarantined {BILLING}[gbp] (skip) in q.json"
+    again = QuarantineRequest(f"{BILLING}[gbp]", "still leaks", mode="run")
+    assert quarantine_test(source, again, NOW) == (
+        f"Updated {BILLING}[gbp] (run) in q.json; it was skip, reason 'leaks a fixture'"
+    )
+    family = quarantine_test(source, QuarantineRequest(BILLING, "all of them"), NOW)
+    assert family.endswith("in q.json; 1 of them had an entry, now replaced")
+    assert family.startswith("Quarantined ") and f"params of {BILLING} (skip)" in family
 
 
 async def test_readonly_history_refuses_quarantine(history: Path, tmp_path: Path) -> None:

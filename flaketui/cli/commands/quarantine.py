@@ -12,7 +12,7 @@ from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.cli.options import SKIP_FILE_DEFAULT
 from flaketui.core.config import Config, load_config
 from flaketui.core.history.store import history_file
-from flaketui.core.quarantine.skipfile import SkipMode, repo_root, resolve_skip_file
+from flaketui.core.quarantine.skipfile import SkipEntry, SkipMode, repo_root, resolve_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 from flaketui.core.words import plural
 
@@ -41,6 +41,29 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def _until(entry: SkipEntry) -> str:
+    return to_iso(entry.expires) if entry.expires is not None else "never"
+
+
+def _changes(old: SkipEntry, new: SkipEntry) -> list[str]:
+    """What replacing old by new changes of what the command gives: `field: old -> new`."""
+
+    def ticket(entry: SkipEntry) -> str:
+        return repr(entry.ticket) if entry.ticket else "none"
+
+    lines = [
+        f"{name}: {shown(old)} -> {shown(new)}"
+        for name, shown in (
+            ("mode", lambda e: str(e.mode)),
+            ("reason", lambda e: repr(e.reason)),
+            ("expires", _until),
+            ("ticket", ticket),
+        )
+        if shown(old) != shown(new)
+    ]
+    return lines or ["mode, reason, expiry and ticket as they were"]
+
+
 @cli.command("quarantine")
 @click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("test_id")
@@ -61,6 +84,13 @@ def _display(path: Path) -> str:
 )
 @click.option("--ticket", metavar="URL", help="Link to the tracking issue.")
 @click.option("--force", is_flag=True, help="Quarantine a test id the history has never seen.")
+@click.option(
+    "--update",
+    is_flag=True,
+    help="Replace the entry of a test already quarantined with this one (mode, reason, expiry, "
+    "ticket; the date it was first quarantined is kept) and print what changed. Without it such "
+    "a test is refused.",
+)
 @SKIP_FILE_OPTION
 @NOW_OPTION
 def quarantine_command(
@@ -71,6 +101,7 @@ def quarantine_command(
     expires_days: int | None,
     ticket: str | None,
     force: bool,
+    update: bool,
     skip_file: str | None,
     now: str | None,
 ) -> None:
@@ -98,15 +129,19 @@ def quarantine_command(
             scored_at=scored_at,
             config=config,
             force=force,
+            replace=update,
             source="cli",
         )
     for entry in done.entries:
-        until = to_iso(entry.expires) if entry.expires else "never"
-        click.echo(f"quarantined ({entry.mode}, until {until}): {entry.test_id}")
-    click.echo(
-        f"quarantined {plural(len(done.entries), 'test')}; {_display(path)} now lists "
-        f"{plural(done.listed, 'test')}"
-    )
+        previous = done.replaced.get(entry.test_id)
+        verb = "quarantined" if previous is None else "updated"
+        click.echo(f"{verb} ({entry.mode}, until {_until(entry)}): {entry.test_id}")
+        for line in _changes(previous, entry) if previous is not None else []:
+            click.echo(f"  {line}")
+    added = len(done.entries) - len(done.replaced)
+    what = [f"quarantined {plural(added, 'test')}"] if added else []
+    what += [f"updated {plural(len(done.replaced), 'entry', 'entries')}"] if done.replaced else []
+    click.echo(f"{', '.join(what)}; {_display(path)} now lists {plural(done.listed, 'test')}")
 
 
 @cli.command("release")

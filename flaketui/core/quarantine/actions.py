@@ -25,6 +25,7 @@ from flaketui.core.quarantine.skipfile import (
     SCORE_KEYS,
     SkipEntry,
     SkipMode,
+    read_skip_file,
     round_scores,
     update_skip_file,
 )
@@ -41,10 +42,11 @@ class QuarantineError(FlaketuiError):
 
 @dataclass(slots=True)
 class Quarantined:
-    """What a quarantine wrote: its entries, and how many the skip file lists after the write."""
+    """What a quarantine wrote: its entries, the ones they replaced, and the file's entry count."""
 
     entries: list[SkipEntry]
-    listed: int
+    replaced: dict[str, SkipEntry]  # test id -> its entry before, for the tests that had one
+    listed: int  # entries in the skip file after the write
 
 
 @dataclass(slots=True)
@@ -164,6 +166,27 @@ def _check_source(source: str) -> None:
 # --- operations -----------------------------------------------------------------------------
 
 
+def _refuse_replacing(
+    entries: Mapping[str, SkipEntry], test_ids: list[str], target: str, skip_path: Path
+) -> None:
+    """QuarantineError when a test of test_ids already has an entry (see quarantine's replace)."""
+    present = [test_id for test_id in test_ids if test_id in entries]
+    if not present:
+        return
+    entry = entries[present[0]]
+    until = to_iso(entry.expires) if entry.expires is not None else "never"
+    held = f"{entry.mode}, until {until}, reason {entry.reason!r}"
+    if present == [target]:
+        raise QuarantineError(
+            f"{target!r} is already quarantined in {skip_path} ({held}); "
+            "--update replaces its entry"
+        )
+    raise QuarantineError(
+        f"{len(present)} of the {len(test_ids)} params of {target!r} are already quarantined in "
+        f"{skip_path} ({present[0]!r}: {held}); --update replaces their entries"
+    )
+
+
 def quarantine(
     db: sqlite_utils.Database,
     skip_path: Path,
@@ -178,13 +201,16 @@ def quarantine(
     source: str = "cli",
     config: Config,
     force: bool = False,
+    replace: bool = False,
     repo_root: Path | None = None,
     scored_at: datetime | None = None,
 ) -> Quarantined:
     """Quarantine a test, or every param of a family, in the skip file and the audit log.
 
-    Re-quarantining an entry updates it but keeps its original quarantined_at, so extending an
-    entry does not reset the lifecycle clock. force quarantines an id absent from the history.
+    A test that already has an entry is refused (nothing written) unless replace: its entry is
+    then replaced by this one (mode, reason, expiry, ticket, scores), which keeps the original
+    quarantined_at, so extending an entry does not reset the lifecycle clock; the result holds
+    the entries replaced. force quarantines an id absent from the history.
     Owners come from CODEOWNERS under repo_root (default: the repository holding the skip file).
     Scores are taken as of scored_at (default now; the CLI passes the effective now, so an
     old history is scored as of its newest run while the entry is dated now).
@@ -207,17 +233,30 @@ def quarantine(
                 " (use --force to quarantine a test the history has not seen)"
             )
         test_ids = [test_id_or_parent]
+
+    def check(entries: Mapping[str, SkipEntry]) -> None:
+        if not replace:
+            _refuse_replacing(entries, test_ids, test_id_or_parent, skip_path)
+
+    # Before scoring, which takes a while on a big history: a refusal comes at once.
+    current = read_skip_file(skip_path.absolute(), explicit=True)
+    check({} if current is None else current.entries)
     if repo_root is None:
         repo_root = find_repo_root(skip_path.absolute().parent)
     evidence = evidence_for(db, test_ids, now=scored_at or now, config=config, repo_root=repo_root)
     expires = now + timedelta(days=days)
     written: list[SkipEntry] = []
+    replaced: dict[str, SkipEntry] = {}
 
     def mutate(entries: dict[str, SkipEntry]) -> None:
+        check(entries)
         written.clear()
+        replaced.clear()
         for test_id in test_ids:
             known = evidence.get(test_id, Evidence(scores={}))
             previous = entries.get(test_id)
+            if previous is not None:
+                replaced[test_id] = previous
             started = previous.quarantined_at if previous is not None else None
             entries[test_id] = SkipEntry(
                 test_id=test_id,
@@ -235,7 +274,7 @@ def quarantine(
 
     acting = who or current_user()
     with transaction(db.conn):
-        skip = update_skip_file(skip_path, mutate)
+        skip = update_skip_file(skip_path, mutate, check=check)
         _audit(
             db,
             [(e.test_id, e.mode, e.reason, e.ticket, e.scores) for e in written],
@@ -244,7 +283,7 @@ def quarantine(
             who=acting,
             source=source,
         )
-    return Quarantined(written, len(skip.entries))
+    return Quarantined(written, replaced, len(skip.entries))
 
 
 def release(

@@ -169,6 +169,7 @@ def apply_plan(
                 who=who,
                 source=LIFECYCLE,
                 config=config,
+                replace=True,  # the transition decides, whatever entry the test had
             )
             applied.quarantined.append(step.test_id)
         elif step.effect in ("release", "keep"):
