@@ -105,6 +105,7 @@ def test_the_headless_contract_names_every_command_but_open() -> None:
     assert set(headless["source_modules"]) == commands | {
         "flaketui.cli.group",
         "flaketui.cli.options",
+        "flaketui.cli.stdout",
     }
     assert {"flaketui.tui", "textual", "textual_plotext", "plotext"} <= set(
         headless["forbidden_modules"]
