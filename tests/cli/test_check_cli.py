@@ -322,3 +322,38 @@ def test_md_text_renders_as_the_same_text(text: str) -> None:
     # In a table cell it stays in its cell.
     row = markdown.render(f"| a | b |\n|---|---|\n| {md_text(text)} | z |\n")
     assert "<td>z</td>" in row
+
+
+@pytest.mark.parametrize("before", ["", "## Tests\n", "## Tests\n12 passed"])
+def test_the_step_summary_is_appended_to_and_any_other_file_replaced(
+    runner: CliRunner,
+    history: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    before: str,
+) -> None:
+    step = tmp_path / "step_summary.md"
+    other = tmp_path / "other.md"
+    for path in (step, other):
+        path.write_text(before)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    for path in (step, other):
+        result = invoke(runner, history, "--now", NOW, "--summary-file", str(path))
+        assert result.exit_code in (0, 1), result.output
+    alone = other.read_text()
+    assert alone.startswith("### flaketui check")  # replaced: nothing of before is left
+    # What the step wrote before stays, then a blank line, then the same summary.
+    separator = "" if not before else ("\n" if before.endswith("\n") else "\n\n")
+    assert step.read_text() == before + separator + alone
+
+
+def test_a_step_summary_that_cannot_be_written_is_one_line(
+    runner: CliRunner, history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = tmp_path / "missing-folder" / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    result = runner.invoke(cli, ["check", str(history), "--now", NOW, "--summary-file", str(step)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"Error: {step}: cannot write (No such file or directory)"
+    ]

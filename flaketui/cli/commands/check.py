@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -88,7 +89,8 @@ def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
     "--summary-file",
     type=FilePath(what="summary file", dir_okay=False, path_type=Path),
     metavar="PATH",
-    help="Write a Markdown summary there (e.g. $GITHUB_STEP_SUMMARY), passing or failing.",
+    help="Write a Markdown summary there, passing or failing (replacing the file; appended to "
+    "when PATH is $GITHUB_STEP_SUMMARY, as every command of a step adds to it).",
 )
 @SKIP_FILE_READ_OPTION
 @CODEOWNERS_OPTION
@@ -125,9 +127,29 @@ def check_command(
     except SinceError as exc:
         raise click.BadParameter(exc.message, param_hint="'--since'") from None
     if summary_file is not None:
-        write_atomically(summary_file, render_summary(result).encode())
+        write_summary(summary_file, render_summary(result))
     for _reason, line in result.failures:
         click.echo(line)
     if result.failed:
         ctx.exit(1)
     click.echo(f"check passed: nothing to fail on since {result.since_label}")
+
+
+def write_summary(path: Path, text: str) -> None:
+    """Write the Markdown summary to path: appended when path is the file GITHUB_STEP_SUMMARY
+    names (GitHub shows one summary per step, gathered from everything its commands append),
+    else the file is replaced atomically."""
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+    if not step_summary or path.resolve() != Path(step_summary).resolve():
+        write_atomically(path, text.encode())
+        return
+    data = text.encode()
+    try:
+        with path.open("a+b") as fh:
+            if fh.tell():
+                # After what the step wrote before: a blank line, so the heading starts a block.
+                fh.seek(-1, os.SEEK_END)
+                data = (b"\n" if fh.read(1) == b"\n" else b"\n\n") + data
+            fh.write(data)
+    except OSError as exc:
+        raise FlaketuiError(f"{path}: cannot write ({exc.strerror})") from None
