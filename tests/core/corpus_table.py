@@ -1,7 +1,7 @@
 """Pinned expectations for every file of /work/shared/junit-corpus (shared with the ingest tests).
 
-Each entry maps a path relative to the corpus root to either ``"refused"`` (ingesting it must raise
-ReportError) or ``(tests, attempts, outcomes)`` as the writer stores one report:
+Each entry of CORPUS maps a path relative to the corpus root to either ``"refused"`` (ingesting
+it must raise ReportError) or ``(tests, attempts, outcomes)`` as the writer stores one report:
 
 - ``tests``: distinct test ids after the writer merges repeats -- a ``<testcase>`` appearing N
   times in one report is ONE test whose attempts are the N cases' attempts in order;
@@ -122,4 +122,63 @@ CORPUS: dict[str, str | Expected] = {
     "vitest/vitest-junit.xml": (2, 2, {"fail": 1, "pass": 1}),
     "web-test-runner/expectedRetries.xml": "refused",  # time="<<computed>>" is not well-formed
     "xunit-dotnet/xunit.xml": (2, 2, {"pass": 2}),
+}
+
+
+# sha256 (first 16 hex digits) of the sorted distinct test ids of each file that lands, joined
+# with newlines: any change in how a producer's tests are named changes its digest.
+TEST_IDS: dict[str, str] = {
+    "bazel/suite-logs.xml": "6f79d3c7a743aba7",
+    "cargo-nextest/fixture-project-junit.xml": "e56751442d0fa308",
+    "cargo-nextest/setup-script-junit.xml": "f1a514f0b7268053",
+    "cargo-nextest/stress-test-junit.xml": "e5a5450b52056f2f",
+    "catch2/report.xml": "e5517772cd7f48ea",
+    "container-structure-test/test.xml": "d0586c8e0ed49a72",
+    "ctest/ctest.xml": "77e79e94b56a0a05",
+    "dotnet-junit-logger/TestResults.xml": "b56eae03b2a4f13b",
+    "go-junit-report/013-build-failed.xml": "a765db0ff57f7d4a",
+    "go-junit-report/106-testmain.xml": "733956b68fec796e",
+    "googletest/test_detail.xml": "f1d6c17cfed7917a",
+    "gotestsum/junitxml-report-tc-with-attributes.golden.xml": "06f2443fcf83a593",
+    "gotestsum/junitxml-report.golden.xml": "5a7fbb4d93a2c6f5",
+    "gotestsum/rerun-fails-report.xml": "95b74150a66c2217",
+    "gradle/TEST-com.github.onozaty.junit.xml2csv.TestCase1.xml": "74ea368d3f5bf2c5",
+    "gradle/TEST-com.github.onozaty.junit.xml2csv.TestCase2.xml": "7dbf9cfb1b5d8a81",
+    "jasmine/jasmine-reporters-nested.xml": "88574d5f4745c30a",
+    "jenkins-regression/junit-report-20090516.xml": "0f192384f3fbbf9b",
+    "jenkins-regression/junit-report-bad-duration.xml": "2d8b8978bb91923b",
+    "jenkins-regression/junit-report-nested-testsuites.xml": "fc640581da9b49e7",
+    "jenkins-regression/junit-report-testsuite-time-attrs.xml": "d7e6545799dc222e",
+    "jenkins-regression/junit-report-testsuite-various-timestamps.xml": "c14cc11f9bb1cd5e",
+    "jest-junit/jest-junit.xml": "dca70b36a886adbf",
+    "jest-junit/jest-suite-failed-to-run.xml": "889094e69fc19998",
+    "jest-junit/jest-test-results-large.xml": "494a875020139e33",
+    "karma/karma-failures.xml": "3c66b0bd91e615f5",
+    "karma/karma-odd-attributes.xml": "00109b4e429a6904",
+    "maven-surefire/TEST-action.surefire.report.email.EmailAddressTest.xml": "d5411bbe027c2291",
+    "maven-surefire/TEST-io.olamy.AlwaysFailTest.xml": "22878e2ee2bc8a78",
+    "maven-surefire/TEST-io.olamy.FlakyTest.xml": "818cc7de37897254",
+    "maven-surefire/TEST-pro.taskana.common.api.ListUtilTest-H2.xml": "a96035e95d559232",
+    "maven-surefire/TEST-test.MyIntegrationTestSuite.xml": "7d9e7367074490f4",
+    "maven-surefire/junit5-failing-in-beforeall.xml": "936ed2128d34d633",
+    "mocha/mocha-junit-reporter.xml": "2eebd7b0c09073b7",
+    "mocha/mocha-xunit-latex-utensils.xml": "0b86ab8e1b9f0cb5",
+    "nette-tester/tester-v1.7-report.xml": "e7b8593ba48d3703",
+    "odd/leading-newline-before-declaration.xml": "76827edcd16870fc",
+    "odd/testrun-root.xml": "145c1c07f30472cc",
+    "odd/unsupported-unicode.xml": "11fcd7d6139c0dd7",
+    "phpunit/phpcheckstyle-phpunit.xml": "2974eb33b4c6768c",
+    "phpunit/phpunit.xml": "40e75fb52c704c7a",
+    "playwright/playwright-results.xml": "5125b0a9c6b0e2ad",
+    "pytest/junit.fail.xml": "0a3f0d159bfa0b35",
+    "pytest/pytest-binary-names.xml": "c441337839b94f97",
+    "pytest/python-xunit-pytest.xml": "ac266ad0ddb6cd20",
+    "robot/xunit.xml": "0faff81d43fba13b",
+    "rspec/rspec.xml": "79372333eeb02be9",
+    "testng/TEST-org.apache.pulsar.AddMissingPatchVersionTest.xml": "ec0458fb29954dd9",
+    "tst/disabled.xml": "16d7e12ba6384703",
+    "unittest-xml-reporting/junit-jenkins-stdout.xml": "a21db5fddedb2453",
+    "unittest-xml-reporting/python-xunit-unittest.xml": "0e2b50f8aca60572",
+    "vitest/vitest-junit.xml": "92dc68b85698b734",
+    "xunit-dotnet/xunit.xml": "a4040f4f1a4080c4",
 }

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 
 import pytest
-from corpus_table import CORPUS, CORPUS_ROOT  # tests/core is on sys.path (rootdir-less tests)
+
+# tests/core is on sys.path (rootdir-less tests)
+from corpus_table import CORPUS, CORPUS_ROOT, TEST_IDS
 
 from flaketui.core.errors import ReportError
 from flaketui.core.ingest.junit import iter_cases, report_timestamp
@@ -36,6 +39,18 @@ def test_corpus_file_matches_pinned_counts(relative: str) -> None:
     outcomes = dict(Counter(attempt.outcome for attempt in attempts))
     assert (len(merged), len(attempts), outcomes) == expected
     report_timestamp(path)  # must not raise on a file that parses
+
+
+def test_every_landing_file_has_pinned_ids() -> None:
+    lands = {rel for rel, exp in CORPUS.items() if exp != "refused" and exp[0]}
+    assert set(TEST_IDS) == lands
+
+
+@pytest.mark.parametrize("relative", sorted(TEST_IDS))
+def test_corpus_file_keeps_its_test_ids(relative: str) -> None:
+    ids = sorted({case.test_id for case in iter_cases(CORPUS_ROOT / relative)})
+    digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+    assert digest == TEST_IDS[relative]
 
 
 @pytest.mark.parametrize(
