@@ -364,3 +364,35 @@ def test_manifest_usage_errors(tmp_path: Path, args: list[str], message: str) ->
     result = run(tmp_path / "h.db", *args)
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and message in result.output
+
+
+def test_same_test_name_in_two_jest_files_is_two_tests_not_a_flaky_one(tmp_path: Path) -> None:
+    def report(day: int) -> Path:
+        stamp = f"2026-11-{day:02d}T10:00:00"
+        path = tmp_path / f"s{day}.xml"
+        path.write_text(
+            f'<testsuites name="jest tests"><testsuite name="src/a.test.js" timestamp="{stamp}">'
+            '<testcase classname="parser handles empty input" name="parser handles empty input">'
+            '<failure message="boom">Error: boom</failure></testcase></testsuite>'
+            f'<testsuite name="src/b.test.js" timestamp="{stamp}">'
+            '<testcase classname="parser handles empty input" name="parser handles empty input"/>'
+            "</testsuite></testsuites>"
+        )
+        return path
+
+    db = tmp_path / "h.db"
+    runner = CliRunner()
+    for day in range(10, 22):
+        result = runner.invoke(cli, ["ingest", str(db), str(report(day)), "--no-detect"])
+        assert result.exit_code == 0, result.output
+        assert "2 results added, 2 tests in the run" in result.output
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT t.test_id, tr.outcome, count(*) FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        " GROUP BY t.test_id, tr.outcome ORDER BY t.test_id"
+    ).fetchall()
+    conn.close()
+    assert rows == [
+        ("src/a.test.js::parser handles empty input::parser handles empty input", "fail", 12),
+        ("src/b.test.js::parser handles empty input::parser handles empty input", "pass", 12),
+    ]

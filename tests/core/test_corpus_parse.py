@@ -53,6 +53,15 @@ def test_corpus_file_keeps_its_test_ids(relative: str) -> None:
     assert digest == TEST_IDS[relative]
 
 
+def test_jest_names_shared_by_files_get_the_file_prefix() -> None:
+    ids = {c.test_id for c in iter_cases(CORPUS_ROOT / "jest-junit/jest-test-results-large.xml")}
+    shared = {i for i in ids if i.endswith("::indent option::default implicit: 2 spaces")}
+    assert shared == {
+        f"packages/pretty-format/src/__tests__/{file}::indent option::default implicit: 2 spaces"
+        for file in ("AsymmetricMatcher.test.ts", "Immutable.test.ts", "react.test.tsx")
+    }
+
+
 @pytest.mark.parametrize(
     ("relative", "iso"),
     [

@@ -1,4 +1,4 @@
-"""Stream test cases out of JUnit XML reports, refusing DTDs and entities.
+r"""Stream test cases out of JUnit XML reports, refusing DTDs and entities.
 
 Parsing uses expat directly, fed 64 KiB at a time, so memory stays constant in the file size: only
 the open test case is held, and captured failure texts stop growing at 64 KiB. Any DOCTYPE, entity
@@ -31,6 +31,16 @@ Decisions where producers disagree:
   for it (jest-junit writes ``classname=""`` and same-named tests in different files must not
   merge), ``name`` alone when there is none; ``classname`` alone for an empty name (JUnit 5
   class-level failures); ``(unnamed)`` when all are empty.
+- A case's file: its ``file`` attribute, else that of its nearest named suite, else the name of
+  that suite (or of an enclosing one) when the name is a path -- it holds ``/`` or ``\`` or ends
+  in a source suffix such as ``.ts`` (jest-junit, Vitest, Playwright) -- else unknown. pytest
+  cases need none: their ids start with their file.
+- An id that cases of two or more different files share in one report is prefixed with each
+  case's file, ``<file>::<id>``: those are different tests, not retries. Only such ids change;
+  a report whose cases name files is read a second time (start tags only) to find them, before
+  the first such case is handed on. Cases of an unknown file keep the plain id, and so does a case
+  repeated within one file (a rerun), or across suites that name no file (nextest stress
+  iterations, karma browsers).
 """
 
 from __future__ import annotations
@@ -72,6 +82,18 @@ SKIPPED_STATUSES = frozenset(
 FAILED_STATUSES = frozenset({"fail", "failed", "failure"})
 ERROR_STATUSES = frozenset({"error", "errored"})
 _THOUSANDS = re.compile(r"^[1-9]\d{0,2}(,\d{3})+(\.\d*)?$")
+
+
+# A suite name ending in one of these (``login.spec.ts``) names a file even without a slash.
+_SOURCE_SUFFIX = re.compile(
+    r"\.(js|jsx|mjs|cjs|ts|tsx|mts|cts|vue|svelte|coffee|rb|php|phpt|go|rs|java|kt|kts|"
+    r"scala|groovy|cs|fs|vb|swift|c|cc|cpp|cxx|m|mm|feature|robot|lua|ex|exs|erl|dart)$"
+)
+
+
+def _names_file(name: str) -> bool:
+    """Whether a suite name is a file path (jest-junit, Vitest, Playwright name suites so)."""
+    return "/" in name or "\\" in name or _SOURCE_SUFFIX.search(name) is not None
 
 
 def _local(tag: str) -> str:
@@ -204,7 +226,9 @@ class _CaseReader:
     skipped or retry element of a case is open (the handler is switched on and off).
     """
 
-    def __init__(self, label: str, parser: xml.parsers.expat.XMLParserType) -> None:
+    def __init__(
+        self, label: str, parser: xml.parsers.expat.XMLParserType, *, scan: bool = False
+    ) -> None:
         self.label = label
         self.parser = parser
         self.ends: list[str] = []
@@ -212,6 +236,11 @@ class _CaseReader:
         self.starts = 0
         self.suite_depths: list[int] = []  # depths of the open named suites
         self.suite_names: list[str] = []
+        self.suite_origins: list[str | None] = []  # the file each open named suite names
+        self.scan = scan  # only collect each case's identity and origin (see _ambiguous_ids)
+        self.seen: dict[str, str] = {}  # scan: a test id's first origin
+        self.ambiguous: set[str] = set()  # scan: test ids found with two or more origins
+        self.origins: dict[int, str] = {}  # index in `done` -> origin, for cases with one
         self.pytest_depth = 0  # depth of the outermost open suite named "pytest", else 0
         self.case_depth = 0  # depth of the open test case, 0 when none is open
         self.case_attrs: dict[str, str] = {}
@@ -244,20 +273,28 @@ class _CaseReader:
         while suite_depths and suite_depths[-1] >= depth:  # suites that have ended
             suite_depths.pop()
             self.suite_names.pop()
+            self.suite_origins.pop()
             if self.pytest_depth >= depth:
                 self.pytest_depth = 0
         if depth == 1 and tag not in ROOT_TAGS:
             raise ReportError(f"{self.label}: not a JUnit report (root element <{tag}>)")
         if tag == "testcase":
-            self.case_depth = depth
-            self.case_attrs = attrs
             self.case_suite = self.suite_names[-1] if self.suite_names else ""
             self.case_pytest = self.pytest_depth > 0
+            if self.scan:
+                self._scan_case(attrs)
+                return
+            self.case_depth = depth
+            self.case_attrs = attrs
         elif tag in SUITE_TAGS:
             name = attrs.get("name")
             if name:
                 suite_depths.append(depth)
                 self.suite_names.append(name)
+                origin = attrs.get("file") or (name if _names_file(name) else None)
+                if origin is None and self.suite_origins:
+                    origin = self.suite_origins[-1]
+                self.suite_origins.append(origin)
                 if name == "pytest" and not self.pytest_depth:
                     self.pytest_depth = depth
 
@@ -336,7 +373,30 @@ class _CaseReader:
                 self._end_capture()
         self.case_depth = 0
         test_id, test_file = self._identity(attrs)
+        if not self.case_pytest:
+            origin = self._origin(attrs)
+            if origin is not None:
+                self.origins[len(self.done)] = origin
         self.done.append((test_id, test_file, attempts))
+
+    def _origin(self, attrs: dict[str, str]) -> str | None:
+        """The file a (non-pytest) case comes from: its ``file``, else its suite's; else None."""
+        if self.case_pytest:
+            return None  # pytest ids start with the file already
+        file = attrs.get("file")
+        if file:
+            return None if file.endswith(".py") else (file.strip() or None)
+        origin = self.suite_origins[-1] if self.suite_origins else None
+        return (origin.strip() or None) if origin else None
+
+    def _scan_case(self, attrs: dict[str, str]) -> None:
+        origin = self._origin(attrs)
+        if origin is None:
+            return
+        test_id = self._identity(attrs)[0]
+        first = self.seen.setdefault(test_id, origin)
+        if first != origin:
+            self.ambiguous.add(test_id)
 
     def _identity(self, attrs: dict[str, str]) -> tuple[str, str | None]:
         classname = attrs.get("classname") or ""
@@ -457,11 +517,38 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
     parser.buffer_text = True  # one text event per run of characters, not one per line
     parser.buffer_size = CHUNK_BYTES
     reader = _CaseReader(label, parser)
+    ambiguous: set[str] | None = None
     for _ in _feed(Path(path), label, parser):
         reader.chunk_done()
         if reader.done:
             finished, reader.done = reader.done, []
+            if reader.origins:
+                if ambiguous is None:
+                    # Only a report whose cases name files pays for this second, lighter read.
+                    ambiguous = _ambiguous_ids(Path(path))
+                _qualify(finished, reader.origins, ambiguous)
+                reader.origins = {}
             yield from finished
+
+
+def _qualify(rows: list[CaseRow], origins: dict[int, str], ambiguous: set[str]) -> None:
+    """Prefix with its file the id of each row whose id the report gives to several files."""
+    if not ambiguous:
+        return
+    for index, origin in origins.items():
+        test_id, test_file, attempts = rows[index]
+        if test_id in ambiguous:
+            rows[index] = (f"{origin}::{test_id}", test_file, attempts)
+
+
+def _ambiguous_ids(path: Path) -> set[str]:
+    """The test ids that cases of different files share in this report (see _CaseReader)."""
+    label = str(path)
+    parser = _new_parser(label)
+    reader = _CaseReader(label, parser, scan=True)
+    for _ in _feed(path, label, parser):
+        reader.chunk_done()
+    return reader.ambiguous
 
 
 def iter_cases(path: Path) -> Iterator[CaseResult]:
