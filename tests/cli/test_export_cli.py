@@ -125,4 +125,4 @@ def test_explicit_missing_or_broken_skip_file(repo: Path) -> None:
         "export", str(repo / "history.db"), "--format", "list", "--skip-file", "x.json"
     )
     assert missing.exit_code == 1
-    assert "x.json: file not found" in missing.output
+    assert "x.json (--skip-file): file not found" in missing.output

@@ -59,6 +59,8 @@ def write_skip(work: Path, tests: dict[str, dict[str, str]]) -> None:
 
 def test_dry_run_prints_transitions_and_writes_nothing(work: Path) -> None:
     build(work / "h.db")
+    write_skip(work, {})  # named with --skip-file, so it must exist
+    before = (work / "skip.json").read_bytes()
     result = invoke(work, "--now", NOW)
     assert result.exit_code == 0, result.output
     assert "Would apply as of 2026-02-10T23:00:00Z: 3 transitions\n" in result.output
@@ -68,7 +70,7 @@ def test_dry_run_prints_transitions_and_writes_nothing(work: Path) -> None:
     assert any("2026-02-05" in line and "7 days in warning" in line for line in lines)
     assert "Gate:\n  ok" in result.output
     assert audit(work) == []
-    assert not (work / "skip.json").exists()
+    assert (work / "skip.json").read_bytes() == before
 
 
 def test_apply_writes_then_a_second_apply_writes_nothing(work: Path) -> None:
@@ -102,6 +104,7 @@ def test_apply_writes_then_a_second_apply_writes_nothing(work: Path) -> None:
 
 def test_new_regressions_exit_4_until_applied(work: Path) -> None:
     build(work / "h.db", broken=True)
+    write_skip(work, {})
     result = invoke(work, "--now", NOW, "--format", "json")
     assert result.exit_code == 4
     doc = json.loads(result.output)

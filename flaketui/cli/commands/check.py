@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, skip_path_for
+from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, read_skip_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
@@ -24,7 +24,6 @@ from flaketui.core.output.check import (
     render_summary,
 )
 from flaketui.core.owners import locate_codeowners
-from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
 from flaketui.core.timeutil import parse_iso
 
 EXIT_CODES = """\b
@@ -48,15 +47,6 @@ def _now(_ctx: click.Context, _param: click.Parameter, value: str | None) -> dat
         return None if value is None else parse_iso(value)
     except FlaketuiError as exc:
         raise click.BadParameter(exc.message) from None
-
-
-def _read_skip(path: Path, *, explicit: bool) -> SkipFile | None:
-    """The skip file, or None when absent or (found, not named) not flaketui's."""
-    try:
-        return read_skip_file(path, explicit=explicit)
-    except ForeignSkipFile as exc:
-        click.echo(f"warning: {exc.message}; ignored", err=True)
-        return None
 
 
 @cli.command("check", epilog=EXIT_CODES)
@@ -109,8 +99,7 @@ def check_command(
     """Fail a CI job on new flaky tests, open regressions or expired quarantines in DB.
     DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
     """
-    skip_path, config = skip_path_for(skip_file)
-    skip = _read_skip(skip_path, explicit=skip_file is not None)
+    _skip_path, skip, config = read_skip_for(skip_file)
     db = local_history(db)
     try:
         with history_file(db, create=False, readonly=True) as history:

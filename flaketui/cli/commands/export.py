@@ -7,16 +7,15 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_READ_OPTION, skip_path_for
+from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_READ_OPTION, read_skip_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
-from flaketui.core.errors import SkipFileError
 from flaketui.core.history.store import history_file
 from flaketui.core.output.exports import FORMATS, decisions, render_decisions
 from flaketui.core.owners import locate_codeowners
-from flaketui.core.quarantine.skipfile import SkipMode, read_skip_file
+from flaketui.core.quarantine.skipfile import SkipMode
 from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.core.words import plural
 
@@ -56,10 +55,7 @@ def export_command(
     """
     from flaketui.core.scoring.report import build_report, effective_now
 
-    path, config = skip_path_for(skip_file)
-    if skip_file is not None and not path.exists():
-        raise SkipFileError(f"{path}: file not found")
-    skip = read_skip_file(path, explicit=skip_file is not None)
+    path, skip, config = read_skip_for(skip_file)
     db = local_history(db)
     requested = parse_iso(now) if now else None
     expiry_now = requested or utc_now()

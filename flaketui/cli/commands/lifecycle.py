@@ -9,11 +9,10 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, skip_path_for
+from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, read_skip_for
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.core.history.store import history_file
 from flaketui.core.quarantine.machine import LifecycleState
-from flaketui.core.quarantine.skipfile import ForeignSkipFile, SkipFile, read_skip_file
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
 
@@ -26,15 +25,6 @@ Exit status (bits, combined by OR; --no-gate always exits 0 unless an error occu
   8   expired skip-file entries
   16  skip-file entries matching no test that ran in the window
 """
-
-
-def _skip(path: Path, explicit: bool) -> SkipFile | None:
-    """The skip file, or None when absent or (auto-discovered) not flaketui's."""
-    try:
-        return read_skip_file(path, explicit=explicit)
-    except ForeignSkipFile as exc:
-        click.echo(f"warning: {exc.message}; ignored", err=True)
-        return None
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -186,11 +176,10 @@ def lifecycle_command(
     from flaketui.core.quarantine.lifecycle import derive
     from flaketui.core.scoring.report import effective_now
 
-    path, config = skip_path_for(skip_file)
+    # --apply creates a skip file that is named but not there yet.
+    path, skip, config = read_skip_for(skip_file, creating=apply)
     with history_file(local_history(db), create=False, readonly=not apply) as history:
         moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
-        explicit = skip_file is not None
-        skip = _skip(path, explicit)
         plan = derive(history, now=moment, config=config, skip=skip)
         gate = gate_findings(history, plan, skip, config=config)
         applied = None

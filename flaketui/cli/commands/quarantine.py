@@ -11,8 +11,18 @@ from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.cli.options import SKIP_FILE_DEFAULT
 from flaketui.core.config import Config, load_config
+from flaketui.core.errors import SkipFileError
 from flaketui.core.history.store import history_file
-from flaketui.core.quarantine.skipfile import SkipEntry, SkipMode, repo_root, resolve_skip_file
+from flaketui.core.quarantine.skipfile import (
+    ForeignSkipFile,
+    SkipEntry,
+    SkipFile,
+    SkipMode,
+    read_skip_file,
+    repo_root,
+    resolve_skip_file,
+    resolve_skip_file_source,
+)
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 from flaketui.core.words import plural
 
@@ -31,6 +41,37 @@ def skip_path_for(flag: str | None) -> tuple[Path, Config]:
     root = repo_root()
     config = load_config(Path.cwd())
     return resolve_skip_file(flag, env=os.environ, config=config, root=root), config
+
+
+# Where a named skip file came from, as the error for a missing one says it.
+NAMED_BY = {
+    "flag": "--skip-file",
+    "env": "FLAKETUI_SKIP_FILE",
+    "config": "[tool.flaketui] skip_file",
+}
+
+
+def read_skip_for(
+    flag: str | None, *, creating: bool = False
+) -> tuple[Path, SkipFile | None, Config]:
+    """The skip file a command reads, its entries and the configuration found from the cwd.
+
+    A skip file named by --skip-file, FLAKETUI_SKIP_FILE or `[tool.flaketui] skip_file` must
+    exist (SkipFileError) unless the command is creating it; the default, `.quarantine.json` at
+    the git root, may be absent: then nothing is quarantined (None). A named file that is not
+    flaketui's is an error; a default one is ignored with a warning.
+    """
+    root = repo_root()
+    config = load_config(Path.cwd())
+    path, source = resolve_skip_file_source(flag, env=os.environ, config=config, root=root)
+    named = source != "default"
+    if named and not creating and not path.exists():
+        raise SkipFileError(f"{path} ({NAMED_BY[source]}): file not found")
+    try:
+        return path, read_skip_file(path, explicit=named), config
+    except ForeignSkipFile as exc:
+        click.echo(f"warning: {exc.message}; ignored", err=True)
+        return path, None, config
 
 
 def _display(path: Path) -> str:
