@@ -309,7 +309,7 @@ def test_summary_shows_ci_data_as_text(runner: CliRunner, history: Path, tmp_pat
 def test_md_text_escapes_markup() -> None:
     assert md_text("a|b") == "a\\|b"
     assert md_text("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
-    assert md_text("line1\nline2\x1b[31m") == "line1 line2 \\[31m"
+    assert md_text("line1\nline2\x1b[31m") == "line1\\\\nline2\\\\x1b\\[31m"
     assert md_text(None) == "-"
 
 

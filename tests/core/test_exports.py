@@ -209,9 +209,15 @@ def test_unknown_format_and_unlistable_ids_are_errors(sample: list[Decision]) ->
     with pytest.raises(ExportError, match="unknown export format 'xml'"):
         render_decisions(sample, "xml", now=NOW)
     bad = decisions(SkipFile(path=Path("q"), entries={"a\nb": entry("a\nb")}), None, now=NOW)
-    for fmt in ("list", "deselect", "markdown"):
+    for fmt in ("list", "deselect"):
         with pytest.raises(ExportError, match="line break"):
             render_decisions(bad, fmt, now=NOW)
+
+
+def test_markdown_shows_a_line_break_in_an_id_escaped() -> None:
+    found = decisions(SkipFile(path=Path("q"), entries={"a\nb": entry("a\nb")}), None, now=NOW)
+    (row,) = parse_markdown(render_decisions(found, "markdown", now=NOW))["@old-owner"]
+    assert strip_code(row["Test"]) == "a\\nb"
 
 
 # Node ids: any printable text without line breaks (params carry spaces, quotes, pipes, backticks).

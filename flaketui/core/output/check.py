@@ -23,7 +23,6 @@ emphasis.
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,6 +31,7 @@ from pathlib import Path
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.dbhandle import Connected
+from flaketui.core.output.text import md_text, one_line
 from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
 from flaketui.core.scoring.report import VERDICT_ORDER, build_report, effective_now
 from flaketui.core.scoring.results import Report, TestVerdict, Verdict
@@ -44,11 +44,6 @@ DAMAGE_REASON = "damage"
 SUMMARY_TEXT_CHARS = 120
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-# Backslash-escaped in Markdown text after HTML escaping ('$' opens math on GitHub); '&', ';' and
-# '#' stay, since they spell the entities html.escape writes. CI data never starts a line, so
-# the line-start markers ('#', '-', '+', '1.') need no escape.
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()!|~$])")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 class SinceError(FlaketuiError):
@@ -191,11 +186,6 @@ def _counts(report: Report) -> dict[Verdict, int]:
     return counts
 
 
-def one_line(text: object) -> str:
-    """Text from CI on one line: control characters and newlines become single spaces."""
-    return " ".join(_CONTROL.sub(" ", str(text)).split())
-
-
 def _failures(result: CheckResult) -> list[tuple[str, str]]:
     lines: list[tuple[str, str]] = []
     if "new-flaky" in result.fail_on:
@@ -241,14 +231,6 @@ def _failures(result: CheckResult) -> list[tuple[str, str]]:
 
 
 # --- Markdown summary ---------------------------------------------------------------------
-
-
-def md_text(value: object) -> str:
-    """CI data as inert Markdown text: one line, HTML-escaped, Markdown punctuation escaped."""
-    flat = "" if value is None else one_line(value)
-    if not flat:
-        return "-"
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(flat, quote=True))
 
 
 def _shorten(text: str | None) -> str | None:

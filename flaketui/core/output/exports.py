@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.output.text import code_span
 from flaketui.core.quarantine.skipfile import (
     SCORE_KEYS,
     SkipEntry,
@@ -235,17 +235,6 @@ def render_list(test_ids: Iterable[str]) -> str:
 def render_deselect(test_ids: Iterable[str]) -> str:
     """One shell-quoted `--deselect <full node id>` per line, for pytest without the plugin."""
     return "".join(f"--deselect {shlex.quote(_checked_id(tid))}\n" for tid in test_ids)
-
-
-def code_span(text: str) -> str:
-    """A table cell of inline code holding text verbatim (CommonMark fences, GFM pipe escapes)."""
-    _checked_id(text)
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    # CommonMark strips one space from each end when both ends have one: pad so it strips ours.
-    edge_space = text.startswith(" ") and text.endswith(" ") and bool(text.strip())
-    pad = " " if text.startswith("`") or text.endswith("`") or edge_space else ""
-    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
 
 
 def md_cell(text: str | None) -> str:

@@ -18,6 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from flaketui.core.output.text import code_span, md_text, visible
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, Suspect, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
@@ -393,7 +394,7 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
                 f"{e['flip_rate']:.2f}",
                 ",".join(e["flags"]) or "-",
                 e["onset"] or "-",
-                _name_of(e, group_by),
+                visible(_name_of(e, group_by)),
             )
         )
     widths = [max(len(row[i]) for row in lines) for i in range(len(head) - 1)]
@@ -404,10 +405,6 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
     if len(lines) == 1:
         body.append("(no tests with counted runs in the window)")
     return _header(report) + "\n\n" + "\n".join(body) + "\n"
-
-
-def _md(text: Any) -> str:
-    return str("" if text is None else text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(
@@ -431,10 +428,11 @@ def render_markdown(
     ]
     for entry, trend in zip(rows, trends, strict=True):
         out.append(
-            f"| {_rank_cell(entry)} | `{_md(_name_of(entry, group_by))}` | {entry['verdict']} | "
+            f"| {_rank_cell(entry)} | {code_span(_name_of(entry, group_by))} | "
+            f"{entry['verdict']} | "
             f"{entry['damage']:.3f} | {entry['recency_score']:.3f} | "
             f"{sparkline(trend, threshold)} | {entry['runs']} | {entry['failed_runs']} | "
-            f"{entry['flaky_runs']} | {_md(entry['owner'])} | {_md(entry['reason'])} |"
+            f"{entry['flaky_runs']} | {md_text(entry['owner'])} | {md_text(entry['reason'])} |"
         )
     if not rows:
         out.append("| | (no tests with counted runs in the window) | | | | | | | | | |")

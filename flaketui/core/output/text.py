@@ -1,0 +1,63 @@
+"""Text from CI (test ids, failure messages, owners) made safe to show.
+
+A test id or a message can hold anything a runner wrote: control characters, line breaks,
+Markdown and HTML. Every output that is not data meant to be parsed back (JSON, CSV, a list of
+ids) shows such text through these functions:
+
+- `visible`: control characters (C0, DEL, C1: line breaks, ESC, BEL, ...) written as escapes
+  (`\\n`, `\\x1b`), everything else kept; the value is one line and sends a terminal no
+  command.
+- `one_line`: for a log line or prose: `visible`, then each run of whitespace one space.
+- `md_text`: for Markdown prose or a table cell: `one_line`, HTML-escaped, Markdown
+  punctuation backslash-escaped; it renders as exactly the text of `one_line`.
+- `code_span`: for a Markdown table cell in inline code: `visible` between backtick fences
+  longer than any backtick run inside, so neither a backtick nor `<` ends or escapes it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Backslash-escaped in Markdown text after HTML escaping ('$' opens math on GitHub); '&', ';' and
+# '#' stay, since they spell the entities html.escape writes. The text never starts a line, so
+# the line-start markers ('#', '-', '+', '1.') need no escape.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()!|~$])")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or f"\\x{ord(char):02x}"
+
+
+def visible(text: object) -> str:
+    """Text with its control characters shown as escapes: one line, inert in a terminal."""
+    return _CONTROL.sub(_escape, str(text))
+
+
+def one_line(text: object) -> str:
+    """`visible` text with each run of whitespace made one space."""
+    return " ".join(visible(text).split())
+
+
+def md_text(value: object) -> str:
+    """Text as inert Markdown: one line, HTML-escaped, Markdown punctuation escaped; '-' if
+    empty."""
+    flat = "" if value is None else one_line(value)
+    if not flat:
+        return "-"
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(flat, quote=True))
+
+
+def code_span(text: str) -> str:
+    """A table cell of inline code showing `visible(text)` verbatim (CommonMark fences, GFM pipe
+    escapes)."""
+    shown = visible(text)
+    longest = max((len(run) for run in re.findall(r"`+", shown)), default=0)
+    fence = "`" * (longest + 1)
+    # CommonMark strips one space from each end when both ends have one: pad so it strips ours.
+    edge_space = shown.startswith(" ") and shown.endswith(" ") and bool(shown.strip())
+    pad = " " if shown.startswith("`") or shown.endswith("`") or edge_space else ""
+    return f"{fence}{pad}{shown}{pad}{fence}".replace("|", "\\|")
