@@ -7,6 +7,9 @@ from datetime import datetime
 
 OUTCOMES = ("pass", "fail", "error", "skipped")
 BRANCH_KINDS = ("main", "pr", "release")
+# The most workers a run can have: the largest integer a history server's column holds (a
+# history file's holds more).
+MAX_WORKER_COUNT = 2**31 - 1
 
 
 @dataclass(slots=True)

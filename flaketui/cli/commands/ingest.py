@@ -27,7 +27,7 @@ from flaketui.core.ingest.writer import (
     file_sha256,
     ingest_reports,
 )
-from flaketui.core.models import BRANCH_KINDS, RunMeta
+from flaketui.core.models import BRANCH_KINDS, MAX_WORKER_COUNT, RunMeta
 from flaketui.core.timeutil import parse_iso
 from flaketui.core.words import plural
 
@@ -44,6 +44,8 @@ def _worker_count(text: str | None) -> int | None:
         raise FlaketuiError(f"--worker-count must be a whole number, got {text!r}") from None
     if count < 1:
         raise FlaketuiError(f"--worker-count must be at least 1, got {count}")
+    if count > MAX_WORKER_COUNT:
+        raise FlaketuiError(f"--worker-count must be at most {MAX_WORKER_COUNT}, got {text}")
     return count
 
 

@@ -27,7 +27,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp
 from flaketui.core.ingest.writer import IngestResult, ingest_batch
-from flaketui.core.models import BRANCH_KINDS, RunMeta
+from flaketui.core.models import BRANCH_KINDS, MAX_WORKER_COUNT, RunMeta
 from flaketui.core.timeutil import parse_iso
 
 if TYPE_CHECKING:
@@ -112,9 +112,11 @@ def _parse_line(number: int, text: str, base: Path) -> _Line:
         raise FlaketuiError(f"'branch_kind' must be one of {', '.join(BRANCH_KINDS)}")
     workers = entry.get("worker_count")
     if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        isinstance(workers, bool)
+        or not isinstance(workers, int)
+        or not 1 <= workers <= MAX_WORKER_COUNT
     ):
-        raise FlaketuiError("'worker_count' must be an integer of at least 1")
+        raise FlaketuiError(f"'worker_count' must be an integer from 1 to {MAX_WORKER_COUNT}")
     changed = entry.get("changed_files") or []
     if changed:
         changed = _strings(changed, "changed_files")

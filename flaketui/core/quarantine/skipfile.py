@@ -243,7 +243,7 @@ def _optional_time(test_id: str, obj: Mapping[str, Any], key: str) -> datetime |
     if not isinstance(value, str):
         raise FlaketuiError(f"tests[{test_id!r}].{key}: expected a timestamp, got {value!r}")
     try:
-        return parse_iso(value)
+        return parse_iso(value, bounded=False)  # an expiry is only compared: 9999 means never
     except FlaketuiError:
         raise FlaketuiError(
             f"tests[{test_id!r}].{key}: not an ISO 8601 timestamp: {value!r}"
