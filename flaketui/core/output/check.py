@@ -44,6 +44,8 @@ DAMAGE_REASON = "damage"
 SUMMARY_TEXT_CHARS = 120
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+# The longest --since: a century reaches back past any CI history and keeps the point computable.
+MAX_SINCE_DAYS = 36500
 
 
 class SinceError(FlaketuiError):
@@ -98,11 +100,19 @@ def parse_fail_on(text: str) -> tuple[str, ...]:
 
 
 def parse_duration(text: str) -> timedelta | None:
-    """`12h`, `7d`, `2w`... as a timedelta; None when the text is not a duration."""
+    """`12h`, `7d`, `2w`... as a timedelta; None when the text is not a duration. SinceError
+    when it is one longer than MAX_SINCE_DAYS."""
     found = _DURATION.match(text)
     if found is None:
         return None
-    return timedelta(seconds=int(found.group(1)) * DURATION_UNITS[found.group(2)])
+    digits = found.group(1).lstrip("0") or "0"
+    longest = MAX_SINCE_DAYS * DURATION_UNITS["d"]
+    # More digits than the longest has is too long, whatever the unit (and int() never sees them).
+    seconds = longest + 1 if len(digits) > len(str(longest)) else int(digits)
+    seconds *= DURATION_UNITS[found.group(2)]
+    if seconds > longest:
+        raise SinceError(f"--since {text!r}: longer than {MAX_SINCE_DAYS} days")
+    return timedelta(seconds=seconds)
 
 
 def resolve_since(db: Connected, now: datetime, since: str | None) -> tuple[datetime, str]:
@@ -124,7 +134,13 @@ def resolve_since(db: Connected, now: datetime, since: str | None) -> tuple[date
             f"--since {since!r}: no run with that id in the history, and not a duration "
             "such as 12h, 7d or 2w"
         )
-    return parse_iso(str(row[0])), f"run {since}"
+    point = parse_iso(str(row[0]))
+    if point > now:
+        raise SinceError(
+            f"--since {since!r}: that run is at {to_iso(point)}, after the time checked "
+            f"({to_iso(now)})"
+        )
+    return point, f"run {since}"
 
 
 _AUDIT_SINCE = """
