@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import re
@@ -11,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from flaketui.core.output.exports import (
     DECISION_COLUMNS,
@@ -24,6 +26,7 @@ from flaketui.core.output.exports import (
     render_decisions,
     render_tests,
 )
+from flaketui.core.output.text import one_line
 from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
 from flaketui.core.scoring import (
     results,  # not `TestVerdict` by name: pytest would try to collect it
@@ -105,6 +108,16 @@ def strip_code(cell: str) -> str:
     return inner
 
 
+# The only tags an export's Markdown renders to: its headings, tables, code and bold.
+REPORT_TAGS = {"h1", "h2", "p", "table", "thead", "tbody", "tr", "th", "td", "code", "strong"}
+
+
+def md_plain(cell: str) -> str:
+    """The text a Markdown table cell of plain text shows (backslash escapes and HTML entities
+    undone)."""
+    return html.unescape(re.sub(r"\\(.)", r"\1", cell))
+
+
 def parse_markdown(text: str) -> dict[str, list[dict[str, str]]]:
     """owner heading -> rows as {header: cell}."""
     groups: dict[str, list[dict[str, str]]] = {}
@@ -114,7 +127,7 @@ def parse_markdown(text: str) -> dict[str, list[dict[str, str]]]:
     for line in text.splitlines():
         heading = re.fullmatch(r"## (.*) \((\d+)\)", line)
         if heading:
-            owner = heading.group(1).replace("\\|", "|")
+            owner = md_plain(heading.group(1))
             counts[owner] = int(heading.group(2))
             groups[owner] = []
             headers = []
@@ -237,6 +250,7 @@ node_ids = st.text(
     ),
     reason=st.text(max_size=30),
 )
+@example(ids=["t"], owner="<b>@x</b>", reason="<img src=x onerror=alert(1)> *now* | `y`")
 def test_every_format_round_trips_arbitrary_ids(
     ids: list[str], owner: str | None, reason: str
 ) -> None:
@@ -251,10 +265,17 @@ def test_every_format_round_trips_arbitrary_ids(
     items = json.loads(render_decisions(found, "json", now=NOW))["items"]
     assert [(i["test_id"], i["reason"]) for i in items] == [(t, reason) for t in expected]
     groups = parse_markdown(render_decisions(found, "markdown", now=NOW))
-    heading = " ".join(owner.split()) if owner else UNOWNED
+    heading = one_line(owner) if owner else UNOWNED
     assert list(groups) == [heading]
     assert [strip_code(r["Test"]) for r in groups[heading]] == expected
-    assert {r["Reason"] for r in groups[heading]} == {" ".join(reason.split())}
+    assert {md_plain(r["Reason"]) for r in groups[heading]} == {one_line(reason)}
+    # Whatever the reason and owner hold, the page has no tag of theirs.
+    rendered = (
+        MarkdownIt("commonmark")
+        .enable("table")
+        .render(render_decisions(found, "markdown", now=NOW))
+    )
+    assert set(re.findall(r"</?([a-z0-9]+)", rendered)) <= REPORT_TAGS
 
 
 # --- the app's export of listed tests -------------------------------------------------------

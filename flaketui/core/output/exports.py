@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.output.text import code_span
+from flaketui.core.output.text import code_span, md_text, one_line
 from flaketui.core.quarantine.skipfile import (
     SCORE_KEYS,
     SkipEntry,
@@ -238,8 +238,9 @@ def render_deselect(test_ids: Iterable[str]) -> str:
 
 
 def md_cell(text: str | None) -> str:
-    """Plain text made safe for a table cell: one line, pipes escaped."""
-    return " ".join((text or "").split()).replace("|", "\\|")
+    """Text as an inert table cell (md_text: one line, HTML and Markdown escaped); empty stays
+    empty."""
+    return md_text(text) if one_line(text or "") else ""
 
 
 def render_markdown(
