@@ -16,6 +16,9 @@ of the suite in each, failure messages with volatile parts), then medians of --r
   transaction per file: what the schema costs a writer that computes nothing;
 - backfill_s (informational): the same runs, with the same metadata, as one manifest backfill
   (`flaketui ingest --manifest`), which commits runs in batches; backfill_ratio = it / parse;
+- run_keyed_floor_ratio, staged_floor_ratio (informational): the store floor with `test_runs`
+  keyed by run instead of by test and time, and with its rows staged by run and moved into the
+  test-ordered table STAGE_RUNS runs at a time: what other layouts of that table would cost;
 - parser_s (informational): flaketui's own parser yielding every case row, nothing stored;
 - append_floor_s (informational): the same built rows appended to tables with no key, index or
   constraint, a transaction per file: the least any schema keeping the history's rows can pay here.
@@ -241,8 +244,12 @@ def _built_rows(paths: list[Path]) -> tuple[dict[str, int], list[tuple[list, lis
     return test_pks, runs
 
 
-def _insert_runs(conn: sqlite3.Connection, runs: list[tuple[list, list]]) -> float:
-    """Seconds to insert each run's built rows, one transaction per run."""
+def _insert_runs(
+    conn: sqlite3.Connection, runs: list[tuple[list, list]], *, staged: bool = False
+) -> float:
+    """Seconds to insert each run's built rows, one transaction per run (staged: `test_runs`
+    rows go to STAGED_TABLE, moved into `test_runs` in test order every STAGE_RUNS runs)."""
+    target = "staged_test_runs" if staged else "test_runs"
     start = time.perf_counter()
     for index, (results, test_runs) in enumerate(runs):
         ts = f"2026-11-{1 + index % 28:02d}T{index % 24:02d}:00:00Z"
@@ -256,15 +263,38 @@ def _insert_runs(conn: sqlite3.Connection, runs: list[tuple[list, list]]) -> flo
             [(run, *row) for row in results],
         )
         conn.executemany(
-            "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts,"
+            f"INSERT INTO {target} (test, run, ts, outcome, bad, attempts, failed_attempts,"
             " worker_id, signature, edited) VALUES (?, ?, ?, ?, 0, ?, 0, NULL, NULL, 0)",
             [(pk, run, ts, outcome, count) for pk, outcome, count in test_runs],
         )
         conn.execute("COMMIT")
+        if staged and ((index + 1) % STAGE_RUNS == 0 or index + 1 == len(runs)):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f"INSERT INTO test_runs SELECT * FROM {target} ORDER BY test, ts, run")
+            conn.execute(f"DELETE FROM {target}")
+            conn.execute("COMMIT")
     return time.perf_counter() - start
 
 
-def store_floor(paths: list[Path], db_path: Path) -> tuple[float, int]:
+# Other layouts of test_runs, measured as store_floor is (informational): keyed by run, in the
+# order runs arrive; or staged so (a table with no key) and moved into the real, test-ordered
+# table STAGE_RUNS runs at a time, as a fold could.
+STAGE_RUNS = 16
+TEST_RUNS_COLUMNS = """test INTEGER NOT NULL, run INTEGER NOT NULL, ts TEXT NOT NULL,
+    outcome TEXT NOT NULL, bad INTEGER NOT NULL, attempts INTEGER NOT NULL,
+    failed_attempts INTEGER NOT NULL, worker_id TEXT, signature INTEGER,
+    edited INTEGER NOT NULL DEFAULT 0"""
+LAYOUTS = {
+    "test": [],
+    "run": [
+        "DROP TABLE test_runs",
+        f"CREATE TABLE test_runs ({TEST_RUNS_COLUMNS}, PRIMARY KEY (run, test)) WITHOUT ROWID",
+    ],
+    "staged": [f"CREATE TABLE staged_test_runs ({TEST_RUNS_COLUMNS})"],
+}
+
+
+def store_floor(paths: list[Path], db_path: Path, layout: str = "test") -> tuple[float, int]:
     """Informational: seconds to store already-built rows, one transaction per file.
 
     The rows of every file are parsed and built first (untimed); then only the rows the schema
@@ -277,6 +307,8 @@ def store_floor(paths: list[Path], db_path: Path) -> tuple[float, int]:
 
     test_pks, runs = _built_rows(paths)
     conn = fresh_history(db_path)
+    for statement in LAYOUTS[layout]:
+        conn.execute(statement)
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute(f"PRAGMA wal_autocheckpoint = {WRITE_CHECKPOINT_PAGES}")  # as ingest writes
     conn.execute("BEGIN")
@@ -285,7 +317,7 @@ def store_floor(paths: list[Path], db_path: Path) -> tuple[float, int]:
         [(pk, test_id, test_id) for test_id, pk in test_pks.items()],
     )
     conn.execute("COMMIT")
-    seconds = _insert_runs(conn, runs)
+    seconds = _insert_runs(conn, runs, staged=layout == "staged")
     conn.close()
     return seconds, sum(len(results) for results, _ in runs)
 
@@ -391,6 +423,7 @@ def main() -> None:
     ingest_times, parse_times, floor_times = [], [], []
     tail_times: list[float] = []
     parser_times, append_times, backfill_times = [], [], []
+    layout_times: dict[str, list[float]] = {"run": [], "staged": []}
     results = 0
     for round_ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
@@ -409,6 +442,8 @@ def main() -> None:
             backfill_times.append(backfill_s)
             parse_times.append(timed(lambda: bare_parse(paths))[0])
             floor_times.append(store_floor(paths, Path(tmp) / "floor.db")[0])
+            for layout, times in layout_times.items():
+                times.append(store_floor(paths, Path(tmp) / f"floor-{layout}.db", layout)[0])
             parser_times.append(parser_only(paths))
             append_times.append(append_floor(paths, Path(tmp) / "append.db"))
         log(
@@ -434,6 +469,8 @@ def main() -> None:
             "backfill_ratio": round(backfill_s / parse_s, 3),
             "store_floor_s": floor_s,
             "store_floor_ratio": round(floor_s / parse_s, 3),
+            "run_keyed_floor_ratio": round(median(layout_times["run"]) / parse_s, 3),
+            "staged_floor_ratio": round(median(layout_times["staged"]) / parse_s, 3),
             "parser_s": parser_s,
             "parser_ratio": round(parser_s / parse_s, 3),
             "append_floor_s": append_s,
