@@ -4,6 +4,9 @@ prints the verdict its experiments support."""
 from __future__ import annotations
 
 import json
+import sqlite3
+import sys
+import sysconfig
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+import flaketui
 from flaketui.cli.group import cli
 from flaketui.core.diagnosis import sessions
 from flaketui.core.diagnosis.sessions import (
@@ -184,13 +188,10 @@ def test_failing_every_time_after_its_predecessors_is_order_dependent(
         outcomes = {test: "fail" if test == VICTIM and failed else "pass" for test in node_ids}
         return SessionResult([], list(node_ids), outcomes)
 
-    init = PytestSessions.__init__
-
-    def without_xdist(self: PytestSessions, *args: object, **kwargs: object) -> None:
-        init(self, *args, **kwargs)  # type: ignore[arg-type]
+    def without_xdist(self: PytestSessions) -> None:
         self.has_xdist = False
 
-    monkeypatch.setattr(PytestSessions, "__init__", without_xdist)
+    monkeypatch.setattr(PytestSessions, "check_interpreter", without_xdist)
     monkeypatch.setattr(PytestSessions, "run", run)
     args = ["diagnose", str(path), VICTIM, "--repo", str(repo), "--runs", "4"]
     result = CliRunner().invoke(cli, args)
@@ -207,3 +208,148 @@ def test_failing_every_time_after_its_predecessors_is_order_dependent(
         "  random orders: failed 0/4",
     ]
     assert lines[6] == f"  reproduce: pytest {' '.join(STEPS)} {VICTIM} -p no:randomly"
+
+
+# Interpreters that lack part of what a session needs: the packages of this one, but for some,
+# on the path of a wrapper script that starts this interpreter without its site-packages.
+WORKTREE = Path(flaketui.__file__).resolve().parents[1]
+
+
+def interpreter(directory: Path, without: tuple[str, ...], flaketui_path: bool = True) -> str:
+    site = directory / "site-packages"
+    site.mkdir(parents=True)
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.endswith(".pth") and not entry.name.lower().startswith(without):
+            (site / entry.name).symlink_to(entry)
+    path = f"{WORKTREE}:{site}" if flaketui_path else str(site)
+    wrapper = directory / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={path} exec {sys.executable} -S "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+@pytest.fixture(scope="module")
+def without_xdist(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return interpreter(tmp_path_factory.mktemp("no-xdist"), ("xdist", "pytest_xdist"))
+
+
+def diagnose_runs(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        found = conn.execute("SELECT count(*) FROM runs WHERE source = 'diagnose'").fetchone()
+    return int(found[0])
+
+
+def refused(result: object, db: Path) -> str:
+    """The one error line of a diagnose that ran nothing it could count, and stored nothing."""
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    lines = result.output.splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
+    assert diagnose_runs(db) == 0
+    return str(lines[0])
+
+
+def test_an_interpreter_without_pytest_is_refused_in_one_line(
+    repo: Path, db: Path, tmp_path: Path
+) -> None:
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    wrapper.chmod(0o755)
+    args = ["diagnose", str(db), VICTIM, "--repo", str(repo), "--runs", "2"]
+    line = refused(CliRunner().invoke(cli, [*args, "--python", str(wrapper)]), db)
+    assert line == f"Error: {wrapper}: no pytest there (No module named 'pytest')"
+
+
+def test_an_interpreter_without_the_plugin_is_refused_in_one_line(
+    repo: Path, db: Path, tmp_path: Path
+) -> None:
+    python = interpreter(tmp_path, ("pytest_flaketui",), flaketui_path=False)
+    args = ["diagnose", str(db), VICTIM, "--repo", str(repo), "--runs", "2"]
+    line = refused(CliRunner().invoke(cli, [*args, "--python", python]), db)
+    assert line.startswith(f"Error: {python}: flaketui's pytest plugin is not installed there")
+
+
+def test_a_test_that_pytest_does_not_collect_is_refused_in_one_line(
+    repo: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "renamed.db"
+    history = open_history(path)
+    recorder = RunRecorder(history, RunMeta(run_id="r1", ts=datetime(2026, 11, 1, tzinfo=UTC)))
+    gone = "tests/test_a.py::test_renamed"
+    recorder.add([CaseResult(gone, "tests/test_a.py", [Attempt("fail", 5, "boom")])])
+    recorder.finish()
+    history.conn.close()
+    args = ["diagnose", str(path), gone, "--repo", str(repo), "--runs", "2"]
+    line = refused(CliRunner().invoke(cli, [*args, "--python", sys.executable]), path)
+    assert line.startswith(
+        f"Error: {gone} did not run with {sys.executable} -m pytest: pytest exit status 4: "
+        f"not found: {repo}/tests/test_a.py::test_renamed"
+    ), line
+
+
+def test_without_xdist_the_worker_experiment_is_left_out_not_counted(
+    repo: Path, tmp_path: Path, without_xdist: str
+) -> None:
+    path = tmp_path / "parallel.db"
+    history = open_history(path)
+    for number in range(4):
+        meta = RunMeta(
+            run_id=f"ci-{number}", ts=datetime(2026, 11, 1, number, tzinfo=UTC), worker_count=4
+        )
+        recorder = RunRecorder(history, meta)
+        outcome = "fail" if number % 2 else "pass"
+        recorder.add([CaseResult(VICTIM, "tests/test_a.py", [Attempt(outcome, 5, "boom")])])
+        recorder.finish()
+    history.conn.close()
+    args = ["diagnose", str(path), VICTIM, "--repo", str(repo), "--runs", "2"]
+    result = CliRunner().invoke(cli, [*args, "--python", without_xdist])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[1:3] == [
+        "  did not fail here in 2 sessions: look at what differs from CI",
+        "  alone: failed 0/2",
+    ]
+    assert f"  skipped workers: pytest-xdist is not installed for {without_xdist}" in lines
+    assert not any(line.startswith(("  1 worker:", "  4 workers:")) for line in lines), lines
+    assert diagnose_runs(path) == 2
+
+
+def test_sessions_that_did_not_run_the_test_are_not_passes(
+    repo: Path, tmp_path: Path, without_xdist: str
+) -> None:
+    # The recorded predecessor's file no longer imports: every session with it collects
+    # nothing, so the test ran only alone.
+    (repo / "tests" / "test_broken.py").write_text("import nope\n\n\ndef test_x():\n    pass\n")
+    path = tmp_path / "broken.db"
+    history = open_history(path)
+    recorder = RunRecorder(history, RunMeta(run_id="ci", ts=datetime(2026, 11, 1, tzinfo=UTC)))
+    recorder.add(
+        [
+            CaseResult(test, test.split("::")[0], [Attempt(outcome, 5, None, "gw0", None, n)])
+            for n, (test, outcome) in enumerate(
+                [("tests/test_broken.py::test_x", "pass"), (VICTIM, "fail")], start=1
+            )
+        ]
+    )
+    recorder.finish()
+    history.conn.close()
+    args = ["diagnose", str(path), VICTIM, "--repo", str(repo), "--runs", "2"]
+    result = CliRunner().invoke(cli, [*args, "--python", without_xdist])
+    assert result.exit_code == 0, result.output
+    reason = (
+        "pytest exit status 4: error collecting tests/test_broken.py: "
+        "ModuleNotFoundError: No module named 'nope'"
+    )
+    assert result.output.splitlines()[:5] == [
+        f"{VICTIM}: not-reproducible",
+        "  did not fail here in 2 sessions (5 more did not run it): look at what differs from CI",
+        "  alone: failed 0/2",
+        f"  after predecessors: the test did not run in 3 sessions: {reason}",
+        f"  random orders: the test did not run in 2 sessions: {reason}",
+    ]
+    with sqlite3.connect(path) as conn:
+        stored = conn.execute(
+            "SELECT a.outcome FROM results a JOIN tests t ON t.id = a.test "
+            "JOIN runs r ON r.id = a.run WHERE r.source = 'diagnose' AND t.test_id = ?",
+            (VICTIM,),
+        ).fetchall()
+    assert stored == [("pass",), ("pass",)]  # the sessions alone, and only those

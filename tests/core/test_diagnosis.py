@@ -1,4 +1,5 @@
-"""diagnose's order-dependence decision: each group of sessions after other tests against alone."""
+"""diagnose's order-dependence decision: each group of sessions after other tests against alone;
+a session that did not run the test is neither a pass nor a failure."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flaketui.core.diagnosis.experiments import Experiment, order_evidence
+from flaketui.core.diagnosis.sessions import SessionResult
 from flaketui.core.scoring.statistics import fisher_exact
 
 RECORDED = "after its predecessors in their recorded order"
@@ -125,3 +127,45 @@ def test_a_group_counts_only_with_two_failures_more_often_than_alone_and_signifi
     assert found.failed >= 2
     assert found.failed / found.sessions > alone[0] / alone[1]
     assert fisher_exact(found.failed, found.sessions, *alone) <= 0.05
+
+
+TEST = "tests/test_a.py::test_one"
+
+
+@pytest.mark.parametrize(
+    ("session", "reason"),
+    [
+        (SessionResult([], [TEST], {TEST: "pass"}), None),
+        (SessionResult([], [TEST], {TEST: "fail"}, exit_code=1), None),
+        (SessionResult([], [TEST], {f"{TEST}[a]": "skipped", f"{TEST}[b]": "pass"}), None),
+        (SessionResult([], [TEST], {TEST: "skipped"}), "the test was skipped"),
+        (
+            SessionResult([], [TEST], exit_code=-9, timed_out=600.0),
+            "pytest did not finish within 600 s",
+        ),
+        (SessionResult([], [TEST], exit_code=-9), "pytest was killed by signal 9"),
+        (SessionResult([], [TEST], exit_code=5), "pytest exit status 5: no tests collected"),
+        (
+            SessionResult([], [TEST], {"tests/test_a.py::test_two": "pass"}),
+            "pytest exit status 0: the test was not among those pytest ran",
+        ),
+        (
+            SessionResult(
+                [],
+                [TEST],
+                exit_code=4,
+                output="ERROR: usage: pytest [options]\npytest: error: unrecognized arguments: "
+                "-n\n  inifile: None\n",
+            ),
+            "pytest exit status 4: unrecognized arguments: -n",
+        ),
+    ],
+)
+def test_a_session_without_a_result_for_the_test_says_why(
+    session: SessionResult, reason: str | None
+) -> None:
+    assert session.not_run(TEST) == reason
+    experiment = Experiment("alone")
+    assert experiment.tally(session, TEST) == (None if reason else session.failed(TEST))
+    assert (experiment.sessions, experiment.not_run) == ((0, 1) if reason else (1, 0))
+    assert experiment.not_run_reason == (reason or "")

@@ -35,7 +35,13 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "replay": diagnosis.replay,
         "replay_run": diagnosis.replay_run,
         "experiments": [
-            {"name": e.name, "sessions": e.sessions, "failed": e.failed}
+            {
+                "name": e.name,
+                "sessions": e.sessions,
+                "failed": e.failed,
+                "not_run": e.not_run,
+                "not_run_reason": e.not_run_reason or None,
+            }
             for e in diagnosis.experiments
         ],
         "skipped": diagnosis.skipped,
@@ -119,7 +125,7 @@ def diagnose_command(
     click.echo(f"{diagnosis.test_id}: {diagnosis.label}")
     click.echo(f"  {diagnosis.summary}")
     for experiment in diagnosis.experiments:
-        click.echo(f"  {experiment.name}: failed {experiment.failed}/{experiment.sessions}")
+        click.echo(f"  {experiment.name}: {experiment.counts()}")
     for note in diagnosis.skipped:
         click.echo(f"  skipped {note}")
     click.echo(f"  reproduce: {' '.join(diagnosis.command)}")

@@ -6,8 +6,14 @@ pytest runs a node id once per session):
 2. after its predecessors: the tests that ran before it on the same worker in its latest
    recorded bad run (else the predecessor suspects), then the test, up to 3 times;
 3. workers: the test with those predecessors at one worker, then at the worker count where the
-   history shows it failing most (at least 2; only when pytest-xdist is installed);
+   history shows it failing most (at least 2; only when the interpreter that runs the sessions
+   has pytest-xdist);
 4. random orders: the test and its predecessors shuffled, one seed per session.
+
+A session counts only when the test ran in it (see SessionResult.not_run): one in which pytest
+did not start, did not collect the test, stopped before it or skipped it is neither a pass nor a
+failure, and each experiment says how many it had and why. When the opening session alone does
+not run the test, diagnose stops there with the reason: nothing else would run it either.
 
 Classification, first match wins:
 - ``fails-every-time``: it failed in every session alone (a break, not a flake, here);
@@ -60,6 +66,7 @@ from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.scoring.causes import CauseAnalysis, analyse, dimension_rows
 from flaketui.core.scoring.order import latest_seed_replay
 from flaketui.core.scoring.statistics import fisher_exact, wilson_interval
+from flaketui.core.words import plural
 
 EXPERIMENT_SOURCE = "diagnose"
 LABELS = (
@@ -103,6 +110,30 @@ class Experiment:
     # in them (a shuffle that puts it first runs nothing before it).
     preceded: int = 0
     preceded_failed: int = 0
+    # Sessions that did not run the test (not counted above), and the first one's reason.
+    not_run: int = 0
+    not_run_reason: str = ""
+
+    def tally(self, result: SessionResult, test_id: str) -> bool | None:
+        """Count a session: whether the test failed in it, None when it did not run there."""
+        reason = result.not_run(test_id)
+        if reason is not None:
+            self.not_run += 1
+            self.not_run_reason = self.not_run_reason or reason
+            return None
+        failed = result.failed(test_id)
+        self.sessions += 1
+        self.failed += failed
+        return failed
+
+    def counts(self) -> str:
+        """`failed 1/4`, and the sessions that did not run the test with the first reason."""
+        text = f"failed {self.failed}/{self.sessions}" if self.sessions else ""
+        if self.not_run:
+            text += "; " if text else ""
+            text += f"the test did not run in {plural(self.not_run, 'session')}: "
+            text += self.not_run_reason
+        return text
 
 
 @dataclass(slots=True)
@@ -200,6 +231,7 @@ class Diagnoser:
         """Run the experiments on a test of the history and classify it."""
         repo = self.sessions.repo
         check_node_id(repo, test_id)
+        self.sessions.check_interpreter()
         analysis = analyse(self.db, test_id, now=self.now, config=self.config)
         before = [t for t in recorded_predecessors(self.db, analysis.members) if _usable(repo, t)][
             -MAX_PREDECESSORS:
@@ -228,14 +260,19 @@ class Diagnoser:
         try:
             alone = experiments["alone"] = Experiment("alone")
             for _ in range(self.runs):
-                alone.sessions += 1
-                alone.failed += self._session([test_id], "alone").failed(test_id)
+                result = self._session([test_id], "alone")
+                first = not alone.sessions and not alone.not_run
+                alone.tally(result, test_id)
+                if first and alone.not_run:
+                    raise DiagnoseError(
+                        f"{test_id} did not run with {self.sessions.python} -m pytest: "
+                        f"{alone.not_run_reason}"
+                    )
             if before:
                 after = experiments["after"] = Experiment("after predecessors")
                 for _ in range(AFTER_REPEATS):
-                    after.sessions += 1
-                    if self._session([*before, test_id], "after predecessors").failed(test_id):
-                        after.failed += 1
+                    result = self._session([*before, test_id], "after predecessors")
+                    if after.tally(result, test_id):
                         failing_order = list(before)
             else:
                 skipped.append("after predecessors: the history recorded none")
@@ -244,14 +281,11 @@ class Diagnoser:
                 serial = experiments["serial"] = Experiment("1 worker")
                 parallel = experiments["parallel"] = Experiment(f"{workers} workers")
                 for _ in range(self.runs):
-                    serial.sessions += 1
-                    serial.failed += self._session(workload, "1 worker").failed(test_id)
-                    parallel.sessions += 1
-                    parallel.failed += self._session(
-                        workload, f"{workers} workers", workers
-                    ).failed(test_id)
+                    serial.tally(self._session(workload, "1 worker"), test_id)
+                    result = self._session(workload, f"{workers} workers", workers)
+                    parallel.tally(result, test_id)
             else:
-                skipped.append("workers: pytest-xdist is not installed")
+                skipped.append(f"workers: pytest-xdist is not installed for {self.sessions.python}")
             if before:
                 shuffled = experiments["random"] = Experiment("random orders")
                 rng = random.Random(test_id)  # the same orders for the same test
@@ -259,10 +293,11 @@ class Diagnoser:
                     order = [*before, test_id]
                     rng.shuffle(order)
                     ahead = order[: order.index(test_id)]
-                    shuffled.sessions += 1
+                    failed = shuffled.tally(self._session(order, "random orders"), test_id)
+                    if failed is None:
+                        continue
                     shuffled.preceded += bool(ahead)
-                    if self._session(order, "random orders").failed(test_id):
-                        shuffled.failed += 1
+                    if failed:
                         shuffled.preceded_failed += bool(ahead)
                         if failing_order is None and ahead:
                             failing_order = ahead
@@ -378,12 +413,15 @@ class Diagnoser:
         where = f"; the history points at {hint}" if hint else ""
         total = sum(e.sessions for e in listed)
         failed = sum(e.failed for e in listed)
+        not_run = sum(e.not_run for e in listed)
         seen = (
             f"failed in {failed} of {total} sessions here, none alone, too few to single out a "
             "cause"
             if failed
-            else f"did not fail here in {total} sessions"
+            else f"did not fail here in {plural(total, 'session')}"
         )
+        if not_run:
+            seen += f" ({not_run} more did not run it)"
         return make(
             "not-reproducible",
             f"{seen}: look at what differs from CI{where}",

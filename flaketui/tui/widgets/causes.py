@@ -62,9 +62,7 @@ def diagnosis_text(diagnosis: Any) -> Text:
     text.append(diagnosis.label, "bold")
     text.append(f"  {diagnosis.summary}")
     for experiment in diagnosis.experiments:
-        text.append(
-            f"\n  {experiment.name}: failed {experiment.failed}/{experiment.sessions}", "dim"
-        )
+        text.append(f"\n  {experiment.name}: {experiment.counts()}", "dim")
     text.append("\n  reproduce: ")
     text.append(" ".join(diagnosis.command), "bold")
     replay = getattr(diagnosis, "replay", None)
