@@ -8,7 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from flaketui.core.errors import ConfigError
+from flaketui.core.timeutil import MAX_DAYS, MAX_EXPIRY_DAYS
 
+# Day settings (every `*_days`) lie within 0..MAX_DAYS; these must be above 0, and an expiry
+# is at most MAX_EXPIRY_DAYS, as a quarantine's --expires.
+POSITIVE_DAYS = frozenset({"window_days", "half_life_days", "skip_expiry_days"})
 # Run dimensions a JUnit report's properties may state (see junit_properties).
 RUN_DIMENSIONS = ("runner_host", "os", "python", "platform", "order_seed")
 
@@ -114,6 +118,19 @@ def _coerce(name: str, default: Any, value: Any) -> Any:
     raise ConfigError(f"[tool.flaketui] {name} must be a {type(default).__name__}, got {value!r}")
 
 
+def _check_days(name: str, value: float) -> None:
+    """Refuse a day setting outside what the scores and expiries can be computed with."""
+    positive = name in POSITIVE_DAYS
+    high = MAX_EXPIRY_DAYS if name == "skip_expiry_days" else MAX_DAYS
+    low_ok = value > 0 if positive else value >= 0  # False for NaN too
+    if not (low_ok and value <= high):
+        above = "above 0" if positive else "from 0"
+        raise ConfigError(
+            f"[tool.flaketui] {name} must be a number of days {above} and at most {high},"
+            f" got {value!r}"
+        )
+
+
 def config_from_mapping(table: dict[str, Any]) -> Config:
     """Build a Config from a `[tool.flaketui]` table, refusing unknown keys and wrong types."""
     known = {f.name: f for f in dataclasses.fields(Config)}
@@ -124,6 +141,8 @@ def config_from_mapping(table: dict[str, Any]) -> Config:
         if key not in known:
             raise ConfigError(f"[tool.flaketui] unknown setting {name!r}")
         values[key] = _coerce(key, getattr(defaults, key), value)
+        if key.endswith("_days"):
+            _check_days(key, values[key])
     for name, dimension in values.get("junit_properties", {}).items():
         if dimension not in RUN_DIMENSIONS:
             raise ConfigError(

@@ -12,6 +12,11 @@ from flaketui.core.errors import FlaketuiError
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 12, 31, 23, 59, 59, tzinfo=UTC)
 TIME_RANGE = "years 1970 to 9000"
+# The longest span of days flaketui computes with (a window, a retention, a look back): a century
+# reaches past any CI history and, from any time above, stays within the calendar.
+MAX_DAYS = 36_500
+# The longest a quarantine may run before its entry expires: ten years.
+MAX_EXPIRY_DAYS = 3_650
 
 
 def utc_now() -> datetime:

@@ -49,7 +49,7 @@ WRITERS: dict[str, tuple[str, int]] = {
     "quarantine": (f"quarantine history.db tests/test_c.py::test_1 --reason r "
                    f"--skip-file q.json {NOW}", 0),
     "release": (f"release history.db {TEST} --skip-file q.json {NOW}", 0),
-    "prune": ("prune history.db --older-than 100000", 0),
+    "prune": ("prune history.db --older-than 36500", 0),
     "resign": ("resign history.db", 0),
     "ingest": ("ingest history.db r3.xml --no-detect --run-id r3", 0),
     "merge-into": ("merge history.db other.db", 0),

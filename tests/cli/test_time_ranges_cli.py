@@ -246,3 +246,72 @@ def test_an_expiry_is_only_compared_so_any_year_reads() -> None:
 
 def test_to_iso_keeps_four_digit_years() -> None:
     assert to_iso(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01T00:00:00Z"
+
+
+FLAKY = "tests/test_a.py::test_flaky"
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "words"),
+    [
+        (["quarantine", "{db}", FLAKY, "--reason", "r", "--expires", "3651"], 1, ["--expires"]),
+        (["quarantine", "{db}", FLAKY, "--reason", "r", "--expires", "9" * 30], 1, ["--expires"]),
+        (["changes", "{db}", FLAKY, "--days", "36501"], 1, ["--days"]),
+        (["changes", "{db}", FLAKY, "--days", "9" * 30], 1, ["--days"]),
+        (["prune", "{db}", "--older-than", "36501"], 1, ["at most 36500"]),
+        (["prune", "{db}", "--older-than", "1e300"], 1, ["at most 36500"]),
+        (["prune", "{db}", "--older-than", "inf"], 1, ["at most 36500"]),
+        (["prune", "{db}", "--older-than", "nan"], 1, ["at most 36500"]),
+    ],
+)
+def test_day_counts_too_large_are_one_line(
+    runner: CliRunner,
+    history: Path,
+    tmp_path: Path,
+    argv: list[str],
+    status: int,
+    words: list[str],
+) -> None:
+    before = history.read_bytes()
+    skip = tmp_path / "skip.json"
+    args = [arg.format(db=history) for arg in argv]
+    if args[0] == "quarantine":
+        args += ["--skip-file", str(skip), "--now", NOW]
+    assert_refused(runner.invoke(cli, args), status, *words)
+    assert history.read_bytes() == before and not skip.exists()
+
+
+def test_day_counts_at_their_limit_compute(runner: CliRunner, history: Path) -> None:
+    result = runner.invoke(cli, ["changes", str(history), FLAKY, "--days", "36500", "--now", NOW])
+    assert_no_traceback(result)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("window_days", "99999999999"),
+        ("window_days", "0"),
+        ("half_life_days", "0.0"),
+        ("half_life_days", "inf"),
+        ("half_life_days", "nan"),
+        ("grace_days", "-1"),
+        ("removal_days", "36501"),
+        ("skip_expiry_days", "3651"),
+    ],
+)
+def test_day_settings_out_of_range_are_one_line(
+    runner: CliRunner, history: Path, setting: str, value: str
+) -> None:
+    Path("pyproject.toml").write_text(f"[tool.flaketui]\n{setting} = {value}\n")
+    result = runner.invoke(cli, ["report", str(history), "--now", NOW])
+    assert_refused(result, 1, f"[tool.flaketui] {setting} must be a number of days")
+
+
+def test_day_settings_at_their_limits_compute(runner: CliRunner, history: Path) -> None:
+    Path("pyproject.toml").write_text(
+        "[tool.flaketui]\nwindow_days = 36500\ngrace_days = 0\nskip_expiry_days = 3650\n"
+    )
+    result = runner.invoke(cli, ["report", str(history), "--now", NOW])
+    assert_no_traceback(result)
+    assert result.exit_code == 0, result.output

@@ -130,4 +130,7 @@ def test_prune_command_refuses_bad_input(tmp_path: Path) -> None:
     open_history(path).conn.close()
     zero = CliRunner().invoke(cli, ["prune", str(path), "--older-than", "0"])
     assert zero.exit_code == 1
-    assert zero.output.strip() == "Error: --older-than must be a positive number of days, got 0"
+    assert (
+        zero.output.strip()
+        == "Error: --older-than must be a number of days above 0 and at most 36500, got 0"
+    )

@@ -153,7 +153,7 @@ def test_unknown_test_is_refused_unless_forced(
     [
         ({"mode": "maybe"}, "mode must be"),
         ({"reason": "  "}, "a reason is required"),
-        ({"expires_days": 0}, "positive number of days"),
+        ({"expires_days": 0}, "number of days from 1 to 3650"),
         ({"source": "robot"}, "unknown source"),
     ],
 )

@@ -13,7 +13,7 @@ from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.scoring.series import verdict_changes
-from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.timeutil import MAX_DAYS, parse_iso, to_iso
 from flaketui.core.words import plural
 
 
@@ -23,7 +23,7 @@ from flaketui.core.words import plural
 @click.option("--now", metavar="ISO", help="Judge as of this time (default: now).")
 @click.option(
     "--days",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_DAYS),
     help="How many days back (default: the scoring window).",
 )
 @click.option(

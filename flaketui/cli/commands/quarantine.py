@@ -23,7 +23,7 @@ from flaketui.core.quarantine.skipfile import (
     resolve_skip_file,
     resolve_skip_file_source,
 )
-from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+from flaketui.core.timeutil import MAX_EXPIRY_DAYS, parse_iso, to_iso, utc_now
 from flaketui.core.words import plural
 
 SKIP_FILE_OPTION = click.option(
@@ -119,7 +119,7 @@ def _changes(old: SkipEntry, new: SkipEntry) -> list[str]:
 @click.option(
     "--expires",
     "expires_days",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_EXPIRY_DAYS),
     metavar="DAYS",
     help="Days until the entry expires (default: skip_expiry_days, 30).",
 )

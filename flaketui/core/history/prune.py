@@ -26,7 +26,7 @@ import sqlite_utils
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import set_meta, transaction
 from flaketui.core.rollups import build as rollups
-from flaketui.core.timeutil import to_iso, utc_now
+from flaketui.core.timeutil import MAX_DAYS, to_iso, utc_now
 
 
 class PruneError(FlaketuiError):
@@ -53,6 +53,14 @@ def _file_bytes(db: sqlite_utils.Database) -> int:
     return page_size * pages
 
 
+def check_older_than(days: float) -> None:
+    """Refuse a retention that is not a number of days above 0 and at most MAX_DAYS."""
+    if not 0 < days <= MAX_DAYS:  # NaN fails too
+        raise PruneError(
+            f"--older-than must be a number of days above 0 and at most {MAX_DAYS}, got {days:g}"
+        )
+
+
 def prune_history(
     db: sqlite_utils.Database,
     older_than_days: float,
@@ -61,8 +69,7 @@ def prune_history(
     vacuum: bool = False,
 ) -> PruneResult:
     """Delete every run older than `older_than_days` before now; VACUUM afterwards on request."""
-    if not older_than_days > 0:
-        raise PruneError(f"--older-than must be a positive number of days, got {older_than_days:g}")
+    check_older_than(older_than_days)
     cutoff = (now or utc_now()) - timedelta(days=older_than_days)
     cutoff_iso = to_iso(cutoff)
     cutoff_day = cutoff_iso[:10]

@@ -35,7 +35,7 @@ from flaketui.core.output.text import md_text, one_line
 from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
 from flaketui.core.scoring.report import VERDICT_ORDER, build_report, effective_now
 from flaketui.core.scoring.results import Report, TestVerdict, Verdict
-from flaketui.core.timeutil import parse_iso, to_iso
+from flaketui.core.timeutil import MAX_DAYS, parse_iso, to_iso
 
 REASONS = ("new-flaky", "regression", "confirmed-regression", "quarantine-expired")
 DEFAULT_REASONS = ("new-flaky", "regression", "quarantine-expired")
@@ -45,7 +45,7 @@ SUMMARY_TEXT_CHARS = 120
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 # The longest --since: a century reaches back past any CI history and keeps the point computable.
-MAX_SINCE_DAYS = 36500
+MAX_SINCE_DAYS = MAX_DAYS
 
 
 class SinceError(FlaketuiError):

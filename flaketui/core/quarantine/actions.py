@@ -31,7 +31,7 @@ from flaketui.core.quarantine.skipfile import (
 )
 from flaketui.core.scoring.detail import did_you_mean
 from flaketui.core.testids import parent_of
-from flaketui.core.timeutil import to_iso
+from flaketui.core.timeutil import MAX_EXPIRY_DAYS, to_iso
 
 SOURCES = ("cli", "app", "lifecycle")
 
@@ -222,8 +222,10 @@ def quarantine(
     if not reason.strip():
         raise QuarantineError("a reason is required")
     days = config.skip_expiry_days if expires_days is None else expires_days
-    if days <= 0:
-        raise QuarantineError(f"expiry must be a positive number of days, not {days}")
+    if not 0 < days <= MAX_EXPIRY_DAYS:
+        raise QuarantineError(
+            f"expiry must be a number of days from 1 to {MAX_EXPIRY_DAYS}, not {days}"
+        )
     test_ids = expand_target(db, test_id_or_parent)
     if not test_ids:
         if not force:

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.validation import Integer
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
+from flaketui.core.timeutil import MAX_EXPIRY_DAYS
 from flaketui.tui.loaders import QuarantineRequest
 from flaketui.tui.widgets.fields import text_input
 
@@ -62,7 +63,7 @@ class QuarantineModal(ModalScreen[QuarantineRequest | None]):
                 yield text_input(
                     str(self.expires_days),
                     id="expires",
-                    validators=[Integer(minimum=1, maximum=3650)],
+                    validators=[Integer(minimum=1, maximum=MAX_EXPIRY_DAYS)],
                     blink=self.blink,
                 )
                 yield Label("Ticket")
@@ -84,7 +85,9 @@ class QuarantineModal(ModalScreen[QuarantineRequest | None]):
             self.notify("A reason is required", severity="error")
             return None
         if not expires.is_valid:
-            self.notify("Expiry must be a number of days (1 to 3650)", severity="error")
+            self.notify(
+                f"Expiry must be a number of days (1 to {MAX_EXPIRY_DAYS})", severity="error"
+            )
             return None
         mode = self.query_one("#mode", Select).value
         return QuarantineRequest(

@@ -21,7 +21,7 @@ from flaketui.core.history.incidents import (
     split_matched,
     tag_in_use,
 )
-from flaketui.core.history.prune import PruneError
+from flaketui.core.history.prune import check_older_than
 from flaketui.core.timeutil import to_iso, utc_now
 
 INCIDENT_LOCK = 0x666C6963  # the push's incident lock: rules change one writer at a time
@@ -123,8 +123,7 @@ def prune_server(
 
     Each pruned run leaves its run id in ``deletions``, so replicas drop it at their next sync.
     """
-    if not older_than_days > 0:
-        raise PruneError(f"--older-than must be a positive number of days, got {older_than_days:g}")
+    check_older_than(older_than_days)
     cutoff = (now or utc_now()) - timedelta(days=older_than_days)
     with pg.transaction():
         old = pg.execute(
