@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from flaketui.cli.commands import cli
-from flaketui.core.output.check import MAX_SINCE_DAYS
+from flaketui.core.timeutil import MAX_DAYS
 from tests.cli.test_time_ranges_cli import (
     NOW,
     SLOW,
@@ -29,8 +29,8 @@ __all__ = ["history", "runner"]  # the fixtures
     unit=st.sampled_from("smhdw"),
     now=st.sampled_from(["1970-01-01T00:00:00Z", NOW, "9000-12-31T23:59:59Z"]),
 )
-@example(digits=str(MAX_SINCE_DAYS), unit="d", now="1970-01-01T00:00:00Z")
-@example(digits=str(MAX_SINCE_DAYS + 1), unit="d", now=NOW)
+@example(digits=str(MAX_DAYS), unit="d", now="1970-01-01T00:00:00Z")
+@example(digits=str(MAX_DAYS + 1), unit="d", now=NOW)
 @example(digits="99999999", unit="d", now=NOW)
 def test_check_since_any_duration(
     runner: CliRunner, history: Path, digits: str, unit: str, now: str
@@ -38,11 +38,11 @@ def test_check_since_any_duration(
     seconds = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}[unit]
     argv = ["check", str(history), "--now", now, "--since", f"{digits}{unit}", "--fail-on", ""]
     result = runner.invoke(cli, argv)
-    if len(digits) < 20 and int(digits) * seconds <= MAX_SINCE_DAYS * 86400:
+    if len(digits) < 20 and int(digits) * seconds <= MAX_DAYS * 86400:
         assert_no_traceback(result)
         assert result.exit_code == 0, result.output
     else:
-        assert_refused(result, 2, "--since", f"longer than {MAX_SINCE_DAYS} days")
+        assert_refused(result, 2, "--since", f"longer than {MAX_DAYS} days")
 
 
 def test_check_since_a_run_after_now_is_a_usage_error(runner: CliRunner, history: Path) -> None:

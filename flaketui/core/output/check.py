@@ -44,8 +44,6 @@ DAMAGE_REASON = "damage"
 SUMMARY_TEXT_CHARS = 120
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-# The longest --since: a century reaches back past any CI history and keeps the point computable.
-MAX_SINCE_DAYS = MAX_DAYS
 
 
 class SinceError(FlaketuiError):
@@ -101,17 +99,17 @@ def parse_fail_on(text: str) -> tuple[str, ...]:
 
 def parse_duration(text: str) -> timedelta | None:
     """`12h`, `7d`, `2w`... as a timedelta; None when the text is not a duration. SinceError
-    when it is one longer than MAX_SINCE_DAYS."""
+    when it is one longer than MAX_DAYS."""
     found = _DURATION.match(text)
     if found is None:
         return None
     digits = found.group(1).lstrip("0") or "0"
-    longest = MAX_SINCE_DAYS * DURATION_UNITS["d"]
+    longest = MAX_DAYS * DURATION_UNITS["d"]
     # More digits than the longest has is too long, whatever the unit (and int() never sees them).
     seconds = longest + 1 if len(digits) > len(str(longest)) else int(digits)
     seconds *= DURATION_UNITS[found.group(2)]
     if seconds > longest:
-        raise SinceError(f"--since {text!r}: longer than {MAX_SINCE_DAYS} days")
+        raise SinceError(f"--since {text!r}: longer than {MAX_DAYS} days")
     return timedelta(seconds=seconds)
 
 
