@@ -341,6 +341,52 @@ def test_explicit_unreadable_file_is_a_usage_error(
     missing.stderr.fnmatch_lines(["*missing.json (--flaketui-skip-file): file not found*"])
 
 
+NAMED_IN_CONFIG = {
+    "ini": ("[pytest]\nflaketui_skip_file = ci/q.json\n", "ini option flaketui_skip_file"),
+    "pyproject": ('[tool.flaketui]\nskip_file = "ci/q.json"\n', "[tool.flaketui] skip_file"),
+}
+
+
+def name_missing_skip_file(pytester: pytest.Pytester, named_in: str) -> str:
+    """Name ci/q.json, which does not exist, in the ini file or pyproject.toml; its label."""
+    text, label = NAMED_IN_CONFIG[named_in]
+    if named_in == "ini":
+        pytester.makeini(text)
+    else:
+        pytester.makepyprojecttoml(text)
+    return label
+
+
+@pytest.mark.parametrize("named_in", sorted(NAMED_IN_CONFIG))
+def test_a_missing_skip_file_named_in_the_configuration_is_warned_about_once(
+    run: Runner, pytester: pytest.Pytester, named_in: str
+) -> None:
+    label = name_missing_skip_file(pytester, named_in)
+    result = run("-q")
+    # The suite runs as without a skip file, and says why nothing is quarantined.
+    result.assert_outcomes(passed=5, failed=2)
+    line = (
+        f"flaketui: skip file {pytester.path / 'ci' / 'q.json'} ({label}): "
+        "file not found; no test is quarantined"
+    )
+    out = result.stdout.str()
+    assert out.count(line) == 1, out
+    assert f"FlaketuiSkipFileWarning: {line}" in out
+
+
+@pytest.mark.parametrize("named_in", sorted(NAMED_IN_CONFIG))
+def test_quarantined_only_with_a_missing_named_skip_file_is_a_usage_error(
+    single: Runner, pytester: pytest.Pytester, named_in: str
+) -> None:
+    label = name_missing_skip_file(pytester, named_in)
+    result = single("--flaketui-quarantined-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        f"flaketui: skip file {pytester.path / 'ci' / 'q.json'} ({label}): file not found; "
+        "--flaketui-quarantined-only has nothing to run"
+    ) in result.stderr.str()
+
+
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makepyfile(test_suite=SUITE)
