@@ -168,3 +168,17 @@ def test_bad_input_is_one_line(work: Path) -> None:
     result = invoke(work, "--now", NOW)
     assert result.exit_code == 1
     assert "skip.json" in result.output and "not valid JSON" in result.output
+
+
+def test_apply_refuses_a_read_only_skip_file_before_writing_anything(work: Path) -> None:
+    build(work / "h.db")
+    write_skip(work, {})
+    skip = work / "skip.json"
+    skip.chmod(0o444)  # no write bit for anyone: read-only, even to root
+    data = skip.read_bytes()
+    result = invoke(work, "--now", NOW, "--apply")
+    assert result.exit_code == 1, result.output
+    assert result.output == f"Error: {skip} is read-only; make it writable to change it\n"
+    assert skip.read_bytes() == data
+    assert [p.name for p in work.glob("*skip.json*")] == ["skip.json"]  # no lock, no temp file
+    assert audit(work) == []  # not the transitions before the quarantine either

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import subprocess
 from datetime import timedelta
 from pathlib import Path
@@ -267,3 +268,34 @@ def test_a_refused_skip_file_command_leaves_no_file(
         assert result.exit_code == 1, result.output
         assert result.output.count("\n") == 1 and result.output.startswith("Error: ")
         assert _files(repo) == before, args
+
+
+@pytest.mark.parametrize("where", ["outside git", "in git"])
+def test_a_read_only_skip_file_is_refused_and_left_as_it_was(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    if where == "outside git":
+        shutil.rmtree(repo / ".git", ignore_errors=True)
+        monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(repo.parent))
+    elif shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    db = str(repo / "history.db")
+    skip = repo / "q.json"
+    assert invoke("quarantine", db, OTHER, "--reason", "r", "--skip-file", str(skip)).exit_code == 0
+    for lock in [*repo.glob("*.lock"), *repo.glob(".git/flaketui/*.lock")]:
+        lock.unlink()
+    skip.chmod(0o444)  # no write bit for anyone: read-only, even to root
+    before, data = _files(repo), skip.read_bytes()
+    refused = [
+        ["quarantine", db, FLAKY, "--reason", "r", "--skip-file", str(skip)],
+        ["quarantine", db, OTHER, "--reason", "again", "--update", "--skip-file", str(skip)],
+        ["release", db, OTHER, "--skip-file", str(skip)],
+    ]
+    for args in refused:
+        result = invoke(*args)
+        assert result.exit_code == 1, result.output
+        assert result.output == f"Error: {skip} is read-only; make it writable to change it\n"
+        assert skip.read_bytes() == data, args
+        assert stat.S_IMODE(skip.stat().st_mode) == 0o444
+        assert _files(repo) == before, args  # no lock file, no temporary file
+    assert [row[:2] for row in audit(repo)] == [("quarantine", OTHER)]

@@ -26,6 +26,7 @@ from flaketui.core.quarantine.skipfile import (
     SkipEntry,
     SkipMode,
     read_skip_file,
+    refuse_read_only,
     round_scores,
     update_skip_file,
 )
@@ -241,6 +242,7 @@ def quarantine(
             _refuse_replacing(entries, test_ids, test_id_or_parent, skip_path)
 
     # Before scoring, which takes a while on a big history: a refusal comes at once.
+    refuse_read_only(skip_path.absolute())
     current = read_skip_file(skip_path.absolute(), explicit=True)
     check({} if current is None else current.entries)
     if repo_root is None:

@@ -31,7 +31,12 @@ from flaketui.core.config import Config
 from flaketui.core.history.store import transaction
 from flaketui.core.quarantine.actions import quarantine, release
 from flaketui.core.quarantine.lifecycle import LIFECYCLE, Plan, Transition
-from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile, read_skip_file
+from flaketui.core.quarantine.skipfile import (
+    SkipEntry,
+    SkipFile,
+    read_skip_file,
+    refuse_read_only,
+)
 from flaketui.core.scoring.results import TestVerdict, Verdict
 from flaketui.core.timeutil import parse_iso, to_iso
 
@@ -153,6 +158,10 @@ def apply_plan(
 ) -> Applied:
     """Write the pending transitions, their skip-file effects and the regression notes."""
     applied = Applied()
+    if any(step.effect in ("quarantine", "release") for step in plan.pending):
+        # Before any row is written: a read-only skip file refused halfway would leave the
+        # transitions before it applied and the rest not.
+        refuse_read_only(skip_path.absolute())
     for step in plan.pending:
         if step.effect == "quarantine":
             # Expiry runs from the apply, so a quarantine caught up days late is not stale.

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -401,6 +402,23 @@ def skip_file_lock(path: Path) -> filelock.BaseFileLock:
     return filelock.FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
 
 
+def refuse_read_only(path: Path) -> None:
+    """Refuse to change a skip file that is read-only (SkipFileError); an absent file is not.
+
+    Read-only means no write bit for anyone, or no write access: root has write access to every
+    file, so the mode bits decide for it. The atomic write renames a new file over the old one,
+    which the folder's permissions allow whatever the file's own, so without this check a
+    read-only file would be replaced.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    writable_bits = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    if stat.S_ISREG(mode) and (not mode & writable_bits or not os.access(path, os.W_OK)):
+        raise SkipFileError(f"{path} is read-only; make it writable to change it")
+
+
 def update_skip_file(
     path: Path,
     mutate: Callable[[dict[str, SkipEntry]], object],
@@ -413,8 +431,9 @@ def update_skip_file(
     A file that exists but is broken or foreign is never overwritten (SkipFileError).
     Nothing is written when mutate leaves the entries as they were.
 
-    A refusal takes no lock, so it leaves no lock file (outside a git work tree the lock is a
-    file beside the skip file): the file is read, and given to check, before the lock is taken.
+    A read-only file is refused (see refuse_read_only). A refusal takes no lock, so it leaves
+    no lock file (outside a git work tree the lock is a file beside the skip file): the file is
+    checked, read, and given to check, before the lock is taken.
     check raises to refuse, as mutate would; mutate must still refuse on its own what check
     does, since the file may change before the lock is taken.
     """
@@ -423,11 +442,13 @@ def update_skip_file(
     path = path.absolute()
     if not path.parent.is_dir():
         raise _problem(path, f"directory {path.parent} does not exist")
+    refuse_read_only(path)
     found = read_skip_file(path, explicit=True)
     if check is not None:
         check({} if found is None else found.entries)
     try:
         with skip_file_lock(path):
+            refuse_read_only(path)  # made read-only while the lock was awaited
             current = read_skip_file(path, explicit=True)
             skip = current if current is not None else SkipFile(path=path)
             before = render_skip_file(skip) if current is not None else None
