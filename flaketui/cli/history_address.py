@@ -74,7 +74,8 @@ def local_history(address: Path | str, *, quiet: bool = True) -> Path:
 
 def send_audit(url: str, replica: Path) -> int:
     """Send the replica's audit rows the server has not had from it; how many landed."""
-    from flaketui.core.history.pg.admin import AUDIT_COLUMNS, push_audit
+    from flaketui.core.history.pg.admin import push_audit
+    from flaketui.core.history.pg.columns import AUDIT_COLUMNS
     from flaketui.core.history.pg.connect import connect, server_errors
     from flaketui.core.history.store import get_meta, history_file, set_meta, transaction
 

@@ -30,12 +30,12 @@ def record(db: sqlite_utils.Database, run_id: str, hours: int, cases: dict[str, 
     recorder.finish()
 
 
-def audit(db: sqlite_utils.Database, ts: str, test_id: str) -> None:
+def audit(db: sqlite_utils.Database, ts: str, test_id: str, written_at: str | None = None) -> None:
     with transaction(db.conn):
         db.conn.execute(
-            "INSERT INTO audit_log (ts, who, action, test_id, reason)"
-            " VALUES (?, 'ana', 'quarantine', ?, 'flaky')",
-            (ts, test_id),
+            "INSERT INTO audit_log (ts, who, action, test_id, reason, written_at)"
+            " VALUES (?, 'ana', 'quarantine', ?, 'flaky', ?)",
+            (ts, test_id, written_at or ts),
         )
 
 
@@ -61,7 +61,7 @@ def logical(db: sqlite_utils.Database) -> dict[str, list[tuple[object, ...]]]:
         "changed": sorted(
             q("SELECT ru.run_id, c.path FROM run_changed_files c JOIN runs ru ON ru.id = c.run")
         ),
-        "audit": sorted(q("SELECT ts, who, action, test_id FROM audit_log")),
+        "audit": sorted(q("SELECT ts, who, action, test_id, written_at FROM audit_log")),
         "incidents": sorted(q("SELECT tag, note FROM incidents")),
     }
 
@@ -80,7 +80,8 @@ def histories(tmp_path: Path) -> tuple[Path, Path]:
         [CaseResult("t/a.py::test_y", None, [Attempt("error", None, "Error boom 7")])]
     )  # never finished
     audit(src, "2026-11-01T05:00:00Z", "t/a.py::test_x")  # the same decision
-    audit(src, "2026-11-01T06:00:00Z", "t/b.py::test_z[1]")
+    # Decided at 06:00, written days later (as the lifecycle's --apply does).
+    audit(src, "2026-11-01T06:00:00Z", "t/b.py::test_z[1]", written_at="2026-11-04T12:00:00Z")
     src.conn.close()
     return tmp_path / "dest.db", tmp_path / "src.db"
 
@@ -96,6 +97,9 @@ def test_merge_copies_new_runs_and_remaps_ids(histories: tuple[Path, Path]) -> N
     for table in ("runs", "results", "test_runs", "tests", "changed", "incidents"):
         assert content[table] == src_content[table], table
     assert len(content["audit"]) == 2
+    # An audit row keeps the moment it was written, which `check` lists it by.
+    assert content["audit"] == src_content["audit"]
+    assert content["audit"][1][4] == "2026-11-04T12:00:00Z"
     # r2 is earlier than r1: test_x's first_seen moved back.
     assert ("t/a.py::test_x", "t/a.py::test_x", "t/a.py", "2026-11-01T00:00:00Z") in content[
         "tests"

@@ -9,6 +9,8 @@ import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from flaketui.core.history import store
 from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import render_json
@@ -20,6 +22,16 @@ ROWS = (
     "SELECT test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited"
     " FROM test_runs ORDER BY test, run"
 )
+
+
+def _audit_log_as_version_5(conn: sqlite3.Connection) -> None:
+    """Rebuild audit_log as versions 1 to 5 laid it out: no written_at."""
+    ddl = re.search(r"CREATE TABLE audit_log \(.*?\n\);", store.SCHEMA_V1, re.S)
+    index = re.search(r"CREATE INDEX audit_log_test ON .*?;", store.SCHEMA_V1)
+    assert ddl is not None and index is not None
+    conn.execute("DROP TABLE audit_log")
+    conn.execute(ddl.group(0))
+    conn.execute(index.group(0))
 
 
 def _test_runs_as_version_2(path: Path) -> None:
@@ -37,6 +49,7 @@ def _test_runs_as_version_2(path: Path) -> None:
         conn.execute(index)
     conn.execute("DROP TABLE attempt_journal")  # from version 4
     conn.execute("CREATE INDEX results_test ON results (test)")  # dropped by version 5
+    _audit_log_as_version_5(conn)  # written_at comes with version 6
     conn.execute("PRAGMA user_version = 2")
     conn.execute("COMMIT")
     conn.close()
@@ -117,10 +130,47 @@ def test_a_version_3_history_gains_the_attempt_journal(tmp_path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     rows = conn.execute(ROWS).fetchall()
     conn.execute("DROP TABLE attempt_journal")
+    _audit_log_as_version_5(conn)
     conn.execute("PRAGMA user_version = 3")
     conn.close()
     db = open_history(path)
-    assert store.schema_version(db.conn) == store.SCHEMA_VERSION == 5
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
     assert _key(db.conn, "attempt_journal") == ["id"]
     assert db.conn.execute("SELECT count(*) FROM attempt_journal").fetchone() == (0,)
     assert db.conn.execute(ROWS).fetchall() == rows
+
+
+AUDIT = "SELECT id, ts, who, action, test_id, mode, reason, ticket, scores, source FROM audit_log"
+
+
+def test_a_version_5_history_gains_written_at_equal_to_each_rows_date(tmp_path: Path) -> None:
+    """Rows written before the column existed have no other moment than their ts; ids stay, so
+    a replica's count of the audit rows it sent stays right."""
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    _audit_log_as_version_5(conn)
+    conn.executemany(
+        "INSERT INTO audit_log (id, ts, who, action, test_id, reason, source)"
+        " VALUES (?, ?, 'me', ?, 'tests/test_a.py::test_a', 'r', ?)",
+        [
+            (3, "2026-10-07T23:59:59Z", "quarantine", "lifecycle"),
+            (7, "2026-11-02T09:00:00Z", "release", "cli"),
+        ],
+    )
+    conn.execute("PRAGMA user_version = 5")
+    before = conn.execute(AUDIT + " ORDER BY id").fetchall()
+    conn.close()
+
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION == 6
+    assert db.conn.execute(AUDIT + " ORDER BY id").fetchall() == before
+    assert db.conn.execute("SELECT id, written_at FROM audit_log ORDER BY id").fetchall() == [
+        (3, "2026-10-07T23:59:59Z"),
+        (7, "2026-11-02T09:00:00Z"),
+    ]
+    assert sorted(_indexes(db.conn, "audit_log")) == ["audit_log_test", "audit_log_written"]
+    with pytest.raises(sqlite3.IntegrityError, match="written_at"):
+        db.conn.execute(
+            "INSERT INTO audit_log (ts, who, action, test_id) VALUES ('x', 'me', 'release', 't')"
+        )

@@ -410,3 +410,85 @@ def test_a_newer_server_schema_is_refused_in_one_line(pg_url: str, tmp_path: Pat
     output = fail("sync", pg_url, tmp_path / "replica.db")
     assert "schema version 99 is newer" in output and "upgrade flaketui" in output
     assert not (tmp_path / "replica.db").exists()
+
+
+DECIDED, WRITTEN = "2026-11-25T23:59:59Z", "2026-11-30T17:00:00Z"
+
+
+def test_audit_rows_keep_when_they_were_written_both_ways(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision dated days before it was written (the lifecycle's --apply) keeps both moments
+    through a push, a sync and a merge back; check on the server lists it as written then."""
+    from flaketui.core.history.store import open_history, transaction
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    local = tmp_path / "local.db"
+    invoke("ingest", local, REPORTS / "main-unit.xml", "--run-id", "r", "--no-detect")
+    db = open_history(local)
+    with transaction(db.conn):
+        db.conn.execute(
+            "INSERT INTO audit_log (ts, who, action, test_id, reason, source, written_at)"
+            " VALUES (?, 'me', 'quarantine', 'tests/test_a.py::test_a', 'flaky', 'lifecycle', ?)",
+            (DECIDED, WRITTEN),
+        )
+    db.conn.close()
+    invoke("merge", pg_url, local)
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT ts, written_at FROM audit_log").fetchall() == [
+            (DECIDED, WRITTEN)
+        ]
+    back = tmp_path / "back.db"
+    invoke("merge", back, pg_url)
+    assert sqlite3.connect(back).execute("SELECT ts, written_at FROM audit_log").fetchall() == [
+        (DECIDED, WRITTEN)
+    ]
+    summary = tmp_path / "summary.md"
+    check = ("check", pg_url, "--now", NOW, "--since", "1d", "--fail-on", "")
+    invoke(*check, "--summary-file", summary)
+    assert "- Added (1):\n" in summary.read_text()
+    assert f"on {DECIDED}: flaky" in summary.read_text()
+
+
+def test_a_version_2_server_gives_its_audit_rows_written_at_their_date(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from flaketui.core.history.pg import schema
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.sync import sync_replica
+    from flaketui.core.history.store import open_history
+
+    old = connect(pg_url, migrate=False)
+    try:
+        with old.transaction():
+            old.execute(schema.MIGRATIONS[0])
+            old.execute(schema.MIGRATIONS[1])
+            old.execute("INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', '2')")
+            old.execute(
+                "INSERT INTO audit_log (ts, who, action, test_id)"
+                " VALUES (%s, 'me', 'release', 't')",
+                (DECIDED,),
+            )
+        replica = open_history(tmp_path / "replica.db")
+        sync_replica(old, replica.conn)  # a replica of the old server
+        assert replica.conn.execute("SELECT ts, written_at FROM audit_log").fetchall() == [
+            (DECIDED, DECIDED)
+        ]
+        replica.conn.close()
+    finally:
+        old.close()
+    connect(pg_url).close()  # the next connection upgrades the server
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT ts, written_at FROM audit_log").fetchall() == [
+            (DECIDED, DECIDED)
+        ]
+        version = "SELECT value FROM flaketui_meta WHERE key = 'schema_version'"
+        assert conn.execute(version).fetchone() == (str(len(schema.MIGRATIONS)),)
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            conn.execute(
+                "INSERT INTO audit_log (ts, who, action, test_id) VALUES ('x', 'me', 'a', 't')"
+            )

@@ -195,6 +195,37 @@ DROP INDEX IF EXISTS results_test;
 """
 
 
+# audit_log gains written_at: when the row was written (ISO 8601 UTC, the writing command's now,
+# which --now sets), beside ts, the moment the decision holds for. They differ for the
+# lifecycle: `--apply` dates a transition the day it happened in the replay, often days before
+# the apply, and the quarantine or release it makes with it. Rows from before this version get
+# written_at = ts, the only moment they have. The table is rebuilt (ids kept) so that the column
+# is NOT NULL: a writer that leaves it out fails instead of writing a row no reader finds.
+SCHEMA_V6 = """
+CREATE TABLE audit_log_v6 (
+    id          INTEGER PRIMARY KEY,
+    ts          TEXT NOT NULL,
+    who         TEXT NOT NULL,
+    action      TEXT NOT NULL,
+    test_id     TEXT NOT NULL,
+    mode        TEXT,
+    reason      TEXT,
+    ticket      TEXT,
+    scores      TEXT,
+    source      TEXT NOT NULL DEFAULT 'cli',
+    written_at  TEXT NOT NULL               -- ISO 8601 UTC, when the row was written
+);
+INSERT INTO audit_log_v6 (id, ts, who, action, test_id, mode, reason, ticket, scores, source,
+    written_at)
+    SELECT id, ts, who, action, test_id, mode, reason, ticket, scores, source, ts
+    FROM audit_log ORDER BY id;
+DROP TABLE audit_log;
+ALTER TABLE audit_log_v6 RENAME TO audit_log;
+CREATE INDEX audit_log_test ON audit_log (test_id, ts);
+CREATE INDEX audit_log_written ON audit_log (written_at);
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -215,12 +246,17 @@ def _migrate_to_5(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V5)
 
 
+def _migrate_to_6(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V6)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
     _migrate_to_3,
     _migrate_to_4,
     _migrate_to_5,
+    _migrate_to_6,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

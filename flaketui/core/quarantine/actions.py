@@ -125,8 +125,9 @@ def evidence_for(
 # --- audit log ------------------------------------------------------------------------------
 
 _AUDIT_INSERT = """
-INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source,
+    written_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
@@ -136,10 +137,12 @@ def _audit(
     *,
     action: str,
     now: datetime,
+    written_at: datetime,
     who: str,
     source: str,
 ) -> None:
-    """Append one audit row per (test_id, mode, reason, ticket, scores)."""
+    """Append one audit row per (test_id, mode, reason, ticket, scores): dated now, the moment
+    the decision holds for, and written_at, the moment it is written."""
     db.conn.executemany(
         _AUDIT_INSERT,
         [
@@ -153,6 +156,7 @@ def _audit(
                 ticket,
                 None if scores is None else json.dumps(dict(scores), sort_keys=True),
                 source,
+                to_iso(written_at),
             )
             for test_id, mode, reason, ticket, scores in rows
         ],
@@ -205,6 +209,7 @@ def quarantine(
     replace: bool = False,
     repo_root: Path | None = None,
     scored_at: datetime | None = None,
+    written_at: datetime | None = None,
 ) -> Quarantined:
     """Quarantine a test, or every param of a family, in the skip file and the audit log.
 
@@ -214,7 +219,9 @@ def quarantine(
     the entries replaced. force quarantines an id absent from the history.
     Owners come from CODEOWNERS under repo_root (default: the repository holding the skip file).
     Scores are taken as of scored_at (default now; the CLI passes the effective now, so an
-    old history is scored as of its newest run while the entry is dated now).
+    old history is scored as of its newest run while the entry is dated now). The audit rows
+    are dated now and record written_at (default now) as the moment they were written: the
+    lifecycle dates a quarantine its transition and writes it later.
     """
     _check_source(source)
     if mode not in MODES:
@@ -284,6 +291,7 @@ def quarantine(
             [(e.test_id, e.mode, e.reason, e.ticket, e.scores) for e in written],
             action="quarantine",
             now=now,
+            written_at=written_at or now,
             who=acting,
             source=source,
         )
@@ -299,8 +307,10 @@ def release(
     now: datetime,
     who: str | None = None,
     source: str = "cli",
+    written_at: datetime | None = None,
 ) -> list[str]:
-    """Remove a test, or every quarantined param of a family, from the skip file; audit it."""
+    """Remove a test, or every quarantined param of a family, from the skip file; audit it
+    (dated now, written_at as for quarantine)."""
     _check_source(source)
     removed: list[SkipEntry] = []
 
@@ -324,6 +334,7 @@ def release(
             [(e.test_id, e.mode, reason, e.ticket, None) for e in removed],
             action="release",
             now=now,
+            written_at=written_at or now,
             who=acting,
             source=source,
         )

@@ -11,11 +11,13 @@ Gate bits (combined by OR into the exit status of `flaketui lifecycle`):
   the window: a renamed or deleted test.
 
 Applying writes, oldest first, each pending transition as an audit row (action
-`lifecycle:<from>-><to>`, dated the transition, source `lifecycle`), after its skip-file effect:
-an auto quarantine adds a `skip` entry through quarantine.actions (its quarantined_at is
-the transition, its expiry skip_expiry_days after the apply, so a caught-up entry is not born
-expired); an auto release removes the entry only when the lifecycle added it (a person's or a
-hand-written entry is kept and reported). Re-applying with the same now writes nothing.
+`lifecycle:<from>-><to>`, dated the transition, written_at the apply's now, source
+`lifecycle`), after its skip-file effect: an auto quarantine adds a `skip` entry through
+quarantine.actions (its quarantined_at and its audit row's ts are the transition, its
+written_at the apply's now, its expiry skip_expiry_days after the apply, so a caught-up entry
+is not born expired); an auto release removes the entry only when the lifecycle added it (a
+person's or a hand-written entry is kept and reported), its row dated likewise. Re-applying
+with the same now writes nothing.
 """
 
 from __future__ import annotations
@@ -126,14 +128,16 @@ def gate_findings(
 
 
 _INSERT = """
-INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source)
-VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 'lifecycle')
+INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source,
+    written_at)
+VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 'lifecycle', ?)
 """
 
 
 def _write_row(
     db: sqlite_utils.Database,
     ts: datetime,
+    written_at: datetime,
     who: str,
     action: str,
     test_id: str,
@@ -144,7 +148,10 @@ def _write_row(
 ) -> None:
     scores = None if score is None else json.dumps({"recency_score": round(score, 6)})
     with transaction(db.conn):
-        db.conn.execute(_INSERT, (to_iso(ts), who, action, test_id, mode, reason, scores))
+        db.conn.execute(
+            _INSERT,
+            (to_iso(ts), who, action, test_id, mode, reason, scores, to_iso(written_at)),
+        )
 
 
 def apply_plan(
@@ -175,6 +182,7 @@ def apply_plan(
                 expires_days=config.skip_expiry_days + late,
                 now=step.ts,
                 scored_at=step.ts,
+                written_at=plan.now,
                 who=who,
                 source=LIFECYCLE,
                 config=config,
@@ -191,6 +199,7 @@ def apply_plan(
                     step.test_id,
                     reason=f"lifecycle: {step.reason}",
                     now=step.ts,
+                    written_at=plan.now,
                     who=who,
                     source=LIFECYCLE,
                 )
@@ -199,10 +208,18 @@ def apply_plan(
                 applied.kept.append(step.test_id)
         mode = "skip" if step.effect == "quarantine" else None
         _write_row(
-            db, step.ts, who, step.action, step.test_id, step.reason, mode=mode, score=step.score
+            db,
+            step.ts,
+            plan.now,
+            who,
+            step.action,
+            step.test_id,
+            step.reason,
+            mode=mode,
+            score=step.score,
         )
         applied.transitions.append(step)
     for verdict in gate.new_regressions:
-        _write_row(db, plan.now, who, REGRESSION_NOTED, verdict.test_id, verdict.reason)
+        _write_row(db, plan.now, plan.now, who, REGRESSION_NOTED, verdict.test_id, verdict.reason)
         applied.noted.append(verdict.test_id)
     return applied

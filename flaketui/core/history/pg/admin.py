@@ -21,6 +21,7 @@ from flaketui.core.history.incidents import (
     split_matched,
     tag_in_use,
 )
+from flaketui.core.history.pg.columns import AUDIT_COLUMNS
 from flaketui.core.history.prune import check_older_than
 from flaketui.core.timeutil import to_iso, utc_now
 
@@ -139,9 +140,6 @@ def prune_server(
             ([str(row[1]) for row in old],),
         )
     return cutoff, len(old), int(results[0])
-
-
-AUDIT_COLUMNS = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
 
 
 def push_audit(pg: Any, rows: Sequence[Sequence[object]]) -> int:

@@ -17,6 +17,22 @@ NOT_COPIED = {
 }
 # A result column holding a tests.id, remapped through test_id where both sides have it.
 PREDECESSOR = "predecessor"
+# The audit log's columns, copied as they are both ways (a row's key is ts, who, action,
+# test_id). written_at came with schema version 3 on the server: a server from before it
+# (only ever met unmigrated) gives ts in its place, as the migration does.
+AUDIT_COLUMNS = (
+    "ts",
+    "who",
+    "action",
+    "test_id",
+    "mode",
+    "reason",
+    "ticket",
+    "scores",
+    "source",
+    "written_at",
+)
+AUDIT_FALLBACK = {"written_at": "ts"}
 
 
 def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -44,3 +60,15 @@ def shared_columns(conn: sqlite3.Connection, pg: Any, table: str) -> list[str]:
 def both_have(conn: sqlite3.Connection, pg: Any, table: str, column: str) -> bool:
     """Whether the SQLite table and the server table both have the column."""
     return column in sqlite_columns(conn, table) and column in server_columns(pg, table)
+
+
+def server_audit_columns(pg: Any) -> list[str]:
+    """AUDIT_COLUMNS as the server's audit_log has them: the columns it lacks dropped."""
+    on_server = set(server_columns(pg, "audit_log"))
+    return [c for c in AUDIT_COLUMNS if c in on_server]
+
+
+def server_audit_select(pg: Any) -> str:
+    """The select list reading AUDIT_COLUMNS from the server's audit_log, in that order."""
+    on_server = set(server_columns(pg, "audit_log"))
+    return ", ".join(c if c in on_server else f"{AUDIT_FALLBACK[c]} AS {c}" for c in AUDIT_COLUMNS)

@@ -21,7 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flaketui.core.history.pg.columns import PREDECESSOR, both_have, shared_columns
+from flaketui.core.history.pg.columns import (
+    PREDECESSOR,
+    both_have,
+    server_audit_columns,
+    shared_columns,
+)
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -249,7 +254,7 @@ def _push_incidents(pg: Any, src: sqlite3.Connection) -> int:
 
 
 def _push_audit(pg: Any, src: sqlite3.Connection) -> int:
-    columns = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
+    columns = server_audit_columns(pg)
     rows = src.execute(f"SELECT {', '.join(columns)} FROM audit_log ORDER BY id").fetchall()
     if not rows:
         return 0

@@ -143,8 +143,18 @@ ALTER TABLE results
     ADD COLUMN timeout_ms integer;
 """
 
+# Version 3: the SQLite history's version 6 column (flaketui.core.history.store.SCHEMA_V6):
+# audit_log.written_at, when the row was written, beside ts, the moment the decision holds
+# for. Rows from before it get written_at = ts, as in an upgraded history file. Filling them
+# leaves their change ids alone: replicas fill their own copies the same way when they upgrade.
+SCHEMA_V3 = """
+ALTER TABLE audit_log ADD COLUMN written_at text;
+UPDATE audit_log SET written_at = ts;
+ALTER TABLE audit_log ALTER COLUMN written_at SET NOT NULL;
+"""
+
 # Each migration takes the schema from version i to i + 1; never edit a released one.
-MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2]
+MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -32,7 +32,13 @@ from typing import Any
 from flaketui.core.errors import HistoryError
 from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.history.outages import reviews
-from flaketui.core.history.pg.columns import PREDECESSOR, both_have, shared_columns
+from flaketui.core.history.pg.columns import (
+    AUDIT_COLUMNS,
+    PREDECESSOR,
+    both_have,
+    server_audit_select,
+    shared_columns,
+)
 from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.schema import history_id
 from flaketui.core.history.store import transaction
@@ -44,7 +50,6 @@ REPLICA_CHANGE = "replica_change"
 REPLICA_CURSOR = "replica_cursor"
 REPLICA_BULK = "replica_bulk"  # rollups are rebuilt when the sync completes
 REPLICA_INCIDENTS = "replica_incidents"  # the server's incident rules the replica holds
-AUDIT_COLUMNS = ("ts", "who", "action", "test_id", "mode", "reason", "ticket", "scores", "source")
 INCIDENT_COLUMNS = ("tag", "start_ts", "end_ts", "signature", "created_at", "note")
 
 Progress = Callable[[int, int], None]  # (result rows done, result rows in this sync)
@@ -376,14 +381,15 @@ class _Puller:
             ).fetchall(),
         )
         summary.incidents_changed = self._replace_incidents()
-        audit = ", ".join(AUDIT_COLUMNS)
+        marks = ", ".join(f"?{n}" for n in range(1, len(AUDIT_COLUMNS) + 1))
         before = conn.total_changes
         conn.executemany(
-            f"INSERT INTO audit_log ({audit}) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9"
+            f"INSERT INTO audit_log ({', '.join(AUDIT_COLUMNS)}) SELECT {marks}"
             " WHERE NOT EXISTS (SELECT 1 FROM audit_log"
             " WHERE ts = ?1 AND who = ?2 AND action = ?3 AND test_id = ?4)",
             pg.execute(
-                f"SELECT {audit} FROM audit_log WHERE {in_window} ORDER BY id", window
+                f"SELECT {server_audit_select(pg)} FROM audit_log WHERE {in_window} ORDER BY id",
+                window,
             ).fetchall(),
         )
         summary.audit_rows_added = conn.total_changes - before
