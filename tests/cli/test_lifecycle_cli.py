@@ -182,3 +182,57 @@ def test_apply_refuses_a_read_only_skip_file_before_writing_anything(work: Path)
     assert skip.read_bytes() == data
     assert [p.name for p in work.glob("*skip.json*")] == ["skip.json"]  # no lock, no temp file
     assert audit(work) == []  # not the transitions before the quarantine either
+
+
+def nightly_summary(work: Path, now: str) -> str:
+    """The nightly workflow of docs/ci.md: apply the lifecycle, then summarise the last day."""
+    applied = invoke(work, "--now", now, "--apply", "--no-gate")
+    assert applied.exit_code == 0, applied.output
+    summary = work / "lifecycle-summary.md"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "check",
+            str(work / "h.db"),
+            "--now",
+            now,
+            "--since",
+            "1d",
+            "--fail-on",
+            "",
+            "--summary-file",
+            str(summary),
+            "--skip-file",
+            str(work / "skip.json"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return summary.read_text()
+
+
+def test_the_nightly_summary_lists_what_each_apply_wrote_days_after_its_transition(
+    work: Path,
+) -> None:
+    """The first apply quarantines a test whose clock ran out five days before; the next, after
+    missed nights, releases it on a clean run four days old: each summary of the last day names
+    the change it wrote, dated the decision."""
+    build(work / "h.db")
+    summary = nightly_summary(work, NOW)
+    assert "- Added (1):\n" in summary
+    assert f"{FLAKY} by " in summary.replace("\\_", "_")
+    assert "on 2026-02-05T23:59:59Z: lifecycle: 7 days in warning" in summary
+    assert "- Released: none." in summary
+
+    hb = HistoryBuilder(open_history(work / "h.db"))
+    for day in range(41, 45):  # clean from day 40's last run on: the tenth on day 43
+        for hour in (6, 7, 8):
+            run = hb.run(ts=T0 + timedelta(days=day, hours=hour), run_id=f"clean-{day}-{hour}")
+            run.result(FLAKY, ["pass"])
+    later = "2026-02-17T23:00:00Z"  # day 47
+    summary = nightly_summary(work, later)
+    assert "- Added: none." in summary
+    assert "- Released (1):\n" in summary
+    assert "on 2026-02-13T08:00:00Z: lifecycle: 10 consecutive clean runs" in summary
+    assert FLAKY not in json.loads((work / "skip.json").read_text())["tests"]
+    # Run again the same night: nothing new was written in the last day but what it wrote.
+    assert "- Released (1):\n" in nightly_summary(work, later)

@@ -15,7 +15,10 @@ Reasons, each enabled by `fail_on` (all but `confirmed-regression` by default):
 
 The Markdown summary lists the new flaky tests, the new regressions with their first bad commit,
 and the quarantines added, released (audit log) or expired since the point (entries that expired
-before it are named once more, since they are still in the skip file). Everything that came
+before it are named once more, since they are still in the skip file). Added and released are
+the audit rows written since the point, each shown with the date of its decision: the
+lifecycle's `--apply` dates a quarantine the day its clock ran out, which may be days before
+the apply that wrote it. Everything that came
 from CI (test ids, reasons, owners, commits) is escaped twice: HTML-escaped, since GitHub and
 GitLab render HTML in Markdown, and backslash-escaped, so it cannot open a link, a table cell or
 emphasis.
@@ -52,9 +55,9 @@ class SinceError(FlaketuiError):
 
 @dataclass(slots=True, frozen=True)
 class Quarantine:
-    """One quarantine decision of the audit log since the point."""
+    """One quarantine decision written to the audit log since the point."""
 
-    ts: datetime
+    ts: datetime  # the date of the decision (the row's ts), not when it was written
     test_id: str
     who: str
     reason: str
@@ -143,7 +146,8 @@ def resolve_since(db: Connected, now: datetime, since: str | None) -> tuple[date
 
 _AUDIT_SINCE = """
 SELECT ts, who, action, test_id, coalesce(reason, '') FROM audit_log
-WHERE action IN ('quarantine', 'release') AND ts > ? AND ts <= ? ORDER BY ts, id
+WHERE action IN ('quarantine', 'release') AND written_at > ? AND written_at <= ?
+ORDER BY written_at, id
 """
 
 
