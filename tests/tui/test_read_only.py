@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -182,6 +183,20 @@ def test_tidying_leaves_the_sidecars_another_connection_needs(history: Path) -> 
     assert _sidecars(history) == []
 
 
+def _record_notices(app: FlaketuiApp) -> list[str]:
+    """Every message the app notifies from now on, as it is posted: a notice shown while a slow
+    machine still loads may have timed out and left the screen before the test looks."""
+    seen: list[str] = []
+    notify = app.notify
+
+    def recording(message: str, *args: Any, **kwargs: Any) -> None:
+        seen.append(message)
+        notify(message, *args, **kwargs)
+
+    app.notify = recording  # type: ignore[method-assign]
+    return seen
+
+
 @pytest.mark.parametrize("wal", [False, True], ids=["rollback-journal", "wal"])
 async def test_a_chmod_444_history_opens_read_only_and_says_so(
     sample_history: Path, tmp_path: Path, wal: bool
@@ -197,16 +212,14 @@ async def test_a_chmod_444_history_opens_read_only_and_says_so(
     before = _digest(history)
     app = _app(history, tmp_path)
     assert app.source.readonly
-    notices: list[str] = []
+    notices = _record_notices(app)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
-        notices.extend(n.message for n in app._notifications)
         assert app.main_screen.data is not None  # it still reads
         assert "read-only" in str(app.main_screen.query_one("#header").render())
         await pilot.press("q")  # quarantine is refused with a message, nothing written
         await pilot.pause()
         assert not isinstance(app.screen, QuarantineModal)
-        notices.extend(n.message for n in app._notifications)
     assert READ_ONLY_NOTICE in notices
     assert any("nothing was written" in n for n in notices)
     assert not (tmp_path / "quarantine.json").exists()
