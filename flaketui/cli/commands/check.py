@@ -12,6 +12,7 @@ from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, read_skip_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
+from flaketui.cli.outputs import refuse_reading_into
 from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
@@ -100,7 +101,10 @@ def check_command(
     """Fail a CI job on new flaky tests, open regressions or expired quarantines in DB.
     DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
     """
-    _skip_path, skip, config = read_skip_for(skip_file)
+    skip_path, skip, config = read_skip_for(skip_file)
+    refuse_reading_into(
+        summary_file, "--summary-file", history=db, skip_file=skip_path, codeowners=codeowners
+    )
     db = local_history(db)
     try:
         with history_file(db, create=False, readonly=True) as history:

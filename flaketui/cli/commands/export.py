@@ -10,6 +10,7 @@ from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_READ_OPTION, read_skip_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
+from flaketui.cli.outputs import refuse_reading_into
 from flaketui.cli.params import FilePath
 from flaketui.core.atomic import write_atomically
 from flaketui.core.history.store import history_file
@@ -56,6 +57,9 @@ def export_command(
     from flaketui.core.scoring.report import build_report, effective_now
 
     path, skip, config = read_skip_for(skip_file)
+    refuse_reading_into(
+        output, "--output", history=db, skip_file=path, codeowners=codeowners, cwd=path.parent
+    )
     db = local_history(db)
     requested = parse_iso(now) if now else None
     expiry_now = requested or utc_now()

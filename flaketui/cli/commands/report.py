@@ -10,6 +10,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
+from flaketui.cli.outputs import refuse_reading_into
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
@@ -62,6 +63,7 @@ def report_command(
     """
     config = load_config()
     moment = parse_iso(now) if now is not None else None
+    refuse_reading_into(output, "--output", history=db, codeowners=codeowners)
     db = local_history(db)
     with history_file(db, create=False, readonly=True) as history:
         report = build_report(
