@@ -1,5 +1,5 @@
-"""The files a command writes (export and report --output, check --summary-file): never one of
-the files the same command reads.
+"""The files a command writes (export and report --output, check --summary-file): `-` for
+standard output, and never one of the files the same command reads.
 
 `--output history.db` would replace the history with a CSV, `--output q.json` the skip file
 with a list of test ids. Such a path is refused before anything is read or written, whatever
@@ -10,9 +10,33 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+import click
+
+from flaketui.cli.params import FilePath
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.owners import locate_codeowners
+
+STDOUT = "-"  # what an output option takes for standard output
+
+
+class OutputPath(FilePath):
+    """A file to write (FilePath's checks; a directory is refused), or `-`, kept as the str
+    STDOUT: standard output. Only `-` itself is: `./-` is a file of that name."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(dir_okay=False, path_type=Path, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == STDOUT:
+            return STDOUT
+        return super().convert(value, param, ctx)
+
+
+def output_file(output: Path | str | None) -> Path | None:
+    """The file an output option names; None for standard output (`-`, or no option)."""
+    return output if isinstance(output, Path) else None
 
 
 def same_file(first: Path, second: Path) -> bool:

@@ -112,3 +112,32 @@ def test_the_replica_of_a_server_history_is_a_file_read(repo: Path) -> None:
     assert "--output names the history this command reads" in result.output
     assert "secret" not in result.output
     assert not replica.exists()
+
+
+@pytest.mark.parametrize("command", ["export", "report"])
+def test_a_dash_is_standard_output(repo: Path, command: str) -> None:
+    to_stdout = invoke(*COMMANDS[command][:-1], "--now", NOW)
+    dash = invoke(*COMMANDS[command], "-", "--now", NOW)
+    assert dash.exit_code == 0, dash.output
+    assert (dash.stdout, dash.stderr) == (to_stdout.stdout, to_stdout.stderr)
+    assert FLAKY in dash.stdout
+    assert not (repo / "-").exists()
+
+
+def test_a_dash_is_standard_output_for_the_summary(repo: Path) -> None:
+    (repo / "summary.md").write_text("")
+    to_file = invoke(*COMMANDS["check"], "summary.md", "--now", NOW)
+    dash = invoke(*COMMANDS["check"], "-", "--now", NOW)
+    assert dash.exit_code == to_file.exit_code
+    # The summary alone on stdout, and what the command says besides on stderr.
+    assert dash.stdout == (repo / "summary.md").read_text()
+    assert dash.stdout.startswith("#")
+    assert dash.stderr == to_file.stdout
+    assert not (repo / "-").exists()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_file_named_dash_is_written_as_dot_slash_dash(repo: Path, command: str) -> None:
+    result = invoke(*COMMANDS[command], "./-", "--now", NOW)
+    assert result.exit_code in (0, 1), result.output
+    assert (repo / "-").read_text()

@@ -12,8 +12,7 @@ from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, read_skip_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
-from flaketui.cli.outputs import refuse_reading_into
-from flaketui.cli.params import FilePath
+from flaketui.cli.outputs import STDOUT, OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
@@ -79,10 +78,11 @@ def _now(_ctx: click.Context, _param: click.Parameter, value: str | None) -> dat
 )
 @click.option(
     "--summary-file",
-    type=FilePath(what="summary file", dir_okay=False, path_type=Path),
+    type=OutputPath(what="summary file"),
     metavar="PATH",
     help="Write a Markdown summary there, passing or failing (replacing the file; appended to "
-    "when PATH is $GITHUB_STEP_SUMMARY, as every command of a step adds to it).",
+    "when PATH is $GITHUB_STEP_SUMMARY, as every command of a step adds to it; `-`: standard "
+    "output, the findings then going to standard error).",
 )
 @SKIP_FILE_READ_OPTION
 @CODEOWNERS_OPTION
@@ -94,7 +94,7 @@ def check_command(
     since: str | None,
     fail_on: tuple[str, ...],
     max_damage: float | None,
-    summary_file: Path | None,
+    summary_file: Path | str | None,
     skip_file: str | None,
     codeowners: Path | None,
 ) -> None:
@@ -103,7 +103,11 @@ def check_command(
     """
     skip_path, skip, config = read_skip_for(skip_file)
     refuse_reading_into(
-        summary_file, "--summary-file", history=db, skip_file=skip_path, codeowners=codeowners
+        output_file(summary_file),
+        "--summary-file",
+        history=db,
+        skip_file=skip_path,
+        codeowners=codeowners,
     )
     db = local_history(db)
     try:
@@ -120,13 +124,17 @@ def check_command(
             )
     except SinceError as exc:
         raise click.BadParameter(exc.message, param_hint="'--since'") from None
-    if summary_file is not None:
+    # With the summary on standard output, the lines that follow it go to standard error.
+    to_stdout = summary_file == STDOUT
+    if to_stdout:
+        click.echo(render_summary(result), nl=False)
+    elif isinstance(summary_file, Path):
         write_summary(summary_file, render_summary(result))
     for _reason, line in result.failures:
-        click.echo(line)
+        click.echo(line, err=to_stdout)
     if result.failed:
         ctx.exit(1)
-    click.echo(f"check passed: nothing to fail on since {result.since_label}")
+    click.echo(f"check passed: nothing to fail on since {result.since_label}", err=to_stdout)
 
 
 def write_summary(path: Path, text: str) -> None:

@@ -10,8 +10,7 @@ from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import NOW_OPTION, SKIP_FILE_READ_OPTION, read_skip_for
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
-from flaketui.cli.outputs import refuse_reading_into
-from flaketui.cli.params import FilePath
+from flaketui.cli.outputs import OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
 from flaketui.core.history.store import history_file
 from flaketui.core.output.exports import FORMATS, decisions, render_decisions
@@ -35,8 +34,8 @@ DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP
 )
 @click.option(
     "--output",
-    type=FilePath(dir_okay=False, path_type=Path),
-    help="Write here (atomically) instead of standard output.",
+    type=OutputPath(),
+    help="Write here (atomically) instead of standard output (`-`: standard output).",
 )
 @SKIP_FILE_READ_OPTION
 @NOW_OPTION
@@ -46,7 +45,7 @@ def export_command(
     fmt: str,
     owner: str | None,
     mode: str | None,
-    output: Path | None,
+    output: Path | str | None,
     skip_file: str | None,
     now: str | None,
     codeowners: Path | None,
@@ -57,6 +56,7 @@ def export_command(
     from flaketui.core.scoring.report import build_report, effective_now
 
     path, skip, config = read_skip_for(skip_file)
+    output = output_file(output)
     refuse_reading_into(
         output, "--output", history=db, skip_file=path, codeowners=codeowners, cwd=path.parent
     )

@@ -10,7 +10,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
-from flaketui.cli.outputs import refuse_reading_into
+from flaketui.cli.outputs import OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
@@ -34,9 +34,9 @@ from flaketui.core.timeutil import parse_iso
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(),
     metavar="PATH",
-    help="Write the report to PATH (replaced atomically) instead of stdout.",
+    help="Write the report to PATH (replaced atomically) instead of stdout (`-`: stdout).",
 )
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Show the first N only.")
 @click.option("--suite", metavar="S", help="Only runs of this suite (ranks are computed over it).")
@@ -51,7 +51,7 @@ def report_command(
     db: Path | str,
     now: str | None,
     fmt: str,
-    output: Path | None,
+    output: Path | str | None,
     limit: int | None,
     suite: str | None,
     branch_kind: str | None,
@@ -63,6 +63,7 @@ def report_command(
     """
     config = load_config()
     moment = parse_iso(now) if now is not None else None
+    output = output_file(output)
     refuse_reading_into(output, "--output", history=db, codeowners=codeowners)
     db = local_history(db)
     with history_file(db, create=False, readonly=True) as history:
