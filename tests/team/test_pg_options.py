@@ -197,8 +197,10 @@ def test_outage_proposals_are_reviewed_on_the_replica_and_survive_syncs(
         line.split()[1].rstrip(":") for line in listed.splitlines() if line.startswith("OUTAGE")
     ]
     assert len(tags) >= 2
-    # Quoted for a shell: the masked password's asterisks would be a glob.
-    assert "accept: flaketui incident accept 'postgresql://" in listed
+    # The URL without its password, which the last line says how to give.
+    assert "accept: flaketui incident accept postgresql://flaketui@127.0.0.1:" in listed
+    assert "****" not in listed
+    assert listed.splitlines()[-1].endswith("give it in ~/.pgpass or PGPASSWORD")
     assert "outage" in invoke("incident", "accept", pg_url, tags[0])
     assert "count again" in invoke("incident", "reject", pg_url, tags[1])
     # A rule added on the server reaches the replica; the replica's own reviews stay.

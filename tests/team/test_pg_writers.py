@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import sqlite3
 import sysconfig
 from pathlib import Path
@@ -221,7 +222,10 @@ def test_quarantine_and_release_audit_rows_land_on_the_server(
 
 
 def test_a_failed_push_keeps_the_run_and_says_how_to_send_it(
-    pytester: pytest.Pytester, pg_cluster: Cluster, plain_env: None
+    pytester: pytest.Pytester,
+    pg_cluster: Cluster,
+    plain_env: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url = pg_cluster.create_database()
     name = url.rsplit("/", 1)[1]
@@ -239,9 +243,21 @@ def test_the_server_loses_the_database():
     output = result.stdout.str()
     assert pg_cluster.password not in output
     line = next(line for line in output.splitlines() if line.startswith("flaketui:"))
-    kept = Path(line.rsplit(" ", 1)[1])
-    assert "does not exist" in line and "flaketui merge postgresql://" in line
+    assert "does not exist" in line
+    assert line.endswith("(the URL leaves its password out: give it in ~/.pgpass or PGPASSWORD)")
+    command = shlex.split(line.split("`")[1])
+    assert command[:3] == ["flaketui", "merge", pg_cluster.url(name, password=False)]
+    kept = Path(command[3])
     assert rows(kept, "SELECT count(*) FROM results") == [(1,)]
+    # Pasted with the password in PGPASSWORD, the command sends the run.
+    import psycopg
+
+    with psycopg.connect(pg_cluster.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    monkeypatch.setenv("PGPASSWORD", pg_cluster.password)
+    invoke(*command[1:])
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM results").fetchone() == (1,)
     kept.unlink()
     kept.parent.rmdir()
 

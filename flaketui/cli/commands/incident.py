@@ -12,6 +12,7 @@ from flaketui.cli import cli
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.address import command_address
 from flaketui.core.history.incidents import (
     Incident,
     IncidentChange,
@@ -105,13 +106,15 @@ def _describe(item: Incident) -> str:
 
 def review_hint(pending: int, db: str, now: str | None = None) -> str:
     """The line that counts the suspected outages awaiting review, with the command (for the
-    history as the user named it, and at the same --now) that shows them."""
-    command = ["flaketui", "incident", "list", db, "--proposed"]
+    history as the user named it, a URL without its password, and at the same --now) that
+    shows them."""
+    address, note = command_address(db)
+    command = ["flaketui", "incident", "list", address, "--proposed"]
     if now is not None:
         command += ["--now", now]
     return (
         f"{plural(pending, 'suspected outage')} excluded from scoring: "
-        f"review with `{shlex.join(command)}`"
+        f"review with `{shlex.join(command)}`" + (f" ({note})" if note else "")
     )
 
 
@@ -145,8 +148,9 @@ def _show_outage(db: str, item: Outage) -> None:
     click.echo(f"  signature {item.signature}: {item.signature_text}")
     click.echo(f"  runs: {', '.join(item.run_ids)}")
     if item.status == "proposed":
+        address, _note = command_address(db)
         for verb in ("accept", "reject"):
-            click.echo(f"  {verb}: {shlex.join(['flaketui', 'incident', verb, db, item.tag])}")
+            click.echo(f"  {verb}: {shlex.join(['flaketui', 'incident', verb, address, item.tag])}")
 
 
 @incident.command("accept")
@@ -194,11 +198,14 @@ def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
             proposals = propose_incidents(history, now=moment, config=config)
             # Counted as the report's header counts them: what the window's scores leave out.
             excluded = proposed_outages(history.conn, now=moment, window_days=config.window_days)
+    _address, note = command_address(shown(db))
     if proposed:
         for outage in outages:
             _show_outage(shown(db), outage)
         if not outages:
             click.echo("no suspected outages")
+        elif note and any(outage.status == "proposed" for outage in outages):
+            click.echo(f"note: in the commands above, {note}")
         return
     if not incidents:
         click.echo("no tagged incidents")
@@ -215,11 +222,13 @@ def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
         )
         if proposal.top_signature_text:
             click.echo(f"  top signature {proposal.top_signature}: {proposal.top_signature_text}")
-        click.echo(f"  accept: {proposal.accept_command(shown(db))}")
+        click.echo(f"  accept: {proposal.accept_command(command_address(shown(db))[0])}")
     if excluded:
         click.echo(review_hint(len(excluded), shown(db), now))
     elif not proposals:
         click.echo("no proposed incidents")
+    if proposals and note and not excluded:
+        click.echo(f"note: in the commands above, {note}")
 
 
 @incident.command("remove")

@@ -1,7 +1,8 @@
 """History addresses: a SQLite file path, or a `postgresql://` URL naming a shared server.
 
 A URL's password is never shown: `mask_url` is the only form in which a URL reaches a message,
-a log line or a stored value.
+a log line or a stored value, and a command flaketui suggests names the URL without it
+(`command_address`), libpq finding it in ~/.pgpass or PGPASSWORD.
 """
 
 from __future__ import annotations
@@ -58,3 +59,34 @@ def scrub(text: str, url: str) -> str:
             if form:
                 text = text.replace(form, MASK)
     return text
+
+
+# Said after a suggested command whose URL had a password: a masked one fails to authenticate.
+PASSWORD_LEFT_OUT = "the URL leaves its password out: give it in ~/.pgpass or PGPASSWORD"
+
+
+def without_password(url: str) -> str:
+    """The URL with its password, masked or not, left out (user part and `password=` query
+    parameter)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return f"{url.split('://', 1)[0]}://{MASK}"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        netloc = f"{userinfo.split(':', 1)[0]}@{hostinfo}"
+    query = "&".join(
+        item
+        for item in parts.query.split("&")
+        if item and item.split("=", 1)[0].lower() != "password"
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def command_address(address: str) -> tuple[str, str | None]:
+    """A history address as a command flaketui suggests names it (a URL without its password,
+    masked or not), and PASSWORD_LEFT_OUT when that left a password out."""
+    if not is_server_url(address):
+        return address, None
+    return without_password(address), (PASSWORD_LEFT_OUT if url_password(address) else None)
