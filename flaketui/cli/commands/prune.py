@@ -25,9 +25,16 @@ from flaketui.core.words import plural
     metavar="DAYS",
     help="Delete runs older than this many days (with their results).",
 )
-@click.option("--vacuum", is_flag=True, help="Rewrite the file afterwards to give space back.")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="Rewrite the file afterwards to give space back (a history file only).",
+)
 def prune_command(db: Path | str, days: float, vacuum: bool) -> None:
-    """Delete the runs of history DB older than DAYS; rollups follow, the audit log stays."""
+    """Delete the runs of history DB older than DAYS; rollups follow, the audit log stays.
+    DB may be a postgresql:// URL: the server's runs are deleted, and replicas drop them at
+    their next sync.
+    """
     if isinstance(db, str):
         _prune_server(db, days, vacuum)
         return
@@ -38,16 +45,21 @@ def prune_command(db: Path | str, days: float, vacuum: bool) -> None:
         f" {plural(result.results, 'result')}, {plural(result.tests, 'test')} and"
         f" {plural(result.signatures, 'signature')} no longer referenced"
     )
+    window_note(days)
+    if vacuum:
+        mb = 1024 * 1024
+        click.echo(
+            f"vacuumed: {result.bytes_before / mb:.1f} MB -> {result.bytes_after / mb:.1f} MB"
+        )
+
+
+def window_note(days: float) -> None:
+    """Say so when the runs pruned may include some the scores still read."""
     window = load_config().window_days
     if days < window:
         click.echo(
             f"note: {days:g} day{'' if days == 1 else 's'} is inside the scoring window"
             f" ({plural(window, 'day')})"
-        )
-    if vacuum:
-        mb = 1024 * 1024
-        click.echo(
-            f"vacuumed: {result.bytes_before / mb:.1f} MB -> {result.bytes_after / mb:.1f} MB"
         )
 
 
@@ -73,3 +85,4 @@ def _prune_server(url: str, days: float, vacuum: bool) -> None:
         f"pruned {plural(runs, 'run')} before {to_iso(cutoff)} from {mask_url(url)}: "
         f"{plural(results, 'result')}; replicas drop them at their next sync"
     )
+    window_note(days)
