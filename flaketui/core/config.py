@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,44 +97,166 @@ class Config:
         return {key: list(val) if isinstance(val, tuple) else val for key, val in out.items()}
 
 
-def _coerce(name: str, default: Any, value: Any) -> Any:
-    """Check one configured value against the default's type."""
-    if isinstance(default, bool) or default is None:
-        return value
-    if isinstance(default, tuple):
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"[tool.flaketui] {name} must be a list of strings")
-        return tuple(value)
-    if isinstance(default, dict):
-        if not isinstance(value, dict):
-            raise ConfigError(f"[tool.flaketui] {name} must be a table")
-        return dict(value)
-    if (
-        isinstance(default, float)
-        and isinstance(value, int | float)
-        and not isinstance(value, bool)
-    ):
-        return float(value)
-    if isinstance(default, int) and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise ConfigError(f"[tool.flaketui] {name} must be a {type(default).__name__}, got {value!r}")
+# Each setting's kind of value and its range, checked once where the table is read: a
+# value that could not be computed with is refused there, naming the setting.
+PROBABILITIES = frozenset(
+    {"streak_surprise", "false_resolution_rate", "change_alpha", "suspect_fdr"}
+)
+SHARES = frozenset(
+    {
+        "regression_low",
+        "flaky_low_max",
+        "healthy_high",
+        "alternating_flip_rate",
+        "rare_flake_rate",
+        "outage_min_share",
+        "watch_threshold",
+        "quarantine_threshold",
+        "release_threshold",
+    }
+)
+WEIGHTS = frozenset(
+    {
+        "main_weight",
+        "other_weight",
+        "laplace_alpha",
+        "blast_radius_main",
+        "blast_radius_branch",
+        "blast_radius_nongating",
+    }
+)
+COUNTS = frozenset(
+    {"n_min", "min_break_runs", "outage_min_tests", "release_clean_runs", "suspect_min_bad"}
+)
+NAMES = frozenset({"skip_file", "owner_fallback"})
+MAX_OUTAGE_SPAN_HOURS = MAX_DAYS * 24
 
 
-def _check_days(name: str, value: float) -> None:
-    """Refuse a day setting outside what the scores and expiries can be computed with."""
+def _refuse(name: str, wanted: str, value: Any) -> ConfigError:
+    return ConfigError(f"[tool.flaketui] {name} must be {wanted}, got {value!r}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number(
+    name: str,
+    value: Any,
+    wanted: str,
+    low: float,
+    high: float,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
+    """A number within low..high (either end excluded when open), as a float."""
+    if not _is_number(value):
+        raise _refuse(name, wanted, value)
+    number = float(value) if not isinstance(value, int) else value
+    above = number > low if open_low else number >= low  # False for NaN too
+    below = number < high if open_high else number <= high
+    if not (above and below):
+        raise _refuse(name, wanted, value)
+    return float(number)
+
+
+def _count(name: str, value: Any) -> int:
+    if not _is_number(value) or not isinstance(value, int) or value < 1:
+        raise _refuse(name, "a whole number above 0", value)
+    return value
+
+
+def _strings(name: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _refuse(name, "a list of strings", value)
+    if name == "mask_patterns":
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(
+                    f"[tool.flaketui] mask_patterns: {pattern!r} is not a regular expression"
+                    f" ({exc})"
+                ) from None
+    return tuple(value)
+
+
+def _table(name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _refuse(name, "a table", value)
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if name == "suite_thresholds":
+            out[key] = _number(f"{name}.{key}", item, "a number from 0 to 1", 0.0, 1.0)
+        elif not isinstance(item, str):
+            raise _refuse(f"{name}.{key}", "a string", item)
+        elif name == "junit_properties" and item not in RUN_DIMENSIONS:
+            raise ConfigError(
+                f"[tool.flaketui] junit_properties: {key!r} maps to {item!r}, "
+                f"not one of {', '.join(RUN_DIMENSIONS)}"
+            )
+        else:
+            out[key] = item
+    return out
+
+
+def _days(name: str, default: float, value: Any) -> float:
+    """A day setting within what the scores and expiries can be computed with."""
     positive = name in POSITIVE_DAYS
     high = MAX_EXPIRY_DAYS if name == "skip_expiry_days" else MAX_DAYS
-    low_ok = value > 0 if positive else value >= 0  # False for NaN too
-    if not (low_ok and value <= high):
-        above = "above 0" if positive else "from 0"
-        raise ConfigError(
-            f"[tool.flaketui] {name} must be a number of days {above} and at most {high},"
-            f" got {value!r}"
+    above = "above 0" if positive else "from 0"
+    if isinstance(default, int) and not isinstance(value, int):
+        wanted = f"a whole number of days {above} and at most {high}"
+    else:
+        wanted = f"a number of days {above} and at most {high}"
+    if isinstance(default, int) and _is_number(value) and not isinstance(value, int):
+        raise _refuse(name, wanted, value)
+    number = _number(name, value, wanted, 0.0, high, open_low=positive)
+    return int(number) if isinstance(default, int) else number
+
+
+def _check(name: str, default: Any, value: Any) -> Any:
+    """One configured value, checked against its setting's kind and range."""
+    if name.endswith("_days"):
+        return _days(name, default, value)
+    if name in PROBABILITIES:
+        return _number(
+            name, value, "a number above 0 and below 1", 0.0, 1.0, open_low=True, open_high=True
         )
+    if name in SHARES:
+        return _number(name, value, "a number from 0 to 1", 0.0, 1.0)
+    if name in WEIGHTS:
+        return _number(name, value, "a finite number from 0", 0.0, math.inf, open_high=True)
+    if name in COUNTS:
+        return _count(name, value)
+    if name in NAMES:
+        if not isinstance(value, str) or not value.strip() or "\0" in value:
+            raise _refuse(name, "a non-empty string", value)
+        return value
+    if name == "z":
+        return _number(
+            name, value, "a finite number above 0", 0.0, math.inf, open_low=True, open_high=True
+        )
+    if name == "suspect_min_ratio":
+        return _number(name, value, "a finite number from 1", 1.0, math.inf, open_high=True)
+    if name == "outage_span_hours":
+        wanted = f"a number of hours from 0 and at most {MAX_OUTAGE_SPAN_HOURS}"
+        return _number(name, value, wanted, 0.0, MAX_OUTAGE_SPAN_HOURS)
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise _refuse(name, "true or false", value)
+        return value
+    if isinstance(default, tuple):
+        return _strings(name, value)
+    if isinstance(default, dict):
+        return _table(name, value)
+    raise AssertionError(f"no check for setting {name}")  # every setting has one (tested)
 
 
 def config_from_mapping(table: dict[str, Any]) -> Config:
-    """Build a Config from a `[tool.flaketui]` table, refusing unknown keys and wrong types."""
+    """Build a Config from a `[tool.flaketui]` table, refusing unknown keys, wrong types and
+    values out of range."""
     known = {f.name: f for f in dataclasses.fields(Config)}
     defaults = Config()
     values: dict[str, Any] = {}
@@ -140,15 +264,7 @@ def config_from_mapping(table: dict[str, Any]) -> Config:
         key = name.replace("-", "_")
         if key not in known:
             raise ConfigError(f"[tool.flaketui] unknown setting {name!r}")
-        values[key] = _coerce(key, getattr(defaults, key), value)
-        if key.endswith("_days"):
-            _check_days(key, values[key])
-    for name, dimension in values.get("junit_properties", {}).items():
-        if dimension not in RUN_DIMENSIONS:
-            raise ConfigError(
-                f"[tool.flaketui] junit_properties: {name!r} maps to {dimension!r}, "
-                f"not one of {', '.join(RUN_DIMENSIONS)}"
-            )
+        values[key] = _check(key, getattr(defaults, key), value)
     return dataclasses.replace(defaults, **values)
 
 

@@ -56,16 +56,17 @@ def run_sync(
             print(f"\rsyncing {shown}: {done}/{total} results ({percent}%)", end=end,
                   file=sys.stderr, flush=True)  # fmt: skip
 
+    config = load_config()  # a bad configuration is refused before anything is written
     pg = connect(url)  # an unreachable server leaves no file behind
     with closing(pg), history_file(history) as db:
         with server_errors(url, "syncing (the replica keeps what it had; retry)"):
             summary = sync_replica(pg, db.conn, progress=progress)
         if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
             # Rows from writers that recorded no scheme: signed as this configuration signs.
-            stamp(db, load_config().mask_patterns)
+            stamp(db, config.mask_patterns)
         # A replica proposes outages as a history written directly does: same reports, same
         # report.
-        propose_outages(db, load_config(), shown_as or str(history), err=notes_err)
+        propose_outages(db, config, shown_as or str(history), err=notes_err)
     return summary
 
 
