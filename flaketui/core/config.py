@@ -260,10 +260,17 @@ def config_from_mapping(table: dict[str, Any]) -> Config:
     known = {f.name: f for f in dataclasses.fields(Config)}
     defaults = Config()
     values: dict[str, Any] = {}
+    spelt: dict[str, str] = {}
     for name, value in table.items():
         key = name.replace("-", "_")
         if key not in known:
             raise ConfigError(f"[tool.flaketui] unknown setting {name!r}")
+        # Dashes and underscores spell one setting: written both ways, neither may win.
+        if key in spelt:
+            raise ConfigError(
+                f"[tool.flaketui] {key} is set twice, as {spelt[key]!r} and {name!r}; keep one"
+            )
+        spelt[key] = name
         values[key] = _check(key, getattr(defaults, key), value)
     return dataclasses.replace(defaults, **values)
 

@@ -104,3 +104,9 @@ def test_a_wrong_type_in_pyproject_names_the_setting(work: Path, name: str) -> N
     )
     result = CliRunner().invoke(cli, ["report", "history.db", "--now", NOW])
     assert_one_line(result, name)
+
+
+def test_a_setting_written_with_dashes_and_underscores_is_refused(work: Path) -> None:
+    (work / "pyproject.toml").write_text("[tool.flaketui]\nwindow_days = 30\nwindow-days = 60\n")
+    result = CliRunner().invoke(cli, ["report", "history.db", "--format", "json", "--now", NOW])
+    assert_one_line(result, "window_days is set twice, as 'window_days' and 'window-days'")

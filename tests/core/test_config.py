@@ -189,3 +189,26 @@ def test_values_in_range_are_kept(name: str, value: Any) -> None:
 def test_datetime_values_are_refused_by_name() -> None:
     for value in (date(2026, 1, 1), time(12, 0), datetime(2026, 1, 1, tzinfo=UTC)):
         assert_refused({"window_days": value}, "window_days")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([name for name in FIELDS if "_" in name]),
+    st.data(),
+)
+def test_a_setting_spelt_two_ways_is_refused(name: str, data: st.DataObject) -> None:
+    words = name.split("_")
+    spellings = sorted(
+        {name, name.replace("_", "-")}
+        | {
+            "".join(w + data.draw(st.sampled_from("-_")) for w in words[:-1]) + words[-1]
+            for _ in range(2)
+        }
+    )
+    first, second = data.draw(st.permutations(spellings))[:2]
+    value = getattr(DEFAULTS, name)
+    value = list(value) if isinstance(value, tuple) else value
+    if value is None:
+        value = "x"
+    message = assert_refused({first: value, second: value}, name)
+    assert "set twice" in message and repr(first) in message and repr(second) in message
