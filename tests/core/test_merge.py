@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import sqlite_utils
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from flaketui.core.errors import HistoryError
 from flaketui.core.history.merge import merge_histories
@@ -160,3 +163,64 @@ def test_newer_schema_source_is_refused(histories: tuple[Path, Path]) -> None:
     src.conn.close()
     with pytest.raises(HistoryError, match="newer"):
         merge_histories(open_history(dest_path), [src_path])
+
+
+AUDIT_ROW = {
+    "ts": "2026-11-01T05:00:00Z",
+    "who": "ci-bot",
+    "action": "quarantine",
+    "test_id": "t/a.py::test_x",
+    "mode": "skip",
+    "reason": "flaky on the runner",
+    "ticket": None,
+    "scores": None,
+    "source": "cli",
+    "written_at": "2026-11-01T05:00:00Z",
+}
+OTHER_VALUES = {
+    "mode": st.sampled_from([None, "run"]),
+    "reason": st.one_of(st.none(), st.text(max_size=10)),
+    "ticket": st.text(min_size=1, max_size=6),
+    "scores": st.sampled_from(['{"recency": 0.4}', '{"recency": 0.5}']),
+    "source": st.sampled_from(["app", "lifecycle"]),
+    "written_at": st.sampled_from(["2026-11-01T05:00:01Z", "2026-11-03T00:00:00Z"]),
+}
+
+
+def write_audit(path: Path, rows: list[dict[str, object]]) -> None:
+    db = open_history(path)
+    with transaction(db.conn):
+        for row in rows:
+            db.conn.execute(
+                f"INSERT INTO audit_log ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                tuple(row.values()),
+            )
+    db.conn.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sorted(OTHER_VALUES)).flatmap(
+        lambda column: st.tuples(st.just(column), OTHER_VALUES[column])
+    )
+)
+def test_audit_rows_differing_in_any_column_are_all_kept(change: tuple[str, object]) -> None:
+    """Two decisions at the same second by one identity on one test are both kept, and
+    merging again adds nothing."""
+    column, value = change
+    other = {**AUDIT_ROW, column: value}
+    assume(other != AUDIT_ROW)
+    with tempfile.TemporaryDirectory() as folder:
+        dest, src = Path(folder) / "dest.db", Path(folder) / "src.db"
+        write_audit(dest, [AUDIT_ROW])
+        write_audit(src, [AUDIT_ROW, other])
+        for added in (1, 0):
+            db = open_history(dest)
+            try:
+                assert merge_histories(db, [src]).audit_rows_added == added
+                rows = db.conn.execute(
+                    f"SELECT {', '.join(AUDIT_ROW)} FROM audit_log ORDER BY id"
+                ).fetchall()
+            finally:
+                db.conn.close()
+            assert rows == [tuple(AUDIT_ROW.values()), tuple(other.values())]

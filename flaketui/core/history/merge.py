@@ -8,7 +8,9 @@ Rules:
   files; a test both copies hold keeps DEST's attempts, and the run's metadata stays DEST's.
 - Tests are matched by test_id (first_seen becomes the earlier of the two), signatures by hash
   (DEST's example wins), incidents by (tag, start_ts, end_ts, signature), audit rows by
-  (ts, who, action, test_id), each keeping the moment it was written (written_at).
+  every column (ts, who, action, test_id, mode, reason, ticket, scores, source and the moment
+  it was written, written_at): the audit log only grows, so two decisions that differ in
+  anything are both kept.
 - Incident decisions travel with the runs: once merged, every rule of DEST tags the untagged
   runs it matches, whichever history they came from. A suspected outage keeps its review:
   still proposed, accepted, or rejected (its runs count, it is not proposed again). A decision
@@ -275,7 +277,9 @@ def _merge_audit(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
         "INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source,"
         " written_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10"
         " WHERE NOT EXISTS (SELECT 1 FROM audit_log"
-        " WHERE ts = ?1 AND who = ?2 AND action = ?3 AND test_id = ?4)",
+        " WHERE ts = ?1 AND who = ?2 AND action = ?3 AND test_id = ?4 AND mode IS ?5"
+        " AND reason IS ?6 AND ticket IS ?7 AND scores IS ?8 AND source = ?9"
+        " AND written_at = ?10)",
         src.execute(
             "SELECT ts, who, action, test_id, mode, reason, ticket, scores, source, written_at"
             " FROM audit_log ORDER BY id"
