@@ -104,11 +104,23 @@ class FlaketuiApp(App[None]):
         return read
 
     def start_read(self) -> StagedRead:
-        """Start reading the history again (a reload); stop_reads() ends it with the app."""
-        self.reads = [read for read in self.reads if read.thread.is_alive()]
+        """Start reading the history again (a reload), the reads of the loads it replaces
+        stopped; stop_reads() ends it with the app."""
+        self.replace_reads()
         read = StagedRead(self.source)
         self.reads.append(read)
         return read
+
+    def replace_reads(self) -> None:
+        """Stop the reads of earlier loads: a newer load replaces them.
+
+        A load replaced before its worker began never stops its read itself: that read would
+        wait for its next step for good, its reader open in a read transaction (which, on a
+        rollback-journal history, also keeps every writer out).
+        """
+        for read in self.reads:
+            read.stop()
+        self.reads = [read for read in self.reads if read.thread.is_alive()]
 
     def stop_reads(self, wait_s: float) -> bool:
         """Stop every read this app started and wait, `wait_s` at most in all, for the step
@@ -153,12 +165,16 @@ class FlaketuiApp(App[None]):
 
     @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
     def _stat_history(self, known: tuple[int, ...]) -> None:
-        if history_stamp(self.source.path) != known:
-            self.post_message(HistoryChanged())
+        stamp = history_stamp(self.source.path)
+        if stamp != known:
+            self.post_message(HistoryChanged(stamp))
 
     @on(HistoryChanged)
-    def _history_changed(self) -> None:
-        self.last_stamp = None  # the reload records the new stamp
+    def _history_changed(self, event: HistoryChanged) -> None:
+        # The watch goes on while the reload reads: a change meanwhile starts a newer reload,
+        # so the list always ends on the history as the last write left it. The reload then
+        # records the stamp of what it read (or, failing, of what it tried to read).
+        self.last_stamp = event.stamp
         self.notify("The history changed: reloading", timeout=3)
         self.main_screen.reload()
 

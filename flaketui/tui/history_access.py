@@ -57,6 +57,7 @@ def _check_file(path: Path) -> None:
 
 def _connect(path: Path, how: str) -> Reader:
     """A connection in one of three ways (see open_reader), refusing other schema versions."""
+    conn: sqlite3.Connection | None = None
     try:
         if how == "plain":
             conn = sqlite3.connect(
@@ -74,6 +75,10 @@ def _connect(path: Path, how: str) -> Reader:
         conn.execute(f"PRAGMA busy_timeout = {store.BUSY_TIMEOUT_MS}")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
+        # Closed at once: while a connection that failed (one that met another process's
+        # write half done, say) stays open, every later reader in this process fails alike.
+        if conn is not None:
+            conn.close()
         if is_locked(exc):
             raise locked_error(path, exc) from exc
         raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc

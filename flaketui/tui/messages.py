@@ -17,7 +17,8 @@ class MainLoaded(Message):
     """The ranked report is ready, with the rows built for the view state of `state`.
 
     `rest`, when given, is what the load waits for before it reads the rest (groups, lifecycle
-    states): the screen sets it once these rows are painted.
+    states): the screen sets it once these rows are painted. `load` numbers the load it comes
+    from: the screen shows only its latest load's.
     """
 
     def __init__(
@@ -27,11 +28,13 @@ class MainLoaded(Message):
         rows: PreparedRows,
         *,
         rest: threading.Event | None = None,
+        load: int = 0,
     ) -> None:
         self.data = data
         self.state = state
         self.rows = rows
         self.rest = rest
+        self.load = load
         super().__init__()
 
 
@@ -96,15 +99,25 @@ class VerdictChangesLoaded(Message):
 
 
 class LoadFailed(Message):
-    """A read failed with a one-line message for the user."""
+    """A read failed with a one-line message for the user; `stamp` is the history's as the
+    list's read began (loaders.history_stamp), `load` numbers that load (see MainLoaded)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(
+        self, message: str, *, stamp: tuple[int, ...] | None = None, load: int = 0
+    ) -> None:
         self.message = message
+        self.stamp = stamp
+        self.load = load
         super().__init__()
 
 
 class HistoryChanged(Message):
-    """The history file changed underneath the app (CI wrote into it)."""
+    """The history file changed underneath the app (CI wrote into it); `stamp` is what
+    loaders.history_stamp gave when the change was seen."""
+
+    def __init__(self, stamp: tuple[int, ...]) -> None:
+        self.stamp = stamp
+        super().__init__()
 
 
 class WriteDone(Message):

@@ -94,6 +94,10 @@ class StagedRead:
         """
         self.source = source
         self.kept = kept
+        # The history's stamp as this read began (loaders.history_stamp, taken in the reading
+        # thread before any step is handed over): a read that fails is tried again once the
+        # history differs from it.
+        self.stamp: tuple[int, ...] = ()
         self.done = [threading.Event() for _ in range(STEPS)]
         self.values: list[object] = [None] * STEPS
         self.errors: list[BaseException | None] = [None] * STEPS
@@ -109,6 +113,7 @@ class StagedRead:
 
     def run(self) -> None:
         """Read the steps in turn (the thread's body)."""
+        self.stamp = history_stamp(self.source.path)
         try:
             if self.kept and self._hand_over_kept():
                 # The rest of the kept ranking, then the new ranking, are read once the first

@@ -22,7 +22,7 @@ from textual.worker import get_current_worker
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
-from flaketui.tui.loaders import MainData, load_causes, load_extras, load_main
+from flaketui.tui.loaders import MainData, history_stamp, load_causes, load_extras, load_main
 from flaketui.tui.messages import ExtrasLoaded, LoadFailed, MainLoaded, RowsBuilt
 from flaketui.tui.startup import StagedRead
 from flaketui.tui.viewmodel import (
@@ -106,6 +106,9 @@ class MainScreen(Screen[None]):
         # The load _loaded showed last, weakly: the posted copy of the first paint's load is
         # skipped, and a shown load (a report and its rows) is not kept alive by it.
         self._shown_load: weakref.ref[MainLoaded] | None = None
+        # The number of the latest load (reload counts them): what an earlier one still posts,
+        # its worker cancelled but already past its last check, is not shown.
+        self._load_number = 0
 
     @property
     def flaketui(self) -> FlaketuiApp:
@@ -186,11 +189,16 @@ class MainScreen(Screen[None]):
         self.query_one("#loading", Static).display = False
 
     def _load(self, suite: str | None, branch_kind: str | None) -> None:
+        self._load_number += 1
         read = None
         if suite is None and branch_kind is None:
             # The read `flaketui open` started before the UI, on the first load; else a new one.
             read = self.flaketui.take_first_read() or self.flaketui.start_read()
-        self._load_worker(suite, branch_kind, self.state.copy(), threading.Event(), read)
+        else:
+            self.flaketui.replace_reads()
+        self._load_worker(
+            suite, branch_kind, self.state.copy(), threading.Event(), read, self._load_number
+        )
 
     # Each worker names itself: Textual's default description is the repr of the arguments,
     # which for a loaded report is megabytes of text made on the UI thread.
@@ -202,6 +210,7 @@ class MainScreen(Screen[None]):
         state: ViewState,
         rest: threading.Event,
         read: StagedRead | None,
+        number: int,
     ) -> None:
         """The ranking first; the rest (groups, lifecycle states) once the UI sets `rest`.
 
@@ -210,11 +219,13 @@ class MainScreen(Screen[None]):
         first screen waits for, then the complete report, then the lifecycle states.
         """
         source = self.flaketui.source
+        # The history's stamp as the read began, for a failure (StagedRead takes its own).
+        stamp = history_stamp(source.path) if read is None else ()
         try:
             # Each step's data lives in a helper's frame: what a later step replaces (the first
             # ranking, a kept one) is not held by this one through the rest of the load, so the
             # garbage collector does not walk it at every full collection meanwhile.
-            data = self._load_first(read, suite, branch_kind, state, rest)
+            data = self._load_first(read, suite, branch_kind, state, rest, number)
             if not _wait_unless_cancelled(rest):
                 return
             if read is not None:
@@ -243,7 +254,8 @@ class MainScreen(Screen[None]):
             rows = prepare_rows(data_causes, state)
         except FlaketuiError as exc:
             self._offer_first(None)
-            self.post_message(LoadFailed(exc.message))
+            failed_on = read.stamp if read is not None else stamp
+            self.post_message(LoadFailed(exc.message, stamp=failed_on, load=number))
             return
         finally:
             if read is not None:
@@ -257,13 +269,14 @@ class MainScreen(Screen[None]):
         branch_kind: str | None,
         state: ViewState,
         rest: threading.Event,
+        number: int,
     ) -> MainData:
         """Read and post the ranking (in the load worker)."""
         if read is not None:
             data = read.first()
         else:
             data = load_main(self.flaketui.source, suite=suite, branch_kind=branch_kind)
-        loaded = MainLoaded(data, state, prepare_rows(data, state), rest=rest)
+        loaded = MainLoaded(data, state, prepare_rows(data, state), rest=rest, load=number)
         self._offer_first(loaded)
         self.post_message(loaded)
         return data
@@ -291,6 +304,8 @@ class MainScreen(Screen[None]):
     def _loaded(self, event: MainLoaded) -> None:
         if self._shown_load is not None and event is self._shown_load():
             return  # shown already, by the first paint's wait
+        if event.load != self._load_number:
+            return  # a newer load replaced this one: its later steps follow this data alone
         self._shown_load = weakref.ref(event)
         self.data = event.data
         self.flaketui.last_stamp = event.data.stamp
@@ -324,6 +339,12 @@ class MainScreen(Screen[None]):
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
+        if event.load != self._load_number:
+            return  # a newer load replaced this one
+        # The watch goes on from what this read found: when the failure came from a write
+        # in progress, the end of that write changes the history and reloads it.
+        if event.stamp is not None:
+            self.flaketui.last_stamp = event.stamp
         self._stop_loading()
         self.notify(event.message, title="Cannot read the history", severity="error")
 

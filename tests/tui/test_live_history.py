@@ -1,0 +1,207 @@
+"""The list follows a history written while the app is open, to the state the last write left."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.message import Message
+from textual.pilot import Pilot
+from textual.worker import Worker, WorkerState
+from tui_history import CART, NOW, record_run
+
+from flaketui.core.errors import HistoryError
+from flaketui.tui import history_access, startup
+from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.messages import LoadFailed, MainLoaded
+
+SIZE = (160, 48)
+SAFETY_S = 60  # a bound on every wait, for a failing test to end: never reached when it passes
+
+
+def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
+    return make_app(
+        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
+    )
+
+
+async def _until(pilot: Pilot[None], done: Callable[[], bool]) -> None:
+    """Let the app run until `done()` holds (SAFETY_S at most: the assertion after says)."""
+    deadline = time.monotonic() + SAFETY_S
+    while not done() and time.monotonic() < deadline:
+        await pilot.pause()
+
+
+def _loads(app: FlaketuiApp) -> list[Worker[Any]]:
+    return [w for w in app.main_screen.workers if w.group == "load"]
+
+
+def _done_loading(app: FlaketuiApp) -> bool:
+    """No load worker runs, and the list shows a load to its last step."""
+    data = app.main_screen.data
+    running = any(not w.is_finished for w in _loads(app))
+    return not running and data is not None and data.causes_loaded
+
+
+def _cart_runs(app: FlaketuiApp) -> int:
+    data = app.main_screen.data
+    assert data is not None
+    return next(t for t in data.report.tests if t.test_id == CART).scores.runs
+
+
+def _record(history: Path, first: int, count: int) -> None:
+    for index in range(first, first + count):
+        record_run(history, index, NOW.replace(hour=8 + index - first))
+
+
+def _watch_posts(app: FlaketuiApp, kind: type[Message]) -> threading.Event:
+    """An event set once the list's screen posts a message of `kind` (from any thread)."""
+    posted = threading.Event()
+    screen = app.main_screen
+    post = screen.post_message
+
+    def watching(message: Message) -> bool:
+        result = post(message)
+        if isinstance(message, kind):
+            posted.set()
+        return result
+
+    screen.post_message = watching  # type: ignore[method-assign]
+    return posted
+
+
+def test_a_connection_that_fails_to_open_is_closed(
+    history: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader met another process's write half done: the failed connection must not stay
+    # open, or every later reader of the process fails the same way.
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+
+    def tracked(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        opened.append(conn)
+        return conn
+
+    def malformed(conn: sqlite3.Connection) -> int:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(history_access.sqlite3, "connect", tracked)
+    monkeypatch.setattr(history_access, "schema_version", malformed)
+    with pytest.raises(HistoryError, match="malformed"):
+        history_access.open_reader(history)
+    assert opened
+    for conn in opened:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")
+
+
+async def test_the_watch_reloads_after_a_read_that_failed(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: _done_loading(app))
+        before = _cart_runs(app)
+        # CI writes a run; the reload it starts meets the write half done and fails.
+        real = history_access.schema_version
+        failures = [sqlite3.DatabaseError("database disk image is malformed")]
+
+        def once_malformed(conn: sqlite3.Connection) -> int:
+            if failures:
+                raise failures.pop()
+            return real(conn)
+
+        monkeypatch.setattr(history_access, "schema_version", once_malformed)
+        failed = _watch_posts(app, LoadFailed)
+        _record(history, 60, 1)
+        app.check_history()  # the watch's timer
+        assert await asyncio.to_thread(failed.wait, SAFETY_S)
+        await _until(pilot, lambda: not any(not w.is_finished for w in _loads(app)))
+        # More runs land; the watch sees them and the list ends on the last one.
+        _record(history, 61, 2)
+        app.check_history()
+        await _until(pilot, lambda: _done_loading(app) and _cart_runs(app) == before + 3)
+        assert _cart_runs(app) == before + 3
+        assert app.main_screen.data is not None and app.main_screen.data.causes_loaded
+
+
+async def test_a_replaced_load_shows_nothing_and_stops_reading(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: _done_loading(app))
+        before = _cart_runs(app)
+        # A reload reads the history, then is held before it hands its ranking over.
+        real = startup.load_in_stages
+        held = threading.Event()
+        release = threading.Event()
+        calls: list[int] = []
+
+        def held_stages(source: Any) -> Iterator[object]:
+            stages = real(source)
+            with closing(stages):
+                first = next(stages)
+                if not calls:
+                    calls.append(1)
+                    held.set()
+                    release.wait(SAFETY_S)
+                yield first
+                yield from stages
+
+        monkeypatch.setattr(startup, "load_in_stages", held_stages)
+        app.main_screen.reload()
+        (old_load,) = [w for w in _loads(app) if not w.is_finished]
+        assert await asyncio.to_thread(held.wait, SAFETY_S)
+        await _until(pilot, lambda: old_load.state == WorkerState.RUNNING)
+        assert old_load.state == WorkerState.RUNNING
+        # CI writes runs; a newer reload reads them to the end.
+        _record(history, 60, 2)
+        posted = _watch_posts(app, MainLoaded)
+        app.main_screen.reload()
+        await _until(pilot, lambda: _done_loading(app))
+        assert _cart_runs(app) == before + 2
+        # The older load goes on to hand over the ranking it read before the runs: not shown.
+        posted.clear()
+        release.set()
+        assert await asyncio.to_thread(posted.wait, SAFETY_S)
+        await pilot.pause()
+        await _until(pilot, lambda: _done_loading(app))
+        assert _cart_runs(app) == before + 2
+        assert app.main_screen.data is not None and app.main_screen.data.causes_loaded
+        for read in app.reads:
+            read.thread.join(SAFETY_S)
+        assert not any(read.thread.is_alive() for read in app.reads)
+
+
+async def test_a_load_replaced_before_it_began_stops_its_read(
+    history: Path, tmp_path: Path
+) -> None:
+    app = _app(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: _done_loading(app))
+        started: list[startup.StagedRead] = []
+        start_read = app.start_read
+
+        def recorded() -> startup.StagedRead:
+            started.append(start_read())
+            return started[-1]
+
+        app.start_read = recorded  # type: ignore[method-assign]
+        app.main_screen.reload()
+        app.main_screen.reload()  # before the first reload's worker ran at all
+        await _until(pilot, lambda: _done_loading(app))
+        assert len(started) == 2
+        # Both reads end, the one no load asks for its next step too: waiting for it, it
+        # would hold its read transaction open for good.
+        for read in started:
+            read.thread.join(SAFETY_S)
+            assert not read.thread.is_alive()
