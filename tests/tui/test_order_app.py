@@ -18,6 +18,7 @@ from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.order_modal import OrderModal
 from flaketui.tui.widgets.flake_table import FlakeTable
+from flaketui.tui.widgets.selection import FittedText
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 SIZE = (160, 48)
@@ -151,8 +152,8 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         assert _rows(app) == [("group", group_key(VICTIMS))]
         label = app.main_screen.query_one(FlakeTable).rows_by_key[f"g:{group_key(VICTIMS)}"]
         assert "fail together after test_freezes_time (3)" in label.cells[1]
-        line = str(app.main_screen.query_one("#reason", Static).content)
-        assert line.startswith("fail together after test_freezes_time  ")
+        line = app.main_screen.query_one("#selected", FittedText).text
+        assert line == "fail together after test_freezes_time"
         await pilot.press("space")
         await _settle(pilot)
         assert sorted(target for kind, target in _rows(app) if kind == "member") == VICTIMS

@@ -9,11 +9,10 @@ import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Input, Sparkline, Static
@@ -40,6 +39,7 @@ from flaketui.tui.widgets.fields import text_input
 from flaketui.tui.widgets.flake_table import FlakeTable, PreparedRows, prepare_rows
 from flaketui.tui.widgets.header import HistoryHeader
 from flaketui.tui.widgets.keybar import KeyBar
+from flaketui.tui.widgets.selection import FittedText
 from flaketui.tui.widgets.viewtabs import ViewTabs
 
 if TYPE_CHECKING:
@@ -126,9 +126,13 @@ class MainScreen(Screen[None]):
         # need not be styled and laid out for the first screen.
         yield Static(id="loading")
         yield FlakeTable(id="table")
-        with Horizontal(id="selection"):
-            yield Static(id="reason")
-            yield Sparkline([], id="spark")
+        # The selected test's full id (folded at its separators), the trend beside it, and its
+        # verdict's reason on a line of its own.
+        with Vertical(id="selection"):
+            with Horizontal(id="selection-top"):
+                yield FittedText(fold=True, id="selected")
+                yield Sparkline([], id="spark")
+            yield FittedText(fold=False, id="reason")
         yield KeyBar()
 
     async def on_mount(self) -> None:
@@ -436,15 +440,18 @@ class MainScreen(Screen[None]):
             box.display = False
 
     def _show_selection(self, row: Row | None) -> None:
-        reason = self.query_one("#reason", Static)
+        selected = self.query_one("#selected", FittedText)
+        reason = self.query_one("#reason", FittedText)
         spark = self.query_one("#spark", Sparkline)
         item = self.item_for(row)
         if item is None:
-            reason.update(Text("no test under the cursor" if row is None else row.target, "dim"))
+            selected.show("no test under the cursor" if row is None else row.target, "dim")
+            reason.show("")
             spark.data = []
             return
         title = item.test_id if isinstance(item, TestVerdict) else item.label.splitlines()[0]
-        reason.update(Text.assemble((title, "bold"), "  ", item.reason))
+        selected.show(title, "bold")
+        reason.show(item.reason)
         spark.data = list(getattr(item, "daily_scores", [])) or [0.0]
 
     def item_for(self, row: Row | None) -> TestVerdict | GroupVerdict | None:

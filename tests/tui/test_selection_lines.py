@@ -1,0 +1,83 @@
+"""The lines under the list keep the selected test's id and its reason readable at any width."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tui_history import NOW
+
+from flaketui.tui.app import make_app
+from flaketui.tui.widgets.selection import ELLIPSIS, FittedText, fit_line, fold_id
+
+ID_PART = st.text(alphabet="abcdefghij_.-0123456789", min_size=1, max_size=30)
+TEST_ID = st.builds(
+    lambda folders, name, param: "/".join(folders) + "::" + name + param,
+    st.lists(ID_PART, min_size=1, max_size=5),
+    ID_PART,
+    st.sampled_from(["", "[gbp]", "[currency-EUR-window-180d]"]),
+)
+
+
+@given(TEST_ID, st.integers(min_value=1, max_value=200))
+def test_a_folded_id_keeps_every_character_within_the_width(test_id: str, width: int) -> None:
+    lines = fold_id(test_id, width)
+    assert "".join(lines) == test_id
+    assert all(0 < len(line) <= width for line in lines)
+
+
+@given(TEST_ID, st.integers(min_value=1, max_value=200))
+def test_an_id_breaks_only_at_its_separators_when_its_parts_fit(test_id: str, width: int) -> None:
+    lines = fold_id(test_id, width)
+    parts = test_id.replace("::", "::\n").replace("/", "/\n").replace("[", "\n[").split("\n")
+    if all(len(part) <= width for part in parts):
+        for line in lines[:-1]:
+            assert line.endswith(("/", "::")) or test_id[len(line) :].startswith("[")
+            test_id = test_id[len(line) :]
+
+
+@given(
+    st.lists(st.text(alphabet="abcdefgh0123,", min_size=1, max_size=12), min_size=1, max_size=20),
+    st.integers(min_value=2, max_value=120),
+)
+def test_a_reason_is_cut_after_a_whole_word_with_an_ellipsis(words: list[str], width: int) -> None:
+    text = " ".join(words)
+    line = fit_line(text, width)
+    assert len(line) <= width
+    if len(text) <= width:
+        assert line == text
+    else:
+        assert line.endswith(ELLIPSIS)
+        kept = line[: -len(ELLIPSIS)]
+        assert text.startswith(kept)
+        if text[: width - len(ELLIPSIS) + 1].rfind(" ") > 0:
+            assert text[len(kept)] in " ,;:"  # cut where a word ends, never inside one
+
+
+async def test_the_selected_id_and_reason_are_whole_at_80_columns(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    app = make_app(
+        sample_history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        await pilot.press("down", "down")
+        await pilot.pause()
+        screen = app.main_screen
+        selected = screen.query_one("#selected", FittedText)
+        reason = screen.query_one("#reason", FittedText)
+        item = screen.item_for(screen.query_one("#table").current_row)  # type: ignore[attr-defined]
+        assert item is not None
+        shown_id = selected.lines(selected.content_size.width)
+        assert "".join(shown_id) == item.test_id  # type: ignore[union-attr]
+        assert all(line.endswith(("/", "::")) for line in shown_id[:-1])
+        assert selected.size.height == len(shown_id)
+        (line,) = reason.lines(reason.content_size.width)
+        assert line == item.reason or (
+            line.endswith(ELLIPSIS) and item.reason.startswith(line[:-1].rstrip())
+        )
+        assert reason.size.height == 1 and len(line) <= reason.size.width
