@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -180,8 +181,30 @@ def test_the_outcome_legend_breaks_between_kinds_never_inside_one(width: int) ->
     lines = text.plain.split("\n")
     assert all(len(line) <= width for line in lines), lines
     # Each kind whole on one line, in order: glyph, name and count.
-    items = [item for line in lines for item in line.split("   ")]
+    items = [item for line in lines for item in re.split(" {2,}", line)]
     counts = {"pass": 235, "edited": 3}
     assert items == [f"{OUTCOME_GLYPHS[k]} {k} {counts.get(k, 0)}" for k in OUTCOME_GLYPHS]
     wrapped = text.wrap(Console(width=width), width)
     assert [line.plain.rstrip() for line in wrapped] == lines
+
+
+async def test_the_outcome_strip_keeps_its_caption_at_80_columns(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "history.db"
+    shutil.copyfile(sample_history, copy)
+    app = _app(copy, tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await _settle(pilot)
+        await pilot.press("down", "enter")
+        await _settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
+        strip = app.screen.query_one("#strip")
+        lines = str(strip.render()).split("\n")
+        runs = len(strip.outcomes)  # type: ignore[attr-defined]
+        assert runs > strip.content_region.width  # the strip shows the newest runs only
+        caption = f"{strip.content_region.width} of {runs} runs, oldest left, newest right"
+        assert lines[-1] == caption
+        # Every line is drawn: the caption is not below the widget's last row.
+        assert strip.region.height == len(lines) and _inside(strip, app.screen.region)
+        assert len(lines) == 3  # the legend fits one line at this width

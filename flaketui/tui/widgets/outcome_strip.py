@@ -33,21 +33,28 @@ def render_strip(outcomes: Sequence[Any], width: int) -> Text:
 
 def legend(outcomes: Sequence[Any], width: int | None = None) -> Text:
     """Counts per kind, each in its colour; lines break between kinds to fit width, never
-    inside one (a kind's glyph, name and count stay together)."""
+    inside one (a kind's glyph, name and count stay together). The kinds stand three spaces
+    apart, two when that keeps them on one line."""
     counts: dict[str, int] = {}
     for outcome in outcomes:
         kind = outcome_kind(outcome)
         counts[kind] = counts.get(kind, 0) + 1
+    items = [
+        (f"{OUTCOME_GLYPHS[kind]} {kind} {counts.get(kind, 0)}", kind) for kind in OUTCOME_STYLES
+    ]
+    gap = 3
+    one_line = sum(len(item) for item, _ in items) + 2 * (len(items) - 1)
+    if width is not None and one_line + len(items) - 1 > width >= one_line:
+        gap = 2
     text = Text()
     used = 0
-    for kind in OUTCOME_STYLES:
-        item = f"{OUTCOME_GLYPHS[kind]} {kind} {counts.get(kind, 0)}"
-        if width is not None and used and used + 3 + len(item) > width:
+    for item, kind in items:
+        if width is not None and used and used + gap + len(item) > width:
             text.append("\n")
             used = 0
         elif used:
-            text.append("   ")
-            used += 3
+            text.append(" " * gap)
+            used += gap
         text.append(item, OUTCOME_STYLES[kind])
         used += len(item)
     return text
