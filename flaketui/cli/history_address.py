@@ -52,19 +52,21 @@ def shown(address: str | Path) -> str:
 AUDIT_SENT = "replica_audit_sent"  # replica meta: the last local audit row id sent to the server
 
 
-def local_history(address: Path | str, *, quiet: bool = True) -> Path:
+def local_history(address: Path | str, *, quiet: bool = True, sync: bool = True) -> Path:
     """The file a command reads and writes for a history address.
 
     A file is itself. A postgresql:// URL is its replica in the user's cache directory, synced
     now (with a progress line on stderr unless quiet); the audit rows the command adds to it
     (quarantine, release, lifecycle --apply, the app's quarantine) are sent to the server when
-    the command ends.
+    the command ends. sync=False: the replica as it is (a command that synced it already).
     """
     if isinstance(address, Path):
         return address
     from flaketui.cli.commands.sync import replica_path, run_sync
 
     path = replica_path(address)
+    if not sync:
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     # stdout is the command's; the outages it proposes are reviewed through the URL.
     run_sync(address, path, quiet=quiet, notes_err=True, shown_as=shown(address))

@@ -22,9 +22,12 @@ from flaketui.core.history.incidents import (
     remove_incident,
 )
 from flaketui.core.history.outages import (
+    ACCEPTED,
+    REJECTED,
     Outage,
     accept_outage,
     find_outages,
+    outage_proposal,
     proposed_outages,
     record_outages,
     reject_outage,
@@ -157,9 +160,10 @@ def _show_outage(db: str, item: Outage) -> None:
 @click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
 def accept_command(db: Path | str, tag: str) -> None:
-    """Keep proposed outage TAG as an incident: its runs stay out of scoring. Outages are
-    proposed in each history file; for a server, in its replica in the cache directory."""
-    with history_file(local_history(db), create=False) as history:
+    """Keep proposed outage TAG as an incident: its runs stay out of scoring. For a server, the
+    decision is the server's, for every replica."""
+    _decide_on_server(db, tag, ACCEPTED)
+    with history_file(local_history(db, sync=False), create=False) as history:
         runs = accept_outage(history, tag)
     click.echo(
         f"outage {tag} accepted: {plural(runs, 'run')} {'stays' if runs == 1 else 'stay'} excluded"
@@ -170,13 +174,27 @@ def accept_command(db: Path | str, tag: str) -> None:
 @click.argument("db", type=HISTORY_ADDRESS)
 @click.argument("tag")
 def reject_command(db: Path | str, tag: str) -> None:
-    """Reject proposed outage TAG: its runs count again; it is not proposed again. Outages are
-    proposed in each history file; for a server, in its replica in the cache directory."""
-    with history_file(local_history(db), create=False) as history:
+    """Reject proposed outage TAG: its runs count again; it is not proposed again. For a server,
+    the decision is the server's, for every replica."""
+    _decide_on_server(db, tag, REJECTED)
+    with history_file(local_history(db, sync=False), create=False) as history:
         runs = reject_outage(history, tag)
     click.echo(
         f"outage {tag} rejected: {plural(runs, 'run')} {'counts' if runs == 1 else 'count'} again"
     )
+
+
+def _decide_on_server(db: Path | str, tag: str, decision: str) -> None:
+    """For a server: sync its replica, then record the decision on the server (the replica
+    takes it right after, as the caller decides there too)."""
+    if isinstance(db, Path):
+        return
+    from flaketui.core.history.pg.reviews import decide_on_server
+
+    with history_file(local_history(db), create=False, readonly=True) as history:
+        proposal = outage_proposal(history.conn, tag)
+    _on_server(db, f"recording the review of outage {tag}", decide_on_server, tag, decision,
+               proposal)  # fmt: skip
 
 
 @incident.command("list")

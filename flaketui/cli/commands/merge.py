@@ -47,6 +47,8 @@ def merge_command(dest: Path | str, sources: tuple[Path | str, ...]) -> None:
             f"{plural(summary.results_added, 'result')}, "
             f"{plural(summary.audit_rows_added, 'audit row')} added"
         )
+        for tag in summary.decisions_kept:
+            click.echo(f"outage {tag}: decided otherwise on the server; kept as decided here")
 
 
 def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
@@ -81,6 +83,8 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
         f"{plural(total.results_added, 'result')}, {plural(total.incidents_added, 'incident')}, "
         f"{plural(total.audit_rows_added, 'audit row')} added"
     )
+    for tag in total.decisions_kept:
+        click.echo(f"outage {tag}: decided otherwise in a merged history; kept as decided here")
 
 
 def _merge_files(dest: Path, sources: list[Path]) -> None:

@@ -82,3 +82,5 @@ def sync_command(url: str, history: Path) -> None:
         f"{plural(summary.runs_updated, 'run')} updated, "
         f"{summary.runs_deleted} pruned, {plural(summary.audit_rows_added, 'audit row')} added"
     )
+    for tag in summary.decisions_kept:
+        click.echo(f"outage {tag}: decided otherwise on the server; kept as decided here")

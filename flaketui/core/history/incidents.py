@@ -196,10 +196,15 @@ def _refuse_taken_tag(conn: sqlite3.Connection, tag: str) -> None:
     if taken:
         raise tag_in_use(tag)
     if tag in reviews(conn):
-        raise IncidentError(
-            f"{tag!r} is a suspected outage's tag (see flaketui incident list --proposed): "
-            "choose another tag"
-        )
+        raise suspected_outage_tag(tag)
+
+
+def suspected_outage_tag(tag: str) -> IncidentError:
+    """The refusal of a new incident whose tag is an outage proposal's (a rejected one too)."""
+    return IncidentError(
+        f"{tag!r} is a suspected outage's tag (see flaketui incident list --proposed): "
+        "choose another tag"
+    )
 
 
 def split_matched(matched: Sequence[tuple[int, str | None]], tag: str) -> tuple[list[int], int]:

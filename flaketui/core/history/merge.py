@@ -35,13 +35,10 @@ from flaketui.core.errors import HistoryError
 from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
 from flaketui.core.history.incidents import apply_rules
 from flaketui.core.history.outages import (
-    PROPOSED,
     REJECTED,
-    keep_rejected_rule,
     outage_states,
-    reject,
     rejected_rules,
-    save_states,
+    take_states,
 )
 from flaketui.core.history.store import history_file, transaction
 from flaketui.core.rollups import build as rollups
@@ -241,36 +238,6 @@ def _merge_incidents(
     return dest.total_changes - before
 
 
-def _merge_reviews(
-    dest: sqlite3.Connection,
-    src: sqlite3.Connection,
-    before: dict[str, str],
-    summary: MergeSummary,
-) -> None:
-    """Give DEST the review of each outage SRC proposed (its incident rows already merged);
-    `before` holds DEST's states from before the merge."""
-    theirs = outage_states(src)
-    if not theirs:
-        return
-    states = outage_states(dest)
-    src_rules = rejected_rules(src)
-    for tag, their_state in sorted(theirs.items()):
-        ours = before.get(tag)
-        if ours is None or ours == PROPOSED:
-            state = their_state  # a decision beats a proposal awaiting review
-        else:
-            state = ours
-            if their_state not in (PROPOSED, ours):
-                summary.decisions_kept.append(tag)
-        states[tag] = state
-        if state == REJECTED:
-            if tag not in rejected_rules(dest) and tag in src_rules:
-                keep_rejected_rule(dest, tag, src_rules[tag])
-            # Drops the rule SRC still had, and frees the runs that came tagged with it.
-            reject(dest, tag, states)
-    save_states(dest, states)
-
-
 def _merge_audit(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
     before = dest.total_changes
     dest.executemany(
@@ -306,7 +273,9 @@ def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> Mer
                 tests = _merge_tests(dest.conn, src)
                 _merge_runs(dest.conn, src, tests, signatures, summary)
                 summary.incidents_added += _merge_incidents(dest.conn, src, reviewed)
-                _merge_reviews(dest.conn, src, reviewed, summary)
+                summary.decisions_kept += take_states(
+                    dest.conn, outage_states(src), rejected_rules(src), reviewed
+                )
                 apply_rules(dest.conn, None)
                 summary.audit_rows_added += _merge_audit(dest.conn, src)
             summary.sources += 1

@@ -244,6 +244,19 @@ def _pending(conn: sqlite3.Connection, tag: str) -> dict[str, str]:
     return states
 
 
+def outage_proposal(conn: sqlite3.Connection, tag: str) -> tuple[object, ...] | None:
+    """The incident row (tag, start_ts, end_ts, signature, created_at, note) of proposed outage
+    tag (None when it has none); IncidentError when tag awaits no review."""
+    _pending(conn, tag)
+    row = conn.execute(
+        "SELECT tag, start_ts, end_ts, signature, created_at, note FROM incidents WHERE tag = ?"
+        " AND start_ts IS NOT NULL AND end_ts IS NOT NULL AND signature IS NOT NULL"
+        " ORDER BY id LIMIT 1",
+        (tag,),
+    ).fetchone()
+    return None if row is None else tuple(row)
+
+
 def accept_outage(db: sqlite_utils.Database, tag: str) -> int:
     """Keep a proposed outage as an incident; returns how many runs it excludes."""
     conn = db.conn
@@ -293,6 +306,43 @@ def outage_states(conn: sqlite3.Connection) -> dict[str, str]:
     for (tag,) in conn.execute("SELECT DISTINCT tag FROM incidents WHERE note LIKE 'outage:%'"):
         states.setdefault(str(tag), ACCEPTED)
     return states
+
+
+def settle(ours: str | None, theirs: str) -> tuple[str, bool]:
+    """The state an outage keeps when a history holding it as `ours` (None: unknown there)
+    takes in another's `theirs`, and whether the two decided differently (then ours stays): a
+    decision beats a proposal awaiting review."""
+    if ours is None or ours == PROPOSED:
+        return theirs, False
+    return ours, theirs not in (PROPOSED, ours)
+
+
+def take_states(
+    conn: sqlite3.Connection,
+    theirs: dict[str, str],
+    their_rules: dict[str, tuple[str, str, str]],
+    before: dict[str, str],
+) -> list[str]:
+    """Give the history at conn the review of each outage of another history (`theirs`, with
+    the rules it kept of rejected ones), its incident rows already taken in; `before` holds
+    this history's states from before. Inside the caller's transaction; the outages the two
+    decided differently (this history's decision stays)."""
+    if not theirs:
+        return []
+    kept: list[str] = []
+    states = outage_states(conn)
+    for tag, their_state in sorted(theirs.items()):
+        state, differ = settle(before.get(tag), their_state)
+        if differ:
+            kept.append(tag)
+        states[tag] = state
+        if state == REJECTED:
+            if tag not in rejected_rules(conn) and tag in their_rules:
+                keep_rejected_rule(conn, tag, their_rules[tag])
+            # Drops the rule the other history still had, and frees the runs tagged with it.
+            reject(conn, tag, states)
+    save_states(conn, states)
+    return kept
 
 
 def save_states(conn: sqlite3.Connection, states: dict[str, str]) -> None:

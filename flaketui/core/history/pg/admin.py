@@ -33,7 +33,7 @@ def _first_two(pg: Any, prefix: str) -> list[Any]:
     return list(pg.execute(sql, (len(prefix), prefix)).fetchall())
 
 
-def _matching(
+def matching(
     pg: Any, start: str | None, end: str | None, signature: str | None, only: Sequence[int] | None
 ) -> list[tuple[int, str | None]]:
     if signature is not None:
@@ -42,6 +42,13 @@ def _matching(
             " JOIN signatures AS g ON g.id = x.signature WHERE g.hash = %s"
         )
         params: tuple[Any, ...] = (signature,)
+        # An outage's rule has both: the runs of its window that failed with its signature.
+        if start is not None:
+            sql += " AND r.ts >= %s"
+            params = (*params, start)
+        if end is not None:
+            sql += " AND r.ts <= %s"
+            params = (*params, end)
     else:
         sql = "SELECT id, incident FROM runs AS r WHERE ts >= %s AND ts <= %s"
         params = (start, end)
@@ -51,7 +58,7 @@ def _matching(
     return [(int(pk), incident) for pk, incident in pg.execute(sql, params).fetchall()]
 
 
-def _tag(pg: Any, run_pks: Sequence[int], tag: str | None) -> int:
+def tag_runs(pg: Any, run_pks: Sequence[int], tag: str | None) -> int:
     if run_pks:
         pg.execute(
             "UPDATE runs SET incident = %s, change = pg_current_xact_id() WHERE id = ANY(%s)",
@@ -85,14 +92,14 @@ def add_server_incident(
             if signature is not None
             else None
         )
-        matched = _matching(pg, start_ts, end_ts, full, None)
+        matched = matching(pg, start_ts, end_ts, full, None)
         free, other = split_matched(matched, tag)
         pg.execute(
             "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
             " VALUES (%s, %s, %s, %s, %s, %s)",
             (tag, start_ts, end_ts, full, to_iso(utc_now()), note),
         )
-        tagged = _tag(pg, free, tag)
+        tagged = tag_runs(pg, free, tag)
     return incident_change(tag, start_ts, end_ts, full, tagged=tagged, other=other)
 
 
@@ -104,17 +111,25 @@ def remove_server_incident(pg: Any, tag: str) -> int:
         rules = pg.execute("DELETE FROM incidents WHERE tag = %s", (tag,)).rowcount
         if not freed and not rules:
             raise IncidentError(f"no incident tagged {tag!r} (see flaketui incident list)")
-        _tag(pg, freed, None)
-        for rule_tag, start_ts, end_ts, signature in pg.execute(
-            "SELECT tag, start_ts, end_ts, signature FROM incidents WHERE signature IS NOT NULL"
-            " OR (start_ts IS NOT NULL AND end_ts IS NOT NULL) ORDER BY id"
-        ).fetchall():
-            matched = _matching(pg, start_ts, end_ts, signature, freed)
-            _tag(pg, [pk for pk, incident in matched if incident is None], rule_tag)
+        tag_runs(pg, freed, None)
+        retag(pg, freed)
         still = pg.execute(
             "SELECT count(*) FROM runs WHERE incident IS NULL AND id = ANY(%s)", (freed,)
         ).fetchone()[0]
     return int(still)
+
+
+def retag(pg: Any, freed: Sequence[int]) -> int:
+    """Apply every rule, oldest first, to the untagged runs among freed (another incident's
+    rule may cover runs a removed tag had claimed first); how many runs were tagged."""
+    tagged = 0
+    for rule_tag, start_ts, end_ts, signature in pg.execute(
+        "SELECT tag, start_ts, end_ts, signature FROM incidents WHERE signature IS NOT NULL"
+        " OR (start_ts IS NOT NULL AND end_ts IS NOT NULL) ORDER BY id"
+    ).fetchall():
+        matched = matching(pg, start_ts, end_ts, signature, freed)
+        tagged += tag_runs(pg, [pk for pk, incident in matched if incident is None], rule_tag)
+    return tagged
 
 
 def prune_server(

@@ -8,7 +8,7 @@ not at all, and it follows the rules of merging histories:
   (other shards), and a test both hold keeps the server's attempts: pushing twice adds nothing;
 - tests match by test_id (first_seen becomes the earlier one), signatures by hash (the
   server's example wins), incidents by (tag, window, signature), audit rows by
-  (ts, who, action, test_id).
+  (ts, who, action, test_id); each suspected outage keeps its review (pg.reviews).
 Many writers push at once: rows arrive through COPY into temporary tables and are inserted
 with ON CONFLICT DO NOTHING in key order; writers of one run id take a transaction-scoped
 advisory lock on it, so shards of one run never interleave their test checks.
@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from flaketui.core.history.outages import REJECTED, outage_states, rejected_rules
 from flaketui.core.history.pg.columns import (
     PREDECESSOR,
     both_have,
     server_audit_columns,
     shared_columns,
 )
+from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
-# One advisory lock per run id; incidents' duplicate check takes this fixed one.
-INCIDENT_LOCK = 0x666C6963  # "flic"
 
 
 @dataclass
@@ -44,6 +44,7 @@ class PushSummary:
     results_added: int = 0
     incidents_added: int = 0
     audit_rows_added: int = 0
+    decisions_kept: list[str] = field(default_factory=list)  # outages decided otherwise here
 
 
 def _quoted(columns: Iterable[str]) -> str:
@@ -81,7 +82,10 @@ def push_history(pg: Any, src: sqlite3.Connection, *, append: bool = False) -> P
         if run_ids:
             _push_runs(pg, src, run_cols, result_cols, summary, append)
         _push_scheme(pg, src)
-        summary.incidents_added = _push_incidents(pg, src)
+        theirs = outage_states(src)
+        before = lock_reviews(pg) if theirs or _has_incidents(src) else {}
+        summary.incidents_added = _push_incidents(pg, src, before)
+        summary.decisions_kept = take_into_server(pg, theirs, rejected_rules(src), before)
         summary.audit_rows_added = _push_audit(pg, src)
     return summary
 
@@ -232,16 +236,21 @@ def _push_runs(
             summary.runs_unchanged += 1
 
 
-def _push_incidents(pg: Any, src: sqlite3.Connection) -> int:
+def _has_incidents(src: sqlite3.Connection) -> bool:
+    return src.execute("SELECT 1 FROM incidents LIMIT 1").fetchone() is not None
+
+
+def _push_incidents(pg: Any, src: sqlite3.Connection, before: dict[str, str]) -> int:
+    """Copy the incident rows the server lacks, but those of an outage the server rejected
+    (`before`: its outage states, under the incidents' lock)."""
     rows = src.execute(
         "SELECT tag, start_ts, end_ts, signature, created_at, note FROM incidents ORDER BY id"
     ).fetchall()
-    if not rows:
-        return 0
-    pg.execute("SELECT pg_advisory_xact_lock(%s)", (INCIDENT_LOCK,))
     added = 0
     with pg.cursor() as cur:
         for row in rows:
+            if before.get(str(row[0])) == REJECTED:
+                continue
             cur.execute(
                 "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
                 " SELECT %s, %s, %s, %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM incidents"

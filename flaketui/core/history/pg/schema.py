@@ -153,8 +153,23 @@ UPDATE audit_log SET written_at = ts;
 ALTER TABLE audit_log ALTER COLUMN written_at SET NOT NULL;
 """
 
+# Version 4: the review of each suspected outage, what a history file keeps in its meta values
+# (flaketui.core.history.outages: REVIEW_KEY and REJECTED_KEY): one row per outage proposed
+# (awaiting review) or rejected, with a rejected outage's rule (window and signature) when it
+# was kept. An accepted outage is an ordinary incident row and has no row here.
+SCHEMA_V4 = f"""
+CREATE TABLE outage_reviews (
+    tag        text PRIMARY KEY,
+    state      text NOT NULL CHECK (state IN ('proposed', 'rejected')),
+    start_ts   text,
+    end_ts     text,
+    signature  text,
+    {CHANGE}
+);
+"""
+
 # Each migration takes the schema from version i to i + 1; never edit a released one.
-MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3]
+MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -13,7 +13,9 @@ sync resumes after its last batch and inserting a row twice is impossible (INSER
 (run, test, attempt) as well). Runs, tests and signatures come with the results that need them.
 Then runs changed in the window (an incident tag set or cleared), tests (an earlier first
 sighting), the server's incident rules (replaced when they differ; the outages the replica
-proposed itself, and their reviews, stay), audit rows and pruned runs are applied, and the
+proposed itself stay), the reviews of suspected outages (as a merge of history files takes
+them: a decision beats a proposal, and where the replica decided otherwise its decision stays),
+audit rows and pruned runs are applied, and the
 watermark moves up, all in one last transaction.
 
 Rollups: a sync into a history with no run yet copies raw rows only and builds the rollups
@@ -26,12 +28,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flaketui.core.errors import HistoryError
 from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
-from flaketui.core.history.outages import reviews
+from flaketui.core.history.outages import outage_states, reviews, take_states
 from flaketui.core.history.pg.columns import (
     AUDIT_COLUMNS,
     PREDECESSOR,
@@ -40,6 +42,7 @@ from flaketui.core.history.pg.columns import (
     shared_columns,
 )
 from flaketui.core.history.pg.push import SCHEME_KEY
+from flaketui.core.history.pg.reviews import server_rejected_rules, server_states
 from flaketui.core.history.pg.schema import history_id
 from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
@@ -65,6 +68,7 @@ class SyncSummary:
     runs_deleted: int = 0
     audit_rows_added: int = 0
     incidents_changed: bool = False
+    decisions_kept: list[str] = field(default_factory=list)  # outages decided otherwise here
     batches: int = 0
     resumed: bool = False
 
@@ -327,6 +331,12 @@ class _Puller:
             return False
         same = " AND ".join(f"{column} IS ?" for column in INCIDENT_COLUMNS)
         conn.executemany(f"DELETE FROM incidents WHERE {same}", before)
+        # The server's row replaces the replica's own copy of one rule (a proposal it sent).
+        conn.executemany(
+            "DELETE FROM incidents WHERE tag IS ? AND start_ts IS ? AND end_ts IS ?"
+            " AND signature IS ?",
+            [row[:4] for row in theirs],
+        )
         marks = ", ".join("?" * len(INCIDENT_COLUMNS))
         conn.executemany(f"INSERT INTO incidents ({columns}) VALUES ({marks})", theirs)
         _set_meta(conn, REPLICA_INCIDENTS, json.dumps(theirs))
@@ -380,7 +390,11 @@ class _Puller:
                 f"SELECT test_id, first_seen, test_file FROM tests WHERE {in_window}", window
             ).fetchall(),
         )
+        states = outage_states(conn)
         summary.incidents_changed = self._replace_incidents()
+        summary.decisions_kept = take_states(
+            conn, server_states(pg), server_rejected_rules(pg), states
+        )
         marks = ", ".join(f"?{n}" for n in range(1, len(AUDIT_COLUMNS) + 1))
         before = conn.total_changes
         conn.executemany(
