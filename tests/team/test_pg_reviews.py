@@ -111,3 +111,19 @@ def test_differing_decisions_keep_the_destinations(
     synced = invoke("sync", pg_url, desk)
     assert f"outage {DISK}: decided otherwise on the server; kept as decided here" in synced
     assert outages(desk)[DISK] == "rejected: its runs count"
+
+
+def test_a_suspected_outages_tag_is_refused_on_the_server(
+    pg_url: str, tmp_path: Path, history: Path
+) -> None:
+    invoke("incident", "reject", history, CACHE)
+    invoke("merge", pg_url, history)
+    window = ("--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z")
+    # A rejected outage has no incident row left, but its tag stays taken.
+    out = invoke("incident", "add", pg_url, CACHE, *window, code=1)
+    assert f"{CACHE!r} is a suspected outage's tag" in out, out
+    assert len(out.strip().splitlines()) == 1
+    assert "already exists" in invoke("incident", "add", pg_url, DISK, *window, code=1)
+    # As a history file refuses them.
+    out = invoke("incident", "add", history, CACHE, *window, code=1)
+    assert f"{CACHE!r} is a suspected outage's tag" in out

@@ -19,6 +19,7 @@ from flaketui.core.history.incidents import (
     incident_rule,
     resolve_signature,
     split_matched,
+    suspected_outage_tag,
     tag_in_use,
 )
 from flaketui.core.history.pg.columns import AUDIT_COLUMNS
@@ -87,6 +88,8 @@ def add_server_incident(
         ).fetchone()[0]
         if taken:
             raise tag_in_use(tag)
+        if pg.execute("SELECT 1 FROM outage_reviews WHERE tag = %s", (tag,)).fetchone():
+            raise suspected_outage_tag(tag)
         full = (
             resolve_signature(signature, lambda prefix: _first_two(pg, prefix))
             if signature is not None
