@@ -91,7 +91,7 @@ def send_audit(url: str, replica: Path) -> int:
             return 0
         pg = connect(url)
         try:
-            with server_errors(url, "sending audit rows (they stay in the replica; retry)"):
+            with server_errors(url, "sending audit rows", note="they stay in the replica"):
                 landed = push_audit(pg, [row[1:] for row in rows])
         finally:
             pg.close()

@@ -559,15 +559,18 @@ class Recorder:
         except Exception as exc:
             kept = target.keep()
             reason = getattr(exc, "message", None) or type(exc).__name__
-            from flaketui.core.history.address import command_address
+            if getattr(exc, "transient", True):
+                from flaketui.core.history.address import command_address
 
-            # The URL as the command needs it: a masked password would fail to authenticate.
-            address, note = command_address(target.url)
-            command = shlex.join(["flaketui", "merge", address, str(kept)])
-            self._warn(
-                f"{reason}; the run is kept in {kept}: send it with `{command}`"
-                + (f" ({note})" if note else "")
-            )
+                # The URL as the command needs it: a masked password would fail to authenticate.
+                address, note = command_address(target.url)
+                command = shlex.join(["flaketui", "merge", address, str(kept)])
+                self._warn(
+                    f"{reason}; the run is kept in {kept}: send it with `{command}`"
+                    + (f" ({note})" if note else "")
+                )
+            else:  # sending it again would meet the same refusal
+                self._warn(f"{reason}; the run is kept in {kept}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Say so when the run was recorded as part of an incident (with -q too): a

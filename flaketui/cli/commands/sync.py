@@ -59,7 +59,7 @@ def run_sync(
     config = load_config()  # a bad configuration is refused before anything is written
     pg = connect(url)  # an unreachable server leaves no file behind
     with closing(pg), history_file(history) as db:
-        with server_errors(url, "syncing (the replica keeps what it had; retry)"):
+        with server_errors(url, "syncing", note="the replica keeps what it had"):
             summary = sync_replica(pg, db.conn, progress=progress)
         if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
             # Rows from writers that recorded no scheme: signed as this configuration signs.

@@ -63,7 +63,7 @@ def ingest_to_server(
             )
             if result.empty:
                 return result
-            with server_errors(url, "writing the run (nothing was recorded; retry)"):
+            with server_errors(url, "writing the run", note="nothing was recorded"):
                 summary = push_history(pg, staged, append=True)
             tests = _tests(pg, url, full)
     finally:
@@ -160,7 +160,7 @@ def _land_batch(
                 config=config,
                 report_formats=[formats[index] for index, _, _, _ in staged_runs],
             )
-            with server_errors(url, "writing a batch of runs (it was not recorded; retry)"):
+            with server_errors(url, "writing a batch of runs", note="it was not recorded"):
                 push_history(pg, staged, append=True)
         for (index, _, full, skipped), result in zip(staged_runs, results, strict=True):
             if isinstance(result, IngestResult):

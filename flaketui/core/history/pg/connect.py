@@ -22,7 +22,12 @@ EXTRA_HINT = "install the PostgreSQL extra: pip install 'flaketui[postgres]'"
 
 
 class ServerError(HistoryError):
-    """A history server that cannot be reached or used; the message masks the password."""
+    """A history server that cannot be reached or used; the message masks the password.
+    transient: whether a retry may succeed (see `transient`)."""
+
+    def __init__(self, message: str, *, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def driver() -> Any:
@@ -41,16 +46,37 @@ def _first_line(text: str) -> str:
 
 def server_error(url: str, exc: BaseException, doing: str) -> ServerError:
     """The one-line error for a driver exception met while `doing` something on the server."""
-    return ServerError(f"{mask_url(url)}: {doing} failed ({scrub(_first_line(str(exc)), url)})")
+    return ServerError(
+        f"{mask_url(url)}: {doing} failed ({scrub(_first_line(str(exc)), url)})",
+        transient=transient(exc),
+    )
+
+
+# SQLSTATE classes a retry may get past: the connection (08), a conflict with another
+# transaction (40: serialization failure, deadlock), resources (53), an operator or a shutdown
+# (57); and a lock not available (55P03). Any other error (a constraint, a limit such as an
+# index row too large, a missing table) comes back the same on every retry.
+TRANSIENT_CLASSES = ("08", "40", "53", "57")
+TRANSIENT_STATES = ("55P03",)
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a retry may succeed: no SQLSTATE (the connection was lost) or a transient one."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state[:2] in TRANSIENT_CLASSES or state in TRANSIENT_STATES
 
 
 @contextmanager
-def server_errors(url: str, doing: str) -> Iterator[None]:
-    """Turn driver exceptions raised inside into ServerError (password masked)."""
+def server_errors(url: str, doing: str, *, note: str | None = None) -> Iterator[None]:
+    """Turn driver exceptions raised inside into ServerError (password masked). note: what the
+    failure left as it was ("nothing was recorded"), said in brackets after `doing`, with
+    "retry" when a retry may succeed."""
     psycopg = driver()
     try:
         yield
     except psycopg.Error as exc:
+        if note is not None:
+            doing = f"{doing} ({note}; retry)" if transient(exc) else f"{doing} ({note})"
         raise server_error(url, exc, doing) from None
 
 

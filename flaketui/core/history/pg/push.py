@@ -29,6 +29,7 @@ from flaketui.core.history.pg.columns import (
     shared_columns,
 )
 from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
+from flaketui.core.history.pg.schema import same_test
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -124,14 +125,14 @@ def _push_tests(pg: Any, src: sqlite3.Connection) -> None:
     pg.execute(
         "INSERT INTO tests (test_id, parent, test_file, first_seen)"
         " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
-        " ON CONFLICT (test_id) DO NOTHING"
+        " ON CONFLICT DO NOTHING"
     )
     # Rows this push teaches something (an earlier first sighting, a file): locked in id order.
     pg.execute(
         "UPDATE tests AS t SET first_seen = least(t.first_seen, u.first_seen),"
         " test_file = coalesce(t.test_file, u.test_file), change = pg_current_xact_id()"
         " FROM (SELECT t2.id, s.first_seen, s.test_file FROM tests AS t2"
-        " JOIN s_tests AS s ON s.test_id = t2.test_id"
+        f" JOIN s_tests AS s ON {same_test('s.test_id', 't2.test_id')}"
         " WHERE s.first_seen < t2.first_seen OR (t2.test_file IS NULL AND s.test_file IS NOT NULL)"
         " ORDER BY t2.id FOR UPDATE OF t2) AS u WHERE t.id = u.id"
     )
@@ -197,9 +198,10 @@ def _push_runs(
     keys = "run, test, signature" + (f", {PREDECESSOR}" if pred else "")
     key_values = "r.id, t.id, g.id" + (", pt.id" if pred else "")
     key_joins = (
-        " JOIN runs AS r ON r.run_id = s.run_key JOIN tests AS t ON t.test_id = s.test_key"
+        " JOIN runs AS r ON r.run_id = s.run_key"
+        f" JOIN tests AS t ON {same_test('t.test_id', 's.test_key')}"
         " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
-        + (" LEFT JOIN tests AS pt ON pt.test_id = s.pred_key" if pred else "")
+        + (f" LEFT JOIN tests AS pt ON {same_test('pt.test_id', 's.pred_key')}" if pred else "")
     )
     if append:
         chosen = ", ".join(

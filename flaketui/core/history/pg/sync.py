@@ -280,8 +280,10 @@ class _Puller:
         if not missing:
             return
         rows = self.pg.execute(
-            "SELECT test_id, parent, test_file, first_seen FROM tests WHERE test_id = ANY(%s)",
-            (missing,),
+            "SELECT test_id, parent, test_file, first_seen FROM tests"
+            " WHERE md5(test_id) IN (SELECT md5(k) FROM unnest(%s::text[]) AS k)"
+            " AND test_id = ANY(%s)",
+            (missing, missing),
         ).fetchall()
         self.conn.executemany(UPSERT_TEST_SQL, rows)
         for pk, test_id in self.conn.execute(

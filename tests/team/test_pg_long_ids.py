@@ -1,0 +1,133 @@
+"""Test ids of any length reach the server, as they reach a history file: the plugin, ingest,
+a replica and the audit log; an error a retry cannot fix never says to retry."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.cli import cli
+
+PLUGIN_ARGS = ("-p", "flaketui.pytest_plugin")
+# A parameter far past what a btree index row holds (2704 bytes), and that does not compress.
+LONG = "".join(hashlib.sha256(str(n).encode()).hexdigest() for n in range(50))[:3200]
+SUITE = f"""
+import pytest
+
+@pytest.mark.parametrize("value", [{LONG!r}, "short"])
+def test_param(value):
+    assert value
+"""
+
+
+def invoke(*args: object, code: int = 0) -> str:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    return result.output
+
+
+@pytest.fixture
+def plain_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("GITHUB_", "GITLAB_", "CI_", "BUILDKITE", "CIRCLE", "JENKINS")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+
+def test_a_long_parametrized_id_is_recorded_on_the_server(
+    pytester: pytest.Pytester, pg_url: str, plain_env: None, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_long=SUITE)
+    for _ in range(2):  # the second run finds the tests the first one recorded
+        result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", pg_url)
+        result.assert_outcomes(passed=2)
+        assert "flaketui:" not in result.stdout.str(), result.stdout.str()
+    # A report of the same run ingested into the server lands beside it too.
+    report = tmp_path / "long.xml"
+    report.write_text(
+        '<testsuite name="s" tests="1"><testcase classname="test_long"'
+        f' name="test_param[{LONG}y]" time="0.1"/></testsuite>'
+    )
+    invoke("ingest", pg_url, report, "--run-id", "r-xml", "--no-detect")
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    conn = sqlite3.connect(replica)
+    lengths = sorted(length for (length,) in conn.execute("SELECT length(test_id) FROM tests"))
+    runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    results = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+    conn.close()
+    assert lengths[0] < 100 and len(lengths) == 3 and lengths[1] > 3200
+    assert (runs, results) == (3, 5)
+    # Quarantining such a test writes an audit row the server takes as well.
+    (long_id,) = (
+        sqlite3.connect(replica)
+        .execute("SELECT test_id FROM tests ORDER BY length(test_id) DESC LIMIT 1")
+        .fetchone()
+    )
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    try:
+        skip = tmp_path / "skip.json"
+        invoke("quarantine", pg_url, long_id, "--reason", "too long", "--skip-file", skip)
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    import psycopg
+
+    with psycopg.connect(pg_url) as pg:
+        assert pg.execute("SELECT length(test_id) FROM audit_log").fetchall() == [(len(long_id),)]
+
+
+REPORT = Path(__file__).resolve().parents[2] / "sample_data" / "reports" / "main-unit.xml"
+
+
+def refuse_results(url: str, sqlstate: str) -> None:
+    """Make the server refuse every result row with an error of the given SQLSTATE."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            f" RAISE EXCEPTION 'refused' USING ERRCODE = '{sqlstate}'; END $$"
+        )
+        pg.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON results FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "said"),
+    [
+        ("P0001", "(nothing was recorded) failed (refused)"),  # the same on every retry
+        ("40001", "(nothing was recorded; retry) failed (refused)"),  # a conflict: may pass
+    ],
+)
+def test_retry_is_said_only_where_a_retry_may_succeed(
+    pg_url: str, sqlstate: str, said: str
+) -> None:
+    invoke("ingest", pg_url, REPORT, "--run-id", "r0", "--no-detect")  # the schema is there
+    refuse_results(pg_url, sqlstate)
+    out = invoke("ingest", pg_url, REPORT, "--run-id", "r1", "--no-detect", code=1)
+    assert len(out.strip().splitlines()) == 1 and said in out, out
+
+
+def test_the_plugin_offers_no_merge_the_server_would_refuse_again(
+    pytester: pytest.Pytester, pg_url: str, plain_env: None
+) -> None:
+    invoke("ingest", pg_url, REPORT, "--run-id", "r0", "--no-detect")
+    refuse_results(pg_url, "P0001")
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", pg_url)
+    result.assert_outcomes(passed=1)
+    line = next(line for line in result.stdout.lines if line.startswith("flaketui:"))
+    assert "writing the run failed (refused); the run is kept in " in line, line
+    assert "flaketui merge" not in line
+    kept = Path(line.rsplit(" ", 1)[1])
+    kept.unlink()
+    kept.parent.rmdir()
