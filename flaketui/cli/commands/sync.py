@@ -58,7 +58,11 @@ def run_sync(
 
     config = load_config()  # a bad configuration is refused before anything is written
     pg = connect(url)  # an unreachable server leaves no file behind
-    with closing(pg), history_file(history) as db:
+    # A first sync builds the replica beside it and renames it into place once complete, so an
+    # interrupted one leaves no half-filled history for readers; the next sync resumes it.
+    first = not history.exists()
+    target = unfinished_path(history) if first else history
+    with closing(pg), history_file(target) as db:
         with server_errors(url, "syncing", note="the replica keeps what it had"):
             summary = sync_replica(pg, db.conn, progress=progress)
         if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
@@ -67,7 +71,14 @@ def run_sync(
         # A replica proposes outages as a history written directly does: same reports, same
         # report.
         propose_outages(db, config, shown_as or str(history), err=notes_err)
+    if first:  # closed: its -wal file is folded in and gone
+        os.replace(target, history)
     return summary
+
+
+def unfinished_path(history: Path) -> Path:
+    """Where a first sync builds the replica history until it is complete."""
+    return history.with_name(history.name + ".unfinished")
 
 
 @cli.command("sync")
