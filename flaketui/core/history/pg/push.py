@@ -127,14 +127,17 @@ def _push_tests(pg: Any, src: sqlite3.Connection) -> None:
         " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
         " ON CONFLICT DO NOTHING"
     )
-    # Rows this push teaches something (an earlier first sighting, a file): locked in id order.
+    # Rows this push teaches something (an earlier first sighting, a file): locked in id order,
+    # FOR NO KEY UPDATE as the UPDATE itself locks them (it changes no key). FOR UPDATE would
+    # also conflict with the FOR KEY SHARE locks other writers' results take on these rows
+    # through their foreign key, in their own order, and deadlock with them.
     pg.execute(
         "UPDATE tests AS t SET first_seen = least(t.first_seen, u.first_seen),"
         " test_file = coalesce(t.test_file, u.test_file), change = pg_current_xact_id()"
         " FROM (SELECT t2.id, s.first_seen, s.test_file FROM tests AS t2"
         f" JOIN s_tests AS s ON {same_test('s.test_id', 't2.test_id')}"
         " WHERE s.first_seen < t2.first_seen OR (t2.test_file IS NULL AND s.test_file IS NOT NULL)"
-        " ORDER BY t2.id FOR UPDATE OF t2) AS u WHERE t.id = u.id"
+        " ORDER BY t2.id FOR NO KEY UPDATE OF t2) AS u WHERE t.id = u.id"
     )
 
 
