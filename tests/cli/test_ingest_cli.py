@@ -396,3 +396,36 @@ def test_same_test_name_in_two_jest_files_is_two_tests_not_a_flaky_one(tmp_path:
         ("src/a.test.js::parser handles empty input::parser handles empty input", "fail", 12),
         ("src/b.test.js::parser handles empty input::parser handles empty input", "pass", 12),
     ]
+
+
+# ---- one test in several report files of a run ------------------------------------------------
+
+
+@pytest.mark.parametrize("order", [("py311", "py312"), ("py312", "py311")])
+@pytest.mark.parametrize("how", ["one_per_command", "one_command", "manifest"])
+def test_a_leg_failing_outright_fails_the_run_in_any_order(
+    tmp_path: Path, order: tuple[str, str], how: str
+) -> None:
+    """Matrix legs of one job share a run id: the test ran once per leg, not twice in a row, so
+    a leg failing fails the run; it is neither flaky nor healthy, whichever leg came first."""
+    legs = {
+        "py311": junit(tmp_path / "py311.xml", case("test_x", "fail", cls="pkg.Cls")),
+        "py312": junit(tmp_path / "py312.xml", case("test_x", cls="pkg.Cls")),
+    }
+    files = [legs[name] for name in order]
+    db = tmp_path / "m.db"
+    meta = ["--run-id", "gh-510", "--timestamp", "2026-11-10T10:00:00Z", "--no-detect"]
+    if how == "one_per_command":
+        for path in files:
+            assert run(db, path, *meta).exit_code == 0
+    elif how == "one_command":
+        assert run(db, *files, *meta).exit_code == 0
+    else:
+        entries: list[dict[str, object] | str] = [
+            {"file": path.name, "run_id": "gh-510", "timestamp": "2026-11-10T10:00:00Z"}
+            for path in files
+        ]
+        assert run(db, "--manifest", write_manifest(tmp_path / "m.jsonl", entries)).exit_code == 0
+    assert query(db, "SELECT outcome, bad, attempts, failed_attempts FROM test_runs") == [
+        ("fail", 1, 2, 1)
+    ]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flaketui.core.history import store
+from flaketui.core.history.derived_rows import refresh_test_runs
 from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import render_json
 from flaketui.core.scoring.report import build_report
@@ -34,6 +35,11 @@ def _audit_log_as_version_5(conn: sqlite3.Connection) -> None:
     conn.execute(index.group(0))
 
 
+def _results_as_version_6(conn: sqlite3.Connection) -> None:
+    """results as versions 1 to 6 laid it out: no leg."""
+    conn.execute("ALTER TABLE results DROP COLUMN leg")
+
+
 def _test_runs_as_version_2(path: Path) -> None:
     """Rebuild test_runs as version 2 laid it out: keyed by (test, run), two indexes."""
     ddl = re.search(r"CREATE TABLE test_runs \(.*?\) WITHOUT ROWID;", store.SCHEMA_V1, re.S)
@@ -50,6 +56,7 @@ def _test_runs_as_version_2(path: Path) -> None:
     conn.execute("DROP TABLE attempt_journal")  # from version 4
     conn.execute("CREATE INDEX results_test ON results (test)")  # dropped by version 5
     _audit_log_as_version_5(conn)  # written_at comes with version 6
+    _results_as_version_6(conn)  # leg comes with version 7
     conn.execute("PRAGMA user_version = 2")
     conn.execute("COMMIT")
     conn.close()
@@ -131,6 +138,7 @@ def test_a_version_3_history_gains_the_attempt_journal(tmp_path: Path) -> None:
     rows = conn.execute(ROWS).fetchall()
     conn.execute("DROP TABLE attempt_journal")
     _audit_log_as_version_5(conn)
+    _results_as_version_6(conn)
     conn.execute("PRAGMA user_version = 3")
     conn.close()
     db = open_history(path)
@@ -150,6 +158,7 @@ def test_a_version_5_history_gains_written_at_equal_to_each_rows_date(tmp_path: 
     shutil.copy(SAMPLE, path)
     conn = sqlite3.connect(path, isolation_level=None)
     _audit_log_as_version_5(conn)
+    _results_as_version_6(conn)
     conn.executemany(
         "INSERT INTO audit_log (id, ts, who, action, test_id, reason, source)"
         " VALUES (?, ?, 'me', ?, 'tests/test_a.py::test_a', 'r', ?)",
@@ -163,7 +172,7 @@ def test_a_version_5_history_gains_written_at_equal_to_each_rows_date(tmp_path: 
     conn.close()
 
     db = open_history(path)
-    assert store.schema_version(db.conn) == store.SCHEMA_VERSION == 6
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
     assert db.conn.execute(AUDIT + " ORDER BY id").fetchall() == before
     assert db.conn.execute("SELECT id, written_at FROM audit_log ORDER BY id").fetchall() == [
         (3, "2026-10-07T23:59:59Z"),
@@ -174,3 +183,24 @@ def test_a_version_5_history_gains_written_at_equal_to_each_rows_date(tmp_path: 
         db.conn.execute(
             "INSERT INTO audit_log (ts, who, action, test_id) VALUES ('x', 'me', 'release', 't')"
         )
+
+
+def test_a_version_6_history_gains_legs_and_keeps_its_per_run_rows(tmp_path: Path) -> None:
+    """Attempts stored before legs existed have none (NULL): they stay one leg, so recomputing a
+    run's rows gives what they were; a new report into an old run is a leg of its own."""
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    _results_as_version_6(conn)
+    conn.execute("PRAGMA user_version = 6")
+    rows = conn.execute(ROWS).fetchall()
+    conn.close()
+
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    assert db.conn.execute("SELECT count(*) FROM results WHERE leg IS NOT NULL").fetchone() == (0,)
+    runs = [(int(r), str(t)) for r, t in db.conn.execute("SELECT id, ts FROM runs")]
+    with store.transaction(db.conn):
+        for run, ts in runs:
+            refresh_test_runs(db.conn, run, ts)
+    assert db.conn.execute(ROWS).fetchall() == rows

@@ -16,6 +16,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
 from flaketui.core.history.store import open_history, transaction
 from flaketui.core.ingest.resign import SCHEME_KEY, scheme_of
+from flaketui.core.ingest.rows import leg_of
 from flaketui.core.ingest.runmeta import RunMetaError
 from flaketui.core.ingest.writer import (
     RunRecorder,
@@ -267,7 +268,7 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_three_shards_form_one_run_and_attempts_continue(
+def test_three_shards_form_one_run_and_each_shard_runs_the_test_once(
     db: sqlite_utils.Database, tmp_path: Path
 ) -> None:
     shards = [
@@ -284,10 +285,11 @@ def test_three_shards_form_one_run_and_attempts_continue(
         "SELECT t.test_id, r.attempt, r.outcome FROM results r JOIN tests t ON t.id = r.test"
         " WHERE t.test_id = 'a.B::t1' ORDER BY r.attempt",
     ) == [("a.B::t1", 1, "fail"), ("a.B::t1", 2, "pass")]
+    # t1 failed outright in s1 and passed in s2: two executions, one failed, so a failing run.
     assert rows(
         db, "SELECT outcome FROM test_runs JOIN tests ON tests.id = test ORDER BY test_id"
     ) == [
-        ("flaky",),
+        ("fail",),
         ("pass",),
         ("pass",),
         ("skipped",),
@@ -463,7 +465,7 @@ def test_ingest_fast_path_stores_what_the_recorder_stores(
         slow = open_history(base / "slow.db")
         recorder = RunRecorder(slow, meta)
         for path in paths:
-            recorder.add(list(iter_cases(path)))
+            recorder.add(list(iter_cases(path)), leg=leg_of(_sha(path)))
         assert rows(fast, "SELECT sum(edited) FROM test_runs") > [(0,)]
         for sql in _STORED:
             assert rows(fast, sql) == rows(slow, sql)
@@ -607,3 +609,67 @@ def test_first_ingest_into_a_fresh_history_leaves_the_rollups_a_rebuild_gives(
     with history.conn:
         rollups.rebuild(history.conn)
     assert {t: rows(history, f"SELECT * FROM {t} ORDER BY 1, 2, 3") for t in tables} == written
+
+
+# ---- one test in several files of a run (matrix legs, shards) --------------------------------
+
+
+def _leg_outcome(outcomes: list[str]) -> str:
+    failed = sum(o in ("fail", "error") for o in outcomes)
+    passed = outcomes.count("pass")
+    if failed + passed == 0:
+        return "skipped"
+    return "pass" if failed == 0 else "fail" if passed == 0 else "flaky"
+
+
+def _expected_run(legs: list[list[str]]) -> tuple[str, int, int, int]:
+    """The documented rule: any failed leg fails the run, else any flaky leg makes it flaky."""
+    kinds = {_leg_outcome(leg) for leg in legs}
+    outcome = next(k for k in ("fail", "flaky", "pass", "skipped") if k in kinds)
+    bad = any(next((o for o in leg if o != "skipped"), "pass") in ("fail", "error") for leg in legs)
+    failed = sum(o in ("fail", "error") for leg in legs for o in leg)
+    return outcome, int(bad), sum(map(len, legs)), failed
+
+
+def _leg_xml(index: int, outcomes: list[str]) -> str:
+    body = "".join(
+        f'<testcase classname="a.B" name="t" time="0.{n}">'
+        f"{_XML_OUTCOMES[outcome].format(n=100 * index + n)}</testcase>"
+        for n, outcome in enumerate(outcomes)
+    )
+    return f'<?xml version="1.0"?>\n<testsuite name="leg{index}">{body}</testsuite>\n'
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["pass", "fail", "error", "skipped"]), min_size=1, max_size=3),
+        min_size=1,
+        max_size=4,
+    ).flatmap(lambda legs: st.tuples(st.just(legs), st.permutations(range(len(legs))))),
+    st.booleans(),
+)
+def test_legs_of_a_run_combine_whatever_the_ingest_order(
+    legs_and_order: tuple[list[list[str]], list[int]], one_call: bool
+) -> None:
+    """A test's attempts split into report files of one run: each file is one execution (its
+    repeats are retries), and the run's outcome, bad flag and counts follow the documented
+    rule in any ingest order, in one ingest or one per file."""
+    legs, order = legs_and_order
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        paths = []
+        for index, outcomes in enumerate(legs):
+            paths.append(base / f"leg{index}.xml")
+            paths[-1].write_text(_leg_xml(index, outcomes))
+        stored = []
+        for name, files in (("given", paths), ("shuffled", [paths[i] for i in order])):
+            db = open_history(base / f"{name}.db")
+            if one_call:
+                ingest_reports(db, files, RunMeta(run_id="R", ts=TS))
+            else:
+                for path in files:
+                    ingest_reports(db, [path], RunMeta(run_id="R", ts=TS))
+            stored.append(rows(db, "SELECT outcome, bad, attempts, failed_attempts FROM test_runs"))
+            db.conn.close()
+    assert stored[0] == stored[1] == [_expected_run(legs)]

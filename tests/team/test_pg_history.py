@@ -492,3 +492,30 @@ def test_a_version_2_server_gives_its_audit_rows_written_at_their_date(
             conn.execute(
                 "INSERT INTO audit_log (ts, who, action, test_id) VALUES ('x', 'me', 'a', 't')"
             )
+
+
+def test_legs_of_one_run_stay_apart_on_the_server(pg_url: str, tmp_path: Path) -> None:
+    """Two matrix legs of one run, each ingested into the server on its own: the test ran once
+    per leg, so a leg failing outright fails the run on every replica, in either order."""
+    failing = tmp_path / "py311.xml"
+    failing.write_text(
+        '<testsuite name="s"><testcase classname="pkg.Cls" name="test_x">'
+        '<failure message="AttributeError on 3.11"/></testcase></testsuite>\n'
+    )
+    passing = tmp_path / "py312.xml"
+    passing.write_text(
+        '<testsuite name="s"><testcase classname="pkg.Cls" name="test_x"/></testsuite>\n'
+    )
+    orders = (("r-fail-first", (failing, passing)), ("r-pass-first", (passing, failing)))
+    for run_id, legs in orders:
+        for leg in legs:
+            invoke("ingest", pg_url, leg, "--run-id", run_id, "--no-detect",
+                   "--timestamp", "2026-11-20T10:00:00Z")  # fmt: skip
+    assert server_count(pg_url, "SELECT count(DISTINCT leg) FROM results") == 2
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    got = sqlite3.connect(replica).execute(
+        "SELECT r.run_id, tr.outcome, tr.bad, tr.attempts FROM test_runs tr"
+        " JOIN runs r ON r.id = tr.run ORDER BY 1"
+    )
+    assert got.fetchall() == [("r-fail-first", "fail", 1, 2), ("r-pass-first", "fail", 1, 2)]

@@ -20,16 +20,27 @@ UPSERT_TEST_SQL = (
 
 # Per (test, run) outcome ------------------------------------------------------------------
 
+# A test's per-run outcome from its attempts. Attempts of one leg (one report file; every
+# attempt without a leg counts as one leg) are retries of one execution, whose outcome is
+# skipped (no attempt passed or failed), pass (none failed), fail (none passed) or flaky (some
+# of each, in any order). A test that ran in several legs of the run (matrix legs, shards) is:
+# - fail when any leg failed (every non-skipped attempt of that leg failed): a failing run,
+#   whatever the other legs did;
+# - else flaky when any leg was flaky;
+# - else pass when any leg passed; else skipped.
+# It is bad when any leg's first non-skipped attempt failed or errored. attempts and
+# failed_attempts count every leg's. The outcome and bad do not depend on the order the legs
+# were ingested in; worker_id is that of the test's lowest-numbered attempt and signature that
+# of its lowest-numbered failed attempt.
 _REFRESH_SQL = """
 INSERT OR REPLACE INTO test_runs
     (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited)
 SELECT a.test, :run, :ts,
-    CASE WHEN a.failed + a.passed = 0 THEN 'skipped'
-         WHEN a.failed = 0 THEN 'pass'
-         WHEN a.passed = 0 THEN 'fail'
-         ELSE 'flaky' END,
-    coalesce(a.first_fail = a.first_real, 0),
-    a.attempts, a.failed,
+    CASE WHEN a.fail_legs > 0 THEN 'fail'
+         WHEN a.flaky_legs > 0 THEN 'flaky'
+         WHEN a.pass_legs > 0 THEN 'pass'
+         ELSE 'skipped' END,
+    a.bad, a.attempts, a.failed,
     (SELECT r.worker_id FROM results r
       WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_attempt),
     (SELECT r.signature FROM results r
@@ -38,14 +49,26 @@ SELECT a.test, :run, :ts,
              WHERE t.id = a.test)
 FROM (
     SELECT test,
-        count(*) AS attempts,
-        sum(outcome IN ('fail', 'error')) AS failed,
-        sum(outcome = 'pass') AS passed,
-        min(attempt) AS first_attempt,
-        min(CASE WHEN outcome != 'skipped' THEN attempt END) AS first_real,
-        min(CASE WHEN outcome IN ('fail', 'error') THEN attempt END) AS first_fail
-    FROM results
-    WHERE {where}
+        sum(attempts) AS attempts,
+        sum(failed) AS failed,
+        sum(failed > 0 AND passed = 0) AS fail_legs,
+        sum(failed > 0 AND passed > 0) AS flaky_legs,
+        sum(failed = 0 AND passed > 0) AS pass_legs,
+        max(coalesce(first_fail = first_real, 0)) AS bad,
+        min(first_attempt) AS first_attempt,
+        min(first_fail) AS first_fail
+    FROM (
+        SELECT test,
+            count(*) AS attempts,
+            sum(outcome IN ('fail', 'error')) AS failed,
+            sum(outcome = 'pass') AS passed,
+            min(attempt) AS first_attempt,
+            min(CASE WHEN outcome != 'skipped' THEN attempt END) AS first_real,
+            min(CASE WHEN outcome IN ('fail', 'error') THEN attempt END) AS first_fail
+        FROM results
+        WHERE {where}
+        GROUP BY test, leg
+    )
     GROUP BY test
 ) AS a
 """

@@ -49,7 +49,7 @@ RUN_COLUMNS = (
 )
 RESULT_COLUMNS = (
     "test, attempt, outcome, worker_id, duration_ms, message, signature, predecessor, position,"
-    " timeout_ms"
+    " timeout_ms, leg"
 )
 
 
@@ -136,6 +136,7 @@ def _copy_results(
         before,
         position,
         timeout,
+        leg,
     ) in src.execute(f"SELECT {RESULT_COLUMNS} FROM results WHERE run = ?", (src_run,)):
         dest_test = tests[test]
         if dest_test in skip_tests:
@@ -153,10 +154,11 @@ def _copy_results(
                 None if before is None else tests.get(before),
                 position,
                 timeout,
+                leg,
             )
         )
     dest.executemany(
-        f"INSERT INTO results (run, {RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO results (run, {RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     return len(rows)

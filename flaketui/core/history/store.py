@@ -226,6 +226,18 @@ CREATE INDEX audit_log_written ON audit_log (written_at);
 """
 
 
+# results gains leg: the report file an attempt came from (31 bits of the file's SHA-256,
+# flaketui.core.ingest.rows.leg_of), NULL for attempts the pytest recorder wrote and for rows from
+# before this version.
+# Attempts of one leg are retries of each other; a test that ran in several reports of one run
+# (matrix legs, shards) ran once per leg, and its per-run outcome combines the legs' outcomes
+# (flaketui.core.history.derived_rows). A hash rather than a counter, so that the legs of a run
+# ingested on different machines stay apart when merged or pushed to a server.
+SCHEMA_V7 = """
+ALTER TABLE results ADD COLUMN leg INTEGER;
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -250,6 +262,10 @@ def _migrate_to_6(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V6)
 
 
+def _migrate_to_7(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V7)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
@@ -257,6 +273,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_4,
     _migrate_to_5,
     _migrate_to_6,
+    _migrate_to_7,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -3,7 +3,9 @@
 A (test, run) row is first written from the one case that brought the test's attempts; when more
 attempts of that test arrive in the same run (a repeat in one report, a later shard, a later
 recorder batch) the row is marked dirty and recomputed from the stored results by SQL, so the
-counting rules hold however attempts are split.
+counting rules hold however attempts are split. Each attempt records its leg, the report file it
+came from (RunWriter.leg): attempts of one leg are retries of each other, and legs combine as
+flaketui.core.history.derived_rows describes.
 """
 
 from __future__ import annotations
@@ -56,8 +58,14 @@ _UPSERT_TEST_RUN_UNEDITED_SQL = (
 )
 
 
+def leg_of(content_hash: str) -> int:
+    """The leg of a report file's attempts: 31 bits of its SHA-256 (hex), which SQLite stores
+    in four bytes per attempt; two reports of one run sharing them is a chance in millions."""
+    return int(content_hash[:8], 16) & 0x7FFF_FFFF
+
+
 def _run_outcome(failed: int, passed: int) -> str:
-    """The outcome of one test in one run from its attempt counts (mixed = flaky)."""
+    """The outcome of one test in one leg of a run from its attempt counts (mixed = flaky)."""
     if failed + passed == 0:
         return "skipped"
     if failed == 0:
@@ -67,15 +75,15 @@ def _run_outcome(failed: int, passed: int) -> str:
 
 _INSERT_RESULT_SQL = (
     "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
-    " predecessor, position, timeout_ms)"
+    " predecessor, position, timeout_ms, leg)"
     " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
-    " + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+    " + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
 )
 # A test's first case in a run whose rows only this transaction writes (see RunWriter.exclusive):
 # attempt numbers are counted here and the per-run row cannot exist yet, so plain inserts do.
 _INSERT_NEW_RESULT_SQL = (
     "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
-    " predecessor, position, timeout_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " predecessor, position, timeout_ms, leg) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_NEW_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
@@ -94,9 +102,9 @@ _INSERT_NEW_TEST_RUN_UNEDITED_SQL = (
 # lookup each (~3 000) -- more than inserting the row.
 _INSERT_NEW_PASSES_SQL = (
     "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, predecessor,"
-    " position, timeout_ms) SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3,"
+    " position, timeout_ms, leg) SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3,"
     " json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),"
-    " json_extract(value, '$[3]') FROM json_each(?2)"
+    " json_extract(value, '$[3]'), ?4 FROM json_each(?2)"
 )
 _INSERT_NEW_PASS_RUNS_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
@@ -179,6 +187,9 @@ class RunWriter:
             ).fetchone()
             is not None
         )
+        # The leg of the attempts written next: the report file they come from (leg_of), None
+        # for the recorder's.
+        self.leg: int | None = None
         # exclusive: one byte per test row id, 1 when the run may already hold its attempts
         self.seen: bytearray | None = None
         self.repeats = not exclusive  # whether a repeat may have marked a per-run row dirty
@@ -231,7 +242,7 @@ class RunWriter:
         predecessors = self._resolve_predecessors(batch)
         if touched is not None:
             touched.update(test_pks)
-        run_pk, ts, seen = self.run_pk, self.ts, self.seen
+        run_pk, ts, seen, leg = self.run_pk, self.ts, self.seen, self.leg
         new_results: list[tuple[object, ...]] = []
         new_runs: list[tuple[object, ...]] = []
         passes: dict[str | None, dict[int, list[int | None]]] = {}  # see _INSERT_NEW_PASSES_SQL
@@ -255,7 +266,7 @@ class RunWriter:
                 else:
                     more_results.append(
                         (run_pk, test_pk, "pass", worker, duration, None, None, before_pk,
-                         position, timeout)
+                         position, timeout, leg)
                     )  # fmt: skip
                     more_runs.append((test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None))
                 continue
@@ -284,12 +295,12 @@ class RunWriter:
                 if new:
                     new_results.append(
                         (run_pk, test_pk, number, outcome, worker, duration, message, signature,
-                         before_pk, position, timeout)
+                         before_pk, position, timeout, leg)
                     )  # fmt: skip
                 else:
                     more_results.append(
                         (run_pk, test_pk, outcome, worker, duration, message, signature,
-                         before_pk, position, timeout)
+                         before_pk, position, timeout, leg)
                     )  # fmt: skip
             summary = (
                 test_pk, run_pk, ts, _run_outcome(failed, passed), max(bad, 0), len(attempts),
@@ -299,7 +310,7 @@ class RunWriter:
         conn = self.conn
         for worker, by_test in passes.items():
             payload = json.dumps(by_test, sort_keys=True)
-            conn.execute(_INSERT_NEW_PASSES_SQL, (run_pk, payload, worker))
+            conn.execute(_INSERT_NEW_PASSES_SQL, (run_pk, payload, worker, leg))
             conn.execute(
                 _INSERT_NEW_PASS_RUNS_SQL
                 if self.has_changed_files

@@ -3,9 +3,12 @@
 Choices made here:
 - A run's metadata is fixed by the ingest that creates it; later shards only add results.
 - Repeats of a test id within a run (in one file, across shard files or across recorder batches)
-  become successive attempts: numbering continues from the run's highest attempt for that test.
-- A run's per-test outcome mixing passes and failures in any order is ``flaky``; ``bad`` is the
-  first non-skipped attempt failing or erroring.
+  are numbered on from the run's highest attempt for that test; each attempt records its leg,
+  the report file it came from. Repeats within one file (one leg) are retries of each other;
+  the same test in two files of a run (matrix legs, shards) ran twice.
+- A leg mixing passes and failures in any order is ``flaky``; the run's per-test outcome and
+  ``bad`` combine the legs' (flaketui.core.history.derived_rows: any failed leg makes it
+  ``fail``), whatever order the files came in.
 - Reports with no test case create no run (``IngestResult.empty``); a case-less shard of an
   existing run is recorded as ingested.
 - Without a run id the run is named ``report-<16 hex>`` from the sha256 of its files' hashes, so
@@ -29,7 +32,7 @@ from flaketui.core.history.derived_rows import refresh_test_runs
 from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
 from flaketui.core.ingest.resign import record_scheme
-from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, foreign_keys_off
+from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, foreign_keys_off, leg_of
 from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.runmeta import apply_defaults
 from flaketui.core.models import CaseResult, RunMeta
@@ -205,7 +208,7 @@ def _ingest_run(
     run_pk, ts = found if found is not None else (None, to_iso(full.ts))
     writer: RunWriter | None = None
     added = 0
-    for _, path in new_files:
+    for content_hash, path in new_files:
         cases = iter_cases(path, report_format)
         first = next(cases, None)
         if first is None:
@@ -219,6 +222,7 @@ def _ingest_run(
                 # which held a big report's whole run in memory.
                 rollups.rebuild(conn)
             writer = RunWriter(conn, run_pk, ts, config, exclusive=True)
+        writer.leg = leg_of(content_hash)
         added += writer.write_rows(_chain(first, cases))
     if run_pk is None:
         # No test case anywhere: leave the history untouched.
@@ -290,8 +294,12 @@ class RunRecorder(RunJournal):
         run_pk, ts = self._start_run(conn)
         return RunWriter(conn, run_pk, ts, self.config, exclusive=True)
 
-    def add(self, cases: Iterable[CaseResult]) -> None:
-        """Record a batch of attempts in one transaction; later attempts of a test append."""
+    def add(self, cases: Iterable[CaseResult], *, leg: int | None = None) -> None:
+        """Record a batch of attempts in one transaction; later attempts of a test append.
+
+        leg: the report file the attempts came from (rows.leg_of its hash), or None for the
+        recorder's own attempts; attempts of one leg are retries of each other.
+        """
         batch = list(cases)
         if not batch or not any(case.attempts for case in batch):
             return
@@ -318,6 +326,7 @@ class RunRecorder(RunJournal):
                     writer.track_run()
             try:
                 touched: set[int] = set()
+                writer.leg = leg
                 added = writer.write(batch, touched)
                 writer.refresh_dirty(touched)
                 if self.defer_rollups:

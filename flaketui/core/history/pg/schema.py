@@ -186,8 +186,15 @@ def same_test(left: str, right: str) -> str:
     return f"md5({left}) = md5({right}) AND {left} = {right}"
 
 
+# Version 6: the SQLite history's version 7 column (flaketui.core.history.store.SCHEMA_V7):
+# results.leg, the report file an attempt came from, NULL for earlier rows. Nullable without a
+# default: adding it rewrites nothing.
+SCHEMA_V6 = """
+ALTER TABLE results ADD COLUMN leg integer;
+"""
+
 # Each migration takes the schema from version i to i + 1; never edit a released one.
-MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5]
+MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
