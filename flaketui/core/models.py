@@ -53,3 +53,6 @@ class RunMeta:
     python: str | None = None  # '3.12.4'
     platform: str | None = None  # 'linux-x86_64'
     order_seed: str | None = None  # 'randomly:42', 'random-order:1234[:bucket]' when shuffled
+    # The fields a person gave (flags, a manifest line) rather than a default or a guess: only
+    # these can disagree with the run a report is added to (runmeta.metadata_conflicts).
+    given: frozenset[str] = frozenset()

@@ -429,3 +429,67 @@ def test_a_leg_failing_outright_fails_the_run_in_any_order(
     assert query(db, "SELECT outcome, bad, attempts, failed_attempts FROM test_runs") == [
         ("fail", 1, 2, 1)
     ]
+
+
+# ---- a report added to a run must agree with its metadata ------------------------------------
+
+SHARD_1 = [
+    *("--run-id", "N1", "--suite", "nightly", "--branch", "main"),
+    *("--timestamp", "2026-11-01T02:00:00Z", "--worker-count", "16", "--no-detect"),
+]
+
+
+def test_a_shard_with_other_metadata_is_refused_naming_the_fields(tmp_path: Path) -> None:
+    db = tmp_path / "meta.db"
+    assert run(db, junit(tmp_path / "s1.xml", case("a")), *SHARD_1).exit_code == 0
+    before = dump(db)
+    shard2 = junit(tmp_path / "s2.xml", case("b"))
+    other = "--suite unit --branch feat/x --timestamp 2026-11-02T02:00:00Z --worker-count 4"
+    result = run(db, shard2, "--run-id", "N1", *other.split(), "--no-detect")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "Error: run 'N1' is stored with other metadata: suite 'nightly', not 'unit'; branch"
+        " 'main', not 'feat/x'; timestamp 2026-11-01T02:00:00Z, not 2026-11-02T02:00:00Z;"
+        " worker count 16, not 4 (give the run's own, or another run id)"
+    ]
+    assert dump(db) == before
+    # What one side leaves unknown is no disagreement; the same values agree.
+    assert run(db, shard2, "--run-id", "N1", "--no-detect").exit_code == 0
+    third = junit(tmp_path / "s3.xml", case("c"))
+    assert run(db, third, *SHARD_1).exit_code == 0
+    assert query(db, "SELECT suite, branch, worker_count FROM runs") == [("nightly", "main", 16)]
+
+
+def test_manifest_lines_of_one_run_must_agree(tmp_path: Path) -> None:
+    for name in ("a", "b", "c", "d"):
+        junit(tmp_path / f"{name}.xml", case(name))
+    stamp = "2026-11-01T02:00:00Z"
+    entries: list[dict[str, object] | str] = [
+        {"run_id": "M1", "file": "a.xml", "suite": "nightly", "timestamp": stamp,
+         "worker_count": 16},
+        {"run_id": "M1", "file": "b.xml", "suite": "unit", "branch": "feat/x",
+         "timestamp": "2026-11-02T02:00:00Z", "worker_count": 4},
+        {"run_id": "M2", "file": "c.xml", "suite": "unit", "timestamp": stamp},
+        {"run_id": "M2", "file": "d.xml", "branch": "main"},
+    ]  # fmt: skip
+    db = tmp_path / "h.db"
+    result = run(db, "--manifest", write_manifest(tmp_path / "m.jsonl", entries))
+    assert result.exit_code == 1
+    assert result.output.splitlines()[1:] == [
+        "line 1: run 'M1' not ingested: its line 2 was refused",
+        "line 2: run 'M1': its earlier lines give suite 'nightly', not 'unit'; timestamp"
+        " 2026-11-01T02:00:00Z, not 2026-11-02T02:00:00Z; worker count 16, not 4",
+    ]
+    assert query(db, "SELECT run_id, suite, branch FROM runs") == [("M2", "unit", "main")]
+    # A line adding to a stored run is held to that run's metadata too.
+    later: list[dict[str, object] | str] = [
+        {"run_id": "M2", "file": "a.xml", "suite": "nightly", "timestamp": stamp},
+        {"run_id": "M3", "file": "b.xml", "timestamp": stamp},
+    ]
+    result = run(db, "--manifest", write_manifest(tmp_path / "later.jsonl", later))
+    assert result.exit_code == 1
+    assert result.output.splitlines()[1:] == [
+        "line 1: run 'M2' is stored with other metadata: suite 'unit', not 'nightly' (give the"
+        " run's own, or another run id)"
+    ]
+    assert query(db, "SELECT run_id FROM runs ORDER BY 1") == [("M2",), ("M3",)]

@@ -519,3 +519,24 @@ def test_legs_of_one_run_stay_apart_on_the_server(pg_url: str, tmp_path: Path) -
         " JOIN runs r ON r.id = tr.run ORDER BY 1"
     )
     assert got.fetchall() == [("r-fail-first", "fail", 1, 2), ("r-pass-first", "fail", 1, 2)]
+
+
+def test_a_shard_with_other_metadata_is_refused_by_the_server(pg_url: str, tmp_path: Path) -> None:
+    shard1, shard2 = tmp_path / "s1.xml", tmp_path / "s2.xml"
+    shard1.write_text('<testsuite name="s"><testcase classname="a" name="t1"/></testsuite>\n')
+    shard2.write_text('<testsuite name="s"><testcase classname="a" name="t2"/></testsuite>\n')
+    invoke("ingest", pg_url, shard1, "--run-id", "N1", "--suite", "nightly", "--no-detect")
+    line = fail("ingest", pg_url, shard2, "--run-id", "N1", "--suite", "unit", "--no-detect")
+    assert "run 'N1' is stored with other metadata: suite 'nightly', not 'unit'" in line
+    assert server_count(pg_url, "SELECT count(*) FROM results") == 1
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(
+        json.dumps({"run_id": "N1", "file": "s2.xml", "suite": "unit",
+                    "timestamp": "2026-11-01T02:00:00Z"}) + "\n"
+    )  # fmt: skip
+    result = CliRunner().invoke(cli, ["ingest", pg_url, "--manifest", str(manifest)])
+    assert result.exit_code == 1
+    assert "line 1: run 'N1' is stored with other metadata" in result.output
+    assert server_count(pg_url, "SELECT count(*) FROM results") == 1
+    invoke("ingest", pg_url, shard2, "--run-id", "N1", "--no-detect")
+    assert server_count(pg_url, "SELECT count(*) FROM results") == 2

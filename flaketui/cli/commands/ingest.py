@@ -20,7 +20,7 @@ from flaketui.core.history.store import history_file
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp, sniff_format
 from flaketui.core.ingest.junit import reports_run_info
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
-from flaketui.core.ingest.runmeta import INCIDENT_VAR, resolve_run_meta
+from flaketui.core.ingest.runmeta import AGREED_FIELDS, INCIDENT_VAR, resolve_run_meta
 from flaketui.core.ingest.writer import (
     IngestResult,
     content_run_id,
@@ -134,6 +134,8 @@ def ingest_command(
         incident=incident,
         changed_files=list(changed_files),
     )
+    # What the flags give must agree with a run the reports are added to (AGREED_FIELDS).
+    meta.given = frozenset(name for name in AGREED_FIELDS if getattr(meta, name) is not None)
     config = load_config()
     # Check the reports before the history is opened, so a typo never creates an empty file.
     hashes = [file_sha256(path) for path in reports]

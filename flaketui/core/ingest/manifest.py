@@ -6,6 +6,9 @@ Decisions where the issue is silent:
 - Lines sharing a ``run_id`` are shards of one run and land together, atomically: if any
   of them is refused, the whole run is refused (every one of its lines is reported). The run's
   metadata is taken key by key from the first line that gives it; changed files are unioned.
+  A line giving a suite, branch, commit, timestamp or worker count other than an earlier line
+  of its run gives is refused (runmeta.metadata_conflicts), as is one that disagrees with the
+  run already stored under its run_id (writer.ingest_batch).
 - A run whose lines give no ``timestamp`` takes its reports' own suite timestamps (when
   plausible: after 2000 and not in the future; the first line's wins); a line with neither is
   refused. One explicit ``timestamp`` on any shard line dates the whole run.
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp
+from flaketui.core.ingest.runmeta import AGREED_FIELDS, metadata_conflicts
 from flaketui.core.ingest.writer import IngestResult, ingest_batch
 from flaketui.core.models import BRANCH_KINDS, MAX_WORKER_COUNT, RunMeta
 from flaketui.core.timeutil import parse_iso
@@ -139,6 +143,7 @@ def _parse_line(number: int, text: str, base: Path) -> _Line:
         incident=entry.get("incident"),
         changed_files=changed,
     )
+    meta.given = frozenset(name for name in AGREED_FIELDS if getattr(meta, name) is not None)
     return _Line(number, files, meta, meta.run_id or f"\0line {number}", report_format)
 
 
@@ -177,7 +182,19 @@ def _merge_meta(lines: list[_Line]) -> RunMeta:
         for path in line.meta.changed_files:
             if path not in meta.changed_files:
                 meta.changed_files.append(path)
+        meta.given |= line.meta.given
     return meta
+
+
+def _disagreeing_line(group: str, lines: list[_Line]) -> _LineRefused | None:
+    """The first line of a run whose metadata differs from what its earlier lines give."""
+    for index, line in enumerate(lines[1:], start=1):
+        parts = metadata_conflicts(_merge_meta(lines[:index]), line.meta)
+        if parts:
+            return _LineRefused(
+                line.number, f"run {group!r}: its earlier lines give {'; '.join(parts)}"
+            )
+    return None
 
 
 def read_manifest(manifest: Path) -> tuple[list[list[_Line]], list[tuple[int, str]]]:
@@ -208,6 +225,10 @@ def read_manifest(manifest: Path) -> tuple[list[list[_Line]], list[tuple[int, st
         groups.setdefault(line.group, []).append(line)
     runs: list[list[_Line]] = []
     for group, lines in groups.items():
+        disagreeing = None if group in refused_groups else _disagreeing_line(group, lines)
+        if disagreeing is not None:
+            refused.append((disagreeing.number, disagreeing.message))
+            refused_groups[group] = disagreeing.number
         if group not in refused_groups and not any(line.meta.ts for line in lines):
             # No explicit timestamp in the whole run: each line takes its report's own.
             try:

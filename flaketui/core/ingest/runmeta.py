@@ -26,7 +26,7 @@ from pathlib import Path
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.models import BRANCH_KINDS, RunMeta
-from flaketui.core.timeutil import utc_now
+from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 
 GIT_TIMEOUT_SECONDS = 3.0
 DEFAULT_SUITE = "default"
@@ -37,8 +37,68 @@ INCIDENT_VAR = "FLAKETUI_INCIDENT"
 _SHARD_SUFFIX = re.compile(r"\s+\d+/\d+$")
 
 
+# The metadata every report of one run must agree on, by RunMeta field, as messages name it.
+AGREED_FIELDS = {
+    "suite": "suite",
+    "branch": "branch",
+    "commit_sha": "commit",
+    "ts": "timestamp",
+    "worker_count": "worker count",
+}
+
+
+def metadata_conflicts(held: RunMeta, new: RunMeta) -> list[str]:
+    """Where new's given fields (new.given) disagree with the run held describes, one
+    "suite 'nightly', not 'unit'" per field; empty when they agree.
+
+    A field either side leaves unknown is no disagreement: None, and on held's side also a
+    default it was not given (suite 'default', one worker): a stored run's row cannot tell a
+    default from a given value.
+    """
+    parts = []
+    for name, label in AGREED_FIELDS.items():
+        old, value = getattr(held, name), getattr(new, name)
+        if name not in new.given or old is None or value is None:
+            continue
+        default = (name, old) in (("suite", DEFAULT_SUITE), ("worker_count", 1))
+        if default and name not in held.given:
+            continue
+        if name == "ts":
+            old, value = to_iso(old), to_iso(value)
+        elif isinstance(old, str):
+            old, value = repr(old), repr(value)
+        if old != value:
+            parts.append(f"{label} {old}, not {value}")
+    return parts
+
+
 class RunMetaError(FlaketuiError):
     """Run metadata that cannot be stored (unknown branch kind, worker count below 1...)."""
+
+
+# The stored columns of AGREED_FIELDS, in order, for check_stored_run.
+STORED_COLUMNS = "suite, branch, commit_sha, ts, worker_count"
+
+
+def check_stored_run(run_id: str, stored: tuple[object, ...] | None, meta: RunMeta) -> None:
+    """RunMetaError when meta disagrees with the stored run a report is added to (stored: its
+    STORED_COLUMNS, or None for a new run)."""
+    if stored is None:
+        return
+    suite, branch, commit, ts, workers = stored
+    held = RunMeta(
+        suite=None if suite is None else str(suite),
+        branch=None if branch is None else str(branch),
+        commit_sha=None if commit is None else str(commit),
+        ts=None if ts is None else parse_iso(str(ts)),
+        worker_count=None if workers is None else int(str(workers)),
+    )
+    parts = metadata_conflicts(held, meta)
+    if parts:
+        raise RunMetaError(
+            f"run {run_id!r} is stored with other metadata: {'; '.join(parts)}"
+            " (give the run's own, or another run id)"
+        )
 
 
 def branch_kind_for(branch: str | None, config: Config) -> str:

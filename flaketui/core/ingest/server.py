@@ -18,7 +18,7 @@ from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.push import push_history
 from flaketui.core.history.pg.staging import staging_history
 from flaketui.core.ingest.manifest import ManifestSummary, land_manifest
-from flaketui.core.ingest.runmeta import apply_defaults
+from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
 from flaketui.core.ingest.writer import (
     IngestResult,
     content_run_id,
@@ -57,6 +57,11 @@ def ingest_to_server(
         new = [path for digest, path in hashes.items() if digest not in known]
         if not new:
             return IngestResult(str(full.run_id), False, 0, len(hashes), 0, _tests(pg, url, full))
+        with server_errors(url, "reading the run"):
+            stored = pg.execute(
+                f"SELECT {STORED_COLUMNS} FROM runs WHERE run_id = %s", (full.run_id,)
+            ).fetchone()
+        check_stored_run(str(full.run_id), stored, full)
         with staging_history() as staged:
             result = ingest_reports(
                 staged, new, full, config=config, source=source, report_format=report_format
@@ -133,9 +138,9 @@ def _land_batch(
     known: dict[str, set[str]] = {}
     with server_errors(url, "reading the runs' report files"):
         present = {
-            str(row[0])
+            str(row[0]): tuple(row[1:])
             for row in pg.execute(
-                "SELECT run_id FROM runs WHERE run_id = ANY(%s)", (run_ids,)
+                f"SELECT run_id, {STORED_COLUMNS} FROM runs WHERE run_id = ANY(%s)", (run_ids,)
             ).fetchall()
         }
         for run_id, digest in pg.execute(
@@ -149,6 +154,11 @@ def _land_batch(
         seen = known.get(str(full.run_id), set())
         new = [path for digest, path in hashes.items() if digest not in seen]
         if new:
+            try:
+                check_stored_run(str(full.run_id), present.get(str(full.run_id)), full)
+            except FlaketuiError as exc:
+                outcomes[index] = exc
+                continue
             staged_runs.append((index, new, full, len(hashes) - len(new)))
         else:  # every report already in the server's run: nothing to add
             outcomes[index] = IngestResult(str(full.run_id), False, 0, len(hashes), 0, 0)

@@ -1,7 +1,9 @@
 """Write test results into the history: one run per transaction, idempotent per report file.
 
 Choices made here:
-- A run's metadata is fixed by the ingest that creates it; later shards only add results.
+- A run's metadata is fixed by the ingest that creates it; later shards only add results, and
+  one giving a suite, branch, commit, timestamp or worker count other than the run's is refused
+  (runmeta.check_stored_run; a value one side leaves unknown is no disagreement).
 - Repeats of a test id within a run (in one file, across shard files or across recorder batches)
   are numbered on from the run's highest attempt for that test; each attempt records its leg,
   the report file it came from. Repeats within one file (one leg) are retries of each other;
@@ -34,7 +36,7 @@ from flaketui.core.history.store import transaction
 from flaketui.core.ingest.resign import record_scheme
 from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, foreign_keys_off, leg_of
 from flaketui.core.ingest.run_journal import RunJournal
-from flaketui.core.ingest.runmeta import apply_defaults
+from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
 from flaketui.core.models import CaseResult, RunMeta
 from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.timeutil import to_iso
@@ -205,6 +207,11 @@ def _ingest_run(
         }
     new_files = [(h, p) for h, p in hashes.items() if h not in known]
     skipped = len(hashes) - len(new_files)
+    if found is not None and new_files:
+        stored = conn.execute(
+            f"SELECT {STORED_COLUMNS} FROM runs WHERE id = ?", (found[0],)
+        ).fetchone()
+        check_stored_run(full.run_id, tuple(stored), full)
     run_pk, ts = found if found is not None else (None, to_iso(full.ts))
     writer: RunWriter | None = None
     added = 0
