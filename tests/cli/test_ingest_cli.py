@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flaketui.cli.commands import cli
 from flaketui.core.history.store import open_history
@@ -493,3 +496,56 @@ def test_manifest_lines_of_one_run_must_agree(tmp_path: Path) -> None:
         " run's own, or another run id)"
     ]
     assert query(db, "SELECT run_id FROM runs ORDER BY 1") == [("M2",), ("M3",)]
+
+
+# ---- a report in another encoding than UTF-8 -------------------------------------------------
+
+LATIN = st.text(
+    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="<&\"'"),
+    min_size=1,
+    max_size=12,
+).filter(lambda name: not _is_utf8(name.encode("latin-1")) and name.strip() == name)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=LATIN, declared=st.sampled_from([None, "UTF-8"]))
+def test_a_report_in_latin_1_without_saying_so_is_named_not_utf8(
+    name: str, declared: str | None
+) -> None:
+    head = "" if declared is None else f'<?xml version="1.0" encoding="{declared}"?>\n'
+    body = f'<testsuite name="s"><testcase classname="c" name="{name}"/></testsuite>\n'
+    try:
+        name.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError as bad:
+        first = bad.object[bad.start]
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "r.xml"
+        report.write_bytes((head + body).encode("latin-1"))
+        result = run(Path(folder) / "h.db", report, "--no-detect")
+        assert result.exit_code == 1
+        [line] = result.output.splitlines()
+        assert f": not valid UTF-8 (byte 0x{first:02X}); a report in another encoding" in line
+        assert 'encoding="windows-1252"' in line
+        assert not (Path(folder) / "h.db").exists()
+        # Declared, it reads.
+        report.write_bytes(
+            ('<?xml version="1.0" encoding="ISO-8859-1"?>\n' + body).encode("latin-1")
+        )
+        assert run(Path(folder) / "h.db", report, "--no-detect").exit_code == 0
+        assert query(Path(folder) / "h.db", "SELECT test_id FROM tests") == [(f"c::{name}",)]
+
+
+def test_an_unescaped_character_keeps_its_own_reason(tmp_path: Path) -> None:
+    report = tmp_path / "r.xml"
+    report.write_text('<testsuite name="s"><testcase classname="c" name="a<b"/></testsuite>\n')
+    result = run(tmp_path / "h.db", report, "--no-detect")
+    assert result.exit_code == 1
+    assert "an unescaped < or & in an attribute or text?" in result.output

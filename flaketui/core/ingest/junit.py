@@ -45,6 +45,7 @@ Decisions where producers disagree:
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 import xml.parsers.expat
@@ -469,6 +470,43 @@ def xml_problem(exc: xml.parsers.expat.ExpatError) -> str:
     return XML_PROBLEMS.get(reason, f"not valid XML ({reason})")
 
 
+_DECLARED_ENCODING = re.compile(
+    rb"""^(?:\xef\xbb\xbf)?\s*<\?xml[^>]*?encoding\s*=\s*["']([^"']*)"""
+)
+
+
+def _not_utf8(
+    path: Path, parser: xml.parsers.expat.XMLParserType, exc: xml.parsers.expat.ExpatError
+) -> str | None:
+    """The plain words for a token expat refused because its bytes are not UTF-8 -- a report
+    written in another encoding (cp1252, Latin-1) without saying so reads as UTF-8 -- or None
+    when that is not the cause."""
+    if xml.parsers.expat.ErrorString(exc.code) != _EXPAT.XML_ERROR_INVALID_TOKEN:
+        return None
+    try:
+        with path.open("rb") as stream:
+            declared = _DECLARED_ENCODING.match(stream.read(512))
+            if declared and declared.group(1).decode("ascii", "replace").lower() not in (
+                "utf-8",
+                "utf8",
+            ):
+                return None  # bytes in a declared encoding: expat's own reason stands
+            stream.seek(max(parser.ErrorByteIndex, 0))
+            here = stream.read(4)
+    except OSError:
+        return None
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(here, final=False)
+    except UnicodeDecodeError as bad:
+        if bad.start == 0:
+            return (
+                f"not valid UTF-8 (byte 0x{here[0]:02X}); a report in another encoding must "
+                "name it in an XML declaration, such as "
+                '<?xml version="1.0" encoding="windows-1252"?>'
+            )
+    return None
+
+
 def _open(path: Path, label: str) -> BinaryIO:
     """Open a report for binary reading; ReportError when that is impossible."""
     try:
@@ -501,7 +539,8 @@ def _feed(path: Path, label: str, parser: xml.parsers.expat.XMLParserType) -> It
                 parser.Parse(chunk, not chunk)
             except xml.parsers.expat.ExpatError as exc:
                 where = f"{label}:{exc.lineno}:{exc.offset + 1}"
-                raise ReportError(f"{where}: {xml_problem(exc)}") from None
+                problem = _not_utf8(path, parser, exc) or xml_problem(exc)
+                raise ReportError(f"{where}: {problem}") from None
             except (LookupError, UnicodeError, ValueError) as exc:
                 # An encoding declaration expat or Python does not know.
                 raise ReportError(f"{label}: unreadable encoding ({exc})") from None
