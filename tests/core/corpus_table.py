@@ -72,7 +72,7 @@ CORPUS: dict[str, str | Expected] = {
     ),
     "karma/karma-failures.xml": (12, 12, {"fail": 2, "pass": 10}),
     # "..browser-test::should log ngOnInit" three times (different parentSuites=, non-standard).
-    "karma/karma-odd-attributes.xml": (8, 10, {"pass": 10}),
+    "karma/karma-odd-attributes.xml": (10, 10, {"pass": 10}),
     "maven-surefire/TEST-action.surefire.report.email.EmailAddressTest.xml": (
         9,
         9,
@@ -156,7 +156,7 @@ TEST_IDS: dict[str, str] = {
     "jest-junit/jest-suite-failed-to-run.xml": "889094e69fc19998",
     "jest-junit/jest-test-results-large.xml": "f394a55815562ab7",
     "karma/karma-failures.xml": "3c66b0bd91e615f5",
-    "karma/karma-odd-attributes.xml": "00109b4e429a6904",
+    "karma/karma-odd-attributes.xml": "1c8f80c91984f5bb",
     "maven-surefire/TEST-action.surefire.report.email.EmailAddressTest.xml": "d5411bbe027c2291",
     "maven-surefire/TEST-io.olamy.AlwaysFailTest.xml": "22878e2ee2bc8a78",
     "maven-surefire/TEST-io.olamy.FlakyTest.xml": "818cc7de37897254",

@@ -166,3 +166,53 @@ def test_same_test_exactly_when_same_file_and_name(
     for i, key in enumerate(keys):
         for j, other in enumerate(keys):
             assert (ids[i] == ids[j]) == (key == other)
+
+
+_BLOCKS = st.sampled_from(["About", "App", "Home"])
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cases=st.lists(st.tuples(_BLOCKS, _NAMES), min_size=1, max_size=8),
+    browsers=st.integers(1, 2),
+)
+def test_karma_describe_blocks_sharing_a_test_name_are_different_tests(
+    tmp_path: Path, cases: list[tuple[str, str]], browsers: int
+) -> None:
+    """karma names no file, only each case's describe block (parentSuites): a name two blocks
+    share is two tests, prefixed with their blocks; a name one block has keeps its plain id,
+    and its repeats (another browser's suite) stay attempts of one test."""
+    suites = "".join(
+        _suite(
+            f"Chrome {n}",
+            *(
+                _case("..browser-test", name, attrs=f' parentSuites="{block}"')
+                for block, name in cases
+            ),
+        )
+        for n in range(browsers)
+    )
+    ids = _ids(tmp_path, f"<testsuites>{suites}</testsuites>")
+    for (block, name), test_id in zip(cases * browsers, ids, strict=True):
+        shared = len({b for b, n in cases if n == name}) > 1
+        plain = f"..browser-test::{name}"
+        assert test_id == (f"{block}::{plain}" if shared else plain)
+
+
+def test_karma_corpus_blocks_are_three_tests(tmp_path: Path) -> None:
+    suite = _suite(
+        "Chrome 55.0.2883 (Windows 8.1 0.0.0)",
+        *(
+            _case("..browser-test", "should log ngOnInit", attrs=f' parentSuites="{block}"')
+            for block in ("About", "App", "Home")
+        ),
+        _case("..browser-test", "should have http", attrs=' parentSuites="Title"'),
+    )
+    assert _ids(tmp_path, f"<testsuites>{suite}</testsuites>") == [
+        "About::..browser-test::should log ngOnInit",
+        "App::..browser-test::should log ngOnInit",
+        "Home::..browser-test::should log ngOnInit",
+        "..browser-test::should have http",
+    ]

@@ -40,7 +40,9 @@ Decisions where producers disagree:
   a report whose cases name files is read a second time (start tags only) to find them, before
   the first such case is handed on. Cases of an unknown file keep the plain id, and so does a case
   repeated within one file (a rerun), or across suites that name no file (nextest stress
-  iterations, karma browsers).
+  iterations, karma browsers). A case naming no file but its describe block in a
+  ``parentSuites`` attribute (a karma reporter's) is told apart by that block the same way:
+  ``<block>::<id>`` where two blocks share an id, a repeat within one block still a retry.
 """
 
 from __future__ import annotations
@@ -381,14 +383,17 @@ class _CaseReader:
         self.done.append((test_id, test_file, attempts))
 
     def _origin(self, attrs: dict[str, str]) -> str | None:
-        """The file a (non-pytest) case comes from: its ``file``, else its suite's; else None."""
+        """Where a (non-pytest) case comes from: its ``file``, else its suite's; else the
+        describe block a ``parentSuites`` attribute names (karma); else None."""
         if self.case_pytest:
             return None  # pytest ids start with the file already
         file = attrs.get("file")
         if file:
             return None if file.endswith(".py") else (file.strip() or None)
         origin = self.suite_origins[-1] if self.suite_origins else None
-        return (origin.strip() or None) if origin else None
+        if origin and origin.strip():
+            return origin.strip()
+        return (attrs.get("parentSuites") or "").strip() or None
 
     def _scan_case(self, attrs: dict[str, str]) -> None:
         origin = self._origin(attrs)
