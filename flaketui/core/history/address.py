@@ -23,6 +23,12 @@ def is_server_url(address: object) -> bool:
 
 def mask_url(url: str) -> str:
     """The URL with any password (in its user part or its query string) replaced by ****."""
+    return _replace_password(url, MASK)
+
+
+def _replace_password(url: str, mask: str | None) -> str:
+    """The URL with its password (user part and `password=` query parameter) replaced by mask,
+    or left out when mask is None."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -30,10 +36,18 @@ def mask_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostinfo = netloc.rpartition("@")
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":" + MASK
+        user, colon, _ = userinfo.partition(":")
+        if colon:
+            userinfo = user if mask is None else f"{user}:{mask}"
         netloc = f"{userinfo}@{hostinfo}"
-    query = _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", parts.query)
+    if mask is None:
+        query = "&".join(
+            item
+            for item in parts.query.split("&")
+            if item and item.split("=", 1)[0].lower() != "password"
+        )
+    else:
+        query = _QUERY_PASSWORD.sub(rf"\g<1>{mask}", parts.query)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -68,20 +82,7 @@ PASSWORD_LEFT_OUT = "the URL leaves its password out: give it in ~/.pgpass or PG
 def without_password(url: str) -> str:
     """The URL with its password, masked or not, left out (user part and `password=` query
     parameter)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return f"{url.split('://', 1)[0]}://{MASK}"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        netloc = f"{userinfo.split(':', 1)[0]}@{hostinfo}"
-    query = "&".join(
-        item
-        for item in parts.query.split("&")
-        if item and item.split("=", 1)[0].lower() != "password"
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return _replace_password(url, None)
 
 
 def command_address(address: str) -> tuple[str, str | None]:
