@@ -63,6 +63,16 @@ def test_merge_gathers_histories_and_is_idempotent(tmp_path: Path, sources: list
     assert conn.execute("SELECT count(*) FROM signatures").fetchone() == (1,)
 
 
+def test_a_source_given_twice_is_merged_and_counted_once(
+    tmp_path: Path, sources: list[Path]
+) -> None:
+    desk = tmp_path / "desk.db"
+    (tmp_path / "link.db").symlink_to(sources[0])
+    result = merge(desk, sources[0], sources[1], Path("job0.db"), tmp_path / "link.db")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("merged 2 histories: 2 runs added"), result.output
+
+
 @pytest.mark.parametrize("kind", ["missing", "not-sqlite", "directory", "self"])
 def test_bad_source_is_one_line_and_changes_nothing(
     tmp_path: Path, sources: list[Path], kind: str

@@ -25,7 +25,9 @@ def merge_command(dest: Path | str, sources: tuple[Path | str, ...]) -> None:
     """Copy into history DEST the runs of each SRC history it does not have yet (idempotent).
 
     DEST or SRC may be a postgresql:// URL: files merge into a server, a server into a file.
+    A SRC given twice (under any name) is merged once.
     """
+    sources = _distinct(sources)
     if isinstance(dest, str):
         _merge_into_server(dest, sources)
         return
@@ -49,6 +51,18 @@ def merge_command(dest: Path | str, sources: tuple[Path | str, ...]) -> None:
         )
         for tag in summary.decisions_kept:
             click.echo(f"outage {tag}: decided otherwise on the server; kept as decided here")
+
+
+def _distinct(sources: tuple[Path | str, ...]) -> tuple[Path | str, ...]:
+    """The sources in their order, each once: a file by its resolved path, a URL as written."""
+    seen: set[Path | str] = set()
+    distinct: list[Path | str] = []
+    for source in sources:
+        key = source if isinstance(source, str) else source.resolve()
+        if key not in seen:
+            seen.add(key)
+            distinct.append(source)
+    return tuple(distinct)
 
 
 def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
