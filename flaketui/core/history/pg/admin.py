@@ -161,7 +161,8 @@ def prune_server(
 
 
 def push_audit(pg: Any, rows: Sequence[Sequence[object]]) -> int:
-    """Append audit rows (AUDIT_COLUMNS order) the server does not have yet; how many landed."""
+    """Append audit rows (AUDIT_COLUMNS order) the server does not have yet (equal in every
+    column: its unique key); how many landed."""
     if not rows:
         return 0
     marks = ", ".join(["%s"] * len(AUDIT_COLUMNS))

@@ -17,9 +17,10 @@ NOT_COPIED = {
 }
 # A result column holding a tests.id, remapped through test_id where both sides have it.
 PREDECESSOR = "predecessor"
-# The audit log's columns, copied as they are both ways (a row's key is ts, who, action,
-# test_id). written_at came with schema version 3 on the server: a server from before it
-# (only ever met unmigrated) gives ts in its place, as the migration does.
+# The audit log's columns, copied as they are both ways. A row is a duplicate only of a row
+# equal in every one of them (the server's unique key since schema version 7, as a merge of
+# history files compares them). written_at came with schema version 3 on the server: a server
+# from before it (only ever met unmigrated) gives ts in its place, as the migration does.
 AUDIT_COLUMNS = (
     "ts",
     "who",
@@ -33,6 +34,8 @@ AUDIT_COLUMNS = (
     "written_at",
 )
 AUDIT_FALLBACK = {"written_at": "ts"}
+# The audit columns that may hold NULL (a duplicate has NULL there too).
+AUDIT_NULLABLE = {"mode", "reason", "ticket", "scores"}
 
 
 def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:

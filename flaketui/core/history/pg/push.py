@@ -7,8 +7,8 @@ not at all, and it follows the rules of merging histories:
 - a run new to the server is copied whole; a run the server has gains the tests its copy lacks
   (other shards), and a test both hold keeps the server's attempts: pushing twice adds nothing;
 - tests match by test_id (first_seen becomes the earlier one), signatures by hash (the
-  server's example wins), incidents by (tag, window, signature), audit rows by
-  (ts, who, action, test_id); each suspected outage keeps its review (pg.reviews).
+  server's example wins), incidents by (tag, window, signature), audit rows by every column
+  (pg.columns.AUDIT_COLUMNS); each suspected outage keeps its review (pg.reviews).
 Many writers push at once: rows arrive through COPY into temporary tables and are inserted
 with ON CONFLICT DO NOTHING in key order; writers of one run id take a transaction-scoped
 advisory lock on it, so shards of one run never interleave their test checks.
@@ -279,6 +279,6 @@ def _push_audit(pg: Any, src: sqlite3.Connection) -> int:
     _copy(pg, "s_audit", columns, rows)
     cur = pg.execute(
         f"INSERT INTO audit_log ({', '.join(columns)}) SELECT {', '.join(columns)} FROM s_audit"
-        " ORDER BY ts, who, action, test_id ON CONFLICT DO NOTHING"
+        f" ORDER BY {', '.join(columns)} ON CONFLICT DO NOTHING"
     )
     return int(cur.rowcount)

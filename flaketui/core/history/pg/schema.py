@@ -193,8 +193,43 @@ SCHEMA_V6 = """
 ALTER TABLE results ADD COLUMN leg integer;
 """
 
+# Version 7: an audit row is one decision in all its columns, as merging history files takes
+# it: two rows of one moment, person, action and test that differ in anything else (reason,
+# mode, ticket, scores, source, when written) are two rows. The unique key covers every column
+# as one md5 of a fixed-width encoding: each column is 'v' and its md5, or 'n' for NULL (so
+# NULL and '' differ, and no text can pass for a column boundary), so an index row stays small
+# whatever the lengths. A server's rows were unique under the coarser key, so they are under
+# this one.
+AUDIT_KEY_V7 = " || ".join(
+    f"coalesce('v' || md5({column}), 'n')"
+    for column in (
+        "ts",
+        "who",
+        "action",
+        "test_id",
+        "mode",
+        "reason",
+        "ticket",
+        "scores",
+        "source",
+        "written_at",
+    )
+)
+SCHEMA_V7 = f"""
+DROP INDEX audit_log_key;
+CREATE UNIQUE INDEX audit_log_key ON audit_log (md5({AUDIT_KEY_V7}));
+"""
+
 # Each migration takes the schema from version i to i + 1; never edit a released one.
-MIGRATIONS: list[str] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6]
+MIGRATIONS: list[str] = [
+    SCHEMA_V1,
+    SCHEMA_V2,
+    SCHEMA_V3,
+    SCHEMA_V4,
+    SCHEMA_V5,
+    SCHEMA_V6,
+    SCHEMA_V7,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

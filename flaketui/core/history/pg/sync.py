@@ -36,6 +36,7 @@ from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_run
 from flaketui.core.history.outages import outage_states, reviews, take_states
 from flaketui.core.history.pg.columns import (
     AUDIT_COLUMNS,
+    AUDIT_NULLABLE,
     PREDECESSOR,
     both_have,
     server_audit_select,
@@ -398,11 +399,15 @@ class _Puller:
             conn, server_states(pg), server_rejected_rules(pg), states
         )
         marks = ", ".join(f"?{n}" for n in range(1, len(AUDIT_COLUMNS) + 1))
+        # A row the replica has in every column is not taken twice (the server's key).
+        same = " AND ".join(
+            f"{column} {'IS' if column in AUDIT_NULLABLE else '='} ?{n}"
+            for n, column in enumerate(AUDIT_COLUMNS, start=1)
+        )
         before = conn.total_changes
         conn.executemany(
             f"INSERT INTO audit_log ({', '.join(AUDIT_COLUMNS)}) SELECT {marks}"
-            " WHERE NOT EXISTS (SELECT 1 FROM audit_log"
-            " WHERE ts = ?1 AND who = ?2 AND action = ?3 AND test_id = ?4)",
+            f" WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE {same})",
             pg.execute(
                 f"SELECT {server_audit_select(pg)} FROM audit_log WHERE {in_window} ORDER BY id",
                 window,
