@@ -199,7 +199,8 @@ ALTER TABLE results ADD COLUMN leg integer;
 # as one md5 of a fixed-width encoding: each column is 'v' and its md5, or 'n' for NULL (so
 # NULL and '' differ, and no text can pass for a column boundary), so an index row stays small
 # whatever the lengths. A server's rows were unique under the coarser key, so they are under
-# this one.
+# this one. The columns are spelled out here, not taken from pg.columns: a migration never
+# changes once released.
 AUDIT_KEY_V7 = " || ".join(
     f"coalesce('v' || md5({column}), 'n')"
     for column in (
