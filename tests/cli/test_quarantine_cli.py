@@ -240,10 +240,9 @@ def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-@pytest.mark.parametrize("where", ["outside git", "in git"])
-def test_a_refused_skip_file_command_leaves_no_file(
-    repo: Path, monkeypatch: pytest.MonkeyPatch, where: str
-) -> None:
+def _quarantined_once(repo: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> tuple[str, Path]:
+    """The history and a skip file q.json holding one quarantine, in or outside a git work
+    tree (where), with no lock file left from writing it."""
     if where == "outside git":
         shutil.rmtree(repo / ".git", ignore_errors=True)
         monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(repo.parent))
@@ -252,9 +251,17 @@ def test_a_refused_skip_file_command_leaves_no_file(
     db = str(repo / "history.db")
     skip = repo / "q.json"
     assert invoke("quarantine", db, OTHER, "--reason", "r", "--skip-file", str(skip)).exit_code == 0
-    (repo / "broken.json").write_text('{"format": "flaketui-skip-file", "version": 1, "tests": {')
     for lock in [*repo.glob("*.lock"), *repo.glob(".git/flaketui/*.lock")]:
         lock.unlink()
+    return db, skip
+
+
+@pytest.mark.parametrize("where", ["outside git", "in git"])
+def test_a_refused_skip_file_command_leaves_no_file(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    db, skip = _quarantined_once(repo, monkeypatch, where)
+    (repo / "broken.json").write_text('{"format": "flaketui-skip-file", "version": 1, "tests": {')
     before = _files(repo)
     refused = [
         ["release", db, FLAKY, "--skip-file", str(skip)],
@@ -274,16 +281,7 @@ def test_a_refused_skip_file_command_leaves_no_file(
 def test_a_read_only_skip_file_is_refused_and_left_as_it_was(
     repo: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    if where == "outside git":
-        shutil.rmtree(repo / ".git", ignore_errors=True)
-        monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(repo.parent))
-    elif shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    db = str(repo / "history.db")
-    skip = repo / "q.json"
-    assert invoke("quarantine", db, OTHER, "--reason", "r", "--skip-file", str(skip)).exit_code == 0
-    for lock in [*repo.glob("*.lock"), *repo.glob(".git/flaketui/*.lock")]:
-        lock.unlink()
+    db, skip = _quarantined_once(repo, monkeypatch, where)
     skip.chmod(0o444)  # no write bit for anyone: read-only, even to root
     before, data = _files(repo), skip.read_bytes()
     refused = [
