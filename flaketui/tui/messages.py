@@ -64,6 +64,8 @@ class ExtrasLoaded(Message):
         self.data = data
         self.state = state
         self.rows = rows
+        # Set once these rows are painted, or passed over: the load reads its next step then.
+        self.shown = threading.Event()
         super().__init__()
 
     def follows(self, shown: MainData | None) -> bool:

@@ -80,9 +80,11 @@ class StagedRead:
 
     `flaketui open` starts one before it imports the UI, so the history is read while Textual
     loads (SQLite runs its queries without holding the interpreter). The ranking is handed over
-    as soon as it is read; the complete report and the lifecycle states are read once
-    `proceed()` is called, after the first screen is painted, so that their long Python loops
-    do not compete with that paint for the interpreter.
+    as soon as it is read; each later step is read only once it is asked for (complete(),
+    extras(), causes()), which the app does after painting the step before: a step's long
+    Python loops never compete with a paint for the interpreter. A thread that holds the
+    interpreter makes the UI thread wait for it at every turn of its event loop, so a paint
+    beside a busy reader takes several times as long.
     """
 
     def __init__(self, source: Source, *, kept: bool = False) -> None:
@@ -101,7 +103,9 @@ class StagedRead:
         self.done = [threading.Event() for _ in range(STEPS)]
         self.values: list[object] = [None] * STEPS
         self.errors: list[BaseException | None] = [None] * STEPS
-        self.wanted = threading.Event()
+        # asked[step]: the app wants that step read; asked[STEPS]: it has shown the last one.
+        self.asked = [threading.Event() for _ in range(STEPS + 1)]
+        self.kept_asked = threading.Event()
         self.stopped = False
         # A kept ranking is handed over as its flaky tests first (the first view), then whole.
         self.opened: OpenedRanking | None = None
@@ -119,28 +123,34 @@ class StagedRead:
                 # The rest of the kept ranking, then the new ranking, are read once the first
                 # screen is painted, as the later steps are: until then the interpreter is the
                 # paint's.
-                self.wanted.wait()
+                self.kept_asked.wait()
                 if self.stopped:
                     return
                 self._read_kept_rest()
+                self.asked[1].wait()  # the new ranking once the whole kept one is shown
             self.kept_read.set()
             stages = load_in_stages(self.source)
+            to_keep: Report | None = None  # the complete report, kept once the app has shown it
             with closing(stages):
                 for step in range(STEPS):
                     if step:
-                        self.wanted.wait()
-                        if self.stopped:
-                            return
+                        self.asked[step].wait()
+                    if to_keep is not None:  # shown by now, or the app is quitting
+                        self._keep(to_keep, with_causes=False)
+                        to_keep = None
+                    if self.stopped:
+                        return
                     value = next(stages)
                     if not self.done[step].is_set():
                         self.values[step] = value
                         self.done[step].set()
                     if self.kept and step in (1, STEPS - 1) and isinstance(value, Report):
-                        # Kept as soon as it is complete (an app quit at once still keeps
-                        # it), then again with its likely causes.
-                        from flaketui.tui.ranking_store import keep_ranking
-
-                        keep_ranking(self.source, value, with_causes=step == STEPS - 1)
+                        # Kept when the app asks for the next step or stops (an app quit at
+                        # once still keeps it), then again with its likely causes.
+                        to_keep = value
+            if to_keep is not None:  # with its causes, once shown: the history is closed
+                self.asked[STEPS].wait()
+                self._keep(to_keep, with_causes=True)
         except Exception as exc:  # raised again, in the reader's words, by the step asked for
             for step in range(STEPS):
                 if not self.done[step].is_set():
@@ -151,6 +161,11 @@ class StagedRead:
             self.kept_read.set()
             for event in self.done:
                 event.set()
+
+    def _keep(self, report: Report, *, with_causes: bool) -> None:
+        from flaketui.tui.ranking_store import keep_ranking
+
+        keep_ranking(self.source, report, with_causes=with_causes)
 
     def _hand_over_kept(self) -> bool:
         """The kept ranking's flaky tests as the first step, when one is kept for this source.
@@ -190,20 +205,27 @@ class StagedRead:
 
     def kept_rest(self) -> KeptRanking | None:
         """The whole kept ranking when the first step was its flaky tests, else None; asks
-        for it (and the later steps) if not asked yet."""
-        self.proceed()
+        for it if not asked yet."""
+        self.kept_asked.set()
         self.kept_read.wait()
         whole, self.kept_whole = self.kept_whole, None
         return whole
 
-    def proceed(self) -> None:
-        """Read the later steps now."""
-        self.wanted.set()
+    def ask(self, step: int) -> None:
+        """Have the steps up to `step` read (without waiting for them)."""
+        for event in self.asked[1 : step + 1]:
+            event.set()
 
     def stop(self) -> None:
-        """Read no further step (the one being read, if any, still ends)."""
+        """Read no further step (the one being read, if any, still ends).
+
+        A report read to be kept is kept first: this is also how the app says it has shown
+        the last step.
+        """
         self.stopped = True
-        self.wanted.set()
+        self.kept_asked.set()
+        for event in self.asked:
+            event.set()
 
     def step(self, index: int, kind: type[T]) -> T:
         """Wait for step `index`; raise what reading it raised.
@@ -229,15 +251,16 @@ class StagedRead:
 
     def complete(self) -> Report:
         """The complete report (groups, every daily series); asks for it if not asked yet."""
-        self.proceed()
+        self.ask(1)
         return self.step(1, Report)
 
     def extras(self) -> Extras:
-        """The lifecycle states and suites."""
-        self.proceed()
+        """The lifecycle states and suites; asks for them if not asked yet."""
+        self.ask(2)
         return self.step(2, Extras)
 
     def causes(self) -> Report:
-        """The complete report with the likely causes of its flaky tests and families."""
-        self.proceed()
+        """The complete report with the likely causes of its flaky tests and families; asks
+        for it if not asked yet."""
+        self.ask(3)
         return self.step(3, Report)

@@ -162,12 +162,14 @@ def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
     first_opening = StagedRead(source, kept=True)
     assert not first_opening.first().provisional  # nothing kept yet: the live ranking
     without_causes = first_opening.complete()
+    # Kept once the app has shown it (it asks for the next step then), so that an app quit at
+    # once keeps it...
     first_opening.extras()  # read after the complete report was kept
-    # Kept as soon as it is complete, so that an app quit at once keeps it...
     assert load_ranking(source) == KeptRanking(without_causes, with_causes=False)
-    # ...and again once its likely causes are in.
+    # ...and again once its likely causes are in and shown (the app then stops the read).
     causes_wanted.set()
     complete = first_opening.causes()
+    first_opening.stop()
     first_opening.thread.join(SAFETY_S)
     assert load_ranking(source) == KeptRanking(complete, with_causes=True)
 
@@ -185,6 +187,17 @@ def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
     assert second.complete() == without_causes
     assert second.causes() == complete
     second.stop()
+
+
+def test_an_app_quit_once_the_complete_report_is_in_still_keeps_it(
+    history: Path, tmp_path: Path
+) -> None:
+    source = make_source(history, NOW, tmp_path / "q.json")
+    read = StagedRead(source, kept=True)
+    complete = read.complete()
+    read.stop()  # what quitting does; the next step is never asked for
+    read.thread.join(SAFETY_S)
+    assert load_ranking(source) == KeptRanking(complete, with_causes=False)
 
 
 def test_a_kept_ranking_made_otherwise_is_not_shown(history: Path, tmp_path: Path) -> None:

@@ -205,3 +205,32 @@ async def test_a_load_replaced_before_it_began_stops_its_read(
         for read in started:
             read.thread.join(SAFETY_S)
             assert not read.thread.is_alive()
+
+
+async def test_each_later_step_is_read_once_the_step_before_is_on_screen(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step read while the app paints the one before would take the interpreter from that
+    # paint: the load asks for the lifecycle states once the complete report is shown, and for
+    # the likely causes once the states are.
+    app = _app(history, tmp_path)
+    seen: dict[str, tuple[bool, bool] | None] = {}
+
+    def on_screen() -> tuple[bool, bool] | None:
+        data = app.main_screen.data
+        return None if data is None else (data.groups_loaded, data.extras_loaded)
+
+    load_in_stages = startup.load_in_stages
+
+    def recorded(source: Any) -> Iterator[object]:
+        stages = load_in_stages(source)
+        for step in ("first", "complete", "extras", "causes"):
+            seen[step] = on_screen()  # what the UI showed as the reader began this step
+            yield next(stages)
+
+    monkeypatch.setattr(startup, "load_in_stages", recorded)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await _until(pilot, lambda: _done_loading(app))
+        assert _done_loading(app)
+    assert seen["extras"] == (True, False)  # the complete report, with its groups
+    assert seen["causes"] == (True, True)  # the lifecycle states too

@@ -139,7 +139,7 @@ def test_stopping_the_reads_waits_for_the_step_each_is_in(
     app = _app(history, tmp_path)
     read = app.start_read()
     read.first()
-    read.proceed()
+    read.ask(1)
     assert reading_step.wait(10)
     assert _sidecars(history) == ["history.db-shm", "history.db-wal"]  # a WAL reader is open
     read.stop()

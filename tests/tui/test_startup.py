@@ -38,20 +38,21 @@ def test_the_staged_load_reads_what_a_direct_load_reads(history: Path, tmp_path:
     assert all(not t.causes for t in with_causes.tests if t.verdict != "flaky")  # type: ignore[union-attr]
 
 
-def test_the_staged_read_hands_over_each_step_and_reads_the_rest_once_asked(
+def test_the_staged_read_hands_over_each_step_and_reads_the_next_once_asked(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The app asks for a step once it has painted the one before: a step read meanwhile would
+    # take the interpreter from that paint.
     steps: list[str] = []
-
-    resumed = threading.Event()  # the reader asked the stages for the step after the first
+    pulled = [threading.Event() for _ in range(4)]  # the reader asked the stages for step i
 
     def recorded(source: Any) -> Iterator[object]:
         stages = load_in_stages(source)
-        for step in ("first", "complete", "extras", "causes"):
+        for index, step in enumerate(("first", "complete", "extras", "causes")):
+            pulled[index].set()
             value = next(stages)
             steps.append(step)
             yield value
-            resumed.set()
 
     monkeypatch.setattr(startup, "load_in_stages", recorded)
     source = make_source(history, NOW, tmp_path / "q.json")
@@ -61,11 +62,14 @@ def test_the_staged_read_hands_over_each_step_and_reads_the_rest_once_asked(
         t.test_id for t in load_main(source, suite=None, branch_kind=None).report.tests
     ]
     # A reader that did not wait to be asked would go on at once: give it half a second.
-    assert not resumed.wait(0.5), "the later steps were read before they were asked for"
-    assert steps == ["first"]
+    assert not pulled[1].wait(0.5), "the complete report was read before it was asked for"
     assert read.complete().families != []
+    assert not pulled[2].wait(0.5), "the lifecycle states were read before they were asked for"
+    assert steps == ["first", "complete"]
     assert read.extras().suites == ["unit"]
+    assert not pulled[3].wait(0.5), "the causes were read before they were asked for"
     assert [t.test_id for t in read.causes().tests] == [t.test_id for t in first.report.tests]
+    read.stop()
     read.thread.join(SAFETY_S)
     assert steps == ["first", "complete", "extras", "causes"] and not read.thread.is_alive()
 

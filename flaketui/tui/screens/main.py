@@ -50,6 +50,7 @@ WARM_UP_AFTER_S = 2.0  # import the other screens this long after the list, at t
 # The first paint waits this long at most for the first load (see _hold_first_paint).
 FIRST_PAINT_HOLD_S = 0.25
 EXTRAS_AFTER_PAINT_S = 0.03  # the rest of the load starts this long after the rows' paint
+PAINT_WAIT_S = 1.0  # a load waits this long at most for a step's paint before the next
 CANCEL_CHECK_S = 0.05  # a load waiting to read the rest looks this often whether it was replaced
 
 
@@ -244,27 +245,37 @@ class MainScreen(Screen[None]):
                 set_aside=extras.set_aside,
             )
             data_after.extras_loaded = True
-            self.post_message(
-                ExtrasLoaded(data, data_after, state, prepare_rows(data_after, state))
-            )
+            shown = self._show_extras(data, data_after, state, prepare_rows(data_after, state))
             # Last, the likely causes: a pivot of every flaky test's runs, for one column.
-            if get_current_worker().is_cancelled:
+            if not shown:
                 return
             if read is not None:
                 report = read.causes()
             else:
                 report = load_causes(source, data_after.report)
             data_causes = replace(data_after, report=report, causes_loaded=True)
-            rows = prepare_rows(data_causes, state)
+            self._show_extras(data_after, data_causes, state, prepare_rows(data_causes, state))
         except FlaketuiError as exc:
             self._offer_first(None)
             failed_on = read.stamp if read is not None else stamp
             self.post_message(LoadFailed(exc.message, stamp=failed_on, load=number))
-            return
         finally:
             if read is not None:
-                read.stop()  # a cancelled load reads no further
-        self.post_message(ExtrasLoaded(data_after, data_causes, state, rows))
+                read.stop()  # a cancelled load reads no further; a complete one keeps its ranking
+
+    def _show_extras(
+        self, before: MainData, data: MainData, state: ViewState, rows: PreparedRows
+    ) -> bool:
+        """Post the next step of a load and wait until it is painted (in the load worker);
+        False when the load was replaced meanwhile.
+
+        The next step's reading would otherwise take the interpreter from that paint: a busy
+        thread makes the UI thread wait at every turn of its event loop. The wait is bounded:
+        a step that is never painted (its screen hidden meanwhile) does not hold the load.
+        """
+        message = ExtrasLoaded(before, data, state, rows)
+        self.post_message(message)
+        return _wait_unless_cancelled(message.shown, PAINT_WAIT_S)
 
     def _load_first(
         self,
@@ -291,7 +302,7 @@ class MainScreen(Screen[None]):
         kept = read.kept_rest()
         if kept is not None:
             whole = replace(data, report=kept.report, groups_loaded=True, verdicts=None)
-            self.post_message(ExtrasLoaded(data, whole, state, prepare_rows(whole, state)))
+            self._show_extras(data, whole, state, prepare_rows(whole, state))
             data = whole
         complete = replace(
             data,
@@ -301,7 +312,7 @@ class MainScreen(Screen[None]):
             provisional=False,
             verdicts=None,
         )
-        self.post_message(ExtrasLoaded(data, complete, state, prepare_rows(complete, state)))
+        self._show_extras(data, complete, state, prepare_rows(complete, state))
         return complete
 
     @on(MainLoaded)
@@ -335,10 +346,12 @@ class MainScreen(Screen[None]):
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:
         if not event.follows(self.data):
+            event.shown.set()
             return  # a newer load replaced the report these states belong to
         self.data = event.data
         self._show_header()
         self._show_rows(event.state, event.rows, in_place=True)
+        self.call_after_refresh(event.shown.set)
         self.flaketui.start_warm_up()
 
     @on(LoadFailed)
@@ -666,10 +679,14 @@ def _resolve(waiter: _Waiter, loaded: MainLoaded | None) -> None:
         waiter.set_result(loaded)
 
 
-def _wait_unless_cancelled(event: threading.Event) -> bool:
-    """Wait in a worker for `event`; False when the worker was cancelled meanwhile."""
+def _wait_unless_cancelled(event: threading.Event, most_s: float | None = None) -> bool:
+    """Wait in a worker for `event` (`most_s` at most, if given); False when the worker was
+    cancelled meanwhile."""
     worker = get_current_worker()
+    deadline = None if most_s is None else time.monotonic() + most_s
     while not event.wait(CANCEL_CHECK_S):
         if worker.is_cancelled:
             return False
+        if deadline is not None and time.monotonic() >= deadline:
+            break
     return not worker.is_cancelled
