@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -367,6 +368,29 @@ def test_manifest_usage_errors(tmp_path: Path, args: list[str], message: str) ->
     result = run(tmp_path / "h.db", *args)
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and message in result.output
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: None, "no such manifest"),
+        (lambda path: path.mkdir(), "is a directory, not a manifest"),
+        (lambda path: path.write_bytes(b"\xff\xfe{"), "cannot read"),
+    ],
+    ids=["missing", "directory", "not-utf8"],
+)
+def test_a_manifest_that_cannot_be_read_creates_no_history(
+    tmp_path: Path, make: Callable[[Path], None], message: str
+) -> None:
+    manifest = tmp_path / "runs.jsonl"
+    make(manifest)
+    db = tmp_path / "new.db"
+    result = run(db, "--manifest", manifest)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and message in result.output
+    assert len(result.output.splitlines()) == 1
+    # No history, nor its journal: the folder holds the manifest (when there is one) only.
+    assert [path.name for path in tmp_path.iterdir() if path != manifest] == []
 
 
 def test_same_test_name_in_two_jest_files_is_two_tests_not_a_flaky_one(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp, sniff_format
 from flaketui.core.ingest.junit import reports_run_info
-from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest
+from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest, manifest_text
 from flaketui.core.ingest.runmeta import AGREED_FIELDS, INCIDENT_VAR, resolve_run_meta
 from flaketui.core.ingest.writer import (
     IngestResult,
@@ -194,6 +194,8 @@ def _ingest_manifest(db: Path | str, manifest: Path) -> None:
     """Backfill from a manifest with a progress bar on a terminal; exit 1 if a line was refused.
     A server gets each batch of runs in one transaction (see ingest_manifest_to_server)."""
     config = load_config()
+    # Read before the history is opened, so a mistyped manifest never creates an empty file.
+    manifest_text(manifest)
 
     def backfill(progress: Callable[[int, int], None] | None) -> ManifestSummary:
         if isinstance(db, str):

@@ -197,16 +197,21 @@ def _disagreeing_line(group: str, lines: list[_Line]) -> _LineRefused | None:
     return None
 
 
-def read_manifest(manifest: Path) -> tuple[list[list[_Line]], list[tuple[int, str]]]:
-    """The manifest's runs (lines grouped by run_id, in first-seen order) and refused lines."""
+def manifest_text(manifest: Path) -> str:
+    """The manifest's text; a manifest that is missing, a directory or unreadable is an error."""
     try:
-        text = manifest.read_text(encoding="utf-8")
+        return manifest.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FlaketuiError(f"{manifest}: no such manifest") from None
     except IsADirectoryError:
         raise FlaketuiError(f"{manifest}: is a directory, not a manifest") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise FlaketuiError(f"{manifest}: cannot read ({exc})") from None
+
+
+def read_manifest(manifest: Path) -> tuple[list[list[_Line]], list[tuple[int, str]]]:
+    """The manifest's runs (lines grouped by run_id, in first-seen order) and refused lines."""
+    text = manifest_text(manifest)
     groups: dict[str, list[_Line]] = {}
     refused: list[tuple[int, str]] = []
     refused_groups: dict[str, int] = {}
