@@ -200,6 +200,7 @@ def quarantine(
     reason: str,
     mode: str = SkipMode.SKIP,
     expires_days: int | None = None,
+    expires_from: datetime | None = None,
     ticket: str | None = None,
     now: datetime,
     who: str | None = None,
@@ -221,7 +222,8 @@ def quarantine(
     Scores are taken as of scored_at (default now; the CLI passes the effective now, so an
     old history is scored as of its newest run while the entry is dated now). The audit rows
     are dated now and record written_at (default now) as the moment they were written: the
-    lifecycle dates a quarantine its transition and writes it later.
+    lifecycle dates a quarantine its transition and writes it later. The entry expires
+    expires_days after expires_from (default now): the lifecycle counts from the apply.
     """
     _check_source(source)
     if mode not in MODES:
@@ -255,7 +257,7 @@ def quarantine(
     if repo_root is None:
         repo_root = find_repo_root(skip_path.absolute().parent)
     evidence = evidence_for(db, test_ids, now=scored_at or now, config=config, repo_root=repo_root)
-    expires = now + timedelta(days=days)
+    expires = (expires_from or now) + timedelta(days=days)
     written: list[SkipEntry] = []
     replaced: dict[str, SkipEntry] = {}
 

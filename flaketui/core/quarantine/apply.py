@@ -172,14 +172,14 @@ def apply_plan(
     for step in plan.pending:
         if step.effect == "quarantine":
             # Expiry runs from the apply, so a quarantine caught up days late is not stale.
-            late = max(0, (plan.now - step.ts).days)
             quarantine(
                 db,
                 skip_path,
                 step.test_id,
                 reason=f"lifecycle: {step.reason}",
                 mode="skip",
-                expires_days=config.skip_expiry_days + late,
+                expires_days=config.skip_expiry_days,
+                expires_from=plan.now,
                 now=step.ts,
                 scored_at=step.ts,
                 written_at=plan.now,
