@@ -102,6 +102,18 @@ def test_apply_writes_then_a_second_apply_writes_nothing(work: Path) -> None:
     assert "Transitions as of" in listed.output and "(pending)" not in listed.output
 
 
+def test_an_automatic_quarantine_takes_its_owner_from_the_codeowners_beside_the_history(
+    work: Path,
+) -> None:
+    # No git repository: the owner comes from the CODEOWNERS beside the history, as in `report`.
+    build(work / "h.db")
+    (work / "CODEOWNERS").write_text("tests/test_a.py @team-a\n")
+    result = invoke(work, "--now", NOW, "--apply")
+    assert result.exit_code == 0, result.output
+    skip = json.loads((work / "skip.json").read_text())
+    assert skip["tests"][FLAKY]["owner"] == "@team-a"
+
+
 def test_new_regressions_exit_4_until_applied(work: Path) -> None:
     build(work / "h.db", broken=True)
     write_skip(work, {})

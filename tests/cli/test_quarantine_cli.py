@@ -297,3 +297,26 @@ def test_a_read_only_skip_file_is_refused_and_left_as_it_was(
         assert stat.S_IMODE(skip.stat().st_mode) == 0o444
         assert _files(repo) == before, args  # no lock file, no temporary file
     assert [row[:2] for row in audit(repo)] == [("quarantine", OTHER)]
+
+
+def test_an_entry_takes_its_owner_from_the_codeowners_beside_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No git repository: the CODEOWNERS beside the history names the owner, as in `report`.
+    folder = tmp_path / "ci"
+    folder.mkdir()
+    db = open_history(folder / "history.db")
+    HistoryBuilder(db).sequence(FLAKY, "PRPPRPPPRPPRPPP", start=T0, step=timedelta(hours=12))
+    db.conn.close()
+    (folder / "CODEOWNERS").write_text("tests/test_a.py @team-a\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    history = str(folder / "history.db")
+    result = invoke("quarantine", history, FLAKY, "--reason", "flaky", "--now", NOW)
+    assert result.exit_code == 0, result.output
+    entry = json.loads((work / ".quarantine.json").read_text())["tests"][FLAKY]
+    assert entry["owner"] == "@team-a"
+    report = invoke("report", history, "--now", NOW, "--format", "json")
+    assert json.loads(report.output)["tests"][0]["owner"] == "@team-a"

@@ -12,6 +12,7 @@ from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, read_skip_for
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.core.history.store import history_file
+from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.machine import LifecycleState
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
@@ -178,14 +179,21 @@ def lifecycle_command(
 
     # --apply creates a skip file that is named but not there yet.
     path, skip, config = read_skip_for(skip_file, creating=apply)
-    with history_file(local_history(db), create=False, readonly=not apply) as history:
+    history_path = local_history(db)
+    with history_file(history_path, create=False, readonly=not apply) as history:
         moment, _clamped = effective_now(history, parse_iso(now) if now else None, config)
         plan = derive(history, now=moment, config=config, skip=skip)
         gate = gate_findings(history, plan, skip, config=config)
         applied = None
         if apply:
             applied = apply_plan(
-                history, plan, gate, skip_path=path, config=config, who=current_user()
+                history,
+                plan,
+                gate,
+                skip_path=path,
+                config=config,
+                who=current_user(),
+                owners_from=locate_codeowners(history_path),
             )
     shown = plan.transitions if show_all else plan.pending
     code = 0 if no_gate else gate.code

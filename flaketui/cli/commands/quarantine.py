@@ -13,6 +13,7 @@ from flaketui.cli.options import SKIP_FILE_DEFAULT
 from flaketui.core.config import Config, load_config
 from flaketui.core.errors import SkipFileError
 from flaketui.core.history.store import history_file
+from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.skipfile import (
     ForeignSkipFile,
     SkipEntry,
@@ -156,7 +157,8 @@ def quarantine_command(
 
     path, config = skip_path_for(skip_file)
     requested = parse_iso(now) if now else None
-    with history_file(local_history(db), create=False) as history:
+    history_path = local_history(db)
+    with history_file(history_path, create=False) as history:
         scored_at, _clamped = effective_now(history, requested, config)
         done = quarantine(
             history,
@@ -172,6 +174,8 @@ def quarantine_command(
             force=force,
             replace=update,
             source="cli",
+            # The owner report and export show: the git root's CODEOWNERS, else the history's.
+            repo_root=locate_codeowners(history_path),
         )
     for entry in done.entries:
         previous = done.replaced.get(entry.test_id)

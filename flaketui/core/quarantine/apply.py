@@ -162,8 +162,12 @@ def apply_plan(
     skip_path: Path,
     config: Config,
     who: str,
+    owners_from: Path | None = None,
 ) -> Applied:
-    """Write the pending transitions, their skip-file effects and the regression notes."""
+    """Write the pending transitions, their skip-file effects and the regression notes.
+
+    A quarantine's owner comes from owners_from (a CODEOWNERS file, or a folder to search),
+    by default the repository holding the skip file."""
     applied = Applied()
     if any(step.effect in ("quarantine", "release") for step in plan.pending):
         # Before any row is written: a read-only skip file refused halfway would leave the
@@ -180,6 +184,7 @@ def apply_plan(
                 mode="skip",
                 expires_days=config.skip_expiry_days,
                 expires_from=plan.now,
+                repo_root=owners_from,
                 now=step.ts,
                 scored_at=step.ts,
                 written_at=plan.now,
