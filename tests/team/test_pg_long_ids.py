@@ -1,9 +1,11 @@
-"""Test ids of any length reach the server, as they reach a history file: the plugin, ingest,
-a replica and the audit log; an error a retry cannot fix never says to retry."""
+"""Test ids and run ids of any length reach the server, as they reach a history file: the
+plugin, ingest, merge, a replica and the audit log; an error a retry cannot fix never says to
+retry."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -131,3 +133,96 @@ def test_the_plugin_offers_no_merge_the_server_would_refuse_again(
     kept = Path(line.rsplit(" ", 1)[1])
     kept.unlink()
     kept.parent.rmdir()
+
+
+REPORTS = REPORT.parent
+# A run id past what a btree index row holds: a CI job name of any length makes one.
+LONG_RUN = "github-7-1-" + LONG
+
+
+def server_runs(url: str) -> list[tuple[int, int]]:
+    """(length of the run id, results) of each server run, longest id first."""
+    import psycopg
+
+    with psycopg.connect(url) as pg:
+        return pg.execute(
+            "SELECT length(r.run_id), count(x.run) FROM runs AS r"
+            " LEFT JOIN results AS x ON x.run = r.id GROUP BY r.id ORDER BY 1 DESC"
+        ).fetchall()
+
+
+def test_a_long_run_id_is_recorded_on_the_server(pg_url: str, tmp_path: Path) -> None:
+    local = tmp_path / "local.db"
+    invoke("ingest", local, REPORT, "--run-id", LONG_RUN, "--no-detect")
+    assert "1 run added" in invoke("merge", pg_url, local)
+    assert "0 runs added, 0 extended, 1 already present" in invoke("merge", pg_url, local)
+    # Another report of the run joins it; the same report again adds nothing.
+    args = ("--run-id", LONG_RUN, "--no-detect")
+    assert "(existing run): 1 file ingested" in invoke(
+        "ingest", pg_url, REPORTS / "outage-unit.xml", *args
+    )
+    assert "0 files ingested, 1 already ingested" in invoke("ingest", pg_url, REPORT, *args)
+    # A manifest names it too: its report files are all there already.
+    manifest = tmp_path / "runs.jsonl"
+    manifest.write_text(json.dumps({"run_id": LONG_RUN, "file": str(REPORT)}) + "\n")
+    invoke("ingest", pg_url, "--manifest", manifest)
+    ((length, results),) = server_runs(pg_url)
+    assert length == len(LONG_RUN) and results > 121
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    assert replica_runs(replica) == [(LONG_RUN, results)]
+    # Pruned, then ingested again under its id: the replica keeps it.
+    assert "pruned 1 run" in invoke("prune", pg_url, "--older-than", 1)
+    invoke("ingest", pg_url, REPORT, *args)
+    invoke("sync", pg_url, replica)
+    assert replica_runs(replica) == [(LONG_RUN, results)]
+
+
+def replica_runs(replica: Path) -> list[tuple[str, int]]:
+    conn = sqlite3.connect(replica)
+    try:
+        return conn.execute(
+            "SELECT r.run_id, count(*) FROM runs AS r JOIN results AS x ON x.run = r.id"
+            " GROUP BY r.id"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def test_the_plugin_records_a_run_with_a_long_id(
+    pytester: pytest.Pytester, pg_url: str, plain_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_RUN_ID", "7")
+    monkeypatch.setenv("GITHUB_JOB", LONG)
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    for _ in range(2):  # the second session's attempt joins the first one's run
+        result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", pg_url)
+        result.assert_outcomes(passed=1)
+        assert "flaketui:" not in result.stdout.str(), result.stdout.str()
+    assert server_runs(pg_url) == [(len(LONG_RUN), 2)]
+
+
+def test_a_version_7_server_keeps_its_runs_unique_by_run_id(pg_url: str, tmp_path: Path) -> None:
+    from flaketui.core.history.pg import schema
+    from flaketui.core.history.pg.connect import connect
+
+    local = tmp_path / "local.db"
+    invoke("ingest", local, REPORT, "--run-id", "r-short", "--no-detect")
+    old = connect(pg_url, migrate=False)
+    try:
+        with old.transaction():
+            for migration in schema.MIGRATIONS[:7]:
+                old.execute(migration)
+            old.execute("INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', '7')")
+            old.execute(
+                "INSERT INTO runs (run_id, ts, source) VALUES ('r-short', '2026-11-25T11:19:00Z',"
+                " 'junit')"
+            )
+    finally:
+        old.close()
+    invoke("ingest", local, REPORTS / "outage-unit.xml", "--run-id", LONG_RUN, "--no-detect")
+    # The upgraded server finds its run by id (the merge extends it) and takes the long one.
+    assert "1 run added, 1 extended, 0 already present" in invoke("merge", pg_url, local)
+    assert "0 runs added, 0 extended, 2 already present" in invoke("merge", pg_url, local)
+    assert [length for length, _ in server_runs(pg_url)] == [len(LONG_RUN), len("r-short")]

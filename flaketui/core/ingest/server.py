@@ -16,6 +16,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
 from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.push import push_history
+from flaketui.core.history.pg.schema import run_among, same_run
 from flaketui.core.history.pg.staging import staging_history
 from flaketui.core.ingest.manifest import ManifestSummary, land_manifest
 from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
@@ -50,8 +51,8 @@ def ingest_to_server(
                 str(row[0])
                 for row in pg.execute(
                     "SELECT f.content_hash FROM run_files AS f JOIN runs AS r ON r.id = f.run"
-                    " WHERE r.run_id = %s",
-                    (full.run_id,),
+                    f" WHERE {same_run('r.run_id', '%s')}",
+                    (full.run_id, full.run_id),
                 ).fetchall()
             }
         new = [path for digest, path in hashes.items() if digest not in known]
@@ -59,7 +60,8 @@ def ingest_to_server(
             return IngestResult(str(full.run_id), False, 0, len(hashes), 0, _tests(pg, url, full))
         with server_errors(url, "reading the run"):
             stored = pg.execute(
-                f"SELECT {STORED_COLUMNS} FROM runs WHERE run_id = %s", (full.run_id,)
+                f"SELECT {STORED_COLUMNS} FROM runs WHERE {same_run('run_id', '%s')}",
+                (full.run_id, full.run_id),
             ).fetchone()
         check_stored_run(str(full.run_id), stored, full)
         with staging_history() as staged:
@@ -140,13 +142,14 @@ def _land_batch(
         present = {
             str(row[0]): tuple(row[1:])
             for row in pg.execute(
-                f"SELECT run_id, {STORED_COLUMNS} FROM runs WHERE run_id = ANY(%s)", (run_ids,)
+                f"SELECT run_id, {STORED_COLUMNS} FROM runs WHERE {run_among('run_id')}",
+                (run_ids, run_ids),
             ).fetchall()
         }
         for run_id, digest in pg.execute(
             "SELECT r.run_id, f.content_hash FROM run_files AS f JOIN runs AS r ON r.id = f.run"
-            " WHERE r.run_id = ANY(%s)",
-            (run_ids,),
+            f" WHERE {run_among('r.run_id')}",
+            (run_ids, run_ids),
         ).fetchall():
             known.setdefault(str(run_id), set()).add(str(digest))
     staged_runs: list[tuple[int, list[Path], RunMeta, int]] = []
@@ -186,7 +189,7 @@ def _tests(pg: Any, url: str, meta: RunMeta) -> int:
     with server_errors(url, "counting the run's tests"):
         row = pg.execute(
             "SELECT count(DISTINCT test) FROM results"
-            " WHERE run = (SELECT id FROM runs WHERE run_id = %s)",
-            (meta.run_id,),
+            f" WHERE run = (SELECT id FROM runs WHERE {same_run('run_id', '%s')})",
+            (meta.run_id, meta.run_id),
         ).fetchone()
     return int(row[0])

@@ -29,7 +29,7 @@ from flaketui.core.history.pg.columns import (
     shared_columns,
 )
 from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
-from flaketui.core.history.pg.schema import same_test
+from flaketui.core.history.pg.schema import same_run, same_test
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -158,7 +158,7 @@ def _push_runs(
         str(row[0])
         for row in pg.execute(
             f"INSERT INTO runs ({cols}) SELECT {cols} FROM s_runs ORDER BY run_id"
-            " ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
+            " ON CONFLICT DO NOTHING RETURNING run_id"
         ).fetchall()
     }
     children = (("run_files", "content_hash"), ("run_changed_files", "path"))
@@ -173,14 +173,15 @@ def _push_runs(
     # Runs whose every report file the server had already: nothing of them is new (append).
     pg.execute(
         "CREATE TEMP TABLE s_done ON COMMIT DROP AS SELECT s.run_id FROM s_run_files AS s"
-        " JOIN runs AS r ON r.run_id = s.run_id LEFT JOIN run_files AS f"
+        f" JOIN runs AS r ON {same_run('r.run_id', 's.run_id')} LEFT JOIN run_files AS f"
         " ON f.run = r.id AND f.content_hash = s.content_hash"
         " GROUP BY s.run_id HAVING bool_and(f.run IS NOT NULL)"
     )
     for table, column in children:
         pg.execute(
             f"INSERT INTO {table} (run, {column}) SELECT r.id, s.{column} FROM s_{table} AS s"
-            f" JOIN runs AS r ON r.run_id = s.run_id ORDER BY 1, 2 ON CONFLICT DO NOTHING"
+            f" JOIN runs AS r ON {same_run('r.run_id', 's.run_id')}"
+            " ORDER BY 1, 2 ON CONFLICT DO NOTHING"
         )
     rcols = _quoted(result_cols)
     pg.execute(
@@ -201,7 +202,7 @@ def _push_runs(
     keys = "run, test, signature" + (f", {PREDECESSOR}" if pred else "")
     key_values = "r.id, t.id, g.id" + (", pt.id" if pred else "")
     key_joins = (
-        " JOIN runs AS r ON r.run_id = s.run_key"
+        f" JOIN runs AS r ON {same_run('r.run_id', 's.run_key')}"
         f" JOIN tests AS t ON {same_test('t.test_id', 's.test_key')}"
         " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
         + (f" LEFT JOIN tests AS pt ON {same_test('pt.test_id', 's.pred_key')}" if pred else "")
@@ -214,7 +215,8 @@ def _push_runs(
             f"INSERT INTO results ({keys}, {rcols})"
             f" SELECT {key_values}, {chosen} FROM s_results AS s{key_joins}"
             " LEFT JOIN (SELECT y.run, y.test, max(y.attempt) AS top FROM results AS y"
-            " JOIN runs AS yr ON yr.id = y.run JOIN s_runs AS ys ON ys.run_id = yr.run_id"
+            " JOIN runs AS yr ON yr.id = y.run"
+            f" JOIN s_runs AS ys ON {same_run('ys.run_id', 'yr.run_id')}"
             " GROUP BY y.run, y.test) AS m ON m.run = r.id AND m.test = t.id"
             " WHERE s.run_key NOT IN (SELECT run_id FROM s_done)"
             " ON CONFLICT DO NOTHING RETURNING run"
@@ -232,7 +234,10 @@ def _push_runs(
     summary.results_added += len(landed)
     summary.runs_added += len(added)
     server_ids = dict(
-        pg.execute("SELECT r.run_id, r.id FROM runs AS r JOIN s_runs AS s ON s.run_id = r.run_id")
+        pg.execute(
+            "SELECT r.run_id, r.id FROM runs AS r"
+            f" JOIN s_runs AS s ON {same_run('s.run_id', 'r.run_id')}"
+        )
     )
     for run_id in {str(r[0]) for r in src.execute("SELECT run_id FROM runs")} - added:
         if server_ids.get(run_id) in grown:

@@ -186,6 +186,20 @@ def same_test(left: str, right: str) -> str:
     return f"md5({left}) = md5({right}) AND {left} = {right}"
 
 
+def same_run(left: str, right: str) -> str:
+    """The condition that two run id expressions name one run, by the indexed md5 first."""
+    return f"md5({left}) = md5({right}) AND {left} = {right}"
+
+
+def run_among(column: str) -> str:
+    """The condition that run id `column` is one of the array parameter given twice (%s, %s),
+    by the indexed md5 first."""
+    return (
+        f"md5({column}) IN (SELECT md5(k) FROM unnest(%s::text[]) AS k)"
+        f" AND {column} = ANY(%s::text[])"
+    )
+
+
 # Version 6: the SQLite history's version 7 column (flaketui.core.history.store.SCHEMA_V7):
 # results.leg, the report file an attempt came from, NULL for earlier rows. Nullable without a
 # default: adding it rewrites nothing.
@@ -221,6 +235,15 @@ DROP INDEX audit_log_key;
 CREATE UNIQUE INDEX audit_log_key ON audit_log (md5({AUDIT_KEY_V7}));
 """
 
+# Version 8: run ids of any length, as version 5 took test ids: the unique key on runs.run_id
+# refused a run id over 2704 bytes, and the run with it, on every push. Uniqueness is kept on
+# the id's md5 (same_run, run_among): every lookup by run id compares the md5 too, so it reads
+# the index.
+SCHEMA_V8 = """
+ALTER TABLE runs DROP CONSTRAINT runs_run_id_key;
+CREATE UNIQUE INDEX runs_run_key ON runs (md5(run_id));
+"""
+
 # Each migration takes the schema from version i to i + 1; never edit a released one.
 MIGRATIONS: list[str] = [
     SCHEMA_V1,
@@ -230,6 +253,7 @@ MIGRATIONS: list[str] = [
     SCHEMA_V5,
     SCHEMA_V6,
     SCHEMA_V7,
+    SCHEMA_V8,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -44,7 +44,7 @@ from flaketui.core.history.pg.columns import (
 )
 from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.reviews import server_rejected_rules, server_states
-from flaketui.core.history.pg.schema import history_id
+from flaketui.core.history.pg.schema import history_id, run_among
 from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 
@@ -255,7 +255,8 @@ class _Puller:
             return
         cols = ", ".join(f'"{c}"' for c in self.run_cols)
         server_rows = self.pg.execute(
-            f"SELECT id, {cols} FROM runs WHERE run_id = ANY(%s) ORDER BY ts, id", (missing,)
+            f"SELECT id, {cols} FROM runs WHERE {run_among('run_id')} ORDER BY ts, id",
+            (missing, missing),
         ).fetchall()
         placeholders = ", ".join("?" for _ in self.run_cols)
         id_at = self.run_cols.index("run_id")
@@ -361,7 +362,7 @@ class _Puller:
             alive = {
                 str(r[0])
                 for r in pg.execute(
-                    "SELECT run_id FROM runs WHERE run_id = ANY(%s)", (deleted,)
+                    f"SELECT run_id FROM runs WHERE {run_among('run_id')}", (deleted, deleted)
                 ).fetchall()
             }
             deleted = [run_id for run_id in deleted if run_id not in alive]
