@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import sqlite3
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,7 +19,7 @@ from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import is_server_url, mask_url
 from flaketui.core.history.pg.connect import connect, server_errors
-from flaketui.core.history.pg.sync import SyncSummary, sync_replica
+from flaketui.core.history.pg.sync import SyncSummary, same_server, sync_replica
 from flaketui.core.history.store import get_meta, history_file
 from flaketui.core.ingest.resign import SCHEME_KEY, has_runs, stamp
 from flaketui.core.words import plural
@@ -57,23 +60,53 @@ def run_sync(
                   file=sys.stderr, flush=True)  # fmt: skip
 
     config = load_config()  # a bad configuration is refused before anything is written
-    pg = connect(url)  # an unreachable server leaves no file behind
     # A first sync builds the replica beside it and renames it into place once complete, so an
     # interrupted one leaves no half-filled history for readers; the next sync resumes it.
-    first = not history.exists()
+    first = holds_no_run(history)
+    pg = connect(url)  # an unreachable server leaves no file behind
     target = unfinished_path(history) if first else history
-    with closing(pg), history_file(target) as db:
-        with server_errors(url, "syncing", note="the replica keeps what it had"):
-            summary = sync_replica(pg, db.conn, progress=progress)
-        if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
-            # Rows from writers that recorded no scheme: signed as this configuration signs.
-            stamp(db, config.mask_patterns)
-        # A replica proposes outages as a history written directly does: same reports, same
-        # report.
-        propose_outages(db, config, shown_as or str(history), err=notes_err)
+    with closing(pg):
+        if first and history.exists() and not target.exists():
+            start_from(url, pg, history, target)
+        with history_file(target) as db:
+            with server_errors(url, "syncing", note="the replica keeps what it had"):
+                summary = sync_replica(pg, db.conn, progress=progress)
+            if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
+                # Rows from writers that recorded no scheme: signed as this configuration signs.
+                stamp(db, config.mask_patterns)
+            # A replica proposes outages as a history written directly does: same reports, same
+            # report.
+            propose_outages(db, config, shown_as or str(history), err=notes_err)
     if first:  # closed: its -wal file is folded in and gone
+        if history.exists():
+            shutil.copymode(history, target)  # a file made private (mktemp) stays private
         os.replace(target, history)
     return summary
+
+
+def holds_no_run(history: Path) -> bool:
+    """Whether the file is no history yet (missing, or empty as `touch` leaves it) or a history
+    without a run: a first sync into it builds the replica beside it."""
+    if not history.exists() or history.stat().st_size == 0:
+        return True
+    with history_file(history, readonly=True) as db:
+        return not has_runs(db)
+
+
+def start_from(url: str, pg: Any, history: Path, unfinished: Path) -> None:
+    """Start the unfinished replica as a copy of a history without a run, so what it holds
+    (quarantine decisions, incidents, audit rows) stays when the replica replaces it; nothing
+    is copied for a replica of another server (refused)."""
+    if history.stat().st_size == 0:
+        return
+    with history_file(history, readonly=True) as db:
+        with server_errors(url, "syncing"):
+            same_server(pg, db.conn)
+        copy = sqlite3.connect(unfinished)
+        try:
+            db.conn.backup(copy)
+        finally:
+            copy.close()
 
 
 def unfinished_path(history: Path) -> Path:

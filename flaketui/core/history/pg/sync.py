@@ -91,6 +91,17 @@ def replica_watermark(conn: sqlite3.Connection) -> int:
     return int(_meta(conn, REPLICA_CHANGE) or 0)
 
 
+def same_server(pg: Any, conn: sqlite3.Connection) -> str:
+    """The server history's id; raise HistoryError if the history at conn replicates another."""
+    server = history_id(pg)
+    mine = _meta(conn, REPLICA_OF)
+    if mine is not None and mine != server:
+        raise HistoryError(
+            "this history is a replica of another server history; sync into a new file"
+        )
+    return server
+
+
 def sync_replica(
     pg: Any,
     conn: sqlite3.Connection,
@@ -100,12 +111,8 @@ def sync_replica(
 ) -> SyncSummary:
     """Bring the replica at conn up to date with the server at pg (see the module doc)."""
     summary = SyncSummary()
-    server = history_id(pg)
+    server = same_server(pg, conn)
     mine = _meta(conn, REPLICA_OF)
-    if mine is not None and mine != server:
-        raise HistoryError(
-            "this history is a replica of another server history; sync into a new file"
-        )
     with pg.transaction():
         pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         high = int(pg.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").fetchone()[0])
