@@ -12,10 +12,13 @@ from click.testing import CliRunner
 
 from flaketui.cli import cli
 
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
 NOW = ("--now", "2026-11-30T18:00:00Z")
 DISK = "outage-20261001-1015-453349"  # both proposed in the sample history
 CACHE = "outage-20261124-1153-a103f9"
+# The days around the two outages (and the runs after each that pass again): a quarter of the
+# sample's results, which every test pushes and syncs whole several times.
+KEPT = "ts < '2026-10-04' OR ts >= '2026-11-20'"
 
 
 def invoke(*args: object, code: int = 0) -> str:
@@ -39,6 +42,28 @@ def outages(history: object) -> dict[str, str]:
     }
 
 
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample history cut to the days around its outages, with its rollups rebuilt."""
+    from flaketui.core.history.store import history_file, transaction
+    from flaketui.core.rollups import build as rollups
+
+    path = tmp_path_factory.mktemp("sample") / "history.db"
+    shutil.copyfile(SAMPLE_DATA, path)
+    with history_file(path) as db, transaction(db.conn):
+        db.conn.execute(f"DELETE FROM runs WHERE NOT ({KEPT})")
+        db.conn.execute(
+            "DELETE FROM tests WHERE id NOT IN (SELECT test FROM results)"
+            " AND test_id NOT IN (SELECT test_id FROM audit_log)"
+        )
+        db.conn.execute(
+            "DELETE FROM signatures"
+            " WHERE id NOT IN (SELECT signature FROM results WHERE signature IS NOT NULL)"
+        )
+        rollups.rebuild(db.conn)
+    return path
+
+
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -46,9 +71,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def history(tmp_path: Path) -> Path:
+def history(tmp_path: Path, sample: Path) -> Path:
     copy = tmp_path / "h.db"
-    shutil.copyfile(SAMPLE, copy)
+    shutil.copyfile(sample, copy)
     return copy
 
 
@@ -68,10 +93,10 @@ def test_a_replica_scores_as_the_file_pushed(pg_url: str, tmp_path: Path, histor
     assert "1 run counts again" in invoke("incident", "reject", replica, DISK)
 
 
-def test_reviews_through_the_url_are_the_servers(pg_url: str, tmp_path: Path) -> None:
+def test_reviews_through_the_url_are_the_servers(pg_url: str, tmp_path: Path, sample: Path) -> None:
     # A history without proposals: the replica proposes its outages itself.
     plain = tmp_path / "plain.db"
-    shutil.copyfile(SAMPLE, plain)
+    shutil.copyfile(sample, plain)
     with sqlite3.connect(plain) as conn:
         conn.execute("DELETE FROM incidents WHERE note LIKE 'outage:%'")
         conn.execute("UPDATE runs SET incident = NULL WHERE incident LIKE 'outage-%'")
@@ -92,12 +117,12 @@ def test_reviews_through_the_url_are_the_servers(pg_url: str, tmp_path: Path) ->
 
 
 def test_differing_decisions_keep_the_destinations(
-    pg_url: str, tmp_path: Path, history: Path
+    pg_url: str, tmp_path: Path, history: Path, sample: Path
 ) -> None:
     invoke("merge", pg_url, history)
     invoke("incident", "accept", pg_url, DISK)
     desk = tmp_path / "desk.db"
-    shutil.copyfile(SAMPLE, desk)
+    shutil.copyfile(sample, desk)
     invoke("incident", "reject", desk, DISK)
     invoke("incident", "reject", desk, CACHE)
     pushed = invoke("merge", pg_url, desk)
