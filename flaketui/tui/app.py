@@ -320,27 +320,23 @@ class FlaketuiApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def start_warm_up(self) -> None:
-        """Once the list is up, ask git about the history and import the other screens, each
-        in a worker (once per app).
-
-        Not earlier: an import holds the GIL, and the first ranked screen would wait for it.
-        """
-        if not self._warmed:
-            self._warmed = True
-            # Whether the history is a trial (git is asked): a write asks itself if it comes
-            # first, so the question waits until the list is up, as the imports do.
-            self._find_trial()
-            self.warm_up()
-
-    @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)
     def warm_up(self) -> None:
-        """Import the screens the first screen does not need, once it is drawn.
+        """Once per app, in the first load's worker once the list is painted: ask git about
+        the history (in a worker of its own) and import the screens the first one does not
+        need (here).
 
         The detail screen (plotext), the help (Markdown) and the dialogs (TextArea, Select) cost
         about 0.1-0.2 s of imports that the first ranked screen should not wait for, nor the
-        first Enter, `?`, `q` or `e` on the UI thread.
+        first Enter, `?`, `q` or `e` on the UI thread. They are imported between two steps of
+        the load, not beside them: an import holds the interpreter, and a thread holding it
+        beside the reading one or a paint would make both take turns with it.
         """
+        if self._warmed:
+            return
+        self._warmed = True
+        # Whether the history is a trial (git is asked): a write asks itself if it comes
+        # first, so the question waits until the list is up, as the imports do.
+        self.call_from_thread(self._find_trial)
         for screen in ("detail", "help", "quarantine_modal", "export_modal", "outages"):
             with IMPORT_LOCK:
                 importlib.import_module(f"flaketui.tui.screens.{screen}")

@@ -92,7 +92,8 @@ class StagedRead:
 
         kept: hand over the ranking kept from the last opening (ranking_store) as the first
         step when there is one, marked provisional; the complete report replaces it, and is
-        kept in turn, with its likely causes, for the next opening.
+        kept in turn (with its likely causes once read) for the next opening, when the read
+        is stopped.
         """
         self.source = source
         self.kept = kept
@@ -103,7 +104,7 @@ class StagedRead:
         self.done = [threading.Event() for _ in range(STEPS)]
         self.values: list[object] = [None] * STEPS
         self.errors: list[BaseException | None] = [None] * STEPS
-        # asked[step]: the app wants that step read; asked[STEPS]: it has shown the last one.
+        # asked[step]: the app wants that step read; asked[STEPS]: the read is stopped.
         self.asked = [threading.Event() for _ in range(STEPS + 1)]
         self.kept_asked = threading.Event()
         self.stopped = False
@@ -130,27 +131,26 @@ class StagedRead:
                 self.asked[1].wait()  # the new ranking once the whole kept one is shown
             self.kept_read.set()
             stages = load_in_stages(self.source)
-            to_keep: Report | None = None  # the complete report, kept once the app has shown it
+            # The latest report read, kept for the next opening once the read is stopped: what
+            # the load does once it has shown the last step, and what quitting does. Writing
+            # it during the load would take the interpreter from the app's paints.
+            to_keep: Report | None = None
+            with_causes = False
             with closing(stages):
                 for step in range(STEPS):
                     if step:
                         self.asked[step].wait()
-                    if to_keep is not None:  # shown by now, or the app is quitting
-                        self._keep(to_keep, with_causes=False)
-                        to_keep = None
                     if self.stopped:
-                        return
+                        break
                     value = next(stages)
                     if not self.done[step].is_set():
                         self.values[step] = value
                         self.done[step].set()
-                    if self.kept and step in (1, STEPS - 1) and isinstance(value, Report):
-                        # Kept when the app asks for the next step or stops (an app quit at
-                        # once still keeps it), then again with its likely causes.
-                        to_keep = value
-            if to_keep is not None:  # with its causes, once shown: the history is closed
+                    if self.kept and isinstance(value, Report):
+                        to_keep, with_causes = value, step == STEPS - 1
+            if to_keep is not None:  # the history is closed by now
                 self.asked[STEPS].wait()
-                self._keep(to_keep, with_causes=True)
+                self._keep(to_keep, with_causes=with_causes)
         except Exception as exc:  # raised again, in the reader's words, by the step asked for
             for step in range(STEPS):
                 if not self.done[step].is_set():

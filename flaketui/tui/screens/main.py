@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
 
 SYNC_REBUILD_TESTS = 5000  # above this, a changed view's rows are built in a worker
-WARM_UP_AFTER_S = 2.0  # import the other screens this long after the list, at the latest
 # The first paint waits this long at most for the first load (see _hold_first_paint).
 FIRST_PAINT_HOLD_S = 0.25
 EXTRAS_AFTER_PAINT_S = 0.03  # the rest of the load starts this long after the rows' paint
@@ -233,6 +232,7 @@ class MainScreen(Screen[None]):
             data = self._load_first(read, suite, branch_kind, state, rest, number)
             if not _wait_unless_cancelled(rest):
                 return
+            self.flaketui.warm_up()
             if read is not None:
                 data = self._read_complete(read, data, state)
                 extras = read.extras()
@@ -332,8 +332,6 @@ class MainScreen(Screen[None]):
         rest = event.rest
         if rest is not None:
             self.call_after_refresh(self.set_timer, EXTRAS_AFTER_PAINT_S, rest.set)
-        # The other screens' imports wait until the rest has loaded, or a moment at most.
-        self.set_timer(WARM_UP_AFTER_S, self.flaketui.start_warm_up)
 
     def _show_header(self) -> None:
         if self.data is not None:
@@ -352,7 +350,6 @@ class MainScreen(Screen[None]):
         self._show_header()
         self._show_rows(event.state, event.rows, in_place=True)
         self.call_after_refresh(event.shown.set)
-        self.flaketui.start_warm_up()
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
