@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from tui_history import NOW
 
 from flaketui.tui.app import make_app
-from flaketui.tui.widgets.selection import ELLIPSIS, FittedText, fit_line, fold_id
+from flaketui.tui.widgets.flake_table import FlakeTable
+from flaketui.tui.widgets.selection import ELLIPSIS, FittedText, fit_line, fold_id, fold_id_end
 
 ID_PART = st.text(alphabet="abcdefghij_.-0123456789", min_size=1, max_size=30)
 TEST_ID = st.builds(
@@ -35,6 +36,20 @@ def test_an_id_breaks_only_at_its_separators_when_its_parts_fit(test_id: str, wi
         for line in lines[:-1]:
             assert line.endswith(("/", "::")) or test_id[len(line) :].startswith("[")
             test_id = test_id[len(line) :]
+
+
+@given(TEST_ID, st.integers(min_value=1, max_value=200), st.integers(min_value=1, max_value=3))
+def test_an_id_on_few_rows_keeps_its_end(test_id: str, width: int, rows: int) -> None:
+    lines = fold_id_end(test_id, width, rows)
+    assert 0 < len(lines) <= rows and all(len(line) <= width for line in lines)
+    shown = "".join(lines)
+    if len(fold_id(test_id, width)) <= rows:
+        assert lines == fold_id(test_id, width)
+    elif width > 1:
+        assert shown.startswith(ELLIPSIS) and test_id.endswith(shown[len(ELLIPSIS) :])
+        # no longer end would fit
+        longer = ELLIPSIS + test_id[len(test_id) - len(shown) :]
+        assert len(fold_id(longer, width)) > rows
 
 
 @given(
@@ -81,3 +96,39 @@ async def test_the_selected_id_and_reason_are_whole_at_80_columns(
             line.endswith(ELLIPSIS) and item.reason.startswith(line[:-1].rstrip())
         )
         assert reason.size.height == 1 and len(line) <= reason.size.width
+
+
+async def test_the_list_keeps_its_height_as_the_cursor_moves_at_80_columns(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    app = make_app(
+        sample_history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        await pilot.press("4")  # every test: short ids and ids that need three rows
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.main_screen
+        table = screen.query_one("#table", FlakeTable)
+        selected = screen.query_one("#selected", FittedText)
+        heights: set[tuple[int, int]] = set()
+        needed: set[int] = set()
+        shown: list[tuple[str, list[str]]] = []
+        for _ in range(table.row_count):
+            item = screen.item_for(table.current_row)
+            assert item is not None
+            test_id = item.test_id  # type: ignore[union-attr]
+            width = selected.content_size.width
+            needed.add(len(fold_id(test_id, width)))
+            shown.append((test_id, selected.lines(width)))
+            heights.add((table.size.height, selected.size.height))
+            await pilot.press("down")
+            await pilot.pause()
+        assert {2, 3} <= needed  # the ids did take different rows
+        assert len(heights) == 1, heights  # one table height, one id height, all along
+        assert heights.pop()[1] == 2
+        for test_id, lines in shown:  # the end of each id, its test's name, is on screen
+            assert len(lines) <= 2 and test_id.endswith("".join(lines).lstrip(ELLIPSIS))

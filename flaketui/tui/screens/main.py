@@ -126,11 +126,11 @@ class MainScreen(Screen[None]):
         # need not be styled and laid out for the first screen.
         yield Static(id="loading")
         yield FlakeTable(id="table")
-        # The selected test's full id (folded at its separators), the trend beside it, and its
-        # verdict's reason on a line of its own.
+        # The selected test's id (folded at its separators on two rows, its start cut when it
+        # needs more), the trend beside it, and its verdict's reason on a line of its own.
         with Vertical(id="selection"):
             with Horizontal(id="selection-top"):
-                yield FittedText(fold=True, id="selected")
+                yield FittedText(fold=True, rows=2, id="selected")
                 yield Sparkline([], id="spark")
             yield FittedText(fold=False, id="reason")
         yield KeyBar()

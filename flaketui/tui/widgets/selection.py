@@ -1,4 +1,4 @@
-"""The lines under the list: the selected test's full id, and its verdict's reason."""
+"""The lines under the list: the selected test's id, and its verdict's reason."""
 
 from __future__ import annotations
 
@@ -32,6 +32,19 @@ def fold_id(test_id: str, width: int) -> list[str]:
     return lines
 
 
+def fold_id_end(test_id: str, width: int, rows: int) -> list[str]:
+    """The id folded as `fold_id` does, on `rows` lines at most: whole when it fits, else its
+    longest end that fits after an ellipsis, so that the test's name stays readable."""
+    lines = fold_id(test_id, width)
+    if len(lines) <= rows:
+        return lines
+    for start in range(1, len(test_id)):
+        lines = fold_id(ELLIPSIS + test_id[start:], width)
+        if len(lines) <= rows:
+            return lines
+    return fold_id(test_id, width)[-rows:]  # a width too narrow for even one character
+
+
 def fit_line(text: str, width: int) -> str:
     """`text` on one line of `width` at most: whole when it fits, else cut after its last
     whole word that leaves room for an ellipsis."""
@@ -45,8 +58,9 @@ def fit_line(text: str, width: int) -> str:
 
 
 class FittedText(Widget):
-    """Text laid out for the width the widget gets: a test id folded at its separators (`fold`),
-    or one line cut at a word with an ellipsis."""
+    """Text laid out for the width the widget gets: a test id folded at its separators on
+    `rows` lines (`fold`), or one line cut at a word with an ellipsis. Its height never depends
+    on the text, so the list above it keeps its rows as the cursor moves."""
 
     DEFAULT_CSS = """
     FittedText {
@@ -54,9 +68,10 @@ class FittedText(Widget):
     }
     """
 
-    def __init__(self, *, fold: bool, id: str | None = None) -> None:
+    def __init__(self, *, fold: bool, rows: int = 1, id: str | None = None) -> None:
         super().__init__(id=id)
         self.fold = fold
+        self.rows = rows if fold else 1
         self.text = ""
         self.shown_style = ""
 
@@ -65,15 +80,17 @@ class FittedText(Widget):
         if (text, style) != (self.text, self.shown_style):
             self.text = text
             self.shown_style = style
-            self.refresh(layout=True)
+            self.refresh()
 
     def lines(self, width: int) -> list[str]:
         """The lines the text takes at `width` columns."""
-        return fold_id(self.text, width) if self.fold else [fit_line(self.text, width)]
+        if self.fold:
+            return fold_id_end(self.text, width, self.rows)
+        return [fit_line(self.text, width)]
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        """As many rows as the text takes at that width."""
-        return len(self.lines(width))
+        """The rows kept for the text, whatever the text."""
+        return self.rows
 
     def render(self) -> Text:
         """The text, fitted to the widget's width."""
