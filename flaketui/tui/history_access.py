@@ -20,6 +20,7 @@ from flaketui.core.history.store import (
     is_read_only,
     locked_error,
     open_connection,
+    read_header,
     reads_in_place,
     schema_version,
     uses_wal,
@@ -42,8 +43,7 @@ def _check_file(path: Path) -> None:
     if path.is_dir():
         raise HistoryError(f"{path}: is a directory, not a history file")
     try:
-        with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
+        head = read_header(path, len(SQLITE_MAGIC))  # never closes a descriptor of the file
     except FileNotFoundError:
         message = f"{path}: does not exist; ingest a report first (flaketui ingest)"
         raise HistoryError(message) from None

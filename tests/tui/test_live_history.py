@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -101,6 +103,70 @@ def test_a_connection_that_fails_to_open_is_closed(
     for conn in opened:
         with pytest.raises(sqlite3.ProgrammingError, match="closed"):
             conn.execute("SELECT 1")
+
+
+# Another process's write: commits `sql`, says so, and closes its connection when told.
+WRITER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute(sys.argv[2])
+conn.execute("COMMIT")
+print("committed", flush=True)
+sys.stdin.readline()
+conn.close()
+print("closed", flush=True)
+"""
+
+
+def _other_process_writes(history: Path, sql: str) -> subprocess.Popen[str]:
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(history), sql],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "committed"
+    return writer
+
+
+def _close(writer: subprocess.Popen[str]) -> None:
+    assert writer.stdin is not None and writer.stdout is not None
+    writer.stdin.write("\n")
+    writer.stdin.flush()
+    assert writer.stdout.readline().strip() == "closed"
+    writer.wait(SAFETY_S)
+
+
+def test_a_reader_opened_beside_another_sees_every_commit(history: Path) -> None:
+    # The app opens a reader while an earlier one still reads. Opening one must not drop the
+    # other's lock: without it, another process's last connection removes the -wal and -shm
+    # files under it, and the readers opened after go on with a stale index of the WAL (they
+    # miss later commits, or find the file malformed).
+    with closing(sqlite3.connect(history)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+    first = _other_process_writes(history, "CREATE TABLE first_write AS SELECT * FROM meta")
+    try:
+        with history_access.reading(history) as reading:
+            assert reading.conn.execute("SELECT count(*) FROM first_write").fetchone()[0] > 0
+            with history_access.reading(history):
+                pass
+            _close(first)
+            second = _other_process_writes(history, "CREATE TABLE second_write (n INTEGER)")
+            try:
+                with history_access.reading(history) as later:
+                    tables = {
+                        name
+                        for (name,) in later.conn.execute(
+                            "SELECT name FROM sqlite_master WHERE type = 'table'"
+                        )
+                    }
+                assert "second_write" in tables
+            finally:
+                _close(second)
+    finally:
+        if first.poll() is None:
+            _close(first)
 
 
 async def test_the_watch_reloads_after_a_read_that_failed(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -278,6 +279,39 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+# Descriptors this process keeps open to read history files' headers (read_header), by file.
+_header_fds: dict[tuple[int, int], int] = {}
+_header_lock = threading.Lock()
+HEADER_FDS_KEPT = 16  # the files most recently read; an older one's descriptor is closed
+
+
+def read_header(path: Path, size: int) -> bytes:
+    """The first `size` bytes of the file at `path` (fewer when the file is shorter).
+
+    Read through a descriptor kept open for the file: closing any descriptor of a file drops
+    every POSIX lock this process holds on it, its SQLite connections' locks included. A
+    connection whose lock is gone no longer stops another process's last connection from
+    removing the -wal and -shm files, and this process's connections then go on with a stale
+    index of the WAL: a commit made since is missing from what they read, or the file reads
+    as malformed.
+    """
+    info = os.stat(path)
+    key = (info.st_dev, info.st_ino)
+    with _header_lock:
+        fd = _header_fds.pop(key, None)
+        if fd is not None and os.fstat(fd).st_nlink == 0:
+            fd = None  # a deleted file whose inode a new one took: its descriptor stays open
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY)
+            opened = os.fstat(fd)
+            key = (opened.st_dev, opened.st_ino)
+            _header_fds.pop(key, None)  # replaced since the stat: that descriptor stays open
+        _header_fds[key] = fd  # the most recent last
+        while len(_header_fds) > HEADER_FDS_KEPT:
+            os.close(_header_fds.pop(next(iter(_header_fds))))
+        return os.pread(fd, size, 0)
+
+
 def _check_is_sqlite(path: Path) -> None:
     """Refuse a path that is a directory or a non-empty file without the SQLite header."""
     if path.is_dir():
@@ -285,8 +319,7 @@ def _check_is_sqlite(path: Path) -> None:
     if not path.exists():
         return
     try:
-        with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
+        head = read_header(path, len(SQLITE_MAGIC))
     except OSError as exc:
         raise HistoryError(f"{path}: cannot read ({exc.strerror})") from exc
     if head and head != SQLITE_MAGIC:
@@ -401,11 +434,10 @@ def open_connection(
 def uses_wal(path: Path) -> bool:
     """Whether the file's header says write-ahead logging."""
     try:
-        with path.open("rb") as fh:
-            fh.seek(JOURNAL_MODE_OFFSET)
-            return fh.read(1) == bytes([WAL_FORMAT])
+        head = read_header(path, JOURNAL_MODE_OFFSET + 1)
     except OSError:
         return False
+    return head[JOURNAL_MODE_OFFSET:] == bytes([WAL_FORMAT])
 
 
 def reads_in_place(path: Path) -> bool:
