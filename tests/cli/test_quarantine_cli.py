@@ -236,6 +236,26 @@ def test_a_quarantined_test_is_refused_and_update_says_what_it_replaces(repo: Pa
     assert result.output.splitlines()[-1] == f"quarantined 2 tests; {skip} now lists 3 tests"
 
 
+@pytest.mark.parametrize("held", [1, 2])
+def test_a_family_refused_for_its_quarantined_params_counts_them_in_agreement(
+    repo: Path, held: int
+) -> None:
+    db = str(repo / "history.db")
+    skip = repo / ".quarantine.json"
+    for param in PARAMS[:held]:
+        assert invoke("quarantine", db, param, "--reason", "one", "--now", NOW).exit_code == 0
+    before = skip.read_bytes()
+    result = invoke("quarantine", db, FAMILY, "--reason", "all", "--now", NOW)
+    assert result.exit_code == 1
+    verb, entries = ("is", "its entry") if held == 1 else ("are", "their entries")
+    assert result.output == (
+        f"Error: {held} of the 2 params of '{FAMILY}' {verb} already quarantined in {skip} "
+        f"('{PARAMS[0]}': skip, until 2026-03-31T12:00:00Z, reason 'one'); "
+        f"--update replaces {entries}\n"
+    )
+    assert skip.read_bytes() == before
+
+
 def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 

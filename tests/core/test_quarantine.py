@@ -189,7 +189,7 @@ def test_a_family_with_a_quarantined_param_is_refused_unless_replacing(
     history: sqlite_utils.Database, skip_path: Path
 ) -> None:
     quarantine(history, skip_path, PARAMS[1], reason="one", now=NOW, who="x", config=CONFIG)
-    with pytest.raises(QuarantineError, match=r"1 of the 3 params of .* are already quarantined"):
+    with pytest.raises(QuarantineError, match=r"1 of the 3 params of .* is already quarantined"):
         quarantine(history, skip_path, FAMILY, reason="all", now=NOW, who="x", config=CONFIG)
     done = quarantine(
         history, skip_path, FAMILY, reason="all", now=NOW, who="x", config=CONFIG, replace=True

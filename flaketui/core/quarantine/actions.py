@@ -33,6 +33,7 @@ from flaketui.core.quarantine.skipfile import (
 from flaketui.core.scoring.detail import did_you_mean
 from flaketui.core.testids import parent_of
 from flaketui.core.timeutil import MAX_EXPIRY_DAYS, to_iso
+from flaketui.core.words import plural
 
 SOURCES = ("cli", "app", "lifecycle")
 
@@ -186,9 +187,11 @@ def _refuse_replacing(
             f"{target!r} is already quarantined in {skip_path} ({held}); "
             "--update replaces its entry"
         )
+    one = len(present) == 1
     raise QuarantineError(
-        f"{len(present)} of the {len(test_ids)} params of {target!r} are already quarantined in "
-        f"{skip_path} ({present[0]!r}: {held}); --update replaces their entries"
+        f"{len(present)} of the {plural(len(test_ids), 'param')} of {target!r} "
+        f"{'is' if one else 'are'} already quarantined in {skip_path} ({present[0]!r}: {held}); "
+        f"--update replaces {'its entry' if one else 'their entries'}"
     )
 
 
