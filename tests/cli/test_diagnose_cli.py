@@ -121,6 +121,18 @@ def test_without_a_usable_repository_it_says_so_in_one_line(tmp_path: Path, db: 
 
 
 @pytest.mark.usefixtures("no_process")
+@pytest.mark.parametrize("typed", ["tests/test_aa.py::test_one", "tests/test_a.py::test_onne"])
+def test_a_mistyped_test_id_is_refused_with_the_close_ones_as_pivot_does(
+    repo: Path, db: Path, typed: str
+) -> None:
+    result = CliRunner().invoke(cli, ["diagnose", str(db), typed, "--repo", str(repo)])
+    assert result.exit_code == 1
+    assert result.output == f"Error: no test or family named {typed!r}; did you mean {VICTIM!r}?\n"
+    pivot = CliRunner().invoke(cli, ["pivot", str(db), typed])
+    assert (pivot.exit_code, pivot.output) == (1, result.output)
+
+
+@pytest.mark.usefixtures("no_process")
 def test_a_test_the_history_does_not_hold_is_refused(repo: Path, tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     history = open_history(path)

@@ -100,9 +100,10 @@ def diagnose_command(
     The sessions are stored in DB under the source `diagnose`, which scoring ignores.
     """
     root = check_repository(repo)
-    check_node_id(root, test_id)
     with history_file(db, create=False) as history:
+        # The history first: it names the tests like a mistyped id, the repository does not.
         resolve_target(history, test_id)
+        check_node_id(root, test_id)
         config = load_config(root)
         moment, _ = effective_now(history, None, config)
         sessions = PytestSessions(root, python)
