@@ -141,6 +141,31 @@ def test_releasing_what_is_not_quarantined_is_a_one_line_error(repo: Path) -> No
     assert "is not quarantined in" in result.output
 
 
+def test_releasing_a_mistyped_id_offers_the_close_entries_of_the_skip_file(repo: Path) -> None:
+    db = str(repo / "history.db")
+    skip = repo / ".quarantine.json"
+    for test_id in (FLAKY, PARAMS[0]):
+        assert invoke("quarantine", db, test_id, "--reason", "r", "--now", NOW).exit_code == 0
+    before = skip.read_bytes()
+    # A param's family is offered, and a name as close in another file after the same file's.
+    offered = {
+        "tests/test_a.py::test_aa": f"{FLAKY!r}",
+        "tests/test_f.py::tst_f": f"{FAMILY!r}",
+        f"{FAMILY}[z]": f"{FAMILY!r}, {FLAKY!r}",
+    }
+    for typed, close in offered.items():
+        result = invoke("release", db, typed)
+        assert result.exit_code == 1
+        assert result.output == (
+            f"Error: {typed!r} is not quarantined in {skip}; did you mean {close}?\n"
+        )
+    # A test of the history that the skip file does not list is not offered.
+    result = invoke("release", db, "tests/test_b.py::test_bb")
+    assert result.output == f"Error: 'tests/test_b.py::test_bb' is not quarantined in {skip}\n"
+    assert skip.read_bytes() == before
+    assert [row[0] for row in audit(repo)] == ["quarantine", "quarantine"]
+
+
 def test_reason_is_required_and_expiry_positive(repo: Path) -> None:
     db = str(repo / "history.db")
     assert invoke("quarantine", db, FLAKY).exit_code == 2

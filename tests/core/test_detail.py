@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 from history_builder import HistoryBuilder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.history.incidents import add_incident
@@ -17,6 +19,7 @@ from flaketui.core.ingest.signatures import sign
 from flaketui.core.scoring.detail import (
     UnknownTestError,
     did_you_mean,
+    did_you_mean_among,
     family_members,
     outcome_sequence,
     signatures_of,
@@ -146,3 +149,32 @@ def test_did_you_mean_finds_a_name_spelled_close_to_the_typed_one(
     # What contains the typed text still comes first; a name unlike any gets no suggestion.
     assert did_you_mean(db, "dns_look") == "; did you mean 'tests/test_net.py::test_dns_lookup'?"
     assert did_you_mean(db, "tests/test_net.py::test_upload_file") == ""
+
+
+NAMES = [
+    "tests/test_net.py::test_netwrk_call",
+    "tests/test_net.py::test_network_cache[usd]",
+    "tests/test_net.py::test_network_cache[eur]",
+    "tests/test_net.py::test_dns_lookup",
+    "tests/test_other.py::test_netwrk_call",
+    "tests/test_other.py::test_dns",
+    TEST,
+]
+TYPED = st.one_of(
+    st.sampled_from(NAMES),
+    st.text(alphabet="abdknstwoeurlp_:[]./ ", max_size=40),
+    st.builds(lambda n, cut: n[cut:] + n[:cut][1:], st.sampled_from(NAMES), st.integers(0, 40)),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(typed=TYPED, limit=st.integers(1, 4))
+def test_did_you_mean_among_names_offers_what_a_history_of_them_would(
+    db: sqlite_utils.Database, typed: str, limit: int
+) -> None:
+    if not db["tests"].count:
+        run = HistoryBuilder(db).run(ts=T0)
+        for test_id in NAMES:
+            run.result(test_id, ["pass"])
+    # A skip file's entries stand for the history's tests: the same names come out, in order.
+    assert did_you_mean_among(NAMES, typed, limit) == did_you_mean(db, typed, limit)

@@ -30,7 +30,7 @@ from flaketui.core.quarantine.skipfile import (
     round_scores,
     update_skip_file,
 )
-from flaketui.core.scoring.detail import did_you_mean
+from flaketui.core.scoring.detail import did_you_mean, did_you_mean_among
 from flaketui.core.testids import parent_of
 from flaketui.core.timeutil import MAX_EXPIRY_DAYS, to_iso
 from flaketui.core.words import plural
@@ -324,7 +324,9 @@ def release(
             return [test_id_or_parent]
         matches = sorted(t for t in entries if parent_of(t) == test_id_or_parent)
         if not matches:
-            raise QuarantineError(f"{test_id_or_parent!r} is not quarantined in {skip_path}")
+            # The skip file's entries are offered, not the history's tests.
+            close = did_you_mean_among(entries, test_id_or_parent)
+            raise QuarantineError(f"{test_id_or_parent!r} is not quarantined in {skip_path}{close}")
         return matches
 
     def mutate(entries: dict[str, SkipEntry]) -> None:

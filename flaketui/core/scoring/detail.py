@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.dbhandle import Connected
+from flaketui.core.testids import parent_of
 from flaketui.core.timeutil import parse_iso, to_iso
 
 
@@ -101,14 +103,13 @@ CLOSE_NAME_RATIO = 0.8
 
 
 def did_you_mean(db: Connected, text: str, limit: int = 3) -> str:
-    """A '; did you mean ...' suffix naming tests or families like `text`, or ''.
+    """A '; did you mean ...' suffix naming tests or families of the history like `text`, or ''.
 
     First what contains the typed name (a bare function name or a partial path is the usual
     slip), else names close to it in spelling: difflib's similarity of the test-name parts
     (after the last `::`, parameters aside) at CLOSE_NAME_RATIO or more, the same file first.
     """
-    typed = text.strip()
-    needle = typed.split("::")[-1] if "::" in typed else typed
+    typed, needle = _typed(text)
     if not needle:
         return ""
     rows = db.conn.execute(
@@ -117,7 +118,31 @@ def did_you_mean(db: Connected, text: str, limit: int = 3) -> str:
         " ORDER BY length(parent), parent LIMIT ?",
         (needle, limit + 1),
     ).fetchall()
-    names = [str(r[0]) for r in rows] or _close_names(db, typed, limit + 1)
+    names = [str(r[0]) for r in rows]
+    if not names:
+        parents = (str(r[0]) for r in db.conn.execute("SELECT DISTINCT parent FROM tests"))
+        names = _close_names(parents, typed, limit + 1)
+    return _suggestion(names, limit)
+
+
+def did_you_mean_among(test_ids: Iterable[str], text: str, limit: int = 3) -> str:
+    """did_you_mean's suffix for tests held elsewhere than the history (a skip file's): their
+    parents (a test's own id when unparametrized), chosen and ordered as the history's are."""
+    typed, needle = _typed(text)
+    if not needle:
+        return ""
+    known = sorted({parent_of(t) for t in test_ids})
+    found = sorted((n for n in known if needle.lower() in n.lower()), key=lambda n: (len(n), n))
+    return _suggestion(found[: limit + 1] or _close_names(known, typed, limit + 1), limit)
+
+
+def _typed(text: str) -> tuple[str, str]:
+    """The typed id stripped, and the part of it that a name must contain: its test name."""
+    typed = text.strip()
+    return typed, typed.split("::")[-1] if "::" in typed else typed
+
+
+def _suggestion(names: list[str], limit: int) -> str:
     if not names:
         return ""
     shown = ", ".join(repr(n) for n in names[:limit])
@@ -129,14 +154,13 @@ def _name_part(test_id: str) -> str:
     return test_id.split("::")[-1].split("[")[0].lower()
 
 
-def _close_names(db: Connected, typed: str, limit: int) -> list[str]:
-    """Stored parents whose test name is spelled like the typed one, the closest first."""
+def _close_names(names: Iterable[str], typed: str, limit: int) -> list[str]:
+    """The names whose test name is spelled like the typed one, the closest first."""
     wanted = _name_part(typed)
     file_part = typed.split("::")[0] if "::" in typed else None
     scored: list[tuple[float, bool, str]] = []
     matcher = difflib.SequenceMatcher(b=wanted, autojunk=False)
-    for (parent,) in db.conn.execute("SELECT DISTINCT parent FROM tests"):
-        name = str(parent)
+    for name in names:
         matcher.set_seq1(_name_part(name))
         if (
             matcher.real_quick_ratio() < CLOSE_NAME_RATIO
