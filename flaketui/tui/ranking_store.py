@@ -101,8 +101,12 @@ class OpenedRanking:
         if lines is None:
             return None
         try:
+            # Read at once, then decoded: iterating over the file would release the
+            # interpreter for every chunk read and take it straight back, and a thread that
+            # does that so often keeps the UI thread from ever being handed it.
             with lines:
-                report = report_from_lines(self.head, lines, leading=self.flaky)
+                rest = lines.read().split("\n")
+            report = report_from_lines(self.head, iter(rest), leading=self.flaky)
         except (OSError, ValueError):
             return None
         return KeptRanking(report, self.with_causes)
