@@ -19,7 +19,8 @@ In each condition, every measured app is a fresh process:
     and size_ratio = first_screen_s / against_first_screen_s (a 10 M history against 1 M);
 - headless (App.run_test), max_stall_ms: the worst lateness of a 10 ms timer in the app, from
   the list screen's mount (its first paint included) until everything is loaded (the ranking,
-  then the groups and the lifecycle states): the worst over the rounds, not the median.
+  then the groups, the lifecycle states and the likely causes; the other screens' imports come
+  within it): the worst over the rounds, not the median.
 The busy condition's figures carry a `busy_` prefix. Which flaketui: by default a copy of the
 working tree's package compiled to bytecode, first on PYTHONPATH of every child, as a wheel
 installed by pip is (the `flaketui` key says so); `--editable` measures the editable install
@@ -87,7 +88,7 @@ async def _stalls(history: Path, skip_file: Path, report: dict[str, object]) -> 
         app.set_interval(TICK_S, tick)
         started = time.perf_counter()
         table = screen.query_one(FlakeTable)
-        while screen.data is None or not screen.data.extras_loaded:
+        while screen.data is None or not (screen.data.extras_loaded and screen.data.causes_loaded):
             if time.perf_counter() - started > TIMEOUT_S:
                 raise SystemExit("the history never finished loading")
             await asyncio.sleep(0.005)
