@@ -131,15 +131,18 @@ class StagedRead:
                 self.asked[1].wait()  # the new ranking once the whole kept one is shown
             self.kept_read.set()
             stages = load_in_stages(self.source)
-            # The latest report read, kept for the next opening once the read is stopped: what
-            # the load does once it has shown the last step, and what quitting does. Writing
-            # it during the load would take the interpreter from the app's paints.
+            # A report is kept for the next opening once the app has shown it: the complete
+            # report when the app asks for the next step (an app quit soon after still keeps
+            # it), the one with its likely causes once the read is stopped. Written while the
+            # app paints it, it would take the interpreter from that paint.
             to_keep: Report | None = None
-            with_causes = False
             with closing(stages):
                 for step in range(STEPS):
                     if step:
                         self.asked[step].wait()
+                    if to_keep is not None:
+                        self._keep(to_keep, with_causes=False)
+                        to_keep = None
                     if self.stopped:
                         break
                     value = next(stages)
@@ -147,10 +150,10 @@ class StagedRead:
                         self.values[step] = value
                         self.done[step].set()
                     if self.kept and isinstance(value, Report):
-                        to_keep, with_causes = value, step == STEPS - 1
+                        to_keep = value
             if to_keep is not None:  # the history is closed by now
                 self.asked[STEPS].wait()
-                self._keep(to_keep, with_causes=with_causes)
+                self._keep(to_keep, with_causes=True)
         except Exception as exc:  # raised again, in the reader's words, by the step asked for
             for step in range(STEPS):
                 if not self.done[step].is_set():
