@@ -138,3 +138,18 @@ async def test_the_list_keeps_its_height_as_the_cursor_moves_at_80_columns(
         assert heights.pop()[1] == 2
         for test_id, lines in shown:  # the end of each id, its test's name, is on screen
             assert len(lines) <= 2 and test_id.endswith("".join(lines).lstrip(ELLIPSIS))
+
+
+async def test_the_id_box_gives_its_second_row_back_where_every_id_fits_one(
+    sample_history: Path, tmp_path: Path
+) -> None:
+    app = _app(sample_history, tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _loaded(app, pilot)
+        selected = app.main_screen.query_one("#selected", FittedText)
+        report = app.main_screen.data.report  # type: ignore[union-attr]
+        assert max(len(t.test_id) for t in report.tests) <= selected.content_size.width
+        assert selected.size.height == 1
+    async with _app(sample_history, tmp_path).run_test(size=(80, 24)) as pilot:
+        await _loaded(pilot.app, pilot)  # type: ignore[arg-type]
+        assert pilot.app.main_screen.query_one("#selected", FittedText).size.height == 2  # type: ignore[attr-defined]

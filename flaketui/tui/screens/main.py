@@ -106,6 +106,7 @@ class MainScreen(Screen[None]):
         # The load _loaded showed last, weakly: the posted copy of the first paint's load is
         # skipped, and a shown load (a report and its rows) is not kept alive by it.
         self._shown_load: weakref.ref[MainLoaded] | None = None
+        self._fitted_for: weakref.ref[MainData] | None = None  # the data #selected is sized for
         # The number of the latest load (reload counts them): what an earlier one still posts,
         # its worker cancelled but already past its last check, is not shown.
         self._load_number = 0
@@ -406,6 +407,7 @@ class MainScreen(Screen[None]):
             table.show_changes(rows, columns, sort_key=sort_key, descending=descending)
         else:
             table.show(rows, columns, sort_key=sort_key, descending=descending)
+        self._fit_selection()
         self._show_selection(table.current_row)
         self._show_groups_pending()
         self._show_empty(rows)
@@ -448,6 +450,19 @@ class MainScreen(Screen[None]):
             box.display = True
         else:
             box.display = False
+
+    def _fit_selection(self) -> None:
+        """Size the selected id's box for the longest id or group title of the report: one
+        height for every row and view of it."""
+        if self.data is None:
+            return
+        if self._fitted_for is None or self._fitted_for() is not self.data:
+            self._fitted_for = weakref.ref(self.data)
+            report = self.data.report
+            titles = [len(t.test_id) for t in report.tests]
+            for groups in (report.families, report.signatures, report.cofailures):
+                titles += [len(g.label.splitlines()[0]) for g in groups if g.label]
+            self.query_one("#selected", FittedText).fit_to(max(titles, default=0))
 
     def _show_selection(self, row: Row | None) -> None:
         selected = self.query_one("#selected", FittedText)

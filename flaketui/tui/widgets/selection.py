@@ -60,7 +60,8 @@ def fit_line(text: str, width: int) -> str:
 class FittedText(Widget):
     """Text laid out for the width the widget gets: a test id folded at its separators on
     `rows` lines (`fold`), or one line cut at a word with an ellipsis. Its height never depends
-    on the text, so the list above it keeps its rows as the cursor moves."""
+    on the text shown, so the list above it keeps its rows as the cursor moves: a folded one
+    keeps `rows` lines, or one when the longest text it will be given fits one (fit_to)."""
 
     DEFAULT_CSS = """
     FittedText {
@@ -74,6 +75,7 @@ class FittedText(Widget):
         self.rows = rows if fold else 1
         self.text = ""
         self.shown_style = ""
+        self.longest: int | None = None  # the longest text it will be given, when known
 
     def show(self, text: str, style: str = "") -> None:
         """Show `text` in `style` (a Rich style)."""
@@ -82,15 +84,28 @@ class FittedText(Widget):
             self.shown_style = style
             self.refresh()
 
+    def fit_to(self, longest: int) -> None:
+        """Keep the rows the longest text it will be given needs: at a width where every text
+        fits one row, the list above gets the others back."""
+        if longest != self.longest:
+            self.longest = longest
+            self.refresh(layout=True)
+
+    def rows_at(self, width: int) -> int:
+        """The rows kept for the text at `width` columns, whatever the text."""
+        if self.longest is not None and self.longest <= width:
+            return 1
+        return self.rows
+
     def lines(self, width: int) -> list[str]:
         """The lines the text takes at `width` columns."""
         if self.fold:
-            return fold_id_end(self.text, width, self.rows)
+            return fold_id_end(self.text, width, self.rows_at(width))
         return [fit_line(self.text, width)]
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """The rows kept for the text, whatever the text."""
-        return self.rows
+        return self.rows_at(width)
 
     def render(self) -> Text:
         """The text, fitted to the widget's width."""
