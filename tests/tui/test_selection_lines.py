@@ -150,6 +150,7 @@ async def test_the_id_box_gives_its_second_row_back_where_every_id_fits_one(
         report = app.main_screen.data.report  # type: ignore[union-attr]
         assert max(len(t.test_id) for t in report.tests) <= selected.content_size.width
         assert selected.size.height == 1
-    async with _app(sample_history, tmp_path).run_test(size=(80, 24)) as pilot:
-        await _loaded(pilot.app, pilot)  # type: ignore[arg-type]
-        assert pilot.app.main_screen.query_one("#selected", FittedText).size.height == 2  # type: ignore[attr-defined]
+    narrow = _app(sample_history, tmp_path)
+    async with narrow.run_test(size=(80, 24)) as pilot:
+        await _loaded(narrow, pilot)
+        assert narrow.main_screen.query_one("#selected", FittedText).size.height == 2
