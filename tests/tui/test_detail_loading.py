@@ -107,7 +107,7 @@ async def test_each_panel_says_it_is_loading_until_its_data_is_in(
         assert _notes(screen) == []
         assert screen.query_one(OutcomeStrip).display and screen.query_one("#runs").display
         assert not screen.query_one("#members").display  # a test has no params panel
-        legend = str(screen.query_one(OutcomeStrip).content)
+        legend = str(screen.query_one(OutcomeStrip).render())
         assert "of 60 runs" in legend and "0 of 0" not in legend
         for panel in ("#changes", "#suspects"):
             assert "reading" not in str(screen.query_one(panel, Static).content)

@@ -208,3 +208,28 @@ async def test_the_outcome_strip_keeps_its_caption_at_80_columns(
         # Every line is drawn: the caption is not below the widget's last row.
         assert strip.region.height == len(lines) and _inside(strip, app.screen.region)
         assert len(lines) == 3  # the legend fits one line at this width
+
+
+async def test_the_outcome_strip_is_as_high_as_its_text_from_its_first_layout() -> None:
+    """Outcomes set before the strip has a width: its first layout already fits its text."""
+    from types import SimpleNamespace
+
+    from textual.app import App, ComposeResult
+
+    from flaketui.tui.widgets.outcome_strip import OutcomeStrip
+
+    outcomes = [SimpleNamespace(outcome="pass", incident=False, edited=False)] * 100
+
+    class StripApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield OutcomeStrip()
+
+        def on_mount(self) -> None:
+            self.query_one(OutcomeStrip).set_outcomes(outcomes)
+
+    app = StripApp()
+    async with app.run_test(size=SMALL):
+        strip = app.query_one(OutcomeStrip)
+        lines = str(strip.render()).split("\n")
+        assert lines[-1] == "80 of 100 runs, oldest left, newest right"
+        assert strip.region.height == len(lines) == 3

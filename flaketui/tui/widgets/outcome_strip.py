@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.geometry import Size
+from textual.widget import Widget
 
 from flaketui.core.words import plural
 from flaketui.tui.widgets.palette import OUTCOME_GLYPHS, OUTCOME_STYLES
@@ -60,8 +61,18 @@ def legend(outcomes: Sequence[Any], width: int | None = None) -> Text:
     return text
 
 
-class OutcomeStrip(Static):
-    """Re-renders to its own width, so the newest runs are always visible at the right."""
+class OutcomeStrip(Widget):
+    """Drawn for the width it is laid out at, so the newest runs are always visible at the right.
+
+    Its height follows from that width too (the legend wraps when narrow), so the layout and the
+    drawing always agree: nothing is drawn for one width and shown at another.
+    """
+
+    DEFAULT_CSS = """
+    OutcomeStrip {
+        height: auto;
+    }
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -70,21 +81,24 @@ class OutcomeStrip(Static):
     def set_outcomes(self, outcomes: Sequence[Any]) -> None:
         """Show a new sequence."""
         self.outcomes = list(outcomes)
-        self._draw()
+        self.refresh(layout=True)
 
-    def on_resize(self) -> None:
-        """Fit the strip to the new width."""
-        self._draw()
-
-    def _draw(self) -> None:
-        width = max(self.size.width, 1)
+    def text(self, width: int) -> Text:
+        """The strip, its legend and a caption saying how many runs it shows, at `width`."""
+        width = max(width, 1)
         shown = min(len(self.outcomes), width)
         note = Text(
             f"{shown} of {plural(len(self.outcomes), 'run')}, oldest left, newest right",
             style="dim",
         )
-        self.update(
-            Text("\n").join(
-                [render_strip(self.outcomes, width), legend(self.outcomes, width), note]
-            )
+        return Text("\n").join(
+            [render_strip(self.outcomes, width), legend(self.outcomes, width), note]
         )
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """As many lines as the text has at `width`."""
+        return len(self.text(width).plain.split("\n"))
+
+    def render(self) -> Text:
+        """The text at the widget's own width."""
+        return self.text(self.content_region.width)
