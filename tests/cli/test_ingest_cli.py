@@ -174,6 +174,13 @@ def test_report_without_test_cases_is_a_note(tmp_path: Path) -> None:
     assert dump(db) == before
 
 
+def test_report_without_test_cases_creates_no_history(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    result = run(db, junit(tmp_path / "empty.xml"))
+    assert result.exit_code == 0 and "no test cases" in result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.xml"]
+
+
 def _bad_input(tmp_path: Path, kind: str) -> tuple[list[str | Path], Path]:
     """Arguments for one kind of bad input, and the database path they use."""
     db = tmp_path / "h.db"
@@ -353,7 +360,7 @@ def test_manifest_run_with_a_refused_shard_is_refused_whole(tmp_path: Path) -> N
     result = run(db, "--manifest", manifest)
     assert result.exit_code == 1
     assert "line 1: run 'S' not ingested: its line 2 was refused" in result.output
-    assert query(db, "SELECT count(*) FROM runs") == [(0,)]
+    assert not db.exists()  # nothing landed: the history it would have created is not left
 
 
 @pytest.mark.parametrize(
@@ -573,3 +580,22 @@ def test_an_unescaped_character_keeps_its_own_reason(tmp_path: Path) -> None:
     result = run(tmp_path / "h.db", report, "--no-detect")
     assert result.exit_code == 1
     assert "an unescaped < or & in an attribute or text?" in result.output
+
+
+def test_a_manifest_whose_every_line_is_refused_creates_no_history(tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path / "runs.jsonl", [{"run_id": "r1"}, {"file": "nowhere.xml", "run_id": "r2"}]
+    )
+    result = run(tmp_path / "new.db", "--manifest", manifest)
+    assert result.exit_code == 1
+    assert "0 runs landed" in result.output and "2 lines refused" in result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["runs.jsonl"]
+
+
+def test_an_existing_history_stays_when_nothing_lands(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    open_history(db).conn.close()
+    manifest = write_manifest(tmp_path / "runs.jsonl", [{"run_id": "r1"}])
+    assert run(db, "--manifest", manifest).exit_code == 1
+    assert run(db, junit(tmp_path / "empty.xml")).exit_code == 0
+    assert db.exists()

@@ -164,7 +164,7 @@ def ingest_command(
         # A server keeps raw runs; its replicas propose outages.
         _show_ingest(result, len(reports), resolved.incident)
         return
-    with history_file(db) as history:
+    with history_file(db, keep_if_empty=False) as history:
         result = ingest_reports(
             history, list(reports), resolved, config=config, report_format=report_format
         )
@@ -205,7 +205,7 @@ def _ingest_manifest(db: Path | str, manifest: Path) -> None:
         assert history is not None
         return ingest_manifest(history, manifest, config=config, progress=progress)
 
-    with nullcontext() if isinstance(db, str) else history_file(db) as history:
+    with nullcontext() if isinstance(db, str) else history_file(db, keep_if_empty=False) as history:
         if sys.stderr.isatty():
             with click.progressbar(
                 length=1, label="ingesting runs", file=sys.stderr

@@ -351,15 +351,33 @@ def history_file(
     *,
     create: bool = True,
     readonly: bool = False,
+    keep_if_empty: bool = True,
 ) -> Iterator[sqlite_utils.Database]:
     """open_history for the length of a `with` block, its connection closed on leaving it
     (error or not): the last connection to a WAL-mode file to close removes its -wal and -shm
-    files, so a command leaves the folder as it found it."""
+    files, so a command leaves the folder as it found it.
+
+    `keep_if_empty=False`: a history this call creates is removed again when it holds no run
+    on leaving the block, so a command that recorded nothing leaves no file behind.
+    """
+    created = create and not readonly and not Path(path).exists()
     db = open_history(path, create=create, readonly=readonly)
     try:
         yield db
     finally:
+        drop = created and not keep_if_empty and _holds_no_run(db.conn)
         db.conn.close()
+        if drop:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _holds_no_run(conn: sqlite3.Connection) -> bool:
+    """Whether the history has no run at all (False when that cannot be read)."""
+    try:
+        return not conn.execute("SELECT EXISTS (SELECT 1 FROM runs)").fetchone()[0]
+    except sqlite3.Error:
+        return False
 
 
 def open_connection(
