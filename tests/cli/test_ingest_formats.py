@@ -30,7 +30,7 @@ EXPECTED: dict[str, tuple[str, int, dict[str, int], str | None]] = {
     "trx/dotnet-xunitv3.trx": ("trx", 4, {"pass": 1, "fail": 3}, "2025-06-22T14:17:11Z"),
     "trx/SilentNotes.trx": ("trx", 79, {"pass": 67, "skipped": 12}, "2021-04-20T19:20:34Z"),
     "tap/node-test-mjs.tap": ("tap", 2, {"fail": 2}, None),
-    "tap/not-ok-todo.tap": ("tap", 3, {"pass": 3, "skipped": 1}, None),
+    "tap/not-ok-todo.tap": ("tap", 4, {"pass": 3, "skipped": 1}, None),
     "tap/perl-test2-buffered.tap": ("tap", 9, {"pass": 8, "fail": 1}, None),
     "tap/simple_yaml.tap": ("tap", 5, {"pass": 5}, None),
     "tap/skipping-a-few.tap": ("tap", 5, {"pass": 1, "skipped": 4}, None),
@@ -151,19 +151,53 @@ def test_trx_repeated_results_become_attempts(tmp_path: Path) -> None:
     ]
 
 
-def test_tap_repeated_test_becomes_attempts(tmp_path: Path) -> None:
-    report = tmp_path / "retried.tap"
+def test_tap_repeated_descriptions_are_tests_not_retries(tmp_path: Path) -> None:
+    report = tmp_path / "asserts.tap"
     report.write_text(
         "TAP version 14\n1..3\nnot ok 1 - db pool\n  ---\n  message: 'Timeout after 5s'\n"
-        "  duration_ms: 5000.4\n  ...\nok 2 - db pool\nok 3 - other\n"
+        "  duration_ms: 5000.4\n  ...\nok 2 - db pool\n# Subtest: parser\n"
+        "    ok 1 - should be equal\n    not ok 2 - should be equal\n    1..2\n"
+        "not ok 3 - parser\n"
     )
     db = tmp_path / "h.db"
-    assert run(db, report, "--timestamp", NOW).exit_code == 0
-    assert attempts_of(db, "db pool") == ["fail", "pass"]
+    for run_id in ("r1", "r2"):
+        result = run(db, report, "--run-id", run_id, "--timestamp", NOW)
+        assert result.exit_code == 0, result.output
+    # Each test point is a test of its own with one attempt per run: none of them is flaky.
+    assert sorted(
+        query(
+            db,
+            "SELECT t.test_id, group_concat(tr.outcome), sum(tr.attempts) FROM test_runs tr"
+            " JOIN tests t ON t.id = tr.test GROUP BY t.test_id",
+        )
+    ) == [
+        ("db pool", "fail,fail", 2),
+        ("db pool #2", "pass,pass", 2),
+        ("parser > should be equal", "pass,pass", 2),
+        ("parser > should be equal #2", "fail,fail", 2),
+    ]
+    assert attempts_of(db, "db pool #2") == ["pass", "pass"]  # one a run
     assert query(
         db, "SELECT r.message, r.duration_ms FROM results r JOIN tests t ON t.id = r.test "
         "WHERE t.test_id = 'db pool' AND r.attempt = 1"
-    ) == [("Timeout after 5s", 5000)]  # fmt: skip
+    ) == [("Timeout after 5s", 5000), ("Timeout after 5s", 5000)]  # fmt: skip
+
+
+def test_tap_ids_without_repeats_are_the_descriptions(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    report = CORPUS / "tap" / "perl-test2-buffered.tap"
+    assert run(db, report, "--timestamp", NOW).exit_code == 0
+    assert sorted(test_id for (test_id,) in query(db, "SELECT test_id FROM tests")) == [
+        "empty",
+        "my_streamy_test > subtest event A",
+        "my_streamy_test > subtest event B",
+        "my_streamy_test_plan > subtest event A",
+        "my_streamy_test_plan > subtest event B",
+        "my_test > subtest event A",
+        "my_test > subtest event B",
+        "my_test_plan > subtest event A",
+        "my_test_plan > subtest event B",
+    ]
 
 
 @pytest.mark.parametrize(

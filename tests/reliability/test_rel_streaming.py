@@ -83,8 +83,9 @@ def large_tap(path: Path, tests: int) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["trx", "tap"])
 def test_other_formats_stream_too(tmp_path: Path, kind: str) -> None:
-    # TRX keeps one small entry per distinct test (its definitions come after its results):
-    # well under the bound for these 40 000; nothing grows with outputs and messages.
+    # TRX keeps one small entry per distinct test (its definitions come after its results),
+    # TAP a digest of each id (to number repeated descriptions), about 90 bytes a test: well
+    # under the bound for these 40 000; nothing grows with outputs and messages.
     count = 40_000
     report = (large_trx if kind == "trx" else large_tap)(tmp_path / f"large.{kind}", count)
     proc = subprocess.run(

@@ -15,7 +15,13 @@ Decisions where the protocol leaves room:
   collide.
 - Outcome: ``ok`` = pass, ``not ok`` = fail; a ``# SKIP`` or ``# TODO`` directive = skipped
   (a TODO's failure is expected and counts for nothing).
-- Retries: TAP has none; a test id seen twice in one stream gets both as attempts.
+- Repeats: TAP has no retries, and test points often share a description (each assertion of
+  node-tap, tape or Test::More prints ``ok N - should be equal``). A test id seen again in one
+  stream is another test, numbered by its occurrence: ``should be equal #2``, ``#3``, ... (the
+  first keeps the bare id; inside a subtest the whole id is numbered, ``suite > should be equal
+  #2``). Where an earlier test has that id already (its own description ends in ``#2``), the
+  next free number is taken. So every test of a stream has one attempt, and its id stays the
+  same from run to run while the stream keeps its order.
 - Message: the diagnostic block's ``message`` or ``error`` (prefixed by its ``name``, as
   node's runner writes the error class there); duration from its ``duration_ms``.
 - ``Bail out!`` ends the stream: what ran before it is kept. Lines that are not TAP are
@@ -23,12 +29,15 @@ Decisions where the protocol leaves room:
   refused.
 
 Memory: one line (at most MAX_LINE_BYTES are read of any line), one diagnostic block (at most
-MESSAGE_CAP_CHARS), and the tests of the subtest being read (its parent's description is only
-known once it closes).
+MESSAGE_CAP_CHARS), the tests of the subtest being read (its parent's description is only
+known once it closes) and an 8-byte digest of each id given out, to number repeats (about 90
+bytes a test; two ids sharing a digest is a chance in 10^19 a pair, and would number the
+second).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterator
@@ -69,6 +78,36 @@ def _unquote(value: str) -> str:
     return value.replace("''", "'")
 
 
+def _key(test_id: str) -> int:
+    """A test id's 8-byte digest: the same in every process, unlike hash()."""
+    digest = hashlib.blake2b(test_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+class _Ids:
+    """Ids given out in one stream: a repeated id gets the next free occurrence number."""
+
+    def __init__(self) -> None:
+        self.taken: set[int] = set()
+        self.last_number: dict[int, int] = {}  # a repeated id's key -> the last number it got
+
+    def claim(self, test_id: str) -> str:
+        key = _key(test_id)
+        if key not in self.taken:
+            self.taken.add(key)
+            return test_id
+        number = self.last_number.get(key, 1)
+        while True:
+            number += 1
+            numbered = f"{test_id} #{number}"
+            numbered_key = _key(numbered)
+            if numbered_key not in self.taken:
+                break
+        self.last_number[key] = number
+        self.taken.add(numbered_key)
+        return numbered
+
+
 def _attempt(pending: _Pending) -> AttemptRow:
     keys: dict[str, str] = {}
     for line in pending.diagnostics:
@@ -97,6 +136,10 @@ class _Reader:
         self.collected: dict[int, list[tuple[list[str], AttemptRow]]] = {}
         self.names: dict[int, str] = {}  # "# Subtest: name" comments, by level
         self.out: list[CaseRow] = []
+        self.ids = _Ids()
+
+    def emit(self, parts: list[str], attempt: AttemptRow) -> None:
+        self.out.append((self.ids.claim(" > ".join(parts)), None, (attempt,)))
 
     def result(self, pending: _Pending) -> None:
         level = pending.level
@@ -112,7 +155,8 @@ class _Reader:
         ):
             rows.append(([pending.description], attempt))
         if level == 0:
-            self.out.extend((" > ".join(parts), None, (att,)) for parts, att in rows)
+            for parts, att in rows:
+                self.emit(parts, att)
         else:
             self.collected.setdefault(level, []).extend(rows)
 
@@ -122,10 +166,8 @@ class _Reader:
             prefix = [
                 self.names.get(lvl - 1, "(unfinished subtest)") for lvl in range(1, level + 1)
             ]
-            self.out.extend(
-                (" > ".join([*prefix, *parts]), None, (att,))
-                for parts, att in self.collected.pop(level)
-            )
+            for parts, att in self.collected.pop(level):
+                self.emit([*prefix, *parts], att)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
