@@ -432,6 +432,133 @@ def test_same_test_name_in_two_jest_files_is_two_tests_not_a_flaky_one(tmp_path:
     ]
 
 
+def shard(path: Path, *files: tuple[str, str, str]) -> Path:
+    """A jest-junit shard report: (file, test name, outcome) per case, a suite per file."""
+    suites = "".join(
+        f'<testsuite name="{file}" timestamp="2026-11-10T10:00:00">'
+        f'<testcase classname="parser" name="{name}">'
+        + ('<failure message="boom">Error: boom</failure>' if outcome == "fail" else "")
+        + "</testcase></testsuite>"
+        for file, name, outcome in files
+    )
+    path.write_text(f'<testsuites name="jest tests">{suites}</testsuites>')
+    return path
+
+
+def run_tests(db: Path, run_id: str = "gh-77") -> list[tuple[object, ...]]:
+    return query(
+        db,
+        "SELECT t.test_id, tr.outcome, tr.attempts FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        f" JOIN runs r ON r.id = tr.run WHERE r.run_id = '{run_id}' ORDER BY t.test_id",
+    )
+
+
+SHARDED = [
+    ("parser::only in b", "pass", 1),
+    ("src/a.test.js::parser::handles empty input", "fail", 1),
+    ("src/b.test.js::parser::handles empty input", "pass", 1),
+]
+
+
+@pytest.mark.parametrize("how", ["one_command", "manifest"])
+def test_same_test_name_in_files_of_two_shards_is_two_tests(tmp_path: Path, how: str) -> None:
+    """Each shard's report holds one of the two files: no clash within either report, yet two
+    tests of the run, prefixed as within one report. A name one file holds keeps its id."""
+    one = shard(tmp_path / "shard1.xml", ("src/a.test.js", "handles empty input", "fail"))
+    two = shard(
+        tmp_path / "shard2.xml",
+        ("src/b.test.js", "handles empty input", "pass"),
+        ("src/b.test.js", "only in b", "pass"),
+    )
+    db = tmp_path / "h.db"
+    if how == "one_command":
+        result = run(db, one, two, "--run-id", "gh-77", "--no-detect")
+    else:
+        entries: list[dict[str, object] | str] = [
+            {"file": path.name, "run_id": "gh-77"} for path in (one, two)
+        ]
+        result = run(db, "--manifest", write_manifest(tmp_path / "m.jsonl", entries))
+    assert result.exit_code == 0, result.output
+    assert run_tests(db) == SHARDED
+
+
+def test_a_later_shard_of_a_name_the_run_holds_per_file_gets_its_file(tmp_path: Path) -> None:
+    """A later ingest into the run: a name the run holds under file-prefixed ids is prefixed in
+    the new shard too; names no other file shares keep their ids, and other runs are as they
+    were."""
+    db = tmp_path / "h.db"
+    before = shard(tmp_path / "old.xml", ("src/b.test.js", "handles empty input", "pass"))
+    assert run(db, before, "--run-id", "gh-70", "--no-detect").exit_code == 0
+    one = shard(
+        tmp_path / "shard1.xml",
+        ("src/a.test.js", "handles empty input", "fail"),
+        ("src/c.test.js", "handles empty input", "pass"),
+    )
+    two = shard(
+        tmp_path / "shard2.xml",
+        ("src/b.test.js", "handles empty input", "pass"),
+        ("src/b.test.js", "only in b", "pass"),
+    )
+    for path in (one, two):
+        result = run(db, path, "--run-id", "gh-77", "--no-detect")
+        assert result.exit_code == 0, result.output
+    assert run_tests(db) == [
+        *SHARDED,
+        ("src/c.test.js::parser::handles empty input", "pass", 1),
+    ]
+    assert run_tests(db, "gh-70") == [("parser::handles empty input", "pass", 1)]
+
+
+@settings(max_examples=12, deadline=None)
+@given(order=st.permutations([0, 1, 2]), one_command=st.booleans())
+def test_shards_give_the_same_tests_in_any_order(order: list[int], one_command: bool) -> None:
+    """Three shards sharing a name: the run's tests do not depend on the order the shards come
+    in, in one ingest or in two (the first two shards, then the third)."""
+    specs = [
+        (("src/a.test.js", "x", "fail"), ("src/a.test.js", "y", "pass")),
+        (("src/b.test.js", "x", "pass"),),
+        (("src/c.test.js", "x", "pass"), ("src/c.test.js", "z", "fail")),
+    ]
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        paths = [shard(tmp / f"shard{n}.xml", *specs[n]) for n in order]
+        db = tmp / "h.db"
+        meta = ["--run-id", "gh-77", "--no-detect"]
+        if one_command:
+            assert run(db, *paths, *meta).exit_code == 0
+        else:
+            assert run(db, *paths[:2], *meta).exit_code == 0
+            assert run(db, paths[2], *meta).exit_code == 0
+        assert run_tests(db) == [
+            ("parser::y", "pass", 1),
+            ("parser::z", "fail", 1),
+            ("src/a.test.js::parser::x", "fail", 1),
+            ("src/b.test.js::parser::x", "pass", 1),
+            ("src/c.test.js::parser::x", "pass", 1),
+        ]
+
+
+@pytest.mark.parametrize("how", ["one_command", "one_per_command"])
+def test_one_file_in_two_reports_of_a_run_stays_one_test(tmp_path: Path, how: str) -> None:
+    """The same file in two reports of a run (matrix legs), a retry within one of them: one
+    test with every attempt, its id unchanged."""
+    first = tmp_path / "node18.xml"
+    first.write_text(
+        '<testsuites><testsuite name="src/a.test.js">'
+        '<testcase classname="parser" name="x"><failure message="boom"/></testcase>'
+        '<testcase classname="parser" name="x"/></testsuite></testsuites>'
+    )
+    second = shard(tmp_path / "node20.xml", ("src/a.test.js", "x", "pass"))
+    db = tmp_path / "h.db"
+    meta = ["--run-id", "gh-77", "--no-detect"]
+    if how == "one_command":
+        assert run(db, first, second, *meta).exit_code == 0
+    else:
+        assert run(db, first, *meta).exit_code == 0
+        assert run(db, second, *meta).exit_code == 0
+    assert run_tests(db) == [("parser::x", "flaky", 3)]
+
+
 # ---- one test in several report files of a run ------------------------------------------------
 
 

@@ -132,11 +132,11 @@ def test_an_unexpected_error_rolls_the_whole_batch_back(
     real = writer.iter_cases
     calls = []
 
-    def failing(path: Path, report_format: str | None = None):
+    def failing(path: Path, report_format: str | None = None, names=None):
         calls.append(path)
         if len(calls) == 3:
             raise OSError("disk went away")
-        return real(path, report_format)
+        return real(path, report_format, names)
 
     monkeypatch.setattr(writer, "iter_cases", failing)
     with pytest.raises(OSError):

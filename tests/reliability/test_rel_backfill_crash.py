@@ -35,9 +35,11 @@ def _child(db: str, manifest: str, kill_after_cases: int, ready: Any) -> None:
         real_iter_cases = writer.iter_cases
         seen = 0
 
-        def dying_iter_cases(path: Path, report_format: str | None = None) -> Iterator[Any]:
+        def dying_iter_cases(
+            path: Path, report_format: str | None = None, names: Any = None
+        ) -> Iterator[Any]:
             nonlocal seen
-            for case in real_iter_cases(path, report_format):
+            for case in real_iter_cases(path, report_format, names):
                 seen += 1
                 if seen > kill_after_cases:
                     os.kill(os.getpid(), signal.SIGKILL)

@@ -81,8 +81,10 @@ def _ingest_child(
     if kill_after_cases:
         real_iter_cases = writer.iter_cases
 
-        def dying_iter_cases(path: Path, report_format: str | None = None) -> Iterator[Any]:
-            for count, case in enumerate(real_iter_cases(path, report_format), start=1):
+        def dying_iter_cases(
+            path: Path, report_format: str | None = None, names: Any = None
+        ) -> Iterator[Any]:
+            for count, case in enumerate(real_iter_cases(path, report_format, names), start=1):
                 if count > kill_after_cases:
                     os.kill(os.getpid(), signal.SIGKILL)
                 yield case

@@ -13,9 +13,13 @@ import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flaketui.core.errors import ReportError
 from flaketui.core.ingest.rows import CaseRow
+
+if TYPE_CHECKING:
+    from flaketui.core.ingest.junit import SharedNames
 
 REPORT_FORMATS = ("junit", "ctrf", "trx", "tap")
 SNIFF_BYTES = 64 * 1024
@@ -52,8 +56,14 @@ def sniff_format(path: Path) -> str:
     return "junit"
 
 
-def iter_report_rows(path: Path, report_format: str | None = None) -> Iterator[CaseRow]:
-    """Stream one report's test cases as the writer's rows, in the format given or sniffed."""
+def iter_report_rows(
+    path: Path, report_format: str | None = None, names: SharedNames | None = None
+) -> Iterator[CaseRow]:
+    """Stream one report's test cases as the writer's rows, in the format given or sniffed.
+
+    names: a JUnit report's run-wide shared ids (junit.SharedNames); the other formats' ids
+    name their file already or never do.
+    """
     fmt = check_format(report_format) or sniff_format(path)
     if fmt == "ctrf":
         from flaketui.core.ingest.ctrf import iter_case_rows as ctrf_rows
@@ -69,7 +79,7 @@ def iter_report_rows(path: Path, report_format: str | None = None) -> Iterator[C
         return tap_rows(path)
     from flaketui.core.ingest.junit import iter_case_rows as junit_rows
 
-    return junit_rows(path)
+    return junit_rows(path, names)
 
 
 def report_timestamp(path: Path, report_format: str | None = None) -> datetime | None:

@@ -43,6 +43,10 @@ Decisions where producers disagree:
   iterations, karma browsers). A case naming no file but its describe block in a
   ``parentSuites`` attribute (a karma reporter's) is told apart by that block the same way:
   ``<block>::<id>`` where two blocks share an id, a repeat within one block still a retry.
+- The rule holds across the reports of one run (SharedNames): shards of a sharded job hold
+  different files, and a name two shards' files share is prefixed in each, whether the shards
+  come in one ingest or a manifest's lines of one run, or a later ingest appends one to the run
+  holding the name under a file-prefixed id already. A report read alone decides for itself.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ import codecs
 import math
 import re
 import xml.parsers.expat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -554,8 +558,47 @@ def _feed(path: Path, label: str, parser: xml.parsers.expat.XMLParserType) -> It
                 return
 
 
-def iter_case_rows(path: Path) -> Iterator[CaseRow]:
-    """Stream one JUnit report's test cases as plain rows in document order (see CaseRow)."""
+class SharedNames:
+    """The test ids that cases of different files share across all the reports of one run.
+
+    A sharded job writes a report per shard, and each shard holds other files: a name that
+    files of two shards share is no clash within either report, yet two tests of the run. The
+    reports are read (start tags only, as _ambiguous_ids) when a case naming its file first
+    asks, so runs whose cases name no file never pay for it. stored: given the ids the reports'
+    cases of a known file bear, those the run being appended to already holds under a
+    file-prefixed id (``<file>::<id>``); a case of such an id is prefixed as well.
+    """
+
+    def __init__(
+        self, paths: Sequence[Path], stored: Callable[[set[str]], set[str]] | None = None
+    ) -> None:
+        self.paths = list(paths)
+        self.stored = stored
+        self._ambiguous: set[str] | None = None
+
+    def ambiguous(self) -> set[str]:
+        """The shared ids (read once)."""
+        if self._ambiguous is None:
+            origins: dict[str, str] = {}
+            ambiguous: set[str] = set()
+            for path in self.paths:
+                seen, shared = _scan_ids(Path(path))
+                ambiguous |= shared
+                for test_id, origin in seen.items():
+                    if origins.setdefault(test_id, origin) != origin:
+                        ambiguous.add(test_id)
+            if self.stored is not None and origins:
+                ambiguous |= self.stored(set(origins))
+            self._ambiguous = ambiguous
+        return self._ambiguous
+
+
+def iter_case_rows(path: Path, names: SharedNames | None = None) -> Iterator[CaseRow]:
+    """Stream one JUnit report's test cases as plain rows in document order (see CaseRow).
+
+    names: the ids shared by files across the run's reports, this one among them; without it
+    the report decides alone.
+    """
     label = str(path)
     parser = _new_parser(label)
     parser.buffer_text = True  # one text event per run of characters, not one per line
@@ -569,7 +612,9 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
             if reader.origins:
                 if ambiguous is None:
                     # Only a report whose cases name files pays for this second, lighter read.
-                    ambiguous = _ambiguous_ids(Path(path))
+                    ambiguous = (
+                        names.ambiguous() if names is not None else _ambiguous_ids(Path(path))
+                    )
                 _qualify(finished, reader.origins, ambiguous)
                 reader.origins = {}
             yield from finished
@@ -587,12 +632,18 @@ def _qualify(rows: list[CaseRow], origins: dict[int, str], ambiguous: set[str]) 
 
 def _ambiguous_ids(path: Path) -> set[str]:
     """The test ids that cases of different files share in this report (see _CaseReader)."""
+    return _scan_ids(path)[1]
+
+
+def _scan_ids(path: Path) -> tuple[dict[str, str], set[str]]:
+    """Each id of the report's cases of a known file with its first file, and the ids that
+    cases of different files share in it."""
     label = str(path)
     parser = _new_parser(label)
     reader = _CaseReader(label, parser, scan=True)
     for _ in _feed(path, label, parser):
         reader.chunk_done()
-    return reader.ambiguous
+    return reader.seen, reader.ambiguous
 
 
 def iter_cases(path: Path) -> Iterator[CaseResult]:

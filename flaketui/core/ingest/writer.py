@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +43,8 @@ from flaketui.core.timeutil import to_iso
 
 if TYPE_CHECKING:
     import sqlite_utils  # annotations only: the recording plugin must not import it
+
+    from flaketui.core.ingest.junit import SharedNames
 
 __all__ = [
     "IngestResult",
@@ -213,10 +215,11 @@ def _ingest_run(
         ).fetchone()
         check_stored_run(full.run_id, tuple(stored), full)
     run_pk, ts = found if found is not None else (None, to_iso(full.ts))
+    names = _shared_names(conn, run_pk, [path for _, path in new_files], report_format)
     writer: RunWriter | None = None
     added = 0
     for content_hash, path in new_files:
-        cases = iter_cases(path, report_format)
+        cases = iter_cases(path, report_format, names)
         first = next(cases, None)
         if first is None:
             continue
@@ -250,13 +253,58 @@ def _ingest_run(
     return IngestResult(full.run_id, found is None, len(new_files), skipped, added, tests)
 
 
-def iter_cases(path: Path, report_format: str | None = None) -> Iterator[CaseRow]:
+def iter_cases(
+    path: Path, report_format: str | None = None, names: SharedNames | None = None
+) -> Iterator[CaseRow]:
     """The parser's case rows of one report, in its format (given, or told by content; the
     parsers are imported on first use: the recorder never parses reports). A module-level name
     so the crash tests can wrap it."""
     from flaketui.core.ingest.formats import iter_report_rows
 
-    return iter_report_rows(path, report_format)
+    return iter_report_rows(path, report_format, names)
+
+
+def _shared_names(
+    conn: sqlite3.Connection, run_pk: int | None, paths: list[Path], report_format: str | None
+) -> SharedNames | None:
+    """The run-wide rule for the JUnit reports among paths (junit.SharedNames).
+
+    Tests of different files sharing a name are different tests wherever the run's reports put
+    them: shards of a sharded job (jest --shard, pytest-split, parallel forks) each hold other
+    files, and a name two shards' files share gets its file as a prefix in both, as it would in
+    one report. A run appended to (a later ingest, a manifest line of a stored run) adds the
+    names it holds under a file-prefixed id. Its rows under a plain id stay as they are: they
+    do not say which file they came from, so a later shard's case of that name from another
+    file joins them as a leg, as a matrix leg of the same file does.
+    """
+    from flaketui.core.ingest.formats import check_format, sniff_format
+
+    junit_paths = [p for p in paths if (check_format(report_format) or sniff_format(p)) == "junit"]
+    if not junit_paths or (len(junit_paths) == 1 and run_pk is None):
+        return None  # one report of a new run decides alone, as before
+    from flaketui.core.ingest.junit import SharedNames
+
+    stored = None if run_pk is None else _prefixed_in_run(conn, run_pk)
+    return SharedNames(junit_paths, stored)
+
+
+def _prefixed_in_run(conn: sqlite3.Connection, run_pk: int) -> Callable[[set[str]], set[str]]:
+    """Which of some test ids the run holds with a prefix, ``<file>::<id>``."""
+
+    def stored(test_ids: set[str]) -> set[str]:
+        found: set[str] = set()
+        for (test_id,) in conn.execute(
+            "SELECT t.test_id FROM test_runs AS r JOIN tests AS t ON t.id = r.test WHERE r.run = ?",
+            (run_pk,),
+        ):
+            cut = test_id.find("::")
+            while cut >= 0:
+                if test_id[cut + 2 :] in test_ids:
+                    found.add(test_id[cut + 2 :])
+                cut = test_id.find("::", cut + 2)
+        return found
+
+    return stored
 
 
 def _chain(first: CaseRow, rest: Iterator[CaseRow]) -> Iterator[CaseRow]:
