@@ -19,6 +19,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.timeutil import utc_now
 from flaketui.tui.actionmodel import quarantine_reason
 from flaketui.tui.cache import export_folder, shown
+from flaketui.tui.causes_apart import Apart
 from flaketui.tui.commands import FlaketuiCommands
 from flaketui.tui.loaders import (
     IMPORT_LOCK,
@@ -80,6 +81,8 @@ class FlaketuiApp(App[None]):
         # Every read of the history this app started: each runs in a thread of its own, which
         # quitting stops and waits for (stop_reads), so that no reader outlives the app.
         self.reads: list[StagedRead] = [first_read] if first_read is not None else []
+        # The child working out a filtered load's likely causes, if any (see causes_apart).
+        self.apart = Apart()
         self.cursor_blink = cursor_blink
         self.poll_history = watch
         self.last_stamp: tuple[int, ...] | None = None
@@ -121,6 +124,8 @@ class FlaketuiApp(App[None]):
         for read in self.reads:
             read.stop()
         self.reads = [read for read in self.reads if read.thread.is_alive()]
+        self.apart.stop()
+        self.apart = Apart()
 
     def stop_reads(self, wait_s: float) -> bool:
         """Stop every read this app started and wait, `wait_s` at most in all, for the step
@@ -131,6 +136,7 @@ class FlaketuiApp(App[None]):
         """
         for read in self.reads:
             read.stop()
+        self.apart.stop()
         deadline = time.monotonic() + wait_s
         for read in self.reads:
             read.thread.join(max(0.0, deadline - time.monotonic()))
@@ -148,6 +154,7 @@ class FlaketuiApp(App[None]):
         """Quitting: no read goes on to a later step (stop_reads waits for the current ones)."""
         for read in self.reads:
             read.stop()
+        self.apart.stop()
 
     @work(thread=True, exclusive=True, group="trial", exit_on_error=False)
     def _find_trial(self) -> None:

@@ -17,10 +17,12 @@ from flaketui.core.errors import FlaketuiError, SkipFileError
 from flaketui.core.quarantine.skipfile import SkipFile, SkipMode, read_skip_file
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict, Verdict
 from flaketui.core.words import plural
+from flaketui.tui import causes_apart
 from flaketui.tui.history_access import reading, writing
 
 if TYPE_CHECKING:
     from flaketui.core.history.dbhandle import Connected
+    from flaketui.tui.causes_apart import Apart
 
 
 @dataclass(slots=True)
@@ -217,7 +219,9 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
     return MainData(report, {}, quarantine_rows(skip), [], stamp, problem, skip)
 
 
-def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None, None]:
+def load_in_stages(
+    source: Source, apart: Apart | None = None
+) -> Generator[MainData | Report | Extras, None, None]:
     """From one read snapshot (see core.report.report_stages): the first screen's data (tests
     ranked, no groups yet), then the complete report, then the lifecycle states and suites,
     then the complete report with the likely causes of its flaky tests and families."""
@@ -242,7 +246,33 @@ def load_in_stages(source: Source) -> Generator[MainData | Report | Extras, None
                 suites_of(db),
                 set_aside_reason(db, report, source),
             )
-            yield _core("scoring.causes").attach_causes(db, report, source.config)
+            yield with_causes(db, source, report, apart)
+
+
+def with_causes(db: Connected, source: Source, report: Report, apart: Apart | None) -> Report:
+    """The report with the likely causes of its flaky tests and families: worked out in a
+    child process when the analysis is big (causes_apart says why), else by this thread.
+
+    apart: the load's handle on its child (a stopped one starts none and falls back on
+    nothing: the load was replaced, nobody waits for its causes).
+    """
+    causes = _core("scoring.causes")
+    targets = causes.cause_targets(report)
+    found = None
+    if apart is not None and causes.cause_rows(report, targets) >= causes_apart.CHILD_MIN_ROWS:
+        if apart.stopped:
+            raise FlaketuiError("the history was not read to the end")
+        try:
+            found = causes_apart.find_causes_apart(
+                source.path, targets, now=report.now, config=source.config, started=apart.started
+            )
+        except causes_apart.ChildFailed:
+            if apart.stopped:
+                raise FlaketuiError("the history was not read to the end") from None
+    if found is None:  # a small analysis, or a child that could not do it
+        found = causes.find_causes(db, targets, now=report.now, config=source.config)
+    with_found: Report = causes.with_causes(report, found)
+    return with_found
 
 
 def load_extras(
@@ -257,11 +287,10 @@ def load_extras(
     return Extras(lifecycle, suites, set_aside)
 
 
-def load_causes(source: Source, report: Report) -> Report:
-    """The report with the likely causes of its flaky tests and families (see load_in_stages)."""
+def load_causes(source: Source, report: Report, apart: Apart | None = None) -> Report:
+    """The report with the likely causes of its flaky tests and families (see with_causes)."""
     with reading(source.path) as db:
-        with_causes: Report = _core("scoring.causes").attach_causes(db, report, source.config)
-    return with_causes
+        return with_causes(db, source, report, apart)
 
 
 def load_detail(

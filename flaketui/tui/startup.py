@@ -17,6 +17,7 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import is_read_only
 from flaketui.core.scoring.results import Report
+from flaketui.tui.causes_apart import Apart
 from flaketui.tui.loaders import (
     Extras,
     MainData,
@@ -108,6 +109,8 @@ class StagedRead:
         self.asked = [threading.Event() for _ in range(STEPS + 1)]
         self.kept_asked = threading.Event()
         self.stopped = False
+        # The child process that works out the likely causes of a big history, if any.
+        self.apart = Apart()
         # A kept ranking is handed over as its flaky tests first (the first view), then whole.
         self.opened: OpenedRanking | None = None
         self.kept_whole: KeptRanking | None = None
@@ -130,7 +133,7 @@ class StagedRead:
                 self._read_kept_rest()
                 self.asked[1].wait()  # the new ranking once the whole kept one is shown
             self.kept_read.set()
-            stages = load_in_stages(self.source)
+            stages = load_in_stages(self.source, self.apart)
             # A report is kept for the next opening once the app has shown it: the complete
             # report when the app asks for the next step (an app quit soon after still keeps
             # it), the one with its likely causes once the read is stopped. Written while the
@@ -220,12 +223,14 @@ class StagedRead:
             event.set()
 
     def stop(self) -> None:
-        """Read no further step (the one being read, if any, still ends).
+        """Read no further step (the one being read, if any, still ends; a child process
+        working out the likely causes is killed).
 
         A report read to be kept is kept first: this is also how the app says it has shown
         the last step.
         """
         self.stopped = True
+        self.apart.stop()
         self.kept_asked.set()
         for event in self.asked:
             event.set()

@@ -152,8 +152,8 @@ class _HeldStages:
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def __call__(self, source: Any) -> Iterator[object]:
-        stages = load_in_stages(source)
+    def __call__(self, source: Any, apart: Any = None) -> Iterator[object]:
+        stages = load_in_stages(source, apart)
         yield next(stages)
         assert self.release.wait(60)
         yield from stages

@@ -36,8 +36,8 @@ class _Stages:
         self.error = error
         self.asked: list[str] = []
 
-    def __call__(self, source: Any) -> Iterator[object]:
-        steps = iter(load_in_stages(source)) if self.error is None else iter([])
+    def __call__(self, source: Any, apart: Any = None) -> Iterator[object]:
+        steps = iter(load_in_stages(source, apart)) if self.error is None else iter([])
         assert self.release.wait(SAFETY_S)
         if self.error is not None:
             raise FlaketuiError(self.error)
@@ -187,9 +187,9 @@ async def test_while_the_causes_are_read_only_the_shown_report_is_alive(
     each full garbage collection, a pause of the whole app, for the rest of the load."""
     causes = threading.Event()
 
-    def held(source: Any) -> Iterator[object]:
+    def held(source: Any, apart: Any = None) -> Iterator[object]:
         """load_in_stages, the causes not read until the test lets them."""
-        steps = load_in_stages(source)
+        steps = load_in_stages(source, apart)
         yield next(steps)
         yield next(steps)
         yield next(steps)

@@ -149,9 +149,9 @@ def test_the_first_opening_keeps_its_ranking_and_the_next_shows_it_first(
 ) -> None:
     causes_wanted = threading.Event()
 
-    def held(source: Source) -> Iterator[object]:
+    def held(source: Source, apart: Any = None) -> Iterator[object]:
         """load_in_stages, its last step (the causes) held until the test asks for it."""
-        stages = load_in_stages(source)
+        stages = load_in_stages(source, apart)
         for step, value in enumerate(stages):
             if step == 3:
                 causes_wanted.wait(SAFETY_S)
@@ -338,9 +338,9 @@ async def test_the_first_screen_of_a_kept_ranking_is_drawn_from_its_flaky_tests_
     monkeypatch.setattr(OpenedRanking, "rest", held)
     ranked = threading.Event()
 
-    def stages(source: Source) -> Iterator[object]:
+    def stages(source: Source, apart: Any = None) -> Iterator[object]:
         """load_in_stages, its complete report held until the test has seen the kept one."""
-        for step, value in enumerate(load_in_stages(source)):
+        for step, value in enumerate(load_in_stages(source, apart)):
             if step == 1:
                 assert ranked.wait(SAFETY_S)
             yield value

@@ -202,8 +202,8 @@ class _HeldCauses:
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def __call__(self, source: Any) -> Iterator[object]:
-        steps = iter(load_in_stages(source))
+    def __call__(self, source: Any, apart: Any = None) -> Iterator[object]:
+        steps = iter(load_in_stages(source, apart))
         yield next(steps)
         yield next(steps)
         yield next(steps)

@@ -212,8 +212,8 @@ async def test_a_replaced_load_shows_nothing_and_stops_reading(
         release = threading.Event()
         calls: list[int] = []
 
-        def held_stages(source: Any) -> Iterator[object]:
-            stages = real(source)
+        def held_stages(source: Any, apart: Any = None) -> Iterator[object]:
+            stages = real(source, apart)
             with closing(stages):
                 first = next(stages)
                 if not calls:
@@ -288,8 +288,8 @@ async def test_each_later_step_is_read_once_the_step_before_is_on_screen(
 
     load_in_stages = startup.load_in_stages
 
-    def recorded(source: Any) -> Iterator[object]:
-        stages = load_in_stages(source)
+    def recorded(source: Any, apart: Any = None) -> Iterator[object]:
+        stages = load_in_stages(source, apart)
         for step in ("first", "complete", "extras", "causes"):
             seen[step] = on_screen()  # what the UI showed as the reader began this step
             yield next(stages)

@@ -127,8 +127,8 @@ def test_stopping_the_reads_waits_for_the_step_each_is_in(
     reading_step = threading.Event()
     step_may_end = threading.Event()
 
-    def slow_stages(source: Source) -> Iterator[object]:
-        stages = real(source)
+    def slow_stages(source: Source, apart: Any = None) -> Iterator[object]:
+        stages = real(source, apart)
         with closing(stages):
             yield next(stages)
             reading_step.set()

@@ -46,8 +46,8 @@ def test_the_staged_read_hands_over_each_step_and_reads_the_next_once_asked(
     steps: list[str] = []
     pulled = [threading.Event() for _ in range(4)]  # the reader asked the stages for step i
 
-    def recorded(source: Any) -> Iterator[object]:
-        stages = load_in_stages(source)
+    def recorded(source: Any, apart: Any = None) -> Iterator[object]:
+        stages = load_in_stages(source, apart)
         for index, step in enumerate(("first", "complete", "extras", "causes")):
             pulled[index].set()
             value = next(stages)

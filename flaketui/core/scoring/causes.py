@@ -602,6 +602,66 @@ def analyse(
     )
 
 
+# One analysis: (kind, key, members), kind being test, family or cofailure.
+CauseTarget = tuple[str, str, tuple[str, ...]]
+# What an analysis found: the suspects of each target, by (kind, key).
+FoundCauses = dict[tuple[str, str], tuple[Suspect, ...]]
+
+
+def cause_targets(report: Report, *, cofailures_only: bool = False) -> list[CauseTarget]:
+    """What attach_causes analyses, in the order it does: the flaky tests, the flaky families
+    (none with cofailures_only), then every co-failure group."""
+    targets: list[CauseTarget] = []
+    if not cofailures_only:
+        targets += [("test", t.test_id, (t.test_id,)) for t in report.tests if t.verdict == "flaky"]
+        targets += [
+            ("family", g.key, tuple(g.members)) for g in report.families if g.verdict == "flaky"
+        ]
+    targets += [("cofailure", g.key, tuple(g.members)) for g in report.cofailures]
+    return targets
+
+
+def cause_rows(report: Report, targets: list[CauseTarget]) -> int:
+    """About how many test-runs analysing targets reads: each member's counted runs."""
+    tests = {t.test_id: t.scores.runs for t in report.tests}
+    return sum(tests.get(member, 0) for _, _, members in targets for member in members)
+
+
+def find_causes(
+    db: Connected, targets: list[CauseTarget], *, now: datetime, config: Config
+) -> FoundCauses:
+    """The suspects of each target, the targets sharing the run orders read for them."""
+    orders = RunOrders(db.conn)
+    found: FoundCauses = {}
+    for kind, key, members in targets:
+        units = load_units(
+            db, Target(key, kind, [], list(members)), now=now, config=config, orders=orders
+        )
+        found[(kind, key)] = tuple(find_suspects(units, config))
+    return found
+
+
+def with_causes(report: Report, found: FoundCauses) -> Report:
+    """The report with the suspects found filled in; a co-failure group is then named by the
+    cause its tests share, when it has one (cofailure.group_label)."""
+    from flaketui.core.scoring.cofailure import group_label
+
+    tests = [
+        replace(t, causes=found[("test", t.test_id)]) if ("test", t.test_id) in found else t
+        for t in report.tests
+    ]
+    families = [
+        replace(g, causes=found[("family", g.key)]) if ("family", g.key) in found else g
+        for g in report.families
+    ]
+    cofailures = []
+    for group in report.cofailures:
+        causes = found.get(("cofailure", group.key), ())
+        label = group_label(group.members, causes[0].label if causes else None)
+        cofailures.append(replace(group, causes=causes, label=label))
+    return replace(report, tests=tests, families=families, cofailures=cofailures)
+
+
 def attach_causes(
     db: Connected, report: Report, config: Config, *, cofailures_only: bool = False
 ) -> Report:
@@ -613,30 +673,5 @@ def attach_causes(
     shows no test's or family's causes; those are most of the work (a read of every flaky
     test's and family's runs).
     """
-    from flaketui.core.scoring.cofailure import group_label
-
-    orders = RunOrders(db.conn)
-
-    def suspects_of(key: str, kind: str, members: list[str]) -> tuple[Suspect, ...]:
-        target = Target(key, kind, [], members)
-        units = load_units(db, target, now=report.now, config=config, orders=orders)
-        return tuple(find_suspects(units, config))
-
-    tests = [
-        replace(t, causes=suspects_of(t.test_id, "test", [t.test_id]))
-        if t.verdict == "flaky" and not cofailures_only
-        else t
-        for t in report.tests
-    ]
-    families = [
-        replace(g, causes=suspects_of(g.key, "family", g.members))
-        if g.verdict == "flaky" and not cofailures_only
-        else g
-        for g in report.families
-    ]
-    cofailures = []
-    for group in report.cofailures:
-        causes = suspects_of(group.key, "cofailure", group.members)
-        label = group_label(group.members, causes[0].label if causes else None)
-        cofailures.append(replace(group, causes=causes, label=label))
-    return replace(report, tests=tests, families=families, cofailures=cofailures)
+    targets = cause_targets(report, cofailures_only=cofailures_only)
+    return with_causes(report, find_causes(db, targets, now=report.now, config=config))

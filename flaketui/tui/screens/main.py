@@ -44,6 +44,7 @@ from flaketui.tui.widgets.viewtabs import ViewTabs
 
 if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
+    from flaketui.tui.causes_apart import Apart
 
 SYNC_REBUILD_TESTS = 5000  # above this, a changed view's rows are built in a worker
 # The first paint waits this long at most for the first load (see _hold_first_paint).
@@ -202,7 +203,13 @@ class MainScreen(Screen[None]):
         else:
             self.flaketui.replace_reads()
         self._load_worker(
-            suite, branch_kind, self.state.copy(), threading.Event(), read, self._load_number
+            suite,
+            branch_kind,
+            self.state.copy(),
+            threading.Event(),
+            read,
+            self._load_number,
+            self.flaketui.apart,  # this load's: a later load stops it
         )
 
     # Each worker names itself: Textual's default description is the repr of the arguments,
@@ -216,6 +223,7 @@ class MainScreen(Screen[None]):
         rest: threading.Event,
         read: StagedRead | None,
         number: int,
+        apart: Apart,
     ) -> None:
         """The ranking first; the rest (groups, lifecycle states) once the UI sets `rest`.
 
@@ -253,7 +261,7 @@ class MainScreen(Screen[None]):
             if read is not None:
                 report = read.causes()
             else:
-                report = load_causes(source, data_after.report)
+                report = load_causes(source, data_after.report, apart)
             data_causes = replace(data_after, report=report, causes_loaded=True)
             self._show_extras(data_after, data_causes, state, prepare_rows(data_causes, state))
         except FlaketuiError as exc:

@@ -1,0 +1,152 @@
+"""The app's likely causes, worked out in a process of their own on a big history.
+
+Cause analysis reads every member's counted runs of every flaky test, family and co-failure
+group: minutes at 10 M results, allocating as it goes. In the app's process that work would
+hold the interpreter beside the UI thread, and its garbage collections would pause the UI as
+long as they walk the app's objects. So when a report's analysis is big (CHILD_MIN_ROWS
+test-runs or more), the app hands its targets to a child process (`python -m` this module,
+no UI imported) and waits on a pipe, holding nothing; smaller ones are analysed in the reading
+thread, where starting an interpreter would cost more than the analysis.
+
+The child reads the history through the app's own reader, from the history as it is when it
+opens it: were the history written since the report was read, the app reads it again anyway.
+It answers with what scoring.causes.find_causes returns, so the report is the same either way.
+It ends when its work is done, when it is killed (StagedRead.stop), or when its parent goes:
+the parent holds the child's stdin open until the answer is in, and the child leaves as soon
+as that pipe closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from flaketui.core.errors import FlaketuiError
+
+if TYPE_CHECKING:
+    from flaketui.core.config import Config
+    from flaketui.core.scoring.causes import CauseTarget, FoundCauses
+
+CHILD_MIN_ROWS = 500_000  # test-runs to analyse (causes.cause_rows) from which a child does it
+LENGTH_BYTES = 8
+
+
+class ChildFailed(FlaketuiError):
+    """The child gave no answer (killed, or it failed): the caller analyses in-process."""
+
+
+class Apart:
+    """The child of one load, if any: stop() kills it (the load was replaced, the app quits)
+    and keeps any later one from starting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen[bytes] | None = None
+        self.stopped = False
+
+    def started(self, child: subprocess.Popen[bytes]) -> None:
+        """Note the running child (killed at once if the load was stopped meanwhile)."""
+        with self._lock:
+            self._child = child
+            if self.stopped:
+                child.kill()
+
+    def stop(self) -> None:
+        """Kill the child, if one runs; no child starts after this."""
+        with self._lock:
+            self.stopped = True
+            if self._child is not None and self._child.poll() is None:
+                self._child.kill()
+
+
+def find_causes_apart(
+    path: Path,
+    targets: list[CauseTarget],
+    *,
+    now: datetime,
+    config: Config,
+    started: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> FoundCauses:
+    """scoring.causes.find_causes on the history at path, in a child process.
+
+    started: called with the child once it runs (Apart.started, so that it can be killed).
+    ChildFailed when the child cannot start or ends without a whole answer (it failed, or was
+    killed).
+    """
+    request = pickle.dumps((str(path), targets, now, config), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except (OSError, ValueError) as exc:
+        raise ChildFailed(f"cannot start the cause analysis ({exc})") from None
+    assert child.stdin is not None and child.stdout is not None
+    if started is not None:
+        started(child)
+    try:
+        with contextlib.suppress(BrokenPipeError):
+            child.stdin.write(len(request).to_bytes(LENGTH_BYTES, "big") + request)
+            child.stdin.flush()
+        answer = child.stdout.read()  # to the end: the child exits once it has written it
+    finally:
+        with contextlib.suppress(OSError):
+            child.stdin.close()
+        child.stdout.close()
+        child.wait()
+    # The answer is whole or it is none: a child killed while writing leaves a cut pickle.
+    try:
+        found: FoundCauses = pickle.loads(answer)
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise ChildFailed("the cause analysis ended without an answer") from exc
+    return found
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes:
+    data = stream.read(size)
+    if len(data) != size:
+        raise EOFError
+    return data
+
+
+def _leave_when_orphaned(fd: int) -> None:
+    """Exit the process as soon as the parent closes the request pipe (or dies).
+
+    It reads the file descriptor itself: a thread blocked in the buffered sys.stdin would hold
+    its lock, and the interpreter aborts when it finds that lock held as it shuts down.
+    """
+    while os.read(fd, 4096):
+        pass
+    os._exit(1)
+
+
+def main() -> None:
+    """The child: read one request from stdin, write its answer to stdout."""
+    from flaketui.core.scoring.causes import find_causes
+    from flaketui.tui.history_access import reading
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        size = int.from_bytes(_read_exactly(stdin, LENGTH_BYTES), "big")
+        path, targets, now, config = pickle.loads(_read_exactly(stdin, size))
+    except EOFError:
+        sys.exit(1)
+    threading.Thread(target=_leave_when_orphaned, args=(stdin.fileno(),), daemon=True).start()
+    with reading(Path(path)) as db:
+        found = find_causes(db, targets, now=now, config=config)
+    stdout.write(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
+    stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
