@@ -293,6 +293,22 @@ def test_summary_matches_its_snapshot(
     assert summary == EXPECTED.read_text()
 
 
+def test_summary_counts_days_and_regressions_as_words(runner: CliRunner, tmp_path: Path) -> None:
+    # A window of 1 day is "1 day", two regressions are "2 regressions".
+    Path("pyproject.toml").write_text("[tool.flaketui]\nwindow_days = 1\n")
+    path = tmp_path / "broken.db"
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    for hour in range(12):
+        run = hb.run(ts=T0 + timedelta(hours=hour), commit=f"c{hour:02d}", run_id=f"r{hour:02d}")
+        for test in (BROKEN, GONE):
+            run.result(test, ["fail"] if hour >= 4 else ["pass"], message="assert 4 == 5")
+    db.conn.close()
+    result = invoke(runner, path, "--now", "2026-10-01T12:00:00Z", "--summary-file", "-")
+    assert result.exit_code == 1
+    assert "; window 1 day: 0 flaky, 2 regressions, 0 insufficient, 0 healthy." in result.output
+
+
 def test_summary_shows_ci_data_as_text(runner: CliRunner, history: Path, tmp_path: Path) -> None:
     summary = summary_for(runner, history, tmp_path)
     assert "<" not in summary and ">" not in summary.replace("\n>", "")

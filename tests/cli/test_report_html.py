@@ -114,6 +114,12 @@ def parse(page: str) -> Page:
     return parser
 
 
+def test_a_one_day_window_is_one_day(runner: CliRunner, tmp_path: Path) -> None:
+    Path("pyproject.toml").write_text("[tool.flaketui]\nwindow_days = 1\n")
+    page = parse(render_html(runner, hostile_history(tmp_path / "h.db")))
+    assert "As of 2026-11-01T00:00:00Z, window 1 day." in "".join(page.text)
+
+
 def test_ci_data_shows_as_text_never_as_markup(runner: CliRunner, tmp_path: Path) -> None:
     page = parse(render_html(runner, hostile_history(tmp_path / "h.db")))
     names = [tag for tag, _attrs in page.tags]

@@ -39,6 +39,7 @@ from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
 from flaketui.core.scoring.report import VERDICT_ORDER, build_report, effective_now
 from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.timeutil import MAX_DAYS, parse_iso, to_iso
+from flaketui.core.words import plural
 
 REASONS = ("new-flaky", "regression", "confirmed-regression", "quarantine-expired")
 DEFAULT_REASONS = ("new-flaky", "regression", "quarantine-expired")
@@ -271,12 +272,15 @@ def render_summary(result: CheckResult) -> str:
         if result.failed
         else "passes"
     )
-    counts = ", ".join(f"{count} {verdict}" for verdict, count in result.counts.items())
+    counts = ", ".join(
+        plural(count, verdict) if verdict == Verdict.REGRESSION else f"{count} {verdict}"
+        for verdict, count in result.counts.items()
+    )
     out = [
         f"### flaketui check {status}",
         "",
         f"As of {to_iso(result.now)}, changes since {to_iso(result.since)} "
-        f"({md_text(result.since_label)}); window {result.window_days} days: {counts}.",
+        f"({md_text(result.since_label)}); window {plural(result.window_days, 'day')}: {counts}.",
     ]
     if result.max_damage is not None:
         out += [

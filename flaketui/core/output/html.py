@@ -230,7 +230,8 @@ def _header(report: Report, counts: dict[Verdict, int]) -> list[str]:
     return [
         "<header><h1>flaketui report</h1>",
         f'<p class="meta">As of <time id="as-of">{e(to_iso(report.now))}</time>, '
-        f'window <span id="window">{report.window_days}</span> days{e(clamp)}.</p>',
+        f'window <span id="window">{report.window_days}</span> '
+        f"day{'' if report.window_days == 1 else 's'}{e(clamp)}.</p>",
         f'<ul class="counts" id="counts">{items}</ul></header>',
     ]
 
