@@ -189,3 +189,33 @@ def test_not_a_database_is_refused(runner: CliRunner, tmp_path: Path) -> None:
 def test_limit_must_be_positive(runner: CliRunner, history: Path) -> None:
     result = runner.invoke(cli, ["report", str(history), "--limit", "0"])
     assert result.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ("", "clean for the last 12 runs over 1 day, 12 runs and 3 days needed"),
+        (
+            "resolved_min_days = 1\n",
+            "clean for the last 12 runs over 1 day, 12 runs and 1 day needed",
+        ),
+    ],
+)
+def test_a_quiet_spell_of_one_day_is_one_day(
+    runner: CliRunner, tmp_path: Path, settings: str, words: str
+) -> None:
+    # Bad runs up to the evening before, then a morning of clean runs: "over 1 day", and a
+    # resolved_min_days of 1 is "1 day" too.
+    Path("pyproject.toml").write_text(f"[tool.flaketui]\n{settings}")
+    path = tmp_path / "quiet.db"
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    starts = [T0 + timedelta(hours=12 * run) for run in range(20)]
+    starts += [starts[-1] + timedelta(hours=4 + hour) for hour in range(12)]
+    for number, start in enumerate(starts):
+        bad = number < 20 and number % 3 == 1
+        hb.run(ts=start, commit=f"c{number:02d}").result(FLAKY, ["fail"] if bad else ["pass"])
+    db.conn.close()
+    output = invoke(runner, str(path), "--now", "2026-10-11T12:00:00Z", "--format", "json")
+    (test,) = json.loads(output)["tests"]
+    assert words in test["reason"]

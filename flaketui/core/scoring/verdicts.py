@@ -275,6 +275,12 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def _days(days: float, spec: str) -> str:
+    """Days as `spec` shows them, "day" after a shown 1: "1 day", "0 days", "1.5 days"."""
+    shown = format(days, spec)
+    return f"{shown} day" if shown == "1" else f"{shown} days"
+
+
 def evidence_parts(ev: Evidence, config: Config = DEFAULTS) -> list[str]:
     """The flake evidence a person can check, one phrase each; empty when there is none."""
     parts = []
@@ -325,7 +331,7 @@ def _resolved(ev: Evidence, config: Config) -> Judgement:
     return Judgement(
         Verdict.HEALTHY,
         f"{_count(ev.failed_runs, 'bad run')}, the last on {when}; "
-        f"{_count(ev.clean_tail, 'clean run')} since, over {clean_days(ev):.0f} days "
+        f"{_count(ev.clean_tail, 'clean run')} since, over {_days(clean_days(ev), '.0f')} "
         f"(>= {clean_runs_needed(ev, config)} needed after "
         f"{_count(ev.failed_runs, 'bad run')} in {ev.runs - ev.clean_tail})",
         ["resolved"],
@@ -337,9 +343,9 @@ def _not_yet_resolved(ev: Evidence, config: Config) -> str:
     if ev.clean_tail < config.n_min:
         return ""
     return (
-        f"; clean for the last {_count(ev.clean_tail, 'run')} over {clean_days(ev):.0f} days, "
-        f"{_count(clean_runs_needed(ev, config), 'run')} and {config.resolved_min_days:g} days "
-        "needed to call it resolved"
+        f"; clean for the last {_count(ev.clean_tail, 'run')} over "
+        f"{_days(clean_days(ev), '.0f')}, {_count(clean_runs_needed(ev, config), 'run')} and "
+        f"{_days(config.resolved_min_days, 'g')} needed to call it resolved"
     )
 
 
