@@ -219,3 +219,27 @@ def test_a_quiet_spell_of_one_day_is_one_day(
     output = invoke(runner, str(path), "--now", "2026-10-11T12:00:00Z", "--format", "json")
     (test,) = json.loads(output)["tests"]
     assert words in test["reason"]
+
+
+@pytest.mark.parametrize(
+    ("group_by", "words"),
+    [
+        ("family", "(no parametrized families in the window)"),
+        ("signature", "(no failure signatures in the window)"),
+        ("cofailure", "(no co-failure groups in the window: no flaky tests that fail together)"),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_no_group_is_not_said_to_be_no_test(
+    runner: CliRunner, tmp_path: Path, group_by: str, words: str, fmt: str
+) -> None:
+    # Tests with counted runs, none parametrized, none failing: the empty list names the groups.
+    path = tmp_path / "steady.db"
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    for day in range(12):
+        hb.run(ts=T0 + timedelta(days=day)).result(BROKEN, ["pass"]).result(FLAKY, ["pass"])
+    db.conn.close()
+    output = invoke(runner, str(path), "--now", NOW, "--group-by", group_by, "--format", fmt)
+    assert words in output
+    assert "no tests with counted runs" not in output

@@ -278,6 +278,17 @@ def _groups_of(report: Report, group_by: str) -> list[GroupVerdict]:
     }[group_by]
 
 
+def _nothing_listed(report: Report, group_by: str | None) -> str:
+    """What an empty table says: no test counted at all, or no group of the kind asked for."""
+    if group_by is None or not report.tests:
+        return "(no tests with counted runs in the window)"
+    return {
+        "family": "(no parametrized families in the window)",
+        "signature": "(no failure signatures in the window)",
+        "cofailure": "(no co-failure groups in the window: no flaky tests that fail together)",
+    }[group_by]
+
+
 def _rows(report: Report, group_by: str | None, limit: int | None) -> list[dict[str, Any]]:
     if group_by is None:
         return [test_entry(t) for t in _cut(report.tests, limit)]
@@ -403,7 +414,7 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
         for row in lines
     ]
     if len(lines) == 1:
-        body.append("(no tests with counted runs in the window)")
+        body.append(_nothing_listed(report, group_by))
     return _header(report) + "\n\n" + "\n".join(body) + "\n"
 
 
@@ -435,7 +446,7 @@ def render_markdown(
             f"{entry['flaky_runs']} | {md_text(entry['owner'])} | {md_text(entry['reason'])} |"
         )
     if not rows:
-        out.append("| | (no tests with counted runs in the window) | | | | | | | | | |")
+        out.append(f"| | {_nothing_listed(report, group_by)} | | | | | | | | | |")
     return "\n".join(out) + "\n"
 
 
