@@ -116,3 +116,35 @@ def test_an_existing_file_named_like_a_typo_is_opened(runner: CliRunner, tmp_pat
     result = runner.invoke(cli, ["reprot"], prog_name="flaketui")
     assert result.exit_code == 1, result.output
     assert result.output.startswith("Error: reprot: is empty"), result.output
+
+
+WRITERS = [
+    ["ingest", "h.db", "r.xml", "--no-detect", "--run-id", "r2"],
+    ["prune", "h.db", "--older-than", "1"],
+    ["resign", "h.db"],
+    ["incident", "add", "h.db", "outage", "--from", "2020-01-01", "--to", "2020-01-02"],
+    ["quarantine", "h.db", "tests.test_a::test_b", "--reason", "r", "--skip-file", "q.json"],
+    ["merge", "h.db", "other.db"],
+]
+
+
+@pytest.mark.parametrize("args", WRITERS, ids=" ".join)
+def test_a_history_without_a_write_bit_is_never_written(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
+    # No write bit for anyone is read-only for every user, root too, as for the skip file.
+    report = '<testsuite><testcase classname="tests.test_a" name="test_b"/></testsuite>'
+    (tmp_path / "r.xml").write_text(report)
+    for name, run in (("h.db", "r1"), ("other.db", "r3")):
+        ingested = runner.invoke(cli, ["ingest", name, "r.xml", "--no-detect", "--run-id", run])
+        assert ingested.exit_code == 0, ingested.output
+    history = tmp_path / "h.db"
+    history.chmod(0o444)
+    before = history.read_bytes()
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        "Error: h.db: read-only; it can be read (report, open) but not written\n"
+    )
+    assert history.read_bytes() == before
+    assert not (tmp_path / "q.json").exists()

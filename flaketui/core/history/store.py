@@ -427,7 +427,7 @@ def open_connection(
         )
     conn.execute("PRAGMA foreign_keys = ON")
     if not readonly:
-        if path.exists() and not os.access(path, os.W_OK):
+        if path.exists() and is_read_only(path):
             conn.close()
             raise HistoryError(f"{path}: read-only; it can be read (report, open) but not written")
         try:
@@ -545,9 +545,7 @@ def upgrade_older(path: str | Path) -> None:
     before a migration keep working everywhere; a file it may not write is refused.
     """
     path = Path(path)
-    if not os.access(path, os.W_OK) or (
-        path.parent.exists() and not os.access(path.parent, os.W_OK)
-    ):
+    if is_read_only(path) or (path.parent.exists() and not os.access(path.parent, os.W_OK)):
         raise HistoryError(
             f"{path}: history written by an older flaketui needs an upgrade, but the file is "
             "read-only; upgrade a writable copy (any writing command, e.g. flaketui prune)"
