@@ -248,3 +248,41 @@ def test_the_nightly_summary_lists_what_each_apply_wrote_days_after_its_transiti
     assert FLAKY not in json.loads((work / "skip.json").read_text())["tests"]
     # Run again the same night: nothing new was written in the last day but what it wrote.
     assert "- Released (1):\n" in nightly_summary(work, later)
+
+
+def person(work: Path, command: str, *args: str) -> None:
+    skip = str(work / "skip.json")
+    line = [command, str(work / "h.db"), FLAKY, "--skip-file", skip, "--now", NOW, *args]
+    result = CliRunner().invoke(cli, line)
+    assert result.exit_code == 0, result.output
+
+
+def test_a_caught_up_quarantine_keeps_the_entry_a_person_wrote(work: Path) -> None:
+    # The lifecycle would have quarantined the test days ago; a person did it since, in their
+    # own words: their mode, reason and ticket stay.
+    build(work / "h.db")
+    person(
+        work, "quarantine", "--reason", "tracked in JIRA-7", "--ticket", "JIRA-7", "--mode", "run"
+    )
+    before = json.loads((work / "skip.json").read_text())["tests"][FLAKY]
+    result = invoke(work, "--now", NOW, "--apply", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert ("warning", "quarantined") in [(t["from"], t["to"]) for t in doc["transitions"]]
+    assert [s["state"] for s in doc["states"]] == ["quarantined"]
+    assert json.loads((work / "skip.json").read_text())["tests"][FLAKY] == before
+
+
+def test_a_caught_up_quarantine_leaves_out_a_test_a_person_released(work: Path) -> None:
+    # A person quarantined and released the test since the lifecycle's quarantine was due:
+    # the replay ends released, and so does the skip file.
+    build(work / "h.db")
+    person(work, "quarantine", "--reason", "try it")
+    person(work, "release", "--reason", "fixed")
+    result = invoke(work, "--now", NOW, "--apply", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert ("warning", "quarantined") in [(t["from"], t["to"]) for t in doc["transitions"]]
+    assert "quarantined" not in [s["state"] for s in doc["states"]]
+    assert doc["effects"]["quarantined"] == []
+    assert json.loads((work / "skip.json").read_text())["tests"] == {}

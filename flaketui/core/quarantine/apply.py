@@ -15,9 +15,10 @@ Applying writes, oldest first, each pending transition as an audit row (action
 `lifecycle`), after its skip-file effect: an auto quarantine adds a `skip` entry through
 quarantine.actions (its quarantined_at and its audit row's ts are the transition, its
 written_at the apply's now, its expiry skip_expiry_days after the apply, so a caught-up entry
-is not born expired); an auto release removes the entry only when the lifecycle added it (a
-person's or a hand-written entry is kept and reported), its row dated likewise. Re-applying
-with the same now writes nothing.
+is not born expired), unless a person decided since it was due (the skip file lists the test:
+their entry stays; a recorded release follows it: the test stays out); an auto release removes
+the entry only when the lifecycle added it (a person's or a hand-written entry is kept and
+reported), its row dated likewise. Re-applying with the same now writes nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from flaketui.core.config import Config
 from flaketui.core.history.store import transaction
 from flaketui.core.quarantine.actions import quarantine, release
 from flaketui.core.quarantine.lifecycle import LIFECYCLE, Plan, Transition
+from flaketui.core.quarantine.machine import QUARANTINED
 from flaketui.core.quarantine.skipfile import (
     SkipEntry,
     SkipFile,
@@ -154,6 +156,23 @@ def _write_row(
         )
 
 
+def _decided_since(plan: Plan, step: Transition, skip_path: Path) -> bool:
+    """Whether a person decided on a caught-up quarantine's test since it was due: the skip
+    file already lists it (their entry, mode, reason and ticket stay), or a recorded
+    transition after it (their release) took it out of quarantine."""
+    skip = read_skip_file(skip_path, explicit=True)
+    if skip is not None and step.test_id in skip.entries:
+        return True
+    later = plan.transitions[plan.transitions.index(step) + 1 :]
+    return any(
+        t.test_id == step.test_id
+        and not t.pending
+        and t.before in QUARANTINED
+        and t.after not in QUARANTINED
+        for t in later
+    )
+
+
 def apply_plan(
     db: sqlite_utils.Database,
     plan: Plan,
@@ -174,7 +193,7 @@ def apply_plan(
         # transitions before it applied and the rest not.
         refuse_read_only(skip_path.absolute())
     for step in plan.pending:
-        if step.effect == "quarantine":
+        if step.effect == "quarantine" and not _decided_since(plan, step, skip_path):
             # Expiry runs from the apply, so a quarantine caught up days late is not stale.
             quarantine(
                 db,
@@ -191,7 +210,7 @@ def apply_plan(
                 who=who,
                 source=LIFECYCLE,
                 config=config,
-                replace=True,  # the transition decides, whatever entry the test had
+                replace=True,  # only an entry written since _decided_since read the file
             )
             applied.quarantined.append(step.test_id)
         elif step.effect in ("release", "keep"):
