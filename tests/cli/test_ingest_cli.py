@@ -382,7 +382,10 @@ def test_manifest_usage_errors(tmp_path: Path, args: list[str], message: str) ->
     [
         (lambda path: None, "no such manifest"),
         (lambda path: path.mkdir(), "is a directory, not a manifest"),
-        (lambda path: path.write_bytes(b"\xff\xfe{"), "cannot read"),
+        (
+            lambda path: path.write_bytes(b'{"file": "a.xml"}\n\xff\xfe{'),
+            "runs.jsonl: not valid UTF-8 (byte 0xFF at offset 18); a manifest is JSON Lines",
+        ),
     ],
     ids=["missing", "directory", "not-utf8"],
 )

@@ -91,6 +91,7 @@ def test_bad_source_is_one_line_and_changes_nothing(
 def test_bad_source_does_not_create_dest(tmp_path: Path, sources: list[Path]) -> None:
     result = merge(tmp_path / "new.db", tmp_path / "gone.db")
     assert result.exit_code == 1
+    assert result.output == f"Error: {tmp_path / 'gone.db'}: no such history to merge\n"
     assert not (tmp_path / "new.db").exists()
 
 

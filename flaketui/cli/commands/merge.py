@@ -65,6 +65,12 @@ def _distinct(sources: tuple[Path | str, ...]) -> tuple[Path | str, ...]:
     return tuple(distinct)
 
 
+def _check_exists(source: Path | str) -> None:
+    """A source that is not there is named as such (not as a history to ingest into)."""
+    if not Path(source).exists():
+        raise FlaketuiError(f"{source}: no such history to merge")
+
+
 def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
     """Push each history file to the server, each in one transaction."""
     from flaketui.core.history.pg.connect import connect, server_errors
@@ -76,6 +82,7 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
             " (flaketui sync URL FILE), then merge that file into the other server"
         )
     for source in sources:  # refuse a bad source before anything is written
+        _check_exists(source)
         open_history(source, create=False, readonly=True).conn.close()
     total = PushSummary()
     pg = connect(url)
@@ -105,6 +112,7 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
     patterns = load_config().mask_patterns
     foreign = False
     for source in sources:  # refuse a bad source before DEST is created
+        _check_exists(source)
         with history_file(source, create=False, readonly=True) as source_db:
             foreign |= not is_current(source_db, patterns)
     with history_file(dest) as history:

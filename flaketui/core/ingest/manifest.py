@@ -205,8 +205,14 @@ def manifest_text(manifest: Path) -> str:
         raise FlaketuiError(f"{manifest}: no such manifest") from None
     except IsADirectoryError:
         raise FlaketuiError(f"{manifest}: is a directory, not a manifest") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FlaketuiError(f"{manifest}: cannot read ({exc})") from None
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start]
+        raise FlaketuiError(
+            f"{manifest}: not valid UTF-8 (byte 0x{bad:02X} at offset {exc.start}); a manifest "
+            "is JSON Lines in UTF-8"
+        ) from None
+    except OSError as exc:
+        raise FlaketuiError(f"{manifest}: cannot read ({exc.strerror or exc})") from None
 
 
 def read_manifest(manifest: Path) -> tuple[list[list[_Line]], list[tuple[int, str]]]:
