@@ -19,8 +19,10 @@ as that pipe closes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
-import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -29,10 +31,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.scoring.results import Suspect
 
 if TYPE_CHECKING:
-    from flaketui.core.config import Config
     from flaketui.core.scoring.causes import CauseTarget, FoundCauses
 
 CHILD_MIN_ROWS = 500_000  # test-runs to analyse (causes.cause_rows) from which a child does it
@@ -81,7 +84,14 @@ def find_causes_apart(
     ChildFailed when the child cannot start or ends without a whole answer (it failed, or was
     killed).
     """
-    request = pickle.dumps((str(path), targets, now, config), protocol=pickle.HIGHEST_PROTOCOL)
+    request = json.dumps(
+        {
+            "path": str(path),
+            "targets": targets,
+            "now": now.isoformat(),
+            "config": config.as_dict(),
+        }
+    ).encode()
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", __name__],
@@ -104,12 +114,26 @@ def find_causes_apart(
             child.stdin.close()
         child.stdout.close()
         child.wait()
-    # The answer is whole or it is none: a child killed while writing leaves a cut pickle.
+    # The answer is whole or it is none: a child killed while writing leaves cut JSON.
     try:
-        found: FoundCauses = pickle.loads(answer)
-    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        return {
+            (kind, key): tuple(Suspect(*fields) for fields in suspects)
+            for kind, key, suspects in json.loads(answer)
+        }
+    except (ValueError, TypeError) as exc:
         raise ChildFailed("the cause analysis ended without an answer") from exc
-    return found
+
+
+def _config(data: dict[str, object]) -> Config:
+    """Config.as_dict() read back (JSON gives lists where the config holds tuples)."""
+    defaults = Config()
+    return dataclasses.replace(
+        defaults,
+        **{
+            name: tuple(value) if isinstance(getattr(defaults, name), tuple) else value  # type: ignore[arg-type]
+            for name, value in data.items()
+        },
+    )
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes:
@@ -127,7 +151,7 @@ def _leave_when_orphaned(fd: int) -> None:
     """
     while os.read(fd, 4096):
         pass
-    os._exit(1)
+    signal.raise_signal(signal.SIGTERM)  # the whole process, at once, by its default action
 
 
 def main() -> None:
@@ -138,13 +162,23 @@ def main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:
         size = int.from_bytes(_read_exactly(stdin, LENGTH_BYTES), "big")
-        path, targets, now, config = pickle.loads(_read_exactly(stdin, size))
+        request = json.loads(_read_exactly(stdin, size))
     except EOFError:
         sys.exit(1)
     threading.Thread(target=_leave_when_orphaned, args=(stdin.fileno(),), daemon=True).start()
-    with reading(Path(path)) as db:
-        found = find_causes(db, targets, now=now, config=config)
-    stdout.write(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
+    targets = [(kind, key, tuple(members)) for kind, key, members in request["targets"]]
+    with reading(Path(request["path"])) as db:
+        found = find_causes(
+            db,
+            targets,
+            now=datetime.fromisoformat(request["now"]),
+            config=_config(request["config"]),
+        )
+    answer = [
+        [kind, key, [dataclasses.astuple(suspect) for suspect in suspects]]
+        for (kind, key), suspects in found.items()
+    ]
+    stdout.write(json.dumps(answer).encode())
     stdout.flush()
 
 

@@ -300,12 +300,21 @@ def _ingest_one_run(db: str, report: str, run_id: str) -> None:
     history.conn.close()  # the last connection checkpoints the run into the main file
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs a writer the file's mode bits do not stop")
+def _ingest_as_its_writer(db: str, report: str, run_id: str) -> None:
+    """_ingest_one_run by a user who may write the file (its owner, say), where the reader
+    may not: flaketui writes no history whose mode has no write bit, even as root."""
+    os.chmod(db, 0o644)
+    try:
+        _ingest_one_run(db, report, run_id)
+    finally:
+        os.chmod(db, 0o444)
+
+
 def test_a_history_the_app_cannot_write_is_read_consistently_while_another_process_writes(
     tmp_path: Path,
 ) -> None:
     """The app's reader on a mode-444 history, holding its connection while another process
-    (root here; a CI user owning a shared history in real life) ingests a run into it."""
+    (its writer: a CI user owning a shared history in real life) ingests a run into it."""
     from flaketui.tui.history_access import reading
 
     db = tmp_path / "history.db"
@@ -319,7 +328,9 @@ def test_a_history_the_app_cannot_write_is_read_consistently_while_another_proce
         report = large_report(tmp_path / f"w{number}.xml", READ_RUN_CASES, tag=f"w{number}")
         with reading(db) as reader:
             runs = reader.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-            writer = ctx.Process(target=_ingest_one_run, args=(str(db), str(report), f"w{number}"))
+            writer = ctx.Process(
+                target=_ingest_as_its_writer, args=(str(db), str(report), f"w{number}")
+            )
             writer.start()
             writer.join(60)
             assert writer.exitcode == 0
