@@ -149,3 +149,9 @@ def test_any_stream_gives_each_test_one_attempt(tmp_path: Path, stream: list[Poi
     if len({test_id for test_id, _ in expected}) == len(expected):
         assert ids == [test_id for test_id, _ in expected]  # no repeats: the ids as they were
     assert _rows(tmp_path, content) == rows  # the same stream, the same ids
+
+
+def test_a_stream_cut_inside_a_subtest_keeps_the_subtest_name(tmp_path: Path) -> None:
+    """The `# Subtest:` comment right after a test line names the tests of the cut subtest."""
+    rows = _rows(tmp_path, "TAP version 14\nok 1 - x\n# Subtest: a\n    ok 1 - b\n")
+    assert rows == [("x", ["pass"]), ("a > b", ["pass"])]

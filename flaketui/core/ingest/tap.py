@@ -248,6 +248,10 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
         elif _VERSION.match(stripped) or _PLAN.match(stripped):
             seen_tap = True
         elif stripped.startswith("# Subtest:"):
+            if pending is not None:
+                # The test before the comment is whole: judged now, it cannot clear the name.
+                reader.result(pending)
+                pending = None
             reader.names[level] = stripped.removeprefix("# Subtest:").strip()
         if reader.out:
             yield from reader.out
