@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from flaketui.core.config import Config
-from flaketui.core.ingest.runmeta import RunMetaError, branch_kind_for, resolve_run_meta
+from flaketui.core.ingest.runmeta import (
+    RunMetaError,
+    branch_kind_for,
+    detect_git,
+    resolve_run_meta,
+)
 from flaketui.core.models import RunMeta
 from flaketui.core.testids import file_of_test, normalise_path
 
@@ -240,3 +245,23 @@ def test_paths_are_normalised() -> None:
     assert file_of_test("tests/test_a.py::TestX::test_y[1]", None) == "tests/test_a.py"
     assert file_of_test("com.acme.FooTest::bar", None) is None
     assert file_of_test("com.acme.FooTest::bar", "./src/FooTest.java") == "src/FooTest.java"
+
+
+def test_git_gives_the_commit_the_branch_and_the_files_it_changed(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-c", "user.email=a@b", "-c", "user.name=a", *args],
+            cwd=tmp_path, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    git("init", "-q", "-b", "trunk")
+    assert detect_git(tmp_path) == (None, None, [])  # no commit yet
+    (tmp_path / "test_a.py").write_text("")
+    (tmp_path / "test_b.py").write_text("")
+    git("add", ".")
+    git("commit", "-qm", "two tests")
+    sha = git("rev-parse", "HEAD")
+    assert detect_git(tmp_path) == (sha, "trunk", ["test_a.py", "test_b.py"])
+    git("checkout", "-q", "--detach")
+    assert detect_git(tmp_path) == (sha, None, ["test_a.py", "test_b.py"])

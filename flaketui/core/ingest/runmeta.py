@@ -263,13 +263,14 @@ def _git(cwd: Path, *args: str) -> str | None:
 
 def detect_git(cwd: Path) -> tuple[str | None, str | None, list[str]]:
     """HEAD's commit, branch (None when detached) and changed files, from git in cwd."""
-    head = _git(cwd, "rev-parse", "HEAD")
-    if head is None:
+    # One call for both: the commit, then the branch name ("HEAD" when detached).
+    names = _git(cwd, "rev-parse", "HEAD", "--abbrev-ref", "HEAD")
+    if names is None:
         return None, None, []
-    branch = (_git(cwd, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    head, branch = ([*names.split(), "", ""])[:2]
     changed = _git(cwd, "show", "--name-only", "--format=", "--no-renames", "HEAD") or ""
     files = [line.strip() for line in changed.splitlines() if line.strip()]
-    return head.strip() or None, (branch if branch and branch != "HEAD" else None), files
+    return head or None, (branch if branch and branch != "HEAD" else None), files
 
 
 # ---- resolution ---------------------------------------------------------------------------------
