@@ -73,6 +73,16 @@ def test_ingest_one_report_prints_a_summary(tmp_path: Path) -> None:
     assert query(tmp_path / "h.db", "SELECT count(*) FROM tests") == [(2,)]
 
 
+def test_a_report_given_twice_is_read_once_and_said_so(tmp_path: Path) -> None:
+    report = junit(tmp_path / "r.xml", case("a"), case("b"))
+    result = run(tmp_path / "h.db", report, report, "--run-id", "x")
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        "run x (new run): 1 file ingested, 1 duplicate skipped, 2 results added, 2 tests in the"
+        " run\n"
+    )
+
+
 def test_same_report_twice_changes_nothing(tmp_path: Path) -> None:
     db, report = tmp_path / "h.db", junit(tmp_path / "r.xml", case("a"), case("b", "fail"))
     assert run(db, report).exit_code == 0

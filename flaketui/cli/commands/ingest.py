@@ -183,6 +183,10 @@ def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> No
     if result.created and incident is not None:
         state += f", incident {incident}"  # shown: it may come from FLAKETUI_INCIDENT
     skipped = f", {result.files_skipped} already ingested" if result.files_skipped else ""
+    # Files given twice (or with the same content as another) are read once.
+    repeats = reports - result.files_ingested - result.files_skipped
+    if repeats > 0:
+        skipped += f", {plural(repeats, 'duplicate')} skipped"
     click.echo(
         f"run {result.run_id} ({state}): "
         f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
