@@ -94,7 +94,9 @@ def find_causes_apart(
     ).encode()
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", __name__],
+            # -P: the working directory is not put first on the module path, so a folder named
+            # flaketui where the app was started cannot stand in for the installed package.
+            [sys.executable, "-P", "-m", __name__],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -118,3 +118,18 @@ def test_stopping_a_staged_read_stops_its_child(copy: Path) -> None:
     assert read.apart.stopped
     read.thread.join(timeout=30)
     assert not read.thread.is_alive()
+
+
+def test_a_flaketui_folder_where_the_app_runs_does_not_stand_in_for_the_child(
+    copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    impostor = tmp_path / "work" / "flaketui" / "tui"
+    impostor.mkdir(parents=True)
+    for package in (impostor.parent, impostor):
+        (package / "__init__.py").write_text("")
+    (impostor / "causes_apart.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.chdir(tmp_path / "work")
+    report, targets = _report_and_targets(copy)
+    with reading(copy) as db:
+        here = find_causes(db, targets, now=report.now, config=Config())
+    assert find_causes_apart(copy, targets, now=report.now, config=Config()) == here
