@@ -246,22 +246,20 @@ def load_in_stages(
                 suites_of(db),
                 set_aside_reason(db, report, source),
             )
-            yield with_causes(db, source, report, apart)
+            yield _causes_of(db, source, report, apart)
 
 
-def with_causes(db: Connected, source: Source, report: Report, apart: Apart | None) -> Report:
+def _causes_of(db: Connected, source: Source, report: Report, apart: Apart | None) -> Report:
     """The report with the likely causes of its flaky tests and families: worked out in a
     child process when the analysis is big (causes_apart says why), else by this thread.
 
-    apart: the load's handle on its child (a stopped one starts none and falls back on
-    nothing: the load was replaced, nobody waits for its causes).
+    apart: the load's handle on its child (a stopped one kills its child as it starts, and
+    nothing falls back: the load was replaced, nobody waits for its causes).
     """
     causes = _core("scoring.causes")
     targets = causes.cause_targets(report)
     found = None
     if apart is not None and causes.cause_rows(report, targets) >= causes_apart.CHILD_MIN_ROWS:
-        if apart.stopped:
-            raise FlaketuiError("the history was not read to the end")
         try:
             found = causes_apart.find_causes_apart(
                 source.path, targets, now=report.now, config=source.config, started=apart.started
@@ -288,9 +286,9 @@ def load_extras(
 
 
 def load_causes(source: Source, report: Report, apart: Apart | None = None) -> Report:
-    """The report with the likely causes of its flaky tests and families (see with_causes)."""
+    """The report with the likely causes of its flaky tests and families (see _causes_of)."""
     with reading(source.path) as db:
-        return with_causes(db, source, report, apart)
+        return _causes_of(db, source, report, apart)
 
 
 def load_detail(

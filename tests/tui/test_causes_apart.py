@@ -133,3 +133,19 @@ def test_a_flaketui_folder_where_the_app_runs_does_not_stand_in_for_the_child(
     with reading(copy) as db:
         here = find_causes(db, targets, now=report.now, config=Config())
     assert find_causes_apart(copy, targets, now=report.now, config=Config()) == here
+
+
+def test_a_stopped_load_falls_back_on_nothing(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replaced load's child is killed as it starts, and nobody works out its causes."""
+    from flaketui.core.errors import FlaketuiError
+
+    monkeypatch.setattr(causes_apart, "CHILD_MIN_ROWS", 1)
+    apart = Apart()
+    apart.stop()
+    stages = load_in_stages(
+        Source(copy, copy.with_name("quarantine.json"), requested_now=SAMPLE_NOW), apart
+    )
+    for _ in range(3):
+        next(stages)
+    with pytest.raises(FlaketuiError, match="not read to the end"):
+        next(stages)
