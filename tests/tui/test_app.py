@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 import sqlite3
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from textual.binding import Binding, BindingType
+from textual.command import CommandList
 from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, build_history, record_run
 
@@ -31,6 +33,7 @@ from flaketui.tui.widgets.flake_table import FlakeTable
 from flaketui.tui.widgets.keybar import KeyBar
 
 SIZE = (160, 48)
+SAFETY_S = 60  # a wait that never ends fails the test instead of hanging it
 
 
 def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
@@ -319,12 +322,25 @@ async def test_refresh_picks_up_a_run_ingested_while_open(history: Path, tmp_pat
         assert next(t for t in data.report.tests if t.test_id == CART).scores.runs == before + 1
 
 
+async def _palette_offers(pilot: Any, word: str) -> None:
+    """Until the command palette, which searches in a task of its own, highlights a command
+    whose name holds `word`."""
+    commands = pilot.app.screen.query_one(CommandList)
+    while True:
+        highlighted = commands.highlighted
+        if highlighted is not None and commands.option_count:
+            prompt = commands.get_option_at_index(highlighted).prompt
+            if word in str(prompt).lower():
+                return
+        await pilot.pause()
+
+
 async def test_command_palette_and_help(history: Path, tmp_path: Path) -> None:
     app = _app(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(pilot)
         await pilot.press("ctrl+p", *"group by family")
-        await pilot.pause(0.3)  # the palette searches in a task of its own
+        await asyncio.wait_for(_palette_offers(pilot, "family"), SAFETY_S)
         await pilot.press("enter")
         await _settle(pilot)
         assert app.main_screen.state.grouping == "family"

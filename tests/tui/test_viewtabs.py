@@ -33,7 +33,7 @@ def _lines(app: App[None], first: int) -> list[list[tuple[str, str]]]:
 
 
 async def _same_picture(app: _Both, pilot: object) -> None:
-    await pilot.pause(0.5)  # type: ignore[attr-defined]  # underline animations end
+    await pilot.wait_for_scheduled_animations()  # type: ignore[attr-defined]  # underlines
     assert _lines(app, 2) == _lines(app, 0)
 
 
@@ -51,11 +51,11 @@ async def test_it_draws_what_tabs_draws_idle_hovered_focused_and_moved() -> None
         # Focused, then moved right.
         app.query_one(Tabs).focus()
         await pilot.press("right")
-        await pilot.pause(0.5)
+        await pilot.wait_for_scheduled_animations()
         focused_tabs = _lines(app, 0)
         app.query_one(ViewTabs).focus()
         await pilot.press("right")
-        await pilot.pause(0.5)
+        await pilot.wait_for_scheduled_animations()
         assert _lines(app, 2) == focused_tabs
         assert app.query_one(ViewTabs).active == "regressions"
 
