@@ -14,6 +14,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from pilots import settle, until
+from textual.pilot import Pilot
 
 from flaketui.core.timeutil import parse_iso
 from flaketui.tui.app import FlaketuiApp, make_app
@@ -24,15 +28,13 @@ DOCS = ROOT / "docs"
 SIZE = (160, 48)
 
 
-async def _settle(app: FlaketuiApp, pilot: object) -> None:
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()  # type: ignore[attr-defined]
+async def _settle(app: FlaketuiApp, pilot: Pilot[Any]) -> None:
+    await settle(pilot)
     table = app.main_screen.query_one(FlakeTable)
-    while table.row_count < len(table.rows_by_key):  # rows after the first screenful
-        await pilot.pause(0.01)  # type: ignore[attr-defined]
+    # The rows after the first screenful.
+    await until(pilot, lambda: table.row_count >= len(table.rows_by_key))
     app.clear_notifications()
-    await pilot.pause()  # type: ignore[attr-defined]
+    await pilot.pause()
 
 
 async def shoot(work: Path) -> dict[str, Path]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pilots import app_on, settle, until
 from textual.binding import Binding, BindingType
 from textual.command import CommandList
 from textual.widgets import Input, Select, Static
@@ -22,7 +23,7 @@ from flaketui.core.history.incidents import add_incident
 from flaketui.core.history.store import open_history
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.tui import startup
-from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.loaders import QuarantineRequest, Source, load_in_stages, quarantine_test
 from flaketui.tui.screens import main as main_screen
 from flaketui.tui.screens.detail import DetailScreen
@@ -34,20 +35,6 @@ from flaketui.tui.widgets.keybar import KeyBar
 
 SIZE = (160, 48)
 SAFETY_S = 60  # a wait that never ends fails the test instead of hanging it
-
-
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(pilot: object) -> None:
-    """Wait until every worker is done and the messages they posted are handled."""
-    app = pilot.app  # type: ignore[attr-defined]
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()  # type: ignore[attr-defined]
 
 
 def _targets(app: FlaketuiApp) -> list[str]:
@@ -70,9 +57,9 @@ async def test_a_list_left_empty_by_incidents_says_why(tmp_path: Path) -> None:
         add_incident(db, "registry-down", start=NOW - timedelta(days=31), end=NOW)
     finally:
         db.conn.close()
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         status = app.main_screen.query_one("#loading", Static)
         why = "No test to list: none of the window's 84 test-runs counts: 84 belong to runs"
         for view in ("1", "2", "4"):
@@ -85,9 +72,9 @@ async def test_a_list_left_empty_by_incidents_says_why(tmp_path: Path) -> None:
 
 
 async def test_list_views_filter_and_sort(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         # Ranked by damage; regressions and healthy tests are not in the flaky list.
         targets = _targets(app)
         assert targets[0] == f"{BILLING}[gbp]" and AUTH in targets and len(targets) == 5
@@ -128,9 +115,9 @@ async def test_list_views_filter_and_sort(history: Path, tmp_path: Path) -> None
 
 
 async def test_grouping_toggles_and_expands(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("f")
         assert _targets(app) == [BILLING, AUTH]  # the pooled family outranks the lone test
         await pilot.press("space")
@@ -170,15 +157,14 @@ async def test_a_grouped_view_waits_for_the_groups_read_after_the_ranking(
     monkeypatch.setattr(startup, "load_in_stages", held)
     app = FlaketuiApp(source, cursor_blink=False, watch=False)
     async with app.run_test(size=SIZE) as pilot:
-        while app.main_screen.data is None:
-            await pilot.pause()
+        await until(pilot, lambda: app.main_screen.data is not None)
         assert _targets(app)[0] == f"{BILLING}[gbp]"  # the ranked list is up, groups are not
         await pilot.press("f")
         loading = app.main_screen.query_one("#loading", Static)
         assert loading.display and "groups are still being read" in str(loading.render())
         assert BILLING not in _targets(app)  # members listed alone until their group arrives
         held.release.set()
-        await _settle(pilot)
+        await settle(pilot)
         assert not loading.display
         assert _targets(app) == [BILLING, AUTH]
 
@@ -186,11 +172,11 @@ async def test_a_grouped_view_waits_for_the_groups_read_after_the_ranking(
 async def test_enter_opens_detail_family_pivot_rises_with_workers(
     history: Path, tmp_path: Path
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("f", "enter")
-        await _settle(pilot)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DetailScreen)
         assert screen.data is not None
@@ -205,13 +191,13 @@ async def test_enter_opens_detail_family_pivot_rises_with_workers(
         await pilot.press("escape")
         assert app.screen is app.main_screen
         await pilot.press("enter")
-        await _settle(pilot)
+        await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
         await pilot.press("backspace")  # back as well, without the wait a terminal's Esc has
         assert app.screen is app.main_screen
         # A regression's detail offers a bisect between its last good and first bad commits.
         await pilot.press("f", "2", "enter")
-        await _settle(pilot)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DetailScreen) and screen.data is not None
         assert screen.data.repro.startswith("git bisect start 0040")
@@ -223,13 +209,13 @@ async def test_enter_opens_detail_family_pivot_rises_with_workers(
 
 
 async def test_quarantine_then_release_from_the_list(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     skip_path = tmp_path / "quarantine.json"
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         # Cancelling writes nothing.
         await pilot.press("q", "escape")
-        await _settle(pilot)
+        await settle(pilot)
         assert not skip_path.exists() and _audit(history) == []
         # Quarantine the top test with a ticket.
         await pilot.press("q")
@@ -237,7 +223,7 @@ async def test_quarantine_then_release_from_the_list(history: Path, tmp_path: Pa
         assert isinstance(app.screen, QuarantineModal)
         await pilot.click("#ticket")
         await pilot.press(*"JIRA-7", "ctrl+s")
-        await _settle(pilot)
+        await settle(pilot)
         skip = read_skip_file(skip_path, explicit=True)
         assert skip is not None
         entry = skip.entries[f"{BILLING}[gbp]"]
@@ -249,7 +235,7 @@ async def test_quarantine_then_release_from_the_list(history: Path, tmp_path: Pa
         await pilot.press("3")
         assert _targets(app) == [f"{BILLING}[gbp]"]
         await pilot.press("u")
-        await _settle(pilot)
+        await settle(pilot)
         skip = read_skip_file(skip_path, explicit=True)
         assert skip is not None and skip.entries == {}
         assert [a[0] for a in _audit(history)] == ["quarantine", "release"]
@@ -272,10 +258,10 @@ def test_quarantining_a_quarantined_test_from_the_app_names_the_entry_it_replace
 
 
 async def test_readonly_history_refuses_quarantine(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     app.source.readonly = True
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("q")
         await pilot.pause()
         assert not isinstance(app.screen, QuarantineModal)
@@ -284,9 +270,9 @@ async def test_readonly_history_refuses_quarantine(history: Path, tmp_path: Path
 
 
 async def test_export_writes_parseable_files(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         for fmt in ("json", "csv"):
             await pilot.press("e")
             await pilot.pause()
@@ -296,7 +282,7 @@ async def test_export_writes_parseable_files(history: Path, tmp_path: Path) -> N
             await pilot.pause()
             modal.query_one("#path", Input).value = str(tmp_path / f"out.{fmt}")
             await pilot.press("ctrl+s")
-            await _settle(pilot)
+            await settle(pilot)
     doc = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
     ids = [item["test_id"] for item in doc["items"]]
     assert ids[0] == f"{BILLING}[gbp]" and len(ids) == 5
@@ -305,18 +291,18 @@ async def test_export_writes_parseable_files(history: Path, tmp_path: Path) -> N
 
 
 async def test_refresh_picks_up_a_run_ingested_while_open(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         data = app.main_screen.data
         assert data is not None
         app.check_history()  # nothing changed: no reload
-        await _settle(pilot)
+        await settle(pilot)
         assert app.main_screen.data is data
         before = next(t for t in data.report.tests if t.test_id == CART).scores.runs
         record_run(history, 60, NOW.replace(hour=17))
         app.check_history()
-        await _settle(pilot)
+        await settle(pilot)
         data = app.main_screen.data
         assert data is not None
         assert next(t for t in data.report.tests if t.test_id == CART).scores.runs == before + 1
@@ -336,13 +322,13 @@ async def _palette_offers(pilot: Any, word: str) -> None:
 
 
 async def test_command_palette_and_help(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("ctrl+p", *"group by family")
         await asyncio.wait_for(_palette_offers(pilot, "family"), SAFETY_S)
         await pilot.press("enter")
-        await _settle(pilot)
+        await settle(pilot)
         assert app.main_screen.state.grouping == "family"
         await pilot.press("question_mark")
         assert type(app.screen).__name__ == "HelpScreen"
@@ -352,10 +338,10 @@ async def test_command_palette_and_help(history: Path, tmp_path: Path) -> None:
 
 async def test_read_only_file_opens_read_only(history: Path, tmp_path: Path) -> None:
     history.chmod(0o444)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     assert app.source.readonly
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert app.main_screen.data is not None  # it still reads
         assert "read-only" in str(app.main_screen.query_one("#header").render())
 
@@ -363,9 +349,9 @@ async def test_read_only_file_opens_read_only(history: Path, tmp_path: Path) -> 
 async def test_the_key_bar_lists_each_screens_keys_and_runs_a_clicked_one(
     history: Path, tmp_path: Path
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         bar = app.main_screen.query_one(KeyBar)
         line = bar.render().plain
         assert line.startswith(" / Filter ") and " q Quarantine " in line
@@ -377,7 +363,7 @@ async def test_the_key_bar_lists_each_screens_keys_and_runs_a_clicked_one(
         assert isinstance(app.screen, QuarantineModal)
         await pilot.press("escape")
         await pilot.press("enter")
-        await _settle(pilot)
+        await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
         detail_line = app.screen.query_one(KeyBar).render().plain
         assert detail_line.startswith(" esc Back ") and "Filter" not in detail_line
@@ -387,12 +373,12 @@ async def test_a_big_history_rebuilds_a_changed_view_in_a_worker_with_the_same_r
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def rows_after(keys: list[str]) -> list[str]:
-        app = _app(history, tmp_path)
+        app = app_on(history, tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             for key in keys:
                 await pilot.press(key)
-            await _settle(pilot)
+            await settle(pilot)
             return _targets(app)
 
     keys = ["4", "s", "s", "/", "b", "i", "l", "l", "enter", "f"]
@@ -420,12 +406,12 @@ async def test_workers_never_print_the_loaded_report(
 
     printed: list[str] = []
     monkeypatch.setattr(MainData, "__repr__", lambda self: printed.append("data") or "data")
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         app.main_screen._rebuild_rows(app.main_screen.data, app.main_screen.state.copy())
         await pilot.press("r")
-        await _settle(pilot)
+        await settle(pilot)
         assert app.main_screen.data is not None
     assert printed == []
 

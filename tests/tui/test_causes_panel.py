@@ -3,36 +3,22 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pilots import app_on, settle, until
 from textual.widgets import DataTable, ProgressBar, Static
 from tui_history import BILLING, NOW
 
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
-from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.widgets.causes import SuspectsPanel
 
 SIZE = (160, 60)
 DEADLINE_S = 120.0
-
-
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(pilot: object) -> None:
-    app = pilot.app  # type: ignore[attr-defined]
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()  # type: ignore[attr-defined]
 
 
 def _header(screen: DetailScreen) -> str:
@@ -41,11 +27,11 @@ def _header(screen: DetailScreen) -> str:
 
 
 async def test_suspects_panel_and_dimension_switch(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("f", "enter")  # the billing family, failing more with more workers
-        await _settle(pilot)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DetailScreen) and screen.key == BILLING
         assert screen.analysis is not None
@@ -71,15 +57,15 @@ async def test_diagnose_without_a_usable_test_file_says_so(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no test file of the history lives here
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("f", "enter")
-        await _settle(pilot)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DetailScreen)
         await pilot.press("D")
-        await _settle(pilot)
+        await settle(pilot)
         text = str(screen.query_one("#diagnosis", Static).content)
         assert "is not a file in" in text and "\n" not in text
         assert not screen.diagnosing
@@ -117,25 +103,22 @@ async def test_diagnose_shows_progress_and_can_be_cancelled(
     history = tmp_path / "history.db"
     _small_history(history)
     monkeypatch.chdir(repo)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         report = app.main_screen.data.report  # type: ignore[union-attr]
         item = next(t for t in report.tests if t.test_id == "test_wait.py::test_wait")
         await app.push_screen(DetailScreen(item, report))
-        await _settle(pilot)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DetailScreen)
         await pilot.press("D")
         bar = screen.query_one("#diagnose-progress", ProgressBar)
-        deadline = time.monotonic() + DEADLINE_S
-        while (bar.progress or 0) < 1:  # the first session has ended
-            assert time.monotonic() < deadline, "no progress reported"
-            await pilot.pause(0.05)
+        await until(pilot, lambda: (bar.progress or 0) >= 1, within=DEADLINE_S)  # a session ended
         assert bar.display and screen.diagnosing
         assert "x: cancel" in str(screen.query_one("#diagnosis", Static).content)
         await pilot.press("x")
-        await _settle(pilot)
+        await settle(pilot)
         assert not screen.diagnosing and not bar.display
         assert screen.diagnosis is not None and screen.diagnosis.cancelled
         assert "cancelled" in str(screen.query_one("#diagnosis", Static).content)

@@ -3,19 +3,18 @@ names its step, a failed read says why; the onset of a flaky test is in the titl
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pilots import SAFETY_S, app_on, settle, until
 from textual.widgets import Static
-from tui_history import BILLING, NOW
+from tui_history import BILLING
 
 from flaketui.core.errors import FlaketuiError
-from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.loaders import load_detail
 from flaketui.tui.screens import detail as detail_screen
 from flaketui.tui.screens.detail import PANELS, DetailScreen
@@ -23,27 +22,6 @@ from flaketui.tui.widgets.outcome_strip import OutcomeStrip
 from flaketui.tui.widgets.pending import PendingNote
 
 SIZE = (120, 60)
-SAFETY_S = 60
-
-
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(pilot: Any) -> None:
-    for _ in range(3):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-
-
-async def _until(pilot: Any, condition: Callable[[], bool]) -> None:
-    """Let the app run until `condition` holds (a bounded wait, no fixed sleep)."""
-    deadline = asyncio.get_running_loop().time() + SAFETY_S
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
-        await pilot.pause(0.01)
 
 
 class _HeldDetail:
@@ -72,9 +50,9 @@ def _notes(screen: DetailScreen) -> list[str]:
 
 
 async def _open_first(pilot: Any, app: FlaketuiApp) -> DetailScreen:
-    await _settle(pilot)
+    await settle(pilot)
     await pilot.press("enter")  # the list's first row: a flaky billing param
-    await _until(pilot, lambda: isinstance(app.screen, DetailScreen))
+    await until(pilot, lambda: isinstance(app.screen, DetailScreen))
     screen = app.screen
     assert isinstance(screen, DetailScreen) and screen.key.startswith(f"{BILLING}[")
     return screen
@@ -85,10 +63,10 @@ async def test_each_panel_says_it_is_loading_until_its_data_is_in(
 ) -> None:
     held = _HeldDetail()
     monkeypatch.setattr(detail_screen, "load_detail", held)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_first(pilot, app)
-        await _until(pilot, lambda: len(_notes(screen)) == len(PANELS) - 1)  # no params: a test
+        await until(pilot, lambda: len(_notes(screen)) == len(PANELS) - 1)  # no params: a test
         notes = _notes(screen)
         assert "⏳ reading the outcome sequence…" in notes and "⏳ reading the runs…" in notes
         # The panels themselves are hidden: no "pass 0 … 0 of 0 runs", no empty plot.
@@ -98,12 +76,12 @@ async def test_each_panel_says_it_is_loading_until_its_data_is_in(
         for note in screen.query(PendingNote):
             note.started -= 5
         held.step.set()
-        await _until(pilot, lambda: "step 2 of 3: signatures" in " ".join(_notes(screen)))
+        await until(pilot, lambda: "step 2 of 3: signatures" in " ".join(_notes(screen)))
         for note in _notes(screen):
             seconds = re.search(r"… (\d+) s \(step 2 of 3: signatures\)$", note)
             assert seconds is not None and int(seconds[1]) >= 5, note
         held.finish.set()
-        await _settle(pilot)
+        await settle(pilot)
         assert _notes(screen) == []
         assert screen.query_one(OutcomeStrip).display and screen.query_one("#runs").display
         assert not screen.query_one("#members").display  # a test has no params panel
@@ -118,12 +96,12 @@ async def test_a_failed_read_says_why_in_place_of_the_panels(
 ) -> None:
     held = _HeldDetail(error="history.db: database disk image is malformed")
     monkeypatch.setattr(detail_screen, "load_detail", held)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_first(pilot, app)
         held.step.set()
         held.finish.set()
-        await _settle(pilot)
+        await settle(pilot)
         notes = _notes(screen)
         assert notes and all(
             note == "not read: history.db: database disk image is malformed" for note in notes
@@ -131,9 +109,9 @@ async def test_a_failed_read_says_why_in_place_of_the_panels(
 
 
 async def test_the_title_says_since_when_a_test_is_flaky(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_first(pilot, app)
-        await _settle(pilot)
+        await settle(pilot)
         title = str(screen.query_one("#title", Static).content)
         assert f"{screen.key}   flaky since 2026-11-01" in title

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pilots import app_on, settle
 from textual.widgets import Input
-from tui_history import NOW
 
-from flaketui.tui.app import make_app
 from flaketui.tui.widgets.flake_table import FlakeTable
 
 
 async def test_the_filter_box_appears_on_the_first_slash(history: Path, tmp_path: Path) -> None:
-    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(pilot, rounds=1)
         screen = app.main_screen
         table = screen.query_one(FlakeTable)
         everything = table.row_count
@@ -26,8 +24,7 @@ async def test_the_filter_box_appears_on_the_first_slash(history: Path, tmp_path
         box = screen.query_one("#filter", Input)
         assert app.focused is box and not box.has_class("hidden")
         await pilot.press(*"billing")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(pilot, rounds=1)
         assert 0 < table.row_count < everything
         await pilot.press("escape")
         await pilot.pause()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pilots import SAFETY_S, settle, until
 from textual.widgets import Static
 from tui_history import NOW
 
@@ -23,7 +24,6 @@ from flaketui.tui.startup import make_source
 from flaketui.tui.widgets.flake_table import FlakeTable
 
 SIZE = (160, 48)
-SAFETY_S = 60  # a wait that never ends fails the test instead of hanging it
 
 
 class _Stages:
@@ -82,12 +82,6 @@ def _app(
     return FlaketuiApp(source, cursor_blink=False, watch=False), stages
 
 
-async def _settle(pilot: Any) -> None:
-    for _ in range(3):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-
-
 async def test_a_ranking_ready_at_mount_is_in_the_first_paint_and_shown_once(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,7 +91,7 @@ async def test_a_ranking_ready_at_mount_is_in_the_first_paint_and_shown_once(
     painted, shown = _record_paints(monkeypatch)
     app, _stages = _app(history, tmp_path, monkeypatch, ready=True)
     async with app.run_test(size=SIZE) as pilot:
-        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        await asyncio.wait_for(settle(pilot), SAFETY_S)
         assert app.main_screen.data is not None
         # Never an empty list on screen: the table's first render had the rows already.
         assert painted and painted[0] > 0
@@ -118,7 +112,7 @@ async def test_a_ranking_still_reading_shows_the_loading_line_first(
         assert loading.display and "reading" in str(loading.render())
         assert app.main_screen.data is None and painted and painted[0] == 0
         stages.release.set()
-        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        await asyncio.wait_for(settle(pilot), SAFETY_S)
         assert app.main_screen.data is not None and painted[-1] > 0
         assert not loading.display
         assert len(shown) == len(set(shown))
@@ -136,7 +130,7 @@ async def test_a_failed_first_load_ends_the_wait_with_its_error(
 
     async def started() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             assert notified == [error]
             assert not app.main_screen.query_one("#loading", Static).display
 
@@ -160,7 +154,7 @@ async def test_the_rest_is_read_once_the_ranked_rows_are_painted(
     monkeypatch.setattr(FlakeTable, "render_lines", rendering)
     stages.asked = order
     async with app.run_test(size=SIZE) as pilot:
-        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        await asyncio.wait_for(settle(pilot), SAFETY_S)
         assert app.main_screen.data is not None and app.main_screen.data.extras_loaded
     assert order == ["paint", "complete"]
 
@@ -174,11 +168,11 @@ async def test_the_first_screen_parses_only_its_own_css(
     app, _stages = _app(history, tmp_path, monkeypatch, ready=True)
     sheets = Path(main_screen.__file__).parent.parent
     async with app.run_test(size=SIZE) as pilot:
-        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        await asyncio.wait_for(settle(pilot), SAFETY_S)
         loaded = {Path(path).name for path, _ in app.stylesheet.source if path.endswith(".tcss")}
         assert loaded == {"app.tcss"}
         await pilot.press("enter")
-        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        await asyncio.wait_for(settle(pilot), SAFETY_S)
         assert isinstance(app.screen, DetailScreen)
         assert app.stylesheet.has_source(str((sheets / "detail.tcss").resolve()))
 
@@ -207,12 +201,10 @@ async def test_while_the_causes_are_read_only_the_shown_report_is_alive(
     source = make_source(history, NOW, tmp_path / "quarantine.json")
     app = FlaketuiApp(source, cursor_blink=False, watch=False)
     async with app.run_test(size=SIZE) as pilot:
-
-        async def extras_shown() -> None:
-            while (data := app.main_screen.data) is None or not data.extras_loaded:
-                await pilot.pause()
-
-        await asyncio.wait_for(extras_shown(), SAFETY_S)
+        await until(
+            pilot,
+            lambda: app.main_screen.data is not None and app.main_screen.data.extras_loaded,
+        )
         gc.collect()
         alive = [
             o
@@ -221,5 +213,5 @@ async def test_while_the_causes_are_read_only_the_shown_report_is_alive(
         ]
         causes.set()
         assert alive == [app.main_screen.data.report]
-        await asyncio.wait_for(_settle(pilot), SAFETY_S)
+        await asyncio.wait_for(settle(pilot), SAFETY_S)
         assert app.main_screen.data.causes_loaded

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pilots import app_on, settle
 from rich.text import Text
 from textual.app import App, ComposeResult
 from tui_history import NOW
 
-from flaketui.tui.app import make_app
 from flaketui.tui.viewmodel import Column, Row
 from flaketui.tui.widgets.flake_table import (
     FIRST_ROWS,
@@ -153,11 +153,9 @@ async def test_cursor_stays_on_its_row_through_a_new_show() -> None:
 async def test_lifecycle_states_fill_in_after_the_first_screen(
     history: Path, tmp_path: Path
 ) -> None:
-    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        for _ in range(4):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await settle(pilot, rounds=4)
         data = app.main_screen.data
         assert data is not None and data.extras_loaded and data.suites == ["unit"]
         table = app.main_screen.query_one(FlakeTable)

@@ -6,16 +6,15 @@ import dataclasses
 import gc
 import json
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
+from pilots import SAFETY_S, until
 from tui_history import NOW
 
 from flaketui.core.config import Config
@@ -45,15 +44,6 @@ from flaketui.tui.ranking_store import (
 from flaketui.tui.startup import StagedRead, make_source
 from flaketui.tui.viewmodel import ViewState, verdict_counts
 from flaketui.tui.widgets.flake_table import PreparedRows
-
-SAFETY_S = 60
-
-
-async def _until(pilot: Pilot[None], done: Callable[[], bool]) -> None:
-    """Let the app run until `done()` holds (SAFETY_S at most: the assertion after says)."""
-    deadline = time.monotonic() + SAFETY_S
-    while not done() and time.monotonic() < deadline:
-        await pilot.pause()
 
 
 def _complete(history: Path, tmp_path: Path) -> Report:
@@ -256,7 +246,7 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
     app = FlaketuiApp(source, watch=False, first_read=read)
     async with app.run_test(size=(160, 40)) as pilot:
         screen = app.main_screen
-        await _until(pilot, lambda: screen.data is not None)
+        await until(pilot, lambda: screen.data is not None)
         # First the kept ranking, marked, in its own order...
         assert screen.data.provisional
         assert "refreshing" in str(screen.query_one("#header").render())
@@ -265,7 +255,7 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
             complete.tests[0].test_id,
         ]
         # ...then the new one, unmarked, in the order the history gives now.
-        await _until(pilot, lambda: not screen.data.provisional)
+        await until(pilot, lambda: not screen.data.provisional)
         assert "refreshing" not in str(screen.query_one("#header").render())
         assert [t.test_id for t in screen.data.report.tests] == [t.test_id for t in complete.tests]
 
@@ -350,7 +340,7 @@ async def test_the_first_screen_of_a_kept_ranking_is_drawn_from_its_flaky_tests_
     app = FlaketuiApp(source, watch=False, first_read=read)
     async with app.run_test(size=(160, 40)) as pilot:
         screen = app.main_screen
-        await _until(pilot, lambda: screen.data is not None)
+        await until(pilot, lambda: screen.data is not None)
         await pilot.pause()
         assert screen.data.provisional and not screen.data.groups_loaded
         first_view = screen.data.report
@@ -359,13 +349,13 @@ async def test_the_first_screen_of_a_kept_ranking_is_drawn_from_its_flaky_tests_
         first_tests = first_view.tests
         del first_view
         released.set()
-        await _until(pilot, lambda: screen.data.report.tests is not first_tests)
+        await until(pilot, lambda: screen.data.report.tests is not first_tests)
         await pilot.pause()
         # The whole kept ranking draws the same screen: the same rows, widths and counts.
         assert screen.data.provisional and screen.data.report == complete
         assert app.export_screenshot() == first_screen
         ranked.set()
-        await _until(pilot, lambda: not screen.data.provisional)
-        await _until(pilot, lambda: screen.data.causes_loaded)
+        await until(pilot, lambda: not screen.data.provisional)
+        await until(pilot, lambda: screen.data.causes_loaded)
         # The first screen's report is let go of, as the messages that carried it are.
         assert not _report_alive(first_tests)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,29 +10,16 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pilots import SAFETY_S, app_on, settle, until
 from rich.cells import cell_len
 from tui_history import AUTH, BILLING, NOW
 
 from flaketui.tui import startup
-from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.loaders import load_in_stages
 from flaketui.tui.startup import make_source
 from flaketui.tui.viewmodel import columns_for
 from flaketui.tui.widgets.flake_table import CELL_PADDING, FlakeTable, fit_columns, fit_label
-
-SAFETY_S = 60
-
-
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(pilot: Any) -> None:
-    for _ in range(3):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
 
 
 def _table(app: FlaketuiApp) -> FlakeTable:
@@ -136,9 +122,9 @@ def test_a_cut_id_keeps_its_test_name_and_a_group_its_marker_and_count() -> None
 async def test_a_narrow_list_drops_columns_and_keeps_the_test_ids_whole(
     history: Path, tmp_path: Path, size: tuple[int, int], expected: list[str]
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=size) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert _header(app) == expected
         lines = _lines(app)
         assert all(len(line) == _table(app).size.width for line in lines)
@@ -150,23 +136,23 @@ async def test_a_narrow_list_drops_columns_and_keeps_the_test_ids_whole(
 
 
 async def test_grouped_rows_name_their_column(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("f")
-        await _settle(pilot)
+        await settle(pilot)
         assert _header(app)[1] == "Family / test"
         await pilot.press("f", "g")
-        await _settle(pilot)
+        await settle(pilot)
         assert _header(app)[1] == "Signature / test"
 
 
 async def test_the_sorted_column_and_its_direction_are_marked(
     history: Path, tmp_path: Path
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert _header(app)[0] == "#▲"  # the natural ranking: rank 1 first
         await pilot.press("S")
         await pilot.pause()
@@ -182,10 +168,10 @@ async def test_the_sorted_column_and_its_direction_are_marked(
         await pilot.pause()
         assert "Damage▲" in _header(app)
         await pilot.press("3")  # the skip file's entries, by test id
-        await _settle(pilot)
+        await settle(pilot)
         assert _header(app)[0] == "Test▲"
         await pilot.press("4")  # every test, most damage first: no rank order to mark
-        await _settle(pilot)
+        await settle(pilot)
         header = _header(app)
         assert header[0] == "#" and "Damage▼" in header
         await pilot.press("S")
@@ -220,15 +206,15 @@ async def test_likely_causes_fill_their_column_when_they_arrive(
     auth = AUTH
     async with app.run_test(size=(160, 48)) as pilot:
         # The list, with its lifecycle states, is up while the causes are still read.
-        deadline = asyncio.get_running_loop().time() + SAFETY_S
-        while not (app.main_screen.data and app.main_screen.data.extras_loaded):
-            assert asyncio.get_running_loop().time() < deadline
-            await pilot.pause(0.01)
+        await until(
+            pilot,
+            lambda: app.main_screen.data is not None and app.main_screen.data.extras_loaded,
+        )
         await pilot.pause()
         assert _table(app).row_count and _cell(app, auth, "cause") == "…"
         assert _cell(app, auth, "since") == "2026-11-01"
         held.release.set()
-        await _settle(pilot)
+        await settle(pilot)
         assert _cell(app, auth, "cause") == "4 workers"
         assert _cell(app, f"{BILLING}[eur]", "cause") == "16 workers"
         assert "…" not in [
@@ -236,7 +222,7 @@ async def test_likely_causes_fill_their_column_when_they_arrive(
         ]
         assert any("4 workers" in line and auth in line for line in _lines(app))
         await pilot.press("4")  # All: a healthy test has neither onset nor cause
-        await _settle(pilot)
+        await settle(pilot)
         cart = "tests/test_cart.py::test_total"
         assert (_cell(app, cart, "since"), _cell(app, cart, "cause")) == ("—", "—")
 

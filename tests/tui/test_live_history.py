@@ -7,38 +7,23 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pilots import SAFETY_S, app_on, until
 from textual.message import Message
-from textual.pilot import Pilot
 from textual.worker import Worker, WorkerState
 from tui_history import CART, NOW, record_run
 
 from flaketui.core.errors import HistoryError
 from flaketui.tui import history_access, startup
-from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.messages import LoadFailed, MainLoaded
 
 SIZE = (160, 48)
-SAFETY_S = 60  # a bound on every wait, for a failing test to end: never reached when it passes
-
-
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _until(pilot: Pilot[None], done: Callable[[], bool]) -> None:
-    """Let the app run until `done()` holds (SAFETY_S at most: the assertion after says)."""
-    deadline = time.monotonic() + SAFETY_S
-    while not done() and time.monotonic() < deadline:
-        await pilot.pause()
 
 
 def _loads(app: FlaketuiApp) -> list[Worker[Any]]:
@@ -172,9 +157,9 @@ def test_a_reader_opened_beside_another_sees_every_commit(history: Path) -> None
 async def test_the_watch_reloads_after_a_read_that_failed(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: _done_loading(app))
+        await until(pilot, lambda: _done_loading(app))
         before = _cart_runs(app)
         # CI writes a run; the reload it starts meets the write half done and fails.
         real = history_access.schema_version
@@ -190,11 +175,11 @@ async def test_the_watch_reloads_after_a_read_that_failed(
         _record(history, 60, 1)
         app.check_history()  # the watch's timer
         assert await asyncio.to_thread(failed.wait, SAFETY_S)
-        await _until(pilot, lambda: not any(not w.is_finished for w in _loads(app)))
+        await until(pilot, lambda: not any(not w.is_finished for w in _loads(app)))
         # More runs land; the watch sees them and the list ends on the last one.
         _record(history, 61, 2)
         app.check_history()
-        await _until(pilot, lambda: _done_loading(app) and _cart_runs(app) == before + 3)
+        await until(pilot, lambda: _done_loading(app) and _cart_runs(app) == before + 3)
         assert _cart_runs(app) == before + 3
         assert app.main_screen.data is not None and app.main_screen.data.causes_loaded
 
@@ -202,9 +187,9 @@ async def test_the_watch_reloads_after_a_read_that_failed(
 async def test_a_replaced_load_shows_nothing_and_stops_reading(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: _done_loading(app))
+        await until(pilot, lambda: _done_loading(app))
         before = _cart_runs(app)
         # A reload reads the history, then is held before it hands its ranking over.
         real = startup.load_in_stages
@@ -227,20 +212,20 @@ async def test_a_replaced_load_shows_nothing_and_stops_reading(
         app.main_screen.reload()
         (old_load,) = [w for w in _loads(app) if not w.is_finished]
         assert await asyncio.to_thread(held.wait, SAFETY_S)
-        await _until(pilot, lambda: old_load.state == WorkerState.RUNNING)
+        await until(pilot, lambda: old_load.state == WorkerState.RUNNING)
         assert old_load.state == WorkerState.RUNNING
         # CI writes runs; a newer reload reads them to the end.
         _record(history, 60, 2)
         posted = _watch_posts(app, MainLoaded)
         app.main_screen.reload()
-        await _until(pilot, lambda: _done_loading(app))
+        await until(pilot, lambda: _done_loading(app))
         assert _cart_runs(app) == before + 2
         # The older load goes on to hand over the ranking it read before the runs: not shown.
         posted.clear()
         release.set()
         assert await asyncio.to_thread(posted.wait, SAFETY_S)
         await pilot.pause()
-        await _until(pilot, lambda: _done_loading(app))
+        await until(pilot, lambda: _done_loading(app))
         assert _cart_runs(app) == before + 2
         assert app.main_screen.data is not None and app.main_screen.data.causes_loaded
         for read in app.reads:
@@ -251,9 +236,9 @@ async def test_a_replaced_load_shows_nothing_and_stops_reading(
 async def test_a_load_replaced_before_it_began_stops_its_read(
     history: Path, tmp_path: Path
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: _done_loading(app))
+        await until(pilot, lambda: _done_loading(app))
         started: list[startup.StagedRead] = []
         start_read = app.start_read
 
@@ -264,7 +249,7 @@ async def test_a_load_replaced_before_it_began_stops_its_read(
         app.start_read = recorded  # type: ignore[method-assign]
         app.main_screen.reload()
         app.main_screen.reload()  # before the first reload's worker ran at all
-        await _until(pilot, lambda: _done_loading(app))
+        await until(pilot, lambda: _done_loading(app))
         assert len(started) == 2
         # Both reads end, the one no load asks for its next step too: waiting for it, it
         # would hold its read transaction open for good.
@@ -279,7 +264,7 @@ async def test_each_later_step_is_read_once_the_step_before_is_on_screen(
     # A step read while the app paints the one before would take the interpreter from that
     # paint: the load asks for the lifecycle states once the complete report is shown, and for
     # the likely causes once the states are.
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     seen: dict[str, tuple[bool, bool] | None] = {}
 
     def on_screen() -> tuple[bool, bool] | None:
@@ -296,7 +281,7 @@ async def test_each_later_step_is_read_once_the_step_before_is_on_screen(
 
     monkeypatch.setattr(startup, "load_in_stages", recorded)
     async with app.run_test(size=(120, 30)) as pilot:
-        await _until(pilot, lambda: _done_loading(app))
+        await until(pilot, lambda: _done_loading(app))
         assert _done_loading(app)
     assert seen["extras"] == (True, False)  # the complete report, with its groups
     assert seen["causes"] == (True, True)  # the lifecycle states too

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pilots import app_on, settle
 from textual.widgets import Input, Static
 from tui_history import NOW
 
@@ -25,13 +26,6 @@ from flaketui.tui.widgets.flake_table import FlakeTable
 
 SIZE = (160, 48)
 GIT = ("git", "-c", "user.name=New User", "-c", "user.email=new@example.com")
-
-
-async def _settle(pilot: object) -> None:
-    app = pilot.app  # type: ignore[attr-defined]
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()  # type: ignore[attr-defined]
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -72,14 +66,14 @@ async def test_the_quickstart_key_tour_leaves_the_clone_clean(clone: Path, tmp_p
     before = hashlib.sha256(sample.read_bytes()).hexdigest()
     app: FlaketuiApp = make_app("sample_data/history.db", cursor_blink=False, watch=False)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("q")
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("ctrl+s")
-        await _settle(pilot)
+        await settle(pilot)
         quarantined = [n.message for n in app._notifications if n.title == "Done"]
         await pilot.press("u")
-        await _settle(pilot)
+        await settle(pilot)
         messages = [n.message for n in app._notifications]
     assert _git(clone, "status", "--porcelain", "--ignored=no") == ""
     assert hashlib.sha256(sample.read_bytes()).hexdigest() == before
@@ -98,15 +92,15 @@ async def test_an_action_is_stamped_with_the_wall_clock_not_with_now(
     app = make_app(history, now=NOW, skip_file=skip_path, cursor_blink=False, watch=False)
     started = utc_now().replace(microsecond=0)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert app.main_screen.data is not None and app.main_screen.data.report.now == NOW
         await pilot.press("q")
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("ctrl+s")
-        await _settle(pilot)
+        await settle(pilot)
         # Its days left count from the wall clock too: 30, not 30 plus the days since --now.
         await pilot.press("3")
-        await _settle(pilot)
+        await settle(pilot)
         row = app.main_screen.query_one(FlakeTable).current_row
     assert row is not None and "30d" in row.cell_source
     skip = read_skip_file(skip_path, explicit=True)
@@ -129,9 +123,9 @@ async def test_a_broken_skip_file_is_shown_as_broken_not_as_empty(
     skip_path.write_text('{"version": 1, "tests": {\n')
     app = make_app(history, now=NOW, skip_file=skip_path, cursor_blink=False, watch=False)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("3")
-        await _settle(pilot)
+        await settle(pilot)
         status = str(app.main_screen.query_one("#loading", Static).content)
     assert "Nothing quarantined" not in status
     assert status.startswith("⚠ The skip file cannot be read: ") and str(skip_path) in status
@@ -141,15 +135,15 @@ async def test_a_broken_skip_file_is_shown_as_broken_not_as_empty(
 async def test_copy_says_where_the_text_went_and_keeps_it_in_a_file(
     history: Path, tmp_path: Path
 ) -> None:
-    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("enter")
-        await _settle(pilot)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DetailScreen) and screen.data is not None
         await pilot.press("c")
-        await _settle(pilot)
+        await settle(pilot)
         repro = screen.data.repro
         notes = [n for n in app._notifications if repro in n.message]
     assert app.clipboard == repro
@@ -182,11 +176,11 @@ def test_inside_tmux_the_copy_is_also_in_the_paste_buffer(
 
 
 async def test_a_long_signature_wraps_under_its_own_text(history: Path, tmp_path: Path) -> None:
-    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=(72, 60)) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("enter")
-        await _settle(pilot)
+        await settle(pilot)
         box = app.screen.query_one("#signatures", Static)
         lines = [box.render_line(y).text.rstrip() for y in range(box.size.height)]
     counted = [line for line in lines if re.match(r"^\s*\d+ runs? ", line)]
@@ -200,13 +194,13 @@ async def test_a_long_signature_wraps_under_its_own_text(history: Path, tmp_path
 
 
 async def test_counts_of_one_are_singular_in_the_app(history: Path, tmp_path: Path) -> None:
-    app = make_app(history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("slash", *"login", "enter")
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("e")
-        await _settle(pilot)
+        await settle(pilot)
         assert isinstance(app.screen, ExportModal)
         title = str(app.screen.query_one(".dialog-title", Static).content)
     assert title == "Export the flaky view (1 test)"
@@ -217,12 +211,12 @@ async def test_the_export_dialog_proposes_a_file_outside_the_work_tree(
 ) -> None:
     app = make_app("sample_data/history.db", now=NOW, cursor_blink=False, watch=False)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("e")
-        await _settle(pilot)
+        await settle(pilot)
         proposed = Path(app.screen.query_one("#path", Input).value)
         await pilot.press("ctrl+s")
-        await _settle(pilot)
+        await settle(pilot)
         messages = [n.message for n in app._notifications]
     assert proposed == tmp_path / "cache" / "flaketui" / "exports" / "flaketui-flaky.json"
     assert json.loads(proposed.read_text())

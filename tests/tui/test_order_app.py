@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pilots import app_on, settle
 from textual.widgets import DataTable, Static
 
 from flaketui.core.history.store import open_history
@@ -62,19 +63,6 @@ def history(tmp_path: Path) -> Path:
     return path
 
 
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(pilot: object) -> None:
-    app = pilot.app  # type: ignore[attr-defined]
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()  # type: ignore[attr-defined]
-
-
 def _rows(app: FlaketuiApp) -> list[tuple[str, str]]:
     table = app.main_screen.query_one(FlakeTable)
     return [(table.rows_by_key[key].kind, table.rows_by_key[key].target) for key in table.row_order]
@@ -94,7 +82,7 @@ def _latest_bad_run(history: Path, test_id: str) -> str:
 async def _open_order_view(pilot: Any) -> tuple[OrderModal, DataTable]:
     """Press `p` on a detail screen: the order view, loaded, and its table."""
     await pilot.press("p")
-    await _settle(pilot)
+    await settle(pilot)
     modal = pilot.app.screen
     assert isinstance(modal, OrderModal) and modal.view is not None
     return modal, modal.query_one("#order-table", DataTable)
@@ -124,11 +112,11 @@ async def test_the_sample_shows_its_polluter_and_dims_the_roles_chance_gives(
         watch=False,
     )
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         table = app.main_screen.query_one(FlakeTable)
         table.move_cursor(row=[t for _, t in _rows(app)].index(victim))
         await pilot.press("enter")
-        await _settle(pilot)
+        await settle(pilot)
         _modal, order = await _open_order_view(pilot)
         first = [str(cell) for cell in order.get_row_at(0)]
         assert first[0] == "tests/storage/test_cache.py::test_cache_ttl"
@@ -142,12 +130,12 @@ async def test_the_sample_shows_its_polluter_and_dims_the_roles_chance_gives(
 
 
 async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert [kind for kind, _ in _rows(app)] == ["test"] * 3
         await pilot.press("w")
-        await _settle(pilot)
+        await settle(pilot)
         # The three victims are one problem, under the cause they share.
         assert _rows(app) == [("group", group_key(VICTIMS))]
         label = app.main_screen.query_one(FlakeTable).rows_by_key[f"g:{group_key(VICTIMS)}"]
@@ -155,10 +143,10 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         line = app.main_screen.query_one("#selected", FittedText).text
         assert line == "fail together after test_freezes_time"
         await pilot.press("space")
-        await _settle(pilot)
+        await settle(pilot)
         assert sorted(target for kind, target in _rows(app) if kind == "member") == VICTIMS
         await pilot.press("down", "enter")
-        await _settle(pilot)
+        await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DetailScreen) and screen.data is not None
         assert screen.key in VICTIMS
@@ -184,5 +172,5 @@ async def test_cofailure_grouping_order_view_and_seed_replay(history: Path, tmp_
         await pilot.press("escape")
         assert app.screen is screen
         await pilot.press("escape", "w")
-        await _settle(pilot)
+        await settle(pilot)
         assert [kind for kind, _ in _rows(app)] == ["test"] * 3  # ungrouped again

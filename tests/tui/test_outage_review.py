@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pilots import app_on, settle
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 from tui_history import NOW
@@ -84,19 +85,6 @@ def outage_history(history: Path) -> Path:
     return add_outages(history)
 
 
-def _app(history: Path | str, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(pilot: Pilot[Any]) -> None:
-    app = pilot.app
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-
-
 def _reviews(path: Path) -> dict[str, str]:
     conn = sqlite3.connect(path)
     try:
@@ -133,9 +121,9 @@ def _done(app: FlaketuiApp, title: str = "Done") -> list[str]:
 async def test_the_banner_counts_outages_and_interrupted_runs(
     outage_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(outage_history, tmp_path)
+    app = app_on(outage_history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         text = _banner(app)
     assert "2 suspected outages excluded from scoring: press o to review" in text
     assert "1 interrupted run, counted only for the tests it recorded" in text
@@ -144,28 +132,28 @@ async def test_the_banner_counts_outages_and_interrupted_runs(
 async def test_no_banner_and_no_key_when_nothing_awaits_review(
     history: Path, tmp_path: Path
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert _banner(app) == ""
         assert " o Outages " not in str(app.main_screen.query_one(KeyBar).render())
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         assert isinstance(app.screen, MainScreen)
 
 
 async def test_the_last_decision_leaves_an_empty_review_and_hides_the_key(
     outage_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(outage_history, tmp_path)
+    app = app_on(outage_history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("a")
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("a")
-        await _settle(pilot)
+        await settle(pilot)
         assert _listed(app) == []
         empty = str(app.screen.query_one("#outages-empty", Static).render())
         assert "No suspected outage awaits review" in empty
@@ -177,12 +165,12 @@ async def test_the_last_decision_leaves_an_empty_review_and_hides_the_key(
 async def test_review_lists_the_evidence_then_reject_and_accept_reload_the_ranking(
     outage_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(outage_history, tmp_path)
+    app = app_on(outage_history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert len(app.main_screen.data.report.proposed_incidents) == 2
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         assert isinstance(app.screen, OutagesScreen)
         first, second = _listed(app)
         # Each proposal with its evidence: tag and span, distinct tests, signature, runs.
@@ -195,7 +183,7 @@ async def test_review_lists_the_evidence_then_reject_and_accept_reload_the_ranki
         first_tag = first.split()[0]
         second_tag = second.split()[0]
         await pilot.press("x")  # reject the first
-        await _settle(pilot)
+        await settle(pilot)
         assert _reviews(outage_history) == {first_tag: "rejected", second_tag: "proposed"}
         assert "down-1" not in _tagged(outage_history)
         assert _done(app) == [f"Outage {first_tag} rejected: 1 run counts again"]
@@ -204,7 +192,7 @@ async def test_review_lists_the_evidence_then_reject_and_accept_reload_the_ranki
         assert [line.split()[0] for line in _listed(app)] == [second_tag]
         assert "1 suspected outage excluded" in _banner(app)
         await pilot.press("a")  # accept the second
-        await _settle(pilot)
+        await settle(pilot)
         assert _reviews(outage_history) == {first_tag: "rejected"}
         assert _tagged(outage_history) == {"down-2": second_tag}
         assert _done(app)[-1] == f"Outage {second_tag} accepted: 1 run stays excluded from scoring"
@@ -219,14 +207,14 @@ async def test_review_lists_the_evidence_then_reject_and_accept_reload_the_ranki
 async def test_a_rejected_outage_counts_in_the_ranking_again(
     outage_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(outage_history, tmp_path)
+    app = app_on(outage_history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         runs_before = {t.test_id: t.scores.runs for t in app.main_screen.data.report.tests}
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("x")
-        await _settle(pilot)
+        await settle(pilot)
         runs_after = {t.test_id: t.scores.runs for t in app.main_screen.data.report.tests}
     assert all(runs_after[t] == runs_before[t] + 1 for t in TESTS)
 
@@ -236,16 +224,16 @@ async def test_a_read_only_history_refuses_the_decision(
 ) -> None:
     os.chmod(outage_history, 0o444)
     before = hashlib.sha256(outage_history.read_bytes()).hexdigest()
-    app = _app(outage_history, tmp_path)
+    app = app_on(outage_history, tmp_path)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             assert app.source.readonly
             await pilot.press("o")
-            await _settle(pilot)
+            await settle(pilot)
             assert len(_listed(app)) == 2  # the evidence can be read
             await pilot.press("a")
-            await _settle(pilot)
+            await settle(pilot)
             assert _done(app, "Not written") == [READ_ONLY_REVIEW_REFUSAL]
             assert len(_listed(app)) == 2
     finally:
@@ -271,14 +259,14 @@ async def test_a_history_git_tracks_is_reviewed_in_a_trial_copy(
         )
     monkeypatch.chdir(repo)
     before = hashlib.sha256((repo / "history.db").read_bytes()).hexdigest()
-    app = _app("history.db", tmp_path)
+    app = app_on("history.db", tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         tag = _listed(app)[0].split()[0]
         await pilot.press("a")
-        await _settle(pilot)
+        await settle(pilot)
         done = _done(app)
         assert len(_listed(app)) == 1  # read back from the trial copy
     assert done == [f"Outage {tag} accepted: 1 run stays excluded from scoring (trial copy)"]
@@ -291,13 +279,13 @@ async def test_a_history_git_tracks_is_reviewed_in_a_trial_copy(
 async def test_the_key_is_in_the_footer_the_help_and_the_palette(
     outage_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(outage_history, tmp_path)
+    app = app_on(outage_history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         footer = str(app.main_screen.query_one(KeyBar).render())
         assert " o Outages " in footer
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         review_footer = str(app.screen.query_one(KeyBar).render())
     assert " a Accept " in review_footer and " x Reject " in review_footer
     assert "| `o` | review the suspected outages" in HELP
@@ -316,9 +304,9 @@ def test_review_screen_snapshot(
     )
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         pilot.app.clear_notifications()
         await pilot.pause()
 
@@ -330,13 +318,13 @@ async def test_the_sample_shows_its_outages_and_its_interrupted_run(
 ) -> None:
     target = tmp_path / "history.db"
     shutil.copyfile(sample_history, target)
-    app = _app(target, tmp_path)
+    app = app_on(target, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         text = _banner(app)
         ranked = [t.test_id for t in app.main_screen.data.report.tests if t.rank][:3]
         await pilot.press("o")
-        await _settle(pilot)
+        await settle(pilot)
         listed = _listed(app)
     assert "2 suspected outages excluded from scoring" in text
     assert "1 interrupted run, counted only for the tests it recorded" in text

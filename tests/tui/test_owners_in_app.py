@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pilots import settle
 
 from flaketui.cli.commands import cli
 from flaketui.tui.app import FlaketuiApp, make_app
@@ -25,9 +26,7 @@ def _owners_shown(app: FlaketuiApp) -> list[str]:
 
 async def _owners_of(app: FlaketuiApp) -> tuple[list[str], str]:
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(3):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await settle(pilot)
         header = str(app.main_screen.query_one("#header").render())
         return _owners_shown(app), header
 

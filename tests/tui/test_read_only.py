@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
+from pilots import app_on, settle
 from tui_history import NOW
 
 from flaketui.core.errors import HistoryError
@@ -21,7 +21,7 @@ from flaketui.core.history import journal
 from flaketui.core.history.store import open_connection
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import RunMeta
-from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp, make_app
+from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp
 from flaketui.tui.history_access import open_reader, tidy_sidecars, uses_wal
 from flaketui.tui.loaders import Source
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
@@ -37,27 +37,14 @@ def _sidecars(path: Path) -> list[str]:
     return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name + "-"))
 
 
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(app: FlaketuiApp, pilot: Pilot[None]) -> None:
-    """Until the workers are done, and those they started (a load starts the next step's)."""
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-
-
 async def _open_and_quit(app: FlaketuiApp, *keys: str) -> None:
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.main_screen.data is not None
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("ctrl+q")
 
 
@@ -71,7 +58,7 @@ def _copy_sample(sample_history: Path, tmp_path: Path) -> Path:
 async def test_the_sample_opens_and_quits_unchanged(sample_history: Path, tmp_path: Path) -> None:
     history = _copy_sample(sample_history, tmp_path)
     before = _digest(history)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     await _open_and_quit(app, "down", "down")
     assert not app.source.readonly
     assert _digest(history) == before
@@ -82,20 +69,20 @@ async def test_a_wal_history_leaves_no_wal_or_shm(history: Path, tmp_path: Path)
     # Histories written by ingest are in WAL mode; a mode=ro reader would leave -wal and -shm.
     assert uses_wal(history)
     before = _digest(history)
-    await _open_and_quit(_app(history, tmp_path))
+    await _open_and_quit(app_on(history, tmp_path))
     assert _digest(history) == before
     assert _sidecars(history) == []
 
 
 async def test_after_a_quarantine_no_wal_or_shm_is_left(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, QuarantineModal)
         await pilot.press("ctrl+s")
-        await _settle(app, pilot)  # the write, then the reload it triggers
+        await settle(pilot)  # the write, then the reload it triggers
         assert app.main_screen.data is not None
         assert app.main_screen.data.quarantine  # the reload saw the entry
     assert (tmp_path / "quarantine.json").exists()
@@ -103,9 +90,9 @@ async def test_after_a_quarantine_no_wal_or_shm_is_left(history: Path, tmp_path:
 
 
 async def test_quitting_stops_every_read_the_app_started(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         first = list(app.reads)
         app.main_screen.reload()  # what a change of the history, or a write, starts
         await pilot.pause()
@@ -136,7 +123,7 @@ def test_stopping_the_reads_waits_for_the_step_each_is_in(
             yield from stages
 
     monkeypatch.setattr(startup, "load_in_stages", slow_stages)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     read = app.start_read()
     read.first()
     read.ask(1)
@@ -210,11 +197,11 @@ async def test_a_chmod_444_history_opens_read_only_and_says_so(
         conn.close()
     history.chmod(0o444)
     before = _digest(history)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     assert app.source.readonly
     notices = _record_notices(app)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         assert app.main_screen.data is not None  # it still reads
         assert "read-only" in str(app.main_screen.query_one("#header").render())
         await pilot.press("q")  # quarantine is refused with a message, nothing written
@@ -289,9 +276,9 @@ async def test_the_app_stores_journaled_attempts_before_it_reads(
     history: Path, tmp_path: Path
 ) -> None:
     _journal_a_run(history)
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(pilot)
         data = app.main_screen.data
         assert data is not None
         [new] = [t for t in data.report.tests if t.test_id == "tests/test_new.py::test_journaled"]

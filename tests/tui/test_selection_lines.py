@@ -6,10 +6,8 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from textual.pilot import Pilot
-from tui_history import NOW
+from pilots import app_on, settle
 
-from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.widgets.flake_table import FlakeTable
 from flaketui.tui.widgets.selection import ELLIPSIS, FittedText, fit_line, fold_id, fold_id_end
 
@@ -71,25 +69,12 @@ def test_a_reason_is_cut_after_a_whole_word_with_an_ellipsis(words: list[str], w
             assert text[len(kept)] in " ,;:"  # cut where a word ends, never inside one
 
 
-def _app(sample_history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        sample_history, now=NOW, skip_file=tmp_path / "q.json", cursor_blink=False, watch=False
-    )
-
-
-async def _loaded(app: FlaketuiApp, pilot: Pilot[None]) -> None:
-    """Let the app's load run to its last step."""
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-
-
 async def test_the_selected_id_and_reason_are_whole_at_80_columns(
     sample_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(sample_history, tmp_path)
+    app = app_on(sample_history, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await settle(pilot)
         await pilot.press("down", "down")
         await pilot.pause()
         screen = app.main_screen
@@ -111,9 +96,9 @@ async def test_the_selected_id_and_reason_are_whole_at_80_columns(
 async def test_the_list_keeps_its_height_as_the_cursor_moves_at_80_columns(
     sample_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(sample_history, tmp_path)
+    app = app_on(sample_history, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await settle(pilot)
         await pilot.press("4")  # every test: short ids and ids that need three rows
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -143,14 +128,14 @@ async def test_the_list_keeps_its_height_as_the_cursor_moves_at_80_columns(
 async def test_the_id_box_gives_its_second_row_back_where_every_id_fits_one(
     sample_history: Path, tmp_path: Path
 ) -> None:
-    app = _app(sample_history, tmp_path)
+    app = app_on(sample_history, tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        await _loaded(app, pilot)
+        await settle(pilot)
         selected = app.main_screen.query_one("#selected", FittedText)
         report = app.main_screen.data.report  # type: ignore[union-attr]
         assert max(len(t.test_id) for t in report.tests) <= selected.content_size.width
         assert selected.size.height == 1
-    narrow = _app(sample_history, tmp_path)
+    narrow = app_on(sample_history, tmp_path)
     async with narrow.run_test(size=(80, 24)) as pilot:
-        await _loaded(narrow, pilot)
+        await settle(pilot)
         assert narrow.main_screen.query_one("#selected", FittedText).size.height == 2

@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pilots import app_on, settle
 from rich.console import Console
 from textual.geometry import Region
 from textual.widget import Widget
-from tui_history import NOW
 
-from flaketui.tui.app import FlaketuiApp, make_app
+from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.export_modal import ExportModal
 from flaketui.tui.screens.help import HelpScreen
@@ -20,19 +20,6 @@ from flaketui.tui.screens.quarantine_modal import QuarantineModal
 from flaketui.tui.widgets.keybar import KeyBar
 
 SMALL = (80, 24)
-
-
-def _app(history: Path, tmp_path: Path) -> FlaketuiApp:
-    return make_app(
-        history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
-    )
-
-
-async def _settle(pilot: object) -> None:
-    app = pilot.app  # type: ignore[attr-defined]
-    for _ in range(3):
-        await app.workers.wait_for_complete()
-        await pilot.pause()  # type: ignore[attr-defined]
 
 
 def _bar_lines(app: FlaketuiApp) -> list[str]:
@@ -56,9 +43,9 @@ def _inside(widget: Widget, screen: Region) -> bool:
 async def test_the_key_bar_shows_every_key_on_two_lines_at_80_columns(
     history: Path, tmp_path: Path
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         lines = _bar_lines(app)
         assert len(lines) == 2 and all(len(line) <= SMALL[0] for line in lines)
         text = " ".join(lines)
@@ -73,7 +60,7 @@ async def test_the_key_bar_shows_every_key_on_two_lines_at_80_columns(
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape", "enter")
-        await _settle(pilot)
+        await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
         lines = _bar_lines(app)
         text = " ".join(lines)
@@ -85,9 +72,9 @@ async def test_the_key_bar_shows_every_key_on_two_lines_at_80_columns(
 async def test_the_key_bar_keeps_help_and_quit_when_even_two_lines_are_too_few(
     history: Path, tmp_path: Path
 ) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=(40, 24)) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         lines = _bar_lines(app)
         text = " ".join(lines)
         assert len(lines) == 2 and all(len(line) <= 40 for line in lines)
@@ -96,9 +83,9 @@ async def test_the_key_bar_keeps_help_and_quit_when_even_two_lines_are_too_few(
 
 
 async def test_one_line_of_keys_where_they_fit(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=(200, 40)) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         assert len(_bar_lines(app)) == 1
         assert app.screen.query_one(KeyBar).region.height == 1
 
@@ -107,9 +94,9 @@ async def test_the_header_wraps_between_its_items_at_80_columns(
     history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    app = _app(Path(history.name), tmp_path)
+    app = app_on(Path(history.name), tmp_path)
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         header = app.screen.query_one("#header")
         lines = str(header.render()).split("\n")
         assert len(lines) == 3 and header.region.height == 3
@@ -121,9 +108,9 @@ async def test_the_header_wraps_between_its_items_at_80_columns(
 
 
 async def test_the_dialogs_fit_a_24_line_terminal(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         screen = Region(0, 0, *SMALL)
         await pilot.press("q")
         await pilot.pause()
@@ -143,11 +130,11 @@ async def test_the_dialogs_fit_a_24_line_terminal(history: Path, tmp_path: Path)
 
 
 async def test_an_empty_views_hint_wraps_whole_at_80_columns(history: Path, tmp_path: Path) -> None:
-    app = _app(history, tmp_path)
+    app = app_on(history, tmp_path)
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("3")  # nothing quarantined yet
-        await _settle(pilot)
+        await settle(pilot)
         hint = app.screen.query_one("#loading")
         text = str(hint.render())
         assert text.startswith("Nothing quarantined in ") and text.endswith("and press q.")
@@ -159,9 +146,9 @@ async def test_the_notice_line_wraps_whole_at_80_columns(
 ) -> None:
     copy = tmp_path / "history.db"
     shutil.copyfile(sample_history, copy)
-    app = _app(copy, tmp_path)  # suspected outages and an interrupted run
+    app = app_on(copy, tmp_path)  # suspected outages and an interrupted run
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         banner = app.screen.query_one("#banner")
         text = str(banner.render())
         assert "suspected outages excluded" in text and text.endswith("recorded")
@@ -193,11 +180,11 @@ async def test_the_outcome_strip_keeps_its_caption_at_80_columns(
 ) -> None:
     copy = tmp_path / "history.db"
     shutil.copyfile(sample_history, copy)
-    app = _app(copy, tmp_path)
+    app = app_on(copy, tmp_path)
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(pilot)
+        await settle(pilot)
         await pilot.press("down", "enter")
-        await _settle(pilot)
+        await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
         strip = app.screen.query_one("#strip")
         lines = str(strip.render()).split("\n")
