@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,18 @@ SOURCE_LABELS = {
     "config": "[tool.flaketui] skip_file",
     "default": "discovered",
 }
+
+
+@dataclass(frozen=True)
+class WorkerDeselected:
+    """A test an xdist worker deselected, as the controller's terminal reporter counts it.
+
+    pytest keeps the deselected items themselves in its statistics, and other plugins read
+    attributes of every entry there (Hypothesis reads each one's `__dict__`), so an entry is an
+    object with the test's `nodeid`, never a bare string.
+    """
+
+    nodeid: str
 
 
 class FlaketuiSkipFileWarning(pytest.PytestWarning):
@@ -237,7 +250,9 @@ class SkipFilePlugin:
         if not new or reporter is None:
             return
         self.counted |= new
-        reporter.stats.setdefault("deselected", []).extend(sorted(new))
+        reporter.stats.setdefault("deselected", []).extend(
+            WorkerDeselected(nodeid) for nodeid in sorted(new)
+        )
 
     # --- outcomes and exit status (the single process, or the xdist controller) --------------
 

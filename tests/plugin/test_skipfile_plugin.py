@@ -214,6 +214,21 @@ def test_under_xdist_the_summary_line_counts_the_deselected_entries(
     assert result.ret == pytest.ExitCode.OK
 
 
+def test_under_xdist_the_counted_entries_are_read_by_other_plugins_as_items(
+    pytester: pytest.Pytester,
+) -> None:
+    """Hypothesis's plugin reads every entry of the reporter's statistics at the end of a
+    session; a deselected test counted there as a bare string crashed it."""
+    pytester.makepyfile(test_suite=SUITE)
+    write_skip_file(pytester.path / ".quarantine.json", {SKIP: "skip", RUN_FAILS: "run"})
+    result = pytester.runpytest_subprocess(
+        *PLUGIN_ARGS, "-p", "_hypothesis_pytestplugin", "-n", "2"
+    )
+    result.stdout.fnmatch_lines(["*= 1 failed, 5 passed, 1 deselected in *"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK
+
+
 def test_one_entry_is_counted_in_the_singular(single: Runner, pytester: pytest.Pytester) -> None:
     write_skip_file(pytester.path / ".quarantine.json", {SKIP: "skip"})
     result = single()
