@@ -138,7 +138,9 @@ def register_skip_file(config: pytest.Config) -> None:
         raise pytest.UsageError(f"flaketui skip file: {exc.message}") from None
     if skip is None and not quarantined_only:
         return
-    plugin = SkipFilePlugin(config, skip or SkipFile(path=path), source, quarantined_only)
+    plugin = SkipFilePlugin(
+        config, skip or SkipFile(path=path), source, quarantined_only, found=path.exists()
+    )
     config.pluginmanager.register(plugin, PLUGIN_NAME)
     for entry in plugin.expired:
         _warn(
@@ -153,12 +155,20 @@ class SkipFilePlugin:
     """Deselects `skip` entries, forgives `run` entries' failures, and reports what it did."""
 
     def __init__(
-        self, config: pytest.Config, skip: SkipFile, source: str, quarantined_only: bool
+        self,
+        config: pytest.Config,
+        skip: SkipFile,
+        source: str,
+        quarantined_only: bool,
+        found: bool = True,
     ) -> None:
         self.config = config
         self.skip = skip
         self.source = source
         self.quarantined_only = quarantined_only
+        # False for the nightly job in a project with no skip file yet: it runs nothing, and
+        # says that the file is missing rather than that it was found with no entry.
+        self.found = found
         self.entries: dict[str, SkipEntry] = skip.entries
         self.expired = skip.expired(utc_now())
         self.deselected: set[str] = set()  # skip entries deselected in this session
@@ -291,6 +301,8 @@ class SkipFilePlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         """Which skip file is honoured, from where, with how many entries."""
+        if not self.found:
+            return f"flaketui: no skip file at {self.skip.path}; no test is quarantined"
         modes = [e.mode for e in self.entries.values()]
         what = f"{modes.count(SkipMode.SKIP)} skip, {modes.count(SkipMode.RUN)} run"
         extra = ", quarantined tests only" if self.quarantined_only else ""
@@ -320,9 +332,8 @@ class SkipFilePlugin:
         """List deselected, forgiven, expired and unmatched entries."""
         tr = terminalreporter
         tr.write_sep("=", "flaketui quarantine")
-        tr.write_line(
-            f"skip file: {self.skip.path} ({plural(len(self.entries), 'entry', 'entries')})"
-        )
+        held = plural(len(self.entries), "entry", "entries") if self.found else "not found"
+        tr.write_line(f"skip file: {self.skip.path} ({held})")
         if self.quarantined_only:
             self._summary_quarantined_only(tr)
         if self.deselected:

@@ -229,6 +229,24 @@ def test_under_xdist_the_counted_entries_are_read_by_other_plugins_as_items(
     assert result.ret == pytest.ExitCode.OK
 
 
+def test_quarantined_only_without_a_skip_file_says_it_found_none(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-quarantined-only")
+    assert result.ret == pytest.ExitCode.OK
+    path = pytester.path / ".quarantine.json"
+    result.stdout.fnmatch_lines(
+        [
+            f"flaketui: no skip file at {path}; no test is quarantined",
+            "*flaketui quarantine*",
+            f"skip file: {path} (not found)",
+            "quarantined tests only: ran 0, deselected 7 other tests",
+        ]
+    )
+    assert "discovered" not in result.stdout.str()
+
+
 def test_one_entry_is_counted_in_the_singular(single: Runner, pytester: pytest.Pytester) -> None:
     write_skip_file(pytester.path / ".quarantine.json", {SKIP: "skip"})
     result = single()
