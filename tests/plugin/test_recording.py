@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -277,6 +278,22 @@ def test_ini_options_record_relative_to_the_ini_file(
     db = pytester.path / "data" / "ci.db"
     assert [row[1] for row in runs(db)] == ["smoke"]
     assert outcomes(db) == {"test_one.py::test_ok": ["pass"]}
+
+
+def test_the_documented_ini_example_records_into_the_history_it_names(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/pytest-plugin.md's ini block, copied as it stands: a comment after a value would
+    be part of the value, and the history would land in a file named after the comment."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "pytest-plugin.md").read_text()
+    block = re.search(r"```ini\n(.*?)```", page, re.DOTALL)
+    assert block is not None
+    pytester.makeini(block.group(1))
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    monkeypatch.chdir(pytester.mkdir("elsewhere"))
+    pytester.runpytest(*PLUGIN_ARGS, str(pytester.path)).assert_outcomes(passed=1)
+    assert sorted(path.name for path in pytester.path.glob("*.db*")) == ["history.db"]
+    assert [row[1] for row in runs(pytester.path / "history.db")] == ["unit"]
 
 
 def test_a_history_outside_given_as_a_separate_word_is_refused(
