@@ -739,3 +739,21 @@ def test_an_existing_history_stays_when_nothing_lands(tmp_path: Path) -> None:
     assert run(db, "--manifest", manifest).exit_code == 1
     assert run(db, junit(tmp_path / "empty.xml")).exit_code == 0
     assert db.exists()
+
+
+def test_a_history_ingested_without_branches_flags_no_test_pr_only(tmp_path: Path) -> None:
+    # No CI and no git repository: no branch is recorded, so no run is on the default branch.
+    db = tmp_path / "h.db"
+    for day in range(1, 13):
+        stamp = f"2026-10-{day:02d}T10:00:00"
+        outcome = "fail" if day % 3 == 0 else "pass"
+        report = junit(tmp_path / f"r{day}.xml", case("a"), case("b", outcome), timestamp=stamp)
+        assert run(db, report).exit_code == 0
+    assert query(db, "SELECT DISTINCT branch, branch_kind FROM runs") == [(None, "pr")]
+    result = CliRunner().invoke(
+        cli, ["report", str(db), "--now", "2026-10-20T00:00:00Z", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    tests = {t["test_id"]: t for t in json.loads(result.stdout)["tests"]}
+    assert [t["test_id"] for t in tests.values() if t["failed_runs"]] == ["pkg.Mod::b"]
+    assert [t["test_id"] for t in tests.values() if "pr-only" in t["flags"]] == []

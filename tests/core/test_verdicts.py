@@ -239,7 +239,31 @@ def test_same_commit_pass_and_fail_is_flake_evidence(
     result = verdict(db, A)
     assert result.verdict == "flaky"
     assert result.reason == "same-commit pass and fail 3 times"
-    assert "pr-only" in result.flags
+
+
+def test_pr_only_is_bad_off_the_default_branch_while_it_passes_there(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    c = "tests/test_seed.py::test_c"
+    for test_id, main in ((A, "P" * 10), (B, "P" * 9 + "F"), (c, "")):
+        hb.sequence(test_id, main, start=T0, step=timedelta(hours=6))
+        hb.sequence(test_id, "PPFPPFPPFP", start=T0, branch_kind="pr")
+    flags = {test_id: verdict(db, test_id).flags for test_id in (A, B, c)}
+    assert "pr-only" in flags[A]
+    assert "pr-only" not in flags[B]  # bad on the default branch too
+    # Never run on the default branch: nothing says the failures belong to its pull requests.
+    assert "pr-only" not in flags[c]
+
+
+def test_a_history_without_default_branch_runs_flags_nothing_pr_only(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    # Runs with no branch recorded are kept as 'pr'.
+    hb.sequence(A, "PPFPPFPPFPPFPPFPPFPP", start=T0, branch_kind="pr")
+    hb.sequence(B, "PPPPPPPPPPFFFFFFFFFF", start=T0, branch_kind="pr")
+    rep = report(db)
+    assert [t.flags for t in rep.tests if "pr-only" in t.flags] == []
+    assert {t.test_id for t in rep.tests if t.scores.fail_rate > 0} == {A, B}
 
 
 def test_alternating_sequence_is_flagged(db: sqlite_utils.Database, hb: HistoryBuilder) -> None:

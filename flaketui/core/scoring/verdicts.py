@@ -56,7 +56,9 @@ Flags (sorted in output):
 - `new`: first seen less than grace_days before now.
 - `no-retry`: flaky in a suite that never retries: evidence from flips and same-commit runs.
 - `nightly-only`: runs only in non-gating suites (blast radius 1).
-- `pr-only`: every bad run is off the default branch.
+- `pr-only`: bad only off the default branch, where it also ran and passed every time. A test
+  with no run on the default branch has nothing to compare with: runs with no branch recorded
+  count as off it, so without this a history of unknown branches would flag every failure.
 """
 
 from __future__ import annotations
@@ -318,7 +320,7 @@ def judge(
         ev.gates_main or ev.gates_branch
     ):
         flags.add("nightly-only")
-    if ev.failed_runs > 0 and ev.main_bad == 0:
+    if ev.failed_runs > 0 and ev.main_runs > 0 and ev.main_bad == 0:
         flags.add("pr-only")
     if result.verdict == Verdict.FLAKY and not retries:
         flags.add("no-retry")
