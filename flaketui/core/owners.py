@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from codeowners import CodeOwners
 
 from flaketui.core.config import Config
+from flaketui.core.errors import FlaketuiError
 
 # GitHub's search order (first found wins); GitLab also reads .gitlab/CODEOWNERS.
 CODEOWNERS_LOCATIONS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS", ".gitlab/CODEOWNERS")
@@ -66,6 +67,31 @@ def locate_codeowners(
     return None
 
 
+class CodeownersError(FlaketuiError):
+    """A CODEOWNERS file whose rules cannot be read as text, named with the problem."""
+
+
+def codeowners_text(path: Path) -> str:
+    """The rules of a CODEOWNERS file: its text, a byte order mark left out.
+
+    A file that is not UTF-8 (a binary file, a report, another encoding) is refused with a
+    CodeownersError naming it: read anyway, its rules would give no owner or garbage ones
+    without a word. A file that cannot be read at all degrades to no rules, and the owners
+    come from the configured fallbacks.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise CodeownersError(
+            f"{path}: not valid UTF-8 (byte 0x{data[exc.start]:02X} at offset {exc.start}); "
+            "a CODEOWNERS file is UTF-8 text"
+        ) from None
+
+
 def _has_owner(line: str) -> bool:
     """Whether a rule line names at least one owner after its pattern."""
     parts = line.replace("\\ ", "_").split()
@@ -106,7 +132,8 @@ class OwnerResolver:
     """Resolve a test's owner: CODEOWNERS, then the suite owner, the fallback, the rotation."""
 
     def __init__(self, root: Path | None, config: Config) -> None:
-        """Load CODEOWNERS once: `root` is a folder searched GitHub's way, or the file itself."""
+        """Load CODEOWNERS once: `root` is a folder searched GitHub's way, or the file itself.
+        A CODEOWNERS that is not UTF-8 raises CodeownersError (see codeowners_text)."""
         self.config = config
         if root is None:
             self.codeowners_path: Path | None = None
@@ -116,12 +143,7 @@ class OwnerResolver:
             self.codeowners_path = find_codeowners(root)
         self._sections: list[_Section] = []
         if self.codeowners_path is not None:
-            try:
-                text = self.codeowners_path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                # An unreadable CODEOWNERS degrades to the configured fallbacks.
-                text = ""
-            self._sections = parse_sections(text)
+            self._sections = parse_sections(codeowners_text(self.codeowners_path))
 
     def codeowners_of(self, test_file: str) -> list[str]:
         """Owners from CODEOWNERS: the last matching rule (per GitLab section, combined)."""

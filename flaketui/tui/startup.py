@@ -46,7 +46,7 @@ def make_source(
 ) -> Source:
     """The history, skip file, clock, config and CODEOWNERS of one app session; `display`
     names the history in the header (default: the path as given)."""
-    from flaketui.core.owners import find_repo_root, locate_codeowners
+    from flaketui.core.owners import codeowners_text, find_repo_root, locate_codeowners
     from flaketui.core.quarantine.skipfile import resolve_skip_file
 
     config = config if config is not None else Config()
@@ -54,6 +54,8 @@ def make_source(
     root = find_repo_root(Path.cwd())
     explicit = Path(codeowners).absolute() if codeowners else None
     owners = locate_codeowners(history, explicit=explicit)
+    if owners is not None:
+        codeowners_text(owners)  # one that is not UTF-8 is refused before the app starts
     skip_path = resolve_skip_file(skip_file, env=os.environ, config=config, root=root)
     return Source(
         path=history,

@@ -286,3 +286,16 @@ def test_a_caught_up_quarantine_leaves_out_a_test_a_person_released(work: Path) 
     assert "quarantined" not in [s["state"] for s in doc["states"]]
     assert doc["effects"]["quarantined"] == []
     assert json.loads((work / "skip.json").read_text())["tests"] == {}
+
+
+def test_a_codeowners_that_is_not_utf8_stops_an_apply_before_any_transition(work: Path) -> None:
+    build(work / "h.db")
+    (work / "CODEOWNERS").write_bytes(b"tests/test_a.py @\xe9quipe\n")
+    result = invoke(work, "--now", NOW, "--apply")
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: {work / 'CODEOWNERS'}: not valid UTF-8 (byte 0xE9 at offset 17); "
+        "a CODEOWNERS file is UTF-8 text\n"
+    )
+    assert audit(work) == []
+    assert not (work / "skip.json").exists()

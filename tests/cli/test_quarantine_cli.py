@@ -365,3 +365,26 @@ def test_an_entry_takes_its_owner_from_the_codeowners_beside_the_history(
     assert entry["owner"] == "@team-a"
     report = invoke("report", history, "--now", NOW, "--format", "json")
     assert json.loads(report.output)["tests"][0]["owner"] == "@team-a"
+
+
+def test_a_codeowners_beside_the_history_that_is_not_utf8_writes_no_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "ci"
+    folder.mkdir()
+    db = open_history(folder / "history.db")
+    HistoryBuilder(db).sequence(FLAKY, "PRPPRPPPRPPRPPP", start=T0, step=timedelta(hours=12))
+    db.conn.close()
+    (folder / "CODEOWNERS").write_bytes(b"tests/test_a.py @\xe9quipe\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    history = str(folder / "history.db")
+    result = invoke("quarantine", history, FLAKY, "--reason", "flaky", "--now", NOW)
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: {folder / 'CODEOWNERS'}: not valid UTF-8 (byte 0xE9 at offset 17); "
+        "a CODEOWNERS file is UTF-8 text\n"
+    )
+    assert not (work / ".quarantine.json").exists()

@@ -243,3 +243,65 @@ def test_no_group_is_not_said_to_be_no_test(
     output = invoke(runner, str(path), "--now", NOW, "--group-by", group_by, "--format", fmt)
     assert words in output
     assert "no tests with counted runs" not in output
+
+
+NOT_UTF8 = {
+    "binary": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+    "latin-1": "# Équipe données\ntests/ @team-data\n".encode("latin-1"),
+}
+
+
+@pytest.mark.parametrize("command", ["report", "check", "export", "open"])
+@pytest.mark.parametrize("kind", sorted(NOT_UTF8))
+def test_a_codeowners_file_that_is_not_utf8_is_one_line_and_writes_nothing(
+    runner: CliRunner, history: Path, tmp_path: Path, command: str, kind: str
+) -> None:
+    wrong = tmp_path / "wrong"
+    wrong.write_bytes(NOT_UTF8[kind])
+    args = {
+        "report": ["--output", "out.json", "--format", "json"],
+        "check": ["--summary-file", "out.json"],
+        "export": ["--output", "out.json", "--format", "json"],
+        "open": [],
+    }[command]
+    before = history.read_bytes()
+    # The app is given a missing history: were the file let through, that is refused instead
+    # of the app starting.
+    target = "absent.db" if command == "open" else str(history)
+    result = runner.invoke(cli, [command, target, "--now", NOW, "--codeowners", str(wrong), *args])
+    bad = NOT_UTF8[kind][:40].decode("utf-8", errors="replace").index("\ufffd")
+    byte = NOT_UTF8[kind][bad]
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: {wrong}: not valid UTF-8 (byte 0x{byte:02X} at offset {bad}); "
+        "a CODEOWNERS file is UTF-8 text\n"
+    )
+    assert not (tmp_path / "work" / "out.json").exists()
+    assert history.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("adir", "is a directory, not a CODEOWNERS file"), ("absent", "does not exist")],
+)
+def test_a_codeowners_directory_or_missing_file_is_one_line(
+    runner: CliRunner, history: Path, tmp_path: Path, name: str, problem: str
+) -> None:
+    (tmp_path / "adir").mkdir()
+    given = tmp_path / name
+    result = runner.invoke(cli, ["report", str(history), "--now", NOW, "--codeowners", str(given)])
+    assert result.exit_code == 1, result.output
+    assert result.output == f"Error: {given}: {problem}\n"
+
+
+def test_a_codeowners_beside_the_history_that_is_not_utf8_is_named(
+    runner: CliRunner, history: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "CODEOWNERS").write_bytes(NOT_UTF8["latin-1"])
+    result = runner.invoke(cli, ["report", str(history), "--now", NOW, "-o", "out.txt"])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: {tmp_path / 'CODEOWNERS'}: not valid UTF-8 (byte 0xC9 at offset 2); "
+        "a CODEOWNERS file is UTF-8 text\n"
+    )
+    assert not (tmp_path / "work" / "out.txt").exists()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.owners import OwnerResolver, find_codeowners, find_repo_root
+from flaketui.core.owners import CodeownersError, OwnerResolver, find_codeowners, find_repo_root
 
 GITHUB = """\
 # global owner first: overridden by every later match
@@ -115,3 +116,19 @@ def test_find_repo_root(tmp_path: Path) -> None:
     nested = tmp_path / "a" / "b"
     nested.mkdir(parents=True)
     assert find_repo_root(nested) == tmp_path.resolve()
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_rule(tmp_path: Path) -> None:
+    (tmp_path / "CODEOWNERS").write_bytes("tests/test_a.py @team-a\n".encode("utf-8-sig"))
+    resolver = OwnerResolver(tmp_path, Config())
+    assert resolver.owner_of("tests/test_a.py", "unit") == "@team-a"
+
+
+def test_a_codeowners_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "CODEOWNERS"
+    path.write_bytes(b"tests/ @caf\xe9\n")
+    with pytest.raises(CodeownersError) as caught:
+        OwnerResolver(path, Config())
+    assert caught.value.message == (
+        f"{path}: not valid UTF-8 (byte 0xE9 at offset 11); a CODEOWNERS file is UTF-8 text"
+    )

@@ -89,6 +89,23 @@ def test_open_passes_codeowners_and_refuses_a_missing_one(
     assert not started[1:]
 
 
+def test_open_refuses_a_codeowners_beside_the_history_that_is_not_utf8(
+    monkeypatch: pytest.MonkeyPatch, history: Path, tmp_path: Path
+) -> None:
+    started: list[FlaketuiApp] = []
+    monkeypatch.setattr(FlaketuiApp, "run", lambda self: started.append(self))
+    monkeypatch.chdir(tmp_path)  # outside any git repository
+    beside = history.parent / "CODEOWNERS"
+    beside.write_bytes(b"* @x\n\xff\xfe")
+    result = CliRunner().invoke(cli, ["open", str(history)])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: {beside.absolute()}: not valid UTF-8 (byte 0xFF at offset 5); "
+        "a CODEOWNERS file is UTF-8 text\n"
+    )
+    assert not started
+
+
 def _report_owners(history: Path, *extra: str) -> set[str | None]:
     result = CliRunner().invoke(
         cli, ["report", str(history), "--format", "json", "--now", "2026-11-30T18:00:00Z", *extra]

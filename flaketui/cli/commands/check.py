@@ -29,10 +29,10 @@ from flaketui.core.timeutil import parse_iso
 EXIT_CODES = """\b
 Exit status: 0 when no enabled reason holds; 1 when one does (one line per finding on stdout:
 new-flaky, regression, quarantine-expired, damage) or on an error of a file (a history, skip
-file or CODEOWNERS file that is missing, a directory or unreadable; a summary file that cannot
-be written); 2 on a usage error (an unknown option or reason, a --now that is not a timestamp
-of the years 1970 to 9000, a negative --max-damage, a --since naming no run or a run after
---now, a --since duration longer than 36500 days).
+file or CODEOWNERS file that is missing, a directory or unreadable; a CODEOWNERS file that is
+not UTF-8; a summary file that cannot be written); 2 on a usage error (an unknown option or
+reason, a --now that is not a timestamp of the years 1970 to 9000, a negative --max-damage, a
+--since naming no run or a run after --now, a --since duration longer than 36500 days).
 """
 
 

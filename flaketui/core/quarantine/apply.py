@@ -32,6 +32,7 @@ import sqlite_utils
 
 from flaketui.core.config import Config
 from flaketui.core.history.store import transaction
+from flaketui.core.owners import OwnerResolver, find_repo_root
 from flaketui.core.quarantine.actions import quarantine, release
 from flaketui.core.quarantine.lifecycle import LIFECYCLE, Plan, Transition
 from flaketui.core.quarantine.machine import QUARANTINED
@@ -192,6 +193,12 @@ def apply_plan(
         # Before any row is written: a read-only skip file refused halfway would leave the
         # transitions before it applied and the rest not.
         refuse_read_only(skip_path.absolute())
+    if any(step.effect == "quarantine" for step in plan.pending):
+        # A CODEOWNERS that is not UTF-8 is refused (CodeownersError) before any row too.
+        root = (
+            owners_from if owners_from is not None else find_repo_root(skip_path.absolute().parent)
+        )
+        OwnerResolver(root, config)
     for step in plan.pending:
         if step.effect == "quarantine" and not _decided_since(plan, step, skip_path):
             # Expiry runs from the apply, so a quarantine caught up days late is not stale.
