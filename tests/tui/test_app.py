@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import json
 import sqlite3
@@ -34,7 +33,6 @@ from flaketui.tui.widgets.flake_table import FlakeTable
 from flaketui.tui.widgets.keybar import KeyBar
 
 SIZE = (160, 48)
-SAFETY_S = 60  # a wait that never ends fails the test instead of hanging it
 
 
 def _targets(app: FlaketuiApp) -> list[str]:
@@ -308,17 +306,14 @@ async def test_refresh_picks_up_a_run_ingested_while_open(history: Path, tmp_pat
         assert next(t for t in data.report.tests if t.test_id == CART).scores.runs == before + 1
 
 
-async def _palette_offers(pilot: Any, word: str) -> None:
-    """Until the command palette, which searches in a task of its own, highlights a command
-    whose name holds `word`."""
-    commands = pilot.app.screen.query_one(CommandList)
-    while True:
-        highlighted = commands.highlighted
-        if highlighted is not None and commands.option_count:
-            prompt = commands.get_option_at_index(highlighted).prompt
-            if word in str(prompt).lower():
-                return
-        await pilot.pause()
+def _palette_offers(app: Any, word: str) -> bool:
+    """Whether the command palette highlights a command whose name holds `word` (it searches
+    in a task of its own)."""
+    commands = app.screen.query_one(CommandList)
+    highlighted = commands.highlighted
+    if highlighted is None or not commands.option_count:
+        return False
+    return word in str(commands.get_option_at_index(highlighted).prompt).lower()
 
 
 async def test_command_palette_and_help(history: Path, tmp_path: Path) -> None:
@@ -326,7 +321,7 @@ async def test_command_palette_and_help(history: Path, tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("ctrl+p", *"group by family")
-        await asyncio.wait_for(_palette_offers(pilot, "family"), SAFETY_S)
+        await until(pilot, lambda: _palette_offers(app, "family"))
         await pilot.press("enter")
         await settle(pilot)
         assert app.main_screen.state.grouping == "family"
