@@ -344,20 +344,29 @@ def test_a_read_only_skip_file_is_refused_and_left_as_it_was(
     assert [row[:2] for row in audit(repo)] == [("quarantine", OTHER)]
 
 
-def test_an_entry_takes_its_owner_from_the_codeowners_beside_the_history(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # No git repository: the CODEOWNERS beside the history names the owner, as in `report`.
+def _history_beside_codeowners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codeowners: bytes
+) -> tuple[Path, Path]:
+    """A history of FLAKY in tmp_path/ci beside a CODEOWNERS file holding `codeowners`, and the
+    working folder the test runs in (tmp_path/work, no git repository, no skip file set)."""
     folder = tmp_path / "ci"
     folder.mkdir()
     db = open_history(folder / "history.db")
     HistoryBuilder(db).sequence(FLAKY, "PRPPRPPPRPPRPPP", start=T0, step=timedelta(hours=12))
     db.conn.close()
-    (folder / "CODEOWNERS").write_text("tests/test_a.py @team-a\n")
+    (folder / "CODEOWNERS").write_bytes(codeowners)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    return folder, work
+
+
+def test_an_entry_takes_its_owner_from_the_codeowners_beside_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No git repository: the CODEOWNERS beside the history names the owner, as in `report`.
+    folder, work = _history_beside_codeowners(tmp_path, monkeypatch, b"tests/test_a.py @team-a\n")
     history = str(folder / "history.db")
     result = invoke("quarantine", history, FLAKY, "--reason", "flaky", "--now", NOW)
     assert result.exit_code == 0, result.output
@@ -370,16 +379,9 @@ def test_an_entry_takes_its_owner_from_the_codeowners_beside_the_history(
 def test_a_codeowners_beside_the_history_that_is_not_utf8_writes_no_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / "ci"
-    folder.mkdir()
-    db = open_history(folder / "history.db")
-    HistoryBuilder(db).sequence(FLAKY, "PRPPRPPPRPPRPPP", start=T0, step=timedelta(hours=12))
-    db.conn.close()
-    (folder / "CODEOWNERS").write_bytes(b"tests/test_a.py @\xe9quipe\n")
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
+    folder, work = _history_beside_codeowners(
+        tmp_path, monkeypatch, b"tests/test_a.py @\xe9quipe\n"
+    )
     history = str(folder / "history.db")
     result = invoke("quarantine", history, FLAKY, "--reason", "flaky", "--now", NOW)
     assert result.exit_code == 1, result.output
