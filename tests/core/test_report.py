@@ -179,6 +179,7 @@ def test_json_is_byte_stable_and_has_exact_keys(
             "rare_flakes",
             "proposed_incidents",
             "interrupted_runs",
+            "no_default_branch_runs",
             "tests",
             "families",
             "signatures",
@@ -188,7 +189,7 @@ def test_json_is_byte_stable_and_has_exact_keys(
     assert data["now"] == "2026-11-01T00:00:00Z"
     assert data["schema_version"] == 2 and data["window_days"] == 90
     assert data["rare_flakes"] == 0 and data["proposed_incidents"] == []
-    assert data["interrupted_runs"] == 0
+    assert data["interrupted_runs"] == 0 and data["no_default_branch_runs"] is False
     assert data["config"]["z"] == 1.96
     assert all(set(t) == set(TEST_KEYS) for t in data["tests"])
     assert all(set(f) == set(FAMILY_KEYS) for f in data["families"])

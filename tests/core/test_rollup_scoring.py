@@ -39,6 +39,7 @@ from flaketui.core.scoring.aggregates import (
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.results import Report
 from flaketui.core.scoring.series import daily_recency_scores
+from flaketui.core.scoring.stored import PLAIN_FIELDS
 from flaketui.core.timeutil import parse_iso
 from tests.core.history_builder import HistoryBuilder
 
@@ -91,7 +92,10 @@ def assert_same_evidence(fast: dict[Any, Evidence], raw: dict[Any, Evidence]) ->
 
 
 def assert_same_report(fast: Report, raw: Report) -> None:
-    """Every score, verdict, reason, flag, rank and daily score of tests and groups."""
+    """Every score, verdict, reason, flag, rank and daily score of tests and groups, and the
+    report's own fields (its notices among them)."""
+    for name in ("now", *PLAIN_FIELDS):
+        assert getattr(fast, name) == getattr(raw, name), name
     assert [t.test_id for t in fast.tests] == [t.test_id for t in raw.tests]
     for got, expected in zip(fast.tests, raw.tests, strict=True):
         for field in dataclasses.fields(got):
@@ -367,6 +371,20 @@ def test_random_histories_agree_at_every_edge(tmp_path: Path, seed: int) -> None
         for config in (Config(window_days=5, n_min=3), Config(window_days=3, n_min=2)):
             assert_everything_agrees(db, now, config)
             assert_filtered_agrees(db, now, config)
+
+
+def test_a_history_without_default_branch_runs_agrees_and_says_so(tmp_path: Path) -> None:
+    """Every path, filtered or not, finds the window without a default-branch run."""
+    db = open_history(tmp_path / "fuzz.db")
+    start = fuzz_history(db, 0)
+    with transaction(db.conn):
+        db.conn.execute("UPDATE runs SET branch_kind = 'pr' WHERE branch_kind = 'main'")
+    _with_rollups(db)
+    now, config = start + timedelta(days=9, hours=6), Config(window_days=5, n_min=3)
+    assert assert_everything_agrees(db, now, config) > 0
+    assert assert_filtered_agrees(db, now, config) > 0
+    for where in FILTERS:
+        assert build_report(db, now=now, config=config, **where).no_default_branch_runs
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -67,6 +67,7 @@ def test_a_report_survives_the_round_trip_through_json(history: Path, tmp_path: 
     report.tests[0] = replace(report.tests[0], causes=(suspect,))
     if not report.cofailures:  # the group lists each come back in their place
         report.cofailures = [replace(report.families[0], key="cofail-1")]
+    report.no_default_branch_runs = True  # and the notices, off by default
     lines = list(report_lines(report, {"identity": "x"}))
     groups = len(report.families) + len(report.signatures) + len(report.cofailures)
     assert len(lines) == 1 + len(report.tests) + groups

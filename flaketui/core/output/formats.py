@@ -18,10 +18,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from flaketui.core.output.text import code_span, md_text, visible
+from flaketui.core.output.text import code_span, md_text, one_line, visible
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, Suspect, TestVerdict
 from flaketui.core.timeutil import to_iso
-from flaketui.core.words import plural
+from flaketui.core.words import either, plural
 
 SCHEMA_VERSION = 2
 FLOAT_DIGITS = 6
@@ -256,6 +256,7 @@ def report_dict(report: Report, limit: int | None = None) -> dict[str, Any]:
         "rare_flakes": rare_flakes(report),
         "proposed_incidents": _plain(report.proposed_incidents),
         "interrupted_runs": report.interrupted_runs,
+        "no_default_branch_runs": report.no_default_branch_runs,
         "tests": [test_entry(t) for t in _cut(report.tests, limit)],
         "families": [family_entry(g) for g in _cut(report.families, limit)],
         "signatures": [signature_entry(g) for g in _cut(report.signatures, limit)],
@@ -334,6 +335,21 @@ def sparkline(values: Sequence[float], floor_max: float = 0.0) -> str:
 def rare_flakes(report: Report) -> int:
     """Tests judged healthy as rare flakes (flag `rare-flake`): counted in the header."""
     return sum("rare-flake" in t.flags for t in report.tests)
+
+
+def no_default_branch_notice(report: Report) -> str | None:
+    """What the report says when the window has runs but none on the default branch: the
+    verdicts that rest on it, and how to give runs their branch. None otherwise."""
+    if not report.no_default_branch_runs:
+        return None
+    names = either([one_line(name) for name in report.config.get("default_branches", ())])
+    return (
+        f"No run of the window is on the default branch ({names or 'none is configured'}): "
+        "bad runs between good ones are flake evidence only there, so a test failing on and "
+        "off without retries is listed as healthy. Record each run's branch (flaketui ingest "
+        "--branch, or the CI variables flaketui reads) or name the team's branch in "
+        "default_branches."
+    )
 
 
 def _header(report: Report) -> str:
@@ -415,7 +431,9 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
     ]
     if len(lines) == 1:
         body.append(_nothing_listed(report, group_by))
-    return _header(report) + "\n\n" + "\n".join(body) + "\n"
+    notice = no_default_branch_notice(report)
+    top = _header(report) if notice is None else f"{_header(report)}\n{notice}"
+    return top + "\n\n" + "\n".join(body) + "\n"
 
 
 def render_markdown(
@@ -430,9 +448,11 @@ def render_markdown(
     title = {"family": "Family", "signature": "Signature", "cofailure": "Fail together"}.get(
         group_by or "", "Test"
     )
-    out = [
-        f"### {_header(report)}",
-        "",
+    out = [f"### {_header(report)}", ""]
+    notice = no_default_branch_notice(report)
+    if notice is not None:
+        out += [f"⚠ {md_text(notice)}", ""]
+    out += [
         f"| Rank | {title} | Verdict | Damage | Score | Trend (30 d) | Runs | Bad | Flaky | "
         "Owner | Reason |",
         "|---:|---|---|---:|---:|---|---:|---:|---:|---|---|",

@@ -446,6 +446,7 @@ def _rank_tests(
             branch_kind=branch_kind,
         ),
         interrupted_runs=_interrupted_runs(db, now, config, suite, branch_kind),
+        no_default_branch_runs=_no_default_branch_runs(db, now, config),
     )
     return _Partial(
         report, config, evidence, infos, suite, branch_kind, owner_of, pending, found.group_units
@@ -462,6 +463,17 @@ def _interrupted_runs(
         "WHERE r.finished = 0"
     )
     return int(db.conn.execute(sql, params).fetchone()[0])
+
+
+def _no_default_branch_runs(db: Connected, now: datetime, config: Config) -> bool:
+    """Whether the window has counted runs and none of them on the default branch.
+
+    The whole window's runs, whatever suite or branch kind the report is restricted to: it
+    says how the history records branches, which a filter does not change.
+    """
+    cte, params = counted_runs_cte(now, config)
+    sql = f"WITH {cte} SELECT count(*) > 0 AND total(is_main) = 0 FROM counted_runs"
+    return bool(db.conn.execute(sql, params).fetchone()[0])
 
 
 def _complete(db: Connected, partial: _Partial) -> Report:

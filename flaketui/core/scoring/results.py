@@ -122,3 +122,7 @@ class Report:
     # Runs in the window that never finished (a killed recording): scored for the tests they
     # recorded, every stored attempt having really happened
     interrupted_runs: int = 0
+    # The window has runs, none of them on the default branch (whatever suite or branch kind
+    # the report shows): bad runs between good ones are flake evidence only there, so a test
+    # failing on and off without retries is judged healthy. Said wherever a ranking is read.
+    no_default_branch_runs: bool = False

@@ -28,7 +28,7 @@ from flaketui.core.scoring.results import (
     Verdict,
 )
 
-LAYOUT = 3
+LAYOUT = 4
 
 
 def _names(kind: type[Any]) -> list[str]:
@@ -93,6 +93,7 @@ PLAIN_FIELDS = (
     "now_was_clamped",
     "proposed_incidents",
     "interrupted_runs",
+    "no_default_branch_runs",
 )
 GROUP_LISTS = ("families", "signatures", "cofailures")
 

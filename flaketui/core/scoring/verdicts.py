@@ -39,7 +39,9 @@ The rules run in this order; the first that matches decides:
 7. `flaky`: there is flake evidence: a flaky run (failed, then passed on retry); a
    commit with both a good and a bad run; or bad runs interleaved with good ones on the default
    branch (two separate bad stretches, or one recovered stretch shorter than min_break_runs). The
-   interleaving counts in every suite; in suites that never retry it is the main evidence.
+   interleaving counts in every suite; in suites that never retry it is the main evidence. A
+   window without a default-branch run has none of it, which the report says
+   (Report.no_default_branch_runs) rather than any verdict.
    The "Wilson high < 0.10 is healthy" band does not override evidence: a 3 % flake on a busy
    gating test is a standing tax worth ranking (damage puts it where it belongs).
 8. `healthy`: Wilson high < 0.10 without flake evidence (too rare to act on).

@@ -1,8 +1,10 @@
 """The main screen's notice line: what the ranking leaves out or counts in part.
 
-Shown only when there is something to say: suspected outages excluded from scoring while they
-await review (`o` opens the review, as a click on the line does), and interrupted runs, which
-count for the tests they recorded.
+Shown only when there is something to say: a window without a run on the default branch, where
+bad runs between good ones are no flake evidence (the text report says what to do about it),
+suspected outages excluded from scoring while they await review (`o` opens the review, as a
+click on the line does), and interrupted runs, which count for the tests they recorded. All
+three fit in the line's three rows at 80 columns.
 """
 
 from __future__ import annotations
@@ -12,12 +14,22 @@ from textual import events
 from textual.widgets import Static
 
 from flaketui.core.scoring.results import Report
-from flaketui.core.words import plural
+from flaketui.core.words import either, plural
 
 
 def banner_text(report: Report) -> Text | None:
     """The notice for a report, or None when it has nothing to say."""
     parts: list[Text] = []
+    if report.no_default_branch_runs:
+        names = either(report.config.get("default_branches", ()))
+        where = names or "a default branch (none is configured)"
+        parts.append(
+            Text.assemble(
+                ("⚠ ", "bold"),
+                (f"no run on {where}", "bold"),
+                ": on-and-off failures count as flaky only there (see --branch)",
+            )
+        )
     outages = len(report.proposed_incidents)
     if outages:
         parts.append(
