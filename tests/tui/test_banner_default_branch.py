@@ -17,7 +17,7 @@ from flaketui.core.ingest.writer import RunRecorder
 from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.widgets.banner import TrustBanner
 
-NOTICE = "⚠ no run on main or master: on-and-off failures count as flaky only there (see --branch)"
+NOTICE = "⚠ no run on main or master: failing on and off is not judged flaky (--branch)"
 
 
 def _unbranched_history(path: Path, runs: int = 30) -> Path:
@@ -43,11 +43,12 @@ def _banner(app: FlaketuiApp) -> TrustBanner:
 
 async def test_the_notice_line_says_no_run_is_on_the_default_branch(tmp_path: Path) -> None:
     app = app_on(_unbranched_history(tmp_path / "history.db"), tmp_path)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         banner = _banner(app)
         assert banner.display
         assert str(banner.render()) == NOTICE
+        assert banner.region.height == 1  # one row even at 80 columns
 
 
 async def test_no_such_notice_beside_default_branch_runs(history: Path, tmp_path: Path) -> None:

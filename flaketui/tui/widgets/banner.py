@@ -27,7 +27,7 @@ def banner_text(report: Report) -> Text | None:
             Text.assemble(
                 ("⚠ ", "bold"),
                 (f"no run on {where}", "bold"),
-                ": on-and-off failures count as flaky only there (see --branch)",
+                ": failing on and off is not judged flaky (--branch)",
             )
         )
     outages = len(report.proposed_incidents)
