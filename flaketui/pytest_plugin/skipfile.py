@@ -129,17 +129,23 @@ def register_skip_file(config: pytest.Config) -> None:
         # suite runs, with a warning, since a misspelt path otherwise quarantines nothing unseen.
         _warn(config, f"{missing}; no test is quarantined")
         return
+    foreign: str | None = None
     try:
         skip = read_skip_file(path, explicit=explicit)
     except ForeignSkipFile as exc:
         _warn(config, f"flaketui: ignoring {exc.message}")
-        skip = None
+        skip, foreign = None, exc.message
     except FlaketuiError as exc:
         raise pytest.UsageError(f"flaketui skip file: {exc.message}") from None
     if skip is None and not quarantined_only:
         return
     plugin = SkipFilePlugin(
-        config, skip or SkipFile(path=path), source, quarantined_only, found=path.exists()
+        config,
+        skip or SkipFile(path=path),
+        source,
+        quarantined_only,
+        found=path.exists(),
+        foreign=foreign,
     )
     config.pluginmanager.register(plugin, PLUGIN_NAME)
     for entry in plugin.expired:
@@ -161,6 +167,7 @@ class SkipFilePlugin:
         source: str,
         quarantined_only: bool,
         found: bool = True,
+        foreign: str | None = None,
     ) -> None:
         self.config = config
         self.skip = skip
@@ -169,6 +176,9 @@ class SkipFilePlugin:
         # False for the nightly job in a project with no skip file yet: it runs nothing, and
         # says that the file is missing rather than that it was found with no entry.
         self.found = found
+        # Why a file found at the skip file's path is not honoured (another tool's file): the
+        # session then reads it as no entry, and says so instead of counting none.
+        self.foreign = foreign
         self.entries: dict[str, SkipEntry] = skip.entries
         self.expired = skip.expired(utc_now())
         self.deselected: set[str] = set()  # skip entries deselected in this session
@@ -303,6 +313,8 @@ class SkipFilePlugin:
         """Which skip file is honoured, from where, with how many entries."""
         if not self.found:
             return f"flaketui: no skip file at {self.skip.path}; no test is quarantined"
+        if self.foreign is not None:
+            return f"flaketui: ignoring {self.foreign}; no test is quarantined"
         modes = [e.mode for e in self.entries.values()]
         what = f"{modes.count(SkipMode.SKIP)} skip, {modes.count(SkipMode.RUN)} run"
         extra = ", quarantined tests only" if self.quarantined_only else ""
@@ -332,7 +344,12 @@ class SkipFilePlugin:
         """List deselected, forgiven, expired and unmatched entries."""
         tr = terminalreporter
         tr.write_sep("=", "flaketui quarantine")
-        held = plural(len(self.entries), "entry", "entries") if self.found else "not found"
+        if not self.found:
+            held = "not found"
+        elif self.foreign is not None:
+            held = "ignored: not a flaketui skip file"
+        else:
+            held = plural(len(self.entries), "entry", "entries")
         tr.write_line(f"skip file: {self.skip.path} ({held})")
         if self.quarantined_only:
             self._summary_quarantined_only(tr)

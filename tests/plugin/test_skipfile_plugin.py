@@ -247,6 +247,27 @@ def test_quarantined_only_without_a_skip_file_says_it_found_none(
     assert "discovered" not in result.stdout.str()
 
 
+def test_quarantined_only_beside_another_tools_file_says_it_ignores_it(
+    pytester: pytest.Pytester,
+) -> None:
+    # A .quarantine.json some other tool wrote: warned about, then honoured as no entry.
+    path = pytester.path / ".quarantine.json"
+    path.write_text('{"quarantined": ["test_suite.py::test_a"]}\n')
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-quarantined-only")
+    assert result.ret == pytest.ExitCode.OK
+    ignoring = f'ignoring {path}: not a flaketui skip file (no "format": "flaketui-skip-file")'
+    result.stdout.fnmatch_lines(
+        [
+            f"flaketui: {ignoring}; no test is quarantined",
+            "*flaketui quarantine*",
+            f"skip file: {path} (ignored: not a flaketui skip file)",
+            "quarantined tests only: ran 0, deselected 7 other tests",
+        ]
+    )
+    assert "discovered" not in result.stdout.str()
+
+
 def test_one_entry_is_counted_in_the_singular(single: Runner, pytester: pytest.Pytester) -> None:
     write_skip_file(pytester.path / ".quarantine.json", {SKIP: "skip"})
     result = single()
