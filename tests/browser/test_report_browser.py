@@ -2,8 +2,8 @@
 
 The page is opened from disk with every request outside that file refused and recorded: the
 test fails if the page asks the network for anything. It reads the counts, sorts and filters the
-table, checks that markup in CI data shows as text and never runs, and that the page fits a
-phone's width and hides its controls in print.
+table, checks that markup in CI data shows as text and never runs, that a notice under the header
+shows as a warning, and that the page fits a phone's width and hides its controls in print.
 
 `python tests/browser/test_report_browser.py` rewrites docs/report-html.png from the sample
 history.
@@ -26,6 +26,8 @@ if str(ROOT) not in sys.path:  # run as a script
     sys.path.insert(0, str(ROOT))
 
 from flaketui.cli.commands import cli  # noqa: E402
+from tests.cli.test_report_default_branch_cli import NOW as BRANCH_NOW  # noqa: E402
+from tests.cli.test_report_default_branch_cli import branch_history  # noqa: E402
 from tests.cli.test_report_html import (  # noqa: E402
     IMG_MESSAGE,
     IMG_OWNER,
@@ -190,6 +192,35 @@ def test_phone_width_and_print(
     screenshot = tmp_path / "phone.png"
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 0
+
+
+def test_a_notice_shows_as_a_warning_under_the_header(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A history without a run on the default branch: the warning between the header's line
+    and its counts, on its own background, within a phone's width."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    history = branch_history(tmp_path, None)
+    target = tmp_path / "report.html"
+    args = ["report", str(history), "--now", BRANCH_NOW, "--format", "html", "-o", str(target)]
+    made = CliRunner().invoke(cli, args)
+    assert made.exit_code == 0, made.output
+    for width in (1100, 390):
+        page = browser.open(target, width=width, height=844)
+        notice = page.locator("header p.notice")
+        assert notice.count() == 1 and notice.is_visible()
+        assert notice.inner_text().startswith("⚠ No run of the window is on the default branch")
+        meta, counts = page.locator("header p.meta"), page.locator("#counts")
+        top = notice.bounding_box()
+        assert meta.bounding_box()["y"] < top["y"] < counts.bounding_box()["y"]
+        colour = notice.evaluate("n => getComputedStyle(n).backgroundColor")
+        assert colour == "rgb(255, 248, 197)"
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+        page.screenshot(path=str(tmp_path / f"notice-{width}.png"))
+    assert browser.foreign == []
+    assert browser.console_errors == []
 
 
 def write_docs_screenshot() -> None:

@@ -37,7 +37,7 @@ def _junit(bad: bool) -> str:
     )
 
 
-def _history(tmp_path: Path, branch: str | None) -> Path:
+def branch_history(tmp_path: Path, branch: str | None) -> Path:
     """Twelve daily runs ingested from JUnit reports, each on `branch` (None: not recorded)."""
     lines = []
     for day in range(12):
@@ -78,7 +78,7 @@ def _report(runner: CliRunner, db: Path, *args: str) -> str:
 def test_a_history_without_default_branch_runs_says_so(
     runner: CliRunner, tmp_path: Path, branch: str | None
 ) -> None:
-    db = _history(tmp_path, branch)
+    db = branch_history(tmp_path, branch)
     data = json.loads(_report(runner, db, "--format", "json"))
     verdicts = {t["test_id"]: t["verdict"] for t in data["tests"]}
     assert verdicts == {FLIPPING: "healthy", STEADY: "healthy"}  # unchanged: no flake evidence
@@ -99,7 +99,7 @@ def test_a_history_without_default_branch_runs_says_so(
 def test_the_notice_names_the_configured_default_branches(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    db = _history(tmp_path, "develop")
+    db = branch_history(tmp_path, "develop")
     Path("pyproject.toml").write_text(
         '[tool.flaketui]\ndefault_branches = ["trunk"]\n', encoding="utf-8"
     )
@@ -109,7 +109,7 @@ def test_the_notice_names_the_configured_default_branches(
 def test_a_history_with_default_branch_runs_says_nothing_of_it(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    db = _history(tmp_path, "main")
+    db = branch_history(tmp_path, "main")
     data = json.loads(_report(runner, db, "--format", "json"))
     assert {t["test_id"]: t["verdict"] for t in data["tests"]}[FLIPPING] == "flaky"
     assert data["no_default_branch_runs"] is False
@@ -120,7 +120,7 @@ def test_a_history_with_default_branch_runs_says_nothing_of_it(
 def test_a_report_restricted_to_pull_requests_keeps_quiet_beside_default_branch_runs(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    db = _history(tmp_path, "main")
+    db = branch_history(tmp_path, "main")
     pr = ["--no-detect", "--branch", "x", "--run-id", "pr1", "--timestamp", "2026-11-15T00:00:00Z"]
     result = runner.invoke(cli, ["ingest", str(db), str(tmp_path / "run00.xml"), *pr])
     assert result.exit_code == 0, result.output
@@ -131,6 +131,6 @@ def test_a_report_restricted_to_pull_requests_keeps_quiet_beside_default_branch_
 def test_an_empty_window_says_nothing_of_the_default_branch(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    db = _history(tmp_path, None)
+    db = branch_history(tmp_path, None)
     data = json.loads(_report(runner, db, "--format", "json", "--now", "2026-10-01T00:00:00Z"))
     assert data["tests"] == [] and data["no_default_branch_runs"] is False

@@ -33,6 +33,9 @@ file or CODEOWNERS file that is missing, a directory or unreadable; a CODEOWNERS
 not UTF-8; a summary file that cannot be written); 2 on a usage error (an unknown option or
 reason, a --now that is not a timestamp of the years 1970 to 9000, a negative --max-damage, a
 --since naming no run or a run after --now, a --since duration longer than 36500 days).
+Before the findings, a line for each thing the ranking leaves out or counts in part (no run on
+the default branch, suspected outages awaiting review, interrupted runs): it never changes the
+status.
 """
 
 
@@ -130,6 +133,9 @@ def check_command(
         click.echo(render_summary(result), nl=False)
     elif isinstance(summary_file, Path):
         write_summary(summary_file, render_summary(result))
+    # What the ranking leaves out or counts in part comes first: it qualifies what follows.
+    for notice in result.notices:
+        click.echo(notice, err=to_stdout)
     for _reason, line in result.failures:
         click.echo(line, err=to_stdout)
     if result.failed:

@@ -18,10 +18,12 @@ and the quarantines added, released (audit log) or expired since the point (entr
 before it are named once more, since they are still in the skip file). Added and released are
 the audit rows written since the point, each shown with the date of its decision: the
 lifecycle's `--apply` dates a quarantine the day its clock ran out, which may be days before
-the apply that wrote it. Everything that came
-from CI (test ids, reasons, owners, commits) is escaped twice: HTML-escaped, since GitHub and
-GitLab render HTML in Markdown, and backslash-escaped, so it cannot open a link, a table cell or
-emphasis.
+the apply that wrote it. Under its status it gives the notices of the ranking as of now
+(`report_notices`: no run on the default branch, suspected outages awaiting review,
+interrupted runs), which the command prints too and which never fail the gate. Everything
+that came from CI (test ids, reasons, owners, commits) is escaped twice: HTML-escaped, since
+GitHub and GitLab render HTML in Markdown, and backslash-escaped, so it cannot open a link, a
+table cell or emphasis.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.dbhandle import Connected
+from flaketui.core.output.notices import report_notices
 from flaketui.core.output.text import md_text, one_line
 from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
 from flaketui.core.scoring.report import VERDICT_ORDER, build_report, effective_now
@@ -83,6 +86,9 @@ class CheckResult:
     max_damage: float | None = None
     fail_on: tuple[str, ...] = DEFAULT_REASONS
     failures: list[tuple[str, str]] = field(default_factory=list)  # (reason, one line)
+    # What the ranking as of now leaves out or counts in part (report_notices): said, never
+    # a reason to fail
+    notices: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -178,6 +184,7 @@ def check(
         counts=_counts(current),
         max_damage=max_damage,
         fail_on=fail_on,
+        notices=report_notices(current),
     )
     result.new_flaky = [
         t for t in current.tests if t.verdict == "flaky" and verdict_then.get(t.test_id) != "flaky"
@@ -282,6 +289,8 @@ def render_summary(result: CheckResult) -> str:
         f"As of {to_iso(result.now)}, changes since {to_iso(result.since)} "
         f"({md_text(result.since_label)}); window {plural(result.window_days, 'day')}: {counts}.",
     ]
+    for notice in result.notices:
+        out += ["", f"⚠ {md_text(notice)}"]
     if result.max_damage is not None:
         out += [
             "",

@@ -18,10 +18,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from flaketui.core.output.text import code_span, md_text, one_line, visible
+from flaketui.core.output.notices import no_default_branch_notice
+from flaketui.core.output.text import code_span, md_text, visible
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, Suspect, TestVerdict
 from flaketui.core.timeutil import to_iso
-from flaketui.core.words import either, plural
+from flaketui.core.words import plural
 
 SCHEMA_VERSION = 2
 FLOAT_DIGITS = 6
@@ -335,21 +336,6 @@ def sparkline(values: Sequence[float], floor_max: float = 0.0) -> str:
 def rare_flakes(report: Report) -> int:
     """Tests judged healthy as rare flakes (flag `rare-flake`): counted in the header."""
     return sum("rare-flake" in t.flags for t in report.tests)
-
-
-def no_default_branch_notice(report: Report) -> str | None:
-    """What the report says when the window has runs but none on the default branch: the
-    verdicts that rest on it, and how to give runs their branch. None otherwise."""
-    if not report.no_default_branch_runs:
-        return None
-    names = either([one_line(name) for name in report.config.get("default_branches", ())])
-    return (
-        f"No run of the window is on the default branch ({names or 'none is configured'}): "
-        "bad runs between good ones are flake evidence only there, so a test failing on and "
-        "off without retries is listed as healthy. Record each run's branch (flaketui ingest "
-        "--branch, or the CI variables flaketui reads) or name the team's branch in "
-        "default_branches."
-    )
 
 
 def _header(report: Report) -> str:

@@ -3,13 +3,14 @@
 Everything is inline (CSS, SVG, a few lines of JavaScript that sort and filter the tables) and a
 Content-Security-Policy forbids the page any request, so it opens offline and leaks nothing.
 Every string from CI (test ids, messages, owners, reasons, commits, run ids) goes through
-`html.escape` and shows as text. Contents: the header (as of, window, tests per verdict); every
-listed test, ranked, with its owner, likely cause, reason and a 30-day sparkline of its score;
-the regressions with their change point; the flaky tests that fail in the same runs, grouped,
-with the cause they share; a heatmap of the outcomes of the regressed tests and the top flaky
-tests (HEATMAP_TESTS in all) over their last HEATMAP_RUNS runs; and for the first DETAIL_TESTS
-of them, their suspects, failure signatures and the Wilson interval of their failure rate per
-worker count and worker id. The page grows by under a kilobyte per listed test (a 1 000-test
+`html.escape` and shows as text. Contents: the header (as of, window, a warning for each thing
+the ranking leaves out or counts in part, tests per verdict); every listed test, ranked, with
+its owner, likely cause, reason and a 30-day sparkline of its score; the regressions with their
+change point; the flaky tests that fail in the same runs, grouped, with the cause they share; a
+heatmap of the outcomes of the regressed tests and the top flaky tests (HEATMAP_TESTS in all)
+over their last HEATMAP_RUNS runs; and for the first DETAIL_TESTS of them, their suspects,
+failure signatures and the Wilson interval of their failure rate per worker count and worker
+id. The page grows by under a kilobyte per listed test (a 1 000-test
 history is well under 2 MB); the per-test and per-group sections are capped.
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
+from flaketui.core.output.notices import report_notices
 from flaketui.core.scoring.detail import (
     RunOutcome,
     SignatureCount,
@@ -54,7 +56,8 @@ CSP = (
 STYLE = """
 :root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--alt:#f6f8fa;
 --flaky:#d97706;--regression:#cf222e;--healthy:#1a7f37;--insufficient:#8c959f;
---pass:#2da44e;--fail:#cf222e;--kflaky:#e8a317;--skip:#d0d7de}
+--pass:#2da44e;--fail:#cf222e;--kflaky:#e8a317;--skip:#d0d7de;
+--warn-bg:#fff8c5;--warn-line:#d4a72c;--warn-fg:#4d2d00}
 *{box-sizing:border-box}
 body{margin:0 auto;max-width:1400px;padding:1rem;font:14px/1.45 system-ui,-apple-system,
 "Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}
@@ -62,6 +65,8 @@ h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.15rem;margin:1.6rem 0 .5rem;
 border-bottom:1px solid var(--line);padding-bottom:.2rem}h3{font-size:1rem;margin:1rem 0 .3rem;
 word-break:break-all}
 .meta{color:var(--muted);margin:.2rem 0 .6rem}
+.notice{margin:.4rem 0;padding:.4rem .7rem;border:1px solid var(--warn-line);
+border-left-width:4px;border-radius:6px;background:var(--warn-bg);color:var(--warn-fg)}
 .counts{display:flex;flex-wrap:wrap;gap:.5rem;margin:.5rem 0;padding:0;list-style:none}
 .counts li{border:1px solid var(--line);border-radius:6px;padding:.3rem .7rem;min-width:7rem}
 .counts b{display:block;font-size:1.3rem}
@@ -232,6 +237,10 @@ def _header(report: Report, counts: dict[Verdict, int]) -> list[str]:
         f'<p class="meta">As of <time id="as-of">{e(to_iso(report.now))}</time>, '
         f'window <span id="window">{report.window_days}</span> '
         f"day{'' if report.window_days == 1 else 's'}{e(clamp)}.</p>",
+        *(
+            f'<p class="notice" role="note"><span aria-hidden="true">⚠ </span>{e(notice)}</p>'
+            for notice in report_notices(report)
+        ),
         f'<ul class="counts" id="counts">{items}</ul></header>',
     ]
 
