@@ -194,6 +194,26 @@ def test_phone_width_and_print(
     assert screenshot.stat().st_size > 0
 
 
+def test_a_laptop_width_shows_every_column_but_the_wide_ones_without_scrolling(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """At 1100 px the tests table fits its box, the reasons in view, the score, bad-run and
+    trend columns left out; with room for them (1400 px) they are shown and it still fits."""
+    history = tmp_path / "history.db"
+    shutil.copyfile(ROOT / "sample_data" / "history.db", history)
+    target = tmp_path / "report.html"
+    args = ["report", str(history), "--now", SAMPLE_NOW, "--format", "html", "-o", str(target)]
+    made = CliRunner().invoke(cli, args)
+    assert made.exit_code == 0, made.output
+    box = "document.querySelector('#tests').parentElement"
+    for width, trend in ((1100, False), (1400, True)):
+        page = browser.open(target, width=width, height=900)
+        assert page.evaluate(f"{box}.scrollWidth - {box}.clientWidth") <= 0, width
+        assert page.locator("#tests th", has_text="Reason").is_visible()
+        assert page.locator("#tests th", has_text="Trend").is_visible() is trend
+        page.close()
+
+
 def test_a_notice_shows_as_a_warning_under_the_header(
     browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
