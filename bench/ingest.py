@@ -235,7 +235,7 @@ def _built_rows(paths: list[Path]) -> tuple[dict[str, int], list[tuple[list, lis
     runs = []
     for path in paths:
         results, test_runs = [], []
-        for test_id, _, attempts in iter_case_rows(path):
+        for test_id, _, attempts, _ in iter_case_rows(path):
             pk = test_pks.setdefault(test_id, len(test_pks) + 1)
             for number, (outcome, duration, message, worker, *_) in enumerate(attempts, 1):
                 results.append((pk, number, outcome, worker, duration, message, None))

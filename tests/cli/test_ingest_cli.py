@@ -572,6 +572,105 @@ def test_one_file_in_two_reports_of_a_run_stays_one_test(tmp_path: Path, how: st
     assert run_tests(db) == [("parser::x", "flaky", 3)]
 
 
+def file_shard(path: Path, *cases: tuple[str, str, str]) -> Path:
+    """A shard whose cases name their file in a ``file`` attribute (jest-junit's
+    addFileAttribute, Gradle and Maven forks): (file, test name, outcome) per case, one suite."""
+    body = "".join(
+        f'<testcase classname="parser" name="{name}" file="{file}">'
+        + ('<failure message="boom">Error: boom</failure>' if outcome == "fail" else "")
+        + "</testcase>"
+        for file, name, outcome in cases
+    )
+    path.write_text(f'<testsuites><testsuite name="jest tests">{body}</testsuite></testsuites>')
+    return path
+
+
+@pytest.mark.parametrize("how", ["one_command", "a_then_b", "b_then_a"])
+def test_shards_ingested_by_separate_commands_keep_same_named_tests_apart(
+    tmp_path: Path, how: str
+) -> None:
+    """Each shard job ingests its own report into the run: the first shard's case is stored
+    under the plain id, and the second shard's same-named case of another file is another
+    test, not a leg of it. Whatever order the shards come in, the run is what one ingest of
+    both gives."""
+    a = file_shard(tmp_path / "a.xml", ("src/a.test.js", "handles empty input", "fail"))
+    b = file_shard(
+        tmp_path / "b.xml",
+        ("src/b.test.js", "handles empty input", "pass"),
+        ("src/b.test.js", "only in b", "pass"),
+    )
+    db = tmp_path / "h.db"
+    meta = ["--run-id", "gh-77", "--no-detect"]
+    if how == "one_command":
+        commands = [[a, b]]
+    else:
+        commands = [[a], [b]] if how == "a_then_b" else [[b], [a]]
+    for paths in commands:
+        result = run(db, *paths, *meta)
+        assert result.exit_code == 0, result.output
+    assert run_tests(db) == SHARDED
+    assert query(db, "SELECT count(*) FROM tests") == [(3,)]
+
+
+FILES = ("src/a.test.js", "src/b.test.js", "src/c.test.js", "")  # "": the case names none
+CASE = st.tuples(
+    st.sampled_from(FILES), st.sampled_from(("x", "y")), st.sampled_from(("pass", "fail"))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shards=st.lists(st.lists(CASE, min_size=1, max_size=3), min_size=2, max_size=4), data=st.data()
+)
+def test_a_runs_shards_give_its_tests_whatever_the_commands_and_their_order(
+    shards: list[list[tuple[str, str, str]]], data: st.DataObject
+) -> None:
+    """Shards of one run (a file in one shard or several, a name in one file or several, a
+    case repeated in a shard as a retry, a case naming no file), ingested in any order and
+    split into any number of commands: the run's tests and outcomes are those one ingest of
+    every shard gives, and a case's name is prefixed with its file exactly where files of the
+    run share it."""
+    order = data.draw(st.permutations(range(len(shards))), label="order")
+    cuts = data.draw(st.lists(st.booleans(), min_size=len(shards) - 1, max_size=len(shards) - 1))
+    files_of: dict[str, set[str]] = {}
+    for shard_cases in shards:
+        for file, name, _ in shard_cases:
+            files_of.setdefault(name, set()).update([file] if file else [])
+    expected = sorted(
+        {
+            f"{file}::parser::{name}" if file and len(files_of[name]) > 1 else f"parser::{name}"
+            for shard_cases in shards
+            for file, name, _ in shard_cases
+        }
+    )
+    meta = ["--run-id", "gh-77", "--no-detect"]
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        paths = []
+        for number, shard_cases in enumerate(shards):
+            paths.append(file_shard(tmp / f"shard{number}.xml", *shard_cases))
+            with paths[-1].open("a") as fh:
+                fh.write(f"<!-- shard {number} -->\n")  # each shard its own report file
+        together = tmp / "together.db"
+        assert run(together, *paths, *meta).exit_code == 0
+        commands: list[list[Path]] = [[paths[order[0]]]]
+        for cut, index in zip(cuts, order[1:], strict=True):
+            if cut:
+                commands.append([])
+            commands[-1].append(paths[index])
+        split = tmp / "split.db"
+        for command in commands:
+            result = run(split, *command, *meta)
+            assert result.exit_code == 0, result.output
+        outcomes = (
+            "SELECT t.test_id, tr.outcome, tr.bad, tr.attempts, tr.failed_attempts"
+            " FROM test_runs tr JOIN tests t ON t.id = tr.test ORDER BY t.test_id"
+        )
+        assert query(split, outcomes) == query(together, outcomes)
+        assert [row[0] for row in query(together, outcomes)] == expected
+        assert query(split, "SELECT test_id FROM tests ORDER BY 1") == [(i,) for i in expected]
+
+
 # ---- one test in several report files of a run ------------------------------------------------
 
 

@@ -35,8 +35,14 @@ def _audit_log_as_version_5(conn: sqlite3.Connection) -> None:
     conn.execute(index.group(0))
 
 
+def _results_as_version_7(conn: sqlite3.Connection) -> None:
+    """results as versions 1 to 7 laid it out: no origin."""
+    conn.execute("ALTER TABLE results DROP COLUMN origin")
+
+
 def _results_as_version_6(conn: sqlite3.Connection) -> None:
-    """results as versions 1 to 6 laid it out: no leg."""
+    """results as versions 1 to 6 laid it out: no leg, no origin."""
+    _results_as_version_7(conn)
     conn.execute("ALTER TABLE results DROP COLUMN leg")
 
 
@@ -204,3 +210,42 @@ def test_a_version_6_history_gains_legs_and_keeps_its_per_run_rows(tmp_path: Pat
         for run, ts in runs:
             refresh_test_runs(db.conn, run, ts)
     assert db.conn.execute(ROWS).fetchall() == rows
+
+
+def test_a_version_7_history_gains_origins_and_its_plain_ids_join_later_shards(
+    tmp_path: Path,
+) -> None:
+    """Attempts stored before origins existed name no file (NULL): their per-run rows stay, and
+    a later shard's same-named case of a known file joins such a test as a leg, as it did."""
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    _results_as_version_7(conn)
+    conn.execute("PRAGMA user_version = 7")
+    rows = conn.execute(ROWS).fetchall()
+    run, test_id, ts = conn.execute(
+        "SELECT r.run_id, t.test_id, r.ts FROM test_runs tr JOIN runs r ON r.id = tr.run"
+        " JOIN tests t ON t.id = tr.test ORDER BY tr.run, tr.test LIMIT 1"
+    ).fetchone()
+    conn.close()
+
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    assert db.conn.execute("SELECT count(*) FROM results WHERE origin IS NOT NULL").fetchone() == (
+        0,
+    )
+    assert db.conn.execute(ROWS).fetchall() == rows
+    from flaketui.core.ingest.writer import ingest_reports
+    from flaketui.core.models import RunMeta
+
+    classname, _, name = str(test_id).rpartition("::")
+    shard = tmp_path / "shard.xml"
+    shard.write_text(
+        f'<testsuite name="s"><testcase classname="{classname}" name="{name}"'
+        ' file="src/other.test.js"/></testsuite>'
+    )
+    meta = RunMeta(run_id=str(run), ts=parse_iso(str(ts)))
+    attempts = "SELECT count(*) FROM results x JOIN tests t ON t.id = x.test WHERE t.test_id = ?"
+    before = db.conn.execute(attempts, (test_id,)).fetchone()[0]
+    ingest_reports(db, [shard], meta)
+    assert db.conn.execute(attempts, (test_id,)).fetchone()[0] == before + 1

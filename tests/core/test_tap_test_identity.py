@@ -15,7 +15,7 @@ from flaketui.core.ingest.tap import iter_case_rows
 def _rows(tmp_path: Path, content: str) -> list[tuple[str, list[str]]]:
     path = tmp_path / "stream.tap"
     path.write_text(content, encoding="utf-8")
-    return [(test_id, [a[0] for a in attempts]) for test_id, _, attempts in iter_case_rows(path)]
+    return [(test_id, [a[0] for a in attempts]) for test_id, _, attempts, _ in iter_case_rows(path)]
 
 
 def test_repeated_top_level_descriptions_are_numbered_tests(tmp_path: Path) -> None:

@@ -673,3 +673,109 @@ def test_legs_of_a_run_combine_whatever_the_ingest_order(
             stored.append(rows(db, "SELECT outcome, bad, attempts, failed_attempts FROM test_runs"))
             db.conn.close()
     assert stored[0] == stored[1] == [_expected_run(legs)]
+
+
+# ---- same-named tests of different files in separately ingested shards -----------------------
+
+
+def _file_case(file: str, name: str, inner: str = "") -> str:
+    return f'<testcase classname="parser" name="{name}" file="{file}" time="0.1">{inner}</testcase>'
+
+
+def test_a_later_shard_moves_the_runs_plain_id_and_keeps_the_rollups_exact(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    """The run is folded into the rollups before its second shard names a file sharing a test
+    name: the stored attempts move to their file's id (failing there, as they did), the plain
+    id leaves the run and the history, and the rollups are what a rebuild from the raw rows
+    gives."""
+    from flaketui.core.rollups import build as rollups
+
+    first = report(
+        tmp_path,
+        "1.xml",
+        _file_case("src/a.test.js", "x", "<failure message='boom 1'/>")
+        + _file_case("src/a.test.js", "y"),
+    )
+    second = report(tmp_path, "2.xml", _file_case("src/b.test.js", "x"))
+    earlier = report(tmp_path, "0.xml", _file_case("src/a.test.js", "y"))
+    ingest_reports(db, [earlier], RunMeta(run_id="R0", ts=datetime(2026, 10, 30, tzinfo=UTC)))
+    ingest_reports(db, [first], RunMeta(run_id="R", ts=TS))
+    with transaction(db.conn):
+        rollups.fold_pending(db.conn)
+    assert rows(db, "SELECT count(*) FROM test_day_rollups WHERE test = ("
+                "SELECT id FROM tests WHERE test_id = 'parser::x')") == [(1,)]  # fmt: skip
+    ingest_reports(db, [second], RunMeta(run_id="R", ts=TS))
+    assert rows(
+        db,
+        "SELECT t.test_id, x.attempt, x.outcome, x.origin FROM results x"
+        " JOIN tests t ON t.id = x.test JOIN runs r ON r.id = x.run WHERE r.run_id = 'R'"
+        " ORDER BY 1",
+    ) == [
+        ("parser::y", 1, "pass", "src/a.test.js"),
+        ("src/a.test.js::parser::x", 1, "fail", "src/a.test.js"),
+        ("src/b.test.js::parser::x", 1, "pass", "src/b.test.js"),
+    ]
+    assert rows(
+        db, "SELECT t.test_id, tr.outcome FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        " WHERE tr.run = (SELECT id FROM runs WHERE run_id = 'R') ORDER BY 1"
+    ) == [
+        ("parser::y", "pass"),
+        ("src/a.test.js::parser::x", "fail"),
+        ("src/b.test.js::parser::x", "pass"),
+    ]  # fmt: skip
+    assert rows(db, "SELECT test_id, test_file FROM tests ORDER BY 1") == [
+        ("parser::y", "src/a.test.js"),
+        ("src/a.test.js::parser::x", "src/a.test.js"),
+        ("src/b.test.js::parser::x", "src/b.test.js"),
+    ]
+    with transaction(db.conn):
+        rollups.fold_pending(db.conn)
+    tables = [
+        name
+        for (name,) in db.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND (name LIKE '%day%'"
+            " OR name LIKE '%week%' OR name LIKE '%mixed%') ORDER BY name"
+        )
+    ]
+    written = {t: rows(db, f"SELECT * FROM {t} ORDER BY 1, 2, 3") for t in tables}
+    with db.conn:
+        rollups.rebuild(db.conn)
+    assert {t: rows(db, f"SELECT * FROM {t} ORDER BY 1, 2, 3") for t in tables} == written
+
+
+def test_a_plain_id_of_an_unknown_file_stays_and_takes_the_later_shards_case(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    """Attempts stored without a file (a report naming none, or a history from before files
+    were stored) do not say whose they are: a later shard's case of that name joins them as a
+    leg, as before."""
+    first = report(tmp_path, "1.xml", tc("parser", "x", "<failure message='boom'/>"))
+    second = report(tmp_path, "2.xml", _file_case("src/b.test.js", "x"))
+    for path in (first, second):
+        ingest_reports(db, [path], RunMeta(run_id="R", ts=TS))
+    assert rows(
+        db, "SELECT t.test_id, tr.outcome, tr.attempts FROM test_runs tr"
+        " JOIN tests t ON t.id = tr.test"
+    ) == [("parser::x", "fail", 2)]  # fmt: skip
+
+
+def test_repeats_naming_their_file_or_not_are_numbered_in_document_order(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    """A report repeating a test already in the run, once with its file and once without: the
+    attempts are numbered as the report lists them, so its leg's first attempt is its first."""
+    first = report(tmp_path, "1.xml", _file_case("src/a.test.js", "x"))
+    second = report(
+        tmp_path,
+        "2.xml",
+        _file_case("src/a.test.js", "x") + tc("parser", "x", "<failure message='boom'/>"),
+    )
+    for path in (first, second):
+        ingest_reports(db, [path], RunMeta(run_id="R", ts=TS))
+    assert rows(db, "SELECT attempt, outcome, origin FROM results ORDER BY attempt") == [
+        (1, "pass", "src/a.test.js"),
+        (2, "pass", "src/a.test.js"),
+        (3, "fail", None),
+    ]
+    assert rows(db, "SELECT outcome, bad FROM test_runs") == [("flaky", 0)]

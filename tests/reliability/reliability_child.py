@@ -89,7 +89,7 @@ def parse(report: str) -> None:
 
     Path("/proc/self/clear_refs").write_text("5")
     before = _status_kib("VmRSS")
-    attempts = sum(len(attempts) for _id, _file, attempts in iter_report_rows(Path(report)))
+    attempts = sum(len(row[2]) for row in iter_report_rows(Path(report)))
     print(
         json.dumps(
             {"attempts": attempts, "rss_before_kib": before, "peak_kib": _status_kib("VmHWM")}

@@ -540,3 +540,148 @@ def test_a_shard_with_other_metadata_is_refused_by_the_server(pg_url: str, tmp_p
     assert server_count(pg_url, "SELECT count(*) FROM results") == 1
     invoke("ingest", pg_url, shard2, "--run-id", "N1", "--no-detect")
     assert server_count(pg_url, "SELECT count(*) FROM results") == 2
+
+
+def _file_shard(path: Path, *cases: tuple[str, str, str]) -> Path:
+    """A shard whose cases name their file: (file, test name, outcome) per case."""
+    body = "".join(
+        f'<testcase classname="parser" name="{name}" file="{file}">'
+        + ('<failure message="boom"/>' if outcome == "fail" else "")
+        + "</testcase>"
+        for file, name, outcome in cases
+    )
+    path.write_text(f'<testsuites><testsuite name="jest tests">{body}</testsuite></testsuites>\n')
+    return path
+
+
+RUN_TESTS = (
+    "SELECT t.test_id, tr.outcome, tr.bad, tr.attempts FROM test_runs tr"
+    " JOIN tests t ON t.id = tr.test ORDER BY 1"
+)
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
+    pg_url: str, tmp_path: Path, first: str
+) -> None:
+    """Each shard job ingests its report into the server's run on its own, and a replica syncs
+    in between: the second shard's same-named case of another file moves the first's attempts
+    to their file's id on the server, and the replica drops its copy under the plain id. The
+    server, the replica and a history file ingested shard by shard agree, in either order."""
+    shards = {
+        "a": _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
+                         ("src/a.test.js", "y", "pass")),
+        "b": _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
+    }  # fmt: skip
+    order = [shards[first], shards["b" if first == "a" else "a"]]
+    meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
+    replica, local = tmp_path / "replica.db", tmp_path / "local.db"
+    for shard in order:
+        invoke("ingest", pg_url, shard, *meta)
+        invoke("ingest", local, shard, *meta)
+        invoke("sync", pg_url, replica)
+    expected = [
+        ("parser::y", "pass", 0, 1),
+        ("src/a.test.js::parser::x", "fail", 1, 1),
+        ("src/b.test.js::parser::x", "pass", 0, 1),
+    ]
+    assert sqlite3.connect(local).execute(RUN_TESTS).fetchall() == expected
+    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == expected
+    assert (
+        server_count(
+            pg_url,
+            "SELECT count(*) FROM results x JOIN tests t ON t.id = x.test"
+            " WHERE t.test_id = 'parser::x'",
+        )
+        == 0
+    )
+    assert report(replica) == report(local)
+
+
+def test_a_version_8_server_gains_origins_and_its_plain_ids_join_later_shards(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A server from before origins were stored: its attempts say no file (NULL), so a later
+    shard's same-named case of a known file joins such a test as a leg, as it did."""
+    from flaketui.core.history.pg import schema
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.push import push_history
+    from flaketui.core.history.store import open_history
+
+    old = connect(pg_url, migrate=False)
+    try:
+        with old.transaction():
+            for migration in schema.MIGRATIONS[:8]:
+                old.execute(migration)
+            old.execute("INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', '8')")
+        staged = tmp_path / "old-run.db"
+        first = _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
+        invoke("ingest", staged, first, "--run-id", "gh-77", "--no-detect")
+        push_history(old, open_history(staged, create=False).conn, append=True)
+    finally:
+        old.close()
+    assert "origin" not in server_columns(pg_url, "results")
+    second = _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
+    invoke("ingest", pg_url, second, "--run-id", "gh-77", "--no-detect")
+    assert server_count(
+        pg_url, "SELECT value::int FROM flaketui_meta WHERE key = 'schema_version'"
+    ) == len(schema.MIGRATIONS)
+    assert server_count(pg_url, "SELECT count(*) FROM results WHERE origin IS NULL") == 1
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == [("parser::x", "fail", 1, 2)]
+
+
+def test_shards_whose_ingests_read_the_run_before_either_pushed_are_told_apart(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Two shard jobs stage their reports at once, neither seeing the other's case in the
+    server's run: the second push finds the plain id held from two files under the run's lock
+    and moves each file's attempts to its own id, as one ingest of both gives."""
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.push import push_history
+    from flaketui.core.history.store import open_history
+
+    meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
+    a = _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
+    b = _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
+    staged = []
+    for shard in (a, b):
+        staged.append(tmp_path / f"staged-{shard.stem}.db")
+        invoke("ingest", staged[-1], shard, *meta)
+    replica, together = tmp_path / "replica.db", tmp_path / "together.db"
+    pg = connect(pg_url)
+    try:
+        push_history(pg, open_history(staged[0], create=False).conn, append=True)
+        invoke("sync", pg_url, replica)
+        push_history(pg, open_history(staged[1], create=False).conn, append=True)
+    finally:
+        pg.close()
+    invoke("sync", pg_url, replica)
+    invoke("ingest", together, a, b, *meta)
+    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == [
+        ("src/a.test.js::parser::x", "fail", 1, 1),
+        ("src/b.test.js::parser::x", "pass", 0, 1),
+    ]
+    assert report(replica) == report(together)
+
+
+def test_a_manifest_line_appending_a_shard_to_a_server_run_tells_its_file_apart(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A backfill's line adding a shard to a run the server holds reads the server's copy of the
+    run as an ingest does."""
+    meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
+    invoke("ingest", pg_url, _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail")), *meta)
+    _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(
+        json.dumps({"run_id": "gh-77", "file": "b.xml", "timestamp": "2026-11-20T10:00:00Z"}) + "\n"
+    )
+    invoke("ingest", pg_url, "--manifest", manifest)
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == [
+        ("src/a.test.js::parser::x", "fail", 1, 1),
+        ("src/b.test.js::parser::x", "pass", 0, 1),
+    ]

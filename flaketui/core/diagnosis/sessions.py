@@ -320,7 +320,7 @@ class PytestSessions:
                         process.wait(timeout=POLL_S)
                 result.exit_code = process.returncode
             if report.is_file() and not result.cancelled:
-                for test_id, _, attempts in iter_case_rows(report):
+                for test_id, _, attempts, _ in iter_case_rows(report):
                     result.outcomes[test_id] = attempts[0][0]
                     result.durations[test_id] = attempts[0][1]
             if any(result.outcome_of(test) in (None, "skipped") for test in node_ids):

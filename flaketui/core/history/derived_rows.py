@@ -88,3 +88,30 @@ def refresh_test_runs(
     else:
         test_list = json.dumps(sorted(set(tests)))
         conn.execute(_REFRESH_TESTS_SQL, {"run": run_pk, "ts": ts, "tests": test_list})
+
+
+def refresh_moved(
+    conn: sqlite3.Connection, run_pk: int, ts: str, left: set[int], touched: set[int]
+) -> None:
+    """After attempts of a run moved from the tests `left` (to others, or away: a replica drops
+    the rows its server moved), inside the caller's transaction: the per-run rows of the tests
+    `touched` recomputed, the rollups of the tests that left the run refreshed (those they
+    moved to are the run's, which its writer folds or refreshes), and a test left with no run
+    and no decision in the audit log dropped, as prune drops it."""
+    from flaketui.core.rollups import build as rollups
+
+    conn.execute(
+        "DELETE FROM test_runs WHERE test IN (SELECT value FROM json_each(?)) AND ts = ?"
+        " AND run = ?",
+        (json.dumps(sorted(touched)), ts, run_pk),
+    )
+    refresh_test_runs(conn, run_pk, ts, touched)
+    commit = conn.execute("SELECT commit_sha FROM runs WHERE id = ?", (run_pk,)).fetchone()[0]
+    rollups.refresh(conn, ts[:10], left)
+    rollups.refresh_commits(conn, [commit], left)
+    conn.execute(
+        "DELETE FROM tests WHERE id IN (SELECT value FROM json_each(?))"
+        " AND NOT EXISTS (SELECT 1 FROM test_runs AS r WHERE r.test = tests.id)"
+        " AND test_id NOT IN (SELECT test_id FROM audit_log)",
+        (json.dumps(sorted(left)),),
+    )

@@ -49,7 +49,7 @@ RUN_COLUMNS = (
 )
 RESULT_COLUMNS = (
     "test, attempt, outcome, worker_id, duration_ms, message, signature, predecessor, position,"
-    " timeout_ms, leg"
+    " timeout_ms, leg, origin"
 )
 
 
@@ -137,6 +137,7 @@ def _copy_results(
         position,
         timeout,
         leg,
+        origin,
     ) in src.execute(f"SELECT {RESULT_COLUMNS} FROM results WHERE run = ?", (src_run,)):
         dest_test = tests[test]
         if dest_test in skip_tests:
@@ -155,10 +156,11 @@ def _copy_results(
                 position,
                 timeout,
                 leg,
+                origin,
             )
         )
     dest.executemany(
-        f"INSERT INTO results (run, {RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO results (run, {RESULT_COLUMNS}) VALUES ({', '.join('?' * 13)})",
         rows,
     )
     return len(rows)

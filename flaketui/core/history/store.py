@@ -239,6 +239,17 @@ ALTER TABLE results ADD COLUMN leg INTEGER;
 """
 
 
+# results gains origin: the file a JUnit case named (its ``file`` attribute, or its suite's
+# name when that is a path; else the describe block of a karma reporter's ``parentSuites``),
+# NULL where the case named none and for rows from before this version. A run's later shard
+# reads it to tell a stored case of a plain id from a same-named case of another file
+# (flaketui.core.ingest.writer: two such cases are two tests, each prefixed with its file), and
+# the rows of the earlier one move to their file-prefixed id in that shard's transaction.
+SCHEMA_V8 = """
+ALTER TABLE results ADD COLUMN origin TEXT;
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -267,6 +278,10 @@ def _migrate_to_7(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V7)
 
 
+def _migrate_to_8(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V8)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
@@ -275,6 +290,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_5,
     _migrate_to_6,
     _migrate_to_7,
+    _migrate_to_8,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

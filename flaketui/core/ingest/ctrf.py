@@ -155,7 +155,7 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
         if not isinstance(test, dict):
             raise ReportError(f"{label}: {where}: not an object")
         test_id, file = _identity(label, where, test)
-        yield test_id, file, _attempts(label, where, test)
+        yield test_id, file, _attempts(label, where, test), None
 
 
 def report_timestamp(path: Path) -> datetime | None:

@@ -46,7 +46,9 @@ Decisions where producers disagree:
 - The rule holds across the reports of one run (SharedNames): shards of a sharded job hold
   different files, and a name two shards' files share is prefixed in each, whether the shards
   come in one ingest or a manifest's lines of one run, or a later ingest appends one to the run
-  holding the name under a file-prefixed id already. A report read alone decides for itself.
+  holding the name under a file-prefixed id already, or under the plain id from another file
+  (the writer stores each case's file with its attempts and moves those rows to their prefixed
+  id). A report read alone decides for itself.
 """
 
 from __future__ import annotations
@@ -160,9 +162,10 @@ class _Capture:
 
 # What the parser hands the writer: (outcome, duration_ms, message, worker_id, predecessor,
 # position, timeout_ms) per attempt -- a report never says the last three, so they are None --
-# and (test_id, test_file, attempts) per case. Plain tuples: no object per row on the hot path.
+# and (test_id, test_file, attempts, origin) per case, origin the file the case named (see
+# _CaseReader._origin; None when it named none). Plain tuples: no object per row on the hot path.
 AttemptRow = tuple[str, int | None, str | None, str | None, str | None, int | None, int | None]
-CaseRow = tuple[str, str | None, tuple[AttemptRow, ...]]
+CaseRow = tuple[str, str | None, tuple[AttemptRow, ...], str | None]
 
 
 def _status_outcome(attrs: dict[str, str]) -> str:
@@ -380,11 +383,12 @@ class _CaseReader:
                 self._end_capture()
         self.case_depth = 0
         test_id, test_file = self._identity(attrs)
+        origin = None
         if not self.case_pytest:
             origin = self._origin(attrs)
             if origin is not None:
                 self.origins[len(self.done)] = origin
-        self.done.append((test_id, test_file, attempts))
+        self.done.append((test_id, test_file, attempts, origin))
 
     def _origin(self, attrs: dict[str, str]) -> str | None:
         """Where a (non-pytest) case comes from: its ``file``, else its suite's; else the
@@ -564,17 +568,22 @@ class SharedNames:
     A sharded job writes a report per shard, and each shard holds other files: a name that
     files of two shards share is no clash within either report, yet two tests of the run. The
     reports are read (start tags only, as _ambiguous_ids) when a case naming its file first
-    asks, so runs whose cases name no file never pay for it. stored: given the ids the reports'
-    cases of a known file bear, those the run being appended to already holds under a
-    file-prefixed id (``<file>::<id>``); a case of such an id is prefixed as well.
+    asks, so runs whose cases name no file never pay for it. stored: given each id the
+    reports' cases of a known file bear, with its file, those the run being appended to holds
+    already as another file's (stored_clashes); a case of such an id is prefixed as well.
     """
 
     def __init__(
-        self, paths: Sequence[Path], stored: Callable[[set[str]], set[str]] | None = None
+        self, paths: Sequence[Path], stored: Callable[[dict[str, str]], set[str]] | None = None
     ) -> None:
         self.paths = list(paths)
         self.stored = stored
         self._ambiguous: set[str] | None = None
+
+    @property
+    def decided(self) -> set[str] | None:
+        """The shared ids if a case has asked for them, else None (nothing was read)."""
+        return self._ambiguous
 
     def ambiguous(self) -> set[str]:
         """The shared ids (read once)."""
@@ -588,9 +597,32 @@ class SharedNames:
                     if origins.setdefault(test_id, origin) != origin:
                         ambiguous.add(test_id)
             if self.stored is not None and origins:
-                ambiguous |= self.stored(set(origins))
+                ambiguous |= self.stored(origins)
             self._ambiguous = ambiguous
         return self._ambiguous
+
+
+def stored_clashes(held: Iterable[tuple[str, str | None]], origins: dict[str, str]) -> set[str]:
+    """Of the new cases' ids (with their files), those a stored run holds as another file's.
+
+    held: the run's test ids, each with the file its attempts' case named (None: unknown). An
+    id is shared when the run holds it with another file, or under a file-prefixed id
+    (``<file>::<id>``, whatever its file: the rows of a prefixed id from before files were
+    stored say none). An id the run holds from an unknown file is not: the rows do not say
+    whose they are, and the new case joins them as a leg.
+    """
+    found: set[str] = set()
+    for test_id, origin in held:
+        if origin is not None:
+            other = origins.get(test_id)
+            if other is not None and other != origin:
+                found.add(test_id)
+        cut = test_id.find("::")
+        while cut >= 0:
+            if test_id[cut + 2 :] in origins:
+                found.add(test_id[cut + 2 :])
+            cut = test_id.find("::", cut + 2)
+    return found
 
 
 def iter_case_rows(path: Path, names: SharedNames | None = None) -> Iterator[CaseRow]:
@@ -625,9 +657,9 @@ def _qualify(rows: list[CaseRow], origins: dict[int, str], ambiguous: set[str]) 
     if not ambiguous:
         return
     for index, origin in origins.items():
-        test_id, test_file, attempts = rows[index]
+        test_id, test_file, attempts, _ = rows[index]
         if test_id in ambiguous:
-            rows[index] = (f"{origin}::{test_id}", test_file, attempts)
+            rows[index] = (f"{origin}::{test_id}", test_file, attempts, origin)
 
 
 def _ambiguous_ids(path: Path) -> set[str]:
@@ -648,7 +680,7 @@ def _scan_ids(path: Path) -> tuple[dict[str, str], set[str]]:
 
 def iter_cases(path: Path) -> Iterator[CaseResult]:
     """Stream one JUnit report's test cases in document order; raise ReportError on bad input."""
-    for test_id, test_file, attempts in iter_case_rows(path):
+    for test_id, test_file, attempts, _ in iter_case_rows(path):
         yield CaseResult(test_id, test_file, [Attempt(*attempt) for attempt in attempts])
 
 

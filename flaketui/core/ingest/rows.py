@@ -5,15 +5,18 @@ attempts of that test arrive in the same run (a repeat in one report, a later sh
 recorder batch) the row is marked dirty and recomputed from the stored results by SQL, so the
 counting rules hold however attempts are split. Each attempt records its leg, the report file it
 came from (RunWriter.leg): attempts of one leg are retries of each other, and legs combine as
-flaketui.core.history.derived_rows describes.
+flaketui.core.history.derived_rows describes. An attempt whose case named its file records that
+file too (its origin; see flaketui.core.ingest.writer for what a later shard does with it); the
+rows of cases naming none are written by the same statements as before origins were stored.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import groupby
 
 from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
@@ -79,11 +82,25 @@ _INSERT_RESULT_SQL = (
     " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
     " + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
 )
+# The attempts of a case that named its file take these, with the file (origin) last: the rows
+# of the others bind no more values than before.
+_RESULT_VALUES = 11  # the values of an _INSERT_RESULT_SQL row
+_INSERT_RESULT_ORIGIN_SQL = (
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
+    " predecessor, position, timeout_ms, leg, origin)"
+    " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
+    " + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+)
 # A test's first case in a run whose rows only this transaction writes (see RunWriter.exclusive):
 # attempt numbers are counted here and the per-run row cannot exist yet, so plain inserts do.
 _INSERT_NEW_RESULT_SQL = (
     "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
     " predecessor, position, timeout_ms, leg) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_NEW_RESULT_ORIGIN_SQL = (
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
+    " predecessor, position, timeout_ms, leg, origin)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_NEW_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
@@ -106,6 +123,13 @@ _INSERT_NEW_PASSES_SQL = (
     " json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),"
     " json_extract(value, '$[3]'), ?4 FROM json_each(?2)"
 )
+# The same for cases naming their file, the file fifth in each test's list.
+_INSERT_NEW_ORIGIN_PASSES_SQL = (
+    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, predecessor,"
+    " position, timeout_ms, leg, origin) SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3,"
+    " json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),"
+    " json_extract(value, '$[3]'), ?4, json_extract(value, '$[4]') FROM json_each(?2)"
+)
 _INSERT_NEW_PASS_RUNS_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " edited) SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, EXISTS (SELECT 1"
@@ -122,9 +146,10 @@ _OUTCOME_SET = frozenset(OUTCOMES)
 MAX_CACHED_CHARS = 8_000_000
 
 # One attempt row: outcome, duration_ms, message, worker_id, predecessor (a test id), position,
-# timeout_ms (flaketui.core.ingest.junit.AttemptRow)
+# timeout_ms (flaketui.core.ingest.junit.AttemptRow); one case: test_id, test_file, attempts and
+# origin, the file the case named (None: it named none, or its id starts with its file)
 AttemptRow = tuple[str, int | None, str | None, str | None, str | None, int | None, int | None]
-CaseRow = tuple[str, str | None, Sequence[AttemptRow]]
+CaseRow = tuple[str, str | None, Sequence[AttemptRow], str | None]
 
 
 def case_rows(cases: Iterable[CaseResult]) -> Iterator[CaseRow]:
@@ -145,6 +170,7 @@ def case_rows(cases: Iterable[CaseResult]) -> Iterator[CaseRow]:
                 )
                 for a in case.attempts
             ],
+            None,
         )
 
 
@@ -225,7 +251,7 @@ class RunWriter:
         return self.write_rows(case_rows(cases), touched)
 
     def write_rows(self, cases: Iterable[CaseRow], touched: set[int] | None = None) -> int:
-        """write() for plain (test_id, test_file, attempts) rows, as the JUnit parser yields."""
+        """write() for plain (test_id, test_file, attempts, origin) rows, as the parsers yield."""
         added = 0
         for batch in _batched(cases, BATCH_CASES):
             added += self._write_batch(batch, touched)
@@ -248,7 +274,13 @@ class RunWriter:
         passes: dict[str | None, dict[int, list[int | None]]] = {}  # see _INSERT_NEW_PASSES_SQL
         more_results: list[tuple[object, ...]] = []
         more_runs: list[tuple[object, ...]] = []
-        for (test_id, _, attempts), test_pk in zip(batch, test_pks, strict=True):
+        # The attempts of cases naming their file, with it: passes as above (the file fifth),
+        # rows for the _ORIGIN statements, and repeats in more_results with the file last
+        # (repeats are numbered in the order they are inserted: one list keeps document order).
+        origin_passes: dict[str | None, dict[int, list[int | str | None]]] = {}
+        new_origin_results: list[tuple[object, ...]] = []
+        more_with_file = False
+        for (test_id, _, attempts, origin), test_pk in zip(batch, test_pks, strict=True):
             if not attempts:
                 continue
             new = seen is not None and (test_pk >= len(seen) or not seen[test_pk])
@@ -258,7 +290,20 @@ class RunWriter:
                 # The common case, spelled out: one passing attempt, no message.
                 _, duration, _, worker, before, position, timeout = attempts[0]
                 before_pk = None if before is None else predecessors.get(before)
-                if new:
+                if origin is not None:
+                    if new:
+                        with_file = origin_passes.get(worker)
+                        if with_file is None:
+                            with_file = origin_passes[worker] = {}
+                        with_file[test_pk] = [duration, before_pk, position, timeout, origin]
+                    else:
+                        more_with_file = True
+                        more_results.append(
+                            (run_pk, test_pk, "pass", worker, duration, None, None, before_pk,
+                             position, timeout, leg, origin)
+                        )  # fmt: skip
+                        more_runs.append((test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None))
+                elif new:
                     by_test = passes.get(worker)
                     if by_test is None:
                         by_test = passes[worker] = {}
@@ -292,7 +337,19 @@ class RunWriter:
                     passed += 1
                     if bad < 0:
                         bad = 0
-                if new:
+                if origin is not None:
+                    if new:
+                        new_origin_results.append(
+                            (run_pk, test_pk, number, outcome, worker, duration, message,
+                             signature, before_pk, position, timeout, leg, origin)
+                        )  # fmt: skip
+                    else:
+                        more_with_file = True
+                        more_results.append(
+                            (run_pk, test_pk, outcome, worker, duration, message, signature,
+                             before_pk, position, timeout, leg, origin)
+                        )  # fmt: skip
+                elif new:
                     new_results.append(
                         (run_pk, test_pk, number, outcome, worker, duration, message, signature,
                          before_pk, position, timeout, leg)
@@ -308,17 +365,27 @@ class RunWriter:
             )  # fmt: skip
             (new_runs if new else more_runs).append(summary)
         conn = self.conn
-        for worker, by_test in passes.items():
-            payload = json.dumps(by_test, sort_keys=True)
-            conn.execute(_INSERT_NEW_PASSES_SQL, (run_pk, payload, worker, leg))
+        groups: list[tuple[str, str | None, Mapping[int, Sequence[object]]]] = [
+            (_INSERT_NEW_PASSES_SQL, worker, by_test) for worker, by_test in passes.items()
+        ]
+        groups.extend(
+            (_INSERT_NEW_ORIGIN_PASSES_SQL, worker, with_file)
+            for worker, with_file in origin_passes.items()
+        )
+        for insert, worker, group in groups:
+            payload = json.dumps(group, sort_keys=True)
+            conn.execute(insert, (run_pk, payload, worker, leg))
             conn.execute(
                 _INSERT_NEW_PASS_RUNS_SQL
                 if self.has_changed_files
                 else _INSERT_NEW_PASS_RUNS_UNEDITED_SQL,
                 (run_pk, payload, worker, ts),
             )
-        if new_results:
-            conn.executemany(_INSERT_NEW_RESULT_SQL, new_results)
+        if new_results or new_origin_results:
+            if new_results:
+                conn.executemany(_INSERT_NEW_RESULT_SQL, new_results)
+            if new_origin_results:
+                conn.executemany(_INSERT_NEW_RESULT_ORIGIN_SQL, new_origin_results)
             conn.executemany(
                 _INSERT_NEW_TEST_RUN_SQL
                 if self.has_changed_files
@@ -328,13 +395,21 @@ class RunWriter:
         if more_results:
             # After the new rows: a repeat later in this batch continues their numbering.
             self.repeats = True
-            conn.executemany(_INSERT_RESULT_SQL, more_results)
+            if more_with_file:
+                # Each stretch of rows of one kind in turn (the file adds a value to the row).
+                for width, stretch in groupby(more_results, len):
+                    conn.executemany(
+                        _INSERT_RESULT_ORIGIN_SQL if width > _RESULT_VALUES else _INSERT_RESULT_SQL,
+                        list(stretch),
+                    )
+            else:
+                conn.executemany(_INSERT_RESULT_SQL, more_results)
             conn.executemany(
                 _UPSERT_TEST_RUN_SQL if self.has_changed_files else _UPSERT_TEST_RUN_UNEDITED_SQL,
                 more_runs,
             )
-        passed = sum(len(by_test) for by_test in passes.values())
-        return passed + len(new_results) + len(more_results)
+        passed = sum(len(group) for _, _, group in groups)
+        return passed + len(new_results) + len(new_origin_results) + len(more_results)
 
     def refresh_dirty(self, tests: Iterable[int] | None = None) -> None:
         """Recompute the per-run rows a repeated test marked dirty (of tests, or the whole run)."""
@@ -383,13 +458,16 @@ class RunWriter:
     def _resolve_predecessors(self, batch: list[CaseRow]) -> dict[str, int]:
         """Row ids of the tests named as predecessors in the batch (they ran in this run)."""
         names = {
-            attempt[4] for _, _, attempts in batch for attempt in attempts if attempt[4] is not None
+            attempt[4]
+            for _, _, attempts, _ in batch
+            for attempt in attempts
+            if attempt[4] is not None
         }
         if not names:
             return {}
         unknown = [name for name in names if name not in self.test_ids]
         if unknown:
-            self._resolve_tests([(name, None, ()) for name in unknown])
+            self._resolve_tests([(name, None, (), None) for name in unknown])
         return {name: self.test_ids[name] for name in names}
 
     def _cache_known(self, test_ids: list[str]) -> None:
@@ -409,12 +487,12 @@ class RunWriter:
     def _resolve_tests(self, batch: list[CaseRow]) -> list[int]:
         """Row ids of the batch's tests, upserting unseen ones (first_seen = earliest run ts)."""
         test_ids, fileless = self.test_ids, self.fileless
-        unknown = {test_id for test_id, _, _ in batch if test_id not in test_ids}
+        unknown = {test_id for test_id, _, _, _ in batch if test_id not in test_ids}
         if unknown:
             # One indexed lookup per test of this batch (not a read of the whole tests table).
             self._cache_known(list(unknown))
         missing: dict[str, tuple[str, str | None]] = {}
-        for test_id, case_file, _ in batch:
+        for test_id, case_file, _, _ in batch:
             if test_id in test_ids:
                 if not fileless or test_id not in fileless or test_id in missing:
                     continue
@@ -443,7 +521,7 @@ class RunWriter:
                     fileless.add(test_id)
                 else:
                     fileless.discard(test_id)
-        return [test_ids[test_id] for test_id, _, _ in batch]
+        return [test_ids[test_id] for test_id, _, _, _ in batch]
 
 
 def _grow_cache(conn: sqlite3.Connection) -> None:

@@ -2,7 +2,10 @@
 
 Parsing, redaction, signatures and attempt numbering are the SQLite ingest's own; the push
 (flaketui.core.history.pg.push) makes the run whole-or-absent on the server and idempotent by
-run id.
+run id. A report appended to a run the server holds is read against the server's copy of the
+run (_server_clashes), so a same-named JUnit test of another file is told apart there as in a
+history file, and the push moves the server's attempts of a plain id that the run's files turn
+out to share to their file's id.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from flaketui.core.ingest.manifest import ManifestSummary, land_manifest
 from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
 from flaketui.core.ingest.writer import (
     IngestResult,
+    StoredClashes,
     content_run_id,
     file_sha256,
     ingest_batch,
@@ -64,14 +68,23 @@ def ingest_to_server(
                 (full.run_id, full.run_id),
             ).fetchone()
         check_stored_run(str(full.run_id), stored, full)
+        elsewhere = None if stored is None else _server_clashes(pg, url, str(full.run_id))
         with staging_history() as staged:
             result = ingest_reports(
-                staged, new, full, config=config, source=source, report_format=report_format
+                staged,
+                new,
+                full,
+                config=config,
+                source=source,
+                report_format=report_format,
+                elsewhere=elsewhere,
             )
             if result.empty:
                 return result
             with server_errors(url, "writing the run", note="nothing was recorded"):
-                summary = push_history(pg, staged, append=True)
+                summary = push_history(
+                    pg, staged, append=True, shared={result.run_id: result.shared}
+                )
             tests = _tests(pg, url, full)
     finally:
         pg.close()
@@ -172,9 +185,19 @@ def _land_batch(
                 [(new, full) for _, new, full, _ in staged_runs],
                 config=config,
                 report_formats=[formats[index] for index, _, _, _ in staged_runs],
+                elsewhere=[
+                    _server_clashes(pg, url, str(full.run_id))
+                    if str(full.run_id) in present
+                    else None
+                    for _, _, full, _ in staged_runs
+                ],
             )
+            shared: dict[str, frozenset[str]] = {}
+            for result in results:
+                if isinstance(result, IngestResult) and result.shared:
+                    shared[result.run_id] = shared.get(result.run_id, frozenset()) | result.shared
             with server_errors(url, "writing a batch of runs", note="it was not recorded"):
-                push_history(pg, staged, append=True)
+                push_history(pg, staged, append=True, shared=shared)
         for (index, _, full, skipped), result in zip(staged_runs, results, strict=True):
             if isinstance(result, IngestResult):
                 result = replace(
@@ -182,6 +205,25 @@ def _land_batch(
                 )
             outcomes[index] = result
     return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _server_clashes(pg: Any, url: str, run_id: str) -> StoredClashes:
+    """Which of some new cases' ids the server's copy of a run holds as another file's (junit's
+    stored_clashes over its tests and the files their attempts name), read once asked."""
+
+    def stored(origins: dict[str, str]) -> set[str]:
+        from flaketui.core.ingest.junit import stored_clashes
+
+        with server_errors(url, "reading the run's tests"):
+            held = pg.execute(
+                "SELECT DISTINCT t.test_id, x.origin FROM results AS x"
+                " JOIN tests AS t ON t.id = x.test"
+                f" WHERE x.run = (SELECT id FROM runs WHERE {same_run('run_id', '%s')})",
+                (run_id, run_id),
+            ).fetchall()
+        return stored_clashes(((str(t), o) for t, o in held), origins)
+
+    return stored
 
 
 def _tests(pg: Any, url: str, meta: RunMeta) -> int:

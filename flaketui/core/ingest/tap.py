@@ -139,7 +139,7 @@ class _Reader:
         self.ids = _Ids()
 
     def emit(self, parts: list[str], attempt: AttemptRow) -> None:
-        self.out.append((self.ids.claim(" > ".join(parts)), None, (attempt,)))
+        self.out.append((self.ids.claim(" > ".join(parts)), None, (attempt,), None))
 
     def result(self, pending: _Pending) -> None:
         level = pending.level

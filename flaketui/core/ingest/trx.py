@@ -187,7 +187,7 @@ def iter_case_rows(path: Path) -> Iterator[CaseRow]:
                 None,
                 None,
             )
-            yield _test_id(elem, classes), None, (attempt,)
+            yield _test_id(elem, classes), None, (attempt,), None
 
 
 def report_timestamp(path: Path) -> datetime | None:

@@ -11,6 +11,12 @@ Choices made here:
 - A leg mixing passes and failures in any order is ``flaky``; the run's per-test outcome and
   ``bad`` combine the legs' (flaketui.core.history.derived_rows: any failed leg makes it
   ``fail``), whatever order the files came in.
+- Same-named JUnit tests of different files are different tests across the reports of a run as
+  within one (_shared_names): each attempt of a case naming its file stores the file (its
+  origin), so a later shard tells the run's earlier case under a plain id from its own case of
+  another file. Both are then prefixed with their file: the new case as it is parsed, the
+  stored attempts moved to their prefixed id in the same transaction (_separate_stored). The
+  run's tests are the same whether its shards come in one ingest or several, in any order.
 - Reports with no test case create no run (``IngestResult.empty``); a case-less shard of an
   existing run is recorded as ingested.
 - Without a run id the run is named ``report-<16 hex>`` from the sha256 of its files' hashes, so
@@ -22,15 +28,16 @@ Choices made here:
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
-from flaketui.core.history.derived_rows import refresh_test_runs
+from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_moved, refresh_test_runs
 from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
 from flaketui.core.ingest.resign import record_scheme
@@ -39,6 +46,7 @@ from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
 from flaketui.core.models import CaseResult, RunMeta
 from flaketui.core.rollups import pending as rollups_pending
+from flaketui.core.testids import file_of_test, parent_of
 from flaketui.core.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -57,6 +65,9 @@ __all__ = [
 ]
 
 HASH_CHUNK_BYTES = 1 << 20
+# The test ids a copy of a run kept elsewhere (a history server's) holds as another file's,
+# of some new cases' ids with their files (see flaketui.core.ingest.junit.stored_clashes).
+StoredClashes = Callable[[dict[str, str]], set[str]]
 # A single-run ingest leaves its run's rollups to a later fold (pending.defer), and folds the
 # waiting runs together once FOLD_RUNS of them wait or the run itself is big: a fold rewrites a
 # day's rollup pages once for all its runs, where a fold per run rewrote them every run. Readers
@@ -76,6 +87,9 @@ class IngestResult:
     results: int  # result rows (attempts) added
     tests: int  # distinct tests in the run after the ingest
     empty: bool = False  # no test case at all: no run was created
+    # Test ids that files of different reports of the run share (SharedNames): a push applies
+    # them to the server's copy of the run (flaketui.core.history.pg.push.push_history).
+    shared: frozenset[str] = field(default_factory=frozenset)
 
 
 def file_sha256(path: Path) -> str:
@@ -111,10 +125,13 @@ def ingest_reports(
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
     source: str = "junit",
     report_format: str | None = None,
+    elsewhere: StoredClashes | None = None,
 ) -> IngestResult:
     """Ingest report files as ONE run, atomically and idempotently; ReportError on bad input.
 
     report_format: junit, ctrf, trx or tap for every file; None tells each file's by content.
+    elsewhere: what the run's copy on a history server holds (StoredClashes), for an ingest
+    staged to be pushed there.
     """
     from flaketui.core.rollups import build as rollups  # see RunRecorder.add
 
@@ -122,7 +139,7 @@ def ingest_reports(
     conn = db if isinstance(db, sqlite3.Connection) else db.conn
     with bulk_settings(conn):
         with transaction(conn):
-            result = _ingest_run(conn, hashes, full, config, source, report_format)
+            result = _ingest_run(conn, hashes, full, config, source, report_format, elsewhere)
         if result.results >= FOLD_RESULTS or rollups_pending.pending_runs(conn) >= FOLD_RUNS:
             # After the run's commit: its rows stand whatever becomes of the fold.
             with transaction(conn):
@@ -137,6 +154,7 @@ def ingest_batch(
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
     source: str = "junit",
     report_formats: Sequence[str | None] | None = None,
+    elsewhere: Sequence[StoredClashes | None] | None = None,
 ) -> list[IngestResult | FlaketuiError]:
     """Ingest several runs in ONE transaction, each behind its own savepoint.
 
@@ -145,10 +163,12 @@ def ingest_batch(
     Each run is still whole or absent, and one commit for many runs writes each page the runs
     share once instead of once per run (a backfill's per-run commits were ~30 % of its CPU).
     report_formats: one per run (see ingest_reports), or None to tell every file by content.
+    elsewhere: one per run (see ingest_reports), or None.
     """
     from flaketui.core.rollups import build as rollups  # see RunRecorder.add
 
     formats = list(report_formats) if report_formats is not None else [None] * len(runs)
+    copies = list(elsewhere) if elsewhere is not None else [None] * len(runs)
     outcomes: list[IngestResult | FlaketuiError | None] = [None] * len(runs)
     prepared = []
     for index, (paths, meta) in enumerate(runs):
@@ -163,7 +183,7 @@ def ingest_batch(
                 conn.execute("SAVEPOINT flaketui_run")
                 try:
                     outcomes[index] = _ingest_run(
-                        conn, hashes, full, config, source, formats[index]
+                        conn, hashes, full, config, source, formats[index], copies[index]
                     )
                 except FlaketuiError as exc:
                     conn.execute("ROLLBACK TO flaketui_run")
@@ -194,6 +214,7 @@ def _ingest_run(
     config: Config,
     source: str,
     report_format: str | None = None,
+    elsewhere: StoredClashes | None = None,
 ) -> IngestResult:
     """One run's rows, rollups and files, inside the caller's transaction."""
     from flaketui.core.rollups import build as rollups  # see RunRecorder.add
@@ -215,7 +236,7 @@ def _ingest_run(
         ).fetchone()
         check_stored_run(full.run_id, tuple(stored), full)
     run_pk, ts = found if found is not None else (None, to_iso(full.ts))
-    names = _shared_names(conn, run_pk, [path for _, path in new_files], report_format)
+    names = _shared_names(conn, run_pk, [path for _, path in new_files], report_format, elsewhere)
     writer: RunWriter | None = None
     added = 0
     for content_hash, path in new_files:
@@ -241,7 +262,10 @@ def _ingest_run(
         "INSERT OR IGNORE INTO run_files (run, content_hash) VALUES (?, ?)",
         [(run_pk, h) for h, _ in new_files],
     )
+    shared = frozenset(names.decided or ()) if names is not None else frozenset()
     if writer is not None:
+        if found is not None and shared:
+            _separate_stored(conn, run_pk, ts, shared)
         writer.refresh_dirty()
         rollups_pending.defer(conn, run_pk)  # folded with others (see FOLD_RUNS)
     if was_empty:
@@ -250,7 +274,9 @@ def _ingest_run(
     tests = int(
         conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
     )
-    return IngestResult(full.run_id, found is None, len(new_files), skipped, added, tests)
+    return IngestResult(
+        full.run_id, found is None, len(new_files), skipped, added, tests, shared=shared
+    )
 
 
 def iter_cases(
@@ -265,7 +291,11 @@ def iter_cases(
 
 
 def _shared_names(
-    conn: sqlite3.Connection, run_pk: int | None, paths: list[Path], report_format: str | None
+    conn: sqlite3.Connection,
+    run_pk: int | None,
+    paths: list[Path],
+    report_format: str | None,
+    elsewhere: StoredClashes | None = None,
 ) -> SharedNames | None:
     """The run-wide rule for the JUnit reports among paths (junit.SharedNames).
 
@@ -273,38 +303,89 @@ def _shared_names(
     them: shards of a sharded job (jest --shard, pytest-split, parallel forks) each hold other
     files, and a name two shards' files share gets its file as a prefix in both, as it would in
     one report. A run appended to (a later ingest, a manifest line of a stored run) adds the
-    names it holds under a file-prefixed id. Its rows under a plain id stay as they are: they
-    do not say which file they came from, so a later shard's case of that name from another
-    file joins them as a leg, as a matrix leg of the same file does.
+    names it holds under a file-prefixed id, and those it holds under the plain id from another
+    file: every attempt of a case naming its file stores the file. Its attempts under a plain id
+    from an unknown file (the pytest recorder's, or stored before files were) do not say whose
+    they are, so a later shard's case of that name joins them as a leg, as a matrix leg of the
+    same file does.
     """
     from flaketui.core.ingest.formats import check_format, sniff_format
 
     junit_paths = [p for p in paths if (check_format(report_format) or sniff_format(p)) == "junit"]
-    if not junit_paths or (len(junit_paths) == 1 and run_pk is None):
+    if not junit_paths or (len(junit_paths) == 1 and run_pk is None and elsewhere is None):
         return None  # one report of a new run decides alone, as before
     from flaketui.core.ingest.junit import SharedNames
 
-    stored = None if run_pk is None else _prefixed_in_run(conn, run_pk)
+    checks = [c for c in (_clashes_in_run(conn, run_pk), elsewhere) if c is not None]
+    if not checks:
+        return SharedNames(junit_paths)
+
+    def stored(origins: dict[str, str]) -> set[str]:
+        found: set[str] = set()
+        for check in checks:
+            found |= check(origins)
+        return found
+
     return SharedNames(junit_paths, stored)
 
 
-def _prefixed_in_run(conn: sqlite3.Connection, run_pk: int) -> Callable[[set[str]], set[str]]:
-    """Which of some test ids the run holds with a prefix, ``<file>::<id>``."""
+def _clashes_in_run(conn: sqlite3.Connection, run_pk: int | None) -> StoredClashes | None:
+    """Which of some new cases' ids the stored run holds as another file's (junit's
+    stored_clashes over the run's tests and the files their attempts name)."""
+    if run_pk is None:
+        return None
 
-    def stored(test_ids: set[str]) -> set[str]:
-        found: set[str] = set()
-        for (test_id,) in conn.execute(
-            "SELECT t.test_id FROM test_runs AS r JOIN tests AS t ON t.id = r.test WHERE r.run = ?",
+    def stored(origins: dict[str, str]) -> set[str]:
+        from flaketui.core.ingest.junit import stored_clashes
+
+        held = conn.execute(
+            "SELECT DISTINCT t.test_id, x.origin FROM results AS x JOIN tests AS t"
+            " ON t.id = x.test WHERE x.run = ?",
             (run_pk,),
-        ):
-            cut = test_id.find("::")
-            while cut >= 0:
-                if test_id[cut + 2 :] in test_ids:
-                    found.add(test_id[cut + 2 :])
-                cut = test_id.find("::", cut + 2)
-        return found
+        )
+        return stored_clashes(held, origins)
 
     return stored
+
+
+def _separate_stored(conn: sqlite3.Connection, run_pk: int, ts: str, shared: Iterable[str]) -> None:
+    """Move the run's attempts stored under a plain id that its files turn out to share, and
+    whose case named its file, to that file's prefixed id ``<file>::<id>``: what the ingest of
+    all the run's reports at once would have stored them under. Attempts of an unknown file
+    stay. Moved attempts are numbered after those the prefixed id holds in the run already;
+    the legs keep the outcome rules whatever the numbers. A plain id left with no run at all
+    (and no decision in the audit log) is dropped, as prune drops it.
+    """
+    held = conn.execute(
+        "SELECT DISTINCT t.id, t.test_id, t.test_file, x.origin FROM tests AS t"
+        " JOIN results AS x ON x.run = ? AND x.test = t.id"
+        " WHERE t.test_id IN (SELECT value FROM json_each(?)) AND x.origin IS NOT NULL",
+        (run_pk, json.dumps(sorted(shared))),
+    ).fetchall()
+    if not held:
+        return
+    left: set[int] = set()
+    touched: set[int] = set()
+    for old_pk, test_id, test_file, origin in held:
+        new_id = f"{origin}::{test_id}"
+        conn.execute(
+            UPSERT_TEST_SQL, (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts)
+        )
+        new_pk = int(
+            conn.execute("SELECT id FROM tests WHERE test_id = ?", (new_id,)).fetchone()[0]
+        )
+        top = conn.execute(
+            "SELECT coalesce(max(attempt), 0) FROM results WHERE run = ? AND test = ?",
+            (run_pk, new_pk),
+        ).fetchone()[0]
+        conn.execute(
+            "UPDATE results SET test = ?, attempt = attempt + ?"
+            " WHERE run = ? AND test = ? AND origin = ?",
+            (new_pk, top, run_pk, old_pk, origin),
+        )
+        left.add(int(old_pk))
+        touched |= {int(old_pk), new_pk}
+    refresh_moved(conn, run_pk, ts, left, touched)
 
 
 def _chain(first: CaseRow, rest: Iterator[CaseRow]) -> Iterator[CaseRow]:

@@ -12,12 +12,20 @@ not at all, and it follows the rules of merging histories:
 Many writers push at once: rows arrive through COPY into temporary tables and are inserted
 with ON CONFLICT DO NOTHING in key order; writers of one run id take a transaction-scoped
 advisory lock on it, so shards of one run never interleave their test checks.
+An ingest's push also names the test ids that files of its run's reports share (``shared``):
+the server's attempts of such an id stored under the plain id, from a known file, move to that
+file's id (``<file>::<id>``) in the same transaction, numbered after the attempts it holds, as
+an ingest into a history file moves them; each move leaves a row in ``deletions`` (kind
+``attempts``, key ``[run_id, test_id, file]``) for replicas to drop their copies. Shards pushed
+at once read the server's run before either landed: a plain id that the run holds from two
+files once the push's rows are in is moved as well, under the run's lock (_raced).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +38,7 @@ from flaketui.core.history.pg.columns import (
 )
 from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
 from flaketui.core.history.pg.schema import same_run, same_test
+from flaketui.core.testids import file_of_test, parent_of
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -59,13 +68,22 @@ def _copy(pg: Any, table: str, columns: Sequence[str], rows: Iterable[Sequence[o
             copy.write_row(row)
 
 
-def push_history(pg: Any, src: sqlite3.Connection, *, append: bool = False) -> PushSummary:
+def push_history(
+    pg: Any,
+    src: sqlite3.Connection,
+    *,
+    append: bool = False,
+    shared: Mapping[str, Collection[str]] | None = None,
+) -> PushSummary:
     """Copy every raw row of a SQLite history to the server in ONE transaction.
 
     ``append``: the source holds new report files of its runs (an ingest or a recorder's
     staging history), so a test the server's run already holds gains these attempts, numbered
     after its last one, as an ingest into a file appends them; a run whose report files the
     server already has all of is left alone (a repeated ingest). Without it, merge's rules.
+    ``shared``: by run id, the test ids that the files of the run's reports share (the
+    ingest's IngestResult.shared): the server's attempts of such an id under the plain id,
+    from a known file, move to that file's id (module doc).
     """
     summary = PushSummary()
     run_cols = shared_columns(src, pg, "runs")
@@ -82,6 +100,11 @@ def push_history(pg: Any, src: sqlite3.Connection, *, append: bool = False) -> P
         _push_tests(pg, src)
         if run_ids:
             _push_runs(pg, src, run_cols, result_cols, summary, append)
+            if append and "origin" in result_cols:
+                found = _raced(pg)
+                for run_id, ids in (shared or {}).items():
+                    found.setdefault(run_id, set()).update(ids)
+                _separate(pg, found)
         _push_scheme(pg, src)
         theirs = outage_states(src)
         before = lock_reviews(pg) if theirs or _has_incidents(src) else {}
@@ -244,6 +267,65 @@ def _push_runs(
             summary.runs_extended += 1
         else:
             summary.runs_unchanged += 1
+
+
+def _raced(pg: Any) -> dict[str, set[str]]:
+    """By run id, the plain ids this push wrote attempts of a known file to that the server's
+    run holds from another file as well: shards whose ingests read the run before either
+    pushed."""
+    found: dict[str, set[str]] = {}
+    for run_id, test_id in pg.execute(
+        "SELECT r.run_id, t.test_id FROM"
+        " (SELECT DISTINCT run_key, test_key FROM s_results WHERE origin IS NOT NULL) AS s"
+        f" JOIN runs AS r ON {same_run('r.run_id', 's.run_key')}"
+        f" JOIN tests AS t ON {same_test('t.test_id', 's.test_key')}"
+        " JOIN results AS x ON x.run = r.id AND x.test = t.id AND x.origin IS NOT NULL"
+        " GROUP BY r.run_id, t.test_id HAVING count(DISTINCT x.origin) > 1"
+    ).fetchall():
+        found.setdefault(str(run_id), set()).add(str(test_id))
+    return found
+
+
+def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> None:
+    """Move the runs' attempts stored under a plain id their files share, whose case named its
+    file, to ``<file>::<id>`` (the SQLite writer's _separate_stored, on the server)."""
+    for run_id, ids in sorted(shared.items()):
+        names = sorted(ids)
+        if not names:
+            continue
+        held = pg.execute(
+            "SELECT DISTINCT x.run, x.test, t.test_id, t.test_file, x.origin, r.ts"
+            " FROM results AS x JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
+            f" WHERE {same_run('r.run_id', '%s')}"
+            " AND md5(t.test_id) IN (SELECT md5(k) FROM unnest(%s::text[]) AS k)"
+            " AND t.test_id = ANY(%s::text[]) AND x.origin IS NOT NULL ORDER BY 3, 5",
+            (run_id, run_id, names, names),
+        ).fetchall()
+        for run_pk, old_pk, test_id, test_file, origin, ts in held:
+            new_id = f"{origin}::{test_id}"
+            pg.execute(
+                "INSERT INTO tests (test_id, parent, test_file, first_seen)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts),
+            )
+            pg.execute(
+                "UPDATE tests SET first_seen = %s, change = pg_current_xact_id()"
+                f" WHERE {same_test('test_id', '%s')} AND first_seen > %s",
+                (ts, new_id, new_id, ts),
+            )
+            new_pk = pg.execute(
+                f"SELECT id FROM tests WHERE {same_test('test_id', '%s')}", (new_id, new_id)
+            ).fetchone()[0]
+            pg.execute(
+                "UPDATE results SET test = %s, change = pg_current_xact_id(), attempt = attempt"
+                " + (SELECT coalesce(max(attempt), 0) FROM results WHERE run = %s AND test = %s)"
+                " WHERE run = %s AND test = %s AND origin = %s",
+                (new_pk, run_pk, new_pk, run_pk, old_pk, origin),
+            )
+            pg.execute(
+                "INSERT INTO deletions (kind, key) VALUES ('attempts', %s)",
+                (json.dumps([run_id, test_id, origin]),),
+            )
 
 
 def _has_incidents(src: sqlite3.Connection) -> bool:

@@ -244,6 +244,13 @@ ALTER TABLE runs DROP CONSTRAINT runs_run_id_key;
 CREATE UNIQUE INDEX runs_run_key ON runs (md5(run_id));
 """
 
+# Version 9: the SQLite history's version 8 column (flaketui.core.history.store.SCHEMA_V8):
+# results.origin, the file a JUnit case named, NULL where it named none and for earlier rows.
+# Nullable without a default: adding it rewrites nothing.
+SCHEMA_V9 = """
+ALTER TABLE results ADD COLUMN origin text;
+"""
+
 # Each migration takes the schema from version i to i + 1; never edit a released one.
 MIGRATIONS: list[str] = [
     SCHEMA_V1,
@@ -254,6 +261,7 @@ MIGRATIONS: list[str] = [
     SCHEMA_V6,
     SCHEMA_V7,
     SCHEMA_V8,
+    SCHEMA_V9,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

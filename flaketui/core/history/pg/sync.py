@@ -15,8 +15,10 @@ Then runs changed in the window (an incident tag set or cleared), tests (an earl
 sighting), the server's incident rules (replaced when they differ; the outages the replica
 proposed itself stay), the reviews of suspected outages (as a merge of history files takes
 them: a decision beats a proposal, and where the replica decided otherwise its decision stays),
-audit rows and pruned runs are applied, and the
-watermark moves up, all in one last transaction.
+audit rows, pruned runs and moved attempts are applied, and the watermark moves up, all in one
+last transaction. Attempts the server moved to a file-prefixed test id (a later shard showed
+that files of the run share the name: flaketui.core.history.pg.push) arrive as rows of that id;
+their copies under the plain id are dropped by the ``deletions`` row the move left.
 
 Rollups: a sync into a history with no run yet copies raw rows only and builds the rollups
 once at the end (readers meanwhile read the raw rows: the history says it has no rollups);
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flaketui.core.errors import HistoryError
-from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_moved, refresh_test_runs
 from flaketui.core.history.outages import outage_states, reviews, take_states
 from flaketui.core.history.pg.columns import (
     AUDIT_COLUMNS,
@@ -353,6 +355,30 @@ class _Puller:
         _set_meta(conn, REPLICA_INCIDENTS, json.dumps(theirs))
         return True
 
+    def _drop_moved(self, low: int, high: int) -> None:
+        """Drop the replica's copies of attempts the server moved in the window to their
+        file's test id (the moved rows came with the window's results)."""
+        conn = self.conn
+        for (key,) in self.pg.execute(
+            "SELECT key FROM deletions WHERE kind = 'attempts'"
+            " AND change >= %s::text::xid8 AND change < %s::text::xid8 ORDER BY id",
+            (str(low), str(high)),
+        ).fetchall():
+            run_id, test_id, origin = json.loads(key)
+            found = conn.execute(
+                "SELECT r.id, r.ts, t.id FROM runs AS r JOIN tests AS t ON t.test_id = ?"
+                " WHERE r.run_id = ?",
+                (test_id, run_id),
+            ).fetchone()
+            if found is None:
+                continue
+            run_pk, ts, test_pk = int(found[0]), str(found[1]), int(found[2])
+            if conn.execute(
+                "DELETE FROM results WHERE run = ? AND test = ? AND origin = ?",
+                (run_pk, test_pk, origin),
+            ).rowcount:
+                refresh_moved(conn, run_pk, ts, {test_pk}, {test_pk})
+
     def finish(self, low: int, high: int) -> None:
         """Runs, tests, incidents, audit rows and deletions changed in the window."""
         conn, pg, summary = self.conn, self.pg, self.summary
@@ -378,6 +404,7 @@ class _Puller:
                 "DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(deleted),),
             ).rowcount
+        self._drop_moved(low, high)
         retagged: list[int] = []
         for run_id, incident, finished in pg.execute(
             f"SELECT run_id, incident, finished FROM runs WHERE {in_window}", window
