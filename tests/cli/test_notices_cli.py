@@ -3,14 +3,18 @@
 A window without a run on the default branch (on-and-off failures are then no flake evidence),
 suspected outages awaiting review and interrupted runs: the gate prints one line for each before
 its findings, on the stream of its other lines, and its Markdown summary gives them under its
-status; its exit status is the same with them or without. The HTML report shows them under its
-header. The page is also opened in a real browser by tests/browser/test_report_browser.py.
+status; its exit status is the same with them or without. The table, Markdown and HTML reports
+give them under their header, each once. The outage notice ends with the command that lists
+the outages for review, for the history as it was named, to paste into a shell. The page is
+also opened in a real browser by tests/browser/test_report_browser.py.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -120,7 +124,8 @@ def test_check_names_suspected_outages_and_interrupted_runs(
     assert result.output.splitlines()[:2] == [
         NOTICE,
         "1 suspected outage excluded from scoring while it awaits review: its runs count for "
-        "no test unless it is rejected (flaketui incident list --proposed shows it).",
+        "no test unless it is rejected; review it with "
+        f"`flaketui incident list {shlex.quote(db)} --proposed --now 2026-11-02T00:00:00Z`",
     ]
     path = tmp_path / "interrupted.db"
     history = open_history(path)
@@ -169,3 +174,82 @@ def test_the_html_report_beside_default_branch_runs_warns_of_nothing(
     page = parse(raw)
     assert not [attrs for tag, attrs in page.tags if attrs.get("class") == "notice"]
     assert "⚠" not in "".join(page.text)
+
+
+OUTAGE_NOW = "2026-11-02T00:00:00Z"
+REVIEW = re.compile(r"review it with `([^`]*)`")
+
+
+def _outages_and_an_interrupted_run(folder: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A history of unbranched runs in folder: a suspected outage awaiting review, and an
+    interrupted run after it."""
+    db, _tag = ingested_outage(folder, monkeypatch)
+    history = open_history(db, create=False)
+    run = HistoryBuilder(history).run(
+        ts=utc(2026, 11, 1, 11), branch_kind="pr", finished=False, run_id="r3"
+    )
+    run.result("tests/test_c.py::test_0", ["pass"])
+    history.conn.close()
+    return db
+
+
+def _as_read(fmt: str, output: str) -> str:
+    """The text a reader sees of an output: Markdown and HTML rendered."""
+    if fmt == "markdown":
+        return html.unescape(re.sub(r"<[^>]+>", "", MarkdownIt().render(output)))
+    if fmt == "html":
+        return "".join(parse(output).text)
+    return output
+
+
+@pytest.mark.parametrize("fmt", ["check", "table", "markdown", "html"])
+def test_the_outage_notice_ends_with_a_command_to_paste(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    folder = tmp_path / "ci runs"
+    folder.mkdir()
+    db, tag = ingested_outage(folder, monkeypatch)
+    if fmt == "check":
+        args = ["check", db, "--now", OUTAGE_NOW, "--fail-on", ""]
+    else:
+        args = ["report", db, "--now", OUTAGE_NOW, "--format", fmt]
+    result = runner.invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    said = _as_read(fmt, result.output)
+    [command] = REVIEW.findall(said)
+    if fmt in ("check", "table"):
+        [line] = [line for line in said.splitlines() if "suspected outage" in line]
+        assert line.endswith(f"`{command}`")
+    words = shlex.split(command)
+    assert words == ["flaketui", "incident", "list", db, "--proposed", "--now", OUTAGE_NOW]
+    shown = runner.invoke(cli, words[1:])
+    assert shown.exit_code == 0 and f"OUTAGE {tag}:" in shown.output, shown.output
+
+
+def test_the_table_and_markdown_reports_give_each_notice_once(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _outages_and_an_interrupted_run(tmp_path, monkeypatch)
+    notices = [
+        NOTICE,
+        "1 suspected outage excluded from scoring while it awaits review: its runs count for "
+        "no test unless it is rejected; review it with "
+        f"`flaketui incident list {shlex.quote(db)} --proposed --now {OUTAGE_NOW}`",
+        "1 interrupted run: its recording never finished (a session killed by a timeout or "
+        "Ctrl-C), so it counts only for the tests it recorded.",
+    ]
+    base = ["report", db, "--now", OUTAGE_NOW]
+    table = runner.invoke(cli, base, catch_exceptions=False).output.splitlines()
+    assert table[1:5] == [*notices, ""]
+    markdown = runner.invoke(cli, [*base, "--format", "markdown"], catch_exceptions=False).output
+    paragraphs = [
+        html.unescape(re.sub(r"<[^>]+>", "", found))
+        for found in re.findall(r"<p>(.*?)</p>", MarkdownIt().render(markdown))
+    ]
+    assert paragraphs == [f"⚠ {notice}" for notice in notices]
+    for said in (table, markdown.splitlines()):
+        # The header says none of it again.
+        assert said[0].startswith(("flaketui report as of", "### flaketui report as of"))
+        text = "\n".join(said)
+        assert text.count("interrupted run") == text.count("suspected outage") == 1
+        assert text.count("default branch") == 1

@@ -1,12 +1,16 @@
-"""The notices of a report: one sentence per fact that applies, in one order, counted in words."""
+"""The notices of a report: one sentence per fact that applies, in one order, counted in words;
+given the history, the outage notice ends with the command that lists them, quoted for a
+shell."""
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from flaketui.core.history.address import PASSWORD_LEFT_OUT
 from flaketui.core.output.notices import report_notices
 from flaketui.core.scoring.results import Report
 
@@ -53,3 +57,27 @@ def test_no_default_branch_configured_is_said() -> None:
     report.config = {"default_branches": []}
     [notice] = report_notices(report)
     assert notice.startswith("No run of the window is on the default branch (none is configured)")
+
+
+@given(
+    history=st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1),
+    now=st.none() | st.just("2026-11-20T00:00:00Z"),
+    outages=st.integers(1, 3),
+)
+def test_the_outage_notice_ends_with_its_command_for_a_shell(
+    history: str, now: str | None, outages: int
+) -> None:
+    [notice] = report_notices(_report(False, outages, 0), history, now)
+    assert notice.endswith("`") and "\n" not in notice
+    command = notice[notice.index(" with `") + len(" with `") : -1]
+    expected = ["flaketui", "incident", "list", history, "--proposed"]
+    assert shlex.split(command) == expected + (["--now", now] if now else [])
+
+
+def test_the_outage_notice_names_a_server_without_its_password() -> None:
+    [notice] = report_notices(_report(False, 2, 0), "postgresql://ci:s3cret@db/flaky")
+    assert notice.endswith(
+        "review them with `flaketui incident list postgresql://ci@db/flaky --proposed` "
+        f"({PASSWORD_LEFT_OUT})"
+    )
+    assert "s3cret" not in notice

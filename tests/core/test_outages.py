@@ -293,22 +293,24 @@ def test_a_rejected_outage_is_not_proposed_again_as_a_bad_run(
 
 
 def _excluded_counts(db: str, now: str) -> tuple[str, str]:
-    """What the report's header and `incident list` say the scores leave out, as of now."""
+    """What the report's notice and `incident list` say the scores leave out, as of now."""
     report = CliRunner().invoke(cli, ["report", db, "--now", now])
     listed = CliRunner().invoke(cli, ["incident", "list", db, "--now", now])
     assert report.exit_code == 0 and listed.exit_code == 0, report.output + listed.output
-    header = report.output.splitlines()[0]
+    notices = [line for line in report.output.splitlines() if "suspected outage" in line]
     said = [line for line in listed.output.splitlines() if "excluded from scoring" in line]
-    return header.partition("; ")[2], " ".join(said)
+    return " ".join(notices), " ".join(said)
 
 
-def test_the_header_counts_the_outages_the_scores_leave_out(
+def test_the_report_counts_the_outages_the_scores_leave_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db, _tag = ingested_outage(tmp_path, monkeypatch)
-    header, listed = _excluded_counts(db, "2026-11-02T00:00:00Z")
-    assert header == "1 suspected outage excluded"
+    notice, listed = _excluded_counts(db, "2026-11-02T00:00:00Z")
+    assert notice.startswith("1 suspected outage excluded from scoring while it awaits review")
     assert listed.startswith("1 suspected outage excluded from scoring")
+    # Both end with the same command.
+    assert notice.rpartition(" with ")[2] == listed.rpartition(" with ")[2]
     # Out of the window, the proposal leaves nothing out of the scores.
     assert _excluded_counts(db, "2030-01-01T00:00:00Z") == ("", "")
     # Nor once its run is pruned.

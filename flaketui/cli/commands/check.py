@@ -10,7 +10,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, read_skip_for
-from flaketui.cli.history_address import READ_ADDRESS, local_history
+from flaketui.cli.history_address import READ_ADDRESS, local_history, shown
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.outputs import STDOUT, OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
@@ -112,6 +112,7 @@ def check_command(
         skip_file=skip_path,
         codeowners=codeowners,
     )
+    address = shown(db)  # as the user named it, for the commands the notices suggest
     db = local_history(db)
     try:
         with history_file(db, create=False, readonly=True) as history:
@@ -124,6 +125,7 @@ def check_command(
                 fail_on=fail_on,
                 max_damage=max_damage,
                 repo_root=locate_codeowners(db, explicit=codeowners),
+                history=address,
             )
     except SinceError as exc:
         raise click.BadParameter(exc.message, param_hint="'--since'") from None

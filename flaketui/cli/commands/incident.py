@@ -34,6 +34,7 @@ from flaketui.core.history.outages import (
 )
 from flaketui.core.history.pg.admin import add_server_incident, remove_server_incident
 from flaketui.core.history.store import history_file
+from flaketui.core.output.notices import review_command
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
@@ -110,14 +111,9 @@ def _describe(item: Incident) -> str:
 def review_hint(pending: int, db: str, now: str | None = None) -> str:
     """The line that counts the suspected outages awaiting review, with the command (for the
     history as the user named it, a URL without its password, and at the same --now) that
-    shows them."""
-    address, note = command_address(db)
-    command = ["flaketui", "incident", "list", address, "--proposed"]
-    if now is not None:
-        command += ["--now", now]
-    return (
-        f"{plural(pending, 'suspected outage')} excluded from scoring: "
-        f"review with `{shlex.join(command)}`" + (f" ({note})" if note else "")
+    shows them (`review_command`, which the notices of `check` and the reports end with too)."""
+    return f"{plural(pending, 'suspected outage')} excluded from scoring: review with " + (
+        review_command(db, now)
     )
 
 

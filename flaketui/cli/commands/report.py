@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.history_address import READ_ADDRESS, local_history
+from flaketui.cli.history_address import READ_ADDRESS, local_history, shown
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.outputs import OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
@@ -65,6 +65,7 @@ def report_command(
     moment = parse_iso(now) if now is not None else None
     output = output_file(output)
     refuse_reading_into(output, "--output", history=db, codeowners=codeowners)
+    address = shown(db)  # as the user named it, for the command the outage notice suggests
     db = local_history(db)
     with history_file(db, create=False, readonly=True) as history:
         report = build_report(
@@ -92,10 +93,18 @@ def report_command(
         threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
         if fmt == "html":
             details = collect_details(history, report, config)
-            text = render_html(report, details, threshold=threshold, limit=limit)
+            text = render_html(
+                report, details, threshold=threshold, limit=limit, history=address, now=now
+            )
         else:
             text = render(
-                report, ReportFormat(fmt), group_by=group_by, limit=limit, threshold=threshold
+                report,
+                ReportFormat(fmt),
+                group_by=group_by,
+                limit=limit,
+                threshold=threshold,
+                history=address,
+                now=now,
             )
     for note in notes:
         if note is not None:

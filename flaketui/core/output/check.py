@@ -19,11 +19,11 @@ before it are named once more, since they are still in the skip file). Added and
 the audit rows written since the point, each shown with the date of its decision: the
 lifecycle's `--apply` dates a quarantine the day its clock ran out, which may be days before
 the apply that wrote it. Under its status it gives the notices of the ranking as of now
-(`report_notices`: no run on the default branch, suspected outages awaiting review,
-interrupted runs), which the command prints too and which never fail the gate. Everything
-that came from CI (test ids, reasons, owners, commits) is escaped twice: HTML-escaped, since
-GitHub and GitLab render HTML in Markdown, and backslash-escaped, so it cannot open a link, a
-table cell or emphasis.
+(`report_notices`: no run on the default branch, suspected outages awaiting review with the
+command that lists them, interrupted runs), which the command prints too and which never fail
+the gate. Everything that came from CI (test ids, reasons, owners, commits) is escaped twice:
+HTML-escaped, since GitHub and GitLab render HTML in Markdown, and backslash-escaped, so it
+cannot open a link, a table cell or emphasis.
 """
 
 from __future__ import annotations
@@ -168,8 +168,10 @@ def check(
     fail_on: tuple[str, ...] = DEFAULT_REASONS,
     max_damage: float | None = None,
     repo_root: Path | None = None,
+    history: str | None = None,
 ) -> CheckResult:
-    """Compare the history as of now with the history as of the point, and judge the gate."""
+    """Compare the history as of now with the history as of the point, and judge the gate.
+    history: the history as the user named it, for the command the outage notice ends with."""
     config = config or Config()
     moment, _clamped = effective_now(db, now, config)
     point, label = resolve_since(db, moment, since)
@@ -184,7 +186,7 @@ def check(
         counts=_counts(current),
         max_damage=max_damage,
         fail_on=fail_on,
-        notices=report_notices(current),
+        notices=report_notices(current, history, None if now is None else to_iso(now)),
     )
     result.new_flaky = [
         t for t in current.tests if t.verdict == "flaky" and verdict_then.get(t.test_id) != "flaky"

@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from flaketui.core.output.notices import no_default_branch_notice
+from flaketui.core.output.notices import report_notices
 from flaketui.core.output.text import code_span, md_text, visible
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, Suspect, TestVerdict
 from flaketui.core.timeutil import to_iso
@@ -342,13 +342,8 @@ def _header(report: Report) -> str:
     line = f"flaketui report as of {to_iso(report.now)}, window {plural(report.window_days, 'day')}"
     if report.now_was_clamped:
         line += " (the history is older than the window: shown as of its newest run)"
-    if report.interrupted_runs:
-        count = report.interrupted_runs
-        they = "it" if count == 1 else "they"
-        line += f"; {plural(count, 'interrupted run')} (scored for the tests {they} recorded)"
-    outages = len(report.proposed_incidents)
-    if outages:
-        line += f"; {outages} suspected outage{'s' if outages != 1 else ''} excluded"
+    # Interrupted runs and suspected outages are the notices' (report_notices), said in full
+    # under this line.
     rare = rare_flakes(report)
     if rare:
         line += f"; {rare} rare flake{'s' if rare != 1 else ''} below " + (
@@ -376,8 +371,16 @@ def _name_of(entry: dict[str, Any], group_by: str | None) -> str:
     return str(entry["test_id"])
 
 
-def render_table(report: Report, group_by: str | None = None, limit: int | None = None) -> str:
-    """Plain aligned text: one line per entry, ranked entries first."""
+def render_table(
+    report: Report,
+    group_by: str | None = None,
+    limit: int | None = None,
+    *,
+    history: str | None = None,
+    now: str | None = None,
+) -> str:
+    """Plain aligned text: one line per entry, ranked entries first, under the header and a line
+    per notice (history and now: see report_notices)."""
     head = (
         "RANK",
         "VERDICT",
@@ -417,8 +420,7 @@ def render_table(report: Report, group_by: str | None = None, limit: int | None 
     ]
     if len(lines) == 1:
         body.append(_nothing_listed(report, group_by))
-    notice = no_default_branch_notice(report)
-    top = _header(report) if notice is None else f"{_header(report)}\n{notice}"
+    top = "\n".join([_header(report), *report_notices(report, history, now)])
     return top + "\n\n" + "\n".join(body) + "\n"
 
 
@@ -427,16 +429,19 @@ def render_markdown(
     group_by: str | None = None,
     limit: int | None = None,
     threshold: float = 0.30,
+    *,
+    history: str | None = None,
+    now: str | None = None,
 ) -> str:
-    """A Markdown table for a PR or an issue, with a 30-day sparkline of the daily score."""
+    """A Markdown table for a PR or an issue, with a 30-day sparkline of the daily score, under
+    the header and a paragraph per notice (history and now: see report_notices)."""
     rows = _rows(report, group_by, limit)
     trends = _trends(report, group_by, limit)
     title = {"family": "Family", "signature": "Signature", "cofailure": "Fail together"}.get(
         group_by or "", "Test"
     )
     out = [f"### {_header(report)}", ""]
-    notice = no_default_branch_notice(report)
-    if notice is not None:
+    for notice in report_notices(report, history, now):
         out += [f"⚠ {md_text(notice)}", ""]
     out += [
         f"| Rank | {title} | Verdict | Damage | Score | Trend (30 d) | Runs | Bad | Flaky | "
@@ -471,12 +476,16 @@ def render(
     group_by: str | None = None,
     limit: int | None = None,
     threshold: float = 0.30,
+    history: str | None = None,
+    now: str | None = None,
 ) -> str:
-    """Render in one of the ReportFormat formats."""
+    """Render in one of the ReportFormat formats; history and now (the history as the user
+    named it, the --now they gave) name the outages' review command in the table's and the
+    Markdown's notices."""
     if fmt == ReportFormat.JSON:
         return render_json(report, limit)
     if fmt == ReportFormat.CSV:
         return render_csv(report, group_by, limit)
     if fmt == ReportFormat.MARKDOWN:
-        return render_markdown(report, group_by, limit, threshold)
-    return render_table(report, group_by, limit)
+        return render_markdown(report, group_by, limit, threshold, history=history, now=now)
+    return render_table(report, group_by, limit, history=history, now=now)

@@ -196,8 +196,11 @@ def render_html(
     *,
     threshold: float = 0.30,
     limit: int | None = None,
+    history: str | None = None,
+    now: str | None = None,
 ) -> str:
-    """The whole page."""
+    """The whole page; history and now (see report_notices) name the outages' review command in
+    its notices."""
     tests = report.tests if limit is None else report.tests[:limit]
     counts = dict.fromkeys(VERDICT_ORDER, 0)
     for test in report.tests:
@@ -210,7 +213,7 @@ def render_html(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>flaketui report as of {e(to_iso(report.now))}</title>",
         f"<style>{STYLE}</style></head><body>",
-        *_header(report, counts),
+        *_header(report, counts, report_notices(report, history, now)),
         *_test_table(tests, threshold, anchors),
         *_regressions(report.tests, anchors),
         *_cofailures(report.cofailures, anchors),
@@ -222,7 +225,7 @@ def render_html(
     return "\n".join(parts) + "\n"
 
 
-def _header(report: Report, counts: dict[Verdict, int]) -> list[str]:
+def _header(report: Report, counts: dict[Verdict, int], notices: list[str]) -> list[str]:
     clamp = (
         " (the history is older than the window: shown as of its newest run)"
         if report.now_was_clamped
@@ -240,7 +243,7 @@ def _header(report: Report, counts: dict[Verdict, int]) -> list[str]:
         f"day{'' if report.window_days == 1 else 's'}{e(clamp)}.</p>",
         *(
             f'<p class="notice" role="note"><span aria-hidden="true">⚠ </span>{e(notice)}</p>'
-            for notice in report_notices(report)
+            for notice in notices
         ),
         f'<ul class="counts" id="counts">{items}</ul></header>',
     ]

@@ -4,16 +4,23 @@ One sentence per fact that applies, in the order a reader needs them: a window w
 on the default branch (on-and-off failures are then no flake evidence, so the list may look
 clean), suspected outages excluded from scoring while they await review, and interrupted runs,
 which count only for the tests they recorded. `flaketui check` prints them and puts them in
-its summary, and the HTML report shows them under its header; the table and Markdown reports
-give the first under their header and count the others in it. The app's notice line says the
-same in fewer words, to fit 80 columns.
+its summary, and every report format but JSON and CSV gives them under its header (JSON
+carries the same facts as fields). The app's notice line says the same in fewer words, to fit
+80 columns.
+
+Given the history as the user named it, the outage notice ends with the command that lists the
+outages for review (`review_command`), ready to paste into a shell: the same one `flaketui
+incident list` and `ingest` end with.
 
 The sentences are plain text: each output escapes them as it escapes CI data (a configured
-branch name is the user's).
+branch name and a history's path are the user's).
 """
 
 from __future__ import annotations
 
+import shlex
+
+from flaketui.core.history.address import command_address
 from flaketui.core.output.text import one_line
 from flaketui.core.scoring.results import Report
 from flaketui.core.words import either
@@ -34,19 +41,40 @@ def no_default_branch_notice(report: Report) -> str | None:
     )
 
 
-def outages_notice(report: Report) -> str | None:
-    """The suspected outages of the window left out of its scores until reviewed, or None."""
+def review_command(history: str, now: str | None = None) -> str:
+    """`flaketui incident list HISTORY --proposed [--now NOW]` between backticks, each word
+    quoted for a shell: the command that lists the suspected outages of history (as the user
+    named it; a URL without its password, then followed by how to give it) as of the same
+    --now."""
+    address, note = command_address(history)
+    words = ["flaketui", "incident", "list", address, "--proposed"]
+    if now is not None:
+        words += ["--now", now]
+    return f"`{shlex.join(words)}`" + (f" ({note})" if note else "")
+
+
+def outages_notice(
+    report: Report, history: str | None = None, now: str | None = None
+) -> str | None:
+    """The suspected outages of the window left out of its scores until reviewed, or None.
+    With history (as the user named it) and the --now they gave, it ends with the command that
+    lists them (`review_command`)."""
     count = len(report.proposed_incidents)
     if not count:
         return None
-    if count == 1:
+    one = count == 1
+    if history is None:
+        shows = f" (flaketui incident list --proposed shows {'it' if one else 'them'})."
+    else:
+        shows = f"; review {'it' if one else 'them'} with {review_command(history, now)}"
+    if one:
         return (
             "1 suspected outage excluded from scoring while it awaits review: its runs count "
-            "for no test unless it is rejected (flaketui incident list --proposed shows it)."
+            f"for no test unless it is rejected{shows}"
         )
     return (
         f"{count} suspected outages excluded from scoring while they await review: their runs "
-        "count for no test unless rejected (flaketui incident list --proposed shows them)."
+        f"count for no test unless rejected{shows}"
     )
 
 
@@ -66,7 +94,13 @@ def interrupted_notice(report: Report) -> str | None:
     )
 
 
-def report_notices(report: Report) -> list[str]:
-    """Every notice that applies to the report, one sentence each (none: an empty list)."""
-    found = (no_default_branch_notice(report), outages_notice(report), interrupted_notice(report))
+def report_notices(report: Report, history: str | None = None, now: str | None = None) -> list[str]:
+    """Every notice that applies to the report, one sentence each (none: an empty list). history
+    and now: the history as the user named it and the --now they gave, for the command the
+    outage notice ends with (without history, it names the command alone)."""
+    found = (
+        no_default_branch_notice(report),
+        outages_notice(report, history, now),
+        interrupted_notice(report),
+    )
     return [notice for notice in found if notice is not None]
