@@ -38,15 +38,6 @@ PASSED = "check passed: nothing to fail on since before run r11"
 EXPIRED = f"quarantine-expired: {STEADY} expired 2026-11-10T00:00:00Z"
 
 
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)  # no pyproject.toml or skip file above: defaults
-    monkeypatch.delenv("FLAKETUI_SKIP_FILE", raising=False)
-    return CliRunner()
-
-
 def check(runner: CliRunner, db: Path | str, *args: str) -> Result:
     return runner.invoke(cli, ["check", str(db), "--now", NOW, *args], catch_exceptions=False)
 

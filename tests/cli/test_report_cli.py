@@ -42,14 +42,6 @@ def history(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)  # no pyproject.toml above: default config
-    return CliRunner()
-
-
 def invoke(runner: CliRunner, *args: str) -> str:
     result = runner.invoke(cli, ["report", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -60,14 +60,6 @@ def branch_history(tmp_path: Path, branch: str | None) -> Path:
     return db
 
 
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)  # no pyproject.toml above: default config
-    return CliRunner()
-
-
 def _report(runner: CliRunner, db: Path, *args: str) -> str:
     result = runner.invoke(cli, ["report", str(db), "--now", NOW, *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
