@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import posixpath
+from collections.abc import Iterable
 
 
 def parent_of(test_id: str) -> str:
@@ -40,3 +41,26 @@ def file_of_test(test_id: str, test_file: str | None) -> str | None:
     if sep and ("/" in head or head.endswith(".py")):
         return normalise_path(head)
     return None
+
+
+def stored_clashes(held: Iterable[tuple[str, str | None]], origins: dict[str, str]) -> set[str]:
+    """Of the new cases' ids (with their files), those a stored run holds as another file's.
+
+    held: the run's test ids, each with the file its attempts' case named (None: unknown). An
+    id is shared when the run holds it with another file, or under a file-prefixed id
+    (``<file>::<id>``, whatever its file: the rows of a prefixed id from before files were
+    stored say none). An id the run holds from an unknown file is not: the rows do not say
+    whose they are, and the new case joins them as a leg.
+    """
+    found: set[str] = set()
+    for test_id, origin in held:
+        if origin is not None:
+            other = origins.get(test_id)
+            if other is not None and other != origin:
+                found.add(test_id)
+        cut = test_id.find("::")
+        while cut >= 0:
+            if test_id[cut + 2 :] in origins:
+                found.add(test_id[cut + 2 :])
+            cut = test_id.find("::", cut + 2)
+    return found

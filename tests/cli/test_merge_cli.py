@@ -191,3 +191,118 @@ def test_a_merged_window_incident_tags_the_runs_it_covers(
     listed = CliRunner().invoke(cli, ["incident", "list", str(other), "--now", NOW])
     assert "maint: 1 run, window 2026-11-01T10:00:00Z .. 2026-11-01T10:00:00Z" in listed.output
     assert runs_of(other, VICTIM) == 1
+
+
+# ---- shards of one run published as separate histories ---------------------------------------
+
+
+def shard_report(path: Path, ts: str, *cases: tuple[str, str, str]) -> Path:
+    """A shard whose cases name their file (jest-junit's addFileAttribute): (file, test name,
+    outcome) per case."""
+    body = "".join(
+        f'<testcase classname="parser" name="{name}" file="{file}" time="0.1">'
+        + ('<failure message="boom">Error: boom</failure>' if outcome == "fail" else "")
+        + "</testcase>"
+        for file, name, outcome in cases
+    )
+    path.write_text(f'<testsuite name="jest tests" timestamp="{ts}">{body}</testsuite>')
+    return path
+
+
+def stored_runs(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """What a history holds of its runs' tests, by test id (row ids differ between histories),
+    and whether its rollups are what a rebuild from the raw rows gives."""
+    from flaketui.core.history.store import open_history, transaction
+    from flaketui.core.rollups import build as rollups
+
+    history = open_history(db)
+    conn = history.conn
+    try:
+        with transaction(conn):
+            rollups.fold_pending(conn)
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND (name LIKE '%day%'"
+                " OR name LIKE '%week%' OR name LIKE '%mixed%') ORDER BY name"
+            )
+        ]
+
+        def rollup_rows() -> dict[str, list[tuple[object, ...]]]:
+            # A rebuild may anchor the decay weights elsewhere: equal to 9 places.
+            return {
+                t: [
+                    tuple(round(v, 9) if isinstance(v, float) else v for v in row)
+                    for row in conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3")
+                ]
+                for t in tables
+            }
+
+        written = rollup_rows()
+        with transaction(conn):
+            rollups.rebuild(conn)
+        assert rollup_rows() == written
+        return {
+            # first_seen left out: a plain id a later run holds again is seen first at that
+            # run after one ingest of both shards, and at the shards' run after a merge.
+            "tests": conn.execute("SELECT test_id, test_file FROM tests ORDER BY 1").fetchall(),
+            "test_runs": conn.execute(
+                "SELECT r.run_id, t.test_id, x.outcome, x.bad, x.attempts, x.failed_attempts"
+                " FROM test_runs x JOIN tests t ON t.id = x.test JOIN runs r ON r.id = x.run"
+                " ORDER BY 1, 2"
+            ).fetchall(),
+            "results": conn.execute(
+                "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.origin FROM results x"
+                " JOIN tests t ON t.id = x.test JOIN runs r ON r.id = x.run ORDER BY 1, 2, 3"
+            ).fetchall(),
+        }
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("how", ["a_into_b", "b_into_a", "both_into_new"])
+def test_shards_of_a_run_in_separate_histories_merge_as_one_ingest_of_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Each shard job of a run publishes its own history, where the shard's case is stored
+    under the plain id (no clash within it). Merged, the run holds a test per file, as one
+    history ingesting both shards does, whichever way the merge goes; the plain id stays
+    where another run holds it, and merging again changes nothing."""
+    monkeypatch.chdir(tmp_path)
+    ts = "2026-11-30T10:00:00"
+    a = shard_report(
+        tmp_path / "a.xml", ts, ("src/a.test.js", "x", "fail"), ("src/a.test.js", "y", "pass")
+    )
+    b = shard_report(
+        tmp_path / "b.xml", ts, ("src/b.test.js", "x", "pass"), ("src/b.test.js", "z", "pass")
+    )
+    later = shard_report(
+        tmp_path / "later.xml", "2026-12-01T10:00:00", ("src/b.test.js", "x", "pass")
+    )
+    together = tmp_path / "together.db"
+    for report, run_id in ((a, "R"), (b, "R"), (later, "R2")):
+        ingest(together, report, run_id)
+    history_a, history_b = tmp_path / "a.db", tmp_path / "b.db"
+    ingest(history_a, a, "R")
+    ingest(history_b, b, "R")
+    ingest(history_b, later, "R2")
+    if how == "a_into_b":
+        dest, merged = history_b, [history_a]
+    elif how == "b_into_a":
+        dest, merged = history_a, [history_b]
+    else:
+        dest, merged = tmp_path / "desk.db", [history_a, history_b]
+    result = merge(dest, *merged)
+    assert result.exit_code == 0, result.output
+    expected = stored_runs(together)
+    assert [row[:2] for row in expected["test_runs"]] == [
+        ("R", "parser::y"),
+        ("R", "parser::z"),
+        ("R", "src/a.test.js::parser::x"),
+        ("R", "src/b.test.js::parser::x"),
+        ("R2", "parser::x"),
+    ]
+    assert stored_runs(dest) == expected
+    once = dump(dest)
+    assert merge(dest, *merged).exit_code == 0
+    assert dump(dest) == once

@@ -598,6 +598,44 @@ def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
     assert report(replica) == report(local)
 
 
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_histories_of_a_runs_shards_merge_into_the_server_as_one_ingest_of_both(
+    pg_url: str, tmp_path: Path, first: str
+) -> None:
+    """Each shard job publishes a history holding its case under the plain id, and each is
+    merged into the server on its own, a replica syncing in between: the second merge moves the
+    server's attempts to their file's id and lands its own under theirs, the replica drops its
+    copy under the plain id, and both agree with a history file ingesting both shards."""
+    shards = {
+        "a": _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
+                         ("src/a.test.js", "y", "pass")),
+        "b": _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
+    }  # fmt: skip
+    meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
+    histories = {}
+    for name, shard in shards.items():
+        histories[name] = tmp_path / f"{name}.db"
+        invoke("ingest", histories[name], shard, *meta)
+    together, replica = tmp_path / "together.db", tmp_path / "replica.db"
+    invoke("ingest", together, shards["a"], shards["b"], *meta)
+    order = [histories[first], histories["b" if first == "a" else "a"]]
+    for history in order:
+        invoke("merge", pg_url, history)
+        invoke("sync", pg_url, replica)
+    expected = [
+        ("parser::y", "pass", 0, 1),
+        ("src/a.test.js::parser::x", "fail", 1, 1),
+        ("src/b.test.js::parser::x", "pass", 0, 1),
+    ]
+    assert sqlite3.connect(together).execute(RUN_TESTS).fetchall() == expected
+    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == expected
+    assert report(replica) == report(together)
+    assert "0 results" in invoke("merge", pg_url, *order)
+    fresh = tmp_path / "fresh.db"
+    invoke("sync", pg_url, fresh)
+    assert sqlite3.connect(fresh).execute(RUN_TESTS).fetchall() == expected
+
+
 def test_a_version_8_server_gains_origins_and_its_plain_ids_join_later_shards(
     pg_url: str, tmp_path: Path
 ) -> None:

@@ -6,6 +6,8 @@ import json
 import sqlite3
 from collections.abc import Iterable
 
+from flaketui.core.testids import file_of_test, parent_of
+
 # A test row seen again keeps its earliest first_seen and the first file any report gave it
 # (shared by the writer and merge).
 UPSERT_TEST_SQL = (
@@ -109,9 +111,71 @@ def refresh_moved(
     commit = conn.execute("SELECT commit_sha FROM runs WHERE id = ?", (run_pk,)).fetchone()[0]
     rollups.refresh(conn, ts[:10], left)
     rollups.refresh_commits(conn, [commit], left)
+    drop_runless(conn, left)
+
+
+def drop_runless(conn: sqlite3.Connection, tests: Iterable[int]) -> None:
+    """Drop those of the tests that no run holds and the audit log does not name, as prune
+    drops them."""
     conn.execute(
         "DELETE FROM tests WHERE id IN (SELECT value FROM json_each(?))"
         " AND NOT EXISTS (SELECT 1 FROM test_runs AS r WHERE r.test = tests.id)"
         " AND test_id NOT IN (SELECT test_id FROM audit_log)",
-        (json.dumps(sorted(left)),),
+        (json.dumps(sorted(set(tests))),),
     )
+
+
+def separate_stored(conn: sqlite3.Connection, run_pk: int, ts: str, shared: Iterable[str]) -> bool:
+    """Move the run's attempts stored under a plain id that its files turn out to share, and
+    whose case named its file, to that file's prefixed id ``<file>::<id>``: what the ingest of
+    all the run's reports at once would have stored them under. Attempts of an unknown file
+    stay. Moved attempts are numbered after those the prefixed id holds in the run already;
+    the legs keep the outcome rules whatever the numbers. A plain id left with no run at all
+    (and no decision in the audit log) is dropped, as prune drops it. True if any moved.
+    """
+    held = of_known_files(conn, run_pk, shared)
+    if not held:
+        return False
+    left: set[int] = set()
+    touched: set[int] = set()
+    for old_pk, test_id, test_file, origin in held:
+        new_pk = file_test(conn, test_id, test_file, origin, ts)
+        top = conn.execute(
+            "SELECT coalesce(max(attempt), 0) FROM results WHERE run = ? AND test = ?",
+            (run_pk, new_pk),
+        ).fetchone()[0]
+        conn.execute(
+            "UPDATE results SET test = ?, attempt = attempt + ?"
+            " WHERE run = ? AND test = ? AND origin = ?",
+            (new_pk, top, run_pk, old_pk, origin),
+        )
+        left.add(int(old_pk))
+        touched |= {int(old_pk), new_pk}
+    refresh_moved(conn, run_pk, ts, left, touched)
+    return True
+
+
+def file_test(
+    conn: sqlite3.Connection, test_id: str, test_file: str | None, origin: str, ts: str
+) -> int:
+    """The row id of ``<origin>::<test_id>``, the id a shared test of the file origin is
+    stored under (created, seen first at ts, if the history lacks it)."""
+    new_id = f"{origin}::{test_id}"
+    conn.execute(UPSERT_TEST_SQL, (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts))
+    return int(conn.execute("SELECT id FROM tests WHERE test_id = ?", (new_id,)).fetchone()[0])
+
+
+def of_known_files(
+    conn: sqlite3.Connection, run_pk: int, test_ids: Iterable[str]
+) -> list[tuple[int, str, str | None, str]]:
+    """The run's tests of these ids with each file their attempts' cases named (attempts of an
+    unknown file left out): (row id, test_id, test_file, file) rows."""
+    return [
+        (int(pk), str(test_id), test_file, str(origin))
+        for pk, test_id, test_file, origin in conn.execute(
+            "SELECT DISTINCT t.id, t.test_id, t.test_file, x.origin FROM tests AS t"
+            " JOIN results AS x ON x.run = ? AND x.test = t.id"
+            " WHERE t.test_id IN (SELECT value FROM json_each(?)) AND x.origin IS NOT NULL",
+            (run_pk, json.dumps(sorted(test_ids))),
+        )
+    ]

@@ -6,6 +6,12 @@ Rules:
 - A run whose run_id DEST already has gains only the tests DEST's copy lacks (the other shards
   of a sharded CI run, published as separate histories), plus missing file hashes and changed
   files; a test both copies hold keeps DEST's attempts, and the run's metadata stays DEST's.
+  A test id the two copies hold from different files (shards' same-named JUnit cases, each
+  stored under the plain id where its shard's history held no other: testids.stored_clashes)
+  is two tests, as when one history ingests every shard: the attempts of each copy whose case
+  named its file go to ``<file>::<id>``, DEST's moved there (derived_rows.separate_stored) and
+  SRC's copied there, unless DEST holds that test already. Attempts of an unknown file stay
+  under the plain id, by the rule above; a plain id no run holds afterwards is dropped.
 - Tests are matched by test_id (first_seen becomes the earlier of the two), signatures by hash
   (DEST's example wins), incidents by (tag, start_ts, end_ts, signature), audit rows by
   every column (ts, who, action, test_id, mode, reason, ticket, scores, source and the moment
@@ -32,7 +38,14 @@ from pathlib import Path
 import sqlite_utils
 
 from flaketui.core.errors import HistoryError
-from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.history.derived_rows import (
+    UPSERT_TEST_SQL,
+    drop_runless,
+    file_test,
+    of_known_files,
+    refresh_test_runs,
+    separate_stored,
+)
 from flaketui.core.history.incidents import apply_rules
 from flaketui.core.history.outages import (
     REJECTED,
@@ -42,6 +55,7 @@ from flaketui.core.history.outages import (
 )
 from flaketui.core.history.store import history_file, transaction
 from flaketui.core.rollups import build as rollups
+from flaketui.core.testids import stored_clashes
 
 RUN_COLUMNS = (
     "run_id, suite, branch, branch_kind, commit_sha, ts, worker_count, runner_host, ci_url,"
@@ -122,8 +136,13 @@ def _copy_results(
     tests: dict[int, int],
     signatures: dict[int, int],
     skip_tests: set[int],
+    of_files: dict[tuple[int, str], int] | None = None,
 ) -> int:
-    """Copy a source run's results into a DEST run, except those of DEST tests in skip_tests."""
+    """Copy a source run's results into a DEST run, except those of DEST tests in skip_tests.
+
+    of_files: the DEST test of a source test's attempts whose case named a file, by (source
+    test, file), where not the test of the same id (_file_tests).
+    """
     rows = []
     for (
         test,
@@ -140,6 +159,8 @@ def _copy_results(
         origin,
     ) in src.execute(f"SELECT {RESULT_COLUMNS} FROM results WHERE run = ?", (src_run,)):
         dest_test = tests[test]
+        if of_files and origin is not None:
+            dest_test = of_files.get((test, origin), dest_test)
         if dest_test in skip_tests:
             continue
         rows.append(
@@ -182,6 +203,35 @@ def _copy_run_children(
     return dest.total_changes != before
 
 
+def _shared_in_run(
+    dest: sqlite3.Connection, src: sqlite3.Connection, dest_run: int, src_run: int
+) -> set[str]:
+    """The test ids that files of the two copies of a run share (testids.stored_clashes, each
+    copy's attempts of a known file against the other's)."""
+    sql = (
+        "SELECT DISTINCT t.test_id, x.origin FROM results AS x JOIN tests AS t ON t.id = x.test"
+        " WHERE x.run = ?"
+    )
+    ours = [(str(t), o) for t, o in dest.execute(sql, (dest_run,))]
+    theirs = [(str(t), o) for t, o in src.execute(sql, (src_run,))]
+
+    def files(held: list[tuple[str, str | None]]) -> dict[str, str]:
+        return {test_id: origin for test_id, origin in held if origin is not None}
+
+    return stored_clashes(ours, files(theirs)) | stored_clashes(theirs, files(ours))
+
+
+def _file_tests(
+    dest: sqlite3.Connection, src: sqlite3.Connection, src_run: int, ts: str, shared: set[str]
+) -> dict[tuple[int, str], int]:
+    """By (source test, file), the DEST test ``<file>::<id>`` of the source run's attempts of a
+    shared id whose case named its file (created in DEST if need be)."""
+    return {
+        (src_pk, origin): file_test(dest, test_id, test_file, origin, ts)
+        for src_pk, test_id, test_file, origin in of_known_files(src, src_run, shared)
+    }
+
+
 def _merge_runs(
     dest: sqlite3.Connection,
     src: sqlite3.Connection,
@@ -189,6 +239,12 @@ def _merge_runs(
     signatures: dict[int, int],
     summary: MergeSummary,
 ) -> None:
+    plain: set[str] = set()  # ids files of a run share: kept only where a run holds them
+    # Histories whose attempts name no file (the recorder's, older ones) share no id by file.
+    files_known = any(
+        conn.execute("SELECT 1 FROM results WHERE origin IS NOT NULL LIMIT 1").fetchone()
+        for conn in (src, dest)
+    )
     for src_run, run_id in src.execute("SELECT id, run_id FROM runs ORDER BY ts, id").fetchall():
         found = dest.execute("SELECT id, ts FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if found is None:
@@ -208,19 +264,36 @@ def _merge_runs(
             summary.runs_added += 1
             continue
         dest_run, ts = int(found[0]), str(found[1])
+        shared = _shared_in_run(dest, src, dest_run, src_run) if files_known else set()
+        moved = bool(shared) and separate_stored(dest, dest_run, ts, shared)
+        if moved:  # a plain id the move left with no run was dropped: map SRC's to it again
+            tests.update(_merge_tests(dest, src))
+        plain |= shared
+        of_files = _file_tests(dest, src, src_run, ts, shared) if shared else None
         present = {
             int(r[0])
             for r in dest.execute("SELECT DISTINCT test FROM results WHERE run = ?", (dest_run,))
         }
         children_added = _copy_run_children(dest, src, src_run, dest_run)
-        added = _copy_results(dest, src, src_run, dest_run, tests, signatures, present)
-        if added or children_added:
+        added = _copy_results(dest, src, src_run, dest_run, tests, signatures, present, of_files)
+        if added or children_added or moved:
             refresh_test_runs(dest, dest_run, ts)
             rollups.after_write(dest, dest_run)  # same transaction: rollups stay exact
             summary.results_added += added
             summary.runs_extended += 1
         else:
             summary.runs_unchanged += 1
+    if plain:
+        drop_runless(
+            dest,
+            (
+                int(row[0])
+                for row in dest.execute(
+                    "SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(plain)),),
+                )
+            ),
+        )
 
 
 def _merge_incidents(

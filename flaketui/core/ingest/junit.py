@@ -570,7 +570,7 @@ class SharedNames:
     reports are read (start tags only, as _ambiguous_ids) when a case naming its file first
     asks, so runs whose cases name no file never pay for it. stored: given each id the
     reports' cases of a known file bear, with its file, those the run being appended to holds
-    already as another file's (stored_clashes); a case of such an id is prefixed as well.
+    already as another file's (testids.stored_clashes); a case of such an id is prefixed as well.
     """
 
     def __init__(
@@ -600,29 +600,6 @@ class SharedNames:
                 ambiguous |= self.stored(origins)
             self._ambiguous = ambiguous
         return self._ambiguous
-
-
-def stored_clashes(held: Iterable[tuple[str, str | None]], origins: dict[str, str]) -> set[str]:
-    """Of the new cases' ids (with their files), those a stored run holds as another file's.
-
-    held: the run's test ids, each with the file its attempts' case named (None: unknown). An
-    id is shared when the run holds it with another file, or under a file-prefixed id
-    (``<file>::<id>``, whatever its file: the rows of a prefixed id from before files were
-    stored say none). An id the run holds from an unknown file is not: the rows do not say
-    whose they are, and the new case joins them as a leg.
-    """
-    found: set[str] = set()
-    for test_id, origin in held:
-        if origin is not None:
-            other = origins.get(test_id)
-            if other is not None and other != origin:
-                found.add(test_id)
-        cut = test_id.find("::")
-        while cut >= 0:
-            if test_id[cut + 2 :] in origins:
-                found.add(test_id[cut + 2 :])
-            cut = test_id.find("::", cut + 2)
-    return found
 
 
 def iter_case_rows(path: Path, names: SharedNames | None = None) -> Iterator[CaseRow]:

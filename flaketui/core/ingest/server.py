@@ -208,11 +208,11 @@ def _land_batch(
 
 
 def _server_clashes(pg: Any, url: str, run_id: str) -> StoredClashes:
-    """Which of some new cases' ids the server's copy of a run holds as another file's (junit's
+    """Which of some new cases' ids the server's copy of a run holds as another file's (testids'
     stored_clashes over its tests and the files their attempts name), read once asked."""
 
     def stored(origins: dict[str, str]) -> set[str]:
-        from flaketui.core.ingest.junit import stored_clashes
+        from flaketui.core.testids import stored_clashes
 
         with server_errors(url, "reading the run's tests"):
             held = pg.execute(

@@ -15,8 +15,9 @@ Choices made here:
   within one (_shared_names): each attempt of a case naming its file stores the file (its
   origin), so a later shard tells the run's earlier case under a plain id from its own case of
   another file. Both are then prefixed with their file: the new case as it is parsed, the
-  stored attempts moved to their prefixed id in the same transaction (_separate_stored). The
-  run's tests are the same whether its shards come in one ingest or several, in any order.
+  stored attempts moved to their prefixed id in the same transaction
+  (derived_rows.separate_stored). The run's tests are the same whether its shards come in one
+  ingest or several, in any order, or in histories merged afterwards.
 - Reports with no test case create no run (``IngestResult.empty``); a case-less shard of an
   existing run is recorded as ingested.
 - Without a run id the run is named ``report-<16 hex>`` from the sha256 of its files' hashes, so
@@ -28,7 +29,6 @@ Choices made here:
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
-from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_moved, refresh_test_runs
+from flaketui.core.history.derived_rows import refresh_test_runs, separate_stored
 from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
 from flaketui.core.ingest.resign import record_scheme
@@ -46,7 +46,7 @@ from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
 from flaketui.core.models import CaseResult, RunMeta
 from flaketui.core.rollups import pending as rollups_pending
-from flaketui.core.testids import file_of_test, parent_of
+from flaketui.core.testids import stored_clashes
 from flaketui.core.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ __all__ = [
 
 HASH_CHUNK_BYTES = 1 << 20
 # The test ids a copy of a run kept elsewhere (a history server's) holds as another file's,
-# of some new cases' ids with their files (see flaketui.core.ingest.junit.stored_clashes).
+# of some new cases' ids with their files (see flaketui.core.testids.stored_clashes).
 StoredClashes = Callable[[dict[str, str]], set[str]]
 # A single-run ingest leaves its run's rollups to a later fold (pending.defer), and folds the
 # waiting runs together once FOLD_RUNS of them wait or the run itself is big: a fold rewrites a
@@ -265,7 +265,7 @@ def _ingest_run(
     shared = frozenset(names.decided or ()) if names is not None else frozenset()
     if writer is not None:
         if found is not None and shared:
-            _separate_stored(conn, run_pk, ts, shared)
+            separate_stored(conn, run_pk, ts, shared)
         writer.refresh_dirty()
         rollups_pending.defer(conn, run_pk)  # folded with others (see FOLD_RUNS)
     if was_empty:
@@ -330,14 +330,12 @@ def _shared_names(
 
 
 def _clashes_in_run(conn: sqlite3.Connection, run_pk: int | None) -> StoredClashes | None:
-    """Which of some new cases' ids the stored run holds as another file's (junit's
+    """Which of some new cases' ids the stored run holds as another file's (testids'
     stored_clashes over the run's tests and the files their attempts name)."""
     if run_pk is None:
         return None
 
     def stored(origins: dict[str, str]) -> set[str]:
-        from flaketui.core.ingest.junit import stored_clashes
-
         held = conn.execute(
             "SELECT DISTINCT t.test_id, x.origin FROM results AS x JOIN tests AS t"
             " ON t.id = x.test WHERE x.run = ?",
@@ -346,46 +344,6 @@ def _clashes_in_run(conn: sqlite3.Connection, run_pk: int | None) -> StoredClash
         return stored_clashes(held, origins)
 
     return stored
-
-
-def _separate_stored(conn: sqlite3.Connection, run_pk: int, ts: str, shared: Iterable[str]) -> None:
-    """Move the run's attempts stored under a plain id that its files turn out to share, and
-    whose case named its file, to that file's prefixed id ``<file>::<id>``: what the ingest of
-    all the run's reports at once would have stored them under. Attempts of an unknown file
-    stay. Moved attempts are numbered after those the prefixed id holds in the run already;
-    the legs keep the outcome rules whatever the numbers. A plain id left with no run at all
-    (and no decision in the audit log) is dropped, as prune drops it.
-    """
-    held = conn.execute(
-        "SELECT DISTINCT t.id, t.test_id, t.test_file, x.origin FROM tests AS t"
-        " JOIN results AS x ON x.run = ? AND x.test = t.id"
-        " WHERE t.test_id IN (SELECT value FROM json_each(?)) AND x.origin IS NOT NULL",
-        (run_pk, json.dumps(sorted(shared))),
-    ).fetchall()
-    if not held:
-        return
-    left: set[int] = set()
-    touched: set[int] = set()
-    for old_pk, test_id, test_file, origin in held:
-        new_id = f"{origin}::{test_id}"
-        conn.execute(
-            UPSERT_TEST_SQL, (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts)
-        )
-        new_pk = int(
-            conn.execute("SELECT id FROM tests WHERE test_id = ?", (new_id,)).fetchone()[0]
-        )
-        top = conn.execute(
-            "SELECT coalesce(max(attempt), 0) FROM results WHERE run = ? AND test = ?",
-            (run_pk, new_pk),
-        ).fetchone()[0]
-        conn.execute(
-            "UPDATE results SET test = ?, attempt = attempt + ?"
-            " WHERE run = ? AND test = ? AND origin = ?",
-            (new_pk, top, run_pk, old_pk, origin),
-        )
-        left.add(int(old_pk))
-        touched |= {int(old_pk), new_pk}
-    refresh_moved(conn, run_pk, ts, left, touched)
 
 
 def _chain(first: CaseRow, rest: Iterator[CaseRow]) -> Iterator[CaseRow]:

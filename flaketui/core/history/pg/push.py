@@ -18,7 +18,9 @@ file's id (``<file>::<id>``) in the same transaction, numbered after the attempt
 an ingest into a history file moves them; each move leaves a row in ``deletions`` (kind
 ``attempts``, key ``[run_id, test_id, file]``) for replicas to drop their copies. Shards pushed
 at once read the server's run before either landed: a plain id that the run holds from two
-files once the push's rows are in is moved as well, under the run's lock (_raced).
+files once the push's rows are in is moved as well, under the run's lock (_raced). A merge's
+push does the same for an id the server's copy and the pushed copy of a run hold from
+different files (_merge_shared): each file's attempts land under its own id.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from flaketui.core.history.pg.columns import (
 )
 from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
 from flaketui.core.history.pg.schema import same_run, same_test
-from flaketui.core.testids import file_of_test, parent_of
+from flaketui.core.testids import file_of_test, parent_of, stored_clashes
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -230,6 +232,8 @@ def _push_runs(
         " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
         + (f" LEFT JOIN tests AS pt ON {same_test('pt.test_id', 's.pred_key')}" if pred else "")
     )
+    if not append and "origin" in result_cols:
+        _merge_shared(pg)
     if append:
         chosen = ", ".join(
             "s.attempt + coalesce(m.top, 0)" if c == "attempt" else f's."{c}"' for c in result_cols
@@ -288,7 +292,7 @@ def _raced(pg: Any) -> dict[str, set[str]]:
 
 def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> None:
     """Move the runs' attempts stored under a plain id their files share, whose case named its
-    file, to ``<file>::<id>`` (the SQLite writer's _separate_stored, on the server)."""
+    file, to ``<file>::<id>`` (the SQLite writer's separate_stored, on the server)."""
     for run_id, ids in sorted(shared.items()):
         names = sorted(ids)
         if not names:
@@ -302,20 +306,7 @@ def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> None:
             (run_id, run_id, names, names),
         ).fetchall()
         for run_pk, old_pk, test_id, test_file, origin, ts in held:
-            new_id = f"{origin}::{test_id}"
-            pg.execute(
-                "INSERT INTO tests (test_id, parent, test_file, first_seen)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts),
-            )
-            pg.execute(
-                "UPDATE tests SET first_seen = %s, change = pg_current_xact_id()"
-                f" WHERE {same_test('test_id', '%s')} AND first_seen > %s",
-                (ts, new_id, new_id, ts),
-            )
-            new_pk = pg.execute(
-                f"SELECT id FROM tests WHERE {same_test('test_id', '%s')}", (new_id, new_id)
-            ).fetchone()[0]
+            new_pk = _file_test(pg, test_id, test_file, origin, ts)
             pg.execute(
                 "UPDATE results SET test = %s, change = pg_current_xact_id(), attempt = attempt"
                 " + (SELECT coalesce(max(attempt), 0) FROM results WHERE run = %s AND test = %s)"
@@ -326,6 +317,80 @@ def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> None:
                 "INSERT INTO deletions (kind, key) VALUES ('attempts', %s)",
                 (json.dumps([run_id, test_id, origin]),),
             )
+
+
+def _file_test(pg: Any, test_id: str, test_file: str | None, origin: str, ts: object) -> int:
+    """The server's row id of ``<origin>::<test_id>`` (created, seen first at ts, if need be)."""
+    new_id = f"{origin}::{test_id}"
+    pg.execute(
+        "INSERT INTO tests (test_id, parent, test_file, first_seen)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts),
+    )
+    pg.execute(
+        "UPDATE tests SET first_seen = %s, change = pg_current_xact_id()"
+        f" WHERE {same_test('test_id', '%s')} AND first_seen > %s",
+        (ts, new_id, new_id, ts),
+    )
+    return int(
+        pg.execute(
+            f"SELECT id FROM tests WHERE {same_test('test_id', '%s')}", (new_id, new_id)
+        ).fetchone()[0]
+    )
+
+
+def _merge_shared(pg: Any) -> None:
+    """Before a merge's results land (s_results staged): test ids the server's copy of a run
+    and the pushed copy hold from different files (testids.stored_clashes, each way) become a
+    test per file, as in a history file's merge (flaketui.core.history.merge). The server's
+    attempts of a known file move to their file's id (_separate), and the pushed ones are
+    keyed to theirs, where the server's copy then holds them already or they land. A pushed
+    history whose attempts name no file (the recorder's, an older one) is not compared: the
+    server's runs are read only for one that does."""
+    if pg.execute("SELECT 1 FROM s_results WHERE origin IS NOT NULL LIMIT 1").fetchone() is None:
+        return
+    held: dict[str, tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]] = {}
+    for run_id, test_id, origin in pg.execute(
+        "SELECT DISTINCT r.run_id, t.test_id, x.origin FROM results AS x"
+        " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
+        " JOIN (SELECT DISTINCT run_key FROM s_results) AS s"
+        f" ON {same_run('r.run_id', 's.run_key')}"
+    ).fetchall():
+        held.setdefault(str(run_id), ([], []))[0].append((str(test_id), origin))
+    if not held:
+        return
+    for run_id, test_id, origin in pg.execute(
+        "SELECT DISTINCT run_key, test_key, origin FROM s_results"
+    ).fetchall():
+        if str(run_id) in held:
+            held[str(run_id)][1].append((str(test_id), origin))
+    shared: dict[str, set[str]] = {}
+    for run_id, (ours, theirs) in held.items():
+        found = stored_clashes(ours, _files(theirs)) | stored_clashes(theirs, _files(ours))
+        if found:
+            shared[run_id] = found
+    if not shared:
+        return
+    _separate(pg, shared)
+    for run_id, ids in sorted(shared.items()):
+        for test_id, test_file, origin, ts in pg.execute(
+            "SELECT DISTINCT s.test_key, t.test_file, s.origin, r.ts FROM s_results AS s"
+            " JOIN s_tests AS t ON t.test_id = s.test_key"
+            f" JOIN runs AS r ON {same_run('r.run_id', 's.run_key')}"
+            " WHERE s.run_key = %s AND s.test_key = ANY(%s::text[]) AND s.origin IS NOT NULL"
+            " ORDER BY 1, 3",
+            (run_id, sorted(ids)),
+        ).fetchall():
+            _file_test(pg, str(test_id), test_file, str(origin), ts)
+        pg.execute(
+            "UPDATE s_results SET test_key = origin || '::' || test_key"
+            " WHERE run_key = %s AND test_key = ANY(%s::text[]) AND origin IS NOT NULL",
+            (run_id, sorted(ids)),
+        )
+
+
+def _files(held: Iterable[tuple[str, str | None]]) -> dict[str, str]:
+    return {test_id: origin for test_id, origin in held if origin is not None}
 
 
 def _has_incidents(src: sqlite3.Connection) -> bool:
