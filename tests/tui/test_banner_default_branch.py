@@ -8,13 +8,15 @@ import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from pilots import app_on, settle
 from test_outage_review import add_outages
 from tui_history import NOW, WORKER_COUNTS, cases_for_run, run_meta
 
+from flaketui.core.config import Config
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
-from flaketui.tui.app import FlaketuiApp
+from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.widgets.banner import TrustBanner
 
 NOTICE = "⚠ no run on main or master: failing on and off is not judged flaky (--branch)"
@@ -74,3 +76,35 @@ async def test_three_notices_fit_the_line_at_80_columns(history: Path, tmp_path:
         assert str(text).endswith("1 interrupted run, counted only for the tests it recorded")
         width = banner.content_region.width
         assert len(text.wrap(width)) == 3 == banner.region.height
+
+
+@pytest.mark.parametrize(
+    ("branches", "notice"),
+    [
+        (
+            ("main", "master", "develop", "release-integration"),
+            "⚠ no default-branch run: failing on and off is not judged flaky (--branch)",
+        ),
+        ((), "⚠ no default branch is configured: failing on and off is not judged flaky"),
+    ],
+    ids=["many", "none"],
+)
+async def test_the_notice_keeps_to_one_row_whatever_the_default_branches(
+    tmp_path: Path, branches: tuple[str, ...], notice: str
+) -> None:
+    # Many or long names are left to the reports; the notice itself never wraps at 80 columns.
+    history = _unbranched_history(tmp_path / "history.db")
+    config = dataclasses.replace(Config(), default_branches=branches)
+    app = make_app(
+        history,
+        now=NOW,
+        skip_file=tmp_path / "quarantine.json",
+        config=config,
+        cursor_blink=False,
+        watch=False,
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        banner = _banner(app)
+        assert str(banner.render()) == notice
+        assert banner.region.height == 1

@@ -13,23 +13,34 @@ from rich.text import Text
 from textual import events
 from textual.widgets import Static
 
+from flaketui.core.output.text import one_line
 from flaketui.core.scoring.results import Report
 from flaketui.core.words import either, plural
+
+# The default branches are named when they fit in this many characters ("main or master"),
+# so the notice keeps to one row at 80 columns; the reports name them all.
+NAMES_FIT = 16
+
+
+def _no_default_branch(report: Report) -> Text:
+    """The notice of a window without a run on the default branch."""
+    branches = [one_line(name) for name in report.config.get("default_branches", ())]
+    if not branches:  # the way out is the default_branches setting, not --branch
+        where, remedy = "no default branch is configured", ""
+    else:
+        names = either(branches)
+        where = f"no run on {names}" if len(names) <= NAMES_FIT else "no default-branch run"
+        remedy = " (--branch)"
+    return Text.assemble(
+        ("⚠ ", "bold"), (where, "bold"), f": failing on and off is not judged flaky{remedy}"
+    )
 
 
 def banner_text(report: Report) -> Text | None:
     """The notice for a report, or None when it has nothing to say."""
     parts: list[Text] = []
     if report.no_default_branch_runs:
-        names = either(report.config.get("default_branches", ()))
-        where = names or "a default branch (none is configured)"
-        parts.append(
-            Text.assemble(
-                ("⚠ ", "bold"),
-                (f"no run on {where}", "bold"),
-                ": failing on and off is not judged flaky (--branch)",
-            )
-        )
+        parts.append(_no_default_branch(report))
     outages = len(report.proposed_incidents)
     if outages:
         parts.append(
