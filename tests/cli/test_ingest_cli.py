@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from flaketui.cli.commands import cli
 from flaketui.core.history.store import open_history
+from tests.core.junit_shards import file_shard
 
 CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BUILD_", "GIT_")
 
@@ -570,19 +571,6 @@ def test_one_file_in_two_reports_of_a_run_stays_one_test(tmp_path: Path, how: st
         assert run(db, first, *meta).exit_code == 0
         assert run(db, second, *meta).exit_code == 0
     assert run_tests(db) == [("parser::x", "flaky", 3)]
-
-
-def file_shard(path: Path, *cases: tuple[str, str, str]) -> Path:
-    """A shard whose cases name their file in a ``file`` attribute (jest-junit's
-    addFileAttribute, Gradle and Maven forks): (file, test name, outcome) per case, one suite."""
-    body = "".join(
-        f'<testcase classname="parser" name="{name}" file="{file}">'
-        + ('<failure message="boom">Error: boom</failure>' if outcome == "fail" else "")
-        + "</testcase>"
-        for file, name, outcome in cases
-    )
-    path.write_text(f'<testsuites><testsuite name="jest tests">{body}</testsuite></testsuites>')
-    return path
 
 
 @pytest.mark.parametrize("how", ["one_command", "a_then_b", "b_then_a"])

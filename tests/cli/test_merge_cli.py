@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
+from tests.core.junit_shards import file_shard
 from tests.core.test_outages import ingested_outage
 
 
@@ -196,19 +197,6 @@ def test_a_merged_window_incident_tags_the_runs_it_covers(
 # ---- shards of one run published as separate histories ---------------------------------------
 
 
-def shard_report(path: Path, ts: str, *cases: tuple[str, str, str]) -> Path:
-    """A shard whose cases name their file (jest-junit's addFileAttribute): (file, test name,
-    outcome) per case."""
-    body = "".join(
-        f'<testcase classname="parser" name="{name}" file="{file}" time="0.1">'
-        + ('<failure message="boom">Error: boom</failure>' if outcome == "fail" else "")
-        + "</testcase>"
-        for file, name, outcome in cases
-    )
-    path.write_text(f'<testsuite name="jest tests" timestamp="{ts}">{body}</testsuite>')
-    return path
-
-
 def stored_runs(db: Path) -> dict[str, list[tuple[object, ...]]]:
     """What a history holds of its runs' tests, by test id (row ids differ between histories),
     and whether its rollups are what a rebuild from the raw rows gives."""
@@ -270,14 +258,20 @@ def test_shards_of_a_run_in_separate_histories_merge_as_one_ingest_of_both(
     where another run holds it, and merging again changes nothing."""
     monkeypatch.chdir(tmp_path)
     ts = "2026-11-30T10:00:00"
-    a = shard_report(
-        tmp_path / "a.xml", ts, ("src/a.test.js", "x", "fail"), ("src/a.test.js", "y", "pass")
+    a = file_shard(
+        tmp_path / "a.xml",
+        ("src/a.test.js", "x", "fail"),
+        ("src/a.test.js", "y", "pass"),
+        timestamp=ts,
     )
-    b = shard_report(
-        tmp_path / "b.xml", ts, ("src/b.test.js", "x", "pass"), ("src/b.test.js", "z", "pass")
+    b = file_shard(
+        tmp_path / "b.xml",
+        ("src/b.test.js", "x", "pass"),
+        ("src/b.test.js", "z", "pass"),
+        timestamp=ts,
     )
-    later = shard_report(
-        tmp_path / "later.xml", "2026-12-01T10:00:00", ("src/b.test.js", "x", "pass")
+    later = file_shard(
+        tmp_path / "later.xml", ("src/b.test.js", "x", "pass"), timestamp="2026-12-01T10:00:00"
     )
     together = tmp_path / "together.db"
     for report, run_id in ((a, "R"), (b, "R"), (later, "R2")):

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from flaketui.cli import cli
 from flaketui.core.config import load_config
 from flaketui.core.history.address import is_server_url, mask_url, scrub
+from tests.core.junit_shards import file_shard
 from tests.pgcluster import Cluster
 
 REPORTS = Path(__file__).resolve().parents[2] / "sample_data" / "reports"
@@ -542,18 +543,6 @@ def test_a_shard_with_other_metadata_is_refused_by_the_server(pg_url: str, tmp_p
     assert server_count(pg_url, "SELECT count(*) FROM results") == 2
 
 
-def _file_shard(path: Path, *cases: tuple[str, str, str]) -> Path:
-    """A shard whose cases name their file: (file, test name, outcome) per case."""
-    body = "".join(
-        f'<testcase classname="parser" name="{name}" file="{file}">'
-        + ('<failure message="boom"/>' if outcome == "fail" else "")
-        + "</testcase>"
-        for file, name, outcome in cases
-    )
-    path.write_text(f'<testsuites><testsuite name="jest tests">{body}</testsuite></testsuites>\n')
-    return path
-
-
 RUN_TESTS = (
     "SELECT t.test_id, tr.outcome, tr.bad, tr.attempts FROM test_runs tr"
     " JOIN tests t ON t.id = tr.test ORDER BY 1"
@@ -569,9 +558,9 @@ def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
     to their file's id on the server, and the replica drops its copy under the plain id. The
     server, the replica and a history file ingested shard by shard agree, in either order."""
     shards = {
-        "a": _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
+        "a": file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
                          ("src/a.test.js", "y", "pass")),
-        "b": _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
+        "b": file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
     }  # fmt: skip
     order = [shards[first], shards["b" if first == "a" else "a"]]
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
@@ -607,9 +596,9 @@ def test_histories_of_a_runs_shards_merge_into_the_server_as_one_ingest_of_both(
     server's attempts to their file's id and lands its own under theirs, the replica drops its
     copy under the plain id, and both agree with a history file ingesting both shards."""
     shards = {
-        "a": _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
+        "a": file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
                          ("src/a.test.js", "y", "pass")),
-        "b": _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
+        "b": file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
     }  # fmt: skip
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
     histories = {}
@@ -653,13 +642,13 @@ def test_a_version_8_server_gains_origins_and_its_plain_ids_join_later_shards(
                 old.execute(migration)
             old.execute("INSERT INTO flaketui_meta (key, value) VALUES ('schema_version', '8')")
         staged = tmp_path / "old-run.db"
-        first = _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
+        first = file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
         invoke("ingest", staged, first, "--run-id", "gh-77", "--no-detect")
         push_history(old, open_history(staged, create=False).conn, append=True)
     finally:
         old.close()
     assert "origin" not in server_columns(pg_url, "results")
-    second = _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
+    second = file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
     invoke("ingest", pg_url, second, "--run-id", "gh-77", "--no-detect")
     assert server_count(
         pg_url, "SELECT value::int FROM flaketui_meta WHERE key = 'schema_version'"
@@ -681,8 +670,8 @@ def test_shards_whose_ingests_read_the_run_before_either_pushed_are_told_apart(
     from flaketui.core.history.store import open_history
 
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
-    a = _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
-    b = _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
+    a = file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
+    b = file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
     staged = []
     for shard in (a, b):
         staged.append(tmp_path / f"staged-{shard.stem}.db")
@@ -710,8 +699,8 @@ def test_a_manifest_line_appending_a_shard_to_a_server_run_tells_its_file_apart(
     """A backfill's line adding a shard to a run the server holds reads the server's copy of the
     run as an ingest does."""
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
-    invoke("ingest", pg_url, _file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail")), *meta)
-    _file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
+    invoke("ingest", pg_url, file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail")), *meta)
+    file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass"))
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(
         json.dumps({"run_id": "gh-77", "file": "b.xml", "timestamp": "2026-11-20T10:00:00Z"}) + "\n"
