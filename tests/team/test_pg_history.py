@@ -549,6 +549,24 @@ RUN_TESTS = (
 )
 
 
+# The run two shards make: `parser::x` of each file apart, `parser::y` of one file alone.
+TWO_SHARDS_TESTS = [
+    ("parser::y", "pass", 0, 1),
+    ("src/a.test.js::parser::x", "fail", 1, 1),
+    ("src/b.test.js::parser::x", "pass", 0, 1),
+]
+
+
+def _two_shards(tmp_path: Path) -> dict[str, Path]:
+    """Shard a (x failing, y) and shard b (x passing) of one run, by file."""
+    return {
+        "a": file_shard(
+            tmp_path / "a.xml", ("src/a.test.js", "x", "fail"), ("src/a.test.js", "y", "pass")
+        ),
+        "b": file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
+    }
+
+
 @pytest.mark.parametrize("first", ["a", "b"])
 def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
     pg_url: str, tmp_path: Path, first: str
@@ -557,11 +575,7 @@ def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
     in between: the second shard's same-named case of another file moves the first's attempts
     to their file's id on the server, and the replica drops its copy under the plain id. The
     server, the replica and a history file ingested shard by shard agree, in either order."""
-    shards = {
-        "a": file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
-                         ("src/a.test.js", "y", "pass")),
-        "b": file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
-    }  # fmt: skip
+    shards = _two_shards(tmp_path)
     order = [shards[first], shards["b" if first == "a" else "a"]]
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
     replica, local = tmp_path / "replica.db", tmp_path / "local.db"
@@ -569,11 +583,7 @@ def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
         invoke("ingest", pg_url, shard, *meta)
         invoke("ingest", local, shard, *meta)
         invoke("sync", pg_url, replica)
-    expected = [
-        ("parser::y", "pass", 0, 1),
-        ("src/a.test.js::parser::x", "fail", 1, 1),
-        ("src/b.test.js::parser::x", "pass", 0, 1),
-    ]
+    expected = TWO_SHARDS_TESTS
     assert sqlite3.connect(local).execute(RUN_TESTS).fetchall() == expected
     assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == expected
     assert (
@@ -595,11 +605,7 @@ def test_histories_of_a_runs_shards_merge_into_the_server_as_one_ingest_of_both(
     merged into the server on its own, a replica syncing in between: the second merge moves the
     server's attempts to their file's id and lands its own under theirs, the replica drops its
     copy under the plain id, and both agree with a history file ingesting both shards."""
-    shards = {
-        "a": file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"),
-                         ("src/a.test.js", "y", "pass")),
-        "b": file_shard(tmp_path / "b.xml", ("src/b.test.js", "x", "pass")),
-    }  # fmt: skip
+    shards = _two_shards(tmp_path)
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
     histories = {}
     for name, shard in shards.items():
@@ -611,11 +617,7 @@ def test_histories_of_a_runs_shards_merge_into_the_server_as_one_ingest_of_both(
     for history in order:
         invoke("merge", pg_url, history)
         invoke("sync", pg_url, replica)
-    expected = [
-        ("parser::y", "pass", 0, 1),
-        ("src/a.test.js::parser::x", "fail", 1, 1),
-        ("src/b.test.js::parser::x", "pass", 0, 1),
-    ]
+    expected = TWO_SHARDS_TESTS
     assert sqlite3.connect(together).execute(RUN_TESTS).fetchall() == expected
     assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == expected
     assert report(replica) == report(together)
