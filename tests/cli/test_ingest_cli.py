@@ -600,6 +600,47 @@ def test_shards_ingested_by_separate_commands_keep_same_named_tests_apart(
     assert query(db, "SELECT count(*) FROM tests") == [(3,)]
 
 
+# Shards a and b of run R, and two later runs holding `parser::x` of one file each (under the
+# plain id: no other file of their run shares it): (shard, run id, timestamp).
+SEEN_REPORTS = [
+    ((("src/a.test.js", "x", "fail"), ("src/a.test.js", "y", "pass")), "R", "2026-11-20T10:00:00Z"),
+    ((("src/b.test.js", "x", "pass"),), "R", "2026-11-20T10:00:00Z"),
+    ((("src/b.test.js", "x", "pass"),), "R2", "2026-11-22T10:00:00Z"),
+    ((("src/a.test.js", "x", "fail"),), "R3", "2026-11-24T10:00:00Z"),
+]
+SEEN_FIRST = [
+    ("parser::x", "2026-11-22T10:00:00Z"),
+    ("parser::y", "2026-11-20T10:00:00Z"),
+    ("src/a.test.js::parser::x", "2026-11-20T10:00:00Z"),
+    ("src/b.test.js::parser::x", "2026-11-20T10:00:00Z"),
+]
+EARLIEST_RUN = (
+    "SELECT t.test_id, min(tr.ts) FROM tests t JOIN test_runs tr ON tr.test = t.id"
+    " GROUP BY t.id ORDER BY 1"
+)
+
+
+@settings(max_examples=24, deadline=None)
+@given(order=st.permutations(range(len(SEEN_REPORTS))))
+def test_a_test_is_seen_first_at_its_earliest_run_whatever_the_order_of_the_reports(
+    order: list[int],
+) -> None:
+    """A test's first_seen is the time of the earliest run holding its attempts: the plain id
+    whose attempts in the shards' run moved to their files' ids is seen first at the earliest
+    later run holding it, even where that run came in between the shards, and each file's id
+    at the shards' run, in any order of ingest."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        db = tmp / "h.db"
+        for index in order:
+            cases, run_id, ts = SEEN_REPORTS[index]
+            report = file_shard(tmp / f"report{index}.xml", *cases)
+            result = run(db, report, "--run-id", run_id, "--timestamp", ts, "--no-detect")
+            assert result.exit_code == 0, result.output
+        assert query(db, "SELECT test_id, first_seen FROM tests ORDER BY 1") == SEEN_FIRST
+        assert query(db, EARLIEST_RUN) == SEEN_FIRST
+
+
 FILES = ("src/a.test.js", "src/b.test.js", "src/c.test.js", "")  # "": the case names none
 CASE = st.tuples(
     st.sampled_from(FILES), st.sampled_from(("x", "y")), st.sampled_from(("pass", "fail"))

@@ -231,9 +231,10 @@ def stored_runs(db: Path) -> dict[str, list[tuple[object, ...]]]:
             rollups.rebuild(conn)
         assert rollup_rows() == written
         return {
-            # first_seen left out: a plain id a later run holds again is seen first at that
-            # run after one ingest of both shards, and at the shards' run after a merge.
-            "tests": conn.execute("SELECT test_id, test_file FROM tests ORDER BY 1").fetchall(),
+            # A plain id a later run holds again is seen first at that run, however it came.
+            "tests": conn.execute(
+                "SELECT test_id, test_file, first_seen FROM tests ORDER BY 1"
+            ).fetchall(),
             "test_runs": conn.execute(
                 "SELECT r.run_id, t.test_id, x.outcome, x.bad, x.attempts, x.failed_attempts"
                 " FROM test_runs x JOIN tests t ON t.id = x.test JOIN runs r ON r.id = x.run"

@@ -99,7 +99,7 @@ def refresh_moved(
     the rows its server moved), inside the caller's transaction: the per-run rows of the tests
     `touched` recomputed, the rollups of the tests that left the run refreshed (those they
     moved to are the run's, which its writer folds or refreshes), and a test left with no run
-    and no decision in the audit log dropped, as prune drops it."""
+    and no decision in the audit log dropped, as prune drops it (settle_left)."""
     from flaketui.core.rollups import build as rollups
 
     conn.execute(
@@ -111,7 +111,23 @@ def refresh_moved(
     commit = conn.execute("SELECT commit_sha FROM runs WHERE id = ?", (run_pk,)).fetchone()[0]
     rollups.refresh(conn, ts[:10], left)
     rollups.refresh_commits(conn, [commit], left)
-    drop_runless(conn, left)
+    settle_left(conn, ts, left)
+
+
+def settle_left(conn: sqlite3.Connection, ts: str, tests: Iterable[int]) -> None:
+    """After a run at ts stopped holding the tests' attempts (moved to their files' ids): a
+    test is seen first at the earliest run holding its attempts, whatever order the reports
+    came in, so one seen first at ts is seen first at the earliest run that still holds it;
+    one no run holds (and no decision in the audit log names) is dropped (drop_runless). A
+    test seen first before ts keeps it (a pruned run may have been the first)."""
+    ids = sorted(set(tests))
+    conn.execute(
+        "UPDATE tests SET first_seen = (SELECT min(r.ts) FROM test_runs AS r"
+        " WHERE r.test = tests.id) WHERE id IN (SELECT value FROM json_each(?))"
+        " AND first_seen >= ? AND EXISTS (SELECT 1 FROM test_runs AS r WHERE r.test = tests.id)",
+        (json.dumps(ids), ts),
+    )
+    drop_runless(conn, ids)
 
 
 def drop_runless(conn: sqlite3.Connection, tests: Iterable[int]) -> None:
@@ -131,7 +147,9 @@ def separate_stored(conn: sqlite3.Connection, run_pk: int, ts: str, shared: Iter
     all the run's reports at once would have stored them under. Attempts of an unknown file
     stay. Moved attempts are numbered after those the prefixed id holds in the run already;
     the legs keep the outcome rules whatever the numbers. A plain id left with no run at all
-    (and no decision in the audit log) is dropped, as prune drops it. True if any moved.
+    (and no decision in the audit log) is dropped, as prune drops it; one seen first at this
+    run is seen first at the earliest run that still holds it (settle_left). True if any
+    moved.
     """
     held = of_known_files(conn, run_pk, shared)
     if not held:

@@ -11,7 +11,8 @@ Rules:
   is two tests, as when one history ingests every shard: the attempts of each copy whose case
   named its file go to ``<file>::<id>``, DEST's moved there (derived_rows.separate_stored) and
   SRC's copied there, unless DEST holds that test already. Attempts of an unknown file stay
-  under the plain id, by the rule above; a plain id no run holds afterwards is dropped.
+  under the plain id, by the rule above; a plain id no run holds afterwards is dropped, and
+  one that runs still hold is seen first at the earliest of them, as after an ingest.
 - Tests are matched by test_id (first_seen becomes the earlier of the two), signatures by hash
   (DEST's example wins), incidents by (tag, start_ts, end_ts, signature), audit rows by
   every column (ts, who, action, test_id, mode, reason, ticket, scores, source and the moment
@@ -40,11 +41,11 @@ import sqlite_utils
 from flaketui.core.errors import HistoryError
 from flaketui.core.history.derived_rows import (
     UPSERT_TEST_SQL,
-    drop_runless,
     file_test,
     of_known_files,
     refresh_test_runs,
     separate_stored,
+    settle_left,
 )
 from flaketui.core.history.incidents import apply_rules
 from flaketui.core.history.outages import (
@@ -239,7 +240,9 @@ def _merge_runs(
     signatures: dict[int, int],
     summary: MergeSummary,
 ) -> None:
-    plain: set[str] = set()  # ids files of a run share: kept only where a run holds them
+    # Ids files of a run share, by the time of the earliest such run: kept only where a run
+    # holds them, and seen first at the earliest run that does (derived_rows.settle_left).
+    plain: dict[str, str] = {}
     # Histories whose attempts name no file (the recorder's, older ones) share no id by file.
     files_known = any(
         conn.execute("SELECT 1 FROM results WHERE origin IS NOT NULL LIMIT 1").fetchone()
@@ -268,7 +271,8 @@ def _merge_runs(
         moved = bool(shared) and separate_stored(dest, dest_run, ts, shared)
         if moved:  # a plain id the move left with no run was dropped: map SRC's to it again
             tests.update(_merge_tests(dest, src))
-        plain |= shared
+        for test_id in shared:
+            plain[test_id] = min(plain.get(test_id, ts), ts)
         of_files = _file_tests(dest, src, src_run, ts, shared) if shared else None
         present = {
             int(r[0])
@@ -283,14 +287,17 @@ def _merge_runs(
             summary.runs_extended += 1
         else:
             summary.runs_unchanged += 1
-    if plain:
-        drop_runless(
+    # After every run is in: SRC's tests, merged again after each move, bring the first_seen
+    # of the runs whose attempts moved away.
+    for ts in sorted(set(plain.values())):
+        settle_left(
             dest,
+            ts,
             (
                 int(row[0])
                 for row in dest.execute(
                     "SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(sorted(plain)),),
+                    (json.dumps(sorted(t for t, seen in plain.items() if seen == ts)),),
                 )
             ),
         )
