@@ -714,3 +714,170 @@ def test_a_manifest_line_appending_a_shard_to_a_server_run_tells_its_file_apart(
         ("src/a.test.js::parser::x", "fail", 1, 1),
         ("src/b.test.js::parser::x", "pass", 0, 1),
     ]
+
+
+def stored_tests(history: Path | str) -> list[tuple[object, ...]]:
+    """Every test of a history file or server with its first sighting."""
+    sql = "SELECT test_id, first_seen FROM tests ORDER BY 1"
+    if isinstance(history, Path):
+        return [tuple(row) for row in sqlite3.connect(history).execute(sql)]
+    import psycopg
+
+    with psycopg.connect(history) as conn:
+        return [tuple(row) for row in conn.execute(sql).fetchall()]
+
+
+SHARDS_AT = "2026-11-20T10:00:00Z"
+LATER_AT = "2026-11-22T10:00:00Z"
+# The tests of shards a and b, and of a later run holding `parser::x` of one file alone.
+SPLIT_TESTS = [
+    ("parser::y", SHARDS_AT),
+    ("src/a.test.js::parser::x", SHARDS_AT),
+    ("src/b.test.js::parser::x", SHARDS_AT),
+]
+LATER_X = ("parser::x", LATER_AT)
+
+
+@pytest.mark.parametrize(
+    "order", [("a", "b"), ("b", "a"), ("a", "later", "b"), ("later", "b", "a")]
+)
+def test_the_servers_tests_after_shards_are_a_history_files_in_any_order(
+    pg_url: str, tmp_path: Path, order: tuple[str, ...]
+) -> None:
+    """Shards ingested one by one into the server (a later run in between or before), a replica
+    syncing after each: the plain id the shards' run leaves is removed where no run holds it,
+    and is seen first at the later run that does, on the server, the replica and a history
+    file alike."""
+    reports = {
+        **_two_shards(tmp_path),
+        "later": file_shard(tmp_path / "later.xml", ("src/a.test.js", "x", "pass")),
+    }
+    replica, local = tmp_path / "replica.db", tmp_path / "local.db"
+    for name in order:
+        run_id, ts = ("R2", LATER_AT) if name == "later" else ("R", SHARDS_AT)
+        meta = ["--run-id", run_id, "--no-detect", "--timestamp", ts]
+        invoke("ingest", pg_url, reports[name], *meta)
+        invoke("ingest", local, reports[name], *meta)
+        invoke("sync", pg_url, replica)
+    expected = sorted([*SPLIT_TESTS, *([LATER_X] if "later" in order else [])])
+    assert stored_tests(local) == expected
+    assert stored_tests(pg_url) == expected
+    assert stored_tests(replica) == expected
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_the_servers_tests_after_merged_shard_histories_are_a_history_files(
+    pg_url: str, tmp_path: Path, first: str
+) -> None:
+    """Each shard job's history merged into the server, one of them holding a later run of the
+    plain id as well: the plain id is seen first at that run, on the server as in a history
+    file merging the same histories; merging again changes nothing."""
+    shards = _two_shards(tmp_path)
+    later = file_shard(tmp_path / "later.xml", ("src/a.test.js", "x", "pass"))
+    histories = {"a": tmp_path / "a.db", "b": tmp_path / "b.db"}
+    for name, shard in shards.items():
+        invoke("ingest", histories[name], shard, "--run-id", "R", "--timestamp", SHARDS_AT)
+    invoke("ingest", histories["b"], later, "--run-id", "R2", "--timestamp", LATER_AT)
+    order = [histories[first], histories["b" if first == "a" else "a"]]
+    local, replica = tmp_path / "local.db", tmp_path / "replica.db"
+    for history in order:
+        invoke("merge", pg_url, history)
+        invoke("merge", local, history)
+    invoke("sync", pg_url, replica)
+    expected = sorted([*SPLIT_TESTS, LATER_X])
+    assert stored_tests(local) == expected
+    assert stored_tests(pg_url) == expected
+    assert stored_tests(replica) == expected
+    assert "0 results" in invoke("merge", pg_url, *order)
+    assert stored_tests(pg_url) == expected
+
+
+def test_a_history_of_both_shards_naming_no_file_splits_the_servers_plain_id(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A history from before files were kept, which ingested both shards at once (each file's
+    case under its prefixed id, no attempt naming its file), merged into a server holding one
+    shard under the plain id: the server's attempts move to their file's id, the plain id goes,
+    and the server and its replica hold what a history file merging it holds."""
+    shards = _two_shards(tmp_path)
+    meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", SHARDS_AT]
+    older = tmp_path / "older.db"
+    invoke("ingest", older, shards["a"], shards["b"], *meta)
+    with sqlite3.connect(older) as conn:
+        conn.execute("UPDATE results SET origin = NULL")
+    local, replica = tmp_path / "local.db", tmp_path / "replica.db"
+    for target in (pg_url, local):
+        invoke("ingest", target, shards["a"], *meta)
+        invoke("merge", target, older)
+    invoke("sync", pg_url, replica)
+    assert sqlite3.connect(local).execute(RUN_TESTS).fetchall() == TWO_SHARDS_TESTS
+    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == TWO_SHARDS_TESTS
+    assert stored_tests(pg_url) == stored_tests(local) == SPLIT_TESTS
+    assert report(replica) == report(local)
+
+
+class _Racing:
+    """A server connection on which another writer runs `statement` just before this one first
+    runs a statement containing `before`."""
+
+    def __init__(self, pg: object, url: str, before: str, statement: str) -> None:
+        self.pg, self.url, self.before, self.statement = pg, url, before, statement
+        self.raced = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.pg, name)
+
+    def execute(self, sql: str, *args: object) -> object:
+        if not self.raced and self.before in sql:
+            import psycopg
+
+            self.raced = True
+            with psycopg.connect(self.url, autocommit=True) as other:
+                other.execute(self.statement)
+        return self.pg.execute(sql, *args)  # type: ignore[attr-defined]
+
+
+# What a push leaving a plain id with no attempt does with it (pg.push._settle).
+REMOVE_PLAIN_X = (
+    "DELETE FROM tests WHERE id IN (SELECT t.id FROM tests AS t WHERE t.test_id = 'parser::x'"
+    " AND NOT EXISTS (SELECT 1 FROM results AS x WHERE x.test = t.id) FOR UPDATE SKIP LOCKED)"
+)
+
+
+@pytest.mark.parametrize("before", ["FOR KEY SHARE", "INSERT INTO results"])
+def test_a_push_keeps_its_tests_from_a_writer_removing_a_plain_id_meanwhile(
+    pg_url: str, tmp_path: Path, before: str
+) -> None:
+    """Another writer's push removes the plain id a move left with no attempt while this push is
+    about to land attempts of it: a row removed before this push holds its tests' rows is put
+    back, and one it holds is left alone. Either way every attempt lands."""
+    import psycopg
+
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.push import push_history
+    from flaketui.core.history.store import open_history
+
+    staged = tmp_path / "staged.db"
+    shard = file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
+    invoke("ingest", staged, shard, "--run-id", "R5", "--no-detect", "--timestamp", LATER_AT)
+    pg = connect(pg_url)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as setup:
+            setup.execute(
+                "INSERT INTO tests (test_id, parent, test_file, first_seen)"
+                " VALUES ('parser::x', 'parser::x', 'src/a.test.js', %s)",
+                (SHARDS_AT,),
+            )
+        racing = _Racing(pg, pg_url, before, REMOVE_PLAIN_X)
+        push_history(racing, open_history(staged, create=False).conn, append=True)
+        assert racing.raced
+    finally:
+        pg.close()
+    assert (
+        server_count(
+            pg_url,
+            "SELECT count(*) FROM results x JOIN tests t ON t.id = x.test"
+            " WHERE t.test_id = 'parser::x'",
+        )
+        == 1
+    )

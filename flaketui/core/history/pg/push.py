@@ -20,7 +20,10 @@ an ingest into a history file moves them; each move leaves a row in ``deletions`
 at once read the server's run before either landed: a plain id that the run holds from two
 files once the push's rows are in is moved as well, under the run's lock (_raced). A merge's
 push does the same for an id the server's copy and the pushed copy of a run hold from
-different files (_merge_shared): each file's attempts land under its own id.
+different files (_merge_shared): each file's attempts land under its own id. Once the push's
+attempts are in, a plain id moved from is seen first at the earliest run still holding it, or
+removed when nothing names it (_settle), as in a history file; a push holds its tests' rows so
+that another's removal never takes one it is about to refer to (_hold_tests).
 """
 
 from __future__ import annotations
@@ -101,12 +104,13 @@ def push_history(
         _push_signatures(pg, src)
         _push_tests(pg, src)
         if run_ids:
-            _push_runs(pg, src, run_cols, result_cols, summary, append)
+            left = _push_runs(pg, src, run_cols, result_cols, summary, append)
             if append and "origin" in result_cols:
                 found = _raced(pg)
                 for run_id, ids in (shared or {}).items():
                     found.setdefault(run_id, set()).update(ids)
-                _separate(pg, found)
+                left = _separate(pg, found)
+            _settle(pg, left)
         _push_scheme(pg, src)
         theirs = outage_states(src)
         before = lock_reviews(pg) if theirs or _has_incidents(src) else {}
@@ -164,6 +168,30 @@ def _push_tests(pg: Any, src: sqlite3.Connection) -> None:
         " WHERE s.first_seen < t2.first_seen OR (t2.test_file IS NULL AND s.test_file IS NOT NULL)"
         " ORDER BY t2.id FOR NO KEY UPDATE OF t2) AS u WHERE t.id = u.id"
     )
+    _hold_tests(pg)
+
+
+def _hold_tests(pg: Any) -> None:
+    """Lock the server's rows of the pushed tests FOR KEY SHARE until the push ends, as the
+    foreign keys of its results would lock them one by one later: another writer's push does
+    not remove a row this push is about to refer to (_settle skips the rows others hold). A
+    row such a push removed since this one inserted its tests is inserted again."""
+    wanted = int(pg.execute("SELECT count(*) FROM s_tests").fetchone()[0])
+    while (
+        int(
+            pg.execute(
+                "SELECT count(*) FROM (SELECT t.id FROM tests AS t"
+                f" JOIN s_tests AS s ON {same_test('s.test_id', 't.test_id')}"
+                " ORDER BY t.id FOR KEY SHARE OF t) AS held"
+            ).fetchone()[0]
+        )
+        < wanted
+    ):
+        pg.execute(
+            "INSERT INTO tests (test_id, parent, test_file, first_seen)"
+            " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
+            " ON CONFLICT DO NOTHING"
+        )
 
 
 def _push_runs(
@@ -173,7 +201,9 @@ def _push_runs(
     result_cols: Sequence[str],
     summary: PushSummary,
     append: bool,
-) -> None:
+) -> dict[int, str]:
+    """The runs, their files and results; for a merge, the plain ids its runs' files share
+    (_separate's, for _settle)."""
     cols = _quoted(run_cols)
     # The predecessor (a tests.id) travels as its test_id and becomes the server's tests.id.
     pred = both_have(src, pg, "results", PREDECESSOR)
@@ -232,8 +262,7 @@ def _push_runs(
         " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
         + (f" LEFT JOIN tests AS pt ON {same_test('pt.test_id', 's.pred_key')}" if pred else "")
     )
-    if not append and "origin" in result_cols:
-        _merge_shared(pg)
+    left = _merge_shared(pg) if not append and "origin" in result_cols else {}
     if append:
         chosen = ", ".join(
             "s.attempt + coalesce(m.top, 0)" if c == "attempt" else f's."{c}"' for c in result_cols
@@ -271,6 +300,7 @@ def _push_runs(
             summary.runs_extended += 1
         else:
             summary.runs_unchanged += 1
+    return left
 
 
 def _raced(pg: Any) -> dict[str, set[str]]:
@@ -290,13 +320,25 @@ def _raced(pg: Any) -> dict[str, set[str]]:
     return found
 
 
-def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> None:
+def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
     """Move the runs' attempts stored under a plain id their files share, whose case named its
-    file, to ``<file>::<id>`` (the SQLite writer's separate_stored, on the server)."""
+    file, to ``<file>::<id>`` (the SQLite writer's separate_stored, on the server); the row ids
+    of the plain ids the server holds, each with the time of the earliest of the runs (for
+    _settle: a pushed history may have brought the time of a run whose attempts of the id
+    went to their files' ids)."""
+    left: dict[int, str] = {}
     for run_id, ids in sorted(shared.items()):
         names = sorted(ids)
         if not names:
             continue
+        for pk, ts in pg.execute(
+            "SELECT t.id, r.ts FROM tests AS t JOIN runs AS r"
+            f" ON {same_run('r.run_id', '%s')}"
+            " WHERE md5(t.test_id) IN (SELECT md5(k) FROM unnest(%s::text[]) AS k)"
+            " AND t.test_id = ANY(%s::text[])",
+            (run_id, run_id, names, names),
+        ).fetchall():
+            left[int(pk)] = min(left.get(int(pk), str(ts)), str(ts))
         held = pg.execute(
             "SELECT DISTINCT x.run, x.test, t.test_id, t.test_file, x.origin, r.ts"
             " FROM results AS x JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
@@ -317,6 +359,36 @@ def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> None:
                 "INSERT INTO deletions (kind, key) VALUES ('attempts', %s)",
                 (json.dumps([run_id, test_id, origin]),),
             )
+    return left
+
+
+def _settle(pg: Any, left: Mapping[int, str]) -> None:
+    """Once the push's results are in, the plain ids its runs' files share (row id: the time of
+    the earliest such run), as derived_rows.settle_left leaves a history file's: one seen first
+    at that run is seen first at the earliest run still holding its attempts, and one that no
+    attempt and no audit row names is removed, unless another writer's push holds its row
+    (_hold_tests: it is about to refer to it). Replicas drop their copy on their own when they
+    drop the moved attempts."""
+    if not left:
+        return
+    by_time: dict[str, list[int]] = {}
+    for pk, ts in left.items():
+        by_time.setdefault(ts, []).append(pk)
+    for ts, pks in sorted(by_time.items()):
+        pg.execute(
+            "UPDATE tests AS t SET first_seen = m.first, change = pg_current_xact_id()"
+            " FROM (SELECT x.test, min(r.ts) AS first FROM results AS x"
+            " JOIN runs AS r ON r.id = x.run WHERE x.test = ANY(%s) GROUP BY x.test) AS m"
+            " WHERE t.id = m.test AND t.first_seen >= %s AND t.first_seen <> m.first",
+            (sorted(pks), ts),
+        )
+    pg.execute(
+        "DELETE FROM tests WHERE id IN (SELECT t.id FROM tests AS t WHERE t.id = ANY(%s)"
+        " AND NOT EXISTS (SELECT 1 FROM results AS x WHERE x.test = t.id)"
+        " AND NOT EXISTS (SELECT 1 FROM audit_log AS a WHERE a.test_id = t.test_id)"
+        " ORDER BY t.id FOR UPDATE SKIP LOCKED)",
+        (sorted(left),),
+    )
 
 
 def _file_test(pg: Any, test_id: str, test_file: str | None, origin: str, ts: object) -> int:
@@ -339,26 +411,27 @@ def _file_test(pg: Any, test_id: str, test_file: str | None, origin: str, ts: ob
     )
 
 
-def _merge_shared(pg: Any) -> None:
+def _merge_shared(pg: Any) -> dict[int, str]:
     """Before a merge's results land (s_results staged): test ids the server's copy of a run
     and the pushed copy hold from different files (testids.stored_clashes, each way) become a
     test per file, as in a history file's merge (flaketui.core.history.merge). The server's
     attempts of a known file move to their file's id (_separate), and the pushed ones are
     keyed to theirs, where the server's copy then holds them already or they land. A pushed
-    history whose attempts name no file (the recorder's, an older one) is not compared: the
-    server's runs are read only for one that does."""
-    if pg.execute("SELECT 1 FROM s_results WHERE origin IS NOT NULL LIMIT 1").fetchone() is None:
-        return
+    history whose attempts name no file (the recorder's, an older one) is compared as a history
+    file's merge compares it: its file-prefixed ids against the server's attempts of a known
+    file, the only ones read then. The plain ids moved from, for _settle."""
+    named = pg.execute("SELECT 1 FROM s_results WHERE origin IS NOT NULL LIMIT 1").fetchone()
     held: dict[str, tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]] = {}
     for run_id, test_id, origin in pg.execute(
         "SELECT DISTINCT r.run_id, t.test_id, x.origin FROM results AS x"
         " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
         " JOIN (SELECT DISTINCT run_key FROM s_results) AS s"
         f" ON {same_run('r.run_id', 's.run_key')}"
+        + ("" if named else " WHERE x.origin IS NOT NULL")
     ).fetchall():
         held.setdefault(str(run_id), ([], []))[0].append((str(test_id), origin))
     if not held:
-        return
+        return {}
     for run_id, test_id, origin in pg.execute(
         "SELECT DISTINCT run_key, test_key, origin FROM s_results"
     ).fetchall():
@@ -370,8 +443,8 @@ def _merge_shared(pg: Any) -> None:
         if found:
             shared[run_id] = found
     if not shared:
-        return
-    _separate(pg, shared)
+        return {}
+    left = _separate(pg, shared)
     for run_id, ids in sorted(shared.items()):
         for test_id, test_file, origin, ts in pg.execute(
             "SELECT DISTINCT s.test_key, t.test_file, s.origin, r.ts FROM s_results AS s"
@@ -387,6 +460,7 @@ def _merge_shared(pg: Any) -> None:
             " WHERE run_key = %s AND test_key = ANY(%s::text[]) AND origin IS NOT NULL",
             (run_id, sorted(ids)),
         )
+    return left
 
 
 def _files(held: Iterable[tuple[str, str | None]]) -> dict[str, str]:
