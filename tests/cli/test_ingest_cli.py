@@ -641,6 +641,54 @@ def test_a_test_is_seen_first_at_its_earliest_run_whatever_the_order_of_the_repo
         assert query(db, EARLIEST_RUN) == SEEN_FIRST
 
 
+# Shards a and b of run E, whose commit changed src/b.test.js; a later run L of src/a.test.js
+# changing src/b.test.js, and a run M of a case naming no file changing src/a.test.js (both
+# under the plain id): (case, run id, timestamp, changed file).
+FILE_REPORTS = [
+    (("src/a.test.js", "x", "fail"), "E", "2026-11-20T10:00:00Z", "src/b.test.js"),
+    (("src/b.test.js", "x", "fail"), "E", "2026-11-20T10:00:00Z", "src/b.test.js"),
+    (("src/a.test.js", "x", "pass"), "L", "2026-11-22T10:00:00Z", "src/b.test.js"),
+    (("", "x", "pass"), "M", "2026-11-24T10:00:00Z", "src/a.test.js"),
+]
+FILE_TESTS = [
+    ("parser::x", "src/a.test.js"),
+    ("src/a.test.js::parser::x", "src/a.test.js"),
+    ("src/b.test.js::parser::x", "src/b.test.js"),
+]
+EDITED = [
+    ("E", "src/a.test.js::parser::x", 0),
+    ("E", "src/b.test.js::parser::x", 1),
+    ("L", "parser::x", 0),
+    ("M", "parser::x", 1),
+]
+EDITED_SQL = (
+    "SELECT r.run_id, t.test_id, tr.edited FROM test_runs tr JOIN tests t ON t.id = tr.test"
+    " JOIN runs r ON r.id = tr.run ORDER BY 1, 2"
+)
+
+
+@settings(max_examples=24, deadline=None)
+@given(order=st.permutations(range(len(FILE_REPORTS))))
+def test_a_test_has_its_own_file_whatever_the_order_of_the_reports(order: list[int]) -> None:
+    """A file's id is that file's, not the file the plain id was first given, and the plain id
+    whose attempts of a shard moved to the shard file's id has the file its other runs name:
+    a run whose commit changed a test's file is edited for the test of that file alone, in
+    any order of ingest."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        db = tmp / "h.db"
+        for index in order:
+            shard_case, run_id, ts, changed = FILE_REPORTS[index]
+            report = file_shard(tmp / f"report{index}.xml", shard_case)
+            result = run(
+                db, report, "--run-id", run_id, "--timestamp", ts, "--changed-file", changed,
+                "--no-detect",
+            )  # fmt: skip
+            assert result.exit_code == 0, result.output
+        assert query(db, "SELECT test_id, test_file FROM tests ORDER BY 1") == FILE_TESTS
+        assert query(db, EDITED_SQL) == EDITED
+
+
 FILES = ("src/a.test.js", "src/b.test.js", "src/c.test.js", "")  # "": the case names none
 CASE = st.tuples(
     st.sampled_from(FILES), st.sampled_from(("x", "y")), st.sampled_from(("pass", "fail"))

@@ -301,3 +301,71 @@ def test_shards_of_a_run_in_separate_histories_merge_as_one_ingest_of_both(
     once = dump(dest)
     assert merge(dest, *merged).exit_code == 0
     assert dump(dest) == once
+
+
+# Shards a and b of run E, whose commit changed src/b.test.js; a later run L of src/a.test.js
+# changing src/b.test.js, and a run M of a case naming no file changing src/a.test.js:
+# (case, run id, timestamp, changed file), as tests/cli/test_ingest_cli.py ingests them.
+FILE_REPORTS = {
+    "Ea": (("src/a.test.js", "x", "fail"), "E", "2026-11-20T10:00:00Z", "src/b.test.js"),
+    "Eb": (("src/b.test.js", "x", "fail"), "E", "2026-11-20T10:00:00Z", "src/b.test.js"),
+    "L": (("src/a.test.js", "x", "pass"), "L", "2026-11-22T10:00:00Z", "src/b.test.js"),
+    "M": (("", "x", "pass"), "M", "2026-11-24T10:00:00Z", "src/a.test.js"),
+}
+
+
+@pytest.mark.parametrize(
+    "how", ["second_into_first", "first_into_second", "both_into_new", "both_into_new_reversed"]
+)
+def test_merged_shards_give_each_test_its_own_file_and_edited_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A history holding the later run of file a and shard b of an earlier run, merged with one
+    holding shard a and a run naming no file: each file's id has its file, the plain id the
+    file of the runs it still holds, and a run is edited for the test whose file its commit
+    changed, as in one history ingesting every report, whichever way the merge goes."""
+    monkeypatch.chdir(tmp_path)
+
+    def ingest_all(db: Path, *names: str) -> None:
+        for name in names:
+            shard_case, run_id, ts, changed = FILE_REPORTS[name]
+            report = file_shard(tmp_path / f"{name}.xml", shard_case)
+            result = CliRunner().invoke(cli, [
+                "ingest", str(db), str(report), "--run-id", run_id, "--timestamp", ts,
+                "--changed-file", changed, "--no-detect",
+            ])  # fmt: skip
+            assert result.exit_code == 0, result.output
+
+    together, first, second = (tmp_path / f"{n}.db" for n in ("together", "first", "second"))
+    ingest_all(together, "L", "Eb", "Ea", "M")
+    ingest_all(first, "L", "Eb")
+    ingest_all(second, "Ea", "M")
+    dest, merged = {
+        "second_into_first": (first, [second]),
+        "first_into_second": (second, [first]),
+        "both_into_new": (tmp_path / "desk.db", [first, second]),
+        "both_into_new_reversed": (tmp_path / "desk.db", [second, first]),
+    }[how]
+    result = merge(dest, *merged)
+    assert result.exit_code == 0, result.output
+    edited = (
+        "SELECT r.run_id, t.test_id, tr.edited FROM test_runs tr JOIN tests t ON t.id = tr.test"
+        " JOIN runs r ON r.id = tr.run ORDER BY 1, 2"
+    )
+    expected = stored_runs(together)
+    assert [row[:2] for row in expected["tests"]] == [
+        ("parser::x", "src/a.test.js"),
+        ("src/a.test.js::parser::x", "src/a.test.js"),
+        ("src/b.test.js::parser::x", "src/b.test.js"),
+    ]
+    assert stored_runs(dest) == expected
+    conn = sqlite3.connect(dest)
+    try:
+        assert conn.execute(edited).fetchall() == [
+            ("E", "src/a.test.js::parser::x", 0),
+            ("E", "src/b.test.js::parser::x", 1),
+            ("L", "parser::x", 0),
+            ("M", "parser::x", 1),
+        ]
+    finally:
+        conn.close()

@@ -881,3 +881,43 @@ def test_a_push_keeps_its_tests_from_a_writer_removing_a_plain_id_meanwhile(
         )
         == 1
     )
+
+
+@pytest.mark.parametrize("how", ["ingest", "merge"])
+def test_a_test_has_its_own_file_on_the_server_and_its_replicas(
+    pg_url: str, tmp_path: Path, how: str
+) -> None:
+    """The later run of file a and shard b of an earlier run, then shard a and a run naming no
+    file, ingested into the server one by one (or merged from two histories holding them), a
+    replica syncing in between: each file's id has its file, the plain id that of the runs it
+    still holds, on the server and in the replica, whose edited runs are a history file's."""
+    from tests.cli.test_ingest_cli import EDITED, EDITED_SQL, FILE_REPORTS, FILE_TESTS
+
+    def ingest_into(target: object, *indexes: int) -> None:
+        for index in indexes:
+            shard_case, run_id, ts, changed = FILE_REPORTS[index]
+            report_file = file_shard(tmp_path / f"report{index}.xml", shard_case)
+            invoke(
+                "ingest", target, report_file, "--run-id", run_id, "--timestamp", ts,
+                "--changed-file", changed, "--no-detect",
+            )  # fmt: skip
+
+    replica = tmp_path / "replica.db"
+    if how == "ingest":
+        for index in (2, 1, 0, 3):
+            ingest_into(pg_url, index)
+            invoke("sync", pg_url, replica)
+    else:
+        first, second = tmp_path / "first.db", tmp_path / "second.db"
+        ingest_into(first, 2, 1)
+        ingest_into(second, 0, 3)
+        for history in (first, second):
+            invoke("merge", pg_url, history)
+            invoke("sync", pg_url, replica)
+    files = "SELECT test_id, test_file FROM tests ORDER BY 1"
+    assert sqlite3.connect(replica).execute(files).fetchall() == FILE_TESTS
+    assert sqlite3.connect(replica).execute(EDITED_SQL).fetchall() == EDITED
+    fresh = tmp_path / "fresh.db"
+    invoke("sync", pg_url, fresh)
+    assert sqlite3.connect(fresh).execute(files).fetchall() == FILE_TESTS
+    assert sqlite3.connect(fresh).execute(EDITED_SQL).fetchall() == EDITED

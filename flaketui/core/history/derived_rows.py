@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from flaketui.core.testids import file_of_test, parent_of
+from flaketui.core.testids import file_of_test, normalise_path, parent_of
 
 # A test row seen again keeps its earliest first_seen and the first file any report gave it
-# (shared by the writer and merge).
+# (shared by the writer and merge). A file's id ``<file>::<id>`` is that file's (file_test), and
+# a plain id whose attempts moved to their files' ids takes the file of those it still holds
+# (settle_files).
 UPSERT_TEST_SQL = (
     "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (test_id) DO UPDATE SET"
@@ -118,8 +120,9 @@ def settle_left(conn: sqlite3.Connection, ts: str, tests: Iterable[int]) -> None
     """After a run at ts stopped holding the tests' attempts (moved to their files' ids): a
     test is seen first at the earliest run holding its attempts, whatever order the reports
     came in, so one seen first at ts is seen first at the earliest run that still holds it;
-    one no run holds (and no decision in the audit log names) is dropped (drop_runless). A
-    test seen first before ts keeps it (a pruned run may have been the first)."""
+    its file is that of the attempts it still holds (settle_files); one no run holds (and no
+    decision in the audit log names) is dropped (drop_runless). A test seen first before ts
+    keeps it (a pruned run may have been the first)."""
     ids = sorted(set(tests))
     conn.execute(
         "UPDATE tests SET first_seen = (SELECT min(r.ts) FROM test_runs AS r"
@@ -127,6 +130,7 @@ def settle_left(conn: sqlite3.Connection, ts: str, tests: Iterable[int]) -> None
         " AND first_seen >= ? AND EXISTS (SELECT 1 FROM test_runs AS r WHERE r.test = tests.id)",
         (json.dumps(ids), ts),
     )
+    settle_files(conn, ids)
     drop_runless(conn, ids)
 
 
@@ -156,8 +160,8 @@ def separate_stored(conn: sqlite3.Connection, run_pk: int, ts: str, shared: Iter
         return False
     left: set[int] = set()
     touched: set[int] = set()
-    for old_pk, test_id, test_file, origin in held:
-        new_pk = file_test(conn, test_id, test_file, origin, ts)
+    for old_pk, test_id, origin in held:
+        new_pk = file_test(conn, test_id, origin, ts)
         top = conn.execute(
             "SELECT coalesce(max(attempt), 0) FROM results WHERE run = ? AND test = ?",
             (run_pk, new_pk),
@@ -173,25 +177,112 @@ def separate_stored(conn: sqlite3.Connection, run_pk: int, ts: str, shared: Iter
     return True
 
 
-def file_test(
-    conn: sqlite3.Connection, test_id: str, test_file: str | None, origin: str, ts: str
-) -> int:
+def file_test(conn: sqlite3.Connection, test_id: str, origin: str, ts: str) -> int:
     """The row id of ``<origin>::<test_id>``, the id a shared test of the file origin is
-    stored under (created, seen first at ts, if the history lacks it)."""
+    stored under (created, seen first at ts, if the history lacks it). Its file is origin,
+    whatever file the plain id or an earlier copy of the row says (set_files)."""
     new_id = f"{origin}::{test_id}"
-    conn.execute(UPSERT_TEST_SQL, (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts))
-    return int(conn.execute("SELECT id FROM tests WHERE test_id = ?", (new_id,)).fetchone()[0])
+    test_file = file_of_test(new_id, origin)
+    conn.execute(UPSERT_TEST_SQL, (new_id, parent_of(new_id), test_file, ts))
+    pk = int(conn.execute("SELECT id FROM tests WHERE test_id = ?", (new_id,)).fetchone()[0])
+    set_files(conn, {pk: test_file})
+    return pk
+
+
+def file_of_attempts(
+    test_id: str, stored: str | None, named: Iterable[tuple[str, str]]
+) -> str | None:
+    """The file of a plain id whose attempts of some file moved to that file's id, from the
+    files its remaining attempts' cases named: named holds a (file, run time) pair per run and
+    file. One file named is the test's. Several (runs of one file each, none sharing the
+    name with another file of its run) leave the stored file where it is one of them, as a
+    test keeps the first file any report gave it, else take that of the latest run naming one:
+    where the test was when last seen. None named (attempts of the recorder, of cases naming no
+    file, or stored before files were) give what the id says (a pytest id's file), else no
+    file: a file only the moved attempts named is not this test's. Shared by history files and
+    the server (flaketui.core.history.pg.push)."""
+    latest: dict[str, str] = {}
+    for origin, ts in named:
+        file = normalise_path(origin)
+        latest[file] = max(latest.get(file, ts), ts)
+    if not latest:
+        return file_of_test(test_id, None)
+    if stored is not None and stored in latest:
+        return stored
+    return max(latest, key=lambda file: (latest[file], file))
+
+
+def settle_files(conn: sqlite3.Connection, tests: Iterable[int]) -> None:
+    """Give each of the tests (plain ids whose attempts of some file moved to that file's id)
+    the file its remaining attempts name (file_of_attempts)."""
+    ids = sorted(set(tests))
+    named: dict[int, list[tuple[str, str]]] = {pk: [] for pk in ids}
+    for pk, origin, ts in conn.execute(
+        "SELECT DISTINCT x.test, x.origin, r.ts FROM results AS x JOIN runs AS r ON r.id = x.run"
+        " WHERE x.test IN (SELECT value FROM json_each(?)) AND x.origin IS NOT NULL",
+        (json.dumps(ids),),
+    ):
+        named[int(pk)].append((str(origin), str(ts)))
+    set_files(
+        conn,
+        {
+            int(pk): file_of_attempts(str(test_id), stored, named[int(pk)])
+            for pk, test_id, stored in conn.execute(
+                "SELECT id, test_id, test_file FROM tests"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids),),
+            )
+        },
+    )
+
+
+def set_files(conn: sqlite3.Connection, files: Mapping[int, str | None]) -> None:
+    """Set tests' files (row id: file), inside the caller's transaction. A run of a test whose
+    file changes is edited by what that run's commit changed in the new file: its per-run rows
+    say so, and the rollups of the days and commits where one changed are refreshed."""
+    from flaketui.core.rollups import build as rollups
+
+    changed = [
+        (pk, file)
+        for pk, file in files.items()
+        if conn.execute(
+            "SELECT 1 FROM tests WHERE id = ? AND test_file IS NOT ?", (pk, file)
+        ).fetchone()
+    ]
+    if not changed:
+        return
+    conn.executemany("UPDATE tests SET test_file = ? WHERE id = ?", [(f, pk) for pk, f in changed])
+    flipped = [
+        (int(test), str(ts), int(run))
+        for pk, _ in changed
+        for test, ts, run in conn.execute(
+            "UPDATE test_runs SET edited = NOT edited WHERE test = ?1 AND edited <> EXISTS"
+            " (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = test_runs.run"
+            " AND c.path = t.test_file WHERE t.id = ?1) RETURNING test, ts, run",
+            (pk,),
+        ).fetchall()
+    ]
+    if not flipped:
+        return
+    for day in sorted({ts[:10] for _, ts, _ in flipped}):
+        rollups.refresh(conn, day, {test for test, ts, _ in flipped if ts[:10] == day})
+    commits = conn.execute(
+        "SELECT DISTINCT commit_sha FROM runs WHERE id IN (SELECT value FROM json_each(?))"
+        " AND commit_sha IS NOT NULL",
+        (json.dumps(sorted({run for _, _, run in flipped})),),
+    ).fetchall()
+    rollups.refresh_commits(conn, [str(c) for (c,) in commits], {t for t, _, _ in flipped})
 
 
 def of_known_files(
     conn: sqlite3.Connection, run_pk: int, test_ids: Iterable[str]
-) -> list[tuple[int, str, str | None, str]]:
+) -> list[tuple[int, str, str]]:
     """The run's tests of these ids with each file their attempts' cases named (attempts of an
-    unknown file left out): (row id, test_id, test_file, file) rows."""
+    unknown file left out): (row id, test_id, file) rows."""
     return [
-        (int(pk), str(test_id), test_file, str(origin))
-        for pk, test_id, test_file, origin in conn.execute(
-            "SELECT DISTINCT t.id, t.test_id, t.test_file, x.origin FROM tests AS t"
+        (int(pk), str(test_id), str(origin))
+        for pk, test_id, origin in conn.execute(
+            "SELECT DISTINCT t.id, t.test_id, x.origin FROM tests AS t"
             " JOIN results AS x ON x.run = ? AND x.test = t.id"
             " WHERE t.test_id IN (SELECT value FROM json_each(?)) AND x.origin IS NOT NULL",
             (run_pk, json.dumps(sorted(test_ids))),

@@ -12,8 +12,10 @@ Rules:
   named its file go to ``<file>::<id>``, DEST's moved there (derived_rows.separate_stored) and
   SRC's copied there, unless DEST holds that test already. Attempts of an unknown file stay
   under the plain id, by the rule above; a plain id no run holds afterwards is dropped, and
-  one that runs still hold is seen first at the earliest of them, as after an ingest.
-- Tests are matched by test_id (first_seen becomes the earlier of the two), signatures by hash
+  one that runs still hold is seen first at the earliest of them and has the file they name,
+  as after an ingest (derived_rows.settle_left). A file's id has that file.
+- Tests are matched by test_id (first_seen becomes the earlier of the two; a DEST test without
+  a file takes SRC's, and its runs whose commit changed it are edited), signatures by hash
   (DEST's example wins), incidents by (tag, start_ts, end_ts, signature), audit rows by
   every column (ts, who, action, test_id, mode, reason, ticket, scores, source and the moment
   it was written, written_at): the audit log only grows, so two decisions that differ in
@@ -45,6 +47,7 @@ from flaketui.core.history.derived_rows import (
     of_known_files,
     refresh_test_runs,
     separate_stored,
+    set_files,
     settle_left,
 )
 from flaketui.core.history.incidents import apply_rules
@@ -101,6 +104,19 @@ def _id_map(
 
 def _merge_tests(dest: sqlite3.Connection, src: sqlite3.Connection) -> dict[int, int]:
     rows = src.execute("SELECT id, test_id, parent, test_file, first_seen FROM tests").fetchall()
+    # A DEST test without a file learns SRC's, and its runs whose commit changed it are edited.
+    files = {str(row[1]): row[3] for row in rows if row[3] is not None}
+    set_files(
+        dest,
+        {
+            int(pk): files[str(test_id)]
+            for pk, test_id in dest.execute(
+                "SELECT id, test_id FROM tests WHERE test_file IS NULL"
+                " AND test_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(files)),),
+            ).fetchall()
+        },
+    )
     dest.executemany(
         UPSERT_TEST_SQL,
         [row[1:] for row in rows],
@@ -228,8 +244,8 @@ def _file_tests(
     """By (source test, file), the DEST test ``<file>::<id>`` of the source run's attempts of a
     shared id whose case named its file (created in DEST if need be)."""
     return {
-        (src_pk, origin): file_test(dest, test_id, test_file, origin, ts)
-        for src_pk, test_id, test_file, origin in of_known_files(src, src_run, shared)
+        (src_pk, origin): file_test(dest, test_id, origin, ts)
+        for src_pk, test_id, origin in of_known_files(src, src_run, shared)
     }
 
 

@@ -20,7 +20,7 @@ from itertools import groupby
 
 from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
-from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
+from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs, set_files
 from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult
@@ -470,40 +470,52 @@ class RunWriter:
             self._resolve_tests([(name, None, (), None) for name in unknown])
         return {name: self.test_ids[name] for name in names}
 
-    def _cache_known(self, test_ids: list[str]) -> None:
-        """Cache the stored rows of test_ids that this run's ts cannot change (first_seen)."""
+    def _cache_known(self, test_ids: list[str]) -> dict[str, int]:
+        """Cache the stored rows of test_ids that this run's ts cannot change (first_seen);
+        return the row ids of the others stored without a file (a case may teach them one)."""
         rows = self.conn.execute(
-            "SELECT id, test_id, test_file IS NULL FROM tests"
-            " WHERE test_id IN (SELECT value FROM json_each(?)) AND first_seen <= ?",
-            (json.dumps(test_ids), self.ts),
+            "SELECT id, test_id, test_file IS NULL, first_seen > ? FROM tests"
+            " WHERE test_id IN (SELECT value FROM json_each(?))",
+            (self.ts, json.dumps(test_ids)),
         ).fetchall()
         cache, fileless = self.test_ids, self.fileless  # a loop per test of every run: inlined
-        for pk, test_id, no_file in rows:
+        later: dict[str, int] = {}
+        for pk, test_id, no_file, after in rows:
+            if after:
+                if no_file:
+                    later[test_id] = pk
+                continue
             cache[test_id] = pk
+            self.test_id_chars += len(test_id)
             if no_file:
                 fileless.add(test_id)
-        self.test_id_chars += sum(len(row[1]) for row in rows)
+        return later
 
     def _resolve_tests(self, batch: list[CaseRow]) -> list[int]:
         """Row ids of the batch's tests, upserting unseen ones (first_seen = earliest run ts)."""
         test_ids, fileless = self.test_ids, self.fileless
         unknown = {test_id for test_id, _, _, _ in batch if test_id not in test_ids}
-        if unknown:
-            # One indexed lookup per test of this batch (not a read of the whole tests table).
-            self._cache_known(list(unknown))
+        # One indexed lookup per test of this batch (not a read of the whole tests table).
+        later = self._cache_known(list(unknown)) if unknown else {}
         missing: dict[str, tuple[str, str | None]] = {}
+        learned: dict[int, str | None] = {}
         for test_id, case_file, _, _ in batch:
             if test_id in test_ids:
-                if not fileless or test_id not in fileless or test_id in missing:
+                if not fileless or test_id not in fileless:
                     continue
                 test_file = file_of_test(test_id, case_file)
                 if test_file is None:
                     continue
-                # A stored test without a file learns it from this case.
+                # A stored test without a file learns it from this case, and its stored runs
+                # whose commit changed that file are edited.
                 fileless.discard(test_id)
-                missing[test_id] = (parent_of(test_id), test_file)
+                learned[test_ids[test_id]] = test_file
             elif test_id not in missing:
                 missing[test_id] = (parent_of(test_id), file_of_test(test_id, case_file))
+                if test_id in later and missing[test_id][1] is not None:
+                    learned[later.pop(test_id)] = missing[test_id][1]
+        if learned:
+            set_files(self.conn, learned)
         if missing:
             self.conn.executemany(
                 UPSERT_TEST_SQL,

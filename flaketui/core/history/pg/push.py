@@ -34,6 +34,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flaketui.core.history.derived_rows import file_of_attempts
 from flaketui.core.history.outages import REJECTED, outage_states, rejected_rules
 from flaketui.core.history.pg.columns import (
     PREDECESSOR,
@@ -340,15 +341,15 @@ def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
         ).fetchall():
             left[int(pk)] = min(left.get(int(pk), str(ts)), str(ts))
         held = pg.execute(
-            "SELECT DISTINCT x.run, x.test, t.test_id, t.test_file, x.origin, r.ts"
+            "SELECT DISTINCT x.run, x.test, t.test_id, x.origin, r.ts"
             " FROM results AS x JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
             f" WHERE {same_run('r.run_id', '%s')}"
             " AND md5(t.test_id) IN (SELECT md5(k) FROM unnest(%s::text[]) AS k)"
-            " AND t.test_id = ANY(%s::text[]) AND x.origin IS NOT NULL ORDER BY 3, 5",
+            " AND t.test_id = ANY(%s::text[]) AND x.origin IS NOT NULL ORDER BY 3, 4",
             (run_id, run_id, names, names),
         ).fetchall()
-        for run_pk, old_pk, test_id, test_file, origin, ts in held:
-            new_pk = _file_test(pg, test_id, test_file, origin, ts)
+        for run_pk, old_pk, test_id, origin, ts in held:
+            new_pk = _file_test(pg, test_id, origin, ts)
             pg.execute(
                 "UPDATE results SET test = %s, change = pg_current_xact_id(), attempt = attempt"
                 " + (SELECT coalesce(max(attempt), 0) FROM results WHERE run = %s AND test = %s)"
@@ -365,8 +366,9 @@ def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
 def _settle(pg: Any, left: Mapping[int, str]) -> None:
     """Once the push's results are in, the plain ids its runs' files share (row id: the time of
     the earliest such run), as derived_rows.settle_left leaves a history file's: one seen first
-    at that run is seen first at the earliest run still holding its attempts, and one that no
-    attempt and no audit row names is removed, unless another writer's push holds its row
+    at that run is seen first at the earliest run still holding its attempts, has the file
+    they name (derived_rows.file_of_attempts), and one that no attempt and no audit row names is
+    removed, unless another writer's push holds its row
     (_hold_tests: it is about to refer to it). Replicas drop their copy on their own when they
     drop the moved attempts."""
     if not left:
@@ -382,6 +384,23 @@ def _settle(pg: Any, left: Mapping[int, str]) -> None:
             " WHERE t.id = m.test AND t.first_seen >= %s AND t.first_seen <> m.first",
             (sorted(pks), ts),
         )
+    # The file of each: that its remaining attempts name (derived_rows.file_of_attempts).
+    named: dict[int, list[tuple[str, str]]] = {}
+    for pk, origin, ts in pg.execute(
+        "SELECT DISTINCT x.test, x.origin, r.ts FROM results AS x JOIN runs AS r ON r.id = x.run"
+        " WHERE x.test = ANY(%s) AND x.origin IS NOT NULL",
+        (sorted(left),),
+    ).fetchall():
+        named.setdefault(int(pk), []).append((str(origin), str(ts)))
+    for pk, test_id, stored in pg.execute(
+        "SELECT id, test_id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (sorted(left),)
+    ).fetchall():
+        test_file = file_of_attempts(str(test_id), stored, named.get(int(pk), ()))
+        if test_file != stored:
+            pg.execute(
+                "UPDATE tests SET test_file = %s, change = pg_current_xact_id() WHERE id = %s",
+                (test_file, pk),
+            )
     pg.execute(
         "DELETE FROM tests WHERE id IN (SELECT t.id FROM tests AS t WHERE t.id = ANY(%s)"
         " AND NOT EXISTS (SELECT 1 FROM results AS x WHERE x.test = t.id)"
@@ -391,18 +410,21 @@ def _settle(pg: Any, left: Mapping[int, str]) -> None:
     )
 
 
-def _file_test(pg: Any, test_id: str, test_file: str | None, origin: str, ts: object) -> int:
-    """The server's row id of ``<origin>::<test_id>`` (created, seen first at ts, if need be)."""
+def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:
+    """The server's row id of ``<origin>::<test_id>`` (created, seen first at ts, if need be),
+    whose file is origin (derived_rows.file_test)."""
     new_id = f"{origin}::{test_id}"
+    test_file = file_of_test(new_id, origin)
     pg.execute(
         "INSERT INTO tests (test_id, parent, test_file, first_seen)"
         " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-        (new_id, parent_of(new_id), file_of_test(new_id, test_file), ts),
+        (new_id, parent_of(new_id), test_file, ts),
     )
     pg.execute(
-        "UPDATE tests SET first_seen = %s, change = pg_current_xact_id()"
-        f" WHERE {same_test('test_id', '%s')} AND first_seen > %s",
-        (ts, new_id, new_id, ts),
+        "UPDATE tests SET first_seen = least(first_seen, %s), test_file = %s,"
+        f" change = pg_current_xact_id() WHERE {same_test('test_id', '%s')}"
+        " AND (first_seen > %s OR test_file IS DISTINCT FROM %s)",
+        (ts, test_file, new_id, new_id, ts, test_file),
     )
     return int(
         pg.execute(
@@ -446,15 +468,14 @@ def _merge_shared(pg: Any) -> dict[int, str]:
         return {}
     left = _separate(pg, shared)
     for run_id, ids in sorted(shared.items()):
-        for test_id, test_file, origin, ts in pg.execute(
-            "SELECT DISTINCT s.test_key, t.test_file, s.origin, r.ts FROM s_results AS s"
-            " JOIN s_tests AS t ON t.test_id = s.test_key"
+        for test_id, origin, ts in pg.execute(
+            "SELECT DISTINCT s.test_key, s.origin, r.ts FROM s_results AS s"
             f" JOIN runs AS r ON {same_run('r.run_id', 's.run_key')}"
             " WHERE s.run_key = %s AND s.test_key = ANY(%s::text[]) AND s.origin IS NOT NULL"
             " ORDER BY 1, 3",
             (run_id, sorted(ids)),
         ).fetchall():
-            _file_test(pg, str(test_id), test_file, str(origin), ts)
+            _file_test(pg, str(test_id), str(origin), ts)
         pg.execute(
             "UPDATE s_results SET test_key = origin || '::' || test_key"
             " WHERE run_key = %s AND test_key = ANY(%s::text[]) AND origin IS NOT NULL",

@@ -34,7 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flaketui.core.errors import HistoryError
-from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_moved, refresh_test_runs
+from flaketui.core.history.derived_rows import (
+    UPSERT_TEST_SQL,
+    refresh_moved,
+    refresh_test_runs,
+    set_files,
+)
 from flaketui.core.history.outages import outage_states, reviews, take_states
 from flaketui.core.history.pg.columns import (
     AUDIT_COLUMNS,
@@ -421,12 +426,27 @@ class _Puller:
             summary.runs_updated += 1
             if row[1] != incident:
                 retagged.append(int(row[0]))
+        changed_tests = pg.execute(
+            f"SELECT test_id, first_seen, test_file FROM tests WHERE {in_window}", window
+        ).fetchall()
         conn.executemany(
-            "UPDATE tests SET first_seen = min(first_seen, ?2), test_file = coalesce(test_file, ?3)"
-            " WHERE test_id = ?1",
-            pg.execute(
-                f"SELECT test_id, first_seen, test_file FROM tests WHERE {in_window}", window
-            ).fetchall(),
+            "UPDATE tests SET first_seen = min(first_seen, ?2) WHERE test_id = ?1",
+            [row[:2] for row in changed_tests],
+        )
+        # A test's file is the server's (a file's id is that file's; a plain id whose attempts
+        # moved has the file of those it holds), and the runs it edits follow (set_files).
+        server_files = {str(t): f for t, _, f in changed_tests}
+        set_files(
+            conn,
+            {
+                int(pk): server_files[str(test_id)]
+                for pk, test_id, test_file in conn.execute(
+                    "SELECT id, test_id, test_file FROM tests"
+                    " WHERE test_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(server_files)),),
+                ).fetchall()
+                if server_files[str(test_id)] not in (None, test_file)
+            },
         )
         states = outage_states(conn)
         summary.incidents_changed = self._replace_incidents()
