@@ -689,6 +689,96 @@ def test_a_test_has_its_own_file_whatever_the_order_of_the_reports(order: list[i
         assert query(db, EDITED_SQL) == EDITED
 
 
+# Runs of `parser::x`, a test moved from src/a.test.js to src/b.test.js, each a report of its
+# own: (case, run id, timestamp, changed file). R4 names no file; R6 is of the time of R5 and
+# names src/a.test.js (a branch not yet rebased): at a tie the greater file is the test's.
+MOVED_REPORTS = [
+    (("src/a.test.js", "x", "fail"), "R1", "2026-11-01T10:00:00Z", "src/b.test.js"),
+    (("src/a.test.js", "x", "fail"), "R2", "2026-11-03T10:00:00Z", "src/a.test.js"),
+    (("src/b.test.js", "x", "pass"), "R3", "2026-11-05T10:00:00Z", "src/b.test.js"),
+    (("", "x", "fail"), "R4", "2026-11-07T10:00:00Z", "src/b.test.js"),
+    (("src/b.test.js", "x", "pass"), "R5", "2026-11-09T10:00:00Z", "src/a.test.js"),
+    (("src/a.test.js", "x", "pass"), "R6", "2026-11-09T10:00:00Z", "src/a.test.js"),
+]
+
+
+def moved_expected(indexes: list[int]) -> tuple[str | None, list[tuple[object, ...]]]:
+    """The file of `parser::x` after the reports of indexes (that of the latest run naming
+    one, the greater file at a tie) and each run's edited flag against it."""
+    named = [
+        (MOVED_REPORTS[i][2], MOVED_REPORTS[i][0][0]) for i in indexes if MOVED_REPORTS[i][0][0]
+    ]
+    test_file = max(named)[1] if named else None
+    edited = sorted(
+        (MOVED_REPORTS[i][1], "parser::x", int(MOVED_REPORTS[i][3] == test_file)) for i in indexes
+    )
+    return test_file, edited
+
+
+def ingest_moved(db: Path, tmp: Path, index: int) -> None:
+    shard_case, run_id, ts, changed = MOVED_REPORTS[index]
+    report = file_shard(tmp / f"moved{index}.xml", shard_case)
+    result = run(
+        db, report, "--run-id", run_id, "--timestamp", ts, "--changed-file", changed,
+        "--no-detect",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+
+@settings(max_examples=40, deadline=None)
+@given(order=st.permutations(range(len(MOVED_REPORTS))), upto=st.integers(1, len(MOVED_REPORTS)))
+def test_a_moved_test_has_the_file_of_its_latest_run_naming_one_in_any_order(
+    order: list[int], upto: int
+) -> None:
+    """A test whose id does not hold its file, moved to another file, has the file its latest
+    run names (a run naming none changes nothing), whatever order the reports come in (a
+    backfill of older reports after newer ones included): its runs are edited by what their
+    commits changed in that file, after every report and at the end."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        db = tmp / "h.db"
+        for done, index in enumerate(order[:upto], 1):
+            ingest_moved(db, tmp, index)
+            test_file, edited = moved_expected(order[:done])
+            assert query(db, "SELECT test_id, test_file FROM tests") == [("parser::x", test_file)]
+            assert query(db, EDITED_SQL) == edited
+
+
+def test_a_case_naming_its_file_through_its_suite_gives_the_test_that_file(
+    tmp_path: Path,
+) -> None:
+    """A case whose suite names the file (mocha's reporter puts `file` on the suite) gives its
+    test that file, and the runs whose commit changed it are edited; a karma describe block
+    (parentSuites) names no file."""
+    db = tmp_path / "h.db"
+    for run_id, ts, changed, path in (
+        ("R1", "2026-11-01T10:00:00Z", "test/b.spec.js", "test/a.spec.js"),
+        ("R2", "2026-11-02T10:00:00Z", "test/a.spec.js", "test/b.spec.js"),
+    ):
+        report = tmp_path / f"{run_id}.xml"
+        report.write_text(
+            f'<testsuites><testsuite name="Root Suite" file="{path}">'
+            '<testcase classname="parser" name="x"/></testsuite><testsuite name="Chrome">'
+            '<testcase classname="browser" name="y" parentSuites="About"/></testsuite>'
+            "</testsuites>"
+        )
+        result = run(
+            db, report, "--run-id", run_id, "--timestamp", ts, "--changed-file", changed,
+            "--no-detect",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+    assert query(db, "SELECT test_id, test_file FROM tests ORDER BY 1") == [
+        ("browser::y", None),
+        ("parser::x", "test/b.spec.js"),
+    ]
+    assert query(db, EDITED_SQL) == [
+        ("R1", "browser::y", 0),
+        ("R1", "parser::x", 1),
+        ("R2", "browser::y", 0),
+        ("R2", "parser::x", 0),
+    ]
+
+
 FILES = ("src/a.test.js", "src/b.test.js", "src/c.test.js", "")  # "": the case names none
 CASE = st.tuples(
     st.sampled_from(FILES), st.sampled_from(("x", "y")), st.sampled_from(("pass", "fail"))

@@ -369,3 +369,40 @@ def test_merged_shards_give_each_test_its_own_file_and_edited_runs(
         ]
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(
+    "how", ["second_into_first", "first_into_second", "both_into_new", "both_into_new_reversed"]
+)
+def test_a_moved_test_has_the_file_of_its_latest_run_whichever_history_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A history holding the runs of a test before it moved to another file, merged with one
+    holding those after, either way: the test has the file its latest run names and its runs
+    are edited against that file, as in one history ingesting every report."""
+    from tests.cli.test_ingest_cli import EDITED_SQL, MOVED_REPORTS, ingest_moved, moved_expected
+
+    monkeypatch.chdir(tmp_path)
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    for index in (0, 1, 3, 5):  # src/a.test.js, and a run naming no file
+        ingest_moved(first, tmp_path, index)
+    for index in (2, 4):  # src/b.test.js
+        ingest_moved(second, tmp_path, index)
+    dest, merged = {
+        "second_into_first": (first, [second]),
+        "first_into_second": (second, [first]),
+        "both_into_new": (tmp_path / "desk.db", [first, second]),
+        "both_into_new_reversed": (tmp_path / "desk.db", [second, first]),
+    }[how]
+    result = merge(dest, *merged)
+    assert result.exit_code == 0, result.output
+    test_file, edited = moved_expected(list(range(len(MOVED_REPORTS))))
+    assert test_file == "src/b.test.js"
+    conn = sqlite3.connect(dest)
+    try:
+        assert conn.execute("SELECT test_id, test_file FROM tests").fetchall() == [
+            ("parser::x", test_file)
+        ]
+        assert conn.execute(EDITED_SQL).fetchall() == edited
+    finally:
+        conn.close()

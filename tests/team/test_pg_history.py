@@ -921,3 +921,48 @@ def test_a_test_has_its_own_file_on_the_server_and_its_replicas(
     invoke("sync", pg_url, fresh)
     assert sqlite3.connect(fresh).execute(files).fetchall() == FILE_TESTS
     assert sqlite3.connect(fresh).execute(EDITED_SQL).fetchall() == EDITED
+
+
+@pytest.mark.parametrize("how", ["ingest", "backfill", "merge", "merge_reversed"])
+def test_a_moved_test_has_the_file_of_its_latest_run_on_the_server_and_its_replicas(
+    pg_url: str, tmp_path: Path, how: str
+) -> None:
+    """The runs of a test moved to another file, ingested into the server in time order or
+    newest first, or merged from a history of its runs before the move and one of those
+    after, a replica syncing in between: the test has the file its latest run names, on the
+    server and in the replica, whose edited runs are a history file's."""
+    from tests.cli.test_ingest_cli import EDITED_SQL, MOVED_REPORTS, moved_expected
+
+    def ingest_into(target: object, *indexes: int) -> None:
+        for index in indexes:
+            shard_case, run_id, ts, changed = MOVED_REPORTS[index]
+            report_file = file_shard(tmp_path / f"moved{index}.xml", shard_case)
+            invoke(
+                "ingest", target, report_file, "--run-id", run_id, "--timestamp", ts,
+                "--changed-file", changed, "--no-detect",
+            )  # fmt: skip
+
+    replica = tmp_path / "replica.db"
+    every = list(range(len(MOVED_REPORTS)))
+    if how in ("ingest", "backfill"):
+        for index in every if how == "ingest" else every[::-1]:
+            ingest_into(pg_url, index)
+            invoke("sync", pg_url, replica)
+    else:
+        before, after = tmp_path / "before.db", tmp_path / "after.db"
+        ingest_into(before, 0, 1, 3, 5)
+        ingest_into(after, 2, 4)
+        for history in (before, after) if how == "merge" else (after, before):
+            invoke("merge", pg_url, history)
+            invoke("sync", pg_url, replica)
+    test_file, edited = moved_expected(every)
+    files = "SELECT test_id, test_file FROM tests ORDER BY 1"
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert [tuple(row) for row in conn.execute(files).fetchall()] == [("parser::x", test_file)]
+    assert sqlite3.connect(replica).execute(files).fetchall() == [("parser::x", test_file)]
+    assert sqlite3.connect(replica).execute(EDITED_SQL).fetchall() == edited
+    fresh = tmp_path / "fresh.db"
+    invoke("sync", pg_url, fresh)
+    assert sqlite3.connect(fresh).execute(EDITED_SQL).fetchall() == edited

@@ -8,10 +8,13 @@ from collections.abc import Iterable, Mapping
 
 from flaketui.core.testids import file_of_test, normalise_path, parent_of
 
-# A test row seen again keeps its earliest first_seen and the first file any report gave it
-# (shared by the writer and merge). A file's id ``<file>::<id>`` is that file's (file_test), and
-# a plain id whose attempts moved to their files' ids takes the file of those it still holds
-# (settle_files).
+# A test row seen again keeps its earliest first_seen (shared by the writer and merge). Its file
+# is the one named by the latest run (by run time) whose case named one, the attempts' origin
+# (latest_file; the upsert keeps the stored file, and the writer and merge move it with
+# take_latest_files where a run names another); where no run named one, the file its id names
+# (testids.file_of_test), learned by a row stored without one. A file's id ``<file>::<id>`` is
+# that file's (file_test), and a plain id whose attempts moved to their files' ids takes the
+# file of those it still holds (settle_files).
 UPSERT_TEST_SQL = (
     "INSERT INTO tests (test_id, parent, test_file, first_seen) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (test_id) DO UPDATE SET"
@@ -189,47 +192,99 @@ def file_test(conn: sqlite3.Connection, test_id: str, origin: str, ts: str) -> i
     return pk
 
 
-def file_of_attempts(
-    test_id: str, stored: str | None, named: Iterable[tuple[str, str]]
-) -> str | None:
+def latest_file(named: Iterable[tuple[str, str]]) -> str | None:
+    """The file of the latest run naming one, from (file, run time) pairs: the latest time's,
+    the greatest file at a tie (runs of one time naming two files: any order of ingest gives
+    the same); None when none is named."""
+    latest: tuple[str, str] | None = None
+    for origin, ts in named:
+        key = (ts, normalise_path(origin))
+        if latest is None or key > latest:
+            latest = key
+    return None if latest is None else latest[1]
+
+
+def file_of_attempts(test_id: str, named: Iterable[tuple[str, str]]) -> str | None:
     """The file of a plain id whose attempts of some file moved to that file's id, from the
     files its remaining attempts' cases named: named holds a (file, run time) pair per run and
-    file. One file named is the test's. Several (runs of one file each, none sharing the
-    name with another file of its run) leave the stored file where it is one of them, as a
-    test keeps the first file any report gave it, else take that of the latest run naming one:
-    where the test was when last seen. None named (attempts of the recorder, of cases naming no
-    file, or stored before files were) give what the id says (a pytest id's file), else no
-    file: a file only the moved attempts named is not this test's. Shared by history files and
-    the server (flaketui.core.history.pg.push)."""
-    latest: dict[str, str] = {}
-    for origin, ts in named:
-        file = normalise_path(origin)
-        latest[file] = max(latest.get(file, ts), ts)
-    if not latest:
-        return file_of_test(test_id, None)
-    if stored is not None and stored in latest:
-        return stored
-    return max(latest, key=lambda file: (latest[file], file))
+    file. The test's file is that of the latest run naming one (latest_file): where it was last
+    seen. None named (attempts of the recorder, of cases naming no file, or stored before files
+    were) give what the id says (a pytest id's file), else no file: a file only the moved
+    attempts named is not this test's. Shared by history files and the server
+    (flaketui.core.history.pg.push)."""
+    found = latest_file(named)
+    return file_of_test(test_id, None) if found is None else found
+
+
+def named_since(
+    conn: sqlite3.Connection, tests: Iterable[int], since: str = ""
+) -> dict[int, list[tuple[str, str]]]:
+    """The files the attempts of the tests' runs at or after since name: (file, run time)
+    pairs by test row id, found through each test's runs (test_runs) and the results key."""
+    named: dict[int, list[tuple[str, str]]] = {}
+    for pk, origin, ts in conn.execute(
+        "SELECT DISTINCT tr.test, x.origin, tr.ts FROM test_runs AS tr"
+        " JOIN results AS x ON x.run = tr.run AND x.test = tr.test"
+        " WHERE tr.test IN (SELECT value FROM json_each(?)) AND tr.ts >= ?"
+        " AND x.origin IS NOT NULL",
+        (json.dumps(sorted(set(tests))), since),
+    ):
+        named.setdefault(int(pk), []).append((str(origin), str(ts)))
+    return named
+
+
+def take_latest_files(
+    conn: sqlite3.Connection,
+    tests: Iterable[int],
+    since: str = "",
+    named: Mapping[int, str] | None = None,
+) -> dict[int, str]:
+    """Give each of the tests the file of its latest run naming one (latest_file), of its stored
+    runs at or after since and, for a test in named, a run at since naming that file (the run
+    being written); a test none of them names keeps its file. Runs before since are not read:
+    the caller knows none of them is the latest. Returns the files that changed (set_files:
+    the runs each edits follow).
+
+    A run is edited by what its commit changed in the test's current file, not in the file
+    the test had in that run: attempts name their file only for JUnit cases that name one (the
+    recorder's, pytest ids' and older histories' name none), every writer and replica computes
+    the flag from the test's row, and a commit that moves a test changes both its files, so
+    the run of the move is edited either way. A run before a move whose commit changed only
+    the old file counts against the test."""
+    named = named or {}
+    ids = sorted(set(tests) | set(named))
+    found = named_since(conn, ids, since)
+    latest: dict[int, str] = {}
+    for pk in ids:
+        runs = found.get(pk, [])
+        if pk in named:
+            runs.append((named[pk], since))
+        file = latest_file(runs)
+        if file is not None:
+            latest[pk] = file
+    changed = {
+        int(pk): latest[int(pk)]
+        for pk, stored in conn.execute(
+            "SELECT id, test_file FROM tests WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(latest)),),
+        )
+        if stored != latest[int(pk)]
+    }
+    set_files(conn, changed)
+    return changed
 
 
 def settle_files(conn: sqlite3.Connection, tests: Iterable[int]) -> None:
     """Give each of the tests (plain ids whose attempts of some file moved to that file's id)
     the file its remaining attempts name (file_of_attempts)."""
     ids = sorted(set(tests))
-    named: dict[int, list[tuple[str, str]]] = {pk: [] for pk in ids}
-    for pk, origin, ts in conn.execute(
-        "SELECT DISTINCT x.test, x.origin, r.ts FROM results AS x JOIN runs AS r ON r.id = x.run"
-        " WHERE x.test IN (SELECT value FROM json_each(?)) AND x.origin IS NOT NULL",
-        (json.dumps(ids),),
-    ):
-        named[int(pk)].append((str(origin), str(ts)))
+    named = named_since(conn, ids)
     set_files(
         conn,
         {
-            int(pk): file_of_attempts(str(test_id), stored, named[int(pk)])
-            for pk, test_id, stored in conn.execute(
-                "SELECT id, test_id, test_file FROM tests"
-                " WHERE id IN (SELECT value FROM json_each(?))",
+            int(pk): file_of_attempts(str(test_id), named.get(int(pk), ()))
+            for pk, test_id in conn.execute(
+                "SELECT id, test_id FROM tests WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(ids),),
             )
         },
@@ -242,24 +297,25 @@ def set_files(conn: sqlite3.Connection, files: Mapping[int, str | None]) -> None
     say so, and the rollups of the days and commits where one changed are refreshed."""
     from flaketui.core.rollups import build as rollups
 
-    changed = [
-        (pk, file)
-        for pk, file in files.items()
-        if conn.execute(
-            "SELECT 1 FROM tests WHERE id = ? AND test_file IS NOT ?", (pk, file)
-        ).fetchone()
-    ]
+    stored = {
+        int(pk): test_file
+        for pk, test_file in conn.execute(
+            "SELECT id, test_file FROM tests WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(files)),),
+        )
+    }
+    changed = [(pk, file) for pk, file in files.items() if pk in stored and stored[pk] != file]
     if not changed:
         return
     conn.executemany("UPDATE tests SET test_file = ? WHERE id = ?", [(f, pk) for pk, f in changed])
     flipped = [
         (int(test), str(ts), int(run))
-        for pk, _ in changed
         for test, ts, run in conn.execute(
-            "UPDATE test_runs SET edited = NOT edited WHERE test = ?1 AND edited <> EXISTS"
+            "UPDATE test_runs SET edited = NOT edited"
+            " WHERE test IN (SELECT value FROM json_each(?)) AND edited <> EXISTS"
             " (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = test_runs.run"
-            " AND c.path = t.test_file WHERE t.id = ?1) RETURNING test, ts, run",
-            (pk,),
+            " AND c.path = t.test_file WHERE t.id = test_runs.test) RETURNING test, ts, run",
+            (json.dumps(sorted(pk for pk, _ in changed)),),
         ).fetchall()
     ]
     if not flipped:

@@ -15,7 +15,9 @@ Rules:
   one that runs still hold is seen first at the earliest of them and has the file they name,
   as after an ingest (derived_rows.settle_left). A file's id has that file.
 - Tests are matched by test_id (first_seen becomes the earlier of the two; a DEST test without
-  a file takes SRC's, and its runs whose commit changed it are edited), signatures by hash
+  a file takes SRC's, and its runs whose commit changed it are edited; one the two give
+  different files takes that of its latest run naming one, whichever history holds it, as an
+  ingest gives it: derived_rows.take_latest_files), signatures by hash
   (DEST's example wins), incidents by (tag, start_ts, end_ts, signature), audit rows by
   every column (ts, who, action, test_id, mode, reason, ticket, scores, source and the moment
   it was written, written_at): the audit log only grows, so two decisions that differ in
@@ -49,6 +51,7 @@ from flaketui.core.history.derived_rows import (
     separate_stored,
     set_files,
     settle_left,
+    take_latest_files,
 )
 from flaketui.core.history.incidents import apply_rules
 from flaketui.core.history.outages import (
@@ -100,6 +103,42 @@ def _id_map(
     for dest_id, key in conn.execute(sql, (json.dumps(list(keys)),)):
         mapping[src_ids[key]] = int(dest_id)
     return mapping
+
+
+def _other_files(dest: sqlite3.Connection, src: sqlite3.Connection) -> list[str]:
+    """The ids of the tests DEST holds with another file than SRC gives them: once SRC's runs
+    are in, each takes the file of its latest run naming one (_take_files)."""
+    files = {
+        str(test_id): str(test_file)
+        for test_id, test_file in src.execute(
+            "SELECT test_id, test_file FROM tests WHERE test_file IS NOT NULL"
+        )
+    }
+    return [
+        str(test_id)
+        for test_id, test_file in dest.execute(
+            "SELECT test_id, test_file FROM tests"
+            " WHERE test_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(files)),),
+        )
+        if test_file != files[str(test_id)]
+    ]
+
+
+def _take_files(dest: sqlite3.Connection, test_ids: list[str]) -> None:
+    """The tests of these ids take the file of their latest run naming one, in DEST with SRC's
+    runs (derived_rows.take_latest_files); one no run names keeps DEST's."""
+    if test_ids:
+        take_latest_files(
+            dest,
+            (
+                int(row[0])
+                for row in dest.execute(
+                    "SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(test_ids)),),
+                )
+            ),
+        )
 
 
 def _merge_tests(dest: sqlite3.Connection, src: sqlite3.Connection) -> dict[int, int]:
@@ -370,8 +409,10 @@ def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> Mer
             with transaction(dest.conn):
                 reviewed = outage_states(dest.conn)
                 signatures = _merge_signatures(dest.conn, src)
+                other_files = _other_files(dest.conn, src)
                 tests = _merge_tests(dest.conn, src)
                 _merge_runs(dest.conn, src, tests, signatures, summary)
+                _take_files(dest.conn, other_files)
                 summary.incidents_added += _merge_incidents(dest.conn, src, reviewed)
                 summary.decisions_kept += take_states(
                     dest.conn, outage_states(src), rejected_rules(src), reviewed

@@ -100,8 +100,9 @@ _SOURCE_SUFFIX = re.compile(
 )
 
 
-def _names_file(name: str) -> bool:
-    """Whether a suite name is a file path (jest-junit, Vitest, Playwright name suites so)."""
+def names_file(name: str) -> bool:
+    """Whether a suite name (or a case's origin) is a file path (jest-junit, Vitest, Playwright
+    name suites so; a karma describe block is not)."""
     return "/" in name or "\\" in name or _SOURCE_SUFFIX.search(name) is not None
 
 
@@ -301,7 +302,7 @@ class _CaseReader:
             if name:
                 suite_depths.append(depth)
                 self.suite_names.append(name)
-                origin = attrs.get("file") or (name if _names_file(name) else None)
+                origin = attrs.get("file") or (name if names_file(name) else None)
                 if origin is None and self.suite_origins:
                     origin = self.suite_origins[-1]
                 self.suite_origins.append(origin)

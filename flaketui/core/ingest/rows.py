@@ -20,7 +20,13 @@ from itertools import groupby
 
 from flaketui.core.config import Config
 from flaketui.core.errors import ReportError
-from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs, set_files
+from flaketui.core.history.derived_rows import (
+    UPSERT_TEST_SQL,
+    refresh_test_runs,
+    set_files,
+    take_latest_files,
+)
+from flaketui.core.ingest.junit import names_file
 from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult
@@ -202,7 +208,9 @@ class RunWriter:
         # test_id -> row id, for rows this run's ts and files leave unchanged
         self.test_ids: dict[str, int] = {}
         self.test_id_chars = 0
-        self.fileless: set[str] = set()  # cached tests whose stored test_file is NULL
+        # cached test_id -> its stored test_file (names shared through file_names)
+        self.files: dict[str, str | None] = {}
+        self.file_names: dict[str, str] = {}
         self.signature_ids: dict[str, int] = {}
         # cleaned message -> signature hash and text (None: no signature)
         self.signed: dict[str, tuple[str, str] | None] = {}
@@ -242,7 +250,8 @@ class RunWriter:
         """Drop the cached row ids (after a rollback they may name rows that no longer exist)."""
         self.test_ids.clear()
         self.test_id_chars = 0
-        self.fileless.clear()
+        self.files.clear()
+        self.file_names.clear()
         self.signature_ids.clear()
 
     def write(self, cases: Iterable[CaseResult], touched: set[int] | None = None) -> int:
@@ -470,50 +479,74 @@ class RunWriter:
             self._resolve_tests([(name, None, (), None) for name in unknown])
         return {name: self.test_ids[name] for name in names}
 
-    def _cache_known(self, test_ids: list[str]) -> dict[str, int]:
-        """Cache the stored rows of test_ids that this run's ts cannot change (first_seen);
-        return the row ids of the others stored without a file (a case may teach them one)."""
+    def _cache_known(self, test_ids: list[str]) -> dict[str, tuple[int, str | None]]:
+        """Cache the stored rows of test_ids that this run's ts cannot change (first_seen), with
+        their files; return the others (seen first after this run) with their row ids and
+        files (a case may teach them one, or name another)."""
         rows = self.conn.execute(
-            "SELECT id, test_id, test_file IS NULL, first_seen > ? FROM tests"
+            "SELECT id, test_id, test_file, first_seen > ? FROM tests"
             " WHERE test_id IN (SELECT value FROM json_each(?))",
             (self.ts, json.dumps(test_ids)),
         ).fetchall()
-        cache, fileless = self.test_ids, self.fileless  # a loop per test of every run: inlined
-        later: dict[str, int] = {}
-        for pk, test_id, no_file, after in rows:
+        cache, files, names = self.test_ids, self.files, self.file_names  # per test: inlined
+        later: dict[str, tuple[int, str | None]] = {}
+        for pk, test_id, test_file, after in rows:
             if after:
-                if no_file:
-                    later[test_id] = pk
+                later[test_id] = (pk, test_file)
                 continue
             cache[test_id] = pk
             self.test_id_chars += len(test_id)
-            if no_file:
-                fileless.add(test_id)
+            files[test_id] = (
+                test_file if test_file is None else names.setdefault(test_file, test_file)
+            )
         return later
 
     def _resolve_tests(self, batch: list[CaseRow]) -> list[int]:
-        """Row ids of the batch's tests, upserting unseen ones (first_seen = earliest run ts)."""
-        test_ids, fileless = self.test_ids, self.fileless
+        """Row ids of the batch's tests, upserting unseen ones (first_seen = earliest run ts).
+
+        A test's file is that of the latest run whose case named one (derived_rows): a case
+        naming the file its test has stored, or naming none, costs a lookup; one naming another
+        file reads the test's runs from this one on (take_latest_files), where a backfilled
+        older run leaves the file of a later one in place."""
+        test_ids, files = self.test_ids, self.files
         unknown = {test_id for test_id, _, _, _ in batch if test_id not in test_ids}
         # One indexed lookup per test of this batch (not a read of the whole tests table).
         later = self._cache_known(list(unknown)) if unknown else {}
         missing: dict[str, tuple[str, str | None]] = {}
         learned: dict[int, str | None] = {}
-        for test_id, case_file, _, _ in batch:
+        named: dict[str, str] = {}  # test_id -> another file than the stored one its case named
+        for test_id, case_file, _, origin in batch:
             if test_id in test_ids:
-                if not fileless or test_id not in fileless:
+                stored = files[test_id]
+                given = case_file or origin
+                if given == stored:
+                    continue
+                if origin is not None and (case_file or names_file(origin)):
+                    test_file = file_of_test(test_id, given)
+                    if test_file is not None and test_file != stored:
+                        named[test_id] = test_file
+                    continue
+                if stored is not None:
                     continue
                 test_file = file_of_test(test_id, case_file)
                 if test_file is None:
                     continue
                 # A stored test without a file learns it from this case, and its stored runs
                 # whose commit changed that file are edited.
-                fileless.discard(test_id)
+                files[test_id] = test_file
                 learned[test_ids[test_id]] = test_file
             elif test_id not in missing:
-                missing[test_id] = (parent_of(test_id), file_of_test(test_id, case_file))
-                if test_id in later and missing[test_id][1] is not None:
-                    learned[later.pop(test_id)] = missing[test_id][1]
+                test_file = file_of_test(test_id, _named_file(case_file, origin))
+                missing[test_id] = (parent_of(test_id), test_file)
+                if test_file is None or test_id not in later:
+                    continue  # a new test takes the case's file (the upsert)
+                pk, stored = later.pop(test_id)
+                if stored is None:
+                    learned[pk] = test_file
+                elif (
+                    origin is not None and test_file != stored and (case_file or names_file(origin))
+                ):
+                    named[test_id] = test_file
         if learned:
             set_files(self.conn, learned)
         if missing:
@@ -521,19 +554,44 @@ class RunWriter:
                 UPSERT_TEST_SQL,
                 [(tid, parent, tfile, self.ts) for tid, (parent, tfile) in missing.items()],
             )
-            for pk, test_id, no_file in self.conn.execute(
-                "SELECT id, test_id, test_file IS NULL FROM tests"
+            for pk, test_id, test_file in self.conn.execute(
+                "SELECT id, test_id, test_file FROM tests"
                 " WHERE test_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(missing)),),
             ):
                 if test_id not in test_ids:
                     self.test_id_chars += len(test_id)
                 test_ids[test_id] = int(pk)
-                if no_file:
-                    fileless.add(test_id)
-                else:
-                    fileless.discard(test_id)
+                files[test_id] = (
+                    test_file
+                    if test_file is None
+                    else self.file_names.setdefault(test_file, test_file)
+                )
+        if named:
+            self._take_files(named)
         return [test_ids[test_id] for test_id, _, _, _ in batch]
+
+    def _take_files(self, named: dict[str, str]) -> None:
+        """The tests whose cases named another file than their stored one take it where this
+        run is the latest naming one (derived_rows.take_latest_files)."""
+        files = self.files
+        moved = {self.test_ids[t]: file for t, file in named.items() if files[t] != file}
+        if not moved:
+            return
+        take_latest_files(self.conn, (), self.ts, moved)
+        for test_id, test_file in self.conn.execute(
+            "SELECT test_id, test_file FROM tests WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(moved)),),
+        ):
+            files[test_id] = test_file
+
+
+def _named_file(case_file: str | None, origin: str | None) -> str | None:
+    """The file a case names: its own (a ``file`` attribute), else its origin where that is a
+    path (its suite's file; not a karma describe block)."""
+    if case_file:
+        return case_file
+    return origin if origin is not None and names_file(origin) else None
 
 
 def _grow_cache(conn: sqlite3.Connection) -> None:

@@ -23,7 +23,8 @@ push does the same for an id the server's copy and the pushed copy of a run hold
 different files (_merge_shared): each file's attempts land under its own id. Once the push's
 attempts are in, a plain id moved from is seen first at the earliest run still holding it, or
 removed when nothing names it (_settle), as in a history file; a push holds its tests' rows so
-that another's removal never takes one it is about to refer to (_hold_tests).
+that another's removal never takes one it is about to refer to (_hold_tests). A pushed test the
+server holds with another file takes the file of its latest run naming one (_take_files).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flaketui.core.history.derived_rows import file_of_attempts
+from flaketui.core.history.derived_rows import file_of_attempts, latest_file
 from flaketui.core.history.outages import REJECTED, outage_states, rejected_rules
 from flaketui.core.history.pg.columns import (
     PREDECESSOR,
@@ -112,6 +113,7 @@ def push_history(
                     found.setdefault(run_id, set()).update(ids)
                 left = _separate(pg, found)
             _settle(pg, left)
+            _take_files(pg)
         _push_scheme(pg, src)
         theirs = outage_states(src)
         before = lock_reviews(pg) if theirs or _has_incidents(src) else {}
@@ -157,17 +159,20 @@ def _push_tests(pg: Any, src: sqlite3.Connection) -> None:
         " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
         " ON CONFLICT DO NOTHING"
     )
-    # Rows this push teaches something (an earlier first sighting, a file): locked in id order,
-    # FOR NO KEY UPDATE as the UPDATE itself locks them (it changes no key). FOR UPDATE would
-    # also conflict with the FOR KEY SHARE locks other writers' results take on these rows
-    # through their foreign key, in their own order, and deadlock with them.
+    # Rows this push teaches something (an earlier first sighting, a file), or may move to
+    # another file once its runs are in (_take_files): locked in id order, all at once, FOR NO
+    # KEY UPDATE as the UPDATE itself locks them (it changes no key). FOR UPDATE would also
+    # conflict with the FOR KEY SHARE locks other writers' results take on these rows through
+    # their foreign key, in their own order, and deadlock with them.
     pg.execute(
         "UPDATE tests AS t SET first_seen = least(t.first_seen, u.first_seen),"
         " test_file = coalesce(t.test_file, u.test_file), change = pg_current_xact_id()"
-        " FROM (SELECT t2.id, s.first_seen, s.test_file FROM tests AS t2"
+        " FROM (SELECT t2.id, s.first_seen, s.test_file, s.first_seen < t2.first_seen"
+        " OR (t2.test_file IS NULL AND s.test_file IS NOT NULL) AS teaches FROM tests AS t2"
         f" JOIN s_tests AS s ON {same_test('s.test_id', 't2.test_id')}"
-        " WHERE s.first_seen < t2.first_seen OR (t2.test_file IS NULL AND s.test_file IS NOT NULL)"
-        " ORDER BY t2.id FOR NO KEY UPDATE OF t2) AS u WHERE t.id = u.id"
+        " WHERE s.first_seen < t2.first_seen"
+        " OR (s.test_file IS NOT NULL AND t2.test_file IS DISTINCT FROM s.test_file)"
+        " ORDER BY t2.id FOR NO KEY UPDATE OF t2) AS u WHERE t.id = u.id AND u.teaches"
     )
     _hold_tests(pg)
 
@@ -395,7 +400,7 @@ def _settle(pg: Any, left: Mapping[int, str]) -> None:
     for pk, test_id, stored in pg.execute(
         "SELECT id, test_id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (sorted(left),)
     ).fetchall():
-        test_file = file_of_attempts(str(test_id), stored, named.get(int(pk), ()))
+        test_file = file_of_attempts(str(test_id), named.get(int(pk), ()))
         if test_file != stored:
             pg.execute(
                 "UPDATE tests SET test_file = %s, change = pg_current_xact_id() WHERE id = %s",
@@ -408,6 +413,40 @@ def _settle(pg: Any, left: Mapping[int, str]) -> None:
         " ORDER BY t.id FOR UPDATE SKIP LOCKED)",
         (sorted(left),),
     )
+
+
+def _take_files(pg: Any) -> None:
+    """Once the push's attempts are in, a pushed test the server holds with another file takes
+    the file of its latest run naming one (derived_rows.latest_file), as in a history file; one
+    no run names keeps the server's. _push_tests locked its row with the others, in id order;
+    its runs are read after: of two pushes of one test, the second sees the first's runs."""
+    pks = [
+        int(row[0])
+        for row in pg.execute(
+            "SELECT t.id FROM tests AS t"
+            f" JOIN s_tests AS s ON {same_test('s.test_id', 't.test_id')}"
+            " WHERE s.test_file IS NOT NULL AND t.test_file IS DISTINCT FROM s.test_file"
+            " ORDER BY t.id FOR NO KEY UPDATE OF t"
+        ).fetchall()
+    ]
+    if not pks:
+        return
+    named: dict[int, list[tuple[str, str]]] = {}
+    for pk, origin, ts in pg.execute(
+        "SELECT DISTINCT x.test, x.origin, r.ts FROM results AS x JOIN runs AS r ON r.id = x.run"
+        " WHERE x.test = ANY(%s) AND x.origin IS NOT NULL",
+        (pks,),
+    ).fetchall():
+        named.setdefault(int(pk), []).append((str(origin), str(ts)))
+    for pk, stored in pg.execute(
+        "SELECT id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (pks,)
+    ).fetchall():
+        test_file = latest_file(named.get(int(pk), ()))
+        if test_file is not None and test_file != stored:
+            pg.execute(
+                "UPDATE tests SET test_file = %s, change = pg_current_xact_id() WHERE id = %s",
+                (test_file, pk),
+            )
 
 
 def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:
