@@ -36,7 +36,8 @@ Active only with ``--flaketui-db PATH`` or the ``flaketui_db`` ini value (a file
   table in arrival order, with no index and no test row to resolve. The next flaketui command
   or app that opens the history stores the attempts as results, test rows and per-run rows.
 - Cost (the target: under 2 % more instructions than pytest alone on a 5 000-test suite): the
-  history is opened with plain sqlite3 (sqlite-utils would import pandas and numpy), batches are
+  history is opened with plain sqlite3 (sqlite-utils would import pandas and numpy) while git
+  says the commit, branch and changed files beside it, batches are
   FLUSH_EVERY_ATTEMPTS attempts or FLUSH_EVERY_SECONDS, whichever comes first, and the
   per-report work is a few dict operations; an attempt this process runs reads the clock's facts
   once, on its teardown report; only a failed attempt's message is masked and signed here.
@@ -173,29 +174,17 @@ def _open_for_recording(
 ) -> tuple[sqlite3.Connection, Config, RunMeta, ServerTarget | None]:
     """Open the history (a file, or a server URL's staging history) and resolve the run's
     metadata; bad input becomes a usage error."""
+    from flaketui.core.ingest.runmeta import GitProbe, resolve_run_meta
+
+    # git runs beside the config's loading and the history's opening, read last.
+    git = GitProbe(config.rootpath)
     from flaketui.core.config import load_config
     from flaketui.core.errors import FlaketuiError
     from flaketui.core.history.store import open_connection
-    from flaketui.core.ingest.runmeta import resolve_run_meta
 
     suite = config.getoption("flaketui_suite", None) or config.getini("flaketui_suite") or None
     try:
         settings = load_config(config.rootpath)
-        meta = resolve_run_meta(
-            RunMeta(
-                suite=suite,
-                ts=datetime.now(UTC),
-                os=platform.system() or None,
-                python=platform.python_version(),
-                platform=f"{sys.platform}-{platform.machine()}".rstrip("-"),
-                order_seed=_order_seed(config),
-                incident=config.getoption("flaketui_incident", None),
-            ),
-            env=os.environ,
-            cwd=config.rootpath,
-            config=settings,
-            fallback_run_id=uuid.uuid4().hex,
-        )
         target = None
         if isinstance(db_path, str):
             from flaketui.pytest_plugin.server import ServerTarget
@@ -206,8 +195,33 @@ def _open_for_recording(
             # The recorder stamps a new history's scheme; it defers its run's rollups and
             # leaves earlier sessions' deferred runs to the next reader or writer.
             conn = open_connection(db_path, fold=False)
+        try:
+            meta = resolve_run_meta(
+                RunMeta(
+                    suite=suite,
+                    ts=datetime.now(UTC),
+                    os=platform.system() or None,
+                    python=platform.python_version(),
+                    platform=f"{sys.platform}-{platform.machine()}".rstrip("-"),
+                    order_seed=_order_seed(config),
+                    incident=config.getoption("flaketui_incident", None),
+                ),
+                env=os.environ,
+                cwd=config.rootpath,
+                config=settings,
+                fallback_run_id=uuid.uuid4().hex,
+                git=git,
+            )
+        except FlaketuiError:
+            if target is not None:
+                target.close()
+            else:
+                conn.close()
+            raise
     except FlaketuiError as exc:
         raise pytest.UsageError(f"flaketui: {exc.message}") from None
+    finally:
+        git.close()
     return conn, settings, meta, target
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from flaketui.core.config import Config
 from flaketui.core.ingest.runmeta import (
+    GitProbe,
     RunMetaError,
     branch_kind_for,
     detect_git,
@@ -265,3 +266,53 @@ def test_git_gives_the_commit_the_branch_and_the_files_it_changed(tmp_path: Path
     assert detect_git(tmp_path) == (sha, "trunk", ["test_a.py", "test_b.py"])
     git("checkout", "-q", "--detach")
     assert detect_git(tmp_path) == (sha, None, ["test_a.py", "test_b.py"])
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_probe_started_early_gives_what_git_gives_when_read(tmp_path: Path) -> None:
+    ident = ["-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run(["git", "init", "-q", "-b", "trunk"], cwd=tmp_path, check=True)
+    (tmp_path / "test_a.py").write_text("")
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    subprocess.run(["git", *ident, "commit", "-qm", "one"], cwd=tmp_path, check=True)
+    probe = GitProbe(tmp_path)
+    meta = resolve_run_meta(RunMeta(), env={}, cwd=tmp_path, config=CONFIG, git=probe)
+    assert (meta.commit_sha, meta.branch, meta.changed_files) == detect_git(tmp_path)
+    assert meta.branch == "trunk"
+    assert meta.changed_files == ["test_a.py"]
+    probe.close()  # read already: nothing left to stop
+
+
+class _Probe(GitProbe):
+    """A probe that runs nothing and says whether it was read or closed."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def result(self) -> tuple[str | None, str | None, list[str]]:
+        self.calls.append("result")
+        return "c0ffee", "feature/x", ["a.py"]
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_a_probe_is_read_only_for_what_the_flags_leave_unknown(no_git: Path) -> None:
+    probe = _Probe()
+    meta = resolve_run_meta(RunMeta(), env={}, cwd=no_git, config=CONFIG, git=probe)
+    assert (meta.commit_sha, meta.branch, meta.changed_files) == ("c0ffee", "feature/x", ["a.py"])
+    assert probe.calls == ["result"]
+    known = RunMeta(commit_sha="abc", branch="main", changed_files=["b.py"])
+    probe = _Probe()
+    meta = resolve_run_meta(known, env={}, cwd=no_git, config=CONFIG, git=probe)
+    assert (meta.commit_sha, meta.branch, meta.changed_files) == ("abc", "main", ["b.py"])
+    assert probe.calls == ["close"]
+    probe = _Probe()
+    resolve_run_meta(RunMeta(), env={}, cwd=no_git, config=CONFIG, detect=False, git=probe)
+    assert probe.calls == ["close"]
+
+
+def test_a_probe_closed_unread_stops_its_commands(tmp_path: Path) -> None:
+    probe = GitProbe(tmp_path)
+    probe.close()
+    assert probe.result() == (None, None, [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from recording_helpers import PLUGIN_ARGS, attempts, outcomes, query, runs
@@ -360,6 +361,35 @@ def test_inactive_without_the_option(pytester: pytest.Pytester) -> None:
 def test_option_registers_the_recorder(pytester: pytest.Pytester) -> None:
     config = pytester.parseconfigure(*PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)))
     assert config.pluginmanager.get_plugin("flaketui-recorder") is not None
+
+
+def test_git_runs_while_the_recorder_opens_the_history(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flaketui.core.history import store
+    from flaketui.core.ingest import runmeta
+
+    events: list[str] = []
+
+    class Probe(runmeta.GitProbe):
+        def __init__(self, cwd: Path) -> None:
+            events.append("git started")
+            super().__init__(cwd)
+
+        def result(self) -> tuple[str | None, str | None, list[str]]:
+            events.append("git read")
+            return super().result()
+
+    def opening(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        events.append("history opened")
+        return open_connection(*args, **kwargs)
+
+    open_connection = store.open_connection
+    monkeypatch.setattr(runmeta, "GitProbe", Probe)
+    monkeypatch.setattr(store, "open_connection", opening)
+    config = pytester.parseconfigure(*PLUGIN_ARGS, "--flaketui-db", str(_db(pytester)))
+    assert config.pluginmanager.get_plugin("flaketui-recorder") is not None
+    assert events == ["git started", "history opened", "git read"]
 
 
 def test_an_xdist_worker_only_annotates_and_never_opens_the_history(

@@ -245,32 +245,74 @@ def detect_ci(env: Mapping[str, str]) -> _Detected | None:
 # ---- git ----------------------------------------------------------------------------------------
 
 
-def _git(cwd: Path, *args: str) -> str | None:
-    """Output of one git command, or None when git is absent, slow or fails."""
+class GitProbe:
+    """The git commands detect_git reads, started side by side and read on demand.
+
+    Whatever the caller does between starting them and `result()` (the pytest recorder loads
+    its config and opens the history) overlaps with them. A probe whose result is not wanted
+    is closed: `close()` stops and reaps what still runs.
+    """
+
+    COMMANDS = (
+        # The commit, then the branch name ("HEAD" when detached).
+        ("rev-parse", "HEAD", "--abbrev-ref", "HEAD"),
+        ("show", "--name-only", "--format=", "--no-renames", "HEAD"),
+    )
+
+    def __init__(self, cwd: Path) -> None:
+        self._running = [_start_git(cwd, args) for args in self.COMMANDS]
+
+    def result(self) -> tuple[str | None, str | None, list[str]]:
+        """HEAD's commit, branch (None when detached) and changed files; each command given
+        GIT_TIMEOUT_SECONDS from here."""
+        names, changed = (_git_output(proc) for proc in self._running)
+        self._running = [None, None]
+        if names is None:
+            return None, None, []
+        head, branch = ([*names.split(), "", ""])[:2]
+        files = [line.strip() for line in (changed or "").splitlines() if line.strip()]
+        return head or None, (branch if branch and branch != "HEAD" else None), files
+
+    def close(self) -> None:
+        """Stop the commands not read yet."""
+        for proc in self._running:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            if proc is not None:
+                proc.communicate()
+        self._running = [None, None]
+
+
+def _start_git(cwd: Path, args: tuple[str, ...]) -> subprocess.Popen[str] | None:
+    """One git command started in cwd, or None when git cannot be started."""
     try:
-        done = subprocess.run(
+        return subprocess.Popen(
             ["git", *args],
             cwd=cwd,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout if done.returncode == 0 else None
+
+
+def _git_output(proc: subprocess.Popen[str] | None) -> str | None:
+    """Output of a started git command, or None when it fails or is slow (then stopped)."""
+    if proc is None:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=GIT_TIMEOUT_SECONDS)
+    except (OSError, subprocess.SubprocessError):
+        proc.kill()
+        proc.communicate()
+        return None
+    return out if proc.returncode == 0 else None
 
 
 def detect_git(cwd: Path) -> tuple[str | None, str | None, list[str]]:
     """HEAD's commit, branch (None when detached) and changed files, from git in cwd."""
-    # One call for both: the commit, then the branch name ("HEAD" when detached).
-    names = _git(cwd, "rev-parse", "HEAD", "--abbrev-ref", "HEAD")
-    if names is None:
-        return None, None, []
-    head, branch = ([*names.split(), "", ""])[:2]
-    changed = _git(cwd, "show", "--name-only", "--format=", "--no-renames", "HEAD") or ""
-    files = [line.strip() for line in changed.splitlines() if line.strip()]
-    return head or None, (branch if branch and branch != "HEAD" else None), files
+    return GitProbe(cwd).result()
 
 
 # ---- resolution ---------------------------------------------------------------------------------
@@ -308,12 +350,16 @@ def resolve_run_meta(
     config: Config,
     detect: bool = True,
     fallback_run_id: str | None = None,
+    git: GitProbe | None = None,
 ) -> RunMeta:
     """Fill what the flags left None from CI variables and git (detect=False: defaults only);
-    an incident tag left blank from FLAKETUI_INCIDENT in either case."""
+    an incident tag left blank from FLAKETUI_INCIDENT in either case. `git`: a probe started
+    earlier in cwd, read if git is asked and closed otherwise."""
     if not (meta.incident or "").strip() and env.get(INCIDENT_VAR, "").strip():
         meta = dataclasses.replace(meta, incident=env[INCIDENT_VAR])
     if not detect:
+        if git is not None:
+            git.close()
         return apply_defaults(meta, config, fallback_run_id=fallback_run_id)
     filled = dataclasses.replace(meta, changed_files=list(meta.changed_files))
     ci = detect_ci(env)
@@ -327,11 +373,13 @@ def resolve_run_meta(
         if ci.is_pr and filled.branch_kind is None:
             filled.branch_kind = "pr"
     if filled.commit_sha is None or filled.branch is None or not filled.changed_files:
-        commit, branch, changed = detect_git(cwd)
+        commit, branch, changed = (git or GitProbe(cwd)).result()
         filled.commit_sha = filled.commit_sha or commit
         filled.branch = filled.branch or branch
         if not filled.changed_files:
             filled.changed_files = changed
+    elif git is not None:
+        git.close()
     if filled.runner_host is None:
         filled.runner_host = socket.gethostname() or None
     return apply_defaults(filled, config, fallback_run_id=fallback_run_id)
