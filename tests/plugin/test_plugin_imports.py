@@ -99,3 +99,20 @@ def test_a_recording_session_does_not_import_sqlite_utils(pytester: pytest.Pytes
     assert "flaketui.core.ingest.resign" in modules
     later = _modules_of_session(pytester, "--flaketui-db", str(db))
     assert "flaketui.core.ingest.resign" not in later
+
+
+@pytest.mark.usefixtures("recording_env")
+def test_a_passing_session_loads_neither_masking_nor_signing(pytester: pytest.Pytester) -> None:
+    db = pytester.path / "history.db"
+    _modules_of_session(pytester, "--flaketui-db", str(db))  # the history's first run
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n\ndef test_also_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "flaketui.pytest_plugin", "--flaketui-db", str(db), timeout=120
+    )
+    result.assert_outcomes(passed=2)
+    modules = set(json.loads((pytester.path / "modules.json").read_text()))
+    assert "flaketui.core.ingest.run_journal" in modules
+    # No failure message to mask or sign; storing the attempts is the next reader's work.
+    assert "flaketui.core.ingest.redact" not in modules
+    assert "flaketui.core.ingest.signatures" not in modules
+    assert "flaketui.core.history.derived_rows" not in modules

@@ -20,8 +20,6 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
-from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.testids import file_of_test, parent_of
 
 JOURNAL_TABLE = "attempt_journal"
@@ -125,6 +123,10 @@ def waiting(conn: sqlite3.Connection) -> int:
 
 def land(conn: sqlite3.Connection) -> int:
     """Store every journaled attempt (inside the caller's write transaction); how many."""
+    # Loaded here, not with the module: the recorder appends and never lands.
+    from flaketui.core.history.derived_rows import UPSERT_TEST_SQL, refresh_test_runs
+    from flaketui.core.rollups import pending as rollups_pending
+
     last = conn.execute(f"SELECT max(id) FROM {JOURNAL_TABLE}").fetchone()[0]
     if last is None:
         return 0

@@ -1,9 +1,9 @@
 """The pytest recorder's writer: one run's complete attempts appended to the attempt journal.
 
-A test session loads this module and what it needs (the journal, masking, signing, the run
-row), not the result writer: the next flaketui process that opens the history stores the
-attempts (flaketui.core.history.journal). RunRecorder (flaketui.core.ingest.writer) extends it
-with direct writes.
+A test session loads this module and what it needs (the journal and the run row; masking and
+signing once a failure message comes), not the result writer: the next flaketui process that
+opens the history stores the attempts (flaketui.core.history.journal). RunRecorder
+(flaketui.core.ingest.writer) extends it with direct writes.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from flaketui.core.history import journal
 from flaketui.core.history.journal import FullRow, JournalRow
 from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
-from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.runmeta import apply_defaults
-from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, RunMeta
 from flaketui.core.timeutil import to_iso
 
@@ -93,6 +91,11 @@ class RunJournal:
         self.results += len(rows)
 
     def _signed(self, row: FullRow) -> FullRow:
+        # Loaded with the first message: a session whose tests all pass neither masks nor
+        # signs, and spares their patterns' compiling and hashlib's loading.
+        from flaketui.core.ingest.redact import clean_message
+        from flaketui.core.ingest.signatures import sign
+
         message = clean_message(row[7])
         signature = None
         if message is not None and row[1] in ("fail", "error"):
