@@ -314,6 +314,16 @@ FILE_REPORTS = {
 }
 
 
+def _merge_ways(first: Path, second: Path, new: Path) -> dict[str, tuple[Path, list[Path]]]:
+    """Each way of merging two histories, by name: DEST and the SRC histories merged into it."""
+    return {
+        "second_into_first": (first, [second]),
+        "first_into_second": (second, [first]),
+        "both_into_new": (new, [first, second]),
+        "both_into_new_reversed": (new, [second, first]),
+    }
+
+
 @pytest.mark.parametrize(
     "how", ["second_into_first", "first_into_second", "both_into_new", "both_into_new_reversed"]
 )
@@ -340,12 +350,7 @@ def test_merged_shards_give_each_test_its_own_file_and_edited_runs(
     ingest_all(together, "L", "Eb", "Ea", "M")
     ingest_all(first, "L", "Eb")
     ingest_all(second, "Ea", "M")
-    dest, merged = {
-        "second_into_first": (first, [second]),
-        "first_into_second": (second, [first]),
-        "both_into_new": (tmp_path / "desk.db", [first, second]),
-        "both_into_new_reversed": (tmp_path / "desk.db", [second, first]),
-    }[how]
+    dest, merged = _merge_ways(first, second, tmp_path / "desk.db")[how]
     result = merge(dest, *merged)
     assert result.exit_code == 0, result.output
     edited = (
@@ -388,12 +393,7 @@ def test_a_moved_test_has_the_file_of_its_latest_run_whichever_history_holds_it(
         ingest_moved(first, tmp_path, index)
     for index in (2, 4):  # src/b.test.js
         ingest_moved(second, tmp_path, index)
-    dest, merged = {
-        "second_into_first": (first, [second]),
-        "first_into_second": (second, [first]),
-        "both_into_new": (tmp_path / "desk.db", [first, second]),
-        "both_into_new_reversed": (tmp_path / "desk.db", [second, first]),
-    }[how]
+    dest, merged = _merge_ways(first, second, tmp_path / "desk.db")[how]
     result = merge(dest, *merged)
     assert result.exit_code == 0, result.output
     test_file, edited = moved_expected(list(range(len(MOVED_REPORTS))))

@@ -6,7 +6,9 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -883,6 +885,20 @@ def test_a_push_keeps_its_tests_from_a_writer_removing_a_plain_id_meanwhile(
     )
 
 
+def _ingest_file_reports(
+    target: object, tmp_path: Path, reports: Any, name: str, indexes: Iterable[int]
+) -> None:
+    """Ingest reports[index] (shard cases, run id, time, changed file) for each index, one
+    `flaketui ingest` each, into target."""
+    for index in indexes:
+        shard_case, run_id, ts, changed = reports[index]
+        report_file = file_shard(tmp_path / f"{name}{index}.xml", shard_case)
+        invoke(
+            "ingest", target, report_file, "--run-id", run_id, "--timestamp", ts,
+            "--changed-file", changed, "--no-detect",
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("how", ["ingest", "merge"])
 def test_a_test_has_its_own_file_on_the_server_and_its_replicas(
     pg_url: str, tmp_path: Path, how: str
@@ -894,13 +910,7 @@ def test_a_test_has_its_own_file_on_the_server_and_its_replicas(
     from tests.cli.test_ingest_cli import EDITED, EDITED_SQL, FILE_REPORTS, FILE_TESTS
 
     def ingest_into(target: object, *indexes: int) -> None:
-        for index in indexes:
-            shard_case, run_id, ts, changed = FILE_REPORTS[index]
-            report_file = file_shard(tmp_path / f"report{index}.xml", shard_case)
-            invoke(
-                "ingest", target, report_file, "--run-id", run_id, "--timestamp", ts,
-                "--changed-file", changed, "--no-detect",
-            )  # fmt: skip
+        _ingest_file_reports(target, tmp_path, FILE_REPORTS, "report", indexes)
 
     replica = tmp_path / "replica.db"
     if how == "ingest":
@@ -934,13 +944,7 @@ def test_a_moved_test_has_the_file_of_its_latest_run_on_the_server_and_its_repli
     from tests.cli.test_ingest_cli import EDITED_SQL, MOVED_REPORTS, moved_expected
 
     def ingest_into(target: object, *indexes: int) -> None:
-        for index in indexes:
-            shard_case, run_id, ts, changed = MOVED_REPORTS[index]
-            report_file = file_shard(tmp_path / f"moved{index}.xml", shard_case)
-            invoke(
-                "ingest", target, report_file, "--run-id", run_id, "--timestamp", ts,
-                "--changed-file", changed, "--no-detect",
-            )  # fmt: skip
+        _ingest_file_reports(target, tmp_path, MOVED_REPORTS, "moved", indexes)
 
     replica = tmp_path / "replica.db"
     every = list(range(len(MOVED_REPORTS)))
