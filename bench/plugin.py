@@ -22,8 +22,10 @@ the next, four times the effect measured, so the bench does not trust one number
   (`overhead_iqr`) and a distribution-free confidence interval of the median from the order
   statistics (`overhead_ci`, coverage `ci_level`, >= 0.95 from 6 pairs on). The wall-time
   target is no measurable cost: `verdict` is "met" when the interval reaches down to zero (the
-  cost cannot be told from none), "missed" when all of it lies above zero (a cost these pairs
-  measure), and "not established" with an interval of less than 95 %;
+  cost cannot be told from none) and stays under +2 % (WALL_RESOLUTION: the pairs would have
+  measured a cost that size), "not resolved" when it reaches zero but not under +2 % (too noisy
+  to tell), "missed" when all of it lies above zero (a cost these pairs measure), and "not
+  established" with an interval of less than 95 %;
 - `cpu_overhead` (with `cpu_overhead_iqr`, `cpu_overhead_ci`) is the same median of the pytest
   process's CPU time (user + sys), steadier than wall time but not the figure of record;
 - `--instructions` also runs pairs under valgrind (cachegrind, no cache simulation), one per
@@ -88,6 +90,9 @@ INSTRUCTIONS_TARGET = 0.02  # the target: under 2 % more instructions than pytes
 # ...and no wall time a paired measurement can tell from none (see verdict)
 SUITE_TIMEOUT_S = 300  # pytest-timeout's timeout in the suite's ini, when it is installed
 CI_LEVEL = 0.95
+# The least wall-time cost a run must be able to measure for "no measurable cost" to mean
+# something: the interval of a met verdict lies under it (the instructions target's size).
+WALL_RESOLUTION = 0.02
 
 
 def has_timeout_plugin() -> bool:
@@ -350,13 +355,18 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 
 def verdict(low: float, high: float, coverage: float) -> str:
     """Whether the wall-time overhead is measurable: "missed" when the whole interval of its
-    median lies above zero, "met" when the interval reaches zero or below.
+    median lies above zero; "met" when the interval reaches zero or below and also stays under
+    WALL_RESOLUTION, so that these pairs would have measured a cost that size; "not resolved"
+    when it reaches zero only because it is wide (pairs too noisy to tell a WALL_RESOLUTION
+    cost from none).
 
     Too few pairs for a CI_LEVEL interval establish nothing either way.
     """
     if coverage < CI_LEVEL:
         return "not established"
-    return "missed" if low > 0.0 else "met"
+    if low > 0.0:
+        return "missed"
+    return "met" if high < WALL_RESOLUTION else "not resolved"
 
 
 def instructions_verdict(overheads: list[float]) -> str:

@@ -39,13 +39,17 @@ def test_the_median_interval_is_the_order_statistics_of_95_percent(
     assert (low, high) == (1.0, 3.0) and coverage < 0.95  # too few values: the range
 
 
-def test_the_wall_verdict_is_missed_only_when_the_interval_measures_a_cost(
+def test_the_wall_verdict_misses_on_a_measured_cost_and_meets_on_a_narrow_interval(
     plugin_bench: ModuleType,
 ) -> None:
     verdict = plugin_bench.verdict
-    assert verdict(-0.01, 0.049, 0.96) == "met"  # cannot be told from no cost
+    assert verdict(-0.01, 0.019, 0.96) == "met"  # cannot be told from no cost
     assert verdict(-0.03, -0.01, 0.96) == "met"
-    assert verdict(0.0, 0.08, 0.96) == "met"
+    assert verdict(0.0, 0.0199, 0.96) == "met"
+    # Reaching zero only as wide as the pairs' noise is no evidence of no cost.
+    assert verdict(-0.01, 0.049, 0.96) == "not resolved"
+    assert verdict(0.0, 0.08, 0.96) == "not resolved"
+    assert verdict(-0.016, 0.075, 0.96) == "not resolved"
     assert verdict(0.001, 0.02, 0.96) == "missed"  # small, but measured
     assert verdict(0.01, 0.02, 0.9) == "not established"  # five pairs or fewer
 
