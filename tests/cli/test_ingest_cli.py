@@ -667,6 +667,23 @@ EDITED_SQL = (
 )
 
 
+def ingest_file_report(
+    target: Path | str,
+    tmp: Path,
+    reports: list[tuple[tuple[str, str, str], str, str, str]],
+    index: int,
+) -> None:
+    """`flaketui ingest` into target (a history or a server URL) of reports[index], a shard of
+    one case (see file_shard) with its run id, timestamp and changed file."""
+    shard_case, run_id, ts, changed = reports[index]
+    report = file_shard(tmp / f"report{index}-{run_id}.xml", shard_case)
+    result = run(
+        target, report, "--run-id", run_id, "--timestamp", ts, "--changed-file", changed,
+        "--no-detect",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+
 @settings(max_examples=24, deadline=None)
 @given(order=st.permutations(range(len(FILE_REPORTS))))
 def test_a_test_has_its_own_file_whatever_the_order_of_the_reports(order: list[int]) -> None:
@@ -678,13 +695,7 @@ def test_a_test_has_its_own_file_whatever_the_order_of_the_reports(order: list[i
         tmp = Path(scratch)
         db = tmp / "h.db"
         for index in order:
-            shard_case, run_id, ts, changed = FILE_REPORTS[index]
-            report = file_shard(tmp / f"report{index}.xml", shard_case)
-            result = run(
-                db, report, "--run-id", run_id, "--timestamp", ts, "--changed-file", changed,
-                "--no-detect",
-            )  # fmt: skip
-            assert result.exit_code == 0, result.output
+            ingest_file_report(db, tmp, FILE_REPORTS, index)
         assert query(db, "SELECT test_id, test_file FROM tests ORDER BY 1") == FILE_TESTS
         assert query(db, EDITED_SQL) == EDITED
 
@@ -716,13 +727,7 @@ def moved_expected(indexes: list[int]) -> tuple[str | None, list[tuple[object, .
 
 
 def ingest_moved(db: Path, tmp: Path, index: int) -> None:
-    shard_case, run_id, ts, changed = MOVED_REPORTS[index]
-    report = file_shard(tmp / f"moved{index}.xml", shard_case)
-    result = run(
-        db, report, "--run-id", run_id, "--timestamp", ts, "--changed-file", changed,
-        "--no-detect",
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    ingest_file_report(db, tmp, MOVED_REPORTS, index)
 
 
 @settings(max_examples=40, deadline=None)

@@ -6,9 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -885,20 +883,6 @@ def test_a_push_keeps_its_tests_from_a_writer_removing_a_plain_id_meanwhile(
     )
 
 
-def _ingest_file_reports(
-    target: object, tmp_path: Path, reports: Any, name: str, indexes: Iterable[int]
-) -> None:
-    """Ingest reports[index] (shard cases, run id, time, changed file) for each index, one
-    `flaketui ingest` each, into target."""
-    for index in indexes:
-        shard_case, run_id, ts, changed = reports[index]
-        report_file = file_shard(tmp_path / f"{name}{index}.xml", shard_case)
-        invoke(
-            "ingest", target, report_file, "--run-id", run_id, "--timestamp", ts,
-            "--changed-file", changed, "--no-detect",
-        )  # fmt: skip
-
-
 @pytest.mark.parametrize("how", ["ingest", "merge"])
 def test_a_test_has_its_own_file_on_the_server_and_its_replicas(
     pg_url: str, tmp_path: Path, how: str
@@ -907,10 +891,17 @@ def test_a_test_has_its_own_file_on_the_server_and_its_replicas(
     file, ingested into the server one by one (or merged from two histories holding them), a
     replica syncing in between: each file's id has its file, the plain id that of the runs it
     still holds, on the server and in the replica, whose edited runs are a history file's."""
-    from tests.cli.test_ingest_cli import EDITED, EDITED_SQL, FILE_REPORTS, FILE_TESTS
+    from tests.cli.test_ingest_cli import (
+        EDITED,
+        EDITED_SQL,
+        FILE_REPORTS,
+        FILE_TESTS,
+        ingest_file_report,
+    )
 
-    def ingest_into(target: object, *indexes: int) -> None:
-        _ingest_file_reports(target, tmp_path, FILE_REPORTS, "report", indexes)
+    def ingest_into(target: Path | str, *indexes: int) -> None:
+        for index in indexes:
+            ingest_file_report(target, tmp_path, FILE_REPORTS, index)
 
     replica = tmp_path / "replica.db"
     if how == "ingest":
@@ -941,10 +932,16 @@ def test_a_moved_test_has_the_file_of_its_latest_run_on_the_server_and_its_repli
     newest first, or merged from a history of its runs before the move and one of those
     after, a replica syncing in between: the test has the file its latest run names, on the
     server and in the replica, whose edited runs are a history file's."""
-    from tests.cli.test_ingest_cli import EDITED_SQL, MOVED_REPORTS, moved_expected
+    from tests.cli.test_ingest_cli import (
+        EDITED_SQL,
+        MOVED_REPORTS,
+        ingest_file_report,
+        moved_expected,
+    )
 
-    def ingest_into(target: object, *indexes: int) -> None:
-        _ingest_file_reports(target, tmp_path, MOVED_REPORTS, "moved", indexes)
+    def ingest_into(target: Path | str, *indexes: int) -> None:
+        for index in indexes:
+            ingest_file_report(target, tmp_path, MOVED_REPORTS, index)
 
     replica = tmp_path / "replica.db"
     every = list(range(len(MOVED_REPORTS)))
