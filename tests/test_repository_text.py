@@ -27,6 +27,7 @@ FORBIDDEN = re.compile(
             "[Ss]" + r"eed[ _]0\d",  # a numbered article
             r"\b" + "SP" + r"EC\b",  # the product document
             "\u00a7",  # a section sign
+            r"\b[Ss]" + r"ections? \d",  # a numbered section
         ]
     )
 )
@@ -81,12 +82,13 @@ def test_the_check_finds_each_kind_of_reference(tmp_path: Path) -> None:
         "c.py": "def test_s" + "eed_003_sequences(): ...\n",
         "d.md": "as the S" + "PEC says\n",
         "e.py": "# (\u00a79)\n",
+        "f.py": "# the rollups of s" + "ection 9\n",
         "ok.md": "SPECIFIC seeds 20261130, PYTHONHASHSEED=0, INSPECT\n",
     }
     for name, text in samples.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     hits = _hits(sorted(tmp_path.iterdir()), tmp_path)
-    assert [hit.split(":")[0] for hit in hits] == ["a.py", "b.md", "c.py", "d.md", "e.py"]
+    assert [hit.split(":")[0] for hit in hits] == ["a.py", "b.md", "c.py", "d.md", "e.py", "f.py"]
 
 
 def test_documents_read_as_reference_not_as_a_work_log() -> None:

@@ -98,7 +98,7 @@ class Proposal:
 def set_incident(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | None) -> int:
     """Set or clear runs.incident: the single place incident tags change.
 
-    Per-day rollups (section 9) that depend on runs.incident must be rebuilt here for the
+    The per-day rollups that depend on runs.incident must be rebuilt here for the
     days of the affected runs, inside the caller's transaction.
     """
     pks = list(run_pks)

@@ -89,7 +89,7 @@ CREATE TABLE results (
     PRIMARY KEY (run, test, attempt)
 ) WITHOUT ROWID;
 CREATE INDEX results_test ON results (test);
--- One row per (test, run): the run-level outcome of section 4, maintained with the results.
+-- One row per (test, run): the run-level outcome of its attempts, maintained with the results.
 CREATE TABLE test_runs (
     test        INTEGER NOT NULL REFERENCES tests (id),
     run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,

@@ -36,7 +36,7 @@ class Verdict(StrEnum):
 
 @dataclass(slots=True)
 class Scores:
-    """Every score of section 5 for one test or one pooled group (family or signature)."""
+    """Every score of one test or one pooled group (family or signature)."""
 
     runs: int = 0  # counted runs in the window (skipped, incident and edited runs excluded)
     flaky_runs: int = 0  # runs where a failed attempt was followed by a passing one
