@@ -266,3 +266,32 @@ def test_a_run_where_too_many_tests_failed_links_none_of_them(tmp_path: Path) ->
     fewer = dict(sorted(pks.items())[:MAX_BAD_TESTS_PER_RUN])
     [group] = cofailure_groups(db, fewer, NOW, Config())
     assert sorted(group) == sorted(fewer)
+
+
+@pytest.mark.parametrize("hours", [0, 7, 13])
+def test_the_rollups_pair_as_the_raw_rows_do_edge_days_included(history: Path, hours: int) -> None:
+    """The pairing's tables (each candidate pair's strata) read from the rollups' run lists
+    equal those read from the raw rows, for windows whose first and last days are partial and
+    read raw, with runs of two suites among them."""
+    from flaketui.core.rollups.read import Window
+    from flaketui.core.scoring.cofailure import _tables_from_rollups, _tables_from_rows
+
+    db = open_history(history)
+    pks = dict(db.conn.execute("SELECT id, test_id FROM tests").fetchall())
+    flaky = {pk: test for pk, test in pks.items() if test not in STEADY}
+    # Half the runs of another suite, so that the strata differ from one pooled table.
+    with transaction(db.conn):
+        db.conn.execute("UPDATE runs SET suite = 'nightly' WHERE id % 3 = 0")
+        rollups.rebuild(db.conn)
+    config = Config(window_days=14)
+    for now in (NOW - timedelta(days=3, hours=hours), NOW - timedelta(days=9, hours=hours)):
+        window = Window.of(db.conn, now, config)
+        assert rollups.answers(db.conn, config)
+        from_rollups = _tables_from_rollups(db, window, config, flaky, None, None)
+        from_rows = _tables_from_rows(db, now, config, flaky, None, None)
+        assert from_rollups[1] and sorted(from_rollups[1]) == sorted(from_rows[1])
+        assert from_rollups[0] == from_rows[0]
+        for suite in ("unit", "nightly"):
+            assert sorted(_tables_from_rollups(db, window, config, flaky, suite, None)[1]) == (
+                sorted(_tables_from_rows(db, now, config, flaky, suite, None)[1])
+            )

@@ -513,7 +513,36 @@ def test_days(
     return merge_days(out, edges)
 
 
-def run_sets(
+@dataclass(slots=True)
+class RunMasks:
+    """Runs as bit masks over a window's counted-eligible runs: bit i is the i-th run by id.
+
+    A mask is one int, which the garbage collector never walks; a set of run ids was a
+    reference per run, walked by every full collection while an app loads a big history.
+    """
+
+    tests: dict[int, tuple[int, int]]  # per test: the runs it was counted in, its bad runs
+    suites: dict[str, int]  # per suite, its runs
+
+    def count(self, mask: int) -> int:
+        """How many runs a mask holds."""
+        return mask.bit_count()
+
+
+def mask_bits(mask: int) -> Iterator[int]:
+    """The bits set in a mask, lowest first."""
+    text = format(mask, "b")[::-1]
+    bit = text.find("1")
+    while bit >= 0:
+        yield bit
+        bit = text.find("1", bit + 1)
+
+
+def _to_mask(field: bytearray) -> int:
+    return int.from_bytes(field, "little")
+
+
+def run_masks(
     conn: sqlite3.Connection,
     window: Window,
     config: Config,
@@ -522,25 +551,48 @@ def run_sets(
     branch_kind: str | None = None,
     *,
     bad_only: bool = False,
-) -> dict[int, tuple[set[int], set[int]]]:
+) -> RunMasks:
     """Per test: the counted runs of the window it ran in and was bad in, of the suite and/or
     branch kind when given (the day rows' run lists, the partial edge days from the raw
-    rows). `bad_only`: the bad runs alone (the first set is then empty), read from the days
-    with a bad run."""
+    rows), as RunMasks. `bad_only`: the bad runs alone (the first mask is then 0), read from
+    the days with a bad run. Tests with no such run are left out."""
+    runs = window_runs(conn, window, config, suite, branch_kind)
+    bit = {pk: i for i, pk in enumerate(sorted(runs))}
+    size = (len(bit) + 7) // 8
+    by_suite: dict[str, bytearray] = {}
+    for pk, run in runs.items():
+        field = by_suite.setdefault(run.suite, bytearray(size))
+        field[bit[pk] >> 3] |= 1 << (bit[pk] & 7)
+    suites = {name: _to_mask(field) for name, field in by_suite.items()}
     keys = sorted(set(test_pks))
     if not keys:
-        return {}
-    kept = frozenset(window_runs(conn, window, config, suite, branch_kind))
-    out: dict[int, tuple[set[int], set[int]]] = {}
+        return RunMasks({}, suites)
+    # Built as bytearrays (no references either), turned into masks once complete.
+    fields: dict[int, tuple[bytearray, bytearray]] = {}
+
+    def fields_of(test: int) -> tuple[bytearray, bytearray]:
+        found = fields.get(test)
+        if found is None:
+            found = fields[test] = (bytearray(size), bytearray(size))
+        return found
+
+    def add(field: bytearray, ids: Iterable[int]) -> None:
+        for pk in ids:
+            at = bit.get(pk)
+            if at is not None:
+                field[at >> 3] |= 1 << (at & 7)
+
     lists = ("NULL" if bad_only else "group_concat(run_list)") + ", group_concat(bad_list)"
     only_bad = " AND failed_runs > 0" if bad_only else ""
-    for test, runs, bad in conn.execute(
+    for test, ran, bad in conn.execute(
         f"SELECT test, {lists} FROM test_day_seq"
         " WHERE test IN (SELECT value FROM json_each(:keys))"
         f" AND day >= :lo_day AND day <= :hi_day{only_bad} GROUP BY test",
         {**window.params, "keys": json.dumps(keys)},
     ):
-        out[int(test)] = (set(_ids(runs)).intersection(kept), set(_ids(bad)).intersection(kept))
+        ran_field, bad_field = fields_of(int(test))
+        add(ran_field, _ids(ran))
+        add(bad_field, _ids(bad))
     units = q.TEST_UNITS.format(
         source="runs r CROSS JOIN test_runs tr ON tr.run = r.id",
         where=f"{rollups.EDGE_RUNS} AND tr.ts > :start AND tr.ts <= :now"
@@ -552,14 +604,17 @@ def run_sets(
     for test, run, bad_unit in conn.execute(f"SELECT key, run, bad FROM ({units})", params):
         if bad_only and not bad_unit:
             continue
-        sets = out.get(test)
-        if sets is None:
-            sets = out[test] = (set(), set())
+        ran_field, bad_field = fields_of(int(test))
         if not bad_only:
-            sets[0].add(run)
+            add(ran_field, (run,))
         if bad_unit:
-            sets[1].add(run)
-    return {test: sets for test, sets in out.items() if sets[0] or sets[1]}
+            add(bad_field, (run,))
+    tests = {}
+    for test, (ran_field, bad_field) in fields.items():
+        ran_mask, bad_mask = _to_mask(ran_field), _to_mask(bad_field)
+        if ran_mask or bad_mask:
+            tests[test] = (ran_mask, bad_mask)
+    return RunMasks(tests, suites)
 
 
 def run_days(

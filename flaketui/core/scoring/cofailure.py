@@ -14,8 +14,8 @@ Rule, over the counted runs of the window (the report's suite and branch-kind fi
 - a group is a connected set of linked tests (two tests or more).
 
 When the rollups answer the window, each flaky test's bad runs and (for the tests of a
-candidate pair) its counted runs are read as run sets from the day rows' run lists
-(flaketui.core.rollups.filtered.run_sets) and paired in Python; else the same counts come
+candidate pair) its counted runs are read as run masks from the day rows' run lists
+(flaketui.core.rollups.filtered.run_masks) and paired in Python; else the same counts come
 from the raw rows in SQL.
 
 Two often-failing tests that fail independently share many runs by chance; the test of
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
@@ -42,6 +43,7 @@ from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups import filtered as rollup_filtered
 from flaketui.core.rollups.evidence import counted_runs_cte
+from flaketui.core.rollups.filtered import mask_bits
 from flaketui.core.rollups.read import Window
 from flaketui.core.scoring.statistics import benjamini_hochberg, stratified_fisher_exact
 
@@ -195,47 +197,67 @@ def _tables_from_rollups(
     suite: str | None,
     branch_kind: str | None,
 ) -> tuple[list[int], list[_Table]]:
-    """What _tables_from_rows reads, from run sets: the flaky tests' bad runs first, then the
-    counted runs of the tests in a candidate pair only."""
+    """What _tables_from_rows reads, from run masks: the flaky tests' bad runs first, then the
+    counted runs of the tests in a candidate pair only.
+
+    Every table the pairing keeps is an int, a bytearray or a dict of ints (none of which the
+    garbage collector walks): at 10 000 tests, sets of runs and a dict keyed by pairs were
+    millions of references, walked by each full collection an app loading the history made.
+    """
     conn = db.conn
-    bad = {
-        test: sets[1]
-        for test, sets in rollup_filtered.run_sets(
-            conn, window, config, flaky, suite, branch_kind, bad_only=True
-        ).items()
-    }
-    failing: dict[int, list[int]] = defaultdict(list)
+    found = rollup_filtered.run_masks(
+        conn, window, config, flaky, suite, branch_kind, bad_only=True
+    )
+    bad = {test: masks[1] for test, masks in found.tests.items()}
+    # Each bad (run, test), as one int ordered by run then test: the runs' failing tests in
+    # test order, as the pairing reads them.
+    stride = max(bad, default=0) + 1
+    failures = array("q")
     for test in sorted(bad):
-        for run in bad[test]:
-            failing[run].append(test)
-    shared: dict[tuple[int, int], int] = defaultdict(int)
-    for tests in failing.values():
-        if len(tests) > MAX_BAD_TESTS_PER_RUN:
-            continue
-        for i, first in enumerate(tests):
-            for second in tests[i + 1 :]:
-                shared[first, second] += 1
+        failures.extend(run * stride + test for run in mask_bits(bad[test]))
+    failures = array("q", sorted(failures))
+    shared: dict[int, int] = {}
+    start = 0
+    while start < len(failures):
+        run = failures[start] // stride
+        end = start + 1
+        while end < len(failures) and failures[end] // stride == run:
+            end += 1
+        if end - start <= MAX_BAD_TESTS_PER_RUN:
+            tests = [failures[at] % stride for at in range(start, end)]
+            for i, first in enumerate(tests):
+                for second in tests[i + 1 :]:
+                    key = first * stride + second
+                    shared[key] = shared.get(key, 0) + 1
+        start = end
     pairs = sorted(
         (first, second)
-        for (first, second), count in shared.items()
+        for first, second, count in ((*divmod(key, stride), n) for key, n in shared.items())
         if count >= COFAILURE_MIN_SHARED
-        and count >= COFAILURE_MIN_OVERLAP * min(len(bad[first]), len(bad[second]))
+        and count >= COFAILURE_MIN_OVERLAP * min(bad[first].bit_count(), bad[second].bit_count())
     )
     if not pairs:
         return [], []
     involved = sorted({test for pair in pairs for test in pair})
-    ran = rollup_filtered.run_sets(conn, window, config, involved, suite, branch_kind)
-    suite_of = dict(conn.execute("SELECT id, suite FROM runs"))
+    ran = rollup_filtered.run_masks(conn, window, config, involved, suite, branch_kind)
     tables = []
     for first, second in pairs:
-        by_suite: dict[str, set[int]] = defaultdict(set)
-        for run in ran[first][0] & ran[second][0]:
-            by_suite[suite_of[run]].add(run)
+        both = ran.tests[first][0] & ran.tests[second][0]
+        first_bad, second_bad = bad[first] & both, bad[second] & both
         strata = []
-        for name in sorted(by_suite):
-            both = by_suite[name]
-            first_bad, second_bad = bad[first] & both, bad[second] & both
-            strata.append((len(both), len(first_bad), len(second_bad), len(first_bad & second_bad)))
+        for name in sorted(ran.suites):
+            runs = both & ran.suites[name]
+            if not runs:
+                continue
+            in_first, in_second = first_bad & runs, second_bad & runs
+            strata.append(
+                (
+                    runs.bit_count(),
+                    in_first.bit_count(),
+                    in_second.bit_count(),
+                    (in_first & in_second).bit_count(),
+                )
+            )
         tables.append((first, second, strata))
     return involved, tables
 

@@ -36,7 +36,11 @@ class Verdict(StrEnum):
 
 @dataclass(slots=True)
 class Scores:
-    """Every score of one test or one pooled group (family or signature)."""
+    """Every score of one test or one pooled group (family or signature).
+
+    A slotted object rather than a named tuple: the garbage collector stops walking exact
+    tuples of plain values only, never a subclass of tuple, so a named tuple would save nothing.
+    """
 
     runs: int = 0  # counted runs in the window (skipped, incident and edited runs excluded)
     flaky_runs: int = 0  # runs where a failed attempt was followed by a passing one
