@@ -14,6 +14,7 @@ check:
 	$(PY) -m mypy
 	$(BIN)lint-imports --no-cache
 	$(PY) -m flaketui.cli.reference --check
+	$(PY) -m flaketui.core.history.schema_file --check
 
 # The whole test suite on two cores (what CI runs, in parallel).
 test:
@@ -30,6 +31,8 @@ bench:
 	$(PY) bench/plugin.py --tests 5000
 	$(PY) bench/app.py --results 1000000 --repeat 11
 
-# Regenerate docs/cli.md from the commands' --help.
+# Regenerate docs/cli.md from the commands' --help, and the new history's schema script from the
+# migrations.
 docs:
 	$(PY) -m flaketui.cli.reference
+	$(PY) -m flaketui.core.history.schema_file

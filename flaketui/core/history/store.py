@@ -293,6 +293,8 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_8,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+# What the migrations above leave, as one script a new history is created from (schema_file).
+SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 
 
 # Descriptors this process keeps open to read history files' headers (read_header), by file.
@@ -593,13 +595,45 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
-    """Apply pending migrations, each in its own transaction."""
+    """Bring the history to SCHEMA_VERSION: a blank one (a new file) in one transaction
+    (_create), an older one through its pending migrations, each in its own transaction."""
+    if version == 0:
+        with transaction(conn):
+            if _is_blank(conn):  # else another process created it since the version was read
+                _create(conn)
+        version = schema_version(conn)
     for target in range(version, SCHEMA_VERSION):
         with transaction(conn):
             if schema_version(conn) > target:
                 continue  # another process migrated it since the version was read
             MIGRATIONS[target](conn)
             conn.execute(f"PRAGMA user_version = {target + 1}")
+
+
+def _is_blank(conn: sqlite3.Connection) -> bool:
+    """Version 0 and no schema at all: a new history. A SQLite file with tables of its own and
+    no version goes through the migrations, as it always did (and fails as it always did)."""
+    if schema_version(conn) != 0:
+        return False
+    return not conn.execute("SELECT EXISTS (SELECT 1 FROM sqlite_master)").fetchone()[0]
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    """Lay the current schema into a blank history, in the caller's transaction.
+
+    SCHEMA_FILE holds what the migrations leave, its version included (see schema_file): the
+    schema costs one script instead of a replay of every migration. Any migration past the
+    script's version runs after it, so a lagging script (or a missing one: version 0, every
+    migration) still ends at SCHEMA_VERSION with the migrations' schema.
+    """
+    try:
+        script = SCHEMA_FILE.read_text(encoding="utf-8")
+    except OSError:
+        script = ""
+    _execute_script(conn, script)
+    for target in range(schema_version(conn), SCHEMA_VERSION):
+        MIGRATIONS[target](conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 @contextmanager
