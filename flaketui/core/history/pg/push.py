@@ -25,6 +25,11 @@ attempts are in, a plain id moved from is seen first at the earliest run still h
 removed when nothing names it (_settle), as in a history file; a push holds its tests' rows so
 that another's removal never takes one it is about to refer to (_hold_tests). A pushed test the
 server holds with another file takes the file of its latest run naming one (_take_files).
+A push takes the rows of the pushed tests it changes in one pass in id order as it starts
+(_push_tests); the rows a move writes (_separate, _settle) are taken as the move reaches them.
+Once its attempts are in, it waits for no test row another push holds: such a row, a test to
+take a file or a plain id to remove, is left to a short transaction once the push has
+committed (_after_others), which waits for that push and then sees its runs.
 """
 
 from __future__ import annotations
@@ -96,6 +101,8 @@ def push_history(
     run_cols = shared_columns(src, pg, "runs")
     result_cols = shared_columns(src, pg, "results")
     run_ids = sorted(str(r[0]) for r in src.execute("SELECT run_id FROM runs"))
+    files: dict[int, str] = {}  # tests whose file another push held (_take_files)
+    orphans: list[int] = []  # plain ids left without attempts that another push held (_settle)
     with pg.transaction():
         if run_ids:
             pg.execute(
@@ -112,14 +119,15 @@ def push_history(
                 for run_id, ids in (shared or {}).items():
                     found.setdefault(run_id, set()).update(ids)
                 left = _separate(pg, found)
-            _settle(pg, left)
-            _take_files(pg)
+            orphans = _settle(pg, left)
+            files = _take_files(pg)
         _push_scheme(pg, src)
         theirs = outage_states(src)
         before = lock_reviews(pg) if theirs or _has_incidents(src) else {}
         summary.incidents_added = _push_incidents(pg, src, before)
         summary.decisions_kept = take_into_server(pg, theirs, rejected_rules(src), before)
         summary.audit_rows_added = _push_audit(pg, src)
+    _after_others(pg, files, orphans)
     return summary
 
 
@@ -163,16 +171,19 @@ def _push_tests(pg: Any, src: sqlite3.Connection) -> None:
     # another file once its runs are in (_take_files): locked in id order, all at once, FOR NO
     # KEY UPDATE as the UPDATE itself locks them (it changes no key). FOR UPDATE would also
     # conflict with the FOR KEY SHARE locks other writers' results take on these rows through
-    # their foreign key, in their own order, and deadlock with them.
+    # their foreign key, in their own order, and deadlock with them. The locking query is
+    # MATERIALIZED: inlined, the planner would move `teaches` into it and leave the rows that
+    # only differ in file unlocked, for _take_files to lock late, out of this order.
     pg.execute(
-        "UPDATE tests AS t SET first_seen = least(t.first_seen, u.first_seen),"
-        " test_file = coalesce(t.test_file, u.test_file), change = pg_current_xact_id()"
-        " FROM (SELECT t2.id, s.first_seen, s.test_file, s.first_seen < t2.first_seen"
-        " OR (t2.test_file IS NULL AND s.test_file IS NOT NULL) AS teaches FROM tests AS t2"
-        f" JOIN s_tests AS s ON {same_test('s.test_id', 't2.test_id')}"
+        "WITH u AS MATERIALIZED (SELECT t2.id, s.first_seen, s.test_file,"
+        " s.first_seen < t2.first_seen OR (t2.test_file IS NULL AND s.test_file IS NOT NULL)"
+        f" AS teaches FROM tests AS t2 JOIN s_tests AS s ON {same_test('s.test_id', 't2.test_id')}"
         " WHERE s.first_seen < t2.first_seen"
         " OR (s.test_file IS NOT NULL AND t2.test_file IS DISTINCT FROM s.test_file)"
-        " ORDER BY t2.id FOR NO KEY UPDATE OF t2) AS u WHERE t.id = u.id AND u.teaches"
+        " ORDER BY t2.id FOR NO KEY UPDATE OF t2)"
+        " UPDATE tests AS t SET first_seen = least(t.first_seen, u.first_seen),"
+        " test_file = coalesce(t.test_file, u.test_file), change = pg_current_xact_id()"
+        " FROM u WHERE t.id = u.id AND u.teaches"
     )
     _hold_tests(pg)
 
@@ -368,16 +379,16 @@ def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
     return left
 
 
-def _settle(pg: Any, left: Mapping[int, str]) -> None:
+def _settle(pg: Any, left: Mapping[int, str]) -> list[int]:
     """Once the push's results are in, the plain ids its runs' files share (row id: the time of
     the earliest such run), as derived_rows.settle_left leaves a history file's: one seen first
     at that run is seen first at the earliest run still holding its attempts, has the file
     they name (derived_rows.file_of_attempts), and one that no attempt and no audit row names is
     removed, unless another writer's push holds its row
-    (_hold_tests: it is about to refer to it). Replicas drop their copy on their own when they
-    drop the moved attempts."""
+    (_hold_tests: it is about to refer to it); those are returned, for _after_others. Replicas
+    drop their copy on their own when they drop the moved attempts."""
     if not left:
-        return
+        return []
     by_time: dict[str, list[int]] = {}
     for pk, ts in left.items():
         by_time.setdefault(ts, []).append(pk)
@@ -406,40 +417,73 @@ def _settle(pg: Any, left: Mapping[int, str]) -> None:
                 "UPDATE tests SET test_file = %s, change = pg_current_xact_id() WHERE id = %s",
                 (test_file, pk),
             )
-    pg.execute(
-        "DELETE FROM tests WHERE id IN (SELECT t.id FROM tests AS t WHERE t.id = ANY(%s)"
-        " AND NOT EXISTS (SELECT 1 FROM results AS x WHERE x.test = t.id)"
-        " AND NOT EXISTS (SELECT 1 FROM audit_log AS a WHERE a.test_id = t.test_id)"
-        " ORDER BY t.id FOR UPDATE SKIP LOCKED)",
-        (sorted(left),),
-    )
-
-
-def _take_files(pg: Any) -> None:
-    """Once the push's attempts are in, a pushed test the server holds with another file takes
-    the file of its latest run naming one (derived_rows.latest_file), as in a history file; one
-    no run names keeps the server's. _push_tests locked its row with the others, in id order;
-    its runs are read after: of two pushes of one test, the second sees the first's runs."""
-    pks = [
+    orphans = [int(row[0]) for row in pg.execute(_ORPHANS, (sorted(left),)).fetchall()]
+    if not orphans:
+        return []
+    removed = {
         int(row[0])
         for row in pg.execute(
-            "SELECT t.id FROM tests AS t"
+            f"DELETE FROM tests WHERE id IN ({_ORPHANS} FOR UPDATE SKIP LOCKED) RETURNING id",
+            (orphans,),
+        ).fetchall()
+    }
+    return [pk for pk in orphans if pk not in removed]
+
+
+# Of the test row ids given, those no attempt and no audit row names.
+_ORPHANS = (
+    "SELECT t.id FROM tests AS t WHERE t.id = ANY(%s)"
+    " AND NOT EXISTS (SELECT 1 FROM results AS x WHERE x.test = t.id)"
+    " AND NOT EXISTS (SELECT 1 FROM audit_log AS a WHERE a.test_id = t.test_id) ORDER BY t.id"
+)
+
+
+def _take_files(pg: Any) -> dict[int, str]:
+    """Once the push's attempts are in, a pushed test the server holds with another file takes
+    the file of its latest run naming one (derived_rows.latest_file), as in a history file; one
+    no run names keeps the server's. Its row is read after its runs are: of two pushes of one
+    test, the second sees the first's runs.
+
+    It locks no row it has to wait for: _push_tests locked the rows whose file differed then,
+    and this push's own moves lock theirs; a row another writer's push moved since is taken
+    only if no push holds it (SKIP LOCKED), as waiting for one here, holding other rows, may
+    close a cycle with it. The rows another push holds are returned, with the pushed file, for
+    _after_others."""
+    differ = {
+        int(pk): str(test_file)
+        for pk, test_file in pg.execute(
+            "SELECT t.id, s.test_file FROM tests AS t"
             f" JOIN s_tests AS s ON {same_test('s.test_id', 't.test_id')}"
             " WHERE s.test_file IS NOT NULL AND t.test_file IS DISTINCT FROM s.test_file"
-            " ORDER BY t.id FOR NO KEY UPDATE OF t"
+        ).fetchall()
+    }
+    if not differ:
+        return {}
+    held = [
+        int(row[0])
+        for row in pg.execute(
+            "SELECT id FROM tests WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+            (sorted(differ),),
         ).fetchall()
     ]
+    _latest_files(pg, held)
+    taken = set(held)
+    return {pk: test_file for pk, test_file in differ.items() if pk not in taken}
+
+
+def _latest_files(pg: Any, pks: Sequence[int]) -> None:
+    """The tests' rows (locked) take the file of their latest run naming one, if any."""
     if not pks:
         return
     named: dict[int, list[tuple[str, str]]] = {}
     for pk, origin, ts in pg.execute(
         "SELECT DISTINCT x.test, x.origin, r.ts FROM results AS x JOIN runs AS r ON r.id = x.run"
         " WHERE x.test = ANY(%s) AND x.origin IS NOT NULL",
-        (pks,),
+        (list(pks),),
     ).fetchall():
         named.setdefault(int(pk), []).append((str(origin), str(ts)))
     for pk, stored in pg.execute(
-        "SELECT id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (pks,)
+        "SELECT id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (list(pks),)
     ).fetchall():
         test_file = latest_file(named.get(int(pk), ()))
         if test_file is not None and test_file != stored:
@@ -447,6 +491,39 @@ def _take_files(pg: Any) -> None:
                 "UPDATE tests SET test_file = %s, change = pg_current_xact_id() WHERE id = %s",
                 (test_file, pk),
             )
+
+
+def _after_others(pg: Any, files: Mapping[int, str], orphans: Sequence[int]) -> None:
+    """Once the push has committed, what it left to pushes holding the rows then: the tests of
+    `files` (_take_files) still held with another file than the pushed one take the file of
+    their latest run, and the plain ids of `orphans` (_settle) that no attempt and no audit
+    row names once the holders are done are removed: these read the rows and runs after the
+    holders committed. Each transaction here waits only while it takes its locks, in one
+    statement in id order (the removals a row each), and never after: a deadlock through it
+    needs another transaction waiting out of that order, as only a move's writes (_separate,
+    _settle) do."""
+    if files:
+        with pg.transaction():
+            held = [
+                int(row[0])
+                for row in pg.execute(
+                    "SELECT id FROM tests WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+                    (sorted(files),),
+                ).fetchall()
+            ]
+            moved = [
+                int(pk)
+                for pk, stored in pg.execute(
+                    "SELECT id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (held,)
+                ).fetchall()
+                if stored != files[int(pk)]
+            ]
+            _latest_files(pg, moved)
+    for pk in sorted(orphans):  # one row a transaction: the wait holds no other row
+        with pg.transaction():
+            row = pg.execute("SELECT 1 FROM tests WHERE id = %s FOR UPDATE", (pk,)).fetchone()
+            if row and pg.execute(_ORPHANS, ([pk],)).fetchone():
+                pg.execute("DELETE FROM tests WHERE id = %s", (pk,))
 
 
 def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:

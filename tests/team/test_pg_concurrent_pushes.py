@@ -1,0 +1,367 @@
+"""Pushes at once against a real server, each on its own connection and thread, stopped at
+chosen points of the push and let go in a chosen order: the interleavings CI jobs pushing
+together produce, made deterministic. A push is only ever waited on until it stops at a point,
+ends, or waits on a lock another transaction holds (pg_locks), with a bound."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from flaketui.cli import cli
+from tests.core.junit_shards import file_shard
+
+BOUND_S = 60  # a push neither stopping, ending nor waiting on a lock by then is a failure
+POINTS = ("_push_tests", "_settle", "_take_files")  # a push can stop right after each returns
+
+
+def invoke(*args: object) -> None:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+
+
+class Pusher(threading.Thread):
+    """A push (`work`, calling push_history) on a thread of its own, stopping right after each
+    of `stops` (names of POINTS) until let go."""
+
+    def __init__(self, work: Callable[[], object], stops: tuple[str, ...] = ()) -> None:
+        super().__init__(daemon=True)
+        self.work = work
+        self.go = {point: threading.Event() for point in stops}
+        self.stopped = threading.Event()  # set while stopped at a point
+        self.done = threading.Event()
+        self.pushing = threading.Event()  # set once push_history has its connection's pid
+        self.pid = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:  # kept for the test to report
+            self.error = exc
+        finally:
+            self.pushing.set()
+            self.done.set()
+
+    def reached(self, point: str) -> None:
+        go = self.go.get(point)
+        if go is not None and not go.is_set():
+            self.stopped.set()
+            assert go.wait(BOUND_S), f"never let go after {point}"
+            self.stopped.clear()
+
+    def let_go(self, point: str | None = None) -> None:
+        """Let it go on past point (past every point when None)."""
+        self.stopped.clear()
+        for name, go in self.go.items():
+            if point in (None, name):
+                go.set()
+
+
+def pushing(url: str, history: Path, *, append: bool = True) -> Callable[[], object]:
+    """The push of a history file on a connection of its own (an ingest's or the plugin's
+    staging history with append, a merge's without)."""
+
+    def work() -> object:
+        from flaketui.core.history.pg import push
+        from flaketui.core.history.pg.connect import connect
+        from flaketui.core.history.store import open_history
+
+        pg = connect(url)
+        try:
+            return push.push_history(pg, open_history(history, create=False).conn, append=append)
+        finally:
+            pg.close()
+
+    return work
+
+
+def _waiting(monitor: Any, pid: int) -> bool:
+    row = monitor.execute(
+        "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (pid,)
+    ).fetchone()
+    return int(row[0]) > 0
+
+
+def advance(monitor: Any, pusher: Pusher) -> str:
+    """Wait until the pusher stops at a point ("stopped"), ends ("done") or waits on a lock
+    ("waiting")."""
+    deadline = time.monotonic() + BOUND_S
+    assert pusher.pushing.wait(BOUND_S)
+    while not pusher.done.wait(0.01):
+        if pusher.stopped.is_set():
+            return "stopped"
+        if _waiting(monitor, pusher.pid):
+            return "waiting"
+        assert time.monotonic() < deadline, "a push neither stopped, ended nor waited"
+    return "done"
+
+
+@pytest.fixture
+def stops(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Let each Pusher stop right after the push's steps named in POINTS; a Pusher knows its
+    connection's pid once push_history starts. Every push is let go at the end, so a failed
+    test leaves none stopped."""
+    from flaketui.core.history.pg import push
+    from flaketui.core.ingest import server
+
+    whole = push.push_history
+    started: list[Pusher] = []
+
+    def push_history(pg: Any, *args: Any, **kwargs: Any) -> object:
+        thread = threading.current_thread()
+        if isinstance(thread, Pusher):
+            started.append(thread)
+            thread.pid = int(pg.info.backend_pid)
+            thread.pushing.set()
+        return whole(pg, *args, **kwargs)
+
+    monkeypatch.setattr(push, "push_history", push_history)
+    monkeypatch.setattr(server, "push_history", push_history)
+
+    def stopping(name: str) -> Callable[..., object]:
+        step = getattr(push, name)
+
+        def wrapped(*args: object, **kwargs: object) -> object:
+            result = step(*args, **kwargs)
+            thread = threading.current_thread()
+            if isinstance(thread, Pusher):
+                thread.reached(name)
+            return result
+
+        return wrapped
+
+    for name in POINTS:
+        monkeypatch.setattr(push, name, stopping(name))
+    yield
+    for pusher in started:
+        pusher.let_go()
+    for pusher in started:
+        pusher.join(BOUND_S)
+
+
+@pytest.fixture
+def monitor(pg_url: str) -> Iterator[Any]:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        yield conn
+
+
+def finish(monitor: Any, *pushers: Pusher) -> None:
+    """Let every push go on until all have ended; each must have landed."""
+    for pusher in pushers:
+        pusher.let_go()
+    for pusher in pushers:
+        assert advance(monitor, pusher) in ("done", "waiting")
+    for pusher in pushers:
+        pusher.join(BOUND_S)
+        assert not pusher.is_alive()
+    errors = [repr(p.error) for p in pushers if p.error is not None]
+    assert not errors, errors
+
+
+def staged(tmp_path: Path, name: str, run_id: str, ts: str, *cases: tuple[str, str]) -> Path:
+    """A history file of one run whose cases (file, test name) pass."""
+    history = tmp_path / f"{name}.db"
+    report = file_shard(tmp_path / f"{name}.xml", *((f, n, "pass") for f, n in cases))
+    invoke("ingest", history, report, "--run-id", run_id, "--timestamp", ts, "--no-detect")
+    return history
+
+
+def server_rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [tuple(row) for row in conn.execute(sql).fetchall()]
+
+
+TESTS = "SELECT test_id, test_file, first_seen FROM tests ORDER BY 1"
+OLD, NEW, OTHER = "src/old.test.js", "src/new.test.js", "src/other.test.js"
+# x seen first at R0, y at R1; push A moves both to NEW at a later run; push B, a backfill of
+# an earlier run, teaches y an earlier first sighting and names x of a third file.
+PLAN = {
+    "r0": ("R0", "2026-11-01T10:00:00Z", (OLD, "x")),
+    "r1": ("R1", "2026-11-05T10:00:00Z", (OLD, "y")),
+    "a": ("RA", "2026-11-06T10:00:00Z", (NEW, "x"), (NEW, "y")),
+    "b": ("RB", "2026-11-03T10:00:00Z", (OTHER, "x"), (OLD, "y")),
+}
+# Other writers' later runs moving x and y to a fourth file.
+MOVED = "src/moved.test.js"
+MOVES = {
+    "moves_y": ("RY", "2026-11-07T10:00:00Z", (MOVED, "y")),
+    "moves_x": ("RX", "2026-11-08T10:00:00Z", (MOVED, "x")),
+}
+
+
+def _histories(tmp_path: Path, plan: dict[str, tuple[Any, ...]]) -> dict[str, Path]:
+    return {name: staged(tmp_path, name, *spec) for name, spec in plan.items()}
+
+
+def _expected(tmp_path: Path, histories: dict[str, Path]) -> list[tuple[object, ...]]:
+    """The tests of a history file merging the same runs."""
+    local = tmp_path / "local.db"
+    for history in histories.values():
+        invoke("merge", local, history)
+    return [tuple(row) for row in sqlite3.connect(local).execute(TESTS)]
+
+
+def test_two_pushes_each_taking_a_file_the_other_holds_both_land(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """Push A moves x and y to another file; push B, started once A holds its tests, holds y
+    (it teaches y an earlier first sighting) and names x of a third file. Each then takes the
+    files of its tests' latest runs: both land (no deadlock aborts either), and the server's
+    tests are a history file's given the same runs."""
+    histories = _histories(tmp_path, PLAN)
+    for name in ("r0", "r1"):
+        invoke("merge", pg_url, histories[name])
+    a = Pusher(pushing(pg_url, histories["a"]), stops=("_push_tests",))
+    b = Pusher(pushing(pg_url, histories["b"]), stops=("_push_tests",))
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    b.start()
+    assert advance(monitor, b) in ("stopped", "waiting")
+    a.let_go()
+    assert advance(monitor, a) in ("done", "waiting")
+    finish(monitor, b, a)
+    expected = _expected(tmp_path, histories)
+    assert [row[:2] for row in expected] == [("parser::x", NEW), ("parser::y", NEW)]
+    assert server_rows(pg_url, TESTS) == expected
+
+
+def test_pushes_whose_tests_other_writers_move_meanwhile_both_land(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """As above, with x and y of one file in push A's history (A holds neither), and other
+    writers moving y before B starts and x after: A finds both moved when it takes its tests'
+    files, B finds x moved. Both land, and every test has the file of its latest run naming
+    one, as a history file given the same runs has."""
+    plan = {**PLAN, "a": ("RA", "2026-11-06T10:00:00Z", (OLD, "x"), (OLD, "y")), **MOVES}
+    histories = _histories(tmp_path, plan)
+    for name in ("r0", "r1"):
+        invoke("merge", pg_url, histories[name])
+    a = Pusher(pushing(pg_url, histories["a"]), stops=("_push_tests",))
+    b = Pusher(pushing(pg_url, histories["b"]), stops=("_push_tests",))
+    moves = {name: Pusher(pushing(pg_url, histories[name])) for name in MOVES}
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    moves["moves_y"].start()
+    assert advance(monitor, moves["moves_y"]) in ("done", "waiting")
+    b.start()
+    assert advance(monitor, b) in ("stopped", "waiting")
+    moves["moves_x"].start()
+    assert advance(monitor, moves["moves_x"]) in ("done", "waiting")
+    a.let_go()
+    assert advance(monitor, a) in ("done", "waiting")
+    finish(monitor, b, a, *moves.values())
+    expected = _expected(tmp_path, histories)
+    assert [row[:2] for row in expected] == [("parser::x", MOVED), ("parser::y", MOVED)]
+    assert server_rows(pg_url, TESTS) == expected
+
+
+def test_a_push_holds_from_the_start_the_tests_it_names_of_another_file(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """Push A names x and y of another file than the server's: once it has inserted its tests
+    it holds both rows, taken in one pass in id order, before any attempt of its lands."""
+    import psycopg
+
+    histories = _histories(tmp_path, PLAN)
+    for name in ("r0", "r1"):
+        invoke("merge", pg_url, histories[name])
+    a = Pusher(pushing(pg_url, histories["a"]), stops=("_push_tests",))
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    for test_id in ("parser::x", "parser::y"):
+        with pytest.raises(psycopg.errors.LockNotAvailable), monitor.transaction():
+            monitor.execute(
+                "SELECT 1 FROM tests WHERE test_id = %s FOR NO KEY UPDATE NOWAIT", (test_id,)
+            )
+    finish(monitor, a)
+
+
+def test_a_test_another_push_holds_takes_the_file_of_its_latest_run_all_the_same(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """Push A's latest run names y of the file the server held when A started; another
+    writer's earlier run moves y to another file meanwhile, and push B (a backfill teaching y
+    an earlier first sighting) holds y and has read y's runs before A's landed. A leaves y to
+    B, and once B is done y takes the file of A's run all the same."""
+    plan = {
+        "r1": PLAN["r1"],
+        "a": ("RA", "2026-11-09T10:00:00Z", (OLD, "y")),
+        "moves_y": MOVES["moves_y"],
+        "b": ("RB", "2026-11-03T10:00:00Z", (OLD, "y")),
+    }
+    histories = _histories(tmp_path, plan)
+    invoke("merge", pg_url, histories["r1"])
+    a = Pusher(pushing(pg_url, histories["a"]), stops=("_push_tests",))
+    b = Pusher(pushing(pg_url, histories["b"]), stops=("_take_files",))
+    moves_y = Pusher(pushing(pg_url, histories["moves_y"]))
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    moves_y.start()
+    assert advance(monitor, moves_y) == "done"
+    b.start()
+    assert advance(monitor, b) == "stopped"  # y's file taken from the runs before A's
+    a.let_go()
+    assert advance(monitor, a) in ("done", "waiting")
+    finish(monitor, b, a)
+    expected = _expected(tmp_path, histories)
+    assert [row[:2] for row in expected] == [("parser::y", OLD)]
+    assert server_rows(pg_url, TESTS) == expected
+
+
+def test_a_plain_id_two_pushes_leave_without_attempts_is_removed(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """The server holds x of file c under the plain id in run R1, and x of files c and b under
+    their files' ids in run R2. A merge of a history holding R2's x of file c under the plain
+    id (its attempts go to the file's id) holds x's row; meanwhile an ingest of R1's shard of
+    file b moves R1's attempts to their file's id and would remove x, which no attempt names
+    any more, but the merge holds it, and the merge still sees R1's attempts under x. Both
+    land and x is removed: the server holds what a history file given the same reports
+    holds."""
+    from flaketui.core.ingest.server import ingest_to_server
+    from flaketui.core.models import RunMeta
+    from flaketui.core.timeutil import parse_iso
+
+    at = "2026-11-02T10:00:00Z"  # one time: neither push teaches a test its first sighting
+    shards = {
+        (run_id, name): file_shard(
+            tmp_path / f"{run_id}{name}.xml", (f"src/{name}.test.js", "x", "pass")
+        )
+        for run_id, name in (("R1", "c"), ("R2", "c"), ("R2", "b"), ("R1", "b"))
+    }
+    local, history = tmp_path / "local.db", tmp_path / "r2c.db"
+    meta = ["--timestamp", at, "--no-detect"]
+    for (run_id, name), shard in shards.items():
+        invoke("ingest", local, shard, "--run-id", run_id, *meta)
+        if (run_id, name) != ("R1", "b"):
+            invoke("ingest", pg_url, shard, "--run-id", run_id, *meta)
+    invoke("ingest", history, shards[("R2", "c")], "--run-id", "R2", *meta)
+    invoke("merge", local, history)
+    merge = Pusher(pushing(pg_url, history, append=False), stops=("_push_tests",))
+    shard = [shards[("R1", "b")]]
+    ingest = Pusher(
+        lambda: ingest_to_server(pg_url, shard, RunMeta(run_id="R1", ts=parse_iso(at))),
+        stops=("_settle",),
+    )
+    merge.start()
+    assert advance(monitor, merge) == "stopped"  # it holds x
+    ingest.start()
+    assert advance(monitor, ingest) in ("stopped", "waiting")  # x left without attempts
+    merge.let_go()
+    assert advance(monitor, merge) in ("done", "waiting")
+    finish(monitor, ingest, merge)
+    expected = sqlite3.connect(local).execute(TESTS).fetchall()
+    assert [row[0] for row in expected] == ["src/b.test.js::parser::x", "src/c.test.js::parser::x"]
+    assert server_rows(pg_url, TESTS) == expected
