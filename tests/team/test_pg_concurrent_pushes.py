@@ -365,3 +365,28 @@ def test_a_plain_id_two_pushes_leave_without_attempts_is_removed(
     expected = sqlite3.connect(local).execute(TESTS).fetchall()
     assert [row[0] for row in expected] == ["src/b.test.js::parser::x", "src/c.test.js::parser::x"]
     assert server_rows(pg_url, TESTS) == expected
+
+
+def test_a_push_whose_tidying_fails_after_its_commit_still_lands(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows a push leaves to others are tidied after it has committed: a connection lost
+    then is no failed push (the plugin would keep the run as unsent and record it twice, an
+    ingest would tell to retry). The push returns, says what it left untidy, and the run is
+    on the server once."""
+    import psycopg
+
+    from flaketui.core.history.pg import push
+
+    histories = _histories(tmp_path, {"r1": PLAN["r1"], "a": PLAN["a"]})
+    invoke("merge", pg_url, histories["r1"])
+
+    def lost(pg: Any, files: Any, orphans: Any) -> None:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(push, "_after_others", lost)
+    summary = pushing(pg_url, histories["a"])()
+    assert isinstance(summary, push.PushSummary)
+    assert summary.runs_added == 1 and summary.results_added == 2
+    runs = server_rows(pg_url, "SELECT run_id FROM runs ORDER BY 1")
+    assert runs == [("R1",), ("RA",)]

@@ -48,6 +48,7 @@ from flaketui.core.history.pg.columns import (
     server_audit_columns,
     shared_columns,
 )
+from flaketui.core.history.pg.connect import driver
 from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
 from flaketui.core.history.pg.schema import same_run, same_test
 from flaketui.core.testids import file_of_test, parent_of, stored_clashes
@@ -67,6 +68,10 @@ class PushSummary:
     incidents_added: int = 0
     audit_rows_added: int = 0
     decisions_kept: list[str] = field(default_factory=list)  # outages decided otherwise here
+    # Test rows the push left to pushes holding them and could not tidy after its commit
+    # (_after_others failed): a moved test keeps its older file, or a plain id no attempt
+    # names stays, until a later push of the same tests.
+    left_untidy: int = 0
 
 
 def _quoted(columns: Iterable[str]) -> str:
@@ -127,7 +132,12 @@ def push_history(
         summary.incidents_added = _push_incidents(pg, src, before)
         summary.decisions_kept = take_into_server(pg, theirs, rejected_rules(src), before)
         summary.audit_rows_added = _push_audit(pg, src)
-    _after_others(pg, files, orphans)
+    # Committed: a failure from here on (a lost connection) is no failed push, which a caller
+    # would retry or keep as unsent, recording the run twice.
+    try:
+        _after_others(pg, files, orphans)
+    except driver().Error:
+        summary.left_untidy = len(files) + len(orphans)
     return summary
 
 
