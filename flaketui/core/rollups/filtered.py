@@ -524,10 +524,6 @@ class RunMasks:
     tests: dict[int, tuple[int, int]]  # per test: the runs it was counted in, its bad runs
     suites: dict[str, int]  # per suite, its runs
 
-    def count(self, mask: int) -> int:
-        """How many runs a mask holds."""
-        return mask.bit_count()
-
 
 def mask_bits(mask: int) -> Iterator[int]:
     """The bits set in a mask, lowest first."""
@@ -551,12 +547,16 @@ def run_masks(
     branch_kind: str | None = None,
     *,
     bad_only: bool = False,
+    runs: Mapping[int, WindowRun] | None = None,
 ) -> RunMasks:
     """Per test: the counted runs of the window it ran in and was bad in, of the suite and/or
     branch kind when given (the day rows' run lists, the partial edge days from the raw
     rows), as RunMasks. `bad_only`: the bad runs alone (the first mask is then 0), read from
-    the days with a bad run. Tests with no such run are left out."""
-    runs = window_runs(conn, window, config, suite, branch_kind)
+    the days with a bad run. Tests with no such run are left out. `runs`: the window's runs
+    of the filter (read.window_runs) when the caller has them: masks made from the same runs
+    share their bits."""
+    if runs is None:
+        runs = window_runs(conn, window, config, suite, branch_kind)
     bit = {pk: i for i, pk in enumerate(sorted(runs))}
     size = (len(bit) + 7) // 8
     by_suite: dict[str, bytearray] = {}

@@ -44,7 +44,7 @@ from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups import filtered as rollup_filtered
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.rollups.filtered import mask_bits
-from flaketui.core.rollups.read import Window
+from flaketui.core.rollups.read import Window, window_runs
 from flaketui.core.scoring.statistics import benjamini_hochberg, stratified_fisher_exact
 
 COFAILURE_MIN_SHARED = 3
@@ -205,8 +205,10 @@ def _tables_from_rollups(
     millions of references, walked by each full collection an app loading the history made.
     """
     conn = db.conn
+    # One set of runs for both reads: the bad runs' masks and the counted runs' share bits.
+    runs = window_runs(conn, window, config, suite, branch_kind)
     found = rollup_filtered.run_masks(
-        conn, window, config, flaky, suite, branch_kind, bad_only=True
+        conn, window, config, flaky, suite, branch_kind, bad_only=True, runs=runs
     )
     bad = {test: masks[1] for test, masks in found.tests.items()}
     # Each bad (run, test), as one int ordered by run then test: the runs' failing tests in
@@ -239,20 +241,20 @@ def _tables_from_rollups(
     if not pairs:
         return [], []
     involved = sorted({test for pair in pairs for test in pair})
-    ran = rollup_filtered.run_masks(conn, window, config, involved, suite, branch_kind)
+    ran = rollup_filtered.run_masks(conn, window, config, involved, suite, branch_kind, runs=runs)
     tables = []
     for first, second in pairs:
         both = ran.tests[first][0] & ran.tests[second][0]
         first_bad, second_bad = bad[first] & both, bad[second] & both
         strata = []
         for name in sorted(ran.suites):
-            runs = both & ran.suites[name]
-            if not runs:
+            in_suite = both & ran.suites[name]
+            if not in_suite:
                 continue
-            in_first, in_second = first_bad & runs, second_bad & runs
+            in_first, in_second = first_bad & in_suite, second_bad & in_suite
             strata.append(
                 (
-                    runs.bit_count(),
+                    in_suite.bit_count(),
                     in_first.bit_count(),
                     in_second.bit_count(),
                     (in_first & in_second).bit_count(),
