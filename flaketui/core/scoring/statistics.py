@@ -195,7 +195,8 @@ def damage(flake_rate_low: float, weekly_runs: float, radius: float) -> float:
     return flake_rate_low * weekly_runs * radius
 
 
-def _log_choose(n: int, k: int) -> float:
+def log_choose(n: int, k: int) -> float:
+    """The natural log of the binomial coefficient C(n, k)."""
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
@@ -239,7 +240,7 @@ class FisherExact:
         terms = self._terms.get(key)
         if terms is None:
             low, high = max(0, runs_in - (total - bad)), min(runs_in, bad)
-            base = _log_choose(total, runs_in)
+            base = log_choose(total, runs_in)
             choose_bad, choose_good = self._choices(bad), self._choices(total - bad)
             log_pmf = [
                 choose_bad[k] + choose_good[runs_in - k] - base for k in range(low, high + 1)
@@ -248,10 +249,10 @@ class FisherExact:
         return terms
 
     def _choices(self, n: int) -> list[float]:
-        """_log_choose(n, k) for every k from 0 to n."""
+        """log_choose(n, k) for every k from 0 to n."""
         found = self._choose.get(n)
         if found is None:
-            found = self._choose[n] = [_log_choose(n, k) for k in range(n + 1)]
+            found = self._choose[n] = [log_choose(n, k) for k in range(n + 1)]
         return found
 
 

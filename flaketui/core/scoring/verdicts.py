@@ -78,6 +78,7 @@ from flaketui.core.scoring.statistics import (
     blast_radius,
     damage,
     flip_rate_interval,
+    log_choose,
     recency_score,
     runs_per_week,
     wilson_interval,
@@ -201,10 +202,6 @@ def is_change_point(ev: Evidence, config: Config = DEFAULTS) -> bool:
     return ev.good_rn > 0 and ev.streak_flaky <= 1 and failed_through >= required_streak(ev, config)
 
 
-def _log_choose(n: int, k: int) -> float:
-    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-
-
 def clean_tail_chance(bad: int, before: int, tail: int) -> float:
     """Chance that `bad` runs placed at random among `before + tail` all miss the last `tail`:
     C(before, bad) / C(before + tail, bad) (1.0 without a bad run)."""
@@ -212,7 +209,7 @@ def clean_tail_chance(bad: int, before: int, tail: int) -> float:
         return 1.0
     if bad > before:
         return 0.0
-    return math.exp(_log_choose(before, bad) - _log_choose(before + tail, bad))
+    return math.exp(log_choose(before, bad) - log_choose(before + tail, bad))
 
 
 def clean_runs_needed(ev: Evidence, config: Config = DEFAULTS) -> int:
