@@ -19,7 +19,8 @@ from flaketui.cli import cli
 from tests.core.junit_shards import file_shard
 
 BOUND_S = 60  # a push neither stopping, ending nor waiting on a lock by then is a failure
-POINTS = ("_push_tests", "_settle", "_take_files")  # a push can stop right after each returns
+# A push can stop right after each of these returns (_file_test: its first move of attempts).
+POINTS = ("_push_tests", "_file_test", "_settle", "_take_files")
 
 
 def invoke(*args: object) -> None:
@@ -367,6 +368,182 @@ def test_a_plain_id_two_pushes_leave_without_attempts_is_removed(
     assert server_rows(pg_url, TESTS) == expected
 
 
+def shard_push(url: str, run_id: str, at: str, shard: Path) -> Callable[[], object]:
+    """The push of an ingest of a shard into a run the server holds."""
+    from flaketui.core.ingest.server import ingest_to_server
+    from flaketui.core.models import RunMeta
+    from flaketui.core.timeutil import parse_iso
+
+    return lambda: ingest_to_server(url, [shard], RunMeta(run_id=run_id, ts=parse_iso(at)))
+
+
+def _shards(
+    tmp_path: Path, plan: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]]
+) -> dict[str, tuple[str, str, Path]]:
+    """Each named shard's (run id, time, report) of cases (file, test name) that pass."""
+    return {
+        name: (run_id, at, file_shard(tmp_path / f"{name}.xml", *((f, n, "pass") for f, n in c)))
+        for name, (run_id, at, c) in plan.items()
+    }
+
+
+def _ingested(tmp_path: Path, shards: dict[str, tuple[str, str, Path]]) -> list[tuple[object, ...]]:
+    """The tests of a history file ingesting the shards in their order."""
+    local = tmp_path / "local.db"
+    for run_id, at, report in shards.values():
+        invoke("ingest", local, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
+    return [tuple(row) for row in sqlite3.connect(local).execute(TESTS)]
+
+
+def _js(name: str) -> str:
+    return f"src/{name}.test.js"
+
+
+def test_two_moves_each_settling_a_plain_id_the_other_holds_both_land(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """Push A, a shard of run RA naming x of file b, moves RA's x of file c to c's id, and
+    names y of another file than the server's; push B, a shard of run RB naming y of file h,
+    moves RB's y of file g to g's id, and names x of another file. Each then settles the plain
+    id it moved from, the one the other names of another file: both land (no deadlock aborts
+    either), and the server's tests are a history file's given the same reports."""
+    shards = _shards(
+        tmp_path,
+        {
+            "ra": ("RA", "2026-11-01T10:00:00Z", ((_js("c"), "x"),)),
+            "rb": ("RB", "2026-11-02T10:00:00Z", ((_js("g"), "y"),)),
+            "a": ("RA", "2026-11-01T10:00:00Z", ((_js("b"), "x"), (_js("d"), "y"))),
+            "b": ("RB", "2026-11-02T10:00:00Z", ((_js("e"), "x"), (_js("h"), "y"))),
+        },
+    )
+    for name in ("ra", "rb"):
+        run_id, at, report = shards[name]
+        invoke("ingest", pg_url, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
+    a = Pusher(shard_push(pg_url, *shards["a"]), stops=("_push_tests",))
+    b = Pusher(shard_push(pg_url, *shards["b"]))
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    b.start()
+    assert advance(monitor, b) == "waiting"
+    a.let_go()
+    assert advance(monitor, a) in ("done", "waiting")
+    finish(monitor, b, a)
+    expected = _ingested(tmp_path, shards)
+    assert [row[0] for row in expected if "::parser::" in str(row[0])] == [
+        f"{_js(f)}::parser::{n}" for f, n in (("b", "x"), ("c", "x"), ("g", "y"), ("h", "y"))
+    ]
+    assert server_rows(pg_url, TESTS) == expected
+
+
+def test_two_moves_creating_the_same_file_ids_in_crossing_orders_both_land(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """Push A, a shard of run RA naming x and y of file b, moves RA's x of file c and y of
+    file a to their files' ids, x first; push B, a shard of run RB, names x of file c and y of
+    file a, so it creates both of those ids as well, in id order (y's first). Started once A
+    has moved x, B waits for A's row of x; A then creates y's: both land (no deadlock aborts
+    either), and the server's tests are a history file's given the same reports."""
+    shards = _shards(
+        tmp_path,
+        {
+            "ra": ("RA", "2026-11-01T10:00:00Z", ((_js("c"), "x"), (_js("a"), "y"))),
+            "rb": ("RB", "2026-11-02T10:00:00Z", ((_js("z"), "x"), (_js("z"), "y"))),
+            "a": ("RA", "2026-11-01T10:00:00Z", ((_js("b"), "x"), (_js("b"), "y"))),
+            "b": ("RB", "2026-11-02T10:00:00Z", ((_js("c"), "x"), (_js("a"), "y"))),
+        },
+    )
+    for name in ("ra", "rb"):
+        run_id, at, report = shards[name]
+        invoke("ingest", pg_url, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
+    a = Pusher(shard_push(pg_url, *shards["a"]), stops=("_push_tests", "_file_test"))
+    b = Pusher(shard_push(pg_url, *shards["b"]))
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    a.let_go("_push_tests")
+    assert advance(monitor, a) == "stopped"  # RA's x moved to c's id
+    b.start()
+    assert advance(monitor, b) == "waiting"
+    a.let_go()
+    assert advance(monitor, a) in ("done", "waiting")
+    finish(monitor, b, a)
+    expected = _ingested(tmp_path, shards)
+    assert [row[0] for row in expected] == [
+        f"{_js(f)}::parser::{n}"
+        for f, n in (("a", "y"), ("b", "x"), ("b", "y"), ("c", "x"), ("z", "x"), ("z", "y"))
+    ]
+    assert server_rows(pg_url, TESTS) == expected
+
+
+def test_a_plain_id_a_push_holds_without_attempts_is_removed_once_it_is_done(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """A merge of a history holding x with no attempt holds x's row; meanwhile a shard of run
+    R1 moves R1's attempts of x to their file's id and leaves x without attempts. It skips the
+    row the merge holds, and removes it once the merge is done: the server holds what a
+    history file given the same reports and history holds."""
+    shards = _shards(
+        tmp_path,
+        {
+            "r1": ("R1", "2026-11-01T10:00:00Z", ((_js("c"), "x"),)),
+            "moves": ("R1", "2026-11-01T10:00:00Z", ((_js("b"), "x"),)),
+        },
+    )
+    history = staged(tmp_path, "idle", "RH", "2026-11-03T10:00:00Z", (_js("w"), "w"))
+    with sqlite3.connect(history) as conn:
+        conn.execute(
+            "INSERT INTO tests (test_id, parent, test_file, first_seen)"
+            " VALUES ('parser::x', 'parser', ?, '2026-11-03T10:00:00Z')",
+            (_js("c"),),
+        )
+    run_id, at, report = shards["r1"]
+    invoke("ingest", pg_url, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
+    merge = Pusher(pushing(pg_url, history, append=False), stops=("_push_tests",))
+    moves = Pusher(shard_push(pg_url, *shards["moves"]))
+    merge.start()
+    assert advance(monitor, merge) == "stopped"  # it holds x
+    moves.start()
+    assert advance(monitor, moves) == "waiting"  # committed, removing x once the merge is done
+    assert server_rows(pg_url, "SELECT count(*) FROM results") == [(2,)]
+    merge.let_go()
+    finish(monitor, merge, moves)
+    local = tmp_path / "local.db"  # the merge, then the move
+    for name in ("r1", "merge", "moves"):
+        if name == "merge":
+            invoke("merge", local, history)
+            continue
+        run_id, at, report = shards[name]
+        invoke("ingest", local, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
+    expected = sqlite3.connect(local).execute(TESTS).fetchall()
+    assert "parser::x" not in [row[0] for row in expected]
+    assert server_rows(pg_url, TESTS) == expected
+
+
+def test_a_plain_id_moved_from_that_another_push_holds_is_settled_after_commit(
+    pg_url: str, tmp_path: Path, monitor: Any
+) -> None:
+    """A plain id moved from that the push did not take as it started, held by another
+    transaction, is not waited for: it is settled (here its file, that of its latest run)
+    once the push has committed and the holder is done."""
+    import psycopg
+
+    from flaketui.core.history.pg import push
+
+    histories = _histories(tmp_path, {"r0": PLAN["r0"]})
+    invoke("merge", pg_url, histories["r0"])
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE tests SET test_file = 'src/stale.test.js'")
+        (pk,) = conn.execute("SELECT id FROM tests").fetchone()
+    left = {int(pk): "2026-11-01T10:00:00Z"}
+    with psycopg.connect(pg_url) as pg:
+        pg.execute("SET lock_timeout = '10s'")  # a push waiting for the holder fails, bounded
+        with monitor.transaction():
+            monitor.execute("SELECT 1 FROM tests WHERE id = %s FOR NO KEY UPDATE", (pk,))
+            with pg.transaction():
+                assert push._settle(pg, left) == ([], left)  # not waited for
+        push._after_others(pg, {}, [], left)
+    assert [row[:2] for row in server_rows(pg_url, TESTS)] == [("parser::x", OLD)]
+
+
 def test_a_push_whose_tidying_fails_after_its_commit_still_lands(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -381,7 +558,7 @@ def test_a_push_whose_tidying_fails_after_its_commit_still_lands(
     histories = _histories(tmp_path, {"r1": PLAN["r1"], "a": PLAN["a"]})
     invoke("merge", pg_url, histories["r1"])
 
-    def lost(pg: Any, files: Any, orphans: Any) -> None:
+    def lost(pg: Any, *left: Any) -> None:
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(push, "_after_others", lost)

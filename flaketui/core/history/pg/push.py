@@ -18,18 +18,20 @@ file's id (``<file>::<id>``) in the same transaction, numbered after the attempt
 an ingest into a history file moves them; each move leaves a row in ``deletions`` (kind
 ``attempts``, key ``[run_id, test_id, file]``) for replicas to drop their copies. Shards pushed
 at once read the server's run before either landed: a plain id that the run holds from two
-files once the push's rows are in is moved as well, under the run's lock (_raced). A merge's
+files once the push's rows are in is moved as well, under the run's lock (_moves). A merge's
 push does the same for an id the server's copy and the pushed copy of a run hold from
 different files (_merge_shared): each file's attempts land under its own id. Once the push's
 attempts are in, a plain id moved from is seen first at the earliest run still holding it, or
 removed when nothing names it (_settle), as in a history file; a push holds its tests' rows so
 that another's removal never takes one it is about to refer to (_hold_tests). A pushed test the
 server holds with another file takes the file of its latest run naming one (_take_files).
-A push takes the rows of the pushed tests it changes in one pass in id order as it starts
-(_push_tests); the rows a move writes (_separate, _settle) are taken as the move reaches them.
-Once its attempts are in, it waits for no test row another push holds: such a row, a test to
-take a file or a plain id to remove, is left to a short transaction once the push has
-committed (_after_others), which waits for that push and then sees its runs.
+A push takes the rows it writes in one pass in id order as it starts (_push_tests): those of
+the pushed tests it changes, and those of its moves, which it finds before any of its rows
+land, under its runs' locks (_moves, _merge_clashes): the plain ids moved from, and the file
+ids moved to, inserted with the pushed tests in id order (_file_ids). After that pass it waits
+for no test row another push holds: such a row, a test to take a file, a plain id to settle or
+to remove, is left to a short transaction once the push has committed (_after_others), which
+waits for that push and then sees its runs.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ def push_history(
     run_ids = sorted(str(r[0]) for r in src.execute("SELECT run_id FROM runs"))
     files: dict[int, str] = {}  # tests whose file another push held (_take_files)
     orphans: list[int] = []  # plain ids left without attempts that another push held (_settle)
+    unsettled: dict[int, str] = {}  # plain ids moved from that another push held (_settle)
     with pg.transaction():
         if run_ids:
             pg.execute(
@@ -116,15 +119,19 @@ def push_history(
                 (run_ids,),
             )
         _push_signatures(pg, src)
-        _push_tests(pg, src)
+        _stage_tests(pg, src)
+        moves: dict[str, set[str]] = {}
+        pred = False
         if run_ids:
-            left = _push_runs(pg, src, run_cols, result_cols, summary, append)
-            if append and "origin" in result_cols:
-                found = _raced(pg)
-                for run_id, ids in (shared or {}).items():
-                    found.setdefault(run_id, set()).update(ids)
-                left = _separate(pg, found)
-            orphans = _settle(pg, left)
+            pred = _stage_runs(pg, src, run_cols, result_cols)
+            if "origin" in result_cols:
+                moves = _moves(pg, shared or {}) if append else _merge_clashes(pg)
+        _push_tests(pg, _file_ids(pg, moves, append))
+        if run_ids:
+            left = _push_runs(pg, run_cols, result_cols, summary, append, pred, moves)
+            if append:
+                left = _separate(pg, moves)
+            orphans, unsettled = _settle(pg, left)
             files = _take_files(pg)
         _push_scheme(pg, src)
         theirs = outage_states(src)
@@ -135,9 +142,9 @@ def push_history(
     # Committed: a failure from here on (a lost connection) is no failed push, which a caller
     # would retry or keep as unsent, recording the run twice.
     try:
-        _after_others(pg, files, orphans)
+        _after_others(pg, files, orphans, unsettled)
     except driver().Error:
-        summary.left_untidy = len(files) + len(orphans)
+        summary.left_untidy = len(files) + len(orphans) + len(unsettled)
     return summary
 
 
@@ -165,35 +172,50 @@ def _push_signatures(pg: Any, src: sqlite3.Connection) -> None:
     )
 
 
-def _push_tests(pg: Any, src: sqlite3.Connection) -> None:
+def _stage_tests(pg: Any, src: sqlite3.Connection) -> None:
     pg.execute(
         "CREATE TEMP TABLE s_tests ON COMMIT DROP AS"
         " SELECT test_id, parent, test_file, first_seen FROM tests WITH NO DATA"
     )
     _copy(pg, "s_tests", ("test_id", "parent", "test_file", "first_seen"),
           src.execute("SELECT test_id, parent, test_file, first_seen FROM tests"))  # fmt: skip
+
+
+def _push_tests(pg: Any, moving: Sequence[str]) -> None:
+    """Insert the pushed tests (s_tests, with the file ids the push's moves create: _file_ids)
+    and take, in one pass in id order, every row the push writes later: those it teaches,
+    those whose file it may change, and the plain ids it moves attempts from (``moving``)."""
     pg.execute(
         "INSERT INTO tests (test_id, parent, test_file, first_seen)"
         " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
         " ON CONFLICT DO NOTHING"
     )
     # Rows this push teaches something (an earlier first sighting, a file), or may move to
-    # another file once its runs are in (_take_files): locked in id order, all at once, FOR NO
-    # KEY UPDATE as the UPDATE itself locks them (it changes no key). FOR UPDATE would also
-    # conflict with the FOR KEY SHARE locks other writers' results take on these rows through
-    # their foreign key, in their own order, and deadlock with them. The locking query is
-    # MATERIALIZED: inlined, the planner would move `teaches` into it and leave the rows that
-    # only differ in file unlocked, for _take_files to lock late, out of this order.
+    # another file once its runs are in (_take_files), and the plain ids its moves leave
+    # (_settle writes their first sighting and file; their removal, FOR UPDATE, conflicts
+    # with other pushes' holds and skips the rows they hold): locked in id order, all at
+    # once, FOR NO KEY UPDATE as the UPDATE itself locks them (it changes no key). FOR UPDATE
+    # would also conflict with the FOR KEY SHARE locks other writers' results take on these
+    # rows through their foreign key, in their own order, and deadlock with them. The locking
+    # query is MATERIALIZED: inlined, the planner would move `teaches` into it and leave the
+    # rows that only differ in file unlocked, for _take_files to lock late, out of this order.
     pg.execute(
         "WITH u AS MATERIALIZED (SELECT t2.id, s.first_seen, s.test_file,"
-        " s.first_seen < t2.first_seen OR (t2.test_file IS NULL AND s.test_file IS NOT NULL)"
-        f" AS teaches FROM tests AS t2 JOIN s_tests AS s ON {same_test('s.test_id', 't2.test_id')}"
-        " WHERE s.first_seen < t2.first_seen"
-        " OR (s.test_file IS NOT NULL AND t2.test_file IS DISTINCT FROM s.test_file)"
+        " coalesce(s.first_seen < t2.first_seen"
+        " OR (t2.test_file IS NULL AND s.test_file IS NOT NULL), false) AS teaches"
+        f" FROM tests AS t2 LEFT JOIN s_tests AS s ON {same_test('s.test_id', 't2.test_id')}"
+        " WHERE t2.id IN (SELECT t3.id FROM tests AS t3"
+        f" JOIN s_tests AS s3 ON {same_test('s3.test_id', 't3.test_id')}"
+        " WHERE s3.first_seen < t3.first_seen"
+        " OR (s3.test_file IS NOT NULL AND t3.test_file IS DISTINCT FROM s3.test_file)"
+        " UNION SELECT t4.id FROM tests AS t4"
+        " WHERE md5(t4.test_id) IN (SELECT md5(k) FROM unnest(%s::text[]) AS k)"
+        " AND t4.test_id = ANY(%s::text[]))"
         " ORDER BY t2.id FOR NO KEY UPDATE OF t2)"
         " UPDATE tests AS t SET first_seen = least(t.first_seen, u.first_seen),"
         " test_file = coalesce(t.test_file, u.test_file), change = pg_current_xact_id()"
-        " FROM u WHERE t.id = u.id AND u.teaches"
+        " FROM u WHERE t.id = u.id AND u.teaches",
+        (list(moving), list(moving)),
     )
     _hold_tests(pg)
 
@@ -221,30 +243,19 @@ def _hold_tests(pg: Any) -> None:
         )
 
 
-def _push_runs(
-    pg: Any,
-    src: sqlite3.Connection,
-    run_cols: Sequence[str],
-    result_cols: Sequence[str],
-    summary: PushSummary,
-    append: bool,
-) -> dict[int, str]:
-    """The runs, their files and results; for a merge, the plain ids its runs' files share
-    (_separate's, for _settle)."""
+def _stage_runs(
+    pg: Any, src: sqlite3.Connection, run_cols: Sequence[str], result_cols: Sequence[str]
+) -> bool:
+    """Copy the runs, their files and results into temporary tables (s_runs, s_run_files,
+    s_run_changed_files, s_results) and name the runs whose every report file the server had
+    already (s_done: nothing of them is new to an append). Whether results travel with their
+    predecessor."""
     cols = _quoted(run_cols)
     # The predecessor (a tests.id) travels as its test_id and becomes the server's tests.id.
     pred = both_have(src, pg, "results", PREDECESSOR)
     pg.execute(f"CREATE TEMP TABLE s_runs ON COMMIT DROP AS SELECT {cols} FROM runs WITH NO DATA")
     _copy(pg, "s_runs", run_cols, src.execute(f"SELECT {cols} FROM runs"))
-    added = {
-        str(row[0])
-        for row in pg.execute(
-            f"INSERT INTO runs ({cols}) SELECT {cols} FROM s_runs ORDER BY run_id"
-            " ON CONFLICT DO NOTHING RETURNING run_id"
-        ).fetchall()
-    }
-    children = (("run_files", "content_hash"), ("run_changed_files", "path"))
-    for table, column in children:
+    for table, column in _CHILDREN:
         pg.execute(
             f"CREATE TEMP TABLE s_{table} (run_id text NOT NULL, {column} text NOT NULL)"
             " ON COMMIT DROP"
@@ -252,19 +263,12 @@ def _push_runs(
         _copy(pg, f"s_{table}", ("run_id", column), src.execute(
             f"SELECT r.run_id, c.{column} FROM {table} AS c JOIN runs AS r ON r.id = c.run"
         ))  # fmt: skip
-    # Runs whose every report file the server had already: nothing of them is new (append).
     pg.execute(
         "CREATE TEMP TABLE s_done ON COMMIT DROP AS SELECT s.run_id FROM s_run_files AS s"
         f" JOIN runs AS r ON {same_run('r.run_id', 's.run_id')} LEFT JOIN run_files AS f"
         " ON f.run = r.id AND f.content_hash = s.content_hash"
         " GROUP BY s.run_id HAVING bool_and(f.run IS NOT NULL)"
     )
-    for table, column in children:
-        pg.execute(
-            f"INSERT INTO {table} (run, {column}) SELECT r.id, s.{column} FROM s_{table} AS s"
-            f" JOIN runs AS r ON {same_run('r.run_id', 's.run_id')}"
-            " ORDER BY 1, 2 ON CONFLICT DO NOTHING"
-        )
     rcols = _quoted(result_cols)
     pg.execute(
         "CREATE TEMP TABLE s_results ON COMMIT DROP AS SELECT ''::text AS run_key,"
@@ -280,6 +284,39 @@ def _push_runs(
         " LEFT JOIN signatures AS g ON g.id = x.signature"
         + (" LEFT JOIN tests AS p ON p.id = x.predecessor" if pred else "")
     ))  # fmt: skip
+    return pred
+
+
+_CHILDREN = (("run_files", "content_hash"), ("run_changed_files", "path"))
+
+
+def _push_runs(
+    pg: Any,
+    run_cols: Sequence[str],
+    result_cols: Sequence[str],
+    summary: PushSummary,
+    append: bool,
+    pred: bool,
+    moves: Mapping[str, Collection[str]],
+) -> dict[int, str]:
+    """The runs, their files and results (staged: _stage_runs); for a merge, the plain ids
+    its runs' files share (``moves``, _merge_clashes) are moved first (_merge_shared), and
+    those moved from returned (_separate's, for _settle)."""
+    cols = _quoted(run_cols)
+    added = {
+        str(row[0])
+        for row in pg.execute(
+            f"INSERT INTO runs ({cols}) SELECT {cols} FROM s_runs ORDER BY run_id"
+            " ON CONFLICT DO NOTHING RETURNING run_id"
+        ).fetchall()
+    }
+    for table, column in _CHILDREN:
+        pg.execute(
+            f"INSERT INTO {table} (run, {column}) SELECT r.id, s.{column} FROM s_{table} AS s"
+            f" JOIN runs AS r ON {same_run('r.run_id', 's.run_id')}"
+            " ORDER BY 1, 2 ON CONFLICT DO NOTHING"
+        )
+    rcols = _quoted(result_cols)
     # Inserted columns: the remapped ids, then those copied as they are.
     keys = "run, test, signature" + (f", {PREDECESSOR}" if pred else "")
     key_values = "r.id, t.id, g.id" + (", pt.id" if pred else "")
@@ -289,7 +326,7 @@ def _push_runs(
         " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
         + (f" LEFT JOIN tests AS pt ON {same_test('pt.test_id', 's.pred_key')}" if pred else "")
     )
-    left = _merge_shared(pg) if not append and "origin" in result_cols else {}
+    left: dict[int, str] = {} if append else _merge_shared(pg, moves)
     if append:
         chosen = ", ".join(
             "s.attempt + coalesce(m.top, 0)" if c == "attempt" else f's."{c}"' for c in result_cols
@@ -322,7 +359,7 @@ def _push_runs(
             f" JOIN s_runs AS s ON {same_run('s.run_id', 'r.run_id')}"
         )
     )
-    for run_id in {str(r[0]) for r in src.execute("SELECT run_id FROM runs")} - added:
+    for run_id in {str(r[0]) for r in pg.execute("SELECT run_id FROM s_runs")} - added:
         if server_ids.get(run_id) in grown:
             summary.runs_extended += 1
         else:
@@ -330,21 +367,82 @@ def _push_runs(
     return left
 
 
-def _raced(pg: Any) -> dict[str, set[str]]:
-    """By run id, the plain ids this push wrote attempts of a known file to that the server's
-    run holds from another file as well: shards whose ingests read the run before either
-    pushed."""
+def _moves(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
+    """By run id, the plain ids whose attempts of a known file an append moves to that file's
+    id (_separate): those the ingest found its run's files share (``shared``), and those the
+    push brings attempts of a known file to that the server's run holds from another file as
+    well (shards whose ingests read the run before either pushed). Read before any row of the
+    push lands, under the runs' locks: no other writer changes the runs' attempts."""
     found: dict[str, set[str]] = {}
     for run_id, test_id in pg.execute(
-        "SELECT r.run_id, t.test_id FROM"
-        " (SELECT DISTINCT run_key, test_key FROM s_results WHERE origin IS NOT NULL) AS s"
-        f" JOIN runs AS r ON {same_run('r.run_id', 's.run_key')}"
-        f" JOIN tests AS t ON {same_test('t.test_id', 's.test_key')}"
-        " JOIN results AS x ON x.run = r.id AND x.test = t.id AND x.origin IS NOT NULL"
-        " GROUP BY r.run_id, t.test_id HAVING count(DISTINCT x.origin) > 1"
+        "SELECT k.run_key, k.test_key FROM"
+        " (SELECT DISTINCT run_key, test_key FROM s_results WHERE origin IS NOT NULL) AS k"
+        " JOIN (SELECT s.run_key, s.test_key, s.origin FROM s_results AS s"
+        " WHERE s.origin IS NOT NULL AND s.run_key NOT IN (SELECT run_id FROM s_done)"
+        " UNION SELECT r.run_id, t.test_id, x.origin FROM results AS x"
+        " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
+        " JOIN (SELECT DISTINCT run_key, test_key FROM s_results WHERE origin IS NOT NULL) AS n"
+        f" ON {same_run('r.run_id', 'n.run_key')} AND {same_test('t.test_id', 'n.test_key')}"
+        " WHERE x.origin IS NOT NULL) AS h ON h.run_key = k.run_key AND h.test_key = k.test_key"
+        " GROUP BY k.run_key, k.test_key HAVING count(DISTINCT h.origin) > 1"
     ).fetchall():
         found.setdefault(str(run_id), set()).add(str(test_id))
+    for run_id, ids in shared.items():
+        if ids:
+            found.setdefault(run_id, set()).update(ids)
     return found
+
+
+def _file_ids(pg: Any, moves: Mapping[str, Collection[str]], append: bool) -> list[str]:
+    """The file ids (``<file>::<id>``) the moves create (_file_test) join the pushed tests
+    (s_tests), seen first at the earliest moved run, with their file: _push_tests inserts
+    them with the others, in id order. Each is one of the server's run's attempts of a known
+    file under a moved plain id, or the push's (an append's of a run it adds to). The plain
+    ids moved from, for _push_tests to take."""
+    pairs = sorted((run_id, test_id) for run_id, ids in moves.items() for test_id in ids)
+    if not pairs:
+        return []
+    runs, ids = [list(column) for column in zip(*pairs, strict=True)]
+    rows = pg.execute(
+        "WITH m AS (SELECT * FROM unnest(%s::text[], %s::text[]) AS m (run_id, test_id))"
+        " SELECT m.test_id, x.origin, r.ts FROM m"
+        f" JOIN runs AS r ON {same_run('r.run_id', 'm.run_id')}"
+        f" JOIN tests AS t ON {same_test('t.test_id', 'm.test_id')}"
+        " JOIN results AS x ON x.run = r.id AND x.test = t.id WHERE x.origin IS NOT NULL"
+        " UNION SELECT m.test_id, s.origin, coalesce(r.ts, sr.ts) FROM m"
+        " JOIN s_results AS s ON s.run_key = m.run_id AND s.test_key = m.test_id"
+        " JOIN s_runs AS sr ON sr.run_id = m.run_id"
+        f" LEFT JOIN runs AS r ON {same_run('r.run_id', 'm.run_id')}"
+        " WHERE s.origin IS NOT NULL"
+        + (" AND m.run_id NOT IN (SELECT run_id FROM s_done)" if append else ""),
+        (runs, ids),
+    ).fetchall()
+    created: dict[str, tuple[str | None, str]] = {}
+    for test_id, origin, ts in rows:
+        new_id = f"{origin}::{test_id}"
+        seen = created.get(new_id)
+        if seen is None or str(ts) < seen[1]:
+            created[new_id] = (file_of_test(new_id, str(origin)), str(ts))
+    pg.execute(
+        "CREATE TEMP TABLE s_file_ids ON COMMIT DROP AS"
+        " SELECT test_id, parent, test_file, first_seen FROM tests WITH NO DATA"
+    )
+    _copy(pg, "s_file_ids", ("test_id", "parent", "test_file", "first_seen"),
+          ((new_id, parent_of(new_id), test_file, ts)
+           for new_id, (test_file, ts) in sorted(created.items())))  # fmt: skip
+    # A pushed test of the same id takes the move's file and the earlier first sighting, as
+    # _file_test gives the row.
+    pg.execute(
+        "UPDATE s_tests AS s SET test_file = f.test_file,"
+        " first_seen = least(s.first_seen, f.first_seen) FROM s_file_ids AS f"
+        " WHERE s.test_id = f.test_id"
+    )
+    pg.execute(
+        "INSERT INTO s_tests (test_id, parent, test_file, first_seen)"
+        " SELECT test_id, parent, test_file, first_seen FROM s_file_ids AS f"
+        " WHERE NOT EXISTS (SELECT 1 FROM s_tests AS s WHERE s.test_id = f.test_id)"
+    )
+    return sorted(set(ids))
 
 
 def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
@@ -389,16 +487,34 @@ def _separate(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
     return left
 
 
-def _settle(pg: Any, left: Mapping[int, str]) -> list[int]:
+def _settle(
+    pg: Any, left: Mapping[int, str], *, wait: bool = False
+) -> tuple[list[int], dict[int, str]]:
     """Once the push's results are in, the plain ids its runs' files share (row id: the time of
     the earliest such run), as derived_rows.settle_left leaves a history file's: one seen first
     at that run is seen first at the earliest run still holding its attempts, has the file
     they name (derived_rows.file_of_attempts), and one that no attempt and no audit row names is
     removed, unless another writer's push holds its row
     (_hold_tests: it is about to refer to it); those are returned, for _after_others. Replicas
-    drop their copy on their own when they drop the moved attempts."""
+    drop their copy on their own when they drop the moved attempts.
+
+    _push_tests took the rows of the plain ids it knew the push moves from; any other row
+    another push holds is not waited for (SKIP LOCKED, unless ``wait``: after the push's
+    commit, holding nothing else) and is returned as well, with its time, to be settled by
+    _after_others once that push is done."""
     if not left:
-        return []
+        return [], {}
+    lock = "FOR NO KEY UPDATE" if wait else "FOR NO KEY UPDATE SKIP LOCKED"
+    held = {
+        int(row[0])
+        for row in pg.execute(
+            f"SELECT id FROM tests WHERE id = ANY(%s) ORDER BY id {lock}", (sorted(left),)
+        ).fetchall()
+    }
+    unsettled = {pk: ts for pk, ts in left.items() if pk not in held}
+    left = {pk: ts for pk, ts in left.items() if pk in held}
+    if not left:
+        return [], unsettled
     by_time: dict[str, list[int]] = {}
     for pk, ts in left.items():
         by_time.setdefault(ts, []).append(pk)
@@ -429,7 +545,7 @@ def _settle(pg: Any, left: Mapping[int, str]) -> list[int]:
             )
     orphans = [int(row[0]) for row in pg.execute(_ORPHANS, (sorted(left),)).fetchall()]
     if not orphans:
-        return []
+        return [], unsettled
     removed = {
         int(row[0])
         for row in pg.execute(
@@ -437,7 +553,7 @@ def _settle(pg: Any, left: Mapping[int, str]) -> list[int]:
             (orphans,),
         ).fetchall()
     }
-    return [pk for pk in orphans if pk not in removed]
+    return [pk for pk in orphans if pk not in removed], unsettled
 
 
 # Of the test row ids given, those no attempt and no audit row names.
@@ -455,7 +571,7 @@ def _take_files(pg: Any) -> dict[int, str]:
     test, the second sees the first's runs.
 
     It locks no row it has to wait for: _push_tests locked the rows whose file differed then,
-    and this push's own moves lock theirs; a row another writer's push moved since is taken
+    and those of this push's moves; a row another writer's push moved since is taken
     only if no push holds it (SKIP LOCKED), as waiting for one here, holding other rows, may
     close a cycle with it. The rows another push holds are returned, with the pushed file, for
     _after_others."""
@@ -503,15 +619,25 @@ def _latest_files(pg: Any, pks: Sequence[int]) -> None:
             )
 
 
-def _after_others(pg: Any, files: Mapping[int, str], orphans: Sequence[int]) -> None:
-    """Once the push has committed, what it left to pushes holding the rows then: the tests of
-    `files` (_take_files) still held with another file than the pushed one take the file of
-    their latest run, and the plain ids of `orphans` (_settle) that no attempt and no audit
+def _after_others(
+    pg: Any,
+    files: Mapping[int, str],
+    orphans: Sequence[int],
+    unsettled: Mapping[int, str] | None = None,
+) -> None:
+    """Once the push has committed, what it left to pushes holding the rows then: the plain
+    ids moved from of `unsettled` (_settle) are settled, the tests of `files` (_take_files)
+    still held with another file than the pushed one take the file of their latest run, and
+    the plain ids of `orphans` (_settle, and those settled here) that no attempt and no audit
     row names once the holders are done are removed: these read the rows and runs after the
     holders committed. Each transaction here waits only while it takes its locks, in one
-    statement in id order (the removals a row each), and never after: a deadlock through it
-    needs another transaction waiting out of that order, as only a move's writes (_separate,
-    _settle) do."""
+    statement in id order (the removals a row each), and never after; a push waits out of id
+    order for no test row once its first pass is done (_push_tests), so no cycle goes through
+    them."""
+    if unsettled:
+        with pg.transaction():
+            more, _ = _settle(pg, unsettled, wait=True)
+        orphans = sorted({*orphans, *more})
     if files:
         with pg.transaction():
             held = [
@@ -538,7 +664,9 @@ def _after_others(pg: Any, files: Mapping[int, str], orphans: Sequence[int]) -> 
 
 def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:
     """The server's row id of ``<origin>::<test_id>`` (created, seen first at ts, if need be),
-    whose file is origin (derived_rows.file_test)."""
+    whose file is origin (derived_rows.file_test). A push's move finds the row in place: its
+    first pass inserted it, or took it where it writes it (_file_ids), so neither statement
+    here waits for another push."""
     new_id = f"{origin}::{test_id}"
     test_file = file_of_test(new_id, origin)
     pg.execute(
@@ -559,15 +687,14 @@ def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:
     )
 
 
-def _merge_shared(pg: Any) -> dict[int, str]:
-    """Before a merge's results land (s_results staged): test ids the server's copy of a run
-    and the pushed copy hold from different files (testids.stored_clashes, each way) become a
-    test per file, as in a history file's merge (flaketui.core.history.merge). The server's
-    attempts of a known file move to their file's id (_separate), and the pushed ones are
-    keyed to theirs, where the server's copy then holds them already or they land. A pushed
-    history whose attempts name no file (the recorder's, an older one) is compared as a history
-    file's merge compares it: its file-prefixed ids against the server's attempts of a known
-    file, the only ones read then. The plain ids moved from, for _settle."""
+def _merge_clashes(pg: Any) -> dict[str, set[str]]:
+    """Before any row of a merge lands (s_results staged), by run id: test ids the server's
+    copy of a run and the pushed copy hold from different files (testids.stored_clashes, each
+    way), to become a test per file, as in a history file's merge
+    (flaketui.core.history.merge: _merge_shared). A pushed history whose attempts name no file
+    (the recorder's, an older one) is compared as a history file's merge compares it: its
+    file-prefixed ids against the server's attempts of a known file, the only ones read
+    then."""
     named = pg.execute("SELECT 1 FROM s_results WHERE origin IS NOT NULL LIMIT 1").fetchone()
     held: dict[str, tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]] = {}
     for run_id, test_id, origin in pg.execute(
@@ -590,6 +717,14 @@ def _merge_shared(pg: Any) -> dict[int, str]:
         found = stored_clashes(ours, _files(theirs)) | stored_clashes(theirs, _files(ours))
         if found:
             shared[run_id] = found
+    return shared
+
+
+def _merge_shared(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
+    """Before a merge's results land: the test ids of ``shared`` (_merge_clashes) become a
+    test per file. The server's attempts of a known file move to their file's id (_separate),
+    and the pushed ones are keyed to theirs, where the server's copy then holds them already
+    or they land. The plain ids moved from, for _settle."""
     if not shared:
         return {}
     left = _separate(pg, shared)
