@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import functools
 import posixpath
+import re
 from collections.abc import Iterable
+
+# A suite name ending in one of these (``login.spec.ts``) names a file even without a slash.
+_SOURCE_SUFFIX = re.compile(
+    r"\.(js|jsx|mjs|cjs|ts|tsx|mts|cts|vue|svelte|coffee|rb|php|phpt|go|rs|java|kt|kts|"
+    r"scala|groovy|cs|fs|vb|swift|c|cc|cpp|cxx|m|mm|feature|robot|lua|ex|exs|erl|dart)$"
+)
 
 
 def parent_of(test_id: str) -> str:
@@ -31,6 +38,19 @@ def normalise_path(path: str) -> str:
         return text
     normal = posixpath.normpath(text)
     return normal.removeprefix("./")
+
+
+def names_file(name: str) -> bool:
+    """Whether a suite name (or a case's origin) is a file path (jest-junit, Vitest, Playwright
+    name suites so; a karma describe block is not)."""
+    return "/" in name or "\\" in name or _SOURCE_SUFFIX.search(name) is not None
+
+
+def origin_file(origin: str | None) -> str | None:
+    """The file an attempt's origin names: the origin when it is a path (the case's file, its
+    suite's), None when it is a karma describe block. Stored attempts keep the origin alone,
+    so this is what tells the two apart wherever a test's file is worked out from them."""
+    return origin if origin is not None and names_file(origin) else None
 
 
 def file_of_test(test_id: str, test_file: str | None) -> str | None:

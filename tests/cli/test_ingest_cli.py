@@ -784,6 +784,46 @@ def test_a_case_naming_its_file_through_its_suite_gives_the_test_that_file(
     ]
 
 
+def karma_shard(path: Path, *blocks: str) -> Path:
+    """A karma report of one case, `adds` in the browser suite, per describe block
+    (parentSuites): the reporter names no file."""
+    cases = "".join(
+        f'<testcase classname="Chrome_120" name="adds" parentSuites="{block}"/>' for block in blocks
+    )
+    path.write_text(f'<testsuites><testsuite name="Chrome 120">{cases}</testsuite></testsuites>')
+    return path
+
+
+KARMA_SHARDS = (("R1", "Calculator"), ("R2", "Calculator"), ("R2", "Cart"))
+
+
+def ingest_karma(target: Path | str, tmp: Path, order: tuple[int, ...]) -> None:
+    """`flaketui ingest` into target of KARMA_SHARDS in `order`, one command each: run R1
+    holds `adds` of one describe block, R2 two shards whose blocks share the name."""
+    for index in order:
+        run_id, block = KARMA_SHARDS[index]
+        report = karma_shard(tmp / f"karma{index}.xml", block)
+        ts = "2026-11-01T10:00:00Z" if run_id == "R1" else "2026-11-02T10:00:00Z"
+        result = run(target, report, "--run-id", run_id, "--timestamp", ts, "--no-detect")
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (0, 2, 1), (1, 2, 0)])
+def test_a_karma_describe_block_is_no_tests_file_after_a_shard_move(
+    tmp_path: Path, order: tuple[int, ...]
+) -> None:
+    """Describe blocks sharing a test name across a run's shards make a test per block
+    (``<block>::<id>``) and move the run's attempts of the plain id there; neither those
+    tests nor the plain id left with another run's attempts take a block for their file."""
+    db = tmp_path / "h.db"
+    ingest_karma(db, tmp_path, order)
+    assert query(db, "SELECT test_id, test_file FROM tests ORDER BY 1") == [
+        ("Calculator::Chrome_120::adds", None),
+        ("Cart::Chrome_120::adds", None),
+        ("Chrome_120::adds", None),
+    ]
+
+
 FILES = ("src/a.test.js", "src/b.test.js", "src/c.test.js", "")  # "": the case names none
 CASE = st.tuples(
     st.sampled_from(FILES), st.sampled_from(("x", "y")), st.sampled_from(("pass", "fail"))

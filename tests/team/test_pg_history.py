@@ -967,3 +967,29 @@ def test_a_moved_test_has_the_file_of_its_latest_run_on_the_server_and_its_repli
     fresh = tmp_path / "fresh.db"
     invoke("sync", pg_url, fresh)
     assert sqlite3.connect(fresh).execute(EDITED_SQL).fetchall() == edited
+
+
+@pytest.mark.parametrize("how", ["ingest", "merge"])
+def test_a_karma_describe_block_is_no_tests_file_on_the_server(
+    pg_url: str, tmp_path: Path, how: str
+) -> None:
+    """Karma shards whose describe blocks share a test name, ingested into the server one by
+    one (or merged from a history holding them): no test takes a block for its file, on the
+    server or in a replica, as in a history file."""
+    from tests.cli.test_ingest_cli import ingest_karma
+
+    expected = [
+        ("Calculator::Chrome_120::adds", None),
+        ("Cart::Chrome_120::adds", None),
+        ("Chrome_120::adds", None),
+    ]
+    if how == "ingest":
+        ingest_karma(pg_url, tmp_path, (0, 1, 2))
+    else:
+        local = tmp_path / "local.db"
+        ingest_karma(local, tmp_path, (0, 1, 2))
+        invoke("merge", pg_url, local)
+    replica = tmp_path / "replica.db"
+    invoke("sync", pg_url, replica)
+    files = "SELECT test_id, test_file FROM tests ORDER BY 1"
+    assert sqlite3.connect(replica).execute(files).fetchall() == expected

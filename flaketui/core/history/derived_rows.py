@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping
 
-from flaketui.core.testids import file_of_test, normalise_path, parent_of
+from flaketui.core.testids import file_of_test, normalise_path, origin_file, parent_of
 
 # A test row seen again keeps its earliest first_seen (shared by the writer and merge). Its file
 # is the one named by the latest run (by run time) whose case named one, the attempts' origin
@@ -183,9 +183,10 @@ def separate_stored(conn: sqlite3.Connection, run_pk: int, ts: str, shared: Iter
 def file_test(conn: sqlite3.Connection, test_id: str, origin: str, ts: str) -> int:
     """The row id of ``<origin>::<test_id>``, the id a shared test of the file origin is
     stored under (created, seen first at ts, if the history lacks it). Its file is origin,
-    whatever file the plain id or an earlier copy of the row says (set_files)."""
+    whatever file the plain id or an earlier copy of the row says (set_files); a karma
+    describe block is no file (testids.origin_file)."""
     new_id = f"{origin}::{test_id}"
-    test_file = file_of_test(new_id, origin)
+    test_file = file_of_test(new_id, origin_file(origin))
     conn.execute(UPSERT_TEST_SQL, (new_id, parent_of(new_id), test_file, ts))
     pk = int(conn.execute("SELECT id FROM tests WHERE test_id = ?", (new_id,)).fetchone()[0])
     set_files(conn, {pk: test_file})
@@ -193,11 +194,14 @@ def file_test(conn: sqlite3.Connection, test_id: str, origin: str, ts: str) -> i
 
 
 def latest_file(named: Iterable[tuple[str, str]]) -> str | None:
-    """The file of the latest run naming one, from (file, run time) pairs: the latest time's,
+    """The file of the latest run naming one, from (origin, run time) pairs: the latest time's,
     the greatest file at a tie (runs of one time naming two files: any order of ingest gives
-    the same); None when none is named."""
+    the same); None when none is named. An origin that is a karma describe block names no
+    file (testids.origin_file)."""
     latest: tuple[str, str] | None = None
     for origin, ts in named:
+        if origin_file(origin) is None:
+            continue
         key = (ts, normalise_path(origin))
         if latest is None or key > latest:
             latest = key

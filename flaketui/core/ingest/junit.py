@@ -67,6 +67,7 @@ from flaketui.core.errors import ReportError
 from flaketui.core.ingest.pytest_ids import pytest_node_id
 from flaketui.core.ingest.report_time import parse_report_timestamp, plausible
 from flaketui.core.models import Attempt, CaseResult
+from flaketui.core.testids import names_file
 
 CHUNK_BYTES = 64 * 1024
 MAX_CHUNK_BYTES = 16 * 1024 * 1024
@@ -91,19 +92,6 @@ SKIPPED_STATUSES = frozenset(
 FAILED_STATUSES = frozenset({"fail", "failed", "failure"})
 ERROR_STATUSES = frozenset({"error", "errored"})
 _THOUSANDS = re.compile(r"^[1-9]\d{0,2}(,\d{3})+(\.\d*)?$")
-
-
-# A suite name ending in one of these (``login.spec.ts``) names a file even without a slash.
-_SOURCE_SUFFIX = re.compile(
-    r"\.(js|jsx|mjs|cjs|ts|tsx|mts|cts|vue|svelte|coffee|rb|php|phpt|go|rs|java|kt|kts|"
-    r"scala|groovy|cs|fs|vb|swift|c|cc|cpp|cxx|m|mm|feature|robot|lua|ex|exs|erl|dart)$"
-)
-
-
-def names_file(name: str) -> bool:
-    """Whether a suite name (or a case's origin) is a file path (jest-junit, Vitest, Playwright
-    name suites so; a karma describe block is not)."""
-    return "/" in name or "\\" in name or _SOURCE_SUFFIX.search(name) is not None
 
 
 def _local(tag: str) -> str:

@@ -26,11 +26,10 @@ from flaketui.core.history.derived_rows import (
     set_files,
     take_latest_files,
 )
-from flaketui.core.ingest.junit import names_file
 from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult
-from flaketui.core.testids import file_of_test, parent_of
+from flaketui.core.testids import file_of_test, names_file, origin_file, parent_of
 
 BATCH_CASES = 2_000
 MAX_CACHED_IDS = 200_000  # keeps memory flat on huge reports
@@ -589,9 +588,7 @@ class RunWriter:
 def _named_file(case_file: str | None, origin: str | None) -> str | None:
     """The file a case names: its own (a ``file`` attribute), else its origin where that is a
     path (its suite's file; not a karma describe block)."""
-    if case_file:
-        return case_file
-    return origin if origin is not None and names_file(origin) else None
+    return case_file or origin_file(origin)
 
 
 def _grow_cache(conn: sqlite3.Connection) -> None:

@@ -53,7 +53,7 @@ from flaketui.core.history.pg.columns import (
 from flaketui.core.history.pg.connect import driver
 from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
 from flaketui.core.history.pg.schema import same_run, same_test
-from flaketui.core.testids import file_of_test, parent_of, stored_clashes
+from flaketui.core.testids import file_of_test, origin_file, parent_of, stored_clashes
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -422,7 +422,7 @@ def _file_ids(pg: Any, moves: Mapping[str, Collection[str]], append: bool) -> li
         new_id = f"{origin}::{test_id}"
         seen = created.get(new_id)
         if seen is None or str(ts) < seen[1]:
-            created[new_id] = (file_of_test(new_id, str(origin)), str(ts))
+            created[new_id] = (file_of_test(new_id, origin_file(str(origin))), str(ts))
     pg.execute(
         "CREATE TEMP TABLE s_file_ids ON COMMIT DROP AS"
         " SELECT test_id, parent, test_file, first_seen FROM tests WITH NO DATA"
@@ -664,11 +664,11 @@ def _after_others(
 
 def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:
     """The server's row id of ``<origin>::<test_id>`` (created, seen first at ts, if need be),
-    whose file is origin (derived_rows.file_test). A push's move finds the row in place: its
+    whose file is origin, unless a describe block (derived_rows.file_test). A push's move finds the row in place: its
     first pass inserted it, or took it where it writes it (_file_ids), so neither statement
     here waits for another push."""
     new_id = f"{origin}::{test_id}"
-    test_file = file_of_test(new_id, origin)
+    test_file = file_of_test(new_id, origin_file(origin))
     pg.execute(
         "INSERT INTO tests (test_id, parent, test_file, first_seen)"
         " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
