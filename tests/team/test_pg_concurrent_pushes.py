@@ -19,8 +19,9 @@ from flaketui.cli import cli
 from tests.core.junit_shards import file_shard
 
 BOUND_S = 60  # a push neither stopping, ending nor waiting on a lock by then is a failure
-# A push can stop right after each of these returns (_file_test: its first move of attempts).
-POINTS = ("_push_tests", "_file_test", "_settle", "_take_files")
+# A push can stop right after each of these returns (_file_test: its first move of attempts;
+# _merge_clashes: a merge's moves found, before any row lands; _merge_shared: its moves done).
+POINTS = ("_merge_clashes", "_push_tests", "_merge_shared", "_file_test", "_settle", "_take_files")
 
 
 def invoke(*args: object) -> None:
@@ -567,3 +568,175 @@ def test_a_push_whose_tidying_fails_after_its_commit_still_lands(
     assert summary.runs_added == 1 and summary.results_added == 2
     runs = server_rows(pg_url, "SELECT run_id FROM runs ORDER BY 1")
     assert runs == [("R1",), ("RA",)]
+
+
+RESULTS = (
+    "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.origin FROM results AS x"
+    " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test ORDER BY 1, 2, 3"
+)
+
+
+def _rows(history: Path) -> tuple[list[tuple[object, ...]], ...]:
+    """A history file's tests and results, as _on_server reads the server's."""
+    conn = sqlite3.connect(history)
+    return tuple([tuple(row) for row in conn.execute(sql)] for sql in (TESTS, RESULTS))
+
+
+def _merged(tmp_path: Path, *histories: Path) -> tuple[list[tuple[object, ...]], ...]:
+    """The tests and results of a history file merging the histories in their order."""
+    local = tmp_path / "local.db"
+    for history in histories:
+        invoke("merge", local, history)
+    return _rows(local)
+
+
+def _on_server(url: str) -> tuple[list[tuple[object, ...]], ...]:
+    return server_rows(url, TESTS), server_rows(url, RESULTS)
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_two_merges_of_shards_of_one_run_both_land_with_a_test_per_file(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any, first: str
+) -> None:
+    """The server holds run R's x of file c under the plain id; two merges at once bring
+    histories each holding another shard of R, x of file a and x of file b. The first holds
+    R's lock once its moves are found; the second waits for it, then finds its own against
+    the first's rows. In either order both land, and the server holds a test per file, as a
+    history file merging the same histories does."""
+    at = "2026-11-02T10:00:00Z"
+    base = staged(tmp_path, "c", "R", at, (_js("c"), "x"))
+    histories = {name: staged(tmp_path, name, "R", at, (_js(name), "x")) for name in ("a", "b")}
+    invoke("merge", pg_url, base)
+    second = "b" if first == "a" else "a"
+    one = Pusher(pushing(pg_url, histories[first], append=False), stops=("_merge_clashes",))
+    two = Pusher(pushing(pg_url, histories[second], append=False))
+    one.start()
+    assert advance(monitor, one) == "stopped"
+    two.start()
+    assert advance(monitor, two) == "waiting"  # R's lock
+    one.let_go()
+    assert advance(monitor, one) in ("done", "waiting")
+    finish(monitor, two, one)
+    tests, results = _merged(tmp_path, base, histories[first], histories[second])
+    assert [row[0] for row in tests] == [f"{_js(n)}::parser::x" for n in ("a", "b", "c")]
+    assert _on_server(pg_url) == (tests, results)
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["run-held", "run-new"])
+@pytest.mark.parametrize("first", ["merge", "ingest"])
+def test_a_merge_and_an_ingest_of_shards_of_one_run_both_land(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any, first: str, held: bool
+) -> None:
+    """A merge of a history holding run R's shard of x of file a and y of file e, and an
+    ingest into R of a shard naming them the other way (x of e, y of a) go at once, with the
+    server holding R's x of file c and y of file f under their plain ids, or no R at all. The
+    ingest reads the run before the merge lands, or the merge finds its moves before the
+    ingest's land. In either order both land, and the server holds a test per file, as a
+    history file given the same history and report does."""
+    at = "2026-11-02T10:00:00Z"
+    base = staged(tmp_path, "base", "R", at, (_js("c"), "x"), (_js("f"), "y"))
+    history = staged(tmp_path, "merged", "R", at, (_js("a"), "x"), (_js("e"), "y"))
+    shard = file_shard(tmp_path / "shard.xml", (_js("e"), "x", "pass"), (_js("a"), "y", "pass"))
+    if held:
+        invoke("merge", pg_url, base)
+    merge = Pusher(pushing(pg_url, history, append=False), stops=("_merge_shared",))
+    ingest = Pusher(shard_push(pg_url, "R", at, shard), stops=("_push_tests",))
+    one, two = (merge, ingest) if first == "merge" else (ingest, merge)
+    one.start()
+    assert advance(monitor, one) == "stopped"
+    two.start()
+    assert advance(monitor, two) == "waiting"  # R's lock
+    one.let_go()
+    assert advance(monitor, one) in ("done", "waiting")
+    finish(monitor, two, one)
+    local = tmp_path / "local.db"
+    if held:
+        invoke("merge", local, base)
+    for name in (first, "ingest" if first == "merge" else "merge"):
+        if name == "merge":
+            invoke("merge", local, history)
+        else:
+            invoke("ingest", local, shard, "--run-id", "R", "--timestamp", at, "--no-detect")
+    tests, results = _rows(local)
+    files = ("a", "c", "e", "f") if held else ("a", "e")
+    assert [row[0] for row in tests] == [
+        f"{_js(f)}::parser::{n}"
+        for f, n in (("a", "x"), ("a", "y"), ("c", "x"), ("e", "x"), ("e", "y"), ("f", "y"))
+        if f in files
+    ]
+    assert _on_server(pg_url) == (tests, results)
+
+
+@pytest.mark.parametrize("kind", ["merge", "ingest"])
+@pytest.mark.parametrize("stop", ["_merge_clashes", "_push_tests", "_merge_shared"])
+def test_a_merge_and_a_push_each_moving_a_plain_id_the_other_names_of_another_file_land(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any, stop: str, kind: str
+) -> None:
+    """Merge A brings run RA's x of file b, where the server's RA holds x of file c, so it
+    moves RA's x to c's id, and names y of another file than the server's; push B (a merge of
+    a history, or an ingest of a shard) brings run RB's y of file h, where the server's RB
+    holds y of file g, and names x of another file. Each settles the plain id it moved from,
+    the one the other names of another file. B, started once A has found its moves, lands
+    first; started once A holds its rows, B waits for A. Both land (no deadlock aborts
+    either), and the server holds what a history file given the same histories and reports
+    holds."""
+    plan = {
+        "ra": ("RA", "2026-11-01T10:00:00Z", (_js("c"), "x")),
+        "rb": ("RB", "2026-11-02T10:00:00Z", (_js("g"), "y")),
+        "a": ("RA", "2026-11-01T10:00:00Z", (_js("b"), "x"), (_js("d"), "y")),
+        "b": ("RB", "2026-11-02T10:00:00Z", (_js("e"), "x"), (_js("h"), "y")),
+    }
+    histories = _histories(tmp_path, plan)
+    for name in ("ra", "rb"):
+        invoke("merge", pg_url, histories[name])
+    shard = file_shard(tmp_path / "shard.xml", (_js("e"), "x", "pass"), (_js("h"), "y", "pass"))
+    a = Pusher(pushing(pg_url, histories["a"], append=False), stops=(stop,))
+    if kind == "merge":
+        b = Pusher(pushing(pg_url, histories["b"], append=False))
+    else:
+        b = Pusher(shard_push(pg_url, "RB", plan["b"][1], shard))
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    b.start()
+    assert advance(monitor, b) == ("done" if stop == "_merge_clashes" else "waiting")
+    a.let_go()
+    assert advance(monitor, a) in ("done", "waiting")
+    finish(monitor, b, a)
+    local = tmp_path / "local.db"  # B's run, then A's, as the server took them
+    for name in ("ra", "rb", "b", "a"):
+        if name == "b" and kind == "ingest":
+            invoke("ingest", local, shard, "--run-id", "RB", "--timestamp", plan["b"][1],
+                   "--no-detect")  # fmt: skip
+        else:
+            invoke("merge", local, histories[name])
+    tests, results = _rows(local)
+    assert [row[0] for row in tests if "::parser::" in str(row[0])] == [
+        f"{_js(f)}::parser::{n}" for f, n in (("b", "x"), ("c", "x"), ("g", "y"), ("h", "y"))
+    ]
+    assert _on_server(pg_url) == (tests, results)
+
+
+def test_two_ingests_of_the_first_shards_of_a_run_number_attempts_per_file(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """Two shards of a run the server lacks, naming x of file a and x of file b, are ingested
+    at once: both read the run before either landed, so each keeps x under its plain id. The
+    second to land moves the first's attempts to a's id and lands its own under b's, each
+    attempt 1, as a history file ingesting both shards numbers them."""
+    at = "2026-11-02T10:00:00Z"
+    shards = _shards(
+        tmp_path,
+        {"a": ("R", at, ((_js("a"), "x"),)), "b": ("R", at, ((_js("b"), "x"),))},
+    )
+    a = Pusher(shard_push(pg_url, *shards["a"]), stops=("_push_tests",))
+    b = Pusher(shard_push(pg_url, *shards["b"]))
+    a.start()
+    assert advance(monitor, a) == "stopped"
+    b.start()
+    assert advance(monitor, b) == "waiting"  # R's lock, the run read without A's shard
+    a.let_go()
+    assert advance(monitor, a) in ("done", "waiting")
+    finish(monitor, b, a)
+    tests = _ingested(tmp_path, shards)
+    assert [row[0] for row in tests] == [f"{_js(n)}::parser::x" for n in ("a", "b")]
+    assert _on_server(pg_url) == (tests, _rows(tmp_path / "local.db")[1])

@@ -20,10 +20,12 @@ an ingest into a history file moves them; each move leaves a row in ``deletions`
 at once read the server's run before either landed: a plain id that the run holds from two
 files once the push's rows are in is moved as well, under the run's lock (_moves). A merge's
 push does the same for an id the server's copy and the pushed copy of a run hold from
-different files (_merge_shared): each file's attempts land under its own id. Once the push's
-attempts are in, a plain id moved from is seen first at the earliest run still holding it, or
-removed when nothing names it (_settle), as in a history file; a push holds its tests' rows so
-that another's removal never takes one it is about to refer to (_hold_tests). A pushed test the
+different files (_merge_clashes). Either moves the server's attempts before its own land,
+and lands its own under their file's id, numbered after the attempts that id holds
+(_merge_shared). Once the push's attempts are in, a plain id moved from is seen first at the
+earliest run still holding it, or removed when nothing names it (_settle), as in a history
+file; a push holds its tests' rows so that another's removal never takes one it is about to
+refer to (_hold_tests). A pushed test the
 server holds with another file takes the file of its latest run naming one (_take_files).
 A push takes the rows it writes in one pass in id order as it starts (_push_tests): those of
 the pushed tests it changes, and those of its moves, which it finds before any of its rows
@@ -129,8 +131,6 @@ def push_history(
         _push_tests(pg, _file_ids(pg, moves, append))
         if run_ids:
             left = _push_runs(pg, run_cols, result_cols, summary, append, pred, moves)
-            if append:
-                left = _separate(pg, moves)
             orphans, unsettled = _settle(pg, left)
             files = _take_files(pg)
         _push_scheme(pg, src)
@@ -299,9 +299,9 @@ def _push_runs(
     pred: bool,
     moves: Mapping[str, Collection[str]],
 ) -> dict[int, str]:
-    """The runs, their files and results (staged: _stage_runs); for a merge, the plain ids
-    its runs' files share (``moves``, _merge_clashes) are moved first (_merge_shared), and
-    those moved from returned (_separate's, for _settle)."""
+    """The runs, their files and results (staged: _stage_runs); the plain ids its runs' files
+    share (``moves``: _moves, _merge_clashes) are moved first (_merge_shared), and those moved
+    from returned (_separate's, for _settle)."""
     cols = _quoted(run_cols)
     added = {
         str(row[0])
@@ -326,7 +326,7 @@ def _push_runs(
         " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
         + (f" LEFT JOIN tests AS pt ON {same_test('pt.test_id', 's.pred_key')}" if pred else "")
     )
-    left: dict[int, str] = {} if append else _merge_shared(pg, moves)
+    left = _merge_shared(pg, moves, append)
     if append:
         chosen = ", ".join(
             "s.attempt + coalesce(m.top, 0)" if c == "attempt" else f's."{c}"' for c in result_cols
@@ -664,9 +664,9 @@ def _after_others(
 
 def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:
     """The server's row id of ``<origin>::<test_id>`` (created, seen first at ts, if need be),
-    whose file is origin, unless a describe block (derived_rows.file_test). A push's move finds the row in place: its
-    first pass inserted it, or took it where it writes it (_file_ids), so neither statement
-    here waits for another push."""
+    whose file is origin, unless a describe block (derived_rows.file_test). A push's move
+    finds the row in place: its first pass inserted it, or took it where it writes it
+    (_file_ids), so neither statement here waits for another push."""
     new_id = f"{origin}::{test_id}"
     test_file = file_of_test(new_id, origin_file(origin))
     pg.execute(
@@ -720,20 +720,26 @@ def _merge_clashes(pg: Any) -> dict[str, set[str]]:
     return shared
 
 
-def _merge_shared(pg: Any, shared: Mapping[str, Collection[str]]) -> dict[int, str]:
-    """Before a merge's results land: the test ids of ``shared`` (_merge_clashes) become a
-    test per file. The server's attempts of a known file move to their file's id (_separate),
-    and the pushed ones are keyed to theirs, where the server's copy then holds them already
-    or they land. The plain ids moved from, for _settle."""
+def _merge_shared(
+    pg: Any, shared: Mapping[str, Collection[str]], append: bool = False
+) -> dict[int, str]:
+    """Before the push's results land: the test ids of ``shared`` (_moves, _merge_clashes)
+    become a test per file. The server's attempts of a known file move to their file's id
+    (_separate), and the pushed ones are keyed to theirs, where the server's copy then holds
+    them already (a merge) or they land, an append's numbered after the attempts the file's
+    id holds, as a history file's ingest numbers a case whose id its run's files share; keyed
+    to the plain id, they would be numbered after the attempts of the other file there. The
+    plain ids moved from, for _settle."""
     if not shared:
         return {}
     left = _separate(pg, shared)
+    done = " AND s.run_key NOT IN (SELECT run_id FROM s_done)" if append else ""
     for run_id, ids in sorted(shared.items()):
         for test_id, origin, ts in pg.execute(
             "SELECT DISTINCT s.test_key, s.origin, r.ts FROM s_results AS s"
             f" JOIN runs AS r ON {same_run('r.run_id', 's.run_key')}"
             " WHERE s.run_key = %s AND s.test_key = ANY(%s::text[]) AND s.origin IS NOT NULL"
-            " ORDER BY 1, 3",
+            f"{done} ORDER BY 1, 3",
             (run_id, sorted(ids)),
         ).fetchall():
             _file_test(pg, str(test_id), str(origin), ts)
