@@ -25,8 +25,8 @@ and lands its own under their file's id, numbered after the attempts that id hol
 (_merge_shared). Once the push's attempts are in, a plain id moved from is seen first at the
 earliest run still holding it, or removed when nothing names it (_settle), as in a history
 file; a push holds its tests' rows so that another's removal never takes one it is about to
-refer to (_hold_tests). A pushed test the
-server holds with another file takes the file of its latest run naming one (_take_files).
+refer to (_hold_tests). A pushed test the server holds with another file takes the file of its
+latest run naming one (_take_files).
 A push takes the rows it writes in one pass in id order as it starts (_push_tests): those of
 the pushed tests it changes, and those of its moves, which it finds before any of its rows
 land, under its runs' locks (_moves, _merge_clashes): the plain ids moved from, and the file
