@@ -527,13 +527,7 @@ def _settle(
             (sorted(pks), ts),
         )
     # The file of each: that its remaining attempts name (derived_rows.file_of_attempts).
-    named: dict[int, list[tuple[str, str]]] = {}
-    for pk, origin, ts in pg.execute(
-        "SELECT DISTINCT x.test, x.origin, r.ts FROM results AS x JOIN runs AS r ON r.id = x.run"
-        " WHERE x.test = ANY(%s) AND x.origin IS NOT NULL",
-        (sorted(left),),
-    ).fetchall():
-        named.setdefault(int(pk), []).append((str(origin), str(ts)))
+    named = _named(pg, sorted(left))
     for pk, test_id, stored in pg.execute(
         "SELECT id, test_id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (sorted(left),)
     ).fetchall():
@@ -597,10 +591,9 @@ def _take_files(pg: Any) -> dict[int, str]:
     return {pk: test_file for pk, test_file in differ.items() if pk not in taken}
 
 
-def _latest_files(pg: Any, pks: Sequence[int]) -> None:
-    """The tests' rows (locked) take the file of their latest run naming one, if any."""
-    if not pks:
-        return
+def _named(pg: Any, pks: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
+    """The origins the tests' attempts name, as (origin, run time) pairs by row id: the
+    server's derived_rows.named_since, over every run."""
     named: dict[int, list[tuple[str, str]]] = {}
     for pk, origin, ts in pg.execute(
         "SELECT DISTINCT x.test, x.origin, r.ts FROM results AS x JOIN runs AS r ON r.id = x.run"
@@ -608,6 +601,14 @@ def _latest_files(pg: Any, pks: Sequence[int]) -> None:
         (list(pks),),
     ).fetchall():
         named.setdefault(int(pk), []).append((str(origin), str(ts)))
+    return named
+
+
+def _latest_files(pg: Any, pks: Sequence[int]) -> None:
+    """The tests' rows (locked) take the file of their latest run naming one, if any."""
+    if not pks:
+        return
+    named = _named(pg, pks)
     for pk, stored in pg.execute(
         "SELECT id, test_file FROM tests WHERE id = ANY(%s) ORDER BY id", (list(pks),)
     ).fetchall():
