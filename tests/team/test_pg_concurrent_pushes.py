@@ -170,6 +170,20 @@ def finish(monitor: Any, *pushers: Pusher) -> None:
     assert not errors, errors
 
 
+def race(monitor: Any, first: Pusher, second: Pusher, *states: str) -> None:
+    """`first` runs until it stops at its point, then `second` until it is in one of `states`
+    (stopped at its own point, waiting on a lock `first` holds, or done); then `first` goes
+    on, and both must land (finish)."""
+    first.start()
+    assert advance(monitor, first) == "stopped"
+    second.start()
+    state = advance(monitor, second)
+    assert state in states, state
+    first.let_go()
+    assert advance(monitor, first) in ("done", "waiting")
+    finish(monitor, second, first)
+
+
 def staged(tmp_path: Path, name: str, run_id: str, ts: str, *cases: tuple[str, str]) -> Path:
     """A history file of one run whose cases (file, test name) pass."""
     history = tmp_path / f"{name}.db"
@@ -227,13 +241,7 @@ def test_two_pushes_each_taking_a_file_the_other_holds_both_land(
         invoke("merge", pg_url, histories[name])
     a = Pusher(pushing(pg_url, histories["a"]), stops=("_push_tests",))
     b = Pusher(pushing(pg_url, histories["b"]), stops=("_push_tests",))
-    a.start()
-    assert advance(monitor, a) == "stopped"
-    b.start()
-    assert advance(monitor, b) in ("stopped", "waiting")
-    a.let_go()
-    assert advance(monitor, a) in ("done", "waiting")
-    finish(monitor, b, a)
+    race(monitor, a, b, "stopped", "waiting")
     expected = _expected(tmp_path, histories)
     assert [row[:2] for row in expected] == [("parser::x", NEW), ("parser::y", NEW)]
     assert server_rows(pg_url, TESTS) == expected
@@ -422,13 +430,7 @@ def test_two_moves_each_settling_a_plain_id_the_other_holds_both_land(
         invoke("ingest", pg_url, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
     a = Pusher(shard_push(pg_url, *shards["a"]), stops=("_push_tests",))
     b = Pusher(shard_push(pg_url, *shards["b"]))
-    a.start()
-    assert advance(monitor, a) == "stopped"
-    b.start()
-    assert advance(monitor, b) == "waiting"
-    a.let_go()
-    assert advance(monitor, a) in ("done", "waiting")
-    finish(monitor, b, a)
+    race(monitor, a, b, "waiting")
     expected = _ingested(tmp_path, shards)
     assert [row[0] for row in expected if "::parser::" in str(row[0])] == [
         f"{_js(f)}::parser::{n}" for f, n in (("b", "x"), ("c", "x"), ("g", "y"), ("h", "y"))
@@ -610,13 +612,7 @@ def test_two_merges_of_shards_of_one_run_both_land_with_a_test_per_file(
     second = "b" if first == "a" else "a"
     one = Pusher(pushing(pg_url, histories[first], append=False), stops=("_merge_clashes",))
     two = Pusher(pushing(pg_url, histories[second], append=False))
-    one.start()
-    assert advance(monitor, one) == "stopped"
-    two.start()
-    assert advance(monitor, two) == "waiting"  # R's lock
-    one.let_go()
-    assert advance(monitor, one) in ("done", "waiting")
-    finish(monitor, two, one)
+    race(monitor, one, two, "waiting")  # R's lock
     tests, results = _merged(tmp_path, base, histories[first], histories[second])
     assert [row[0] for row in tests] == [f"{_js(n)}::parser::x" for n in ("a", "b", "c")]
     assert _on_server(pg_url) == (tests, results)
@@ -642,13 +638,7 @@ def test_a_merge_and_an_ingest_of_shards_of_one_run_both_land(
     merge = Pusher(pushing(pg_url, history, append=False), stops=("_merge_shared",))
     ingest = Pusher(shard_push(pg_url, "R", at, shard), stops=("_push_tests",))
     one, two = (merge, ingest) if first == "merge" else (ingest, merge)
-    one.start()
-    assert advance(monitor, one) == "stopped"
-    two.start()
-    assert advance(monitor, two) == "waiting"  # R's lock
-    one.let_go()
-    assert advance(monitor, one) in ("done", "waiting")
-    finish(monitor, two, one)
+    race(monitor, one, two, "waiting")  # R's lock
     local = tmp_path / "local.db"
     if held:
         invoke("merge", local, base)
@@ -695,13 +685,7 @@ def test_a_merge_and_a_push_each_moving_a_plain_id_the_other_names_of_another_fi
         b = Pusher(pushing(pg_url, histories["b"], append=False))
     else:
         b = Pusher(shard_push(pg_url, "RB", plan["b"][1], shard))
-    a.start()
-    assert advance(monitor, a) == "stopped"
-    b.start()
-    assert advance(monitor, b) == ("done" if stop == "_merge_clashes" else "waiting")
-    a.let_go()
-    assert advance(monitor, a) in ("done", "waiting")
-    finish(monitor, b, a)
+    race(monitor, a, b, "done" if stop == "_merge_clashes" else "waiting")
     local = tmp_path / "local.db"  # B's run, then A's, as the server took them
     for name in ("ra", "rb", "b", "a"):
         if name == "b" and kind == "ingest":
@@ -730,13 +714,7 @@ def test_two_ingests_of_the_first_shards_of_a_run_number_attempts_per_file(
     )
     a = Pusher(shard_push(pg_url, *shards["a"]), stops=("_push_tests",))
     b = Pusher(shard_push(pg_url, *shards["b"]))
-    a.start()
-    assert advance(monitor, a) == "stopped"
-    b.start()
-    assert advance(monitor, b) == "waiting"  # R's lock, the run read without A's shard
-    a.let_go()
-    assert advance(monitor, a) in ("done", "waiting")
-    finish(monitor, b, a)
+    race(monitor, a, b, "waiting")  # R's lock, the run read without A's shard
     tests = _ingested(tmp_path, shards)
     assert [row[0] for row in tests] == [f"{_js(n)}::parser::x" for n in ("a", "b")]
     assert _on_server(pg_url) == (tests, _rows(tmp_path / "local.db")[1])
