@@ -572,6 +572,9 @@ def install_wheel(tmp: Path) -> str:
     wheels, env = tmp / "wheel", tmp / "wheel-env"
     root = Path(__file__).resolve().parents[1]
     pip = [sys.executable, "-m", "pip", "-q"]
+    # Without this environment's PYTHONPATH: a checkout on it holds flaketui's metadata, and
+    # pip would take the wheel for installed already and skip it.
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     build = [
         *pip,
         "wheel",
@@ -581,13 +584,15 @@ def install_wheel(tmp: Path) -> str:
         str(root),
         str(root / "pytest-flaketui"),
     ]
-    subprocess.run(build, check=True)
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    subprocess.run(build, check=True, env=clean)
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, env=clean)
     python = str(env / "bin" / "python")
     # The recorder imports none of flaketui's dependencies: pytest is the only one it needs.
     install = [python, "-m", "pip", "-q", "install", "--disable-pip-version-check"]
-    subprocess.run([*install, "--no-deps", *map(str, wheels.glob("*.whl"))], check=True)
-    subprocess.run([*install, f"pytest=={importlib.metadata.version('pytest')}"], check=True)
+    subprocess.run([*install, "--no-deps", *map(str, wheels.glob("*.whl"))], check=True, env=clean)
+    subprocess.run(
+        [*install, f"pytest=={importlib.metadata.version('pytest')}"], check=True, env=clean
+    )
     return python
 
 
