@@ -2,6 +2,7 @@
 
 Usage: python bench/plugin.py --tests 5000 [--pairs 15] [--lean] [--editable]
                               [--instructions] [--fields] [--wheel] [--simultaneous]
+                              [--history H]
 
 Writes a suite of N trivial tests (a third parametrized, 2 % failing) in a git repository of one
 commit (recording reads the commit as in a CI checkout), then runs it as --pairs pairs:
@@ -57,6 +58,9 @@ default every plugin installed in the environment loads, as in a plain `pytest` 
 snapshot plugin, syrupy, Hypothesis: ~3 s of a 5 000-test plain run of ~8.8 s, in both runs);
 `--lean` blocks every other plugin by its entry-point name (`-p no:NAME`), the strictest
 denominator; flaketui's loads through pytest-flaketui's entry point, as in a user's session.
+--history H records every pair's session into a copy of the history H, made before the clock,
+instead of a new history (what a CI job keeping its history between runs pays), and times the
+next reader storing and folding that run there (`history_fold_s`).
 --simultaneous starts both runs of a pair at the same moment instead (mode "simultaneous"): its
 CPU ratio sees the same neighbours and is the tightest figure here (`verdict` is then read from
 it, `verdict_of`), its wall ratio leans towards 1 (the run finishing first frees a core for the
@@ -273,22 +277,27 @@ RECORDED_FIELDS = (
 )
 
 
-def check_history(db: Path, tests: int, timeout_s: int | None = None) -> None:
-    """The recording run really recorded: one finished run with one result per test, and
-    RECORDED_FIELDS (and the timeout, when the suite sets one) in every row that has them
-    (the first test of the session has no predecessor), once the journaled attempts are stored."""
+def check_history(db: Path, tests: int, timeout_s: int | None = None, before: int = 0) -> None:
+    """The recording run really recorded: one finished run more than the `before` the history
+    held, with one result per test, and RECORDED_FIELDS (and the timeout, when the suite sets
+    one) in every row that has them (the first test of the session has no predecessor), once
+    the journaled attempts are stored."""
     stored(db)
     conn = sqlite3.connect(db)
+    newest = "(SELECT max(id) FROM runs)"
     try:
-        runs = conn.execute("SELECT count(*), min(finished) FROM runs").fetchone()
-        results = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+        runs = conn.execute(
+            f"SELECT count(*) - ?, (SELECT finished FROM runs WHERE id = {newest}) FROM runs",
+            (before,),
+        ).fetchone()
+        results = conn.execute(f"SELECT count(*) FROM results WHERE run = {newest}").fetchone()[0]
         run_fields = conn.execute(
             "SELECT runner_host IS NOT NULL AND os IS NOT NULL AND python IS NOT NULL"
-            " AND platform IS NOT NULL FROM runs"
+            f" AND platform IS NOT NULL FROM runs WHERE id = {newest}"
         ).fetchone()
         attempts = conn.execute(
             "SELECT count(duration_ms), count(position), count(predecessor),"
-            " count(DISTINCT position), sum(timeout_ms = ?) FROM results",
+            f" count(DISTINCT position), sum(timeout_ms = ?) FROM results WHERE run = {newest}",
             (None if timeout_s is None else timeout_s * 1000,),
         ).fetchone()
     finally:
@@ -428,7 +437,15 @@ def main() -> None:
         action="store_true",
         help="also count the instructions the per-attempt cause fields cost the recorder",
     )
+    parser.add_argument(
+        "--history",
+        type=Path,
+        default=None,
+        help="record into a copy of this history (made before the clock) instead of a new one",
+    )
     args = parser.parse_args()
+    if args.history is not None and not args.history.is_file():
+        parser.error(f"{args.history}: no such history")
     load_before = loadavg()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "suite"
@@ -444,17 +461,23 @@ def main() -> None:
         # Warm the OS cache and both code paths; these two runs are not pairs.
         runner.run(None)
         runner.run(Path(tmp) / "warm.db")
-        plain, recorded, ratios, cpu_ratios = [], [], [], []
+        plain, recorded, ratios, cpu_ratios, folds = [], [], [], [], []
+        before = 0 if args.history is None else runs_in(args.history)
         for pair in range(args.pairs):
             db = Path(tmp) / f"h{pair}.db"
+            if args.history is not None:
+                copy_history(args.history, db)  # before the clock
             if args.simultaneous:
                 (p, p_cpu), (r, r_cpu) = runner.run_pair_simultaneously(db)
             elif pair % 2 == 0:
                 (p, p_cpu), (r, r_cpu) = runner.run(None), runner.run(db)
             else:
                 (r, r_cpu), (p, p_cpu) = runner.run(db), runner.run(None)
-            check_history(db, args.tests, timeout_s)
-            db.unlink()
+            if args.history is not None:
+                folds.append(fold_seconds(db))
+            check_history(db, args.tests, timeout_s, before)
+            for leftover in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+                leftover.unlink(missing_ok=True)
             plain.append(p)
             recorded.append(r)
             ratios.append(r / p)
@@ -501,6 +524,15 @@ def main() -> None:
             "pair_ratios": [round(x, 3) for x in ratios],
             "cpu_pair_ratios": [round(x, 3) for x in cpu_ratios],
             **instr,
+            **(
+                {}
+                if args.history is None
+                else {
+                    "history": str(args.history),
+                    "history_runs": before,
+                    "history_fold_s": round(statistics.median(folds), 4),
+                }
+            ),
             "loadavg": {"before": load_before, "after": loadavg()},
             "machine": machine(),
         }
@@ -699,6 +731,26 @@ def count_fields(args: argparse.Namespace, tmp: Path, site: Path | None) -> dict
         "fields_overhead": round(statistics.median(overheads), 4),
         "fields_share_of_recording": round(statistics.median(shares), 3),
     }
+
+
+def runs_in(history: Path) -> int:
+    """How many runs a history holds."""
+    conn = sqlite3.connect(f"file:{history}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def copy_history(history: Path, db: Path) -> None:
+    """A consistent copy of a history (its WAL included), through SQLite's backup."""
+    src = sqlite3.connect(f"file:{history}?mode=ro", uri=True)
+    dst = sqlite3.connect(db)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
 
 
 def fold_seconds(db: Path) -> float:

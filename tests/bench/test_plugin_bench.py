@@ -127,6 +127,38 @@ def test_every_pair_is_reported_with_spread_and_load(
     assert set(out["loadavg"]) == {"before", "after"}
 
 
+def test_sessions_record_into_copies_of_a_given_history(
+    plugin_bench: ModuleType, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    history = tmp_path / "kept.db"
+    shutil.copy(Path(__file__).resolve().parents[2] / "sample_data" / "history.db", history)
+    before = history.read_bytes()
+    with sqlite3.connect(history) as conn:
+        runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    args = ["--tests", "20", "--pairs", "2", "--lean", "--history", str(history)]
+    out = _run(plugin_bench, args, monkeypatch, capsys)
+    # Each copy gained exactly one run of 20 results (check_history), the history itself none.
+    assert out["history_runs"] == runs > 0 and out["history_fold_s"] > 0
+    assert history.read_bytes() == before
+    with pytest.raises(SystemExit):
+        _run(plugin_bench, ["--tests", "20", "--history", str(tmp_path / "none.db")],
+             monkeypatch, capsys)  # fmt: skip
+    assert "no such history" in capsys.readouterr().err
+
+
+def test_a_recording_is_checked_against_the_runs_a_history_held(
+    plugin_bench: ModuleType, tmp_path: Path
+) -> None:
+    db = tmp_path / "one.db"
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    plugin_bench.write_suite(suite, 20)
+    plugin_bench.Runner(suite, None, True).run(db)
+    plugin_bench.check_history(db, 20)
+    with pytest.raises(SystemExit, match="runs/finished"):
+        plugin_bench.check_history(db, 20, before=1)  # its run was there before: none recorded
+
+
 def test_a_simultaneous_verdict_is_read_from_cpu_time(
     plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
 ) -> None:
