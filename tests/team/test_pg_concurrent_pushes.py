@@ -20,8 +20,8 @@ from tests.core.junit_shards import file_shard
 
 BOUND_S = 60  # a push neither stopping, ending nor waiting on a lock by then is a failure
 # A push can stop right after each of these returns (_file_test: its first move of attempts;
-# _merge_clashes: a merge's moves found, before any row lands; _merge_shared: its moves done).
-POINTS = ("_merge_clashes", "_push_tests", "_merge_shared", "_file_test", "_settle", "_take_files")
+# _merge_clashes: a merge's moves found, before any row lands; _move_shared: its moves done).
+POINTS = ("_merge_clashes", "_push_tests", "_move_shared", "_file_test", "_settle", "_take_files")
 
 
 def invoke(*args: object) -> None:
@@ -635,7 +635,7 @@ def test_a_merge_and_an_ingest_of_shards_of_one_run_both_land(
     shard = file_shard(tmp_path / "shard.xml", (_js("e"), "x", "pass"), (_js("a"), "y", "pass"))
     if held:
         invoke("merge", pg_url, base)
-    merge = Pusher(pushing(pg_url, history, append=False), stops=("_merge_shared",))
+    merge = Pusher(pushing(pg_url, history, append=False), stops=("_move_shared",))
     ingest = Pusher(shard_push(pg_url, "R", at, shard), stops=("_push_tests",))
     one, two = (merge, ingest) if first == "merge" else (ingest, merge)
     race(monitor, one, two, "waiting")  # R's lock
@@ -658,7 +658,7 @@ def test_a_merge_and_an_ingest_of_shards_of_one_run_both_land(
 
 
 @pytest.mark.parametrize("kind", ["merge", "ingest"])
-@pytest.mark.parametrize("stop", ["_merge_clashes", "_push_tests", "_merge_shared"])
+@pytest.mark.parametrize("stop", ["_merge_clashes", "_push_tests", "_move_shared"])
 def test_a_merge_and_a_push_each_moving_a_plain_id_the_other_names_of_another_file_land(
     pg_url: str, tmp_path: Path, stops: None, monitor: Any, stop: str, kind: str
 ) -> None:

@@ -22,7 +22,7 @@ files once the push's rows are in is moved as well, under the run's lock (_moves
 push does the same for an id the server's copy and the pushed copy of a run hold from
 different files (_merge_clashes). Either moves the server's attempts before its own land,
 and lands its own under their file's id, numbered after the attempts that id holds
-(_merge_shared). Once the push's attempts are in, a plain id moved from is seen first at the
+(_move_shared). Once the push's attempts are in, a plain id moved from is seen first at the
 earliest run still holding it, or removed when nothing names it (_settle), as in a history
 file; a push holds its tests' rows so that another's removal never takes one it is about to
 refer to (_hold_tests). A pushed test the server holds with another file takes the file of its
@@ -300,7 +300,7 @@ def _push_runs(
     moves: Mapping[str, Collection[str]],
 ) -> dict[int, str]:
     """The runs, their files and results (staged: _stage_runs); the plain ids its runs' files
-    share (``moves``: _moves, _merge_clashes) are moved first (_merge_shared), and those moved
+    share (``moves``: _moves, _merge_clashes) are moved first (_move_shared), and those moved
     from returned (_separate's, for _settle)."""
     cols = _quoted(run_cols)
     added = {
@@ -326,7 +326,7 @@ def _push_runs(
         " LEFT JOIN signatures AS g ON g.hash = s.sig_key"
         + (f" LEFT JOIN tests AS pt ON {same_test('pt.test_id', 's.pred_key')}" if pred else "")
     )
-    left = _merge_shared(pg, moves, append)
+    left = _move_shared(pg, moves, append)
     if append:
         chosen = ", ".join(
             "s.attempt + coalesce(m.top, 0)" if c == "attempt" else f's."{c}"' for c in result_cols
@@ -691,9 +691,9 @@ def _file_test(pg: Any, test_id: str, origin: str, ts: object) -> int:
 def _merge_clashes(pg: Any) -> dict[str, set[str]]:
     """Before any row of a merge lands (s_results staged), by run id: test ids the server's
     copy of a run and the pushed copy hold from different files (testids.stored_clashes, each
-    way), to become a test per file, as in a history file's merge
-    (flaketui.core.history.merge: _merge_shared). A pushed history whose attempts name no file
-    (the recorder's, an older one) is compared as a history file's merge compares it: its
+    way), to become a test per file (_move_shared), as in a history file's merge
+    (flaketui.core.history.merge). A pushed history whose attempts name no file (the
+    recorder's, an older one) is compared as a history file's merge compares it: its
     file-prefixed ids against the server's attempts of a known file, the only ones read
     then."""
     named = pg.execute("SELECT 1 FROM s_results WHERE origin IS NOT NULL LIMIT 1").fetchone()
@@ -721,7 +721,7 @@ def _merge_clashes(pg: Any) -> dict[str, set[str]]:
     return shared
 
 
-def _merge_shared(
+def _move_shared(
     pg: Any, shared: Mapping[str, Collection[str]], append: bool = False
 ) -> dict[int, str]:
     """Before the push's results land: the test ids of ``shared`` (_moves, _merge_clashes)
