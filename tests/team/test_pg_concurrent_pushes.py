@@ -718,3 +718,73 @@ def test_two_ingests_of_the_first_shards_of_a_run_number_attempts_per_file(
     tests = _ingested(tmp_path, shards)
     assert [row[0] for row in tests] == [f"{_js(n)}::parser::x" for n in ("a", "b")]
     assert _on_server(pg_url) == (tests, _rows(tmp_path / "local.db")[1])
+
+
+def _blocked_by(monitor: Any, pusher: Pusher, *holders: int) -> None:
+    """Wait until the push waits on the locks of exactly the backends `holders`."""
+    deadline = time.monotonic() + BOUND_S
+    while not pusher.done.wait(0.01):
+        blocking = monitor.execute("SELECT pg_blocking_pids(%s)", (pusher.pid,)).fetchone()[0]
+        if sorted(blocking) == sorted(holders):
+            return
+        assert time.monotonic() < deadline, f"never waited on {holders} alone"
+    raise AssertionError(f"ended before it waited on {holders}: {pusher.error!r}")
+
+
+def test_a_push_whose_test_another_removes_before_it_holds_it_takes_it_again_in_order(
+    pg_url: str, tmp_path: Path, stops: None, monitor: Any
+) -> None:
+    """Push A names x of another file than the server's (its first pass takes x), and y and z,
+    whose rows it holds once inserted. Another writer's tidying removes y, a test no attempt
+    names, while A waits to hold it; A then waits on z, held by another tidying. Push B,
+    started meanwhile, inserts y again and waits for x, which A holds. Once z is let go, A
+    finds y gone: it lets go of the rows it took and takes them again, y's new row with them,
+    in id order. B takes x meanwhile: both land (no deadlock aborts either), and the server's
+    tests are a history file's given the same runs."""
+    import psycopg
+
+    from flaketui.core.history.pg.connect import connect
+
+    y_file, z_file = _js("y"), _js("z")
+    plan = {
+        "r0": ("R0", "2026-11-01T10:00:00Z", (OLD, "x"), (z_file, "z")),
+        "a": ("RA", "2026-11-06T10:00:00Z", (NEW, "x"), (y_file, "y"), (z_file, "z")),
+        "b": ("RB", "2026-11-07T10:00:00Z", (OTHER, "x"), (y_file, "y")),
+    }
+    histories = _histories(tmp_path, plan)
+    connect(pg_url).close()  # the server's schema
+    with psycopg.connect(pg_url) as conn:  # y first, left without attempts: the lowest id
+        conn.execute(
+            "INSERT INTO tests (test_id, parent, test_file, first_seen)"
+            " VALUES ('parser::y', 'parser', %s, '2026-11-01T10:00:00Z')",
+            (y_file,),
+        )
+    invoke("merge", pg_url, histories["r0"])
+    a = Pusher(pushing(pg_url, histories["a"]))
+    b = Pusher(pushing(pg_url, histories["b"]))
+    with (
+        psycopg.connect(pg_url) as removes_y,
+        psycopg.connect(pg_url) as holds_z,
+    ):
+        # What the tidying after another push's commit does (_after_others): each holds one
+        # row FOR UPDATE, and removes it when no attempt names it.
+        holds_z.execute("SELECT 1 FROM tests WHERE test_id = 'parser::z' FOR UPDATE")
+        removes_y.execute("SELECT 1 FROM tests WHERE test_id = 'parser::y' FOR UPDATE")
+        a.start()
+        assert advance(monitor, a) == "waiting"
+        _blocked_by(monitor, a, removes_y.info.backend_pid)
+        removes_y.execute("DELETE FROM tests WHERE test_id = 'parser::y'")
+        removes_y.commit()
+        _blocked_by(monitor, a, holds_z.info.backend_pid)
+        b.start()
+        assert advance(monitor, b) == "waiting"
+        _blocked_by(monitor, b, a.pid)  # x, y inserted again
+        holds_z.commit()
+        finish(monitor, a, b)
+    expected = _expected(tmp_path, histories)
+    assert [row[:2] for row in expected] == [
+        ("parser::x", OTHER),
+        ("parser::y", y_file),
+        ("parser::z", z_file),
+    ]
+    assert server_rows(pg_url, TESTS) == expected

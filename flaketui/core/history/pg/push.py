@@ -30,10 +30,12 @@ latest run naming one (_take_files).
 A push takes the rows it writes in one pass in id order as it starts (_push_tests): those of
 the pushed tests it changes, and those of its moves, which it finds before any of its rows
 land, under its runs' locks (_moves, _merge_clashes): the plain ids moved from, and the file
-ids moved to, inserted with the pushed tests in id order (_file_ids). After that pass it waits
-for no test row another push holds: such a row, a test to take a file, a plain id to settle or
-to remove, is left to a short transaction once the push has committed (_after_others), which
-waits for that push and then sees its runs.
+ids moved to, inserted with the pushed tests in id order (_file_ids). A test's row another
+push removes before this one holds it is inserted again with the others: the push lets go of
+every row it took and takes them all again, in id order. After that pass it waits for no test
+row another push holds: such a row, a test to take a file, a plain id to settle or to remove,
+is left to a short transaction once the push has committed (_after_others), which waits for
+that push and then sees its runs.
 """
 
 from __future__ import annotations
@@ -184,7 +186,22 @@ def _stage_tests(pg: Any, src: sqlite3.Connection) -> None:
 def _push_tests(pg: Any, moving: Sequence[str]) -> None:
     """Insert the pushed tests (s_tests, with the file ids the push's moves create: _file_ids)
     and take, in one pass in id order, every row the push writes later: those it teaches,
-    those whose file it may change, and the plain ids it moves attempts from (``moving``)."""
+    those whose file it may change, and the plain ids it moves attempts from (``moving``);
+    then hold the rows of the pushed tests (_hold_tests). A row another writer's push removed
+    since the insert is not inserted on its own, after rows of higher ids are taken: the
+    insert would wait for a push inserting the same test, which may wait for a row this one
+    took. The rows taken are let go (the savepoint rolled back) and all taken again from the
+    insert on, in id order, the new row with them."""
+    while True:
+        with pg.transaction() as taking:  # a savepoint: rolled back, its row locks go with it
+            _take_tests(pg, moving)
+            if _hold_tests(pg):
+                return
+            raise driver().Rollback(taking)
+
+
+def _take_tests(pg: Any, moving: Sequence[str]) -> None:
+    """_push_tests' insert and its one pass in id order."""
     pg.execute(
         "INSERT INTO tests (test_id, parent, test_file, first_seen)"
         " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
@@ -217,30 +234,21 @@ def _push_tests(pg: Any, moving: Sequence[str]) -> None:
         " FROM u WHERE t.id = u.id AND u.teaches",
         (list(moving), list(moving)),
     )
-    _hold_tests(pg)
 
 
-def _hold_tests(pg: Any) -> None:
+def _hold_tests(pg: Any) -> bool:
     """Lock the server's rows of the pushed tests FOR KEY SHARE until the push ends, as the
     foreign keys of its results would lock them one by one later: another writer's push does
-    not remove a row this push is about to refer to (_settle skips the rows others hold). A
-    row such a push removed since this one inserted its tests is inserted again."""
+    not remove a row this push is about to refer to (_settle skips the rows others hold).
+    Whether every one is held: not when such a push removed one since this one inserted its
+    tests (_push_tests then takes them all again)."""
     wanted = int(pg.execute("SELECT count(*) FROM s_tests").fetchone()[0])
-    while (
-        int(
-            pg.execute(
-                "SELECT count(*) FROM (SELECT t.id FROM tests AS t"
-                f" JOIN s_tests AS s ON {same_test('s.test_id', 't.test_id')}"
-                " ORDER BY t.id FOR KEY SHARE OF t) AS held"
-            ).fetchone()[0]
-        )
-        < wanted
-    ):
-        pg.execute(
-            "INSERT INTO tests (test_id, parent, test_file, first_seen)"
-            " SELECT test_id, parent, test_file, first_seen FROM s_tests ORDER BY test_id"
-            " ON CONFLICT DO NOTHING"
-        )
+    held = pg.execute(
+        "SELECT count(*) FROM (SELECT t.id FROM tests AS t"
+        f" JOIN s_tests AS s ON {same_test('s.test_id', 't.test_id')}"
+        " ORDER BY t.id FOR KEY SHARE OF t) AS held"
+    ).fetchone()[0]
+    return int(held) == wanted
 
 
 def _stage_runs(
