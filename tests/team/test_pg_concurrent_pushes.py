@@ -572,6 +572,74 @@ def test_a_push_whose_tidying_fails_after_its_commit_still_lands(
     assert runs == [("R1",), ("RA",)]
 
 
+def _short_lock_timeout(url: str) -> str:
+    """The server's URL for connections that wait 100 ms at most for a lock."""
+    return f"{url}?options=-c%20lock_timeout%3D100ms"
+
+
+def _plain_id_left(tmp_path: Path, url: str) -> dict[str, list[str]]:
+    """The server holds run R1's x of file c under the plain id; by command, what follows the
+    server's URL to bring R1's x of file b, moving R1's attempts of x to c's id and leaving x
+    without attempts."""
+    at = "2026-11-02T10:00:00Z"
+    meta = ["--run-id", "R1", "--timestamp", at, "--no-detect"]
+    on_c = file_shard(tmp_path / "c.xml", (_js("c"), "x", "pass"))
+    on_b = file_shard(tmp_path / "b.xml", (_js("b"), "x", "pass"))
+    invoke("ingest", url, on_c, *meta)
+    history = tmp_path / "b.db"
+    invoke("ingest", history, on_b, *meta)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(f'{{"file": "{on_b}", "run_id": "R1", "timestamp": "{at}"}}\n')
+    return {
+        "merge": [str(history)],
+        "ingest": [str(on_b), *meta],
+        "ingest --manifest": ["--manifest", str(manifest)],
+    }
+
+
+@pytest.mark.parametrize("command", ["merge", "ingest", "ingest --manifest"])
+def test_a_push_says_which_tests_it_left_untidy_after_its_commit(
+    pg_url: str, tmp_path: Path, monitor: Any, command: str
+) -> None:
+    """A push leaving a plain id without attempts finds another writer holding its row and
+    leaves its removal to after its commit; waiting for the holder there runs out of the
+    connection's lock_timeout. The command lands the run all the same, and says in one more
+    line what it left and that a later push tidies it."""
+    rest = _plain_id_left(tmp_path, pg_url)[command]
+    with monitor.transaction():
+        monitor.execute("SELECT 1 FROM tests WHERE test_id = 'parser::x' FOR KEY SHARE")
+        result = CliRunner().invoke(cli, [command.split()[0], _short_lock_timeout(pg_url), *rest])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (
+        "1 test another writer held was left untidy (an older file, or no attempts):"
+        " a later push of it tidies it"
+    )
+    assert server_rows(pg_url, RESULTS) == [
+        ("R1", f"{_js(n)}::parser::x", 1, "pass", _js(n)) for n in ("b", "c")
+    ]
+    assert "parser::x" in [row[0] for row in server_rows(pg_url, TESTS)]
+
+
+def test_a_push_counts_the_tests_it_left_untidy_after_its_commit(
+    pg_url: str, tmp_path: Path, monitor: Any
+) -> None:
+    """As above, through push_history: the summary counts the plain id left. A later push of
+    the same history, once the holder is done, removes it and counts none."""
+    from flaketui.core.history.pg.push import PushSummary
+
+    _plain_id_left(tmp_path, pg_url)
+    url = _short_lock_timeout(pg_url)
+    with monitor.transaction():
+        monitor.execute("SELECT 1 FROM tests WHERE test_id = 'parser::x' FOR KEY SHARE")
+        summary = pushing(url, tmp_path / "b.db", append=False)()
+    assert isinstance(summary, PushSummary)
+    assert (summary.results_added, summary.left_untidy) == (1, 1)
+    again = pushing(url, tmp_path / "b.db", append=False)()
+    assert isinstance(again, PushSummary)
+    assert (again.results_added, again.left_untidy) == (0, 0)
+    assert "parser::x" not in [row[0] for row in server_rows(pg_url, TESTS)]
+
+
 RESULTS = (
     "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.origin FROM results AS x"
     " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test ORDER BY 1, 2, 3"
@@ -788,3 +856,12 @@ def test_a_push_whose_test_another_removes_before_it_holds_it_takes_it_again_in_
         ("parser::z", z_file),
     ]
     assert server_rows(pg_url, TESTS) == expected
+
+
+def test_the_line_of_tests_left_untidy_speaks_of_several_as_them() -> None:
+    from flaketui.cli.history_address import untidy_line
+
+    assert untidy_line(3) == (
+        "3 tests another writer held were left untidy (an older file, or no attempts):"
+        " a later push of them tidies them"
+    )

@@ -8,7 +8,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
-from flaketui.cli.history_address import HISTORY_ADDRESS, shown
+from flaketui.cli.history_address import HISTORY_ADDRESS, shown, untidy_line
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import mask_url
@@ -106,6 +106,8 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
     )
     for tag in total.decisions_kept:
         click.echo(f"outage {tag}: decided otherwise in a merged history; kept as decided here")
+    if total.left_untidy:
+        click.echo(untidy_line(total.left_untidy))
 
 
 def _merge_files(dest: Path, sources: list[Path]) -> None:

@@ -68,6 +68,7 @@ class ManifestSummary:
     runs_already_present: int = 0
     refused: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
     runs_empty: int = 0  # runs whose reports held no test case (nothing stored)
+    left_untidy: int = 0  # on a history server: tests its pushes left untidy (IngestResult)
 
 
 @dataclass
@@ -319,7 +320,9 @@ def land_manifest(
         for lines, outcome in zip(batch, outcomes, strict=True):
             if isinstance(outcome, FlaketuiError):  # ReportError, bad metadata
                 summary.refused.extend((line.number, outcome.message) for line in lines)
-            elif outcome.empty:
+                continue
+            summary.left_untidy += outcome.left_untidy
+            if outcome.empty:
                 summary.runs_empty += 1
             elif outcome.created or outcome.results:
                 summary.runs_landed += 1

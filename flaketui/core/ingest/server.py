@@ -95,6 +95,7 @@ def ingest_to_server(
         files_skipped=len(hashes) - len(new),
         results=summary.results_added,
         tests=tests,
+        left_untidy=summary.left_untidy,
     )
 
 
@@ -197,12 +198,17 @@ def _land_batch(
                 if isinstance(result, IngestResult) and result.shared:
                     shared[result.run_id] = shared.get(result.run_id, frozenset()) | result.shared
             with server_errors(url, "writing a batch of runs", note="it was not recorded"):
-                push_history(pg, staged, append=True, shared=shared)
+                pushed = push_history(pg, staged, append=True, shared=shared)
+        untidy = pushed.left_untidy  # the batch's one push: counted once, on its first run
         for (index, _, full, skipped), result in zip(staged_runs, results, strict=True):
             if isinstance(result, IngestResult):
                 result = replace(
-                    result, created=str(full.run_id) not in present, files_skipped=skipped
+                    result,
+                    created=str(full.run_id) not in present,
+                    files_skipped=skipped,
+                    left_untidy=untidy,
                 )
+                untidy = 0
             outcomes[index] = result
     return [outcome for outcome in outcomes if outcome is not None]
 

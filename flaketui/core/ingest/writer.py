@@ -90,6 +90,8 @@ class IngestResult:
     # Test ids that files of different reports of the run share (SharedNames): a push applies
     # them to the server's copy of the run (flaketui.core.history.pg.push.push_history).
     shared: frozenset[str] = field(default_factory=frozenset)
+    # On a history server: tests its push left untidy after its commit (PushSummary.left_untidy).
+    left_untidy: int = 0
 
 
 def file_sha256(path: Path) -> str:
