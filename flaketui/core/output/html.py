@@ -105,7 +105,7 @@ margin:.2rem 0;max-height:12rem;overflow:auto;font-size:.85em}
 .empty{color:var(--muted);font-style:italic}
 ul.members{margin:0;padding-left:1rem}ul.suspects{margin:.2rem 0;padding-left:1.2rem}
 .plots{display:flex;flex-wrap:wrap;gap:0 2rem}h4{margin:.6rem 0 .2rem;font-size:.92rem}
-@media (max-width:1250px){.wide{display:none}}
+@media (max-width:1320px){.wide{display:none}}
 @media (max-width:700px){body{padding:.5rem;font-size:13px}
 .wide{display:none}.heat{grid-template-columns:1fr}.counts li{min-width:5.5rem}
 #tests thead tr{display:flex;flex-wrap:wrap;gap:.25rem}
