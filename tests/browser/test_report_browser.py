@@ -188,13 +188,34 @@ def test_markup_in_ci_data_shows_as_text(
     assert browser.foreign == []
 
 
+def sample_report(tmp_path: Path) -> Path:
+    """The sample history's HTML report, with its owners (they widen the tests table)."""
+    history = tmp_path / "history.db"
+    shutil.copyfile(ROOT / "sample_data" / "history.db", history)
+    shutil.copyfile(ROOT / "sample_data" / "CODEOWNERS", tmp_path / "CODEOWNERS")
+    target = tmp_path / "report.html"
+    args = ["report", str(history), "--now", SAMPLE_NOW, "--format", "html", "-o", str(target)]
+    made = CliRunner().invoke(cli, args)
+    assert made.exit_code == 0, made.output
+    assert "@acme/platform" in target.read_text()
+    return target
+
+
 def test_phone_width_and_print(
     browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, _data = write_report(tmp_path, monkeypatch)
-    page = browser.open(path, width=390, height=844)
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0  # wide tables scroll inside their own box, the page does not
+    # The sample's details hold interval plots and a regression's full commit ids.
+    sample = browser.open(sample_report(tmp_path), width=390, height=844)
+    for shown in (sample, browser.open(path, width=390, height=844)):
+        assert shown.locator("#details svg.plot").count() > 0
+        for width in range(320, 701, 20):  # the smallest phones' width up
+            shown.set_viewport_size({"width": width, "height": 844})
+            overflow = shown.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, width  # wide tables scroll inside their own box, the page not
+    sample.close()
+    page = shown
+    page.set_viewport_size({"width": 390, "height": 844})
     assert not page.locator("#tests th", has_text="Trend").is_visible()
     page.emulate_media(media="print")
     assert not page.locator("#filter").is_visible()
@@ -212,14 +233,7 @@ def test_a_laptop_width_shows_every_column_but_the_wide_ones_without_scrolling(
     """At 1100 px the tests table fits its box, the reasons in view, the score, bad-run and
     trend columns left out; with room for them (1400 px) they are shown and it still fits. No
     width between leaves them shown without that room (a 1280 px laptop's window included)."""
-    history = tmp_path / "history.db"
-    shutil.copyfile(ROOT / "sample_data" / "history.db", history)
-    shutil.copyfile(ROOT / "sample_data" / "CODEOWNERS", tmp_path / "CODEOWNERS")  # its owners
-    target = tmp_path / "report.html"
-    args = ["report", str(history), "--now", SAMPLE_NOW, "--format", "html", "-o", str(target)]
-    made = CliRunner().invoke(cli, args)
-    assert made.exit_code == 0, made.output
-    assert "@acme/platform" in target.read_text()
+    target = sample_report(tmp_path)
     box = "document.querySelector('#tests').parentElement"
     browser = desktop_browser
     for width, trend in ((1100, False), (1400, True)):

@@ -64,7 +64,7 @@ body{margin:0 auto;max-width:1400px;padding:1rem;font:14px/1.45 system-ui,-apple
 h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.15rem;margin:1.6rem 0 .5rem;
 border-bottom:1px solid var(--line);padding-bottom:.2rem}h3{font-size:1rem;margin:1rem 0 .3rem;
 word-break:break-all}
-.meta{color:var(--muted);margin:.2rem 0 .6rem}
+.meta{color:var(--muted);margin:.2rem 0 .6rem;overflow-wrap:anywhere}
 .notice{margin:.4rem 0;padding:.4rem .7rem;border:1px solid var(--warn-line);
 border-left-width:4px;border-radius:6px;background:var(--warn-bg);color:var(--warn-fg)}
 .counts{display:flex;flex-wrap:wrap;gap:.5rem;margin:.5rem 0;padding:0;list-style:none}
@@ -100,7 +100,8 @@ rect.x{opacity:.35}
 break-inside:avoid}
 .detail pre{white-space:pre-wrap;word-break:break-all;background:var(--alt);padding:.4rem;
 margin:.2rem 0;max-height:12rem;overflow:auto;font-size:.85em}
-.plot line.axis{stroke:var(--line)}.plot line.ci{stroke:var(--fg);stroke-width:2}
+svg.plot{max-width:100%;height:auto}.plot line.axis{stroke:var(--line)}
+.plot line.ci{stroke:var(--fg);stroke-width:2}
 .plot circle{fill:var(--regression)}.plot text{font-size:11px;fill:var(--muted)}
 .empty{color:var(--muted);font-style:italic}
 ul.members{margin:0;padding-left:1rem}ul.suspects{margin:.2rem 0;padding-left:1.2rem}
@@ -477,7 +478,8 @@ def interval_plot_svg(rows: Sequence[PivotRow], label: str) -> str:
         return round(PLOT_LABEL + rate * span, 1)
 
     parts = [
-        f'<svg class="plot" width="{PLOT_WIDTH}" height="{height}" role="img" '
+        f'<svg class="plot" width="{PLOT_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {PLOT_WIDTH} {height}" role="img" '
         f'aria-label="failure rate by {e(label)}">'
     ]
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
