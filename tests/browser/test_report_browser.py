@@ -232,7 +232,8 @@ def test_a_laptop_width_shows_every_column_but_the_wide_ones_without_scrolling(
 ) -> None:
     """At 1100 px the tests table fits its box, the reasons in view, the score, bad-run and
     trend columns left out; with room for them (1400 px) they are shown and it still fits. No
-    width between leaves them shown without that room (a 1280 px laptop's window included)."""
+    width between leaves them shown without that room (a 1280 px laptop's window included),
+    and below it (half a 1920 px screen) each test is a card, its reason in view."""
     target = sample_report(tmp_path)
     box = "document.querySelector('#tests').parentElement"
     browser = desktop_browser
@@ -243,9 +244,13 @@ def test_a_laptop_width_shows_every_column_but_the_wide_ones_without_scrolling(
         assert page.locator("#tests th", has_text="Trend").is_visible() is trend
         page.close()
     page = browser.open(target, width=1100, height=900)
-    for width in range(1100, 1401, 10):
+    for width in range(700, 1401, 10):
         page.set_viewport_size({"width": width, "height": 900})
         assert page.evaluate(f"{box}.scrollWidth - {box}.clientWidth") <= 0, width
+    page.set_viewport_size({"width": 960, "height": 900})
+    first = page.locator("#tests tbody tr").first
+    assert first.evaluate("row => getComputedStyle(row).display") == "flex"  # a card
+    assert first.locator("td.reason").is_visible()
     page.close()
 
 

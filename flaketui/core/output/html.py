@@ -108,8 +108,8 @@ ul.members{margin:0;padding-left:1rem}ul.suspects{margin:.2rem 0;padding-left:1.
 .plots{display:flex;flex-wrap:wrap;gap:0 2rem}h4{margin:.6rem 0 .2rem;font-size:.92rem}
 @media (max-width:1320px){.wide{display:none}}
 @media (max-width:700px){body{padding:.5rem;font-size:13px}
-.wide{display:none}.heat{grid-template-columns:1fr}.counts li{min-width:5.5rem}
-#tests thead tr{display:flex;flex-wrap:wrap;gap:.25rem}
+.heat{grid-template-columns:1fr}.counts li{min-width:5.5rem}}
+@media screen and (max-width:1090px){#tests thead tr{display:flex;flex-wrap:wrap;gap:.25rem}
 #tests th{border:1px solid var(--line);border-radius:4px;padding:.15rem .4rem}
 #tests tbody tr{display:flex;flex-wrap:wrap;gap:.1rem .8rem;padding:.45rem .2rem;
 border-bottom:1px solid var(--line)}
