@@ -10,7 +10,6 @@ import click
 
 from flaketui.cli.params import FilePath
 from flaketui.core.history.address import is_server_url, mask_url
-from flaketui.core.words import plural
 
 if TYPE_CHECKING:  # ParamType is generic only in recent click releases
     _AddressType = click.ParamType[Path | str, Any]
@@ -99,13 +98,3 @@ def send_audit(url: str, replica: Path) -> int:
         with transaction(db.conn):
             set_meta(db, AUDIT_SENT, str(rows[-1][0]))
         return landed
-
-
-def untidy_line(count: int) -> str:
-    """The line saying what a push to a server left untidy after its commit
-    (PushSummary.left_untidy): the push landed, and a later push of those tests tidies them."""
-    them = "it" if count == 1 else "them"
-    return (
-        f"{plural(count, 'test')} another writer held {'was' if count == 1 else 'were'} left"
-        f" untidy (an older file, or no attempts): a later push of {them} tidies {them}"
-    )

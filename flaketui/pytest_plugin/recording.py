@@ -338,6 +338,7 @@ class Recorder:
         self.config = config
         self.conn = conn
         self.target = target  # a server the run is pushed to when the session ends
+        self.left_untidy = 0  # tests the push left untidy after its commit (PushSummary)
         self.settings = settings
         self.meta = meta
         self.run: RunJournal | None = None
@@ -569,7 +570,7 @@ class Recorder:
     def _publish(self, target: ServerTarget) -> None:
         """Push the staged run to the server; on failure keep it and say how to send it."""
         try:
-            target.publish()
+            self.left_untidy = target.publish().left_untidy
         except Exception as exc:
             kept = target.keep()
             reason = getattr(exc, "message", None) or type(exc).__name__
@@ -589,12 +590,17 @@ class Recorder:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Say so when the run was recorded as part of an incident (with -q too): a
         FLAKETUI_INCIDENT left set after the outage would otherwise keep every later run out of
-        the scores unnoticed."""
+        the scores unnoticed. Say what a push to a server left untidy after its commit, as
+        `flaketui merge` and `flaketui ingest` do."""
         if self.meta.incident is not None:
             terminalreporter.write_line(
                 f"flaketui: recorded this run as part of incident {self.meta.incident}, "
                 "which scoring leaves out"
             )
+        if self.left_untidy:
+            from flaketui.core.history.pg.push import untidy_line
+
+            terminalreporter.write_line(f"flaketui: {untidy_line(self.left_untidy)}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Close the history; the last connection's close checkpoints the WAL into the file."""

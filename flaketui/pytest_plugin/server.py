@@ -20,7 +20,7 @@ from pathlib import Path
 from flaketui.core.history import journal
 from flaketui.core.history.address import mask_url
 from flaketui.core.history.pg.connect import connect, server_errors
-from flaketui.core.history.pg.push import push_history
+from flaketui.core.history.pg.push import PushSummary, push_history
 from flaketui.core.history.pg.staging import Staging
 from flaketui.core.history.store import transaction
 
@@ -35,14 +35,15 @@ class ServerTarget:
         self.conn = self.staging.conn
         self.kept: Path | None = None
 
-    def publish(self) -> int:
-        """Push the recorded run; the results added. Raises FlaketuiError (URL masked)."""
+    def publish(self) -> PushSummary:
+        """Push the recorded run; what it added, and left untidy after its commit. Raises
+        FlaketuiError (URL masked)."""
         with transaction(self.conn):
             journal.land(self.conn)  # the staged attempts become the rows pushed
         pg = connect(self.url)
         try:
             with server_errors(self.url, "writing the run"):
-                return push_history(pg, self.conn, append=True).results_added
+                return push_history(pg, self.conn, append=True)
         finally:
             pg.close()
 

@@ -859,7 +859,7 @@ def test_a_push_whose_test_another_removes_before_it_holds_it_takes_it_again_in_
 
 
 def test_the_line_of_tests_left_untidy_speaks_of_several_as_them() -> None:
-    from flaketui.cli.history_address import untidy_line
+    from flaketui.core.history.pg.push import untidy_line
 
     assert untidy_line(3) == (
         "3 tests another writer held were left untidy (an older file, or no attempts):"

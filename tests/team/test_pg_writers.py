@@ -296,3 +296,54 @@ def test_a_server_incident_by_signature_prefix(pg_url: str) -> None:
         assert conn.execute("SELECT count(*) FROM incidents WHERE tag = 'by-sig'").fetchone() == (
             1,
         )
+
+
+def test_the_plugin_says_which_tests_its_push_left_untidy(
+    pytester: pytest.Pytester, pg_url: str, plain_env: None
+) -> None:
+    """Another writer gives a recorded test another file while the plugin's push lands its
+    attempts, and holds the row on: the push leaves it to after its commit, where waiting for
+    the holder runs out of the connection's lock_timeout. The run lands all the same, and the
+    session's summary says in one line what it left, as merge and ingest say it; a session
+    whose push leaves nothing says nothing."""
+    import psycopg
+
+    pytester.makepyfile(test_suite="def test_a():\n    pass\n")
+    pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", pg_url).assert_outcomes(passed=1)
+    test = "test_suite.py::test_a"
+    # The other writer, on a connection of the push's own backend (dblink): it commits the
+    # move, then holds the row FOR SHARE until that backend ends, after the push's commit.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        try:
+            conn.execute("CREATE EXTENSION dblink")
+        except psycopg.Error:
+            pytest.skip("the server has no dblink extension")
+        conn.execute(
+            "CREATE FUNCTION other_writer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            f" PERFORM dblink_connect('other', '{pg_url}');"
+            " PERFORM dblink_exec('other', 'UPDATE tests SET test_file = ''elsewhere.py'''"
+            f" || ' WHERE test_id = ''{test}''');"
+            " PERFORM dblink_exec('other', 'BEGIN');"
+            " PERFORM * FROM dblink('other', 'SELECT 1 FROM tests'"
+            f" || ' WHERE test_id = ''{test}'' FOR SHARE') AS held (one int);"
+            " RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER other_writer AFTER INSERT ON results"
+            " FOR EACH STATEMENT EXECUTE FUNCTION other_writer()"
+        )
+    url = f"{pg_url}?options=-c%20lock_timeout%3D100ms"
+    result = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", url)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "flaketui: 1 test another writer held was left untidy (an older file, or no"
+            " attempts): a later push of it tidies it"
+        ]
+    )
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM results").fetchone() == (2,)
+        conn.execute("DROP TRIGGER other_writer ON results")
+    again = pytester.runpytest(*PLUGIN_ARGS, "--flaketui-db", url)
+    again.assert_outcomes(passed=1)
+    assert "left untidy" not in again.stdout.str()

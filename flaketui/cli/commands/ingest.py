@@ -13,7 +13,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
 from flaketui.cli.commands.resign import resign_if_stale
-from flaketui.cli.history_address import HISTORY_ADDRESS, shown, untidy_line
+from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
@@ -192,7 +192,9 @@ def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> No
         f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
         f"{plural(result.results, 'result')} added, {plural(result.tests, 'test')} in the run"
     )
-    if result.left_untidy:
+    if result.left_untidy:  # a push to a server's only
+        from flaketui.core.history.pg.push import untidy_line
+
         click.echo(untidy_line(result.left_untidy))
 
 
@@ -248,7 +250,9 @@ def _print_summary(summary: ManifestSummary) -> None:
         line += f", {summary.runs_empty} without test cases"
     line += f", {plural(len(summary.refused), 'line')} refused"
     click.echo(line)
-    if summary.left_untidy:
+    if summary.left_untidy:  # pushes to a server's only
+        from flaketui.core.history.pg.push import untidy_line
+
         click.echo(untidy_line(summary.left_untidy))
     for number, reason in summary.refused[:MAX_REFUSED_SHOWN]:
         click.echo(f"line {number}: {reason}", err=True)

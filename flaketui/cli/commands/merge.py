@@ -8,7 +8,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
-from flaketui.cli.history_address import HISTORY_ADDRESS, shown, untidy_line
+from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import mask_url
@@ -74,7 +74,7 @@ def _check_exists(source: Path | str) -> None:
 def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
     """Push each history file to the server, each in one transaction."""
     from flaketui.core.history.pg.connect import connect, server_errors
-    from flaketui.core.history.pg.push import PushSummary, push_history
+    from flaketui.core.history.pg.push import PushSummary, push_history, untidy_line
 
     if any(isinstance(source, str) for source in sources):
         raise FlaketuiError(

@@ -58,6 +58,7 @@ from flaketui.core.history.pg.connect import driver
 from flaketui.core.history.pg.reviews import lock_reviews, take_into_server
 from flaketui.core.history.pg.schema import same_run, same_test
 from flaketui.core.testids import file_of_test, origin_file, parent_of, stored_clashes
+from flaketui.core.words import plural
 
 # The meta key naming how the history's failure signatures were computed.
 SCHEME_KEY = "signature_scheme"
@@ -78,6 +79,17 @@ class PushSummary:
     # (_after_others failed): a moved test keeps its older file, or a plain id no attempt
     # names stays, until a later push of the same tests.
     left_untidy: int = 0
+
+
+def untidy_line(count: int) -> str:
+    """The line saying what a push left untidy after its commit (PushSummary.left_untidy): the
+    push landed, and a later push of those tests tidies them. Shared by the commands writing to
+    a server and the pytest plugin."""
+    them = "it" if count == 1 else "them"
+    return (
+        f"{plural(count, 'test')} another writer held {'was' if count == 1 else 'were'} left"
+        f" untidy (an older file, or no attempts): a later push of {them} tidies {them}"
+    )
 
 
 def _quoted(columns: Iterable[str]) -> str:
