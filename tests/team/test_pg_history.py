@@ -6,7 +6,10 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -595,6 +598,57 @@ def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
         == 0
     )
     assert report(replica) == report(local)
+
+
+class _LostAfterCommit:
+    """A server connection lost as soon as its outermost transaction has committed: any
+    statement after it fails as a dropped connection does."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.depth = 0
+        self.lost = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        import psycopg
+
+        if self.lost:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return self.conn.execute(*args, **kwargs)
+
+    @contextmanager
+    def transaction(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        self.depth += 1
+        try:
+            with self.conn.transaction(*args, **kwargs) as tx:
+                yield tx
+        finally:
+            self.depth -= 1
+        self.lost = self.depth == 0
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_an_ingest_whose_connection_is_lost_after_its_push_says_what_landed(
+    pg_url: str, tmp_path: Path, first: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second shard's ingest loses its connection right after its push commits: the run
+    landed, and the command says so, with the tests the server's run holds after both shards
+    (x of each file apart, y), counted before the commit."""
+    from flaketui.core.ingest import server
+
+    shards = _two_shards(tmp_path)
+    meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
+    alone = {"a": "2 tests", "b": "1 test"}[first]
+    assert invoke("ingest", pg_url, shards[first], *meta).endswith(f", {alone} in the run\n")
+    connect = server.connect
+    monkeypatch.setattr(server, "connect", lambda url: _LostAfterCommit(connect(url)))
+    second = shards["b" if first == "a" else "a"]
+    output = invoke("ingest", pg_url, second, *meta)
+    assert output.splitlines()[-1].endswith(", 3 tests in the run")
+    assert server_count(pg_url, "SELECT count(DISTINCT test) FROM results") == 3
 
 
 @pytest.mark.parametrize("first", ["a", "b"])

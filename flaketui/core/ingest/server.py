@@ -83,9 +83,12 @@ def ingest_to_server(
                 return result
             with server_errors(url, "writing the run", note="nothing was recorded"):
                 summary = push_history(
-                    pg, staged, append=True, shared={result.run_id: result.shared}
+                    pg,
+                    staged,
+                    append=True,
+                    shared={result.run_id: result.shared},
+                    count_tests=True,  # counted before the commit: nothing is read after it
                 )
-            tests = _tests(pg, url, full)
     finally:
         pg.close()
     return IngestResult(
@@ -94,7 +97,7 @@ def ingest_to_server(
         files_ingested=len(new),
         files_skipped=len(hashes) - len(new),
         results=summary.results_added,
-        tests=tests,
+        tests=summary.tests.get(result.run_id, 0),
         left_untidy=summary.left_untidy,
     )
 
@@ -233,7 +236,8 @@ def _server_clashes(pg: Any, url: str, run_id: str) -> StoredClashes:
 
 
 def _tests(pg: Any, url: str, meta: RunMeta) -> int:
-    """How many tests the server's copy of the run holds."""
+    """How many tests the server's copy of the run holds (a run nothing is pushed to: a push
+    counts them itself, before its commit)."""
     with server_errors(url, "counting the run's tests"):
         row = pg.execute(
             "SELECT count(DISTINCT test) FROM results"

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,10 @@ class PushSummary:
     # (_after_others failed): a moved test keeps its older file, or a plain id no attempt
     # names stays, until a later push of the same tests.
     left_untidy: int = 0
+    # By run id, the tests the server's copy of each pushed run holds once the push's attempts
+    # are in, counted in its transaction (push_history's count_tests; else empty). A Counter,
+    # as every field adds up over the summaries of several pushes (merge).
+    tests: Counter[str] = field(default_factory=Counter)
 
 
 def untidy_line(count: int) -> str:
@@ -109,6 +114,7 @@ def push_history(
     *,
     append: bool = False,
     shared: Mapping[str, Collection[str]] | None = None,
+    count_tests: bool = False,
 ) -> PushSummary:
     """Copy every raw row of a SQLite history to the server in ONE transaction.
 
@@ -119,6 +125,9 @@ def push_history(
     ``shared``: by run id, the test ids that the files of the run's reports share (the
     ingest's IngestResult.shared): the server's attempts of such an id under the plain id,
     from a known file, move to that file's id (module doc).
+    ``count_tests``: count each pushed run's tests on the server before the push commits
+    (PushSummary.tests), so that a caller saying how many the run holds reads nothing once
+    the run has landed: a failure there would pass for a push that failed.
     """
     summary = PushSummary()
     run_cols = shared_columns(src, pg, "runs")
@@ -147,6 +156,8 @@ def push_history(
             left = _push_runs(pg, run_cols, result_cols, summary, append, pred, moves)
             orphans, unsettled = _settle(pg, left)
             files = _take_files(pg)
+            if count_tests:
+                summary.tests = _count_tests(pg)
         _push_scheme(pg, src)
         theirs = outage_states(src)
         before = lock_reviews(pg) if theirs or _has_incidents(src) else {}
@@ -160,6 +171,20 @@ def push_history(
     except driver().Error:
         summary.left_untidy = len(files) + len(orphans) + len(unsettled)
     return summary
+
+
+def _count_tests(pg: Any) -> Counter[str]:
+    """By run id, the tests the server's copy of each pushed run (s_runs) holds."""
+    return Counter(
+        {
+            str(run_id): int(count)
+            for run_id, count in pg.execute(
+                "SELECT r.run_id, count(DISTINCT x.test) FROM runs AS r"
+                f" JOIN s_runs AS s ON {same_run('s.run_id', 'r.run_id')}"
+                " JOIN results AS x ON x.run = r.id GROUP BY r.run_id"
+            ).fetchall()
+        }
+    )
 
 
 def _push_scheme(pg: Any, src: sqlite3.Connection) -> None:
