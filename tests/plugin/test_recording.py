@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import sqlite3
 from pathlib import Path
@@ -366,8 +367,10 @@ def test_option_registers_the_recorder(pytester: pytest.Pytester) -> None:
 def test_git_runs_while_the_recorder_opens_the_history(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flaketui.core.history import store
-    from flaketui.core.ingest import runmeta
+    # The modules the recorder imports, as sys.modules holds them: an earlier pytester run may
+    # have imported them first and dropped them since, leaving its copy on the package.
+    store = importlib.import_module("flaketui.core.history.store")
+    runmeta = importlib.import_module("flaketui.core.ingest.runmeta")
 
     events: list[str] = []
 
