@@ -450,7 +450,11 @@ def tests_in_view(report: Report, view: str) -> list[TestVerdict]:
                 -t.scores.fail_rate,
             ),
         )
-    return sorted(report.tests, key=lambda t: (-t.scores.damage, t.test_id))
+    # Equal damage keeps the ranking's order (its tie-breaks), the unranked after, by id.
+    return sorted(
+        report.tests,
+        key=lambda t: (-t.scores.damage, t.rank is None, t.rank or 0, t.test_id),
+    )
 
 
 def _matches(needle: str, *haystacks: str | None) -> bool:

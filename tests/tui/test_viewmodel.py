@@ -73,6 +73,25 @@ def test_flaky_view_is_ranked_and_excludes_other_verdicts() -> None:
     assert len(_targets(ViewState(view="all"))) == 5
 
 
+def test_every_test_by_damage_keeps_the_ranking_order_among_equals() -> None:
+    """Tests of equal damage are listed as ranked (the ranking breaks the tie), in the All
+    view's own order and sorted by damage, not by id; unranked ones follow, by id."""
+    tests = [
+        _test("t.py::a", "flaky", 2.0, 3),
+        _test("t.py::b", "flaky", 2.0, 2),
+        _test("t.py::c", "flaky", 2.0, 1),
+        _test("t.py::d", "healthy", 2.0, None),
+        _test("t.py::big", "regression", 9.0, None),
+    ]
+    report = Report(NOW, 90, {}, tests, [], [])
+    expected = ["t.py::big", "t.py::c", "t.py::b", "t.py::a", "t.py::d"]
+    for state in (
+        ViewState(view="all"),
+        ViewState(view="all", sort_column="damage", sort_reverse=True),
+    ):
+        assert [r.target for r in build_rows(report, state, ViewContext(NOW))] == expected
+
+
 def test_filter_matches_id_owner_and_signature() -> None:
     assert _targets(ViewState(filter_text="NET")) == ["t.py::net"]
     assert _targets(ViewState(filter_text="@pay")) == ["t.py::fam[b]", "t.py::fam[a]"]
