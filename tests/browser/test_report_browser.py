@@ -150,6 +150,10 @@ def test_counts_sort_filter_and_no_network(
         shown = page.inner_text(f'[data-count="{verdict}"]')
         assert int(shown) == sum(t["verdict"] == verdict for t in data["tests"])
     assert column(page, 1)[0] == data["tests"][0]["test_id"]
+    # As the page opens, before any choice: the tests needing attention.
+    shown = {t["test_id"] for t in data["tests"] if t["verdict"] != "healthy"}
+    assert set(column(page, 1)) == shown
+    assert page.inner_text("#shown") == str(len(shown))
 
     damage = page.locator("#tests th", has_text="Damage")
     damage.click()
@@ -169,6 +173,20 @@ def test_counts_sort_filter_and_no_network(
     page.fill("#filter", "")
     page.select_option("#verdict", "regression")
     assert column(page, 1) == ["tests/test_c.py::test_sum"]
+
+    # Healthy tests wait hidden until chosen, or until a search names them.
+    healthy = [t["test_id"] for t in data["tests"] if t["verdict"] == "healthy"]
+    assert healthy
+    page.select_option("#verdict", "")
+    assert not set(healthy) & set(column(page, 1))
+    assert int(page.inner_text("#shown")) == len(data["tests"]) - len(healthy)
+    page.fill("#filter", healthy[0])
+    assert healthy[0] in column(page, 1)
+    page.fill("#filter", "")
+    page.select_option("#verdict", "all")
+    assert sorted(column(page, 1)) == sorted(t["test_id"] for t in data["tests"])
+    page.select_option("#verdict", "healthy")
+    assert sorted(column(page, 1)) == sorted(healthy)
 
     assert browser.foreign == []
     assert browser.console_errors == []

@@ -5,7 +5,8 @@ Content-Security-Policy forbids the page any request, so it opens offline and le
 Every string from CI (test ids, messages, owners, reasons, commits, run ids) goes through
 `html.escape` and shows as text. Contents: the header (as of, window, a warning for each thing
 the ranking leaves out or counts in part, tests per verdict); every listed test, ranked, with
-its owner, likely cause, reason and a 30-day sparkline of its score; the regressions with their
+its owner, likely cause, reason and a 30-day sparkline of its score (the healthy ones hidden
+until chosen or searched for); the regressions with their
 change point; the flaky tests that fail in the same runs, grouped, with the cause they share; a
 heatmap of the outcomes of the regressed tests and the top flaky tests (HEATMAP_TESTS in all)
 over their last HEATMAP_RUNS runs; and for the first DETAIL_TESTS of them, their suspects,
@@ -135,15 +136,16 @@ th.addEventListener('click',function(){
 var asc=th.getAttribute('aria-sort')!=='ascending',type=th.getAttribute('data-sort');
 heads.forEach(function(h){h.removeAttribute('aria-sort')});
 th.setAttribute('aria-sort',asc?'ascending':'descending');
-var body=table.tBodies[0],rows=Array.prototype.slice.call(body.rows);
-rows.sort(function(a,b){var x=key(a.cells[index],type),y=key(b.cells[index],type);
-return (x<y?-1:x>y?1:0)*(asc?1:-1)});
-rows.forEach(function(r){body.appendChild(r)})})})});
+var body=table.tBodies[0],keyed=Array.prototype.map.call(body.rows,function(r,i){
+return [key(r.cells[index],type),i,r]}),sign=asc?1:-1;
+keyed.sort(function(a,b){return (a[0]<b[0]?-sign:a[0]>b[0]?sign:0)||a[1]-b[1]});
+keyed.forEach(function(k){body.appendChild(k[2])})})})});
 var box=document.getElementById('filter'),pick=document.getElementById('verdict');
 function apply(){var words=box.value.toLowerCase().split(/\\s+/).filter(Boolean),
 v=pick.value,shown=0;
 document.querySelectorAll('#tests tbody tr').forEach(function(r){
-var text=r.textContent.toLowerCase(),ok=(!v||r.getAttribute('data-verdict')===v)&&
+var verdict=r.getAttribute('data-verdict'),text=r.textContent.toLowerCase(),
+ok=(v==='all'||v===verdict||(!v&&(words.length>0||verdict!=='healthy')))&&
 words.every(function(w){return text.indexOf(w)>=0});r.hidden=!ok;if(ok)shown++});
 document.getElementById('shown').textContent=shown}
 if(box){box.addEventListener('input',apply);pick.addEventListener('change',apply)}
@@ -290,8 +292,12 @@ def _test_table(
         if test.test_id in anchors:
             name = f'<a href="#{anchors[test.test_id]}">{name}</a>'
         scores = test.scores
+        # Healthy tests wait hidden until asked for (see the verdict list): a browser lays
+        # out no hidden row, and in a big suite they are most of the table.
+        hidden = " hidden" if test.verdict == "healthy" else ""
         rows.append(
-            f'<tr data-verdict="{e(test.verdict)}"><td class="num" data-v="{order}">{shown}</td>'
+            f'<tr data-verdict="{e(test.verdict)}"{hidden}>'
+            f'<td class="num" data-v="{order}">{shown}</td>'
             f'<td class="id">{name}</td><td class="v-{e(test.verdict)}">{e(test.verdict)}</td>'
             f'<td class="num" data-label="damage">{scores.damage:.3f}</td>'
             f'<td class="num wide">{scores.recency_score:.3f}</td>'
@@ -304,12 +310,14 @@ def _test_table(
             f'<td class="reason">{e(test.reason)}</td></tr>'
         )
     verdicts = "".join(f'<option value="{v}">{v}</option>' for v in VERDICT_ORDER)
+    attention = sum(test.verdict != "healthy" for test in tests)
     return [
         '<section id="ranked"><h2>Tests, ranked by damage</h2>',
         '<div class="controls"><input id="filter" type="search" placeholder="Filter: test, '
         'owner, reason..." aria-label="Filter the tests"><select id="verdict" '
-        f'aria-label="Verdict"><option value="">every verdict</option>{verdicts}</select>'
-        f'<span class="meta"><span id="shown">{len(tests)}</span> shown</span></div>',
+        'aria-label="Verdict"><option value="">needing attention</option>'
+        f'<option value="all">every verdict</option>{verdicts}</select>'
+        f'<span class="meta"><span id="shown">{attention}</span> shown</span></div>',
         '<div class="scroll"><table id="tests" class="sortable"><thead><tr>'
         '<th class="num" data-sort="num">Rank</th><th data-sort="text">Test</th>'
         '<th data-sort="text">Verdict</th><th class="num" data-sort="num">Damage</th>'
