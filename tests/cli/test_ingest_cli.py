@@ -257,6 +257,23 @@ def write_manifest(path: Path, entries: list[dict[str, object] | str]) -> Path:
     return path
 
 
+def test_a_folder_of_reports_is_refused_with_the_glob_to_give(tmp_path: Path) -> None:
+    """A CI job's report folder (surefire-reports, test-results) names no report: one line
+    says to name the reports in it, and no history is created."""
+    reports = tmp_path / "surefire-reports"
+    reports.mkdir()
+    junit(reports / "TEST-a.xml", case("test_a"))
+    db = tmp_path / "h.db"
+    result = run(db, reports)
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {reports}: is a directory, not a report file; name the reports in it"
+        f" ({reports / '*.xml'})\n"
+    )
+    assert not db.exists()
+    assert run(db, reports / "TEST-a.xml").exit_code == 0
+
+
 def test_manifest_of_500_runs_lands_in_one_command_and_is_idempotent(tmp_path: Path) -> None:
     reports = tmp_path / "artifacts"
     reports.mkdir()

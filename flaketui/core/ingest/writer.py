@@ -97,7 +97,9 @@ class IngestResult:
 def file_sha256(path: Path) -> str:
     """The sha256 of a report file; ReportError when it is missing or not a file."""
     if path.is_dir():
-        raise ReportError(f"{path}: is a directory, not a report file")
+        raise ReportError(
+            f"{path}: is a directory, not a report file; name the reports in it ({path / '*.xml'})"
+        )
     digest = hashlib.sha256()
     try:
         with path.open("rb") as fh:
