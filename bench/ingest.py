@@ -228,7 +228,7 @@ def fresh_history(db_path: Path) -> sqlite3.Connection:
 def _built_rows(paths: list[Path]) -> tuple[dict[str, int], list[tuple[list, list]]]:
     """Every file's rows built ahead of a floor's clock: test pks, then per run its `results`
     rows (test, attempt, outcome, worker, duration, message, signature) and `test_runs` rows
-    (test, outcome, attempts)."""
+    (test, outcome, attempts, first attempt's duration)."""
     from flaketui.core.ingest.junit import iter_case_rows
 
     test_pks: dict[str, int] = {}
@@ -239,7 +239,8 @@ def _built_rows(paths: list[Path]) -> tuple[dict[str, int], list[tuple[list, lis
             pk = test_pks.setdefault(test_id, len(test_pks) + 1)
             for number, (outcome, duration, message, worker, *_) in enumerate(attempts, 1):
                 results.append((pk, number, outcome, worker, duration, message, None))
-            test_runs.append((pk, "fail" if attempts[0][0] != "pass" else "pass", len(attempts)))
+            outcome = "fail" if attempts[0][0] != "pass" else "pass"
+            test_runs.append((pk, outcome, len(attempts), attempts[0][1]))
         runs.append((results, test_runs))
     return test_pks, runs
 
@@ -264,8 +265,9 @@ def _insert_runs(
         )
         conn.executemany(
             f"INSERT INTO {target} (test, run, ts, outcome, bad, attempts, failed_attempts,"
-            " worker_id, signature, edited) VALUES (?, ?, ?, ?, 0, ?, 0, NULL, NULL, 0)",
-            [(pk, run, ts, outcome, count) for pk, outcome, count in test_runs],
+            " worker_id, signature, edited, first_duration_ms)"
+            " VALUES (?, ?, ?, ?, 0, ?, 0, NULL, NULL, 0, ?)",
+            [(pk, run, ts, outcome, count, first) for pk, outcome, count, first in test_runs],
         )
         conn.execute("COMMIT")
         if staged and ((index + 1) % STAGE_RUNS == 0 or index + 1 == len(runs)):
@@ -283,7 +285,8 @@ STAGE_RUNS = 16
 TEST_RUNS_COLUMNS = """test INTEGER NOT NULL, run INTEGER NOT NULL, ts TEXT NOT NULL,
     outcome TEXT NOT NULL, bad INTEGER NOT NULL, attempts INTEGER NOT NULL,
     failed_attempts INTEGER NOT NULL, worker_id TEXT, signature INTEGER,
-    edited INTEGER NOT NULL DEFAULT 0"""
+    edited INTEGER NOT NULL DEFAULT 0, first_duration_ms INTEGER, first_timeout_ms INTEGER,
+    first_position INTEGER"""
 LAYOUTS = {
     "test": [],
     "run": [
@@ -327,7 +330,8 @@ CREATE TABLE runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, ts TEXT NOT NUL
 CREATE TABLE results (run INTEGER, test INTEGER, attempt INTEGER, outcome TEXT, worker_id TEXT,
     duration_ms INTEGER, message TEXT, signature INTEGER);
 CREATE TABLE test_runs (test INTEGER, run INTEGER, ts TEXT, outcome TEXT, bad INTEGER,
-    attempts INTEGER, failed_attempts INTEGER, worker_id TEXT, signature INTEGER, edited INTEGER);
+    attempts INTEGER, failed_attempts INTEGER, worker_id TEXT, signature INTEGER, edited INTEGER,
+    first_duration_ms INTEGER, first_timeout_ms INTEGER, first_position INTEGER);
 """
 
 

@@ -169,7 +169,7 @@ class _Writer:
             outcome = "fail"
         failed_attempts = sum(o != "pass" for o in attempts)
         self.test_runs.append(
-            (test, run_pk, ts, outcome, bad, len(attempts), failed_attempts, None, first_sig, 0)
+            (test, run_pk, ts, outcome, bad, len(attempts), failed_attempts, None, first_sig, 0, 10)
         )
 
     def flush(self) -> None:
@@ -201,7 +201,7 @@ class _Writer:
             )
             conn.executemany(
                 "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, "
-                "worker_id, signature, edited) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "worker_id, signature, edited, first_duration_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 self.test_runs,
             )
             rollups.rebuild(conn)

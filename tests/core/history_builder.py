@@ -104,7 +104,8 @@ class RunBuilder:
             outcome, bad = run_outcome(outcomes)
             conn.execute(
                 "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, "
-                "worker_id, signature, edited) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "worker_id, signature, edited, first_duration_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     test_pk,
                     self.run_pk,
@@ -116,6 +117,7 @@ class RunBuilder:
                     worker_id,
                     first_sig,
                     int(test_file is not None and test_file in self.changed),
+                    duration_ms,
                 ),
             )
         return self

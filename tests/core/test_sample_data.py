@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 from codeowners import CodeOwners
 
-from flaketui.core.history.store import open_history
+from flaketui.core.history.derived_rows import refresh_test_runs
+from flaketui.core.history.store import open_history, transaction
 from flaketui.core.ingest.manifest import ingest_manifest
 from flaketui.core.ingest.signatures import normalise
 from flaketui.core.timeutil import parse_iso
@@ -104,6 +106,29 @@ def test_committed_files_equal_a_fresh_build(builds: list[Path]) -> None:
     assert committed == sorted(p.name for p in (fresh / "reports").iterdir())
     for name in committed:
         assert (fresh / "reports" / name).read_bytes() == (SAMPLE / "reports" / name).read_bytes()
+
+
+def test_every_writers_per_run_rows_equal_their_recomputation_from_the_attempts(
+    builds: list[Path], tmp_path: Path
+) -> None:
+    """A fresh build is written by ingest (legs, shards, repeats) and by the recorder's journal:
+    the per-run rows each path writes, the first attempt's fields included, are what
+    recomputing them from the stored attempts gives."""
+    path = tmp_path / "history.db"
+    shutil.copy(builds[0] / "history.db", path)
+    db = open_history(path)
+    everything = "SELECT * FROM test_runs ORDER BY test, ts, run"
+    written = db.conn.execute(everything).fetchall()
+    assert db.conn.execute(
+        "SELECT count(first_duration_ms), count(first_position) FROM test_runs"
+    ).fetchone() > (len(written) // 2, 0)
+    runs = [(int(r), str(t)) for r, t in db.conn.execute("SELECT id, ts FROM runs")]
+    with transaction(db.conn):
+        db.conn.execute("DELETE FROM test_runs")
+        for run, ts in runs:
+            refresh_test_runs(db.conn, run, ts)
+    assert db.conn.execute(everything).fetchall() == written
+    db.conn.close()
 
 
 def test_history_is_small_and_compact() -> None:

@@ -35,9 +35,22 @@ def _audit_log_as_version_5(conn: sqlite3.Connection) -> None:
     conn.execute(index.group(0))
 
 
+FIRST_ATTEMPT_COLUMNS = ("first_duration_ms", "first_timeout_ms", "first_position")
+
+
+def _test_runs_as_version_8(conn: sqlite3.Connection) -> None:
+    """test_runs as versions 3 to 8 laid it out: no first attempt's fields."""
+    for column in FIRST_ATTEMPT_COLUMNS:
+        conn.execute(f"ALTER TABLE test_runs DROP COLUMN {column}")
+
+
 def _results_as_version_7(conn: sqlite3.Connection) -> None:
-    """results as versions 1 to 7 laid it out: no origin."""
+    """results as versions 1 to 7 laid it out: no origin (and test_runs as version 8 did)."""
     conn.execute("ALTER TABLE results DROP COLUMN origin")
+    if conn.execute(
+        "SELECT count(*) FROM pragma_table_info('test_runs') WHERE name = 'first_position'"
+    ).fetchone()[0]:
+        _test_runs_as_version_8(conn)
 
 
 def _results_as_version_6(conn: sqlite3.Connection) -> None:
@@ -55,7 +68,8 @@ def _test_runs_as_version_2(path: Path) -> None:
     conn.execute("BEGIN")
     conn.execute("ALTER TABLE test_runs RENAME TO current_test_runs")
     conn.execute(ddl.group(0))
-    conn.execute("INSERT INTO test_runs SELECT * FROM current_test_runs")
+    columns = "test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited"
+    conn.execute(f"INSERT INTO test_runs ({columns}) SELECT {columns} FROM current_test_runs")
     conn.execute("DROP TABLE current_test_runs")
     for index in indexes:
         conn.execute(index)
@@ -249,3 +263,44 @@ def test_a_version_7_history_gains_origins_and_its_plain_ids_join_later_shards(
     before = db.conn.execute(attempts, (test_id,)).fetchone()[0]
     ingest_reports(db, [shard], meta)
     assert db.conn.execute(attempts, (test_id,)).fetchone()[0] == before + 1
+
+
+FIRST_ATTEMPTS = (
+    "SELECT test, run, first_duration_ms, first_timeout_ms, first_position FROM test_runs"
+    " ORDER BY test, run"
+)
+# The same fields read from results, as cause analysis once joined them: the attempt numbered
+# lowest of each test in each run.
+FIRST_ATTEMPTS_FROM_RESULTS = """
+SELECT tr.test, tr.run, a.duration_ms, a.timeout_ms, a.position FROM test_runs tr
+JOIN results a ON a.run = tr.run AND a.test = tr.test
+    AND a.attempt = (SELECT min(attempt) FROM results b WHERE b.run = tr.run AND b.test = tr.test)
+ORDER BY tr.test, tr.run
+"""
+
+
+def test_a_version_8_history_gains_each_runs_first_attempt_fields_from_its_results(
+    tmp_path: Path,
+) -> None:
+    """The per-run rows written before the fields existed are filled from the stored attempts,
+    as the writer fills them; everything else in them stays."""
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    written = conn.execute(FIRST_ATTEMPTS).fetchall()
+    rows = conn.execute(ROWS).fetchall()
+    _test_runs_as_version_8(conn)
+    conn.execute("PRAGMA user_version = 8")
+    conn.close()
+
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    assert db.conn.execute(ROWS).fetchall() == rows
+    assert db.conn.execute(FIRST_ATTEMPTS).fetchall() == written
+    # The sample holds each kind: durations on (nearly) every row, positions where the recorder
+    # wrote them; and they agree with the attempts themselves.
+    durations, positions = db.conn.execute(
+        "SELECT count(first_duration_ms), count(first_position) FROM test_runs"
+    ).fetchone()
+    assert durations > 0.9 * len(rows) and positions > 0
+    assert written == db.conn.execute(FIRST_ATTEMPTS_FROM_RESULTS).fetchall()

@@ -37,23 +37,23 @@ UPSERT_TEST_SQL = (
 # - else pass when any leg passed; else skipped.
 # It is bad when any leg's first non-skipped attempt failed or errored. attempts and
 # failed_attempts count every leg's. The outcome and bad do not depend on the order the legs
-# were ingested in; worker_id is that of the test's lowest-numbered attempt and signature that
-# of its lowest-numbered failed attempt.
+# were ingested in; worker_id, first_duration_ms, first_timeout_ms and first_position are those
+# of the test's lowest-numbered attempt, and signature that of its lowest-numbered failed attempt.
 _REFRESH_SQL = """
 INSERT OR REPLACE INTO test_runs
-    (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited)
+    (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited,
+     first_duration_ms, first_timeout_ms, first_position)
 SELECT a.test, :run, :ts,
     CASE WHEN a.fail_legs > 0 THEN 'fail'
          WHEN a.flaky_legs > 0 THEN 'flaky'
          WHEN a.pass_legs > 0 THEN 'pass'
          ELSE 'skipped' END,
-    a.bad, a.attempts, a.failed,
-    (SELECT r.worker_id FROM results r
-      WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_attempt),
+    a.bad, a.attempts, a.failed, f.worker_id,
     (SELECT r.signature FROM results r
       WHERE r.run = :run AND r.test = a.test AND r.attempt = a.first_fail),
     EXISTS (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = :run AND c.path = t.test_file
-             WHERE t.id = a.test)
+             WHERE t.id = a.test),
+    f.duration_ms, f.timeout_ms, f.position
 FROM (
     SELECT test,
         sum(attempts) AS attempts,
@@ -78,6 +78,7 @@ FROM (
     )
     GROUP BY test
 ) AS a
+CROSS JOIN results f ON f.run = :run AND f.test = a.test AND f.attempt = a.first_attempt
 """
 _REFRESH_RUN_SQL = _REFRESH_SQL.format(where="run = :run")
 # With a list of tests, search the (run, test) primary key instead of scanning the whole run.

@@ -1,4 +1,4 @@
--- The history schema at version 8: what the migrations in store.py leave in sqlite_master,
+-- The history schema at version 9: what the migrations in store.py leave in sqlite_master,
 -- in their words. A new history is created from it in one transaction. Written by
 -- `python -m flaketui.core.history.schema_file` (or `make docs`); do not edit by hand.
 CREATE TABLE meta (
@@ -75,7 +75,7 @@ CREATE TABLE "test_runs" (
     failed_attempts INTEGER NOT NULL,
     worker_id   TEXT,
     signature   INTEGER REFERENCES signatures (id),
-    edited      INTEGER NOT NULL DEFAULT 0,
+    edited      INTEGER NOT NULL DEFAULT 0, first_duration_ms INTEGER, first_timeout_ms INTEGER, first_position INTEGER,
     PRIMARY KEY (test, ts, run)
 ) WITHOUT ROWID;
 CREATE INDEX test_runs_run ON test_runs (run);
@@ -100,4 +100,4 @@ CREATE TABLE "audit_log" (
 );
 CREATE INDEX audit_log_test ON audit_log (test_id, ts);
 CREATE INDEX audit_log_written ON audit_log (written_at);
-PRAGMA user_version = 8;
+PRAGMA user_version = 9;

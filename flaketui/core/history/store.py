@@ -250,6 +250,23 @@ ALTER TABLE results ADD COLUMN origin TEXT;
 """
 
 
+# test_runs gains its first attempt's duration, timeout and position (that of the lowest-numbered
+# attempt, whose worker_id it already holds), NULL where the attempt has none. Cause analysis
+# reads them with each run of a test: through results they were a seek into that table per row,
+# a page read each once the history outgrows the page cache. Rows from before this version are
+# filled from results.
+SCHEMA_V9 = """
+ALTER TABLE test_runs ADD COLUMN first_duration_ms INTEGER;
+ALTER TABLE test_runs ADD COLUMN first_timeout_ms INTEGER;
+ALTER TABLE test_runs ADD COLUMN first_position INTEGER;
+UPDATE test_runs SET (first_duration_ms, first_timeout_ms, first_position) = (
+    SELECT a.duration_ms, a.timeout_ms, a.position FROM results a
+    WHERE a.run = test_runs.run AND a.test = test_runs.test
+    ORDER BY a.attempt LIMIT 1
+);
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -282,6 +299,10 @@ def _migrate_to_8(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V8)
 
 
+def _migrate_to_9(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V9)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
@@ -291,6 +312,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_6,
     _migrate_to_7,
     _migrate_to_8,
+    _migrate_to_9,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 # What the migrations above leave, as one script a new history is created from (schema_file).

@@ -55,13 +55,15 @@ FAILED = frozenset({"fail", "error"})
 DIRTY_ATTEMPTS = -1
 _UPSERT_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, EXISTS (SELECT 1 FROM tests t"
+    " signature, first_duration_ms, first_timeout_ms, first_position, edited)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, EXISTS (SELECT 1 FROM tests t"
     " JOIN run_changed_files c ON c.run = ?2 AND c.path = t.test_file WHERE t.id = ?1))"
     f" ON CONFLICT (test, ts, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
 )
 _UPSERT_TEST_RUN_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"
+    " signature, first_duration_ms, first_timeout_ms, first_position, edited)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)"
     f" ON CONFLICT (test, ts, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
 )
 
@@ -109,12 +111,14 @@ _INSERT_NEW_RESULT_ORIGIN_SQL = (
 )
 _INSERT_NEW_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " signature, edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, EXISTS (SELECT 1 FROM tests t"
+    " signature, first_duration_ms, first_timeout_ms, first_position, edited)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, EXISTS (SELECT 1 FROM tests t"
     " JOIN run_changed_files c ON c.run = ?2 AND c.path = t.test_file WHERE t.id = ?1))"
 )
 _INSERT_NEW_TEST_RUN_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " signature, edited) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+    " signature, first_duration_ms, first_timeout_ms, first_position, edited)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
 )
 # The commonest rows, a test's first case in the run with one passing attempt and no message,
 # go in one statement per batch and worker from a JSON object {test row id: [duration_ms,
@@ -137,13 +141,17 @@ _INSERT_NEW_ORIGIN_PASSES_SQL = (
 )
 _INSERT_NEW_PASS_RUNS_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " edited) SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, EXISTS (SELECT 1"
+    " first_duration_ms, first_timeout_ms, first_position, edited)"
+    " SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, json_extract(value, '$[0]'),"
+    " json_extract(value, '$[3]'), json_extract(value, '$[2]'), EXISTS (SELECT 1"
     " FROM tests t JOIN run_changed_files c ON c.run = ?1 AND c.path = t.test_file"
     " WHERE t.id = CAST(key AS INTEGER)) FROM json_each(?2)"
 )
 _INSERT_NEW_PASS_RUNS_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " edited) SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, 0 FROM json_each(?2)"
+    " first_duration_ms, first_timeout_ms, first_position, edited)"
+    " SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, json_extract(value, '$[0]'),"
+    " json_extract(value, '$[3]'), json_extract(value, '$[2]'), 0 FROM json_each(?2)"
 )
 _OUTCOME_SET = frozenset(OUTCOMES)
 # Caches are bounded by the characters of their keys as well as by entries, so memory stays flat
@@ -310,7 +318,10 @@ class RunWriter:
                             (run_pk, test_pk, "pass", worker, duration, None, None, before_pk,
                              position, timeout, leg, origin)
                         )  # fmt: skip
-                        more_runs.append((test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None))
+                        more_runs.append(
+                            (test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None, duration,
+                             timeout, position)
+                        )  # fmt: skip
                 elif new:
                     by_test = passes.get(worker)
                     if by_test is None:
@@ -321,7 +332,10 @@ class RunWriter:
                         (run_pk, test_pk, "pass", worker, duration, None, None, before_pk,
                          position, timeout, leg)
                     )  # fmt: skip
-                    more_runs.append((test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None))
+                    more_runs.append(
+                        (test_pk, run_pk, ts, "pass", 0, 1, 0, worker, None, duration, timeout,
+                         position)
+                    )  # fmt: skip
                 continue
             first_signature: int | None = None
             failed = passed = 0
@@ -367,9 +381,10 @@ class RunWriter:
                         (run_pk, test_pk, outcome, worker, duration, message, signature,
                          before_pk, position, timeout, leg)
                     )  # fmt: skip
+            first = attempts[0]
             summary = (
                 test_pk, run_pk, ts, _run_outcome(failed, passed), max(bad, 0), len(attempts),
-                failed, attempts[0][3], first_signature,
+                failed, first[3], first_signature, first[1], first[6], first[5],
             )  # fmt: skip
             (new_runs if new else more_runs).append(summary)
         conn = self.conn

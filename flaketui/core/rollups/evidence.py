@@ -49,7 +49,8 @@ def counted_runs_cte(
 
     Use it as `f"WITH {cte} SELECT ... FROM {name} ..."`. Columns of `<name>`: test (tests.id),
     run (runs.id), ts, outcome, bad, attempts, failed_attempts, worker_id, signature
-    (signatures.id), suite, branch_kind, commit_sha, worker_count, and per run: weight (the
+    (signatures.id), first_duration_ms, first_timeout_ms, first_position (of the test's first
+    attempt in the run), suite, branch_kind, commit_sha, worker_count, and per run: weight (the
     recency weight as of now), is_main (0/1), gating (0/1: suite not non-gating).
     `test_ids` (tests.test_id) or `test_pks` (tests.id) restrict it to some tests and drive the
     scan from them (index range reads instead of a full scan). Parameters are named
@@ -102,7 +103,8 @@ def counted_runs_cte(
 ),
 {name} AS (
     SELECT tr.test, tr.run, tr.ts, tr.outcome, tr.bad, tr.attempts, tr.failed_attempts,
-           tr.worker_id, tr.signature, cr.suite, cr.branch_kind, cr.commit_sha,
+           tr.worker_id, tr.signature, tr.first_duration_ms, tr.first_timeout_ms,
+           tr.first_position, cr.suite, cr.branch_kind, cr.commit_sha,
            cr.worker_count, cr.weight, cr.is_main, cr.gating
     FROM {source}
     WHERE tr.ts > :{name}_start AND tr.ts <= :{name}_end

@@ -80,9 +80,9 @@ MAX_PIVOT_ROWS = 50  # of the predecessor pivot, the values with the highest Wil
 
 _UNITS_SQL = """
 SELECT c.test, c.run, c.bad, c.ts, c.worker_count, coalesce(c.worker_id, ''), c.suite,
-       c.branch_kind, r.runner_host, r.os, r.python, a.duration_ms, a.timeout_ms, a.position
+       c.branch_kind, r.runner_host, r.os, r.python, c.first_duration_ms, c.first_timeout_ms,
+       c.first_position
 FROM counted c CROSS JOIN runs r ON r.id = c.run
-LEFT JOIN results a ON a.run = c.run AND a.test = c.test AND a.attempt = 1
 ORDER BY c.ts DESC, c.run DESC
 """
 
