@@ -46,6 +46,13 @@ WITH placed AS (
 UPDATE results SET position = placed.position FROM placed
 WHERE results.run = placed.run AND results.test = placed.test AND results.attempt = 1
 """
+# The per-run rows keep their first attempt's position, as every writer keeps it.
+FIRST_POSITION_SQL = """
+UPDATE test_runs SET first_position = (
+    SELECT a.position FROM results a
+    WHERE a.run = test_runs.run AND a.test = test_runs.test AND a.attempt = 1
+)
+"""
 
 
 def ensure_ordered(path: Path) -> Path:
@@ -59,6 +66,7 @@ def ensure_ordered(path: Path) -> Path:
     try:
         conn.execute("BEGIN")
         conn.execute(ORDER_SQL)
+        conn.execute(FIRST_POSITION_SQL)
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

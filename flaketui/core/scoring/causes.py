@@ -78,13 +78,22 @@ MAX_ORDER_RUNS = 500
 MAX_ORDER_ENTRIES = 2_000_000  # first attempts of the run orders one analysis keeps
 MAX_PIVOT_ROWS = 50  # of the predecessor pivot, the values with the highest Wilson low
 
+# A target's counted rows, newest run first: what varies between the tests of one run.
 _UNITS_SQL = """
-SELECT c.test, c.run, c.bad, c.ts, c.worker_count, coalesce(c.worker_id, ''), c.suite,
-       c.branch_kind, r.runner_host, r.os, r.python, c.first_duration_ms, c.first_timeout_ms,
+SELECT c.test, c.run, c.bad, coalesce(c.worker_id, ''), c.first_duration_ms, c.first_timeout_ms,
        c.first_position
-FROM counted c CROSS JOIN runs r ON r.id = c.run
+FROM counted c
 ORDER BY c.ts DESC, c.run DESC
 """
+# What every test of a run shares, for each counted run of the window (the same for every
+# target): ts, then the values of its dimensions, as text (worker_count cast here) as the pivots
+# compare and show them.
+_RUN_VALUES_SQL = """
+SELECT r.id, r.ts, CAST(r.worker_count AS TEXT), r.suite, r.branch_kind, r.runner_host, r.os,
+       r.python
+FROM counted_runs cr CROSS JOIN runs r ON r.id = cr.id
+"""
+RunValues = dict[int, tuple[str, str, str, str, str | None, str | None, str | None]]
 
 # The recorded order of some runs: per run and worker, its first attempts' positions and tests
 # (as JSON arrays: one row per worker of a run, not per attempt).
@@ -173,51 +182,68 @@ def load_units(
     now: datetime,
     config: Config,
     orders: RunOrders | None = None,
+    runs: RunValues | None = None,
 ) -> list[Unit]:
     """The target's counted runs, newest first, pooled by run, with every dimension's values.
 
-    orders: the run orders read so far by the analysis this one is part of (see RunOrders).
+    orders: the run orders read so far by the analysis this one is part of (see RunOrders);
+    runs: the window's run_values, read once by that analysis.
     """
     cte, params = counted_runs_cte(now, config, test_ids=target.test_ids)
     conn = db.conn
     rows = conn.execute(f"WITH {cte} {_UNITS_SQL}", params).fetchall()
+    if runs is None:
+        runs = run_values(db, now=now, config=config)
     durations: dict[int, list[int]] = defaultdict(list)
     for row in rows:
-        if row[11] is not None:
-            durations[int(row[0])].append(int(row[11]))
+        if row[4] is not None:
+            durations[row[0]].append(row[4])
     medians = {test: _median(values) for test, values in durations.items()}
     units: dict[int, Unit] = {}
     # (run, worker) -> the latest position of a member's first attempt there
     spots: dict[tuple[int, str], int] = {}
-    # Tens of thousands of rows for a group: each dimension's set is made once per unit.
-    for (
-        test, run, bad, ts, workers, worker, suite, kind, host, os_name, python, duration,
-        timeout, position,
-    ) in rows:  # fmt: skip
+    near_median = DURATION_BANDS[0][1]
+    # Millions of rows on a big history: the loop is spelled out (no helper call per row), and
+    # each dimension's values are made once per unit.
+    for test, run, bad, worker, duration, timeout, position in rows:
         unit = units.get(run)
         if unit is None:
-            unit = units[run] = Unit(int(run), str(ts), bool(bad))
-            values = unit.values
-            values["worker_count"] = (str(workers),)
-            values["suite"] = (str(suite),)
-            values["branch_kind"] = (str(kind),)
-            values["hour"] = (str(ts)[11:13],)
-            for name, value in (("runner_host", host), ("os", os_name), ("python", python)):
-                if value:
-                    values[name] = (str(value),)
-            values["worker_id"] = (str(worker),)
+            ts, workers, suite, kind, host, os_name, python = runs[run]
+            values: dict[str, tuple[str, ...]] = {
+                "worker_count": (workers,),
+                "suite": (suite,),
+                "branch_kind": (kind,),
+                "hour": (ts[11:13],),
+            }
+            if host:
+                values["runner_host"] = (host,)
+            if os_name:
+                values["os"] = (os_name,)
+            if python:
+                values["python"] = (python,)
+            values["worker_id"] = (worker,)
+            unit = units[run] = Unit(run, ts, bool(bad), values)
         else:
             values = unit.values
             if bad:
                 unit.bad = True
-            _add(values, "worker_id", str(worker))
+            found = values["worker_id"]
+            if worker not in found:
+                values["worker_id"] = (*found, worker)
         if duration is not None:
-            _add(values, "duration", duration_band(int(duration), medians.get(int(test)), timeout))
-            unit.timings += ((int(duration), None if timeout is None else int(timeout)),)
+            median = medians.get(test)
+            if not timeout and duration - (median or 0.0) < SLOW_MIN_EXCESS_MS:
+                band = near_median  # duration_band's answer, without the call
+            else:
+                band = duration_band(duration, median, timeout)
+            found = values.get("duration", ())
+            if band not in found:
+                values["duration"] = (*found, band)
+            unit.timings += ((duration, timeout),)
         if position is not None:
-            spot = (run, str(worker))
+            spot = (run, worker)
             if spots.get(spot, -1) < position:
-                spots[spot] = int(position)
+                spots[spot] = position
     if spots:
         newest = set(
             sorted({run for run, _ in spots}, key=lambda r: (units[r].ts, r))[-MAX_ORDER_RUNS:]
@@ -229,6 +255,15 @@ def load_units(
         for run, tests in known.items():
             units[run].values["predecessor"] = tests
     return list(units.values())
+
+
+def run_values(db: Connected, *, now: datetime, config: Config) -> RunValues:
+    """Per counted run of the window (runs.id): its ts and the values its tests share."""
+    cte, params = counted_runs_cte(now, config)
+    return {
+        int(run): tuple(values)
+        for run, *values in db.conn.execute(f"WITH {cte} {_RUN_VALUES_SQL}", params)
+    }
 
 
 class RunOrders:
@@ -324,13 +359,6 @@ class RunOrders:
 
 
 _NO_ORDER: tuple[array[int], array[int]] = (array("q"), array("q"))
-
-
-def _add(values: dict[str, tuple[str, ...]], dimension: str, value: str) -> None:
-    """Add a value of a dimension to a unit's values, once."""
-    found = values.get(dimension, ())
-    if value not in found:
-        values[dimension] = (*found, value)
 
 
 def _value_counts(units: list[Unit], dimension: str) -> dict[str, list[int]]:
@@ -632,11 +660,11 @@ def find_causes(
 ) -> FoundCauses:
     """The suspects of each target, the targets sharing the run orders read for them."""
     orders = RunOrders(db.conn)
+    runs = run_values(db, now=now, config=config)
     found: FoundCauses = {}
     for kind, key, members in targets:
-        units = load_units(
-            db, Target(key, kind, [], list(members)), now=now, config=config, orders=orders
-        )
+        target = Target(key, kind, [], list(members))
+        units = load_units(db, target, now=now, config=config, orders=orders, runs=runs)
         found[(kind, key)] = tuple(find_suspects(units, config))
     return found
 
