@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from flaketui.cli.group import LAZY_COMMANDS, FlaketuiGroup, cli
 from flaketui.cli.stdout import drop_output_once_unread
 
@@ -11,4 +13,15 @@ __all__ = ["LAZY_COMMANDS", "FlaketuiGroup", "cli", "main"]
 def main() -> None:
     """Console-script entry point."""
     drop_output_once_unread()
+    show_progress_lines()
     cli(prog_name="flaketui")
+
+
+def show_progress_lines() -> None:
+    """Print what flaketui's modules log (a history's upgrade starting, say) on stderr, one
+    plain line each, as the command runs."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("flaketui")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import parse_iso
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+NOW_ISO = "2026-12-01T00:00:00Z"
 ROWS = (
     "SELECT test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited"
     " FROM test_runs ORDER BY test, run"
@@ -304,3 +307,23 @@ def test_a_version_8_history_gains_each_runs_first_attempt_fields_from_its_resul
     ).fetchone()
     assert durations > 0.9 * len(rows) and positions > 0
     assert written == db.conn.execute(FIRST_ATTEMPTS_FROM_RESULTS).fetchall()
+
+
+def test_the_command_line_says_once_that_it_upgrades_a_history(tmp_path: Path) -> None:
+    """An upgrade takes a while on a big history: the command says so on stderr as it starts,
+    the first time only, and its output is what it would be anyway."""
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    _test_runs_as_version_8(conn)
+    conn.execute("PRAGMA user_version = 8")
+    conn.close()
+    command = [sys.executable, "-m", "flaketui", "report", str(path), "--now", NOW_ISO]
+    first = subprocess.run(command, capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert first.stderr == (
+        f"{path}: upgrading the history for this version of flaketui (once; about a minute per"
+        " 10 M results)\n"
+    )
+    again = subprocess.run(command, capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert again.stderr == ""
+    assert again.stdout == first.stdout

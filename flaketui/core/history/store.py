@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import stat
@@ -15,6 +16,10 @@ from typing import TYPE_CHECKING
 from flaketui.core.errors import HistoryError, HistoryLockedError
 from flaketui.core.history import journal
 from flaketui.core.words import plural
+
+# Says when an upgrade of an existing history starts: on a big one it takes a while, once. The
+# command line shows the "flaketui" logger's records on stderr; elsewhere they are the host's.
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -473,7 +478,7 @@ def open_connection(
         try:
             _switch_to_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
-            _migrate(conn, version)
+            _migrate(conn, version, path)
         except sqlite3.OperationalError as exc:
             conn.close()
             if is_locked(exc):
@@ -616,7 +621,7 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
         delay = min(delay * 2, 0.2)
 
 
-def _migrate(conn: sqlite3.Connection, version: int) -> None:
+def _migrate(conn: sqlite3.Connection, version: int, path: Path) -> None:
     """Bring the history to SCHEMA_VERSION: a blank one (a new file) in one transaction
     (_create), an older one through its pending migrations, each in its own transaction."""
     if version == 0:
@@ -624,6 +629,12 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
             if _is_blank(conn):  # else another process created it since the version was read
                 _create(conn)
         version = schema_version(conn)
+    elif version < SCHEMA_VERSION:
+        _log.info(
+            "%s: upgrading the history for this version of flaketui (once; about a minute per"
+            " 10 M results)",
+            path,
+        )
     for target in range(version, SCHEMA_VERSION):
         with transaction(conn):
             if schema_version(conn) > target:
