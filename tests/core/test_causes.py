@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cause_history import (
@@ -488,3 +490,38 @@ def test_order_is_read_from_the_newest_runs_only(
     known = {unit.values["predecessor"] for unit in units if "predecessor" in unit.values}
     assert known == {("t.py::test_before2",), ("t.py::test_before3",), ("t.py::test_before4",)}
     assert len(units) == 5
+
+
+def test_run_values_read_before_a_run_landed_are_read_again(
+    mixed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An analysis of many targets reads the values a run's tests share once; each later read
+    is a snapshot of its own, so a target may meet a run that landed since: its values are read
+    again, and a run pruned since its rows were read counts as gone."""
+    from flaketui.core.scoring import causes
+    from flaketui.core.scoring.detail import Target
+
+    history = open_history(mixed, readonly=True)
+    target = Target(HOST_TEST, "test", [], [HOST_TEST])
+    fresh = causes.load_units(history, target, now=NOW, config=Config())
+    assert len(fresh) > 10
+
+    def plain(units: list[causes.Unit]) -> list[tuple[object, ...]]:
+        return [(u.run, u.ts, u.bad, sorted(u.values.items()), u.timings) for u in units]
+
+    stale: causes.RunValues = {}  # read before any of the target's runs landed
+    again = causes.load_units(history, target, now=NOW, config=Config(), runs=stale)
+    assert plain(again) == plain(fresh)
+    assert fresh[0].run in stale  # kept for the targets after this one
+
+    pruned = fresh[0].run
+    read = causes.run_values
+
+    def without_pruned(db: Any, *, now: datetime, config: Config) -> causes.RunValues:
+        values = read(db, now=now, config=config)
+        del values[pruned]
+        return values
+
+    monkeypatch.setattr(causes, "run_values", without_pruned)
+    rest = causes.load_units(history, target, now=NOW, config=Config(), runs={})
+    assert plain(rest) == plain(fresh[1:])

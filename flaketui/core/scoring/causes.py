@@ -208,7 +208,15 @@ def load_units(
     for test, run, bad, worker, duration, timeout, position in rows:
         unit = units.get(run)
         if unit is None:
-            ts, workers, suite, kind, host, os_name, python = runs[run]
+            shared = runs.get(run)
+            if shared is None:
+                # A run that landed after the run values were read (each read is a snapshot of
+                # its own): read them again, for the targets after this one too.
+                runs.update(run_values(db, now=now, config=config))
+                shared = runs.get(run)
+                if shared is None:
+                    continue  # pruned since its rows were read: no longer in the history
+            ts, workers, suite, kind, host, os_name, python = shared
             values: dict[str, tuple[str, ...]] = {
                 "worker_count": (workers,),
                 "suite": (suite,),
