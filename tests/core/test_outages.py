@@ -114,6 +114,33 @@ def test_thresholds_absolute_relative_and_span(tmp_path: Path) -> None:
     assert find_outages(db.conn, now=NOW, config=Config(outage_min_tests=7)) == []
 
 
+def test_the_share_counts_every_test_the_clusters_runs_ran(tmp_path: Path) -> None:
+    """Two shards of 20 tests each, 5 failing with one message: a quarter of either shard,
+    an eighth of the 40 tests the cluster's runs ran (skipped tests ran nothing)."""
+    db = open_history(tmp_path / "s.db")
+    hb = HistoryBuilder(db)
+    down = "ConnectionError: db down"
+    for shard, failing in ((0, 3), (1, 2)):
+        run = hb.run(ts=T0 + timedelta(minutes=10 * shard))
+        for index in range(20):
+            run.result(
+                f"tests/test_s{shard}.py::test_{index:02d}",
+                ["fail"] if index < failing else ["pass"],
+                message=down,
+            )
+        for index in range(30 * (1 - shard)):
+            run.result(f"tests/test_skip.py::test_{index:02d}", ["skipped"])
+    later = hb.run(ts=T0 + timedelta(hours=5))
+    for shard in (0, 1):
+        for index in range(20):
+            later.result(f"tests/test_s{shard}.py::test_{index:02d}", ["pass"])
+    share = 0.2  # 5 failed: at least a fifth of one shard, not of both
+    found = find_outages(db.conn, now=NOW, config=Config(outage_min_share=share))
+    assert found == []
+    (outage,) = find_outages(db.conn, now=NOW, config=Config(outage_min_share=0.125))
+    assert (outage.failed_tests, outage.tests, len(outage.run_ids)) == (5, 40, 2)
+
+
 def test_a_break_that_stays_is_no_outage(tmp_path: Path) -> None:
     """Six tests failing with one message from a run on, never passing again: a regression."""
     db = open_history(tmp_path / "b.db")

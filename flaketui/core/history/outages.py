@@ -96,12 +96,15 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
     since = to_iso(now - timedelta(days=config.window_days))
     states = reviews(conn)
     proposal_tags = json.dumps(sorted(states))
+    # Each test's rows of the window, read in key order (test, ts), then their runs: a read of
+    # the window's runs through test_runs_run looks every row up one at a time.
     failures = conn.execute(
-        "SELECT tr.run, r.ts, s.hash, s.text, tr.test FROM test_runs tr "
-        "JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
-        "WHERE tr.bad = 1 AND r.ts > ? AND r.ts <= ? AND r.source <> 'diagnose' "
+        "SELECT tr.run, tr.ts, s.hash, s.text, tr.test FROM tests t "
+        "CROSS JOIN test_runs tr ON tr.test = t.id AND tr.ts > ? AND tr.ts <= ? "
+        "CROSS JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
+        "WHERE tr.bad = 1 AND r.source <> 'diagnose' "
         "AND (r.incident IS NULL OR r.incident IN "
-        "(SELECT value FROM json_each(?))) ORDER BY s.hash, r.ts, tr.run",
+        "(SELECT value FROM json_each(?))) ORDER BY s.hash, tr.ts, tr.run",
         (since, to_iso(now), proposal_tags),
     ).fetchall()
     span = timedelta(hours=config.outage_span_hours)
@@ -114,9 +117,14 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
             last = clusters[-1]
         last[3][int(run)] = ts
         last[4].add(int(test))
+    candidates = [c for c in clusters if len(c[4]) >= config.outage_min_tests]
+    sizes = _run_sizes(conn, {pk for c in candidates for pk in c[3]})
     found = []
-    for sig, text, start, runs, failed in clusters:
-        if len(failed) < config.outage_min_tests:
+    for sig, text, start, runs, failed in candidates:
+        # The tests a cluster's runs ran are at least those any one of them ran: most clusters
+        # (a few tests sharing a common message) fall short of that share already, and only
+        # the others count the tests of all their runs.
+        if len(failed) < config.outage_min_share * max(sizes.get(pk, 0) for pk in runs):
             continue
         pks = sorted(runs, key=lambda pk: (runs[pk], pk))
         ran, suites, run_ids = _runs_facts(conn, pks)
@@ -159,6 +167,22 @@ def _recovered(conn: sqlite3.Connection, tests: set[int], after: str) -> int:
         (after, json.dumps(sorted(tests))),
     ).fetchone()
     return int(row[0])
+
+
+def _run_sizes(conn: sqlite3.Connection, run_pks: set[int]) -> dict[int, int]:
+    """A lower bound of the tests (not skipped) each of run_pks ran, by run row id: its tests
+    whose first attempt was not skipped, read in `results`' key order (run first); a test
+    skipped first and run on a later attempt is left out."""
+    if not run_pks:
+        return {}
+    return {
+        int(run): int(count)
+        for run, count in conn.execute(
+            "SELECT run, count(*) FROM results WHERE run IN (SELECT value FROM json_each(?)) "
+            "AND attempt = 1 AND outcome <> 'skipped' GROUP BY run",
+            (json.dumps(sorted(run_pks)),),
+        )
+    }
 
 
 def _runs_facts(conn: sqlite3.Connection, pks: list[int]) -> tuple[int, list[str], list[str]]:
