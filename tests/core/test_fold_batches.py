@@ -265,6 +265,53 @@ def test_ingest_folds_its_runs_a_batch_at_a_time(
     assert_everything_agrees(db, NOW, Config())
 
 
+def test_the_ingest_command_leaves_its_runs_to_the_same_cadence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`flaketui ingest` folds neither the runs waiting when it starts nor its own (its second
+    opening, for outage proposals, neither): every FOLD_RUNS-th command folds them together.
+    What a pytest session journaled is still stored before the command's run."""
+    import sqlite_utils
+    from click.testing import CliRunner
+
+    from flaketui.cli.commands import cli
+    from flaketui.core.history import journal
+
+    monkeypatch.setattr(writer_module, "FOLD_RUNS", 3)
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml: the default configuration
+    path = tmp_path / "h.db"
+    conn = open_connection(path, fold=False)
+    recorder = RunRecorder(conn, RunMeta(run_id="session", ts=NOW - timedelta(hours=50)))
+    recorder.append([("pkg/m0.py::test_t0", "pass", 3, None, None, None, None, None, 1, None)])
+    recorder.finish()
+    conn.close()
+    rng = random.Random(3)
+    for index in range(5):
+        ts = NOW - timedelta(hours=40 - 4 * index)
+        result = CliRunner().invoke(
+            cli,
+            [
+                "ingest", str(path), str(_report(tmp_path / f"{index}.xml", rng)),
+                "--run-id", f"r{index}", "--timestamp", ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "--no-detect",
+            ],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        reader = open_connection(path, readonly=True, fold=False)
+        assert journal.waiting(reader) == 0
+        assert reader.execute(
+            "SELECT count(*) FROM results JOIN runs r ON r.id = run WHERE r.run_id = 'session'"
+        ).fetchone() == (1,)
+        assert rollups_pending.pending_runs(reader) == (index + 1) % 3
+        assert_everything_agrees(sqlite_utils.Database(reader), NOW, Config())
+        reader.close()
+    db = open_history(path)  # a reader folds what waits
+    assert not rollups_pending.pending(db.conn)
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())
+    db.conn.close()
+
+
 def test_a_big_ingest_folds_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(writer_module, "FOLD_RESULTS", 12)
     db = open_history(tmp_path / "h.db")

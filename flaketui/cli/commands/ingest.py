@@ -164,14 +164,16 @@ def ingest_command(
         # A server keeps raw runs; its replicas propose outages.
         _show_ingest(result, len(reports), resolved.incident)
         return
-    with history_file(db, keep_if_empty=False) as history:
+    # The runs waiting for their rollups are left to ingest's own cadence (writer.FOLD_RUNS):
+    # folded together there, or by the next reader, not one run per command.
+    with history_file(db, keep_if_empty=False, fold_later=True) as history:
         result = ingest_reports(
             history, list(reports), resolved, config=config, report_format=report_format
         )
         resign_if_stale(history, config.mask_patterns)
     _show_ingest(result, len(reports), resolved.incident)
     if not result.empty:
-        with history_file(db) as history:  # opening it folds the runs ingest left to fold
+        with history_file(db, fold_later=True) as history:
             propose_outages(history, config, shown(db))
 
 

@@ -381,13 +381,17 @@ def open_history(
     *,
     create: bool = True,
     readonly: bool = False,
+    fold_later: bool = False,
 ) -> sqlite_utils.Database:
-    """Open a history, creating and migrating it as needed; raise HistoryError on bad input."""
+    """Open a history, creating and migrating it as needed; raise HistoryError on bad input.
+    `fold_later`: see open_connection."""
     # Imported here: sqlite-utils pulls in pandas and numpy (~0.3 s), which the recording
     # pytest plugin, on plain sqlite3 through open_connection, must not pay.
     import sqlite_utils
 
-    return sqlite_utils.Database(open_connection(path, create=create, readonly=readonly))
+    return sqlite_utils.Database(
+        open_connection(path, create=create, readonly=readonly, fold_later=fold_later)
+    )
 
 
 @contextmanager
@@ -397,6 +401,7 @@ def history_file(
     create: bool = True,
     readonly: bool = False,
     keep_if_empty: bool = True,
+    fold_later: bool = False,
 ) -> Iterator[sqlite_utils.Database]:
     """open_history for the length of a `with` block, its connection closed on leaving it
     (error or not): the last connection to a WAL-mode file to close removes its -wal and -shm
@@ -406,7 +411,7 @@ def history_file(
     on leaving the block, so a command that recorded nothing leaves no file behind.
     """
     created = create and not readonly and not Path(path).exists()
-    db = open_history(path, create=create, readonly=readonly)
+    db = open_history(path, create=create, readonly=readonly, fold_later=fold_later)
     try:
         yield db
     finally:
@@ -431,11 +436,14 @@ def open_connection(
     create: bool = True,
     readonly: bool = False,
     fold: bool = True,
+    fold_later: bool = False,
 ) -> sqlite3.Connection:
     """open_history's plain sqlite3 connection (autocommit; write through `transaction()`).
 
     `fold`: fold runs whose rollups a recorder deferred (fold_deferred); the recorder itself
-    passes False, so that a test session never pays for an earlier one's.
+    passes False, so that a test session never pays for an earlier one's. `fold_later`: store
+    the journaled attempts but leave the waiting runs to the caller, a writer that folds them
+    together once enough wait (ingest, see flaketui.core.ingest.writer.FOLD_RUNS).
     """
     path = Path(path)
     _check_is_sqlite(path)
@@ -490,7 +498,7 @@ def open_connection(
         return open_connection(path, create=False, readonly=True)
     _opened[os.path.realpath(path)] = path
     if fold:
-        fold_deferred(conn, path, readonly)
+        fold_deferred(conn, path, readonly, fold_waiting=not fold_later)
     return conn
 
 
@@ -517,9 +525,11 @@ def reads_in_place(path: Path) -> bool:
     return uses_wal(path) and _may_write(path)
 
 
-def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+def fold_deferred(
+    conn: sqlite3.Connection, path: Path, readonly: bool, *, fold_waiting: bool = True
+) -> None:
     """Store the attempts a recorder journaled and fold the runs it left unfolded into the
-    rollups, in one transaction, when the history may be written.
+    rollups (unless not `fold_waiting`), in one transaction, when the history may be written.
 
     Unfolded runs only: when the history may not be written (or, for a reader, another writer
     holds it longer than FOLD_WAIT_S) they are left, and readers score the raw rows, with the
@@ -529,7 +539,7 @@ def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
     from flaketui.core.rollups.pending import pending
 
     waiting = journal.waiting(conn)
-    if not waiting and not pending(conn):
+    if not waiting and (not fold_waiting or not pending(conn)):
         return
     from flaketui.core.rollups import build as rollups
 
@@ -551,13 +561,15 @@ def fold_deferred(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
             try:
                 with transaction(writer):
                     journal.land(writer)
-                    rollups.fold_pending(writer)
+                    if fold_waiting:
+                        rollups.fold_pending(writer)
             finally:
                 writer.close()
         else:
             with transaction(conn):
                 journal.land(conn)
-                rollups.fold_pending(conn)
+                if fold_waiting:
+                    rollups.fold_pending(conn)
     except sqlite3.DatabaseError as exc:
         if not waiting:
             if isinstance(exc, sqlite3.OperationalError):
