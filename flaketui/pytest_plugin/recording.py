@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import os
 import platform
 import shlex
@@ -61,7 +62,8 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -169,6 +171,23 @@ def misread_history_word(args: Sequence[str], invocation_dir: Path) -> str | Non
     return None
 
 
+@contextmanager
+def _upgrades_said() -> Iterator[None]:
+    """What flaketui logs meanwhile (an older history's upgrade starting: a minute on a big
+    one, before pytest prints anything) printed on stderr, one line each."""
+    logger = logging.getLogger("flaketui")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("flaketui: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _open_for_recording(
     config: pytest.Config, db_path: Path | str
 ) -> tuple[sqlite3.Connection, Config, RunMeta, ServerTarget | None]:
@@ -194,7 +213,8 @@ def _open_for_recording(
         else:
             # The recorder stamps a new history's scheme; it defers its run's rollups and
             # leaves earlier sessions' deferred runs to the next reader or writer.
-            conn = open_connection(db_path, fold=False)
+            with _upgrades_said():
+                conn = open_connection(db_path, fold=False)
         try:
             meta = resolve_run_meta(
                 RunMeta(

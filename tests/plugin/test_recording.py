@@ -573,3 +573,25 @@ def test_a_history_the_plugin_creates_records_its_signature_scheme(
     assert query(_db(pytester), "SELECT value FROM meta WHERE key = ?", (SCHEME_KEY,)) == [
         (scheme_of(()),)
     ]
+
+
+def test_a_session_says_when_it_upgrades_an_older_history(pytester: pytest.Pytester) -> None:
+    """An older history's upgrade (a minute on a big one) comes before pytest prints anything:
+    the session says on stderr that it starts, the first time only."""
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    _run_subprocess(pytester).assert_outcomes(passed=1)
+    db = _db(pytester)
+    conn = sqlite3.connect(db, isolation_level=None)
+    for column in ("first_duration_ms", "first_timeout_ms", "first_position"):
+        conn.execute(f"ALTER TABLE test_runs DROP COLUMN {column}")  # as version 8 laid it out
+    conn.execute("PRAGMA user_version = 8")
+    conn.close()
+    upgraded = _run_subprocess(pytester)
+    upgraded.assert_outcomes(passed=1)
+    upgraded.stderr.fnmatch_lines(
+        [f"flaketui: {db}: upgrading the history for this version of flaketui (once;*"]
+    )
+    again = _run_subprocess(pytester)
+    again.assert_outcomes(passed=1)
+    assert "upgrading" not in again.stderr.str()
+    assert outcomes(db) == {"test_one.py::test_ok": ["pass", "pass", "pass"]}
