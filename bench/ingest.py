@@ -2,6 +2,7 @@
 
 Usage: python bench/ingest.py --results 100000 [--repeat 3] [--seed 6]
        python bench/ingest.py --report-mb 500      (one big report: peak memory)
+       python bench/ingest.py --history H1M.db [--runs 16] [--repeat 3]   (`flaketui ingest`)
 
 Default mode: writes about N results as pytest-style JUnit files (one file per CI run, every test
 of the suite in each, failure messages with volatile parts), then medians of --repeat rounds of
@@ -26,6 +27,11 @@ of the suite in each, failure messages with volatile parts), then medians of --r
   (lower_bound_ratio): what any ingest of them, whatever its target, has to fit in.
 --report-mb M: one report of about M MB is ingested by a child process; peak_rss_mb is that
 child's peak resident set (import_rss_mb: the same child doing nothing but the imports).
+--history PATH [--runs N]: the command a CI job runs, `flaketui ingest`, N times in a row (each a
+new run of every test of PATH, a few failing), into a copy of PATH (command_s: the mean seconds
+of a command, every fold and outage proposal included) and, the anchor, into a new history
+(new_command_s, same reports, same round): history_ratio = command_s / new_command_s, what a
+big history adds to each ingest.
 The last stdout line is one JSON object: results, results_per_s, parse_ratio (ingest / parse,
 target <= 8), backfill_ratio (target <= 6), store_floor_ratio (store floor / parse),
 parser_ratio, append_floor_ratio, lower_bound_ratio (both / parse) and, with --report-mb,
@@ -36,7 +42,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -408,6 +416,79 @@ def _big(megabytes: int, seed: int) -> dict[str, object]:
     }
 
 
+def history_report(history: Path, path: Path, failing: int = 5) -> int:
+    """A pytest-style report of every test of the history (the first `failing` of them failing
+    with one message), written to path; returns its cases."""
+    conn = sqlite3.connect(f"{history.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        test_ids = [str(t) for (t,) in conn.execute("SELECT test_id FROM tests ORDER BY id")]
+    finally:
+        conn.close()
+    cases = []
+    for index, test_id in enumerate(test_ids):
+        module = test_id.partition("::")[0]
+        outcome, message = ("fail", "AssertionError: boom") if index < failing else ("pass", None)
+        cases.append(_case_xml(test_id, module, outcome, message, 0.01))
+    write_report(path, cases, NOW.strftime("%Y-%m-%dT%H:%M:%S"))
+    return len(cases)
+
+
+def ingest_commands(target: Path, report: Path, runs: int, first: int, cwd: Path) -> list[float]:
+    """Seconds of each of `runs` `flaketui ingest` commands of report into target, each a new
+    run (ids and times from `first` on, after the generated histories' newest run)."""
+    env = {k: v for k, v in os.environ.items() if k != "FLAKETUI_INCIDENT"}
+    seconds = []
+    for index in range(first, first + runs):
+        ts = (NOW + timedelta(minutes=index)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        command = [
+            sys.executable, "-m", "flaketui", "ingest", str(target), str(report),
+            "--run-id", f"bench-{index}", "--timestamp", ts, "--suite", "ci",
+            "--branch", "main", "--no-detect",
+        ]  # fmt: skip
+        elapsed, proc = timed(
+            lambda: subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)  # noqa: B023
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"flaketui ingest failed: {proc.stderr.strip()[-2000:]}")
+        seconds.append(elapsed)
+    return seconds
+
+
+def into_history(history: Path, runs: int, repeat: int) -> dict[str, object]:
+    """--history: `flaketui ingest` into a copy of history against into a new one."""
+    if not history.is_file():
+        raise SystemExit(f"{history}: no such history")
+    big, new = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        report = root / "run.xml"
+        cases = history_report(history, report)
+        for round_ in range(repeat):
+            copy = root / "copy.db"
+            shutil.copyfile(history, copy)  # untimed; the cached history is never written
+            fresh = root / "new.db"
+            new_s = ingest_commands(fresh, report, runs, round_ * runs, root)
+            big_s = ingest_commands(copy, report, runs, round_ * runs, root)
+            for path in (copy, fresh):
+                path.unlink()
+            big.append(sum(big_s) / runs)
+            new.append(sum(new_s) / runs)
+            log(
+                f"round {round_ + 1}: into the history {big[-1]:.3f}s a command"
+                f" (slowest {max(big_s):.3f}s), into a new one {new[-1]:.3f}s"
+            )
+    command_s, new_command_s = median(big), median(new)
+    return {
+        "history": str(history),
+        "cases": cases,
+        "runs": runs,
+        "repeat": repeat,
+        "command_s": command_s,
+        "new_command_s": new_command_s,
+        "history_ratio": round(command_s / new_command_s, 3),
+    }
+
+
 def main() -> None:
     """Command line: run the rounds and print the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -415,6 +496,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=6)
     parser.add_argument("--report-mb", type=int, default=0)
+    parser.add_argument("--history", type=Path, help="a history to ingest runs into (a copy)")
+    parser.add_argument("--runs", type=int, default=16, help="commands a round (--history)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -422,6 +505,10 @@ def main() -> None:
         return
     if args.report_mb:
         emit({"bench": "ingest-big", **_big(args.report_mb, args.seed), "machine": machine()})
+        return
+    if args.history:
+        result = into_history(args.history, args.runs, args.repeat)
+        emit({"bench": "ingest-history", **result, "machine": machine()})
         return
     paths = ensure_reports(args.results, args.seed)
     ingest_times, parse_times, floor_times = [], [], []

@@ -141,6 +141,25 @@ def test_ingest_big_report_measures_a_child(bench: Any, monkeypatch: Any, capsys
     assert out["peak_rss_mb"] > 0 and out["parse_ratio"] > 0
 
 
+def test_ingest_into_a_history_runs_the_command(
+    bench: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    history = run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)["path"]
+    before = Path(history).read_bytes()
+    out = run_main(
+        bench("ingest"),
+        ["--history", history, "--runs", "2", "--repeat", "1"],
+        monkeypatch,
+        capsys,
+    )
+    conn = sqlite3.connect(history)
+    (tests,) = conn.execute("SELECT count(*) FROM tests").fetchone()
+    conn.close()
+    assert out["cases"] == tests and out["runs"] == 2
+    assert out["command_s"] > 0 and out["new_command_s"] > 0 and out["history_ratio"] > 0
+    assert Path(history).read_bytes() == before  # a copy is written, never the cached history
+
+
 def test_plugin_prints_overhead(bench: Any, monkeypatch: Any, capsys: Any) -> None:
     out = run_main(bench("plugin"), ["--tests", "30", "--repeat", "1"], monkeypatch, capsys)
     assert out["tests"] == 30
