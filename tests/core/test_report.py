@@ -25,7 +25,13 @@ from flaketui.core.output.formats import (
 )
 from flaketui.core.scoring import report as report_module
 from flaketui.core.scoring.causes import attach_causes
-from flaketui.core.scoring.report import DAILY_DAYS, build_report, effective_now, report_stages
+from flaketui.core.scoring.report import (
+    DAILY_DAYS,
+    build_report,
+    effective_now,
+    ranked_report,
+    report_stages,
+)
 from flaketui.core.scoring.statistics import wilson_low
 from tests.core.history_builder import HistoryBuilder, utc
 
@@ -346,6 +352,27 @@ def test_report_stages_hold_one_read_snapshot(
     assert db.conn.in_transaction  # the second step reads what the first read
     stages.close()
     assert not db.conn.in_transaction
+
+
+def test_the_ranked_report_is_the_first_step_and_ends_its_read(
+    db: sqlite_utils.Database, hb: HistoryBuilder
+) -> None:
+    """What the CI gate reads: the tests of build_report, judged the same, with no groups and
+    no read left open."""
+    build_mixed_history(hb)
+    tests = ranked_report(db, now=NOW)
+    assert not db.conn.in_transaction
+    stages = report_stages(db, now=NOW)
+    assert tests == next(stages)
+    stages.close()
+    complete = build_report(db, now=NOW)
+    assert tests.families == tests.signatures == tests.cofailures == []
+    assert complete.families and complete.signatures
+    fields = [(t.test_id, t.rank, t.verdict, t.reason, t.flags, t.scores) for t in tests.tests]
+    assert fields == [
+        (t.test_id, t.rank, t.verdict, t.reason, t.flags, t.scores) for t in complete.tests
+    ]
+    assert tests.proposed_incidents == complete.proposed_incidents
 
 
 def test_markdown_group_trend_is_the_pooled_series(
