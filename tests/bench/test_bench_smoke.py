@@ -141,9 +141,7 @@ def test_ingest_big_report_measures_a_child(bench: Any, monkeypatch: Any, capsys
     assert out["peak_rss_mb"] > 0 and out["parse_ratio"] > 0
 
 
-def test_ingest_into_a_history_runs_the_command(
-    bench: Any, monkeypatch: Any, capsys: Any
-) -> None:
+def test_ingest_into_a_history_runs_the_command(bench: Any, monkeypatch: Any, capsys: Any) -> None:
     history = run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)["path"]
     before = Path(history).read_bytes()
     out = run_main(

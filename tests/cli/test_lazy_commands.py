@@ -5,6 +5,7 @@ from __future__ import annotations
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import flaketui.cli.commands
 from flaketui.cli import FlaketuiGroup
@@ -29,3 +30,28 @@ def test_running_one_command_imports_only_its_module() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip().splitlines()[-1] == "['flaketui.cli.commands.prune']"
+
+
+def test_the_ingest_command_runs_without_sqlite_utils(tmp_path: Path) -> None:
+    """A CI job runs `flaketui ingest` once a run: sqlite-utils, which imports pandas and numpy
+    where they are installed (0.3 s), stays unloaded, also when the ingest proposes an outage."""
+    cases = "".join(
+        f'<testcase classname="pkg.m" name="t{i}" time="0.01">{{{i}}}</testcase>' for i in range(10)
+    )
+    down = '<failure message="ConnectionError: db down"/>'
+    for number, failing in enumerate((0, 6, 0)):
+        body = cases.format(*([down] * failing + [""] * (10 - failing)))
+        (tmp_path / f"r{number}.xml").write_text(f'<testsuite name="s">{body}</testsuite>\n')
+    code = (
+        "import sys\n"
+        "from flaketui.cli import cli\n"
+        "for number in range(3):\n"
+        "    cli(['ingest', 'h.db', f'r{number}.xml', '--run-id', f'r{number}', '--timestamp',\n"
+        "         f'2026-11-30T1{number}:00:00Z', '--no-detect'], standalone_mode=False)\n"
+        "print(sorted(m for m in ('sqlite_utils', 'pandas', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout
+    assert "1 suspected outage excluded from scoring" in out
+    assert out.strip().splitlines()[-1] == "[]"

@@ -40,9 +40,8 @@ from flaketui.core.timeutil import parse_iso, to_iso
 from flaketui.core.words import plural
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
     from flaketui.core.config import Config
+    from flaketui.core.history.dbhandle import Connected
 
 
 @cli.group()
@@ -117,9 +116,7 @@ def review_hint(pending: int, db: str, now: str | None = None) -> str:
     )
 
 
-def propose_outages(
-    history: sqlite_utils.Database, config: Config, db: str, *, err: bool = False
-) -> None:
+def propose_outages(history: Connected, config: Config, db: str, *, err: bool = False) -> None:
     """After a write: propose new outages as incidents (excluded from scoring) and say so (on
     stderr with err: a command whose stdout is a report); db names the history as the user
     gave it."""

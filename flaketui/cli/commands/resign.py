@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import sqlite_utils
 
 from flaketui.cli import cli
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
+from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.store import history_file
 from flaketui.core.ingest.resign import (
     ensure_current,
@@ -47,7 +47,7 @@ def resign_command(db: Path) -> None:
     )
 
 
-def resign_if_stale(history: sqlite_utils.Database, patterns: tuple[str, ...]) -> None:
+def resign_if_stale(history: Connected, patterns: tuple[str, ...]) -> None:
     """After a successful write: re-sign old messages when the scheme changed, and say so.
 
     (A history the write found empty was stamped with the current scheme by the writer.)

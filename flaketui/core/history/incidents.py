@@ -8,9 +8,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
@@ -18,6 +16,9 @@ from flaketui.core.history.outages import PROPOSED, rejected_rules, reviews
 from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
+
+if TYPE_CHECKING:  # annotations only: ingest proposes outages without sqlite-utils
+    import sqlite_utils
 
 # Bad runs closer together than this are proposed as one incident window.
 PROPOSAL_GAP_HOURS = 4.0

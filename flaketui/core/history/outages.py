@@ -35,7 +35,7 @@ from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 from flaketui.core.words import plural
 
 if TYPE_CHECKING:  # reports read proposals: keep sqlite-utils out of the reading path
-    import sqlite_utils
+    from flaketui.core.history.dbhandle import Connected
 
 REVIEW_KEY = "outage_reviews"
 REJECTED_KEY = "outage_rejections"
@@ -208,9 +208,7 @@ def _note(outage: Outage) -> str:
     )
 
 
-def record_outages(
-    db: sqlite_utils.Database, *, now: datetime | None, config: Config
-) -> list[Outage]:
+def record_outages(db: Connected, *, now: datetime | None, config: Config) -> list[Outage]:
     """Propose the outages not seen before as incidents and exclude their runs from scoring.
 
     Does nothing unless `exclude_proposed_outages` is on. Returns the new proposals.
@@ -281,7 +279,7 @@ def outage_proposal(conn: sqlite3.Connection, tag: str) -> tuple[object, ...] | 
     return None if row is None else tuple(row)
 
 
-def accept_outage(db: sqlite_utils.Database, tag: str) -> int:
+def accept_outage(db: Connected, tag: str) -> int:
     """Keep a proposed outage as an incident; returns how many runs it excludes."""
     conn = db.conn
     with transaction(conn):
@@ -293,7 +291,7 @@ def accept_outage(db: sqlite_utils.Database, tag: str) -> int:
         )
 
 
-def reject_outage(db: sqlite_utils.Database, tag: str) -> int:
+def reject_outage(db: Connected, tag: str) -> int:
     """Drop a proposed outage: its runs count again and it is never proposed again."""
     conn = db.conn
     with transaction(conn):

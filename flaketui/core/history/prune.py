@@ -20,13 +20,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import set_meta, transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import MAX_DAYS, to_iso, utc_now
+
+if TYPE_CHECKING:  # annotations only: the ingest command loads this module without it
+    import sqlite_utils
 
 
 class PruneError(FlaketuiError):

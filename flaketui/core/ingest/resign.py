@@ -25,7 +25,7 @@ from flaketui.core.history.store import get_meta, transaction
 from flaketui.core.ingest.signatures import SIGNATURE_VERSION, sign
 
 if TYPE_CHECKING:  # the recording plugin imports this module: keep sqlite-utils out of it
-    import sqlite_utils
+    from flaketui.core.history.dbhandle import Connected
 
 SCHEME_KEY = "signature_scheme"
 _BATCH = 5000
@@ -40,12 +40,12 @@ def scheme_of(patterns: Iterable[str], version: int = SIGNATURE_VERSION) -> str:
 LEGACY_SCHEME = scheme_of((), version=1)
 
 
-def stored_scheme(db: sqlite_utils.Database) -> str:
+def stored_scheme(db: Connected) -> str:
     """The scheme the history's signatures were computed with."""
     return get_meta(db, SCHEME_KEY) or LEGACY_SCHEME
 
 
-def is_current(db: sqlite_utils.Database, patterns: Iterable[str]) -> bool:
+def is_current(db: Connected, patterns: Iterable[str]) -> bool:
     """Whether stored signatures match this flaketui's algorithm and these mask patterns.
 
     A history without a run has nothing signed, so it is current whatever its key says.
@@ -53,7 +53,7 @@ def is_current(db: sqlite_utils.Database, patterns: Iterable[str]) -> bool:
     return stored_scheme(db) == scheme_of(patterns) or not has_runs(db)
 
 
-def stale_note(db: sqlite_utils.Database, patterns: Iterable[str]) -> str | None:
+def stale_note(db: Connected, patterns: Iterable[str]) -> str | None:
     """A one-line note when signatures are stale (for read-only commands), else None."""
     if is_current(db, patterns):
         return None
@@ -103,7 +103,7 @@ def _move_signature_incidents(conn: sqlite3.Connection, moves: dict[str, set[str
         )
 
 
-def resign(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary:
+def resign(db: Connected, patterns: Iterable[str]) -> ResignSummary:
     """Sign every stored failure message again with the current scheme, in one transaction."""
     from flaketui.core.rollups import build as rollups
 
@@ -161,7 +161,7 @@ def resign(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary:
     return ResignSummary(len(rows), len(updates), before, after)
 
 
-def has_runs(db: sqlite_utils.Database) -> bool:
+def has_runs(db: Connected) -> bool:
     """Whether the history holds any run (a history without one is stamped, not re-signed)."""
     return db.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
 
@@ -174,13 +174,13 @@ def record_scheme(conn: sqlite3.Connection, patterns: Iterable[str]) -> None:
     )
 
 
-def stamp(db: sqlite_utils.Database, patterns: Iterable[str]) -> None:
+def stamp(db: Connected, patterns: Iterable[str]) -> None:
     """Record the current scheme on a history whose every signature was just made with it."""
     with transaction(db.conn):
         record_scheme(db.conn, patterns)
 
 
-def ensure_current(db: sqlite_utils.Database, patterns: Iterable[str]) -> ResignSummary | None:
+def ensure_current(db: Connected, patterns: Iterable[str]) -> ResignSummary | None:
     """Re-sign before a write when the scheme changed; None when nothing had to be done."""
     patterns = tuple(patterns)
     if is_current(db, patterns):
