@@ -32,9 +32,10 @@ def test_running_one_command_imports_only_its_module() -> None:
     assert out.strip().splitlines()[-1] == "['flaketui.cli.commands.prune']"
 
 
-def test_the_ingest_command_runs_without_sqlite_utils(tmp_path: Path) -> None:
-    """A CI job runs `flaketui ingest` once a run: sqlite-utils, which imports pandas and numpy
-    where they are installed (0.3 s), stays unloaded, also when the ingest proposes an outage."""
+def test_ci_commands_run_without_sqlite_utils(tmp_path: Path) -> None:
+    """A CI job runs `flaketui ingest`, `check` and `report` once a run: sqlite-utils, which
+    imports pandas and numpy where they are installed (0.3 s), stays unloaded, also when the
+    ingest proposes an outage."""
     cases = "".join(
         f'<testcase classname="pkg.m" name="t{i}" time="0.01">{{{i}}}</testcase>' for i in range(10)
     )
@@ -48,10 +49,15 @@ def test_the_ingest_command_runs_without_sqlite_utils(tmp_path: Path) -> None:
         "for number in range(3):\n"
         "    cli(['ingest', 'h.db', f'r{number}.xml', '--run-id', f'r{number}', '--timestamp',\n"
         "         f'2026-11-30T1{number}:00:00Z', '--no-detect'], standalone_mode=False)\n"
+        "cli(['check', 'h.db', '--now', '2026-11-30T18:00:00Z'], standalone_mode=False)\n"
+        "cli(['report', 'h.db', '--format', 'html', '-o', 'r.html', '--now',\n"
+        "     '2026-11-30T18:00:00Z'], standalone_mode=False)\n"
         "print(sorted(m for m in ('sqlite_utils', 'pandas', 'numpy') if m in sys.modules))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
     ).stdout
     assert "1 suspected outage excluded from scoring" in out
+    assert "check passed" in out  # the outage's runs are out of scoring: nothing fails
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     assert out.strip().splitlines()[-1] == "[]"

@@ -420,12 +420,17 @@ def history_file(
 
 @contextmanager
 def plain_history_file(
-    path: str | Path, *, keep_if_empty: bool = True, fold_later: bool = False
+    path: str | Path,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+    keep_if_empty: bool = True,
+    fold_later: bool = False,
 ) -> Iterator[Reader]:
-    """history_file (created when missing, written) through a handle holding the connection
-    alone, for a command that needs nothing of sqlite-utils: importing it imports pandas and
-    numpy where they are installed, 0.3 s of each `flaketui ingest` a CI job runs."""
-    with _handle(path, Reader, True, False, keep_if_empty, fold_later) as handle:
+    """history_file through a handle holding the connection alone, for a command that needs
+    nothing of sqlite-utils: importing it imports pandas and numpy where they are installed,
+    0.3 s of each `flaketui ingest` or `check` a CI job runs."""
+    with _handle(path, Reader, create, readonly, keep_if_empty, fold_later) as handle:
         yield handle
 
 
