@@ -29,7 +29,6 @@ from flaketui.core.scoring.report import (
     DAILY_DAYS,
     build_report,
     effective_now,
-    ranked_report,
     report_stages,
 )
 from flaketui.core.scoring.statistics import wilson_low
@@ -354,13 +353,13 @@ def test_report_stages_hold_one_read_snapshot(
     assert not db.conn.in_transaction
 
 
-def test_the_ranked_report_is_the_first_step_and_ends_its_read(
+def test_a_report_without_groups_is_the_first_step_and_ends_its_read(
     db: sqlite_utils.Database, hb: HistoryBuilder
 ) -> None:
     """What the CI gate reads: the tests of build_report, judged the same, with no groups and
     no read left open."""
     build_mixed_history(hb)
-    tests = ranked_report(db, now=NOW)
+    tests = build_report(db, now=NOW, groups=False)
     assert not db.conn.in_transaction
     stages = report_stages(db, now=NOW)
     assert tests == next(stages)

@@ -53,7 +53,7 @@ def export_command(
     """Export the quarantine decisions: skip-file entries with their current verdict and owner.
     DB may be a postgresql:// URL: its replica in the cache directory is synced and read.
     """
-    from flaketui.core.scoring.report import effective_now, ranked_report
+    from flaketui.core.scoring.report import build_report, effective_now
 
     path, skip, config = read_skip_for(skip_file)
     output = output_file(output)
@@ -68,11 +68,12 @@ def export_command(
         # Verdicts as of the effective now; expiry against the real clock (or --now).
         moment, _clamped = effective_now(history, requested, config)
         if skip is not None and skip.entries:
-            report = ranked_report(  # the tests' verdicts and owners, no groups
+            report = build_report(
                 history,
                 now=moment,
                 config=config,
                 repo_root=locate_codeowners(db, cwd=path.parent, explicit=codeowners),
+                groups=False,  # the tests' verdicts and owners alone
             )
     chosen = mode or DEFAULT_MODE.get(fmt, "all")
     found = decisions(

@@ -39,7 +39,7 @@ from flaketui.core.history.dbhandle import Connected
 from flaketui.core.output.notices import report_notices
 from flaketui.core.output.text import md_text, one_line
 from flaketui.core.quarantine.skipfile import SkipEntry, SkipFile
-from flaketui.core.scoring.report import VERDICT_ORDER, effective_now, ranked_report
+from flaketui.core.scoring.report import VERDICT_ORDER, build_report, effective_now
 from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.timeutil import MAX_DAYS, parse_iso, to_iso
 from flaketui.core.words import plural
@@ -176,8 +176,8 @@ def check(
     moment, _clamped = effective_now(db, now, config)
     point, label = resolve_since(db, moment, since)
     # The gate reads tests only: no groups, no daily series.
-    current = ranked_report(db, now=moment, config=config, repo_root=repo_root)
-    before = ranked_report(db, now=point, config=config, repo_root=repo_root)
+    current = build_report(db, now=moment, config=config, repo_root=repo_root, groups=False)
+    before = build_report(db, now=point, config=config, repo_root=repo_root, groups=False)
     verdict_then = {t.test_id: t.verdict for t in before.tests}
     result = CheckResult(
         now=moment,

@@ -112,7 +112,7 @@ def evidence_for(
     from flaketui.core.scoring import report  # scoring is heavy; only writers need it
 
     wanted = set(test_ids)
-    scored = report.ranked_report(db, now=now, config=config, repo_root=repo_root)
+    scored = report.build_report(db, now=now, config=config, repo_root=repo_root, groups=False)
     found: dict[str, Evidence] = {}
     for verdict in scored.tests:
         if verdict.test_id in wanted:

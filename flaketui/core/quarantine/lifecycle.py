@@ -65,7 +65,7 @@ from flaketui.core.quarantine.machine import (
 )
 from flaketui.core.quarantine.skipfile import SkipFile
 from flaketui.core.rollups.evidence import counted_runs_cte
-from flaketui.core.scoring.report import ranked_report
+from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.results import Report, TestVerdict, Verdict
 from flaketui.core.scoring.series import daily_recency_scores
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -195,7 +195,7 @@ def derive(
 ) -> Plan:
     """Replay the lifecycle of every flaky or quarantined test up to `now` (see the docstring)."""
     if report is None:
-        report = ranked_report(db, now=now, config=config)  # tests only: no groups read
+        report = build_report(db, now=now, config=config, groups=False)
     verdicts: Mapping[str, TestVerdict] = {t.test_id: t for t in report.tests}
     audit_events, recorded = _audit_inputs(db, now)
     first_seen = _first_seen(db)

@@ -295,34 +295,22 @@ def build_report(
     suite: str | None = None,
     branch_kind: str | None = None,
     repo_root: Path | None = None,
+    groups: bool = True,
 ) -> Report:
-    """Score, judge and rank every live test, family and signature group as of `now`."""
+    """Score, judge and rank every live test, family and signature group as of `now`.
+
+    `groups=False`: the tests alone (report_stages' first step), scored, judged and ranked the
+    same, with no families, signature or co-failure groups, and daily scores for the first
+    FIRST_SERIES failing tests only: for a caller that reads nothing else (the CI gate), since
+    the groups are most of a big history's report."""
     stages = report_stages(
         db, now=now, config=config, suite=suite, branch_kind=branch_kind, repo_root=repo_root
     )
     with closing(stages):
+        if not groups:
+            return next(stages)
         *_, report = stages
     return report
-
-
-def ranked_report(
-    db: Connected,
-    *,
-    now: datetime | None = None,
-    config: Config | None = None,
-    suite: str | None = None,
-    branch_kind: str | None = None,
-    repo_root: Path | None = None,
-) -> Report:
-    """build_report's tests alone (report_stages' first step): every test scored, judged and
-    ranked as build_report has it, with no families, signature groups or co-failure groups, and
-    daily scores for the first FIRST_SERIES failing tests only. For a caller that reads nothing
-    else (the CI gate): those are most of a big history's report."""
-    stages = report_stages(
-        db, now=now, config=config, suite=suite, branch_kind=branch_kind, repo_root=repo_root
-    )
-    with closing(stages):
-        return next(stages)
 
 
 def report_stages(
