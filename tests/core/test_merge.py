@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,11 +12,16 @@ import sqlite_utils
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from flaketui.core.config import Config
 from flaketui.core.errors import HistoryError
+from flaketui.core.history import merge as merge_module
 from flaketui.core.history.merge import merge_histories
 from flaketui.core.history.store import open_history, transaction
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.core.output.formats import render_json
+from flaketui.core.scoring.report import build_report
+from tests.core.test_rollup_scoring import assert_everything_agrees
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -224,3 +230,133 @@ def test_audit_rows_differing_in_any_column_are_all_kept(change: tuple[str, obje
             finally:
                 db.conn.close()
             assert rows == [tuple(AUDIT_ROW.values()), tuple(other.values())]
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+SAMPLE_NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+
+
+def _every_column(db: sqlite_utils.Database) -> dict[str, list[tuple[object, ...]]]:
+    """logical(), with every column of runs, results, per-run rows, incidents and meta but the
+    rollups' (a rebuild anchors their sums on another day, with the same scores) and the
+    signature scheme (a copy keeps the source's; `flaketui merge` stamps or re-signs both)."""
+    q = db.conn.execute
+    return {
+        **logical(db),
+        "runs": sorted(q(f"SELECT {merge_module.RUN_COLUMNS} FROM runs")),
+        "results": sorted(
+            q(
+                "SELECT ru.run_id, t.test_id, r.attempt, r.outcome, r.worker_id, r.duration_ms,"
+                " r.message, s.hash, p.test_id, r.position, r.timeout_ms, r.leg, r.origin"
+                " FROM results r JOIN runs ru ON ru.id = r.run JOIN tests t ON t.id = r.test"
+                " LEFT JOIN signatures s ON s.id = r.signature"
+                " LEFT JOIN tests p ON p.id = r.predecessor"
+            )
+        ),
+        "test_runs": sorted(
+            q(
+                "SELECT ru.run_id, t.test_id, tr.ts, tr.outcome, tr.bad, tr.attempts,"
+                " tr.failed_attempts, tr.worker_id, s.hash, tr.edited, tr.first_duration_ms,"
+                " tr.first_timeout_ms, tr.first_position FROM test_runs tr"
+                " JOIN runs ru ON ru.id = tr.run JOIN tests t ON t.id = tr.test"
+                " LEFT JOIN signatures s ON s.id = tr.signature"
+            )
+        ),
+        "signatures": sorted(q("SELECT hash, text, example FROM signatures")),
+        "incidents": sorted(
+            q("SELECT tag, start_ts, end_ts, signature, created_at, note FROM incidents")
+        ),
+        "audit": sorted(q("SELECT * FROM audit_log"), key=lambda row: row[1:]),
+        "files": sorted(
+            q("SELECT ru.run_id, f.content_hash FROM run_files f JOIN runs ru ON ru.id = f.run")
+        ),
+        "meta": sorted(
+            q(
+                "SELECT key, value FROM meta"
+                " WHERE key NOT LIKE 'rollup%' AND key <> 'signature_scheme'"
+            )
+        ),
+    }
+
+
+def test_merging_into_a_new_history_copies_it_as_a_merge_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A history that holds nothing takes the first source's tables whole (ids, rollups): the
+    same content, the same report, as the row-by-row merge it replaces."""
+    source = tmp_path / "source.db"
+    shutil.copy(SAMPLE, source)
+    copied = open_history(tmp_path / "copied.db")
+    taken: list[bool] = []
+    real = merge_module._copy_into_blank
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            merge_module, "_copy_into_blank", lambda *args: taken.append(real(*args)) or taken[-1]
+        )
+        summary = merge_histories(copied, [source])
+    assert taken == [True]
+    with monkeypatch.context() as patch:  # the row-by-row merge, for comparison
+        patch.setattr(merge_module, "_copy_into_blank", lambda *_: False)
+        merged = open_history(tmp_path / "merged.db")
+        by_rows = merge_histories(merged, [source])
+    assert summary == by_rows and summary.runs_added > 400
+    assert _every_column(copied) == _every_column(merged)
+    # The copy kept the source's ids and rollups: the reports are the same all the same.
+    assert render_json(build_report(copied, now=SAMPLE_NOW)) == render_json(
+        build_report(merged, now=SAMPLE_NOW)
+    )
+    assert_everything_agrees(copied, SAMPLE_NOW, Config())
+    # The copy's messages were signed with the source's scheme, which it names.
+    scheme = "SELECT value FROM meta WHERE key = 'signature_scheme'"
+    source_db = open_history(source, readonly=True)
+    assert copied.conn.execute(scheme).fetchone() == source_db.conn.execute(scheme).fetchone()
+    # The source was only read.
+    assert source_db.conn.execute("SELECT count(*) FROM runs").fetchone() == (summary.runs_added,)
+
+
+def test_a_history_holding_anything_is_merged_row_by_row(
+    histories: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a history with nothing in it is copied over: one with a single audit row (or any
+    row) gets the source's rows merged, its own kept."""
+    dest_path, src_path = histories
+    blank = open_history(dest_path.with_name("blank.db"))
+    audit(blank, "2026-11-01T05:00:00Z", "t/a.py::test_kept")
+    copies: list[object] = []
+    real = merge_module._copy_into_blank
+    monkeypatch.setattr(
+        merge_module, "_copy_into_blank", lambda *args: copies.append(real(*args)) or copies[-1]
+    )
+    merge_histories(blank, [src_path])
+    assert copies == [False]
+    assert ("2026-11-01T05:00:00Z", "ana", "quarantine", "t/a.py::test_kept") in [
+        row[:4] for row in logical(blank)["audit"]
+    ]
+    assert len(logical(blank)["runs"]) == 3
+
+
+def test_a_main_only_transaction_locks_the_main_file_and_reads_the_attached(
+    tmp_path: Path,
+) -> None:
+    """The copy's transaction: another writer waits for the history being written, never for
+    the source it reads."""
+    import sqlite3
+
+    for name in ("dest.db", "source.db"):
+        open_history(tmp_path / name).conn.close()
+    dest = sqlite3.connect(tmp_path / "dest.db", isolation_level=None)
+    dest.execute("ATTACH DATABASE ? AS merged_source", (str(tmp_path / "source.db"),))
+    others = {
+        name: sqlite3.connect(tmp_path / name, isolation_level=None, timeout=0)
+        for name in ("dest.db", "source.db")
+    }
+    with transaction(dest, main_only=True):
+        dest.execute("SELECT count(*) FROM merged_source.runs").fetchone()
+        others["source.db"].execute("BEGIN IMMEDIATE")  # the source: free to write
+        others["source.db"].execute("ROLLBACK")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            others["dest.db"].execute("BEGIN IMMEDIATE")
+    others["dest.db"].execute("BEGIN IMMEDIATE")  # released at the end
+    others["dest.db"].execute("ROLLBACK")
+    for conn in (dest, *others.values()):
+        conn.close()

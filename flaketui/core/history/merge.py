@@ -394,6 +394,112 @@ def _merge_audit(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
     return dest.total_changes - before
 
 
+# What a history holds that makes it no longer blank (a table a new history lacks is empty).
+_HOLDINGS = ("meta", "runs", "tests", "signatures", "incidents", "audit_log", "attempt_journal")
+
+
+def _copy_into_blank(dest: sqlite3.Connection, path: Path, summary: MergeSummary) -> bool:
+    """Merge the history at path into dest by copying its tables whole, ids, rollups and all,
+    when dest holds nothing at all (a new file: the first merge of a CI job). Row by row, with
+    ids remapped and the rollups rebuilt, that took 69 s for 1 M results; copied, 4 s.
+
+    False, changing nothing, unless dest holds nothing, the source is a file this process may
+    write (read in place, as store.reads_in_place says), and every table both have has the same
+    columns. The copy is one transaction that holds dest's write lock from before it looks at
+    dest, so a merge that lands meanwhile is never overwritten; the source is only read. The
+    source's rules tag its untagged runs afterwards, as after any merge.
+    """
+    from flaketui.core.history.store import may_write
+
+    if not may_write(path) or dest.in_transaction:
+        return False
+    dest.execute("ATTACH DATABASE ? AS merged_source", (str(path),))
+    try:
+        foreign_keys = int(dest.execute("PRAGMA foreign_keys").fetchone()[0])
+        dest.execute("PRAGMA foreign_keys = OFF")  # rows arrive table by table, parents first
+        try:
+            with transaction(dest, main_only=True):  # the source is only read
+                copied = _copy_tables(dest)
+                if copied:
+                    apply_rules(dest, None)
+        finally:
+            dest.execute(f"PRAGMA foreign_keys = {foreign_keys}")
+    finally:
+        dest.execute("DETACH DATABASE merged_source")
+    if copied is None:
+        return False
+    summary.runs_added += copied.get("runs", 0)
+    summary.results_added += copied.get("results", 0)
+    summary.incidents_added += copied.get("incidents", 0)
+    summary.audit_rows_added += copied.get("audit_log", 0)
+    return True
+
+
+def _copy_tables(dest: sqlite3.Connection) -> dict[str, int] | None:
+    """Copy every table of merged_source into dest's (inside dest's write transaction): rows
+    by table; None, having written nothing, when dest holds anything or a table differs."""
+    tables = [
+        str(name)
+        for (name,) in dest.execute(
+            "SELECT name FROM merged_source.sqlite_master WHERE type = 'table'"
+            " AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+        )
+    ]
+    present = {
+        str(name): str(sql)
+        for name, sql in dest.execute(
+            "SELECT name, sql FROM main.sqlite_master WHERE type = 'table'"
+        )
+    }
+    for name in present:
+        if dest.execute(f'SELECT EXISTS (SELECT 1 FROM main."{name}")').fetchone()[0]:
+            return None  # not blank: merged row by row
+    if not set(_HOLDINGS) <= set(present):
+        return None
+    columns: dict[str, list[str]] = {}
+    for name in tables:
+        columns[name] = [
+            str(row[1]) for row in dest.execute(f'PRAGMA merged_source.table_info("{name}")')
+        ]
+        if name in present:
+            mine = [str(row[1]) for row in dest.execute(f'PRAGMA main.table_info("{name}")')]
+            if sorted(mine) != sorted(columns[name]):
+                return None
+    copied = {}
+    for name in tables:
+        if name not in present:  # a rollup table a new history makes at its first write
+            dest.execute(_source_sql("table", name, dest)[0])
+        # Indexes are made after the rows: kept up row by row, one in another order than the
+        # table's key costs a random insert per row (1 M per-run rows: 6.4 s, against 1.7).
+        indexes = _source_sql("index", name, dest)
+        for (index,) in dest.execute(
+            "SELECT name FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ?"
+            " AND sql IS NOT NULL",
+            (name,),
+        ).fetchall():
+            dest.execute(f'DROP INDEX main."{index}"')
+        names = ", ".join(f'"{column}"' for column in columns[name])
+        copied[name] = dest.execute(
+            f'INSERT INTO main."{name}" ({names}) SELECT {names} FROM merged_source."{name}"'
+        ).rowcount
+        for sql in indexes:
+            dest.execute(sql)
+    return copied
+
+
+def _source_sql(kind: str, table: str, dest: sqlite3.Connection) -> list[str]:
+    """The CREATE statements of merged_source's table, or of its own indexes."""
+    column = "name" if kind == "table" else "tbl_name"
+    return [
+        str(sql)
+        for (sql,) in dest.execute(
+            f"SELECT sql FROM merged_source.sqlite_master WHERE type = ? AND {column} = ?"
+            " AND sql IS NOT NULL ORDER BY rowid",
+            (kind, table),
+        )
+    ]
+
+
 def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> MergeSummary:
     """Import the runs of other history files into dest; each source atomically, idempotently."""
     summary = MergeSummary()
@@ -404,8 +510,11 @@ def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> Mer
             if dest_file is not None and Path(path).resolve() == dest_file:
                 raise HistoryError(f"{path}: cannot merge a history into itself")
             opened.append(held.enter_context(history_file(path, create=False, readonly=True)))
-        for source in opened:
+        for path, source in zip(sources, opened, strict=True):
             src = source.conn
+            if summary.sources == 0 and _copy_into_blank(dest.conn, Path(path), summary):
+                summary.sources += 1
+                continue
             with transaction(dest.conn):
                 reviewed = outage_states(dest.conn)
                 signatures = _merge_signatures(dest.conn, src)

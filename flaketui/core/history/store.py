@@ -556,7 +556,7 @@ def reads_in_place(path: Path) -> bool:
     and a file we may not write shares the writers' -shm, so a read that spans another
     process's write still sees one snapshot.
     """
-    return uses_wal(path) and _may_write(path)
+    return uses_wal(path) and may_write(path)
 
 
 def fold_deferred(
@@ -579,7 +579,7 @@ def fold_deferred(
 
     try:
         if readonly:
-            if not _may_write(path):
+            if not may_write(path):
                 if waiting:
                     conn.close()
                     held = plural(waiting, "attempt")
@@ -624,7 +624,7 @@ def is_read_only(path: Path) -> bool:
     return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _may_write(path: Path) -> bool:
+def may_write(path: Path) -> bool:
     """The file is not read-only and its folder takes the -wal and -shm files."""
     return not is_read_only(path) and os.access(path.parent, os.W_OK)
 
@@ -716,10 +716,24 @@ def _create(conn: sqlite3.Connection) -> None:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """An immediate (write-locking) transaction committed on success, rolled back on error."""
+def transaction(
+    conn: sqlite3.Connection, *, main_only: bool = False
+) -> Iterator[sqlite3.Connection]:
+    """An immediate (write-locking) transaction committed on success, rolled back on error.
+
+    `main_only`: the write lock of the main database alone, the attached ones only read (BEGIN
+    IMMEDIATE locks every attached database for writing): a write that changes nothing takes
+    it before anything is read."""
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        if main_only:
+            conn.execute("BEGIN")
+            try:
+                conn.execute("DELETE FROM main.meta WHERE 0")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        else:
+            conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if is_locked(exc):
             raise locked_error(history_path(conn), exc) from exc
