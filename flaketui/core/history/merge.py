@@ -28,7 +28,8 @@ Rules:
   beats a proposal awaiting review; where the two histories decided differently (one
   accepted, the other rejected), DEST's decision stays and the merge names the outage.
 Merging the same source twice therefore changes nothing the second time. Each source merges in
-one transaction.
+one transaction. Into a history that holds nothing at all, the first source is copied table by
+table instead (_copy_into_blank): the same content, with its ids and rollups kept.
 """
 
 from __future__ import annotations
