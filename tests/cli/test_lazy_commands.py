@@ -33,9 +33,9 @@ def test_running_one_command_imports_only_its_module() -> None:
 
 
 def test_ci_commands_run_without_sqlite_utils(tmp_path: Path) -> None:
-    """A CI job runs `flaketui ingest`, `check` and `report` once a run: sqlite-utils, which
-    imports pandas and numpy where they are installed (0.3 s), stays unloaded, also when the
-    ingest proposes an outage."""
+    """A CI job runs `flaketui ingest`, `check`, `report` and `merge` once a run: sqlite-utils,
+    which imports pandas and numpy where they are installed (0.3 s), stays unloaded, also when
+    the ingest proposes an outage."""
     cases = "".join(
         f'<testcase classname="pkg.m" name="t{i}" time="0.01">{{{i}}}</testcase>' for i in range(10)
     )
@@ -52,6 +52,8 @@ def test_ci_commands_run_without_sqlite_utils(tmp_path: Path) -> None:
         "cli(['check', 'h.db', '--now', '2026-11-30T18:00:00Z'], standalone_mode=False)\n"
         "cli(['report', 'h.db', '--format', 'html', '-o', 'r.html', '--now',\n"
         "     '2026-11-30T18:00:00Z'], standalone_mode=False)\n"
+        "for _ in range(2):  # a copy into a new file, then a merge row by row\n"
+        "    cli(['merge', 'carried.db', 'h.db'], standalone_mode=False)\n"
         "print(sorted(m for m in ('sqlite_utils', 'pandas', 'numpy') if m in sys.modules))\n"
     )
     out = subprocess.run(
@@ -60,4 +62,5 @@ def test_ci_commands_run_without_sqlite_utils(tmp_path: Path) -> None:
     assert "1 suspected outage excluded from scoring" in out
     assert "check passed" in out  # the outage's runs are out of scoring: nothing fails
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert "merged 1 history: 3 runs added" in out and "3 already present" in out
     assert out.strip().splitlines()[-1] == "[]"

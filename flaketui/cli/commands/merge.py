@@ -13,7 +13,7 @@ from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import mask_url
 from flaketui.core.history.merge import merge_histories
-from flaketui.core.history.store import history_file, open_history
+from flaketui.core.history.store import history_file, open_history, plain_history_file
 from flaketui.core.ingest.resign import has_runs, is_current, resign, stamp
 from flaketui.core.words import plural
 
@@ -115,9 +115,9 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
     foreign = False
     for source in sources:  # refuse a bad source before DEST is created
         _check_exists(source)
-        with history_file(source, create=False, readonly=True) as source_db:
+        with plain_history_file(source, create=False, readonly=True) as source_db:
             foreign |= not is_current(source_db, patterns)
-    with history_file(dest) as history:
+    with plain_history_file(dest) as history:  # nothing here needs sqlite-utils
         was_empty = not has_runs(history)
         summary = merge_histories(history, list(sources))
         if was_empty and not foreign:

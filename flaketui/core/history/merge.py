@@ -41,9 +41,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sqlite_utils
-
 from flaketui.core.errors import HistoryError
+from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.derived_rows import (
     UPSERT_TEST_SQL,
     file_test,
@@ -61,7 +60,7 @@ from flaketui.core.history.outages import (
     rejected_rules,
     take_states,
 )
-from flaketui.core.history.store import history_file, transaction
+from flaketui.core.history.store import plain_history_file, transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.testids import stored_clashes
 
@@ -501,7 +500,7 @@ def _source_sql(kind: str, table: str, dest: sqlite3.Connection) -> list[str]:
     ]
 
 
-def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> MergeSummary:
+def merge_histories(dest: Connected, sources: Sequence[Path]) -> MergeSummary:
     """Import the runs of other history files into dest; each source atomically, idempotently."""
     summary = MergeSummary()
     dest_file = _database_file(dest.conn)
@@ -510,7 +509,7 @@ def merge_histories(dest: sqlite_utils.Database, sources: Sequence[Path]) -> Mer
         for path in sources:  # open all first: a bad source refuses the whole merge up front
             if dest_file is not None and Path(path).resolve() == dest_file:
                 raise HistoryError(f"{path}: cannot merge a history into itself")
-            opened.append(held.enter_context(history_file(path, create=False, readonly=True)))
+            opened.append(held.enter_context(plain_history_file(path, create=False, readonly=True)))
         for path, source in zip(sources, opened, strict=True):
             src = source.conn
             if summary.sources == 0 and _copy_into_blank(dest.conn, Path(path), summary):
