@@ -31,7 +31,8 @@ child's peak resident set (import_rss_mb: the same child doing nothing but the i
 new run of every test of PATH, a few failing), into a copy of PATH (command_s: the mean seconds
 of a command, every fold and outage proposal included) and, the anchor, into a new history
 (new_command_s, same reports, same round): history_ratio = command_s / new_command_s, what a
-big history adds to each ingest.
+big history adds to each ingest. Each round also times `flaketui merge` of the copy into a
+missing file (merge_new_s) over copying the file (file_copy_s): merge_ratio.
 The last stdout line is one JSON object: results, results_per_s, parse_ratio (ingest / parse,
 target <= 8), backfill_ratio (target <= 6), store_floor_ratio (store floor / parse),
 parser_ratio, append_floor_ratio, lower_bound_ratio (both / parse) and, with --report-mb,
@@ -454,11 +455,21 @@ def ingest_commands(target: Path, report: Path, runs: int, first: int, cwd: Path
     return seconds
 
 
+def merge_command(target: Path, source: Path, cwd: Path) -> float:
+    """Seconds of `flaketui merge target source` into a missing target (a CI job's first step
+    when it carries its history from run to run)."""
+    command = [sys.executable, "-m", "flaketui", "merge", str(target), str(source)]
+    elapsed, proc = timed(lambda: subprocess.run(command, cwd=cwd, capture_output=True, text=True))
+    if proc.returncode != 0:
+        raise SystemExit(f"flaketui merge failed: {proc.stderr.strip()[-2000:]}")
+    return elapsed
+
+
 def into_history(history: Path, runs: int, repeat: int) -> dict[str, object]:
     """--history: `flaketui ingest` into a copy of history against into a new one."""
     if not history.is_file():
         raise SystemExit(f"{history}: no such history")
-    big, new = [], []
+    big, new, carried, copied = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         report = root / "run.xml"
@@ -466,16 +477,19 @@ def into_history(history: Path, runs: int, repeat: int) -> dict[str, object]:
         for round_ in range(repeat):
             copy = root / "copy.db"
             shutil.copyfile(history, copy)  # untimed; the cached history is never written
+            copied.append(timed(lambda: shutil.copyfile(copy, root / "file-copy.db"))[0])  # noqa: B023
+            carried.append(merge_command(root / "carried.db", copy, root))
             fresh = root / "new.db"
             new_s = ingest_commands(fresh, report, runs, round_ * runs, root)
             big_s = ingest_commands(copy, report, runs, round_ * runs, root)
-            for path in (copy, fresh):
+            for path in (copy, fresh, root / "carried.db", root / "file-copy.db"):
                 path.unlink()
             big.append(sum(big_s) / runs)
             new.append(sum(new_s) / runs)
             log(
                 f"round {round_ + 1}: into the history {big[-1]:.3f}s a command"
-                f" (slowest {max(big_s):.3f}s), into a new one {new[-1]:.3f}s"
+                f" (slowest {max(big_s):.3f}s), into a new one {new[-1]:.3f}s;"
+                f" merged into a new file {carried[-1]:.3f}s, copied {copied[-1]:.3f}s"
             )
     command_s, new_command_s = median(big), median(new)
     return {
@@ -486,6 +500,9 @@ def into_history(history: Path, runs: int, repeat: int) -> dict[str, object]:
         "command_s": command_s,
         "new_command_s": new_command_s,
         "history_ratio": round(command_s / new_command_s, 3),
+        "merge_new_s": median(carried),
+        "file_copy_s": median(copied),
+        "merge_ratio": round(median(carried) / median(copied), 3),
     }
 
 

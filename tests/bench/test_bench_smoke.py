@@ -155,6 +155,7 @@ def test_ingest_into_a_history_runs_the_command(bench: Any, monkeypatch: Any, ca
     conn.close()
     assert out["cases"] == tests and out["runs"] == 2
     assert out["command_s"] > 0 and out["new_command_s"] > 0 and out["history_ratio"] > 0
+    assert out["merge_new_s"] > 0 and out["file_copy_s"] > 0 and out["merge_ratio"] > 0
     assert Path(history).read_bytes() == before  # a copy is written, never the cached history
 
 
