@@ -64,6 +64,23 @@ def test_merge_gathers_histories_and_is_idempotent(tmp_path: Path, sources: list
     assert conn.execute("SELECT count(*) FROM signatures").fetchone() == (1,)
 
 
+def test_a_new_file_takes_the_first_source_whole_and_merges_the_rest(
+    tmp_path: Path, sources: list[Path]
+) -> None:
+    """Into a missing file the first source is copied (SQLite's backup), the others merged:
+    the same history and the same summary as merging both into a blank history."""
+    from flaketui.core.history.store import open_history
+
+    open_history(tmp_path / "blank.db").conn.close()
+    blank = merge(tmp_path / "blank.db", *sources)
+    new = merge(tmp_path / "new.db", *sources)
+    assert new.exit_code == 0, new.output
+    assert new.output == blank.output
+    assert new.output.startswith("merged 2 histories: 2 runs added, 0 extended")
+    assert dump(tmp_path / "new.db") == dump(tmp_path / "blank.db")
+    assert not list(tmp_path.glob(".new.db*"))
+
+
 def test_a_source_given_twice_is_merged_and_counted_once(
     tmp_path: Path, sources: list[Path]
 ) -> None:

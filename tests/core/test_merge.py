@@ -314,6 +314,69 @@ def test_merging_into_a_new_history_copies_it_as_a_merge_would(
     assert source_db.conn.execute("SELECT count(*) FROM runs").fetchone() == (summary.runs_added,)
 
 
+def test_merging_into_a_missing_file_backs_the_source_up_into_it(tmp_path: Path) -> None:
+    """A file not there yet takes a copy of the first source made by SQLite's backup: the same
+    content, report and rollups as the row-by-row merge, the same summary, nothing else left in
+    its folder, and the permissions any new history gets."""
+    source = tmp_path / "source.db"
+    shutil.copy(SAMPLE, source)
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    summary = merge_module.copy_to_new(folder / "copied.db", source)
+    assert summary is not None
+    copied = open_history(folder / "copied.db")
+    assert merge_histories(copied, [], copied=summary) is summary
+    merged = open_history(tmp_path / "merged.db")
+    by_rows = merge_histories(merged, [source])
+    assert summary == by_rows and summary.runs_added > 400
+    assert _every_column(copied) == _every_column(merged)
+    assert render_json(build_report(copied, now=SAMPLE_NOW)) == render_json(
+        build_report(merged, now=SAMPLE_NOW)
+    )
+    assert_everything_agrees(copied, SAMPLE_NOW, Config())
+    copied.conn.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["copied.db"]
+    mode = (folder / "copied.db").stat().st_mode & 0o777
+    assert mode == (tmp_path / "merged.db").stat().st_mode & 0o777
+
+
+def test_the_copy_never_takes_the_place_of_a_file_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A destination that exists (even empty), appears while the copy is made, or has no
+    folder, and a source this process may not write, are left to the row-by-row merge: None,
+    nothing written, no part file left."""
+    source = tmp_path / "source.db"
+    shutil.copy(SAMPLE, source)
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    empty = folder / "empty.db"
+    empty.touch()
+    assert merge_module.copy_to_new(empty, source) is None
+    assert empty.read_bytes() == b""
+    assert merge_module.copy_to_new(tmp_path / "gone" / "new.db", source) is None
+    assert not (tmp_path / "gone").exists()
+
+    real = merge_module._backup
+
+    def another_writer_first(src: Path, part: Path) -> dict[str, int]:
+        counts = real(src, part)
+        (folder / "raced.db").write_bytes(b"written meanwhile")
+        return counts
+
+    monkeypatch.setattr(merge_module, "_backup", another_writer_first)
+    assert merge_module.copy_to_new(folder / "raced.db", source) is None
+    assert (folder / "raced.db").read_bytes() == b"written meanwhile"
+    monkeypatch.undo()
+
+    source.chmod(0o444)
+    try:
+        assert merge_module.copy_to_new(folder / "new.db", source) is None
+    finally:
+        source.chmod(0o644)
+    assert sorted(p.name for p in folder.iterdir()) == ["empty.db", "raced.db"]
+
+
 def test_a_history_holding_anything_is_merged_row_by_row(
     histories: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

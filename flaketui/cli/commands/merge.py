@@ -12,7 +12,7 @@ from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import mask_url
-from flaketui.core.history.merge import merge_histories
+from flaketui.core.history.merge import copy_to_new, merge_histories
 from flaketui.core.history.store import history_file, open_history, plain_history_file
 from flaketui.core.ingest.resign import has_runs, is_current, resign, stamp
 from flaketui.core.words import plural
@@ -117,9 +117,12 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
         _check_exists(source)
         with plain_history_file(source, create=False, readonly=True) as source_db:
             foreign |= not is_current(source_db, patterns)
+    # A new file takes the first source whole (a CI job's first merge), then the others.
+    copied = copy_to_new(dest, sources[0])
     with plain_history_file(dest) as history:  # nothing here needs sqlite-utils
-        was_empty = not has_runs(history)
-        summary = merge_histories(history, list(sources))
+        was_empty = copied is None and not has_runs(history)
+        rest = sources if copied is None else sources[1:]
+        summary = merge_histories(history, rest, copied=copied)
         if was_empty and not foreign:
             stamp(history, patterns)
         # A source signed with another scheme would split groups: sign everything with this one.
