@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flaketui.core.ingest import signatures
+from flaketui.core.ingest import scheme, signatures
 from flaketui.core.ingest.resign import scheme_of
 from flaketui.core.ingest.signatures import first_meaningful_line, normalise, sign
 
@@ -109,7 +109,7 @@ def test_text_is_capped() -> None:
 def test_the_algorithm_version_is_part_of_the_scheme() -> None:
     # flaketui.core.ingest.resign re-signs stored messages when the scheme changes; the version and
     # the user's patterns both name it, so bumping either regroups instead of splitting.
-    version = signatures.SIGNATURE_VERSION
+    version = scheme.SIGNATURE_VERSION
     assert scheme_of(()).startswith(f"v{version}:")
     assert scheme_of((), version=version + 1) != scheme_of(())
     assert scheme_of(["tenant-[a-z]+"]) != scheme_of(())

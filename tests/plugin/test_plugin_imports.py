@@ -95,24 +95,27 @@ def test_a_recording_session_does_not_import_sqlite_utils(pytester: pytest.Pytes
     # The recorder defers its run's rollups: their code is the next reader's to load.
     assert "flaketui.core.rollups.build" not in modules
     assert db.exists()
-    # Re-signing is loaded to record the history's signature scheme with its first run only.
-    assert "flaketui.core.ingest.resign" in modules
+    # The history's signature scheme is recorded with its first run only, and without the
+    # signing code: neither re-signing nor signing is loaded for it.
+    assert "flaketui.core.ingest.scheme" in modules
+    assert "flaketui.core.ingest.resign" not in modules
     later = _modules_of_session(pytester, "--flaketui-db", str(db))
-    assert "flaketui.core.ingest.resign" not in later
+    assert "flaketui.core.ingest.scheme" not in later
 
 
 @pytest.mark.usefixtures("recording_env")
 def test_a_passing_session_loads_neither_masking_nor_signing(pytester: pytest.Pytester) -> None:
     db = pytester.path / "history.db"
-    _modules_of_session(pytester, "--flaketui-db", str(db))  # the history's first run
+    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_one="def test_ok():\n    pass\n\ndef test_also_ok():\n    pass\n")
-    result = pytester.runpytest_subprocess(
-        "-p", "flaketui.pytest_plugin", "--flaketui-db", str(db), timeout=120
-    )
-    result.assert_outcomes(passed=2)
-    modules = set(json.loads((pytester.path / "modules.json").read_text()))
-    assert "flaketui.core.ingest.run_journal" in modules
-    # No failure message to mask or sign; storing the attempts is the next reader's work.
-    assert "flaketui.core.ingest.redact" not in modules
-    assert "flaketui.core.ingest.signatures" not in modules
-    assert "flaketui.core.history.derived_rows" not in modules
+    for _ in range(2):  # into a new history (its first run), then into the same one
+        result = pytester.runpytest_subprocess(
+            "-p", "flaketui.pytest_plugin", "--flaketui-db", str(db), timeout=120
+        )
+        result.assert_outcomes(passed=2)
+        modules = set(json.loads((pytester.path / "modules.json").read_text()))
+        assert "flaketui.core.ingest.run_journal" in modules
+        # No failure message to mask or sign; storing the attempts is the next reader's work.
+        assert "flaketui.core.ingest.redact" not in modules
+        assert "flaketui.core.ingest.signatures" not in modules
+        assert "flaketui.core.history.derived_rows" not in modules

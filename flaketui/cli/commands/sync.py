@@ -21,7 +21,8 @@ from flaketui.core.history.address import is_server_url, mask_url
 from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.sync import SyncSummary, same_server, sync_replica
 from flaketui.core.history.store import get_meta, history_file
-from flaketui.core.ingest.resign import SCHEME_KEY, has_runs, stamp
+from flaketui.core.ingest.resign import has_runs, stamp
+from flaketui.core.ingest.scheme import SCHEME_KEY
 from flaketui.core.words import plural
 
 

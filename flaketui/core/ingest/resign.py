@@ -1,10 +1,11 @@
 """Re-sign stored failure messages when the signature scheme changes.
 
-A signature depends on the normalisation algorithm (`SIGNATURE_VERSION`) and on the user's
-`mask_patterns`. The scheme a history was signed with is kept in `meta.signature_scheme`; a
-history without the key was signed with version 1 and no user patterns (everything written
-before the key existed). When the scheme differs, every stored failure message is signed again
-so one cause keeps one group instead of splitting into an old and a new hash.
+A signature depends on the normalisation algorithm (SIGNATURE_VERSION, see
+flaketui.core.ingest.scheme) and on the user's `mask_patterns`. The scheme a history was signed
+with is kept in `meta.signature_scheme`; a history without the key was signed with version 1
+and no user patterns (everything written before the key existed). When the scheme differs,
+every stored failure message is signed again so one cause keeps one group instead of
+splitting into an old and a new hash.
 
 Stored messages are the capped, secret-masked text the writer signed in the first place, so
 re-signing reproduces exactly what a fresh ingest would store. Signature incidents follow their
@@ -13,8 +14,6 @@ messages: an incident on an old hash is moved to the new hash (or hashes, if a p
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
@@ -22,22 +21,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flaketui.core.history.store import get_meta, transaction
-from flaketui.core.ingest.signatures import SIGNATURE_VERSION, sign
+from flaketui.core.ingest.scheme import LEGACY_SCHEME as LEGACY_SCHEME
+from flaketui.core.ingest.scheme import SCHEME_KEY as SCHEME_KEY
+from flaketui.core.ingest.scheme import record_scheme as record_scheme
+from flaketui.core.ingest.scheme import scheme_of as scheme_of
+from flaketui.core.ingest.signatures import sign
 
-if TYPE_CHECKING:  # the recording plugin imports this module: keep sqlite-utils out of it
+if TYPE_CHECKING:  # commands that only ingest import this module: keep sqlite-utils out of it
     from flaketui.core.history.dbhandle import Connected
 
-SCHEME_KEY = "signature_scheme"
 _BATCH = 5000
-
-
-def scheme_of(patterns: Iterable[str], version: int = SIGNATURE_VERSION) -> str:
-    """The scheme string for an algorithm version and a list of user mask patterns."""
-    digest = hashlib.sha256(json.dumps(list(patterns)).encode("utf-8")).hexdigest()[:12]
-    return f"v{version}:{digest}"
-
-
-LEGACY_SCHEME = scheme_of((), version=1)
 
 
 def stored_scheme(db: Connected) -> str:
@@ -164,14 +157,6 @@ def resign(db: Connected, patterns: Iterable[str]) -> ResignSummary:
 def has_runs(db: Connected) -> bool:
     """Whether the history holds any run (a history without one is stamped, not re-signed)."""
     return db.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
-
-
-def record_scheme(conn: sqlite3.Connection, patterns: Iterable[str]) -> None:
-    """Write the current scheme into meta (inside the caller's transaction)."""
-    conn.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-        (SCHEME_KEY, scheme_of(tuple(patterns))),
-    )
 
 
 def stamp(db: Connected, patterns: Iterable[str]) -> None:

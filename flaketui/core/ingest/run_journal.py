@@ -57,8 +57,9 @@ class RunJournal:
             run_pk, ts = create_run(conn, self.meta, self.source, finished=0), to_iso(self.meta.ts)
             if first_run:
                 # Every stored message will be signed by this recorder: record the scheme in
-                # the run's first transaction, as ingest does (see resign; loaded only here).
-                from flaketui.core.ingest.resign import record_scheme
+                # the run's first transaction, as ingest does (loaded only here; no signing
+                # code comes with it).
+                from flaketui.core.ingest.scheme import record_scheme
 
                 record_scheme(conn, self.config.mask_patterns)
         else:

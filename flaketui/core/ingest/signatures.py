@@ -27,9 +27,9 @@ TOKEN_MAX_PIECE characters, a piece being a word, an upper-case run or a digit r
 `ghp_16C7e42F292c6912E7710c838347Ae178B4a` and JWT parts are tokens, while identifiers such as
 `test_checkout_3ds_challenge` or `testCheckout3dsChallengeFlow` stay readable.
 
-SIGNATURE_VERSION names the algorithm: with the user's patterns it makes the scheme that
-flaketui.core.ingest.resign records and re-signs stored messages under, so a change in either
-regroups old failures instead of splitting groups in two.
+SIGNATURE_VERSION (flaketui.core.ingest.scheme) names the algorithm: with the user's patterns it
+makes the scheme that a history records and flaketui.core.ingest.resign re-signs stored messages
+under, so a change in either regroups old failures instead of splitting groups in two.
 """
 
 from __future__ import annotations
@@ -40,11 +40,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-# Bump when the normalisation changes: stored results are then re-signed, not split.
-# 2: identifiers with a digit (test_checkout_3ds_challenge) are no longer <TOKEN>.
-# 3: escapes stripped first, pod names and IPv6 masked, drives and UNC paths need a word
-#    boundary, generic lines carry their failure location.
-SIGNATURE_VERSION = 3
 MAX_SIGNATURE_TEXT = 240
 TOKEN_MAX_PIECE = 3.5  # mean piece length under which a long segment reads as random
 

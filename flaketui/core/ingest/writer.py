@@ -40,10 +40,10 @@ from flaketui.core.errors import FlaketuiError, ReportError
 from flaketui.core.history.derived_rows import refresh_test_runs, separate_stored
 from flaketui.core.history.runs import create_run, find_run
 from flaketui.core.history.store import transaction
-from flaketui.core.ingest.resign import record_scheme
 from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, foreign_keys_off, leg_of
 from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
+from flaketui.core.ingest.scheme import record_scheme
 from flaketui.core.models import CaseResult, RunMeta
 from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.testids import stored_clashes
