@@ -77,7 +77,8 @@ def test_a_new_file_takes_the_first_source_whole_and_merges_the_rest(
     assert new.exit_code == 0, new.output
     assert new.output == blank.output
     assert new.output.startswith("merged 2 histories: 2 runs added, 0 extended")
-    assert dump(tmp_path / "new.db") == dump(tmp_path / "blank.db")
+    # The same statements (a copy into a blank history makes its indexes in another order).
+    assert sorted(dump(tmp_path / "new.db")) == sorted(dump(tmp_path / "blank.db"))
     assert not list(tmp_path.glob(".new.db*"))
 
 

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from flaketui.cli.commands import cli
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.derived_rows import refresh_moved
 from flaketui.core.history.incidents import propose_incidents
 from flaketui.core.history.outages import (
     accept_outage,
@@ -24,7 +25,7 @@ from flaketui.core.history.outages import (
     reject_outage,
 )
 from flaketui.core.history.prune import prune_history
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import open_history, transaction
 from flaketui.core.scoring.report import build_report
 from tests.core.history_builder import HistoryBuilder, utc
 from tests.core.test_rollup_scoring import assert_everything_agrees
@@ -139,6 +140,46 @@ def test_the_share_counts_every_test_the_clusters_runs_ran(tmp_path: Path) -> No
     assert found == []
     (outage,) = find_outages(db.conn, now=NOW, config=Config(outage_min_share=0.125))
     assert (outage.failed_tests, outage.tests, len(outage.run_ids)) == (5, 40, 2)
+
+
+def _counts(db: sqlite_utils.Database) -> dict[str, int | None]:
+    return dict(db.conn.execute("SELECT run_id, ran_at_least FROM runs ORDER BY id").fetchall())
+
+
+def _found(db: sqlite_utils.Database) -> list[tuple[object, ...]]:
+    with transaction(db.conn):
+        outages = find_outages(db.conn, now=NOW, config=Config(), remember=True)
+    return [(o.run_ids, o.failed_tests, o.tests) for o in outages]
+
+
+def test_the_counts_a_search_keeps_only_ever_err_low(tmp_path: Path) -> None:
+    """The search keeps each run's count of tests run (a lower bound its share check prunes
+    with): a run that gains tests later is still judged on all of them, exactly as a search
+    that counts afresh, and a run whose attempts move to other tests is counted again."""
+    db = open_history(tmp_path / "c.db")
+    hb = HistoryBuilder(db)
+    down = "ConnectionError: db down"
+    run = hb.run(ts=T0, run_id="outage")
+    for index in range(40):
+        run.result(f"tests/test_o.py::test_{index:02d}", ["fail"] if index < 5 else ["pass"],
+                   message=down)  # fmt: skip
+    later = hb.run(ts=T0 + timedelta(hours=5), run_id="later")
+    for index in range(5):
+        later.result(f"tests/test_o.py::test_{index:02d}", ["pass"])
+    assert _found(db) == [(["outage"], 5, 40)]  # 5 of 40: an eighth
+    assert _counts(db) == {"outage": 40, "later": None}
+    # A second shard of the run lands 20 more tests: 5 of 60 is under a tenth.
+    for index in range(20):
+        run.result(f"tests/test_p.py::test_{index:02d}", ["pass"])
+    assert _counts(db)["outage"] == 40  # kept, and still no more than the run ran
+    assert _found(db) == []
+    db.conn.execute("UPDATE runs SET ran_at_least = NULL")
+    assert _found(db) == []  # as a search counting afresh finds
+    assert _counts(db)["outage"] == 60
+    # Attempts that move to other tests (shards of one run naming their files) clear it.
+    with transaction(db.conn):
+        refresh_moved(db.conn, run.run_pk, run.ts, set(), set())
+    assert _counts(db)["outage"] is None
 
 
 def test_a_break_that_stays_is_no_outage(tmp_path: Path) -> None:

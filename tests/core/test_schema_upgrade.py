@@ -41,14 +41,26 @@ def _audit_log_as_version_5(conn: sqlite3.Connection) -> None:
 FIRST_ATTEMPT_COLUMNS = ("first_duration_ms", "first_timeout_ms", "first_position")
 
 
+def _as_version_9(conn: sqlite3.Connection) -> None:
+    """The history as versions 1 to 9 laid it out: no index of the failed per-run rows, and no
+    count of each run's tests for the outage search."""
+    conn.execute("DROP INDEX IF EXISTS test_runs_failed")
+    if conn.execute(
+        "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'ran_at_least'"
+    ).fetchone()[0]:
+        conn.execute("ALTER TABLE runs DROP COLUMN ran_at_least")
+
+
 def _test_runs_as_version_8(conn: sqlite3.Connection) -> None:
     """test_runs as versions 3 to 8 laid it out: no first attempt's fields."""
+    _as_version_9(conn)
     for column in FIRST_ATTEMPT_COLUMNS:
         conn.execute(f"ALTER TABLE test_runs DROP COLUMN {column}")
 
 
 def _results_as_version_7(conn: sqlite3.Connection) -> None:
     """results as versions 1 to 7 laid it out: no origin (and test_runs as version 8 did)."""
+    _as_version_9(conn)
     conn.execute("ALTER TABLE results DROP COLUMN origin")
     if conn.execute(
         "SELECT count(*) FROM pragma_table_info('test_runs') WHERE name = 'first_position'"
@@ -307,6 +319,42 @@ def test_a_version_8_history_gains_each_runs_first_attempt_fields_from_its_resul
     ).fetchone()
     assert durations > 0.9 * len(rows) and positions > 0
     assert written == db.conn.execute(FIRST_ATTEMPTS_FROM_RESULTS).fetchall()
+
+
+def test_a_version_9_history_gains_the_failures_index_and_proposes_the_same_outages(
+    tmp_path: Path,
+) -> None:
+    """The index of failed per-run rows is built from the stored rows, and the runs' counts
+    start unknown: the outage search finds the same clusters before and after, counts the runs
+    it needs once, and finds them again from the counts it kept."""
+    from flaketui.core.config import Config
+    from flaketui.core.history.outages import find_outages
+
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    now = parse_iso("2026-11-30T18:00:00Z")
+    conn = sqlite3.connect(path, isolation_level=None)
+    _as_version_9(conn)
+    conn.execute("PRAGMA user_version = 9")
+    rows = conn.execute(ROWS).fetchall()
+    conn.close()
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    assert db.conn.execute(ROWS).fetchall() == rows
+    assert "test_runs_failed" in _indexes(db.conn, "test_runs")
+    assert db.conn.execute("SELECT count(ran_at_least) FROM runs").fetchone() == (0,)
+
+    def clusters() -> list[tuple[object, ...]]:
+        found = find_outages(db.conn, now=now, config=Config(), remember=True)
+        return [(o.tag, o.run_ids, o.failed_tests, o.tests, o.status) for o in found]
+
+    with store.transaction(db.conn):
+        first = clusters()
+    counted = db.conn.execute("SELECT count(ran_at_least) FROM runs").fetchone()[0]
+    assert first and counted > 0
+    with store.transaction(db.conn):
+        assert clusters() == first
+    assert db.conn.execute("SELECT count(ran_at_least) FROM runs").fetchone()[0] == counted
 
 
 def test_the_command_line_says_once_that_it_upgrades_a_history(tmp_path: Path) -> None:

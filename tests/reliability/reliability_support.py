@@ -17,6 +17,7 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 import flaketui
+from flaketui.core.history.merge import RUN_COLUMNS
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 TABLES = (
@@ -138,13 +139,14 @@ def snapshot(db: Path) -> Snapshot:
 
 
 def run_fingerprints(db: Path) -> dict[object, tuple[object, ...]]:
-    """Per run: its row, and the count and sums of its results and test_runs rows (cheap)."""
+    """Per run: its row (but ran_at_least, a count the outage search fills in when it first
+    needs it), and the count and sums of its results and test_runs rows (cheap)."""
     conn = connect(db)
     try:
         return {
             row[0]: tuple(row)
             for row in conn.execute(
-                "SELECT r.*,"
+                f"SELECT r.id, {RUN_COLUMNS},"
                 " (SELECT count(*) || '/' || sum(attempt) || '/' || sum(length(outcome)) || '/'"
                 "  || total(length(message)) || '/' || total(duration_ms) || '/' || total(test)"
                 "  FROM results WHERE run = r.id),"

@@ -104,8 +104,9 @@ def refresh_moved(
     """After attempts of a run moved from the tests `left` (to others, or away: a replica drops
     the rows its server moved), inside the caller's transaction: the per-run rows of the tests
     `touched` recomputed, the rollups of the tests that left the run refreshed (those they
-    moved to are the run's, which its writer folds or refreshes), and a test left with no run
-    and no decision in the audit log dropped, as prune drops it (settle_left)."""
+    moved to are the run's, which its writer folds or refreshes), a test left with no run and
+    no decision in the audit log dropped, as prune drops it (settle_left), and the run's count
+    of tests run (runs.ran_at_least) cleared."""
     from flaketui.core.rollups import build as rollups
 
     conn.execute(
@@ -114,6 +115,8 @@ def refresh_moved(
         (json.dumps(sorted(touched)), ts, run_pk),
     )
     refresh_test_runs(conn, run_pk, ts, touched)
+    # Its first attempts may be fewer now: the count the outage search keeps is counted again.
+    conn.execute("UPDATE runs SET ran_at_least = NULL WHERE id = ?", (run_pk,))
     commit = conn.execute("SELECT commit_sha FROM runs WHERE id = ?", (run_pk,)).fetchone()[0]
     rollups.refresh(conn, ts[:10], left)
     rollups.refresh_commits(conn, [commit], left)

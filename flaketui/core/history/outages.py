@@ -86,23 +86,27 @@ def _set(conn: sqlite3.Connection, key: str, value: str) -> None:
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
-def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> list[Outage]:
+def find_outages(
+    conn: sqlite3.Connection, *, now: datetime, config: Config, remember: bool = False
+) -> list[Outage]:
     """Every outage-like cluster among the runs of the window, oldest first.
 
     Runs already tagged with another incident are left out, and so are `flaketui diagnose`
     runs (experiments that fail a test on purpose); runs tagged with an outage proposal are
-    kept, so a recorded proposal is found again (and shown with its state).
+    kept, so a recorded proposal is found again (and shown with its state). `remember`
+    (inside the caller's write transaction): keep the runs' counts of tests run that this
+    search took (_run_sizes), so the next one reads them instead.
     """
     since = to_iso(now - timedelta(days=config.window_days))
     states = reviews(conn)
     proposal_tags = json.dumps(sorted(states))
-    # Each test's rows of the window, read in key order (test, ts), then their runs: a read of
-    # the window's runs through test_runs_run looks every row up one at a time.
+    # The window's failed first attempts, from the index that holds them alone (in time order,
+    # with their test, run and signature).
     failures = conn.execute(
-        "SELECT tr.run, tr.ts, s.hash, s.text, tr.test FROM tests t "
-        "CROSS JOIN test_runs tr ON tr.test = t.id AND tr.ts > ? AND tr.ts <= ? "
+        "SELECT tr.run, tr.ts, s.hash, s.text, tr.test FROM test_runs tr "
+        "INDEXED BY test_runs_failed "
         "CROSS JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
-        "WHERE tr.bad = 1 AND r.source <> 'diagnose' "
+        "WHERE tr.bad = 1 AND tr.ts > ? AND tr.ts <= ? AND r.source <> 'diagnose' "
         "AND (r.incident IS NULL OR r.incident IN "
         "(SELECT value FROM json_each(?))) ORDER BY s.hash, tr.ts, tr.run",
         (since, to_iso(now), proposal_tags),
@@ -118,7 +122,7 @@ def find_outages(conn: sqlite3.Connection, *, now: datetime, config: Config) -> 
         last[3][int(run)] = ts
         last[4].add(int(test))
     candidates = [c for c in clusters if len(c[4]) >= config.outage_min_tests]
-    sizes = _run_sizes(conn, {pk for c in candidates for pk in c[3]})
+    sizes = _run_sizes(conn, {pk for c in candidates for pk in c[3]}, remember=remember)
     found = []
     for sig, text, start, runs, failed in candidates:
         # The tests a cluster's runs ran are at least those any one of them ran: most clusters
@@ -169,20 +173,42 @@ def _recovered(conn: sqlite3.Connection, tests: set[int], after: str) -> int:
     return int(row[0])
 
 
-def _run_sizes(conn: sqlite3.Connection, run_pks: set[int]) -> dict[int, int]:
+def _run_sizes(
+    conn: sqlite3.Connection, run_pks: set[int], *, remember: bool = False
+) -> dict[int, int]:
     """A lower bound of the tests (not skipped) each of run_pks ran, by run row id: its tests
     whose first attempt was not skipped, read in `results`' key order (run first); a test
-    skipped first and run on a later attempt is left out."""
+    skipped first and run on a later attempt is left out. A run counted before keeps its count
+    in runs.ran_at_least (still a lower bound: a run only gains tests, and one whose attempts
+    move is counted again); the others are counted here, and kept when `remember`."""
     if not run_pks:
         return {}
-    return {
+    sizes = {
         int(run): int(count)
         for run, count in conn.execute(
-            "SELECT run, count(*) FROM results WHERE run IN (SELECT value FROM json_each(?)) "
-            "AND attempt = 1 AND outcome <> 'skipped' GROUP BY run",
+            "SELECT id, ran_at_least FROM runs WHERE id IN (SELECT value FROM json_each(?))"
+            " AND ran_at_least IS NOT NULL",
             (json.dumps(sorted(run_pks)),),
         )
     }
+    missing = sorted(run_pks - sizes.keys())
+    if not missing:
+        return sizes
+    counted = dict.fromkeys(missing, 0)
+    counted.update(
+        (int(run), int(count))
+        for run, count in conn.execute(
+            "SELECT run, count(*) FROM results WHERE run IN (SELECT value FROM json_each(?)) "
+            "AND attempt = 1 AND outcome <> 'skipped' GROUP BY run",
+            (json.dumps(missing),),
+        )
+    )
+    if remember:
+        conn.executemany(
+            "UPDATE runs SET ran_at_least = ? WHERE id = ?",
+            [(count, run) for run, count in counted.items()],
+        )
+    return sizes | counted
 
 
 def _runs_facts(conn: sqlite3.Connection, pks: list[int]) -> tuple[int, list[str], list[str]]:
@@ -219,7 +245,8 @@ def record_outages(db: Connected, *, now: datetime | None, config: Config) -> li
     moment = now or utc_now()
     with transaction(conn):
         states = reviews(conn)
-        new = [o for o in find_outages(conn, now=moment, config=config) if o.status == "new"]
+        found = find_outages(conn, now=moment, config=config, remember=True)
+        new = [o for o in found if o.status == "new"]
         for outage in new:
             conn.execute(
                 "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note) "

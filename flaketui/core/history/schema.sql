@@ -1,4 +1,4 @@
--- The history schema at version 9: what the migrations in store.py leave in sqlite_master,
+-- The history schema at version 10: what the migrations in store.py leave in sqlite_master,
 -- in their words. A new history is created from it in one transaction. Written by
 -- `python -m flaketui.core.history.schema_file` (or `make docs`); do not edit by hand.
 CREATE TABLE meta (
@@ -19,7 +19,7 @@ CREATE TABLE runs (
     incident      TEXT,                     -- incident tag, or NULL
     source        TEXT NOT NULL,            -- 'junit' | 'pytest' | 'merge'
     finished      INTEGER NOT NULL DEFAULT 1 -- 0 while recording or when interrupted
-, os TEXT, python TEXT, platform TEXT, order_seed TEXT);
+, os TEXT, python TEXT, platform TEXT, order_seed TEXT, ran_at_least INTEGER);
 CREATE INDEX runs_ts ON runs (ts);
 CREATE TABLE run_files (
     run           INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
@@ -100,4 +100,5 @@ CREATE TABLE "audit_log" (
 );
 CREATE INDEX audit_log_test ON audit_log (test_id, ts);
 CREATE INDEX audit_log_written ON audit_log (written_at);
-PRAGMA user_version = 9;
+CREATE INDEX test_runs_failed ON test_runs (ts, signature, bad) WHERE bad = 1;
+PRAGMA user_version = 10;

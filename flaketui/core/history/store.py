@@ -274,6 +274,21 @@ UPDATE test_runs SET (first_duration_ms, first_timeout_ms, first_position) = (
 """
 
 
+# The outage search (flaketui.core.history.outages) runs after every ingest and merge. It read
+# every per-run row of the scoring window for the few that failed, through test_runs, keyed by
+# test (0.8 s of each ingest into 10 M results): test_runs_failed holds those rows alone, in
+# time order, with what the search reads (a partial, covering index; a run's failures are a few
+# percent of its rows). runs gains ran_at_least: how many tests the run ran at least (first
+# attempt not skipped), which the search compares with a cluster's failures in every run of it
+# and counted again after each ingest (1 s at 10 M). The search fills it in; a run only gains
+# tests afterwards, so the count stays a lower bound, and moving a run's attempts to other tests
+# clears it (derived_rows.refresh_moved). NULL until counted.
+SCHEMA_V10 = """
+CREATE INDEX test_runs_failed ON test_runs (ts, signature, bad) WHERE bad = 1;
+ALTER TABLE runs ADD COLUMN ran_at_least INTEGER;
+"""
+
+
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
 
@@ -310,6 +325,10 @@ def _migrate_to_9(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V9)
 
 
+def _migrate_to_10(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V10)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
@@ -320,6 +339,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_7,
     _migrate_to_8,
     _migrate_to_9,
+    _migrate_to_10,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 # What the migrations above leave, as one script a new history is created from (schema_file).
