@@ -7,7 +7,6 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from flaketui.core.errors import FlaketuiError, HistoryError
 from flaketui.core.history import journal, store
@@ -25,9 +24,6 @@ from flaketui.core.history.store import (
     schema_version,
     uses_wal,
 )
-
-if TYPE_CHECKING:
-    import sqlite_utils
 
 
 def _pending_wal(path: Path) -> bool:
@@ -164,7 +160,7 @@ def reading(path: Path) -> Iterator[Reader]:
 
 
 @contextmanager
-def writing(path: Path) -> Iterator[sqlite_utils.Database]:
+def writing(path: Path) -> Iterator[Reader]:
     """A writable connection owned by the calling thread, closed on exit (writes only)."""
     with history_file(path, create=False) as db:
         yield db

@@ -64,3 +64,39 @@ def test_ci_commands_run_without_sqlite_utils(tmp_path: Path) -> None:
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     assert "merged 1 history: 3 runs added" in out and "3 already present" in out
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_no_command_loads_sqlite_utils(tmp_path: Path) -> None:
+    """The commands a developer or a nightly job runs on a history (decisions, incidents, the
+    lifecycle, prune, re-signing, a test's evidence) open it without sqlite-utils too."""
+    sample = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+    (tmp_path / "h.db").write_bytes(sample.read_bytes())
+    flaky = "tests/search/test_ranking.py::test_rank_ties_stable"
+    now = "2026-11-30T18:00:00Z"
+    commands = [
+        ["quarantine", "h.db", flaky, "--reason", "flaky", "--skip-file", "skip.toml",
+         "--now", now],
+        ["release", "h.db", flaky, "--skip-file", "skip.toml", "--now", now],
+        ["incident", "add", "h.db", "down", "--from", "2026-11-02T00:00:00Z",
+         "--to", "2026-11-02T01:00:00Z"],
+        ["incident", "list", "h.db", "--now", now],
+        ["incident", "remove", "h.db", "down"],
+        ["lifecycle", "h.db", "--apply", "--no-gate", "--skip-file", "skip.toml", "--now", now],
+        ["changes", "h.db", flaky, "--now", now],
+        ["pivot", "h.db", flaky, "--now", now],
+        ["resign", "h.db"],
+        ["prune", "h.db", "--older-than", "365"],
+    ]  # fmt: skip
+    code = (
+        "import sys\n"
+        "from flaketui.cli import cli\n"
+        f"for argv in {commands!r}:\n"
+        "    cli(argv, standalone_mode=False)\n"
+        "print(sorted(m for m in ('sqlite_utils', 'pandas', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout
+    assert f"): {flaky}\nquarantined 1 test" in out and f"released: {flaky}" in out
+    assert "incident down removed" in out and "Applied as of 2026-11-30T18:00:00Z" in out
+    assert out.strip().splitlines()[-1] == "[]"

@@ -15,7 +15,7 @@ from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.outputs import STDOUT, OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.history.store import plain_history_file
+from flaketui.core.history.store import history_file
 from flaketui.core.output.check import (
     DEFAULT_REASONS,
     SinceError,
@@ -115,8 +115,7 @@ def check_command(
     address = shown(db)  # as the user named it, for the commands the notices suggest
     db = local_history(db)
     try:
-        # A plain handle: the gate needs nothing of sqlite-utils (see plain_history_file).
-        with plain_history_file(db, create=False, readonly=True) as history:
+        with history_file(db, create=False, readonly=True) as history:
             result = check(
                 history,
                 now=now,

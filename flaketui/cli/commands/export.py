@@ -12,7 +12,7 @@ from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.outputs import OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
-from flaketui.core.history.store import plain_history_file
+from flaketui.core.history.store import history_file
 from flaketui.core.output.exports import FORMATS, decisions, render_decisions
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.skipfile import SkipMode
@@ -64,7 +64,7 @@ def export_command(
     requested = parse_iso(now) if now else None
     expiry_now = requested or utc_now()
     report = None
-    with plain_history_file(db, create=False, readonly=True) as history:
+    with history_file(db, create=False, readonly=True) as history:
         # Verdicts as of the effective now; expiry against the real clock (or --now).
         moment, _clamped = effective_now(history, requested, config)
         if skip is not None and skip.entries:

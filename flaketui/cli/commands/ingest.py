@@ -16,7 +16,7 @@ from flaketui.cli.commands.resign import resign_if_stale
 from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.history.store import history_file, plain_history_file
+from flaketui.core.history.store import history_file
 from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp, sniff_format
 from flaketui.core.ingest.junit import reports_run_info
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest, manifest_text
@@ -166,15 +166,14 @@ def ingest_command(
         return
     # The runs waiting for their rollups are left to ingest's own cadence (writer.FOLD_RUNS):
     # folded together there, or by the next reader, not one run per command.
-    # Plain handles: nothing here needs sqlite-utils (see plain_history_file).
-    with plain_history_file(db, keep_if_empty=False, fold_later=True) as history:
+    with history_file(db, keep_if_empty=False, fold_later=True) as history:
         result = ingest_reports(
             history.conn, list(reports), resolved, config=config, report_format=report_format
         )
         resign_if_stale(history, config.mask_patterns)
     _show_ingest(result, len(reports), resolved.incident)
     if not result.empty:
-        with plain_history_file(db, fold_later=True) as history:
+        with history_file(db, fold_later=True) as history:
             propose_outages(history, config, shown(db))
 
 

@@ -13,7 +13,7 @@ from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import mask_url
 from flaketui.core.history.merge import copy_to_new, merge_histories
-from flaketui.core.history.store import history_file, open_history, plain_history_file
+from flaketui.core.history.store import history_file, open_connection
 from flaketui.core.ingest.resign import has_runs, is_current, resign, stamp
 from flaketui.core.words import plural
 
@@ -83,7 +83,7 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
         )
     for source in sources:  # refuse a bad source before anything is written
         _check_exists(source)
-        open_history(source, create=False, readonly=True).conn.close()
+        open_connection(source, create=False, readonly=True).close()
     total = PushSummary()
     pg = connect(url)
     try:
@@ -115,11 +115,11 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
     foreign = False
     for source in sources:  # refuse a bad source before DEST is created
         _check_exists(source)
-        with plain_history_file(source, create=False, readonly=True) as source_db:
+        with history_file(source, create=False, readonly=True) as source_db:
             foreign |= not is_current(source_db, patterns)
     # A new file takes the first source whole (a CI job's first merge), then the others.
     copied = copy_to_new(dest, sources[0])
-    with plain_history_file(dest) as history:  # nothing here needs sqlite-utils
+    with history_file(dest) as history:
         was_empty = copied is None and not has_runs(history)
         rest = sources if copied is None else sources[1:]
         summary = merge_histories(history, rest, copied=copied)

@@ -13,7 +13,7 @@ from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.outputs import OutputPath, output_file, refuse_reading_into
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import load_config
-from flaketui.core.history.store import plain_history_file
+from flaketui.core.history.store import history_file
 from flaketui.core.ingest.resign import stale_note
 from flaketui.core.models import BRANCH_KINDS
 from flaketui.core.output.formats import FORMATS, GROUP_BYS, ReportFormat, render
@@ -67,7 +67,7 @@ def report_command(
     refuse_reading_into(output, "--output", history=db, codeowners=codeowners)
     address = shown(db)  # as the user named it, for the command the outage notice suggests
     db = local_history(db)
-    with plain_history_file(db, create=False, readonly=True) as history:
+    with history_file(db, create=False, readonly=True) as history:
         report = build_report(
             history,
             now=moment,

@@ -1,4 +1,4 @@
-"""What the read path needs of a history: an open connection, with or without sqlite-utils."""
+"""What flaketui needs of a history: an open connection, with or without sqlite-utils."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Protocol
 
 
 class Connected(Protocol):
-    """A history handle: a sqlite_utils.Database, or a bare Reader where none is needed."""
+    """A history handle: the Reader flaketui's commands and app open (store.history_file), or
+    a sqlite_utils.Database (store.open_history, for scripts and notebooks)."""
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -18,8 +19,7 @@ class Connected(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Reader:
-    """A plain handle for what only uses `conn` (scoring, ingest): importing sqlite-utils
-    (which imports pandas and numpy when they are installed) costs a starting app 0.1-1 s,
-    and each `flaketui ingest` 0.3 s."""
+    """A plain handle holding the connection: importing sqlite-utils (which imports pandas
+    and numpy where they are installed) costs a starting app 0.1-1 s, and each command 0.3 s."""
 
     conn: sqlite3.Connection

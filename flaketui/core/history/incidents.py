@@ -17,8 +17,8 @@ from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 
-if TYPE_CHECKING:  # annotations only: ingest proposes outages without sqlite-utils
-    import sqlite_utils
+if TYPE_CHECKING:
+    from flaketui.core.history.dbhandle import Connected
 
 # Bad runs closer together than this are proposed as one incident window.
 PROPOSAL_GAP_HOURS = 4.0
@@ -237,7 +237,7 @@ def incident_change(
 
 
 def add_incident(
-    db: sqlite_utils.Database,
+    db: Connected,
     tag: str,
     *,
     start: datetime | None = None,
@@ -266,7 +266,7 @@ def add_incident(
     return incident_change(tag, start_ts, end_ts, full_hash, tagged=tagged, other=other)
 
 
-def apply_incidents(db: sqlite_utils.Database, run_pks: Sequence[int] | None = None) -> int:
+def apply_incidents(db: Connected, run_pks: Sequence[int] | None = None) -> int:
     """Tag untagged runs matched by recorded incident rules (e.g. runs ingested late)."""
     conn = db.conn
     with transaction(conn):
@@ -289,7 +289,7 @@ def apply_rules(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> int:
     return tagged
 
 
-def remove_incident(db: sqlite_utils.Database, tag: str) -> int:
+def remove_incident(db: Connected, tag: str) -> int:
     """Delete an incident's rules and untag its runs; return how many runs were untagged."""
     conn = db.conn
     with transaction(conn):
@@ -310,7 +310,7 @@ def remove_incident(db: sqlite_utils.Database, tag: str) -> int:
     return int(still)
 
 
-def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
+def list_incidents(db: Connected) -> list[Incident]:
     """Every incident: recorded rules, and tags set at ingest without a rule.
 
     A run carries one tag; among the rules of that tag (one tag may hold several: rules merged
@@ -383,7 +383,7 @@ def list_incidents(db: sqlite_utils.Database) -> list[Incident]:
 
 
 def propose_incidents(
-    db: sqlite_utils.Database,
+    db: Connected,
     *,
     now: datetime,
     config: Config,

@@ -63,7 +63,7 @@ from flaketui.core.history.outages import (
     rejected_rules,
     take_states,
 )
-from flaketui.core.history.store import plain_history_file, transaction
+from flaketui.core.history.store import history_file, transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.testids import stored_clashes
 
@@ -582,7 +582,7 @@ def merge_histories(
         for path in sources:  # open all first: a bad source refuses the whole merge up front
             if dest_file is not None and Path(path).resolve() == dest_file:
                 raise HistoryError(f"{path}: cannot merge a history into itself")
-            opened.append(held.enter_context(plain_history_file(path, create=False, readonly=True)))
+            opened.append(held.enter_context(history_file(path, create=False, readonly=True)))
         for path, source in zip(sources, opened, strict=True):
             src = source.conn
             if summary.sources == 0 and _copy_into_blank(dest.conn, Path(path), summary):

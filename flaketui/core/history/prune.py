@@ -27,8 +27,8 @@ from flaketui.core.history.store import set_meta, transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import MAX_DAYS, to_iso, utc_now
 
-if TYPE_CHECKING:  # annotations only: the ingest command loads this module without it
-    import sqlite_utils
+if TYPE_CHECKING:
+    from flaketui.core.history.dbhandle import Connected
 
 
 class PruneError(FlaketuiError):
@@ -49,7 +49,7 @@ class PruneResult:
     bytes_after: int = 0
 
 
-def _file_bytes(db: sqlite_utils.Database) -> int:
+def _file_bytes(db: Connected) -> int:
     page_size = int(db.conn.execute("PRAGMA page_size").fetchone()[0])
     pages = int(db.conn.execute("PRAGMA page_count").fetchone()[0])
     return page_size * pages
@@ -64,7 +64,7 @@ def check_older_than(days: float) -> None:
 
 
 def prune_history(
-    db: sqlite_utils.Database,
+    db: Connected,
     older_than_days: float,
     *,
     now: datetime | None = None,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from flaketui.core.errors import HistoryError, HistoryLockedError
 from flaketui.core.history import journal
@@ -25,7 +25,6 @@ _log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     import sqlite_utils
 
-T = TypeVar("T")
 BUSY_TIMEOUT_MS = 30_000
 FOLD_WAIT_S = 1.0  # how long a reader waits for the write lock to fold deferred rollups
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -405,10 +404,13 @@ def open_history(
     readonly: bool = False,
     fold_later: bool = False,
 ) -> sqlite_utils.Database:
-    """Open a history, creating and migrating it as needed; raise HistoryError on bad input.
-    `fold_later`: see open_connection."""
-    # Imported here: sqlite-utils pulls in pandas and numpy (~0.3 s), which the recording
-    # pytest plugin, on plain sqlite3 through open_connection, must not pay.
+    """Open a history as a sqlite_utils.Database, creating and migrating it as needed; raise
+    HistoryError on bad input. `fold_later`: see open_connection.
+
+    For scripts and notebooks that want sqlite-utils' conveniences: flaketui's own commands
+    and app open histories through history_file, since sqlite-utils imports pandas and numpy
+    where they are installed (~0.3 s), which no command needs to pay.
+    """
     import sqlite_utils
 
     return sqlite_utils.Database(
@@ -424,50 +426,20 @@ def history_file(
     readonly: bool = False,
     keep_if_empty: bool = True,
     fold_later: bool = False,
-) -> Iterator[sqlite_utils.Database]:
-    """open_history for the length of a `with` block, its connection closed on leaving it
-    (error or not): the last connection to a WAL-mode file to close removes its -wal and -shm
-    files, so a command leaves the folder as it found it.
+) -> Iterator[Reader]:
+    """open_connection for the length of a `with` block, as a handle holding the connection
+    (flaketui's commands and app need nothing of sqlite-utils, whose import imports pandas and
+    numpy where they are installed: 0.3 s of each command), closed on leaving it (error or
+    not): the last connection to a WAL-mode file to close removes its -wal and -shm files, so
+    a command leaves the folder as it found it.
 
     `keep_if_empty=False`: a history this call creates is removed again when it holds no run
     on leaving the block, so a command that recorded nothing leaves no file behind.
     """
-    import sqlite_utils  # see open_history
-
-    with _handle(path, sqlite_utils.Database, create, readonly, keep_if_empty, fold_later) as db:
-        yield db
-
-
-@contextmanager
-def plain_history_file(
-    path: str | Path,
-    *,
-    create: bool = True,
-    readonly: bool = False,
-    keep_if_empty: bool = True,
-    fold_later: bool = False,
-) -> Iterator[Reader]:
-    """history_file through a handle holding the connection alone, for a command that needs
-    nothing of sqlite-utils: importing it imports pandas and numpy where they are installed,
-    0.3 s of each `flaketui ingest` or `check` a CI job runs."""
-    with _handle(path, Reader, create, readonly, keep_if_empty, fold_later) as handle:
-        yield handle
-
-
-@contextmanager
-def _handle(
-    path: str | Path,
-    wrap: Callable[[sqlite3.Connection], T],
-    create: bool,
-    readonly: bool,
-    keep_if_empty: bool,
-    fold_later: bool,
-) -> Iterator[T]:
-    """The handle `wrap` makes of a connection opened as history_file opens it."""
     created = create and not readonly and not Path(path).exists()
     conn = open_connection(path, create=create, readonly=readonly, fold_later=fold_later)
     try:
-        yield wrap(conn)
+        yield Reader(conn)
     finally:
         drop = created and not keep_if_empty and _holds_no_run(conn)
         conn.close()

@@ -37,7 +37,7 @@ from flaketui.core.timeutil import parse_iso
 if TYPE_CHECKING:
     import sqlite3
 
-    import sqlite_utils  # annotations only: ingest works on a plain sqlite3 connection
+    from flaketui.core.history.dbhandle import Connected
 
 # A batch is one transaction: fewer commits (each rewrites the pages every run touches), while a
 # kill loses at most one batch, which a second pass over the manifest lands.
@@ -280,7 +280,7 @@ Lander = Callable[
 
 
 def ingest_manifest(
-    db: sqlite_utils.Database | sqlite3.Connection,
+    db: Connected | sqlite3.Connection,
     manifest: Path,
     *,
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default

@@ -50,8 +50,7 @@ from flaketui.core.testids import stored_clashes
 from flaketui.core.timeutil import to_iso
 
 if TYPE_CHECKING:
-    import sqlite_utils  # annotations only: the recording plugin must not import it
-
+    from flaketui.core.history.dbhandle import Connected
     from flaketui.core.ingest.junit import SharedNames
 
 __all__ = [
@@ -122,7 +121,7 @@ def content_run_id(hashes: Iterable[str]) -> str:
 
 
 def ingest_reports(
-    db: sqlite_utils.Database | sqlite3.Connection,
+    db: Connected | sqlite3.Connection,
     paths: Sequence[Path],
     meta: RunMeta,
     *,
@@ -152,7 +151,7 @@ def ingest_reports(
 
 
 def ingest_batch(
-    db: sqlite_utils.Database | sqlite3.Connection,
+    db: Connected | sqlite3.Connection,
     runs: Sequence[tuple[Sequence[Path], RunMeta]],
     *,
     config: Config = Config(),  # noqa: B008 - frozen dataclass, safe as a default
@@ -367,7 +366,7 @@ class RunRecorder(RunJournal):
 
     def __init__(
         self,
-        db: sqlite_utils.Database | sqlite3.Connection,
+        db: Connected | sqlite3.Connection,
         meta: RunMeta,
         *,
         source: str = "pytest",

@@ -14,10 +14,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.store import transaction
 from flaketui.core.owners import find_repo_root
 from flaketui.core.quarantine.skipfile import (
@@ -85,7 +84,7 @@ def current_user() -> str:
 # --- targets and evidence -------------------------------------------------------------------
 
 
-def expand_target(db: sqlite_utils.Database, test_id_or_parent: str) -> list[str]:
+def expand_target(db: Connected, test_id_or_parent: str) -> list[str]:
     """The full ids a name stands for: the test itself, else every param of a family; [] if none."""
     row = db.conn.execute(
         "SELECT test_id FROM tests WHERE test_id = ?", (test_id_or_parent,)
@@ -101,7 +100,7 @@ def expand_target(db: sqlite_utils.Database, test_id_or_parent: str) -> list[str
 
 
 def evidence_for(
-    db: sqlite_utils.Database,
+    db: Connected,
     test_ids: list[str],
     *,
     now: datetime,
@@ -133,7 +132,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 
 def _audit(
-    db: sqlite_utils.Database,
+    db: Connected,
     rows: list[tuple[str, str | None, str | None, str | None, Mapping[str, Any] | None]],
     *,
     action: str,
@@ -196,7 +195,7 @@ def _refuse_replacing(
 
 
 def quarantine(
-    db: sqlite_utils.Database,
+    db: Connected,
     skip_path: Path,
     test_id_or_parent: str,
     *,
@@ -304,7 +303,7 @@ def quarantine(
 
 
 def release(
-    db: sqlite_utils.Database,
+    db: Connected,
     skip_path: Path,
     test_id_or_parent: str,
     *,

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import sqlite_utils
-
 from flaketui.core.config import Config
+from flaketui.core.history.dbhandle import Connected
 from flaketui.core.history.store import transaction
 from flaketui.core.owners import OwnerResolver, find_repo_root
 from flaketui.core.quarantine.actions import quarantine, release
@@ -86,9 +85,7 @@ ORDER BY ts DESC LIMIT 1
 _FIRST_RUN_OF_COMMIT = "SELECT min(ts) FROM runs WHERE commit_sha = ?"
 
 
-def _acknowledged(
-    db: sqlite_utils.Database, verdict: TestVerdict, now: datetime, window: int
-) -> bool:
+def _acknowledged(db: Connected, verdict: TestVerdict, now: datetime, window: int) -> bool:
     """Whether a regression-noted row covers this regression."""
     since = to_iso(now - timedelta(days=window))
     if verdict.first_bad_commit is not None:
@@ -108,9 +105,7 @@ WHERE tr.ts > ? AND tr.ts <= ?
 """
 
 
-def gate_findings(
-    db: sqlite_utils.Database, plan: Plan, skip: SkipFile | None, *, config: Config
-) -> Gate:
+def gate_findings(db: Connected, plan: Plan, skip: SkipFile | None, *, config: Config) -> Gate:
     """New regressions, expired skip-file entries and entries matching no test."""
     now = plan.now
     gate = Gate()
@@ -138,7 +133,7 @@ VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 'lifecycle', ?)
 
 
 def _write_row(
-    db: sqlite_utils.Database,
+    db: Connected,
     ts: datetime,
     written_at: datetime,
     who: str,
@@ -175,7 +170,7 @@ def _decided_since(plan: Plan, step: Transition, skip_path: Path) -> bool:
 
 
 def apply_plan(
-    db: sqlite_utils.Database,
+    db: Connected,
     plan: Plan,
     gate: Gate,
     *,

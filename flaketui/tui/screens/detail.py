@@ -320,7 +320,7 @@ class DetailScreen(Screen[None]):
     def _run_diagnose(self, repo: Path) -> None:
         from flaketui.core.diagnosis.experiments import Diagnoser
         from flaketui.core.diagnosis.sessions import PytestSessions, check_repository
-        from flaketui.core.history.store import open_history
+        from flaketui.core.history.store import history_file
 
         source = self.flaketui.source
 
@@ -330,8 +330,7 @@ class DetailScreen(Screen[None]):
         try:
             if source.readonly:
                 raise FlaketuiError("the history is open read-only: diagnose cannot store runs")
-            history = open_history(source.path, create=False)
-            try:
+            with history_file(source.path, create=False) as history:
                 diagnoser = Diagnoser(
                     history,
                     PytestSessions(check_repository(repo)),
@@ -343,8 +342,6 @@ class DetailScreen(Screen[None]):
                     progress=progress,
                 )
                 diagnosis = diagnoser.diagnose(self.key)
-            finally:
-                history.conn.close()
         except FlaketuiError as exc:
             self.post_message(DiagnoseDone(None, exc.message))
             return
