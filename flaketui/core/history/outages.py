@@ -113,8 +113,11 @@ def find_outages(
     ).fetchall()
     span = timedelta(hours=config.outage_span_hours)
     clusters: list[tuple[str, str, datetime, dict[int, str], set[int]]] = []
+    moments: dict[str, datetime] = {}  # a run's failures share its ts: parsed once a run
     for run, ts, sig, text, test in failures:
-        when = parse_iso(ts)
+        when = moments.get(ts)
+        if when is None:
+            when = moments[ts] = parse_iso(ts)
         last = clusters[-1] if clusters else None
         if last is None or last[0] != sig or when - last[2] > span:
             clusters.append((sig, text, when, {}, set()))
