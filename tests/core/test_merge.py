@@ -279,6 +279,28 @@ def _every_column(db: sqlite_utils.Database) -> dict[str, list[tuple[object, ...
     }
 
 
+def _assert_merged_as_row_by_row(
+    copied: sqlite_utils.Database,
+    summary: merge_module.MergeSummary,
+    source: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A history the source was copied into holds what merging it row by row into a new
+    history gives, with the same summary: every column, the report, the rollups' agreement
+    (the copy keeps the source's ids and rollups, the merge makes its own)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(merge_module, "_copy_into_blank", lambda *_: False)
+        merged = open_history(Path(tempfile.mkdtemp(dir=source.parent)) / "merged.db")
+        by_rows = merge_histories(merged, [source])
+    assert summary == by_rows and summary.runs_added > 400
+    assert _every_column(copied) == _every_column(merged)
+    assert render_json(build_report(copied, now=SAMPLE_NOW)) == render_json(
+        build_report(merged, now=SAMPLE_NOW)
+    )
+    assert_everything_agrees(copied, SAMPLE_NOW, Config())
+    merged.conn.close()
+
+
 def test_merging_into_a_new_history_copies_it_as_a_merge_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -295,17 +317,7 @@ def test_merging_into_a_new_history_copies_it_as_a_merge_would(
         )
         summary = merge_histories(copied, [source])
     assert taken == [True]
-    with monkeypatch.context() as patch:  # the row-by-row merge, for comparison
-        patch.setattr(merge_module, "_copy_into_blank", lambda *_: False)
-        merged = open_history(tmp_path / "merged.db")
-        by_rows = merge_histories(merged, [source])
-    assert summary == by_rows and summary.runs_added > 400
-    assert _every_column(copied) == _every_column(merged)
-    # The copy kept the source's ids and rollups: the reports are the same all the same.
-    assert render_json(build_report(copied, now=SAMPLE_NOW)) == render_json(
-        build_report(merged, now=SAMPLE_NOW)
-    )
-    assert_everything_agrees(copied, SAMPLE_NOW, Config())
+    _assert_merged_as_row_by_row(copied, summary, source, monkeypatch)
     # The copy's messages were signed with the source's scheme, which it names.
     scheme = "SELECT value FROM meta WHERE key = 'signature_scheme'"
     source_db = open_history(source, readonly=True)
@@ -314,7 +326,9 @@ def test_merging_into_a_new_history_copies_it_as_a_merge_would(
     assert source_db.conn.execute("SELECT count(*) FROM runs").fetchone() == (summary.runs_added,)
 
 
-def test_merging_into_a_missing_file_backs_the_source_up_into_it(tmp_path: Path) -> None:
+def test_merging_into_a_missing_file_backs_the_source_up_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A file not there yet takes a copy of the first source made by SQLite's backup: the same
     content, report and rollups as the row-by-row merge, the same summary, nothing else left in
     its folder, and the permissions any new history gets."""
@@ -326,18 +340,12 @@ def test_merging_into_a_missing_file_backs_the_source_up_into_it(tmp_path: Path)
     assert summary is not None
     copied = open_history(folder / "copied.db")
     assert merge_histories(copied, [], copied=summary) is summary
-    merged = open_history(tmp_path / "merged.db")
-    by_rows = merge_histories(merged, [source])
-    assert summary == by_rows and summary.runs_added > 400
-    assert _every_column(copied) == _every_column(merged)
-    assert render_json(build_report(copied, now=SAMPLE_NOW)) == render_json(
-        build_report(merged, now=SAMPLE_NOW)
-    )
-    assert_everything_agrees(copied, SAMPLE_NOW, Config())
+    _assert_merged_as_row_by_row(copied, summary, source, monkeypatch)
     copied.conn.close()
     assert sorted(p.name for p in folder.iterdir()) == ["copied.db"]
+    open_history(tmp_path / "new.db").conn.close()
     mode = (folder / "copied.db").stat().st_mode & 0o777
-    assert mode == (tmp_path / "merged.db").stat().st_mode & 0o777
+    assert mode == (tmp_path / "new.db").stat().st_mode & 0o777
 
 
 def test_the_copy_never_takes_the_place_of_a_file_there(

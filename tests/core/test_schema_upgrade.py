@@ -8,10 +8,12 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 
 from flaketui.core.history import store
 from flaketui.core.history.derived_rows import refresh_test_runs
@@ -95,6 +97,23 @@ def _test_runs_as_version_2(path: Path) -> None:
     conn.execute("PRAGMA user_version = 2")
     conn.execute("COMMIT")
     conn.close()
+
+
+def _upgraded_from(
+    tmp_path: Path, version: int, layout: Callable[[sqlite3.Connection], None]
+) -> tuple[sqlite_utils.Database, list[tuple[object, ...]]]:
+    """A copy of the sample laid out as `version` left it (`layout`) and marked so, opened
+    (which upgrades it), with the per-run rows it held before."""
+    path = tmp_path / "history.db"
+    shutil.copy(SAMPLE, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    layout(conn)
+    conn.execute(f"PRAGMA user_version = {version}")
+    rows = conn.execute(ROWS).fetchall()
+    conn.close()
+    db = open_history(path)
+    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    return db, rows
 
 
 def _indexes(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -223,16 +242,7 @@ def test_a_version_5_history_gains_written_at_equal_to_each_rows_date(tmp_path: 
 def test_a_version_6_history_gains_legs_and_keeps_its_per_run_rows(tmp_path: Path) -> None:
     """Attempts stored before legs existed have none (NULL): they stay one leg, so recomputing a
     run's rows gives what they were; a new report into an old run is a leg of its own."""
-    path = tmp_path / "history.db"
-    shutil.copy(SAMPLE, path)
-    conn = sqlite3.connect(path, isolation_level=None)
-    _results_as_version_6(conn)
-    conn.execute("PRAGMA user_version = 6")
-    rows = conn.execute(ROWS).fetchall()
-    conn.close()
-
-    db = open_history(path)
-    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    db, rows = _upgraded_from(tmp_path, 6, _results_as_version_6)
     assert db.conn.execute("SELECT count(*) FROM results WHERE leg IS NOT NULL").fetchone() == (0,)
     runs = [(int(r), str(t)) for r, t in db.conn.execute("SELECT id, ts FROM runs")]
     with store.transaction(db.conn):
@@ -330,16 +340,8 @@ def test_a_version_9_history_gains_the_failures_index_and_proposes_the_same_outa
     from flaketui.core.config import Config
     from flaketui.core.history.outages import find_outages
 
-    path = tmp_path / "history.db"
-    shutil.copy(SAMPLE, path)
     now = parse_iso("2026-11-30T18:00:00Z")
-    conn = sqlite3.connect(path, isolation_level=None)
-    _as_version_9(conn)
-    conn.execute("PRAGMA user_version = 9")
-    rows = conn.execute(ROWS).fetchall()
-    conn.close()
-    db = open_history(path)
-    assert store.schema_version(db.conn) == store.SCHEMA_VERSION
+    db, rows = _upgraded_from(tmp_path, 9, _as_version_9)
     assert db.conn.execute(ROWS).fetchall() == rows
     assert "test_runs_failed" in _indexes(db.conn, "test_runs")
     assert db.conn.execute("SELECT count(ran_at_least) FROM runs").fetchone() == (0,)
