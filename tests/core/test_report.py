@@ -374,6 +374,47 @@ def test_a_report_without_groups_is_the_first_step_and_ends_its_read(
     assert tests.proposed_incidents == complete.proposed_incidents
 
 
+@pytest.mark.parametrize("suite_columns", [16, 0])
+def test_a_report_of_some_tests_judges_each_as_the_whole_report(
+    db: sqlite_utils.Database,
+    hb: HistoryBuilder,
+    monkeypatch: pytest.MonkeyPatch,
+    suite_columns: int,
+) -> None:
+    """What the CI gate asks of the point before: a few tests' verdicts. Each test named is
+    scored and judged exactly as in the whole report, whatever the others hold (a suite
+    retries when any of its tests did), and no other test is listed."""
+    from flaketui.core.scoring import aggregates
+
+    monkeypatch.setattr(aggregates, "MAX_SUITE_COLUMNS", suite_columns)
+    build_mixed_history(hb)
+    both = "tests/test_x.py::test_both"  # runs in `nightly`, which another test's retries make
+    hb.sequence(both, "PPFPPPPFPPPP", start=T0, suite="ci")
+    hb.sequence(both, "PPP", start=T0 + timedelta(days=1), suite="nightly")
+    hb.sequence("tests/test_y.py::test_retried", "PPRPPPPPPPPP", start=T0, suite="nightly")
+    whole = {t.test_id: t for t in build_report(db, now=NOW, groups=False).tests}
+    judged = [name for name, t in whole.items() if t.verdict in ("flaky", "regression")]
+    assert judged and both in whole
+    for only in ([both], judged, sorted(whole)[::3], ["tests/test_none.py::test_gone"], []):
+        part = build_report(db, now=NOW, groups=False, only=only)
+        assert sorted(t.test_id for t in part.tests) == sorted(set(only) & set(whole))
+        for test in part.tests:
+            same = whole[test.test_id]
+            assert (test.verdict, test.reason, test.flags, test.scores, test.suite) == (
+                same.verdict,
+                same.reason,
+                same.flags,
+                same.scores,
+                same.suite,
+            )
+            assert (test.signature, test.first_bad_commit) == (
+                same.signature,
+                same.first_bad_commit,
+            )
+    with pytest.raises(ValueError, match="groups=False"):
+        build_report(db, now=NOW, only=[both])
+
+
 def test_markdown_group_trend_is_the_pooled_series(
     db: sqlite_utils.Database, hb: HistoryBuilder
 ) -> None:

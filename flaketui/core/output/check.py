@@ -175,9 +175,13 @@ def check(
     config = config or Config()
     moment, _clamped = effective_now(db, now, config)
     point, label = resolve_since(db, moment, since)
-    # The gate reads tests only: no groups, no daily series.
+    # The gate reads tests only: no groups, no daily series; and of the point before, only
+    # the verdicts of the tests flaky or in regression now (new or not).
     current = build_report(db, now=moment, config=config, repo_root=repo_root, groups=False)
-    before = build_report(db, now=point, config=config, repo_root=repo_root, groups=False)
+    judged = {t.test_id for t in current.tests if t.verdict in ("flaky", "regression")}
+    before = build_report(
+        db, now=point, config=config, repo_root=repo_root, groups=False, only=judged
+    )
     verdict_then = {t.test_id: t.verdict for t in before.tests}
     result = CheckResult(
         now=moment,

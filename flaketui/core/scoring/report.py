@@ -19,7 +19,7 @@ Choices made here:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -95,8 +95,10 @@ def _test_infos(
     config: Config,
     suite: str | None,
     branch_kind: str | None,
+    only: Collection[str] | None = None,
 ) -> dict[int, _TestInfo]:
-    """Identity, main suite, retry status and top signature of every listed test."""
+    """Identity, main suite, retry status and top signature of every listed test (of those
+    named in `only`, when given; whether a suite retries is read from every test)."""
     per_suite: dict[int, dict[str, int]] = {}
     retry_suites: set[str] = set()
     multi_suite = []
@@ -121,7 +123,7 @@ def _test_infos(
     infos: dict[int, _TestInfo] = {}
     rows = db.conn.execute("SELECT id, test_id, parent, test_file, first_seen FROM tests")
     for pk, test_id, parent, test_file, first_seen in rows:
-        if pk not in evidence:
+        if pk not in evidence or (only is not None and test_id not in only):
             continue
         suites = per_suite.get(pk, {})
         main_suite = min(suites, key=lambda s: (-suites[s], s)) if suites else "default"
@@ -134,7 +136,7 @@ def _test_infos(
             main_suite,
             any(s in retry_suites for s in suites),
         )
-    failing = [pk for pk, ev in evidence.items() if ev.last_failure_at is not None]
+    failing = [pk for pk in infos if evidence[pk].last_failure_at is not None]
     best: dict[int, tuple[int, str, str, str]] = {}
     if failing:
         for pk, sig_hash, text, runs, last in signature_counts(
@@ -296,15 +298,26 @@ def build_report(
     branch_kind: str | None = None,
     repo_root: Path | None = None,
     groups: bool = True,
+    only: Collection[str] | None = None,
 ) -> Report:
     """Score, judge and rank every live test, family and signature group as of `now`.
 
     `groups=False`: the tests alone (report_stages' first step), scored, judged and ranked the
     same, with no families, signature or co-failure groups, and daily scores for the first
     FIRST_SERIES failing tests only: for a caller that reads nothing else (the CI gate), since
-    the groups are most of a big history's report."""
+    the groups are most of a big history's report. `only` (with groups=False): the tests of
+    these ids alone, each scored and judged as in the whole report (ranked among themselves),
+    for a caller that needs a few tests' verdicts (the gate's, as of the previous run)."""
+    if only is not None and groups:
+        raise ValueError("build_report: `only` needs groups=False")
     stages = report_stages(
-        db, now=now, config=config, suite=suite, branch_kind=branch_kind, repo_root=repo_root
+        db,
+        now=now,
+        config=config,
+        suite=suite,
+        branch_kind=branch_kind,
+        repo_root=repo_root,
+        only=only,
     )
     with closing(stages):
         if not groups:
@@ -321,6 +334,7 @@ def report_stages(
     suite: str | None = None,
     branch_kind: str | None = None,
     repo_root: Path | None = None,
+    only: Collection[str] | None = None,
 ) -> Generator[Report, None, None]:
     """The report in two steps read from one snapshot: its tests alone, then all of it.
 
@@ -328,7 +342,7 @@ def report_stages(
     daily scores of the first FIRST_SERIES failing tests in list order (the others' are empty
     until then), and no families or signature groups. The second is build_report's: the
     groups, and every daily series. An app shows the first while the second is computed
-    (the app's first ranked screen).
+    (the app's first ranked screen). `only`: see build_report (the first step alone).
     """
     conn = db.conn
     # Inside a caller's transaction (or on a connection-like without one), read as given.
@@ -338,7 +352,7 @@ def report_stages(
     if own:
         conn.execute("BEGIN")
     try:
-        partial = _rank_tests(db, now, config or Config(), suite, branch_kind, repo_root)
+        partial = _rank_tests(db, now, config or Config(), suite, branch_kind, repo_root, only)
         yield partial.report
         complete = _complete(db, partial)
         # What only the first step needed (each test's evidence, the first report's own tests)
@@ -374,11 +388,14 @@ def _rank_tests(
     suite: str | None,
     branch_kind: str | None,
     repo_root: Path | None,
+    only: Collection[str] | None = None,
 ) -> _Partial:
     now, clamped = effective_now(db, now, config)
     found = evidence_pass(db, now, config, suite, branch_kind)
     evidence = found.tests
-    infos = _test_infos(db, evidence, now, config, suite, branch_kind)
+    infos = _test_infos(db, evidence, now, config, suite, branch_kind, only)
+    if only is not None:
+        evidence = {pk: ev for pk, ev in evidence.items() if pk in infos}
     owner_of = _owner_lookup(repo_root, config)
     bad = {pk: ev for pk, ev in evidence.items() if ev.failed_runs}
     currents = _currents(
