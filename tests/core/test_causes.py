@@ -150,6 +150,19 @@ def test_the_stratified_fisher_test_is_the_exact_conditional_test(
         assert got == fisher_exact(*tables[0])
 
 
+@given(st.lists(st.lists(_small_table(), min_size=1, max_size=3), min_size=1, max_size=4))
+def test_a_shared_fisher_gives_each_stratified_test_its_own_p_value(
+    analyses: list[list[tuple[int, int, int, int]]],
+) -> None:
+    # One FisherExact serves every pair of a co-failure analysis: each stratified test still
+    # gets exactly the p-value a fresh one gives it, whatever came before.
+    from flaketui.core.scoring.statistics import FisherExact, stratified_fisher_exact
+
+    shared = FisherExact()
+    for tables in [*analyses, *reversed(analyses)]:
+        assert stratified_fisher_exact(tables, shared) == stratified_fisher_exact(tables)
+
+
 def test_benjamini_hochberg_matches_r_p_adjust() -> None:
     # R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "BH")
     adjusted = benjamini_hochberg([0.01, 0.04, 0.03, 0.005, 0.5])

@@ -45,7 +45,11 @@ from flaketui.core.rollups import filtered as rollup_filtered
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.rollups.filtered import mask_bits
 from flaketui.core.rollups.read import Window, window_runs
-from flaketui.core.scoring.statistics import benjamini_hochberg, stratified_fisher_exact
+from flaketui.core.scoring.statistics import (
+    FisherExact,
+    benjamini_hochberg,
+    stratified_fisher_exact,
+)
 
 COFAILURE_MIN_SHARED = 3
 COFAILURE_MIN_OVERLAP = 0.5
@@ -86,7 +90,7 @@ ORDER BY p.first, p.second, r.suite
 """
 
 
-def _linked(strata: list[_Stratum]) -> float | None:
+def _linked(strata: list[_Stratum], fisher: FisherExact) -> float | None:
     """The unadjusted p-value of a positive association between two tests within the suites,
     else None. A stratum: (runs where both were counted, the first's bad runs among them, the
     second's, the runs where both failed)."""
@@ -104,7 +108,7 @@ def _linked(strata: list[_Stratum]) -> float | None:
     )
     if observed <= expected:
         return None
-    return stratified_fisher_exact(tables)
+    return stratified_fisher_exact(tables, fisher)
 
 
 def cofailure_groups(
@@ -125,8 +129,9 @@ def cofailure_groups(
     else:
         involved, tables = _tables_from_rows(db, now, config, flaky, suite, branch_kind)
     kept: list[tuple[int, int, float]] = []
+    fisher = FisherExact()  # the pairs share their margins: terms computed once for all
     for first, second, strata in tables:
-        p_value = _linked(strata)
+        p_value = _linked(strata, fisher)
         if p_value is not None:
             kept.append((first, second, p_value))
     adjusted = benjamini_hochberg([p for _, _, p in kept])

@@ -256,9 +256,12 @@ class FisherExact:
         return found
 
 
-def stratified_fisher_exact(tables: Sequence[tuple[int, int, int, int]]) -> float:
+def stratified_fisher_exact(
+    tables: Sequence[tuple[int, int, int, int]], fisher: FisherExact | None = None
+) -> float:
     """Two-sided p-value of Fisher's exact test stratified over several 2x2 tables, each
-    (bad_in, runs_in, bad_rest, runs_rest) as for fisher_exact.
+    (bad_in, runs_in, bad_rest, runs_rest) as for fisher_exact. `fisher`: the FisherExact
+    of an analysis making many such tests (its terms are kept for the next; same values).
 
     Every table's margins are fixed and the statistic is the sum of bad_in over the tables:
     the exact conditional test of independence within every table (of a common odds ratio of
@@ -275,9 +278,9 @@ def stratified_fisher_exact(tables: Sequence[tuple[int, int, int, int]]) -> floa
             varying.append((bad_in, runs_in, bad_rest, runs_rest))
     if not varying:
         return 1.0
+    fisher = fisher or FisherExact()
     if len(varying) == 1:
-        return fisher_exact(*varying[0])
-    fisher = FisherExact()
+        return fisher(*varying[0])
     low, pmf, observed = 0, [1.0], 0
     for bad_in, runs_in, bad_rest, runs_rest in varying:
         first, _log_pmf, terms = fisher._margins(runs_in + runs_rest, bad_in + bad_rest, runs_in)
