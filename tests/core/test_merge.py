@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -352,8 +353,8 @@ def test_the_copy_never_takes_the_place_of_a_file_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A destination that exists (even empty), appears while the copy is made, or has no
-    folder, and a source this process may not write, are left to the row-by-row merge: None,
-    nothing written, no part file left."""
+    folder, a source this process may not write, a folder without hard links and a copy that
+    fails are left to the row-by-row merge: None, nothing written, no part file left."""
     source = tmp_path / "source.db"
     shutil.copy(SAMPLE, source)
     folder = tmp_path / "jobs"
@@ -382,6 +383,18 @@ def test_the_copy_never_takes_the_place_of_a_file_there(
         assert merge_module.copy_to_new(folder / "new.db", source) is None
     finally:
         source.chmod(0o644)
+
+    def no_hard_links(_src: object, _dst: object) -> None:
+        raise PermissionError(1, "Operation not permitted")  # as a FAT or SMB folder answers
+
+    def disk_full(_src: Path, _part: Path) -> dict[str, int]:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    for name, patched, failing in (("link", merge_module.os, no_hard_links),
+                                   ("_backup", merge_module, disk_full)):  # fmt: skip
+        with monkeypatch.context() as patch:
+            patch.setattr(patched, name, failing)
+            assert merge_module.copy_to_new(folder / "new.db", source) is None
     assert sorted(p.name for p in folder.iterdir()) == ["empty.db", "raced.db"]
 
 

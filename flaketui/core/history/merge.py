@@ -63,7 +63,7 @@ from flaketui.core.history.outages import (
     rejected_rules,
     take_states,
 )
-from flaketui.core.history.store import history_file, transaction
+from flaketui.core.history.store import history_file, may_write, transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.testids import stored_clashes
 
@@ -408,11 +408,9 @@ def copy_to_new(dest: Path, source: Path) -> MergeSummary | None:
     caller then opens dest and merges the other sources into it (merge_histories, `copied`).
 
     None, having written nothing, when dest exists, its folder does not, the source is not a
-    file this process may write (read in place, as store.reads_in_place says), or the folder
-    holds no hard link: the caller merges row by row instead.
+    file this process may write (read in place, as store.reads_in_place says), the folder
+    takes no hard link, or the copy fails: the caller merges row by row instead.
     """
-    from flaketui.core.history.store import may_write
-
     if dest.exists() or dest.is_symlink() or not dest.parent.is_dir() or not may_write(source):
         return None
     part = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
@@ -475,8 +473,6 @@ def _copy_into_blank(dest: sqlite3.Connection, path: Path, summary: MergeSummary
     dest, so a merge that lands meanwhile is never overwritten; the source is only read. The
     source's rules tag its untagged runs afterwards, as after any merge.
     """
-    from flaketui.core.history.store import may_write
-
     if not may_write(path) or dest.in_transaction:
         return False
     dest.execute("ATTACH DATABASE ? AS merged_source", (str(path),))

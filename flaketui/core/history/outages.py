@@ -34,7 +34,7 @@ from flaketui.core.history.store import transaction
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 from flaketui.core.words import plural
 
-if TYPE_CHECKING:  # reports read proposals: keep sqlite-utils out of the reading path
+if TYPE_CHECKING:
     from flaketui.core.history.dbhandle import Connected
 
 REVIEW_KEY = "outage_reviews"

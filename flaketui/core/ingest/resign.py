@@ -27,7 +27,7 @@ from flaketui.core.ingest.scheme import record_scheme as record_scheme
 from flaketui.core.ingest.scheme import scheme_of as scheme_of
 from flaketui.core.ingest.signatures import sign
 
-if TYPE_CHECKING:  # commands that only ingest import this module: keep sqlite-utils out of it
+if TYPE_CHECKING:
     from flaketui.core.history.dbhandle import Connected
 
 _BATCH = 5000
