@@ -17,9 +17,10 @@ of the suite in each, failure messages with volatile parts), then medians of --r
   transaction per file: what the schema costs a writer that computes nothing;
 - backfill_s (informational): the same runs, with the same metadata, as one manifest backfill
   (`flaketui ingest --manifest`), which commits runs in batches; backfill_ratio = it / parse;
-- run_keyed_floor_ratio, staged_floor_ratio (informational): the store floor with `test_runs`
-  keyed by run instead of by test and time, and with its rows staged by run and moved into the
-  test-ordered table STAGE_RUNS runs at a time: what other layouts of that table would cost;
+- run_keyed_floor_ratio, run_indexed_floor_ratio, staged_floor_ratio (informational): the store
+  floor with `test_runs` keyed by run instead of by test and time, the same with an index on
+  (test, ts) for the readers of one test's runs, and with its rows staged by run and moved into
+  the test-ordered table STAGE_RUNS runs at a time: what other layouts of that table would cost;
 - parser_s (informational): flaketui's own parser yielding every case row, nothing stored;
 - append_floor_s (informational): the same built rows appended to tables with no key, index or
   constraint, a transaction per file: the least any schema keeping the history's rows can pay here.
@@ -288,8 +289,9 @@ def _insert_runs(
 
 
 # Other layouts of test_runs, measured as store_floor is (informational): keyed by run, in the
-# order runs arrive; or staged so (a table with no key) and moved into the real, test-ordered
-# table STAGE_RUNS runs at a time, as a fold could.
+# order runs arrive; the same with an index in test and time order (what per-test readers need
+# from a table kept in run order); or staged so (a table with no key) and moved into the real,
+# test-ordered table STAGE_RUNS runs at a time, as a fold could.
 STAGE_RUNS = 16
 TEST_RUNS_COLUMNS = """test INTEGER NOT NULL, run INTEGER NOT NULL, ts TEXT NOT NULL,
     outcome TEXT NOT NULL, bad INTEGER NOT NULL, attempts INTEGER NOT NULL,
@@ -301,6 +303,11 @@ LAYOUTS = {
     "run": [
         "DROP TABLE test_runs",
         f"CREATE TABLE test_runs ({TEST_RUNS_COLUMNS}, PRIMARY KEY (run, test)) WITHOUT ROWID",
+    ],
+    "run_indexed": [
+        "DROP TABLE test_runs",
+        f"CREATE TABLE test_runs ({TEST_RUNS_COLUMNS}, PRIMARY KEY (run, test)) WITHOUT ROWID",
+        "CREATE INDEX test_runs_by_test ON test_runs (test, ts)",
     ],
     "staged": [f"CREATE TABLE staged_test_runs ({TEST_RUNS_COLUMNS})"],
 }
@@ -531,7 +538,7 @@ def main() -> None:
     ingest_times, parse_times, floor_times = [], [], []
     tail_times: list[float] = []
     parser_times, append_times, backfill_times = [], [], []
-    layout_times: dict[str, list[float]] = {"run": [], "staged": []}
+    layout_times: dict[str, list[float]] = {"run": [], "run_indexed": [], "staged": []}
     results = 0
     for round_ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
@@ -578,6 +585,7 @@ def main() -> None:
             "store_floor_s": floor_s,
             "store_floor_ratio": round(floor_s / parse_s, 3),
             "run_keyed_floor_ratio": round(median(layout_times["run"]) / parse_s, 3),
+            "run_indexed_floor_ratio": round(median(layout_times["run_indexed"]) / parse_s, 3),
             "staged_floor_ratio": round(median(layout_times["staged"]) / parse_s, 3),
             "parser_s": parser_s,
             "parser_ratio": round(parser_s / parse_s, 3),
