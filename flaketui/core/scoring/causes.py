@@ -48,6 +48,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain, filterfalse
+from typing import TypeAlias
 
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
@@ -274,22 +275,28 @@ def run_values(db: Connected, *, now: datetime, config: Config) -> RunValues:
     }
 
 
+# One worker's order in a run: its first attempts' positions, ascending, and the test id of
+# each (the same string object for a test wherever it ran: slices are copied, not rebuilt).
+WorkerOrder: TypeAlias = "tuple[array[int], tuple[str, ...]]"
+
+
 class RunOrders:
     """The order the first attempts of runs took on each of their workers.
 
     With whole_runs (for an analysis of many targets), each run's order is read whole, once,
     and shared by every target: the newest runs are every target's, and a run holds every test
-    of the suite. At most MAX_ORDER_ENTRIES attempts are kept, as plain arrays of integers; the
-    runs read longest ago make room first. A target whose runs would not fit (at the size of
-    the runs read so far) is read as without it. Without it (one target) only the attempts
-    before the target's spots are read, and nothing is kept.
+    of the suite. At most MAX_ORDER_ENTRIES attempts are kept, per worker an array of positions
+    and a tuple of test ids (one string per test); the runs read longest ago make room first. A
+    target whose runs would not fit (at the size of the runs read so far) is read as without
+    it. Without it (one target) only the attempts before the target's spots are read, and
+    nothing is kept.
     """
 
     def __init__(self, conn: sqlite3.Connection, *, whole_runs: bool = True) -> None:
         self._conn = conn
         self._whole_runs = whole_runs
-        # run -> worker -> (positions ascending, the test row id at each)
-        self._orders: dict[int, dict[str, tuple[array[int], array[int]]]] = {}
+        # run -> worker -> (positions ascending, the test id at each)
+        self._orders: dict[int, dict[str, WorkerOrder]] = {}
         self._entries = 0
         self._read_total = (0, 0)  # runs read whole so far, and their attempts
         self._names: dict[int, str] = {}
@@ -306,15 +313,18 @@ class RunOrders:
         else:
             picked = [[run, worker, at] for (run, worker), at in spots.items()]
             orders = self._read(_BEFORE_SQL, json.dumps(picked), runs)
-        names = self._names
-        parts: dict[int, list[array[int]]] = {run: [] for run, _ in spots}
+        parts: dict[int, list[tuple[str, ...]]] = {run: [] for run, _ in spots}
         for (run, worker), position in sorted(spots.items()):
             positions, tests = orders[run].get(worker, _NO_ORDER)
             parts[run].append(tests[: bisect_left(positions, position)])
-        return {
-            run: tuple(filterfalse(own.__contains__, map(names.__getitem__, chain(*arrays))))
-            for run, arrays in parts.items()
-        }
+        before: dict[int, tuple[str, ...]] = {}
+        for run, prefixes in parts.items():
+            # Slices of the kept tuples, copied whole; most hold none of own's tests.
+            tests = prefixes[0] if len(prefixes) == 1 else tuple(chain.from_iterable(prefixes))
+            if not own.isdisjoint(tests):
+                tests = tuple(filterfalse(own.__contains__, tests))
+            before[run] = tests
+        return before
 
     def _fits(self, runs: set[int]) -> bool:
         """Whether these runs' orders would fit in what may be kept, at the size of the runs
@@ -322,7 +332,7 @@ class RunOrders:
         read_runs, read_entries = self._read_total
         return not read_runs or len(runs) * read_entries <= MAX_ORDER_ENTRIES * read_runs
 
-    def _read_runs(self, runs: set[int]) -> dict[int, dict[str, tuple[array[int], array[int]]]]:
+    def _read_runs(self, runs: set[int]) -> dict[int, dict[str, WorkerOrder]]:
         """The kept orders, with those of runs not read yet read whole, making room first."""
         missing = runs - self._orders.keys()
         if missing:
@@ -341,20 +351,18 @@ class RunOrders:
             self._entries += added
         return self._orders
 
-    def _read(
-        self, sql: str, argument: str, runs: set[int]
-    ) -> dict[int, dict[str, tuple[array[int], array[int]]]]:
+    def _read(self, sql: str, argument: str, runs: set[int]) -> dict[int, dict[str, WorkerOrder]]:
         """Orders by run and worker from one of the order queries, naming their tests."""
-        read: dict[int, dict[str, tuple[array[int], array[int]]]] = {run: {} for run in runs}
+        pks: dict[int, dict[str, tuple[array[int], array[int]]]] = {run: {} for run in runs}
         for run, worker, positions_json, tests_json in self._conn.execute(sql, (argument,)):
             positions, tests = json.loads(positions_json), json.loads(tests_json)
             ranked = sorted(range(len(positions)), key=positions.__getitem__)
-            read[run][worker] = (
+            pks[run][worker] = (
                 array("q", [positions[i] for i in ranked]),
                 array("q", [tests[i] for i in ranked]),
             )
         names = self._names
-        unnamed = {t for order in read.values() for _, tests in order.values() for t in tests}
+        unnamed = {t for order in pks.values() for _, tests in order.values() for t in tests}
         unnamed.difference_update(names)
         if unnamed:
             names.update(
@@ -363,10 +371,16 @@ class RunOrders:
                     (json.dumps(sorted(unnamed)),),
                 )
             )
-        return read
+        return {
+            run: {
+                worker: (positions, tuple(map(names.__getitem__, tests)))
+                for worker, (positions, tests) in order.items()
+            }
+            for run, order in pks.items()
+        }
 
 
-_NO_ORDER: tuple[array[int], array[int]] = (array("q"), array("q"))
+_NO_ORDER: WorkerOrder = (array("q"), ())
 
 
 def _value_counts(units: list[Unit], dimension: str) -> dict[str, list[int]]:
