@@ -55,7 +55,12 @@ from flaketui.core.history.dbhandle import Connected
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.detail import Target, resolve_target
 from flaketui.core.scoring.results import Report, Suspect
-from flaketui.core.scoring.statistics import FisherExact, benjamini_hochberg, wilson_interval
+from flaketui.core.scoring.statistics import (
+    FisherExact,
+    LogChoices,
+    benjamini_hochberg,
+    wilson_interval,
+)
 
 DIMENSIONS = (
     "worker_count",
@@ -587,12 +592,17 @@ def _broader_first(
     return order
 
 
-def find_suspects(units: list[Unit], config: Config) -> list[Suspect]:
-    """The dimension values under which the target fails more (see the module docstring)."""
+def find_suspects(
+    units: list[Unit], config: Config, *, choices: LogChoices | None = None
+) -> list[Suspect]:
+    """The dimension values under which the target fails more (see the module docstring).
+
+    choices: log binomial coefficients already worked out by the analysis of other targets.
+    """
     tests: list[tuple[str, str, int, int, int, int, float]] = []
     # The values of a dimension split the same runs: their tests share margins (a predecessor
     # dimension has hundreds of values). The checks of the kept order below use it too.
-    fisher = FisherExact()
+    fisher = FisherExact(choices)
     for dimension in DIMENSIONS:
         for value, bad, runs, rest_bad, rest_runs in _comparisons(units, dimension):
             p_raw = fisher(bad, runs, rest_bad, rest_runs)
@@ -683,11 +693,12 @@ def find_causes(
     """The suspects of each target, the targets sharing the run orders read for them."""
     orders = RunOrders(db.conn)
     runs = run_values(db, now=now, config=config)
+    choices: LogChoices = {}  # the targets' tables of log binomial coefficients overlap
     found: FoundCauses = {}
     for kind, key, members in targets:
         target = Target(key, kind, [], list(members))
         units = load_units(db, target, now=now, config=config, orders=orders, runs=runs)
-        found[(kind, key)] = tuple(find_suspects(units, config))
+        found[(kind, key)] = tuple(find_suspects(units, config, choices=choices))
     return found
 
 

@@ -210,6 +210,10 @@ def fisher_exact(bad_in: int, runs_in: int, bad_rest: int, runs_rest: int) -> fl
     return FisherExact()(bad_in, runs_in, bad_rest, runs_rest)
 
 
+# n -> log_choose(n, k) for every k from 0 to n
+LogChoices = dict[int, list[float]]
+
+
 class FisherExact:
     """fisher_exact, keeping the hypergeometric terms of each pair of margins it has met.
 
@@ -218,10 +222,11 @@ class FisherExact:
     sum, in the same order, as fisher_exact's.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, choices: LogChoices | None = None) -> None:
         # (total, bad, runs_in) -> (first k, log-probability and probability of each k)
         self._terms: dict[tuple[int, int, int], tuple[int, list[float], list[float]]] = {}
-        self._choose: dict[int, list[float]] = {}
+        # Shared with other instances given the same dict: they depend on n alone.
+        self._choose: LogChoices = {} if choices is None else choices
 
     def __call__(self, bad_in: int, runs_in: int, bad_rest: int, runs_rest: int) -> float:
         if not (0 <= bad_in <= runs_in and 0 <= bad_rest <= runs_rest):
