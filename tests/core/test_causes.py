@@ -538,3 +538,51 @@ def test_run_values_read_before_a_run_landed_are_read_again(
     monkeypatch.setattr(causes, "run_values", without_pruned)
     rest = causes.load_units(history, target, now=NOW, config=Config(), runs={})
     assert plain(rest) == plain(fresh[1:])
+
+
+def test_units_are_the_counted_runs_of_the_target(mixed: Path, tmp_path: Path) -> None:
+    """A target's units are its counted runs, as scoring counts them, newest first: none from
+    an incident, a diagnose experiment, a skipped or an edited test-run, or before the
+    window."""
+    import dataclasses
+    import sqlite3
+
+    from flaketui.core.rollups.evidence import counted_runs_cte
+    from flaketui.core.scoring import causes
+    from flaketui.core.scoring.detail import Target
+
+    path = tmp_path / "history.db"
+    with sqlite3.connect(mixed) as source, sqlite3.connect(path) as copy:
+        source.backup(copy)
+    conn = sqlite3.connect(path)
+    (test_pk,) = conn.execute("SELECT id FROM tests WHERE test_id = ?", (HOST_TEST,)).fetchone()
+    newest = [
+        run
+        for (run,) in conn.execute(
+            "SELECT run FROM test_runs WHERE test = ? ORDER BY ts DESC LIMIT 4", (test_pk,)
+        )
+    ]
+    conn.execute("UPDATE runs SET incident = 'outage' WHERE id = ?", (newest[0],))
+    conn.execute("UPDATE runs SET source = 'diagnose' WHERE id = ?", (newest[1],))
+    for column, value, run in (("outcome", "'skipped'", newest[2]), ("edited", "1", newest[3])):
+        conn.execute(
+            f"UPDATE test_runs SET {column} = {value} WHERE test = ? AND run = ?", (test_pk, run)
+        )
+    conn.commit()
+    config = dataclasses.replace(Config(), window_days=20)  # the history spans 30 days
+    cte, params = counted_runs_cte(NOW, config, test_ids=[HOST_TEST])
+    counted = conn.execute(
+        f"WITH {cte} SELECT run FROM counted ORDER BY ts DESC, run DESC", params
+    ).fetchall()
+    (recorded,) = conn.execute(
+        "SELECT count(*) FROM test_runs WHERE test = ?", (test_pk,)
+    ).fetchone()
+    conn.close()
+
+    history = open_history(path, readonly=True)
+    units = causes.load_units(
+        history, Target(HOST_TEST, "test", [], [HOST_TEST]), now=NOW, config=config
+    )
+    assert [unit.run for unit in units] == [run for (run,) in counted]
+    assert not set(newest) & {unit.run for unit in units}
+    assert 10 < len(units) < recorded - len(newest)  # the window leaves the oldest out
