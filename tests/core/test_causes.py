@@ -586,3 +586,44 @@ def test_units_are_the_counted_runs_of_the_target(mixed: Path, tmp_path: Path) -
     assert [unit.run for unit in units] == [run for (run,) in counted]
     assert not set(newest) & {unit.run for unit in units}
     assert 10 < len(units) < recorded - len(newest)  # the window leaves the oldest out
+
+
+def test_targets_analysed_together_are_each_as_analysed_alone(mixed: Path) -> None:
+    """An analysis of many targets shares what it reads and makes (run values, run orders, the
+    values units start from, log binomial tables); each target's units and suspects are still
+    what analysing it alone gives, whichever targets came before it."""
+    from flaketui.core.scoring import causes
+    from flaketui.core.scoring.detail import Target
+
+    history = open_history(mixed, readonly=True)
+    config = Config()
+    targets: list[causes.CauseTarget] = [
+        ("test", ORDER_TEST, (ORDER_TEST,)),
+        ("cofailure", "pair", (HOST_TEST, WORKERS_TEST)),
+        ("test", HOST_TEST, (HOST_TEST,)),
+        ("test", TIMING_TEST, (TIMING_TEST,)),
+        ("cofailure", "three", (ORDER_TEST, POLLUTER, TIMING_TEST)),
+    ]
+
+    def plain(units: list[causes.Unit]) -> list[tuple[object, ...]]:
+        return [(u.run, u.ts, u.bad, sorted(u.values.items()), u.timings) for u in units]
+
+    orders, runs = (
+        causes.RunOrders(history.conn),
+        causes.run_values(history, now=NOW, config=config),
+    )
+    bases: causes.RunBases = {}
+    for kind, key, members in targets:
+        target = Target(key, kind, [], list(members))
+        alone = causes.load_units(history, target, now=NOW, config=config)
+        together = causes.load_units(
+            history, target, now=NOW, config=config, orders=orders, runs=runs, bases=bases
+        )
+        assert plain(together) == plain(alone), key
+    found = causes.find_causes(history, targets, now=NOW, config=config)
+    for kind, key, members in targets:
+        alone = causes.load_units(
+            history, Target(key, kind, [], list(members)), now=NOW, config=config
+        )
+        assert found[(kind, key)] == tuple(causes.find_suspects(alone, config)), key
+    assert any(found.values())

@@ -197,11 +197,13 @@ def load_units(
     config: Config,
     orders: RunOrders | None = None,
     runs: RunValues | None = None,
+    bases: RunBases | None = None,
 ) -> list[Unit]:
     """The target's counted runs, newest first, pooled by run, with every dimension's values.
 
     orders: the run orders read so far by the analysis this one is part of (see RunOrders);
-    runs: the window's run_values, read once by that analysis.
+    runs: the window's run_values, read once by that analysis; bases: the values its units
+    made so far from them (see RunBases).
     """
     conn = db.conn
     window = {
@@ -217,6 +219,8 @@ def load_units(
         if row[4] is not None:
             durations[row[0]].append(row[4])
     medians = {test: _median(values) for test, values in durations.items()}
+    if bases is None:
+        bases = {}
     units: dict[int, Unit] = {}
     # (run, worker) -> the latest position of a member's first attempt there
     spots: dict[tuple[int, str], int] = {}
@@ -226,29 +230,20 @@ def load_units(
     for test, run, bad, worker, duration, timeout, position in rows:
         unit = units.get(run)
         if unit is None:
-            shared = runs.get(run)
-            if shared is None:
-                # A run that landed after the run values were read (each read is a snapshot of
-                # its own): read them again, for the targets after this one too.
-                runs.update(run_values(db, now=now, config=config))
+            base = bases.get(run)
+            if base is None:
                 shared = runs.get(run)
                 if shared is None:
-                    continue  # pruned since its rows were read: no longer in the history
-            ts, workers, suite, kind, host, os_name, python = shared
-            values: dict[str, tuple[str, ...]] = {
-                "worker_count": (workers,),
-                "suite": (suite,),
-                "branch_kind": (kind,),
-                "hour": (ts[11:13],),
-            }
-            if host:
-                values["runner_host"] = (host,)
-            if os_name:
-                values["os"] = (os_name,)
-            if python:
-                values["python"] = (python,)
+                    # A run that landed after the run values were read (each read is a snapshot
+                    # of its own): read them again, for the targets after this one too.
+                    runs.update(run_values(db, now=now, config=config))
+                    shared = runs.get(run)
+                    if shared is None:
+                        continue  # pruned since its rows were read: no longer in the history
+                base = bases[run] = _run_base(shared)
+            values: dict[str, tuple[str, ...]] = base[1].copy()
             values["worker_id"] = (worker,)
-            unit = units[run] = Unit(run, ts, bool(bad), values)
+            unit = units[run] = Unit(run, base[0], bool(bad), values)
         else:
             values = unit.values
             if bad:
@@ -281,6 +276,31 @@ def load_units(
         for run, tests in known.items():
             units[run].values["predecessor"] = tests
     return list(units.values())
+
+
+# Per run: its ts, and the values of the dimensions its tests share, as a unit of it starts
+# (each unit copies the dict: its own values are added to the copy, the tuples are shared).
+RunBases = dict[int, tuple[str, dict[str, tuple[str, ...]]]]
+
+
+def _run_base(
+    shared: tuple[str, str, str, str, str | None, str | None, str | None],
+) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """A run's entry of RunBases, from its run_values."""
+    ts, workers, suite, kind, host, os_name, python = shared
+    values: dict[str, tuple[str, ...]] = {
+        "worker_count": (workers,),
+        "suite": (suite,),
+        "branch_kind": (kind,),
+        "hour": (ts[11:13],),
+    }
+    if host:
+        values["runner_host"] = (host,)
+    if os_name:
+        values["os"] = (os_name,)
+    if python:
+        values["python"] = (python,)
+    return ts, values
 
 
 def run_values(db: Connected, *, now: datetime, config: Config) -> RunValues:
@@ -705,11 +725,14 @@ def find_causes(
     """The suspects of each target, the targets sharing the run orders read for them."""
     orders = RunOrders(db.conn)
     runs = run_values(db, now=now, config=config)
+    bases: RunBases = {}
     choices: LogChoices = {}  # the targets' tables of log binomial coefficients overlap
     found: FoundCauses = {}
     for kind, key, members in targets:
         target = Target(key, kind, [], list(members))
-        units = load_units(db, target, now=now, config=config, orders=orders, runs=runs)
+        units = load_units(
+            db, target, now=now, config=config, orders=orders, runs=runs, bases=bases
+        )
         found[(kind, key)] = tuple(find_suspects(units, config, choices=choices))
     return found
 
