@@ -220,9 +220,23 @@ def test_each_kind_of_flake_gets_its_own_cause_first(
 
 
 def test_the_timing_cause_names_the_timeout(mixed: Path) -> None:
-    analysis = analyse(open_history(mixed, readonly=True), TIMING_TEST, now=NOW, config=Config())
-    assert analysis.suspects[0].label.startswith("slow: p95 ")
-    assert analysis.suspects[0].label.endswith("of a 30.0 s timeout")
+    """The slow cause's text: the 95th percentile of the failed runs' first attempts, and the
+    timeout they ran under."""
+    from flaketui.core.rollups.evidence import counted_runs_cte
+
+    db = open_history(mixed, readonly=True)
+    analysis = analyse(db, TIMING_TEST, now=NOW, config=Config())
+    cte, params = counted_runs_cte(NOW, Config(), test_ids=[TIMING_TEST])
+    durations = sorted(
+        ms
+        for (ms,) in db.conn.execute(
+            f"WITH {cte} SELECT first_duration_ms FROM counted"
+            " WHERE bad = 1 AND first_duration_ms IS NOT NULL",
+            params,
+        )
+    )
+    p95 = durations[int(0.95 * len(durations))]
+    assert analysis.suspects[0].label == f"slow: p95 {p95 / 1000:.1f} s of a 30.0 s timeout"
 
 
 def test_random_flakes_in_the_mixed_history_get_no_suspect(mixed: Path) -> None:
@@ -398,7 +412,7 @@ def test_a_family_run_holds_each_value_once(tmp_path: Path) -> None:
         assert unit.values["worker_id"] == ("gw0",)
         assert unit.values["duration"] == ("near median",)
         assert unit.values["predecessor"] == ("t.py::test_x",)
-        assert len(unit.timings) == 2
+        assert unit.timings == (5, None, 5, None)  # per param: its duration, no timeout
 
 
 def _record_orders(path: Path, orders: list[dict[str, list[str]]], fails: set[int]) -> Path:

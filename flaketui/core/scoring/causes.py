@@ -141,8 +141,9 @@ class Unit:
     # dict holding them) leave the garbage collector's watch, where thousands of sets per target
     # would trigger a full collection every few targets on a big history.
     values: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # per first attempt of a member: (duration_ms, timeout_ms), for the slow-cause text
-    timings: tuple[tuple[int, int | None], ...] = ()
+    # per first attempt of a member, for the slow-cause text: duration_ms then timeout_ms, one
+    # flat tuple of numbers (a pair per attempt would be millions of objects to collect)
+    timings: tuple[int | None, ...] = ()
 
 
 @dataclass(slots=True)
@@ -225,8 +226,13 @@ def load_units(
     # (run, worker) -> the latest position of a member's first attempt there
     spots: dict[tuple[int, str], int] = {}
     near_median = DURATION_BANDS[0][1]
-    # Millions of rows on a big history: the loop is spelled out (no helper call per row), and
-    # each dimension's values are made once per unit.
+    # The units share their values' tuples (a run's values, then the target's few workers and
+    # duration bands): millions of units on a big history, each with as few objects of its own
+    # as can be, for the garbage collector to walk.
+    alone: dict[str, tuple[str, ...]] = {}  # value -> (value,)
+    grown: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}  # (values, value) -> both
+    # The loop is spelled out (no helper call per row), and each dimension's values are made
+    # once per unit.
     for test, run, bad, worker, duration, timeout, position in rows:
         unit = units.get(run)
         if unit is None:
@@ -242,7 +248,10 @@ def load_units(
                         continue  # pruned since its rows were read: no longer in the history
                 base = bases[run] = _run_base(shared)
             values: dict[str, tuple[str, ...]] = base[1].copy()
-            values["worker_id"] = (worker,)
+            more = alone.get(worker)
+            if more is None:
+                more = alone[worker] = (worker,)
+            values["worker_id"] = more
             unit = units[run] = Unit(run, base[0], bool(bad), values)
         else:
             values = unit.values
@@ -250,7 +259,10 @@ def load_units(
                 unit.bad = True
             found = values["worker_id"]
             if worker not in found:
-                values["worker_id"] = (*found, worker)
+                more = grown.get((found, worker))
+                if more is None:
+                    more = grown[(found, worker)] = (*found, worker)
+                values["worker_id"] = more
         if duration is not None:
             median = medians.get(test)
             if not timeout and duration - (median or 0.0) < SLOW_MIN_EXCESS_MS:
@@ -259,8 +271,11 @@ def load_units(
                 band = duration_band(duration, median, timeout)
             found = values.get("duration", ())
             if band not in found:
-                values["duration"] = (*found, band)
-            unit.timings += ((duration, timeout),)
+                more = grown.get((found, band))
+                if more is None:
+                    more = grown[(found, band)] = (*found, band)
+                values["duration"] = more
+            unit.timings += (duration, timeout)
         if position is not None:
             spot = (run, worker)
             if spots.get(spot, -1) < position:
@@ -515,10 +530,11 @@ def cause_label(dimension: str, value: str, units: list[Unit] | None = None) -> 
     if dimension == "predecessor":
         return f"after {value.rsplit('::', 1)[-1]}"
     if dimension == "duration":
-        bad = [timing for unit in units or [] if unit.bad for timing in unit.timings]
-        timeouts = [timeout for _, timeout in bad if timeout]
-        if bad and timeouts:
-            p95 = _percentile([duration for duration, _ in bad], 0.95)
+        bad = [unit.timings for unit in units or [] if unit.bad]
+        durations = [d for timings in bad for d in timings[::2] if d is not None]
+        timeouts = [t for timings in bad for t in timings[1::2] if t]
+        if durations and timeouts:
+            p95 = _percentile(durations, 0.95)
             return f"slow: p95 {_seconds(p95)} of a {_seconds(max(timeouts))} timeout"
         return f"slow: {value}"
     return f"{dimension} {value}"
