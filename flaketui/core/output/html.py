@@ -263,7 +263,15 @@ def sparkline_svg(values: Sequence[float], floor_max: float) -> str:
     def y(value: float) -> float:
         return round(SPARK_HEIGHT - 1 - value / top * (SPARK_HEIGHT - 2), 1)
 
-    points = " ".join(f"{round(i * step, 1)},{y(v)}" for i, v in enumerate(values))
+    drawn = [(round(i * step, 1), y(v)) for i, v in enumerate(values)]
+    # A point between two at its height adds nothing to the line: days at one score (most of
+    # a healthy test's) are drawn as one segment, the page a fraction of the size.
+    kept = [
+        point
+        for i, point in enumerate(drawn)
+        if i == 0 or i == len(drawn) - 1 or not drawn[i - 1][1] == point[1] == drawn[i + 1][1]
+    ]
+    points = " ".join(f"{x},{height}" for x, height in kept)
     limit = y(floor_max)
     return (
         f'<svg class="spark" width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" role="img" '
