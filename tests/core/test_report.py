@@ -374,16 +374,19 @@ def test_a_report_without_groups_is_the_first_step_and_ends_its_read(
     assert tests.proposed_incidents == complete.proposed_incidents
 
 
-@pytest.mark.parametrize("suite_columns", [16, 0])
+@pytest.mark.parametrize(("suite_columns", "rolled_up"), [(16, False), (0, False), (16, True)])
 def test_a_report_of_some_tests_judges_each_as_the_whole_report(
     db: sqlite_utils.Database,
     hb: HistoryBuilder,
     monkeypatch: pytest.MonkeyPatch,
     suite_columns: int,
+    rolled_up: bool,
 ) -> None:
     """What the CI gate asks of the point before: a few tests' verdicts. Each test named is
     scored and judged exactly as in the whole report, whatever the others hold (a suite
-    retries when any of its tests did), and no other test is listed."""
+    retries when any of its tests did), and no other test is listed: from the raw rows, and
+    from the rollups, which then read the named tests' alone."""
+    from flaketui.core.rollups import build as rollups
     from flaketui.core.scoring import aggregates
 
     monkeypatch.setattr(aggregates, "MAX_SUITE_COLUMNS", suite_columns)
@@ -392,6 +395,16 @@ def test_a_report_of_some_tests_judges_each_as_the_whole_report(
     hb.sequence(both, "PPFPPPPFPPPP", start=T0, suite="ci")
     hb.sequence(both, "PPP", start=T0 + timedelta(days=1), suite="nightly")
     hb.sequence("tests/test_y.py::test_retried", "PPRPPPPPPPPP", start=T0, suite="nightly")
+    if rolled_up:
+        # Runs through the whole window and past both its ends: whole weeks, the days around
+        # them and the raw edge days all hold some.
+        daily = "tests/test_w.py::test_daily"
+        hb.sequence(daily, "PPFPRPP" * 6, start=T0 - timedelta(days=2), step=timedelta(hours=22))
+        rollups.rebuild(db.conn)
+        every = aggregates.per_test_evidence(db, NOW, Config()).values()
+        retrying = {name for ev in every for name, (_, most) in ev.suites.items() if most > 1}
+        assert "nightly" in retrying
+        assert rollups.retry_suites(db.conn, NOW, Config()) == retrying
     whole = {t.test_id: t for t in build_report(db, now=NOW, groups=False).tests}
     judged = [name for name, t in whole.items() if t.verdict in ("flaky", "regression")]
     assert judged and both in whole

@@ -791,15 +791,18 @@ _DAYS_AROUND = (
     "test_day_rollups WHERE day >= :lo_day AND day <= :hi_day"
     " AND (day < :weeks_start OR day >= :weeks_end)"
 )
+# {weeks}, {days}, {edges}: the sources, with or without _ONLY_KEYS
+_PER_SUITE_SOURCES = f"""
+        {_PER_SUITE.format(source="{weeks}")}
+        UNION ALL
+        {_PER_SUITE.format(source="{days}")}
+        UNION ALL
+        {_PER_SUITE.format(source="({edges})")}"""
+_ONLY_KEYS = "test IN (SELECT value FROM json_each(:keys))"
 _BASE = f"""
 WITH per_suite AS (
     SELECT test, suite, {_SUMS}
-    FROM (
-        {_PER_SUITE.format(source=_WHOLE_WEEKS)}
-        UNION ALL
-        {_PER_SUITE.format(source=_DAYS_AROUND)}
-        UNION ALL
-        {_PER_SUITE.format(source="({edges})")}
+    FROM ({_PER_SUITE_SOURCES}
     )
     GROUP BY test, suite
 )
@@ -819,6 +822,22 @@ FROM (
 )
 GROUP BY test
 """
+# The suites whose tests made more than one attempt in a counted run of the window.
+_RETRY_SUITES = f"""
+SELECT suite FROM ({_PER_SUITE_SOURCES}
+)
+GROUP BY suite HAVING max(max_attempts) > 1
+"""
+
+
+def _base_sources(keys: bool) -> dict[str, str]:
+    """_PER_SUITE_SOURCES' sources, narrowed to the tests in :keys when `keys`."""
+    only = f" AND {_ONLY_KEYS}" if keys else ""
+    return {
+        "weeks": _WHOLE_WEEKS + only,
+        "days": _DAYS_AROUND + only,
+        "edges": _AGGREGATE.format(where=EDGE_RUNS + (f" AND tr.{_ONLY_KEYS}" if keys else "")),
+    }
 
 
 def _week_params(lo_day: str, hi_day: str) -> dict[str, str]:
@@ -844,8 +863,10 @@ def test_base(
     *,
     suite: str | None = None,
     branch_kind: str | None = None,
+    keys: Sequence[int] | None = None,
 ) -> list[dict[str, Any]] | None:
-    """Stage-1 facts per test over the window, from rollups plus the raw edge days.
+    """Stage-1 facts per test over the window, from rollups plus the raw edge days (of the
+    tests in `keys` alone, when given).
 
     Keys: key (tests.id), runs, flaky_runs, failed_runs, failed_any_runs, weighted_bad,
     weighted_total, first_ts, last_ts, last_failure_at, max_attempts, gates_main,
@@ -853,24 +874,14 @@ def test_base(
     None when the rollups cannot answer exactly (none kept, other half-life, a window outside
     the anchor's span, a suite or branch filter: the recency sums are kept across suites).
     """
-    settings = _settings(conn)
-    if settings is None or settings.half_life != config.half_life_days or pending(conn):
+    params = _base_params(conn, now, config, suite, branch_kind)
+    if params is None:
         return None
-    if suite is not None or branch_kind is not None:
-        return None
-    window = window_params(conn, now, config)
-    if not (settings.covers(window["first_day"]) and settings.covers(window["last_day"])):
-        return None
-    ensure_sql_functions(conn)
-    params: dict[str, Any] = {
-        **window,
-        **_week_params(window["lo_day"], window["hi_day"]),
-        **settings.params(),
-        "non_gating": json.dumps(list(config.non_gating_suites)),
-    }
+    if keys is not None:
+        params["keys"] = json.dumps(sorted(set(keys)))
     # Every stored sum is relative to the anchor: one factor brings them to `now`.
-    factor = math.exp(-settings.ln2_per_h * (window["now_jd"] - _day_jd(settings.anchor)))
-    cursor = conn.execute(_BASE.format(edges=_AGGREGATE.format(where=EDGE_RUNS)), params)
+    factor = math.exp(-params["ln2_per_h"] * (params["now_jd"] - params["anchor_jd"]))
+    cursor = conn.execute(_BASE.format(**_base_sources(keys is not None)), params)
     names = [col[0] for col in cursor.description]
     out = []
     for row in cursor:
@@ -881,3 +892,39 @@ def test_base(
         item["weighted_total"] *= factor
         out.append(item)
     return out
+
+
+def retry_suites(conn: sqlite3.Connection, now: datetime, config: Config) -> set[str] | None:
+    """The suites that retry: a test of theirs made more than one attempt in a counted run of
+    the window (what test_base's rows of every test say). None when the rollups cannot answer
+    exactly (see test_base)."""
+    params = _base_params(conn, now, config, None, None)
+    if params is None:
+        return None
+    sql = _RETRY_SUITES.format(**_base_sources(False))
+    return {str(name) for (name,) in conn.execute(sql, params)}
+
+
+def _base_params(
+    conn: sqlite3.Connection,
+    now: datetime,
+    config: Config,
+    suite: str | None,
+    branch_kind: str | None,
+) -> dict[str, Any] | None:
+    """The parameters of test_base's query; None when the rollups cannot answer it."""
+    settings = _settings(conn)
+    if settings is None or settings.half_life != config.half_life_days or pending(conn):
+        return None
+    if suite is not None or branch_kind is not None:
+        return None
+    window = window_params(conn, now, config)
+    if not (settings.covers(window["first_day"]) and settings.covers(window["last_day"])):
+        return None
+    ensure_sql_functions(conn)
+    return {
+        **window,
+        **_week_params(window["lo_day"], window["hi_day"]),
+        **settings.params(),
+        "non_gating": json.dumps(list(config.non_gating_suites)),
+    }

@@ -391,6 +391,9 @@ class EvidencePass:
     group_units: GroupUnits | None = None
     # Per test with a bad run: its days as test_days gives them. None: not kept.
     bad_days: DayCounts | None = None
+    # The suites that retry, read from every test when `tests` holds only some. None: `tests`
+    # holds every test (each one's suites say it).
+    retry_suites: set[str] | None = None
 
 
 def test_evidence(

@@ -257,9 +257,13 @@ def _evidence(
 
 
 def _tests_from_rollups(
-    db: Connected, now: datetime, config: Config, window: rollup_read.Window
+    db: Connected,
+    now: datetime,
+    config: Config,
+    window: rollup_read.Window,
+    keys: Sequence[int] | None = None,
 ) -> dict[int, Evidence] | None:
-    base = rollups.test_base(db.conn, now, config)
+    base = rollups.test_base(db.conn, now, config, keys=keys)
     if base is None:
         return None
     failing = [row["key"] for row in base if row["failed_any_runs"]]
@@ -312,14 +316,25 @@ def evidence_pass(
     branch_kind: str | None = None,
     *,
     pool_families: bool = True,
+    keys: Sequence[int] | None = None,
 ) -> EvidencePass:
     """per_test_evidence, and when the request is restricted to a suite or branch kind and the
     rollups answer it, what the same pass over the tests' run lists gives the rest of the
     report (rollup_filtered.EvidencePass): every parametrized family's run sets keyed by parent
     (unless not `pool_families`), which per_family_evidence and the families' onsets read, and
-    the days of the tests with a bad run, which their onsets read (rate_changes)."""
+    the days of the tests with a bad run, which their onsets read (rate_changes).
+
+    keys: the tests (tests.id) the caller asks about; when the rollups answer, only theirs
+    are read, with the suites that retry (EvidencePass.retry_suites, read from every test).
+    Other tests may still be in the result.
+    """
     window = rollup_window(db, now, config, suite, branch_kind)
     if window is not None:
+        if keys is not None:
+            retrying = rollups.retry_suites(db.conn, now, config)
+            found = None if retrying is None else _tests_from_rollups(db, now, config, window, keys)
+            if found is not None:
+                return EvidencePass(found, retry_suites=retrying)
         found = _tests_from_rollups(db, now, config, window)
         if found is not None:
             return EvidencePass(found)

@@ -18,6 +18,7 @@ Choices made here:
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Collection, Generator, Sequence
 from contextlib import closing
@@ -96,20 +97,23 @@ def _test_infos(
     suite: str | None,
     branch_kind: str | None,
     only: Collection[str] | None = None,
+    *,
+    retry_suites: set[str] | None = None,
 ) -> dict[int, _TestInfo]:
     """Identity, main suite, retry status and top signature of every listed test (of those
-    named in `only`, when given; whether a suite retries is read from every test)."""
+    named in `only`, when given). Whether a suite retries is read from every test's evidence,
+    unless `retry_suites` says (evidence of some tests only)."""
     per_suite: dict[int, dict[str, int]] = {}
-    retry_suites: set[str] = set()
+    retrying: set[str] = set()
     multi_suite = []
     for pk, ev in evidence.items():
         if ev.suites:
             per_suite[pk] = {name: runs for name, (runs, _attempts) in ev.suites.items()}
-            retry_suites.update(name for name, (_runs, most) in ev.suites.items() if most > 1)
+            retrying.update(name for name, (_runs, most) in ev.suites.items() if most > 1)
         elif ev.suite_min == ev.suite_max and ev.suite_min is not None:
             per_suite[pk] = {ev.suite_min: ev.runs}
             if ev.max_attempts > 1:
-                retry_suites.add(ev.suite_min)
+                retrying.add(ev.suite_min)
         else:
             multi_suite.append(pk)
     # Only tests seen in several suites need the per-suite split (a focused query).
@@ -119,7 +123,9 @@ def _test_infos(
         ):
             per_suite.setdefault(pk, {})[name] = runs
             if attempts > 1:
-                retry_suites.add(name)
+                retrying.add(name)
+    if retry_suites is not None:
+        retrying = retry_suites
     infos: dict[int, _TestInfo] = {}
     rows = db.conn.execute("SELECT id, test_id, parent, test_file, first_seen FROM tests")
     for pk, test_id, parent, test_file, first_seen in rows:
@@ -134,7 +140,7 @@ def _test_infos(
             test_file,
             parse_iso(first_seen),
             main_suite,
-            any(s in retry_suites for s in suites),
+            any(s in retrying for s in suites),
         )
     failing = [pk for pk in infos if evidence[pk].last_failure_at is not None]
     best: dict[int, tuple[int, str, str, str]] = {}
@@ -391,9 +397,20 @@ def _rank_tests(
     only: Collection[str] | None = None,
 ) -> _Partial:
     now, clamped = effective_now(db, now, config)
-    found = evidence_pass(db, now, config, suite, branch_kind)
+    keys = None
+    if only is not None:
+        keys = [
+            int(pk)
+            for (pk,) in db.conn.execute(
+                "SELECT id FROM tests WHERE test_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(only)),),
+            )
+        ]
+    found = evidence_pass(db, now, config, suite, branch_kind, keys=keys)
     evidence = found.tests
-    infos = _test_infos(db, evidence, now, config, suite, branch_kind, only)
+    infos = _test_infos(
+        db, evidence, now, config, suite, branch_kind, only, retry_suites=found.retry_suites
+    )
     if only is not None:
         evidence = {pk: ev for pk, ev in evidence.items() if pk in infos}
     owner_of = _owner_lookup(repo_root, config)
