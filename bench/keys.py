@@ -6,7 +6,8 @@ Both apps run under tmux on a terminal of SIZE; a key is sent with `tmux send-ke
 is captured every POLL_S until it differs from before the key: that latency is what a user
 sees, capture delay included. The anchor is the framework's floor for the same moves: a bare
 Textual app whose DataTable holds as many rows as the history has tests.
-- flaketui, once the whole history has loaded: row moves (Down) and pages (PageDown) in the
+- flaketui, once the whole history has loaded (the tabs no longer say what is still being
+  read, and the screen has been still for a second): row moves (Down) and pages (PageDown) in the
   ranked list, the All view (`4`, every test), row moves in it while its rows are still
   being added (all_move), a sort (`s`), opening a test's detail (Enter) and going back
   (Escape: back; Backspace: back_key);
@@ -19,6 +20,11 @@ line printed is one JSON object with move_ms, page_ms, view_ms, all_move_ms, sor
 detail_ms, back_ms and back_key_ms (back to the 50 000-row list with Escape, Backspace),
 bare_move_ms, bare_page_ms, bare_back_ms, bare_back_key_ms, move_ratio (= move_ms /
 bare_move_ms), page_ratio, back_ratio, back_key_ratio and max_ms. Needs tmux.
+A second flaketui session per round presses keys while the load's later steps are still read
+(the complete report, lifecycle states and likely causes: seconds at 50 000 tests), when a
+reading thread shares the interpreter with the UI: loading_move_ms and loading_back_key_ms
+(Backspace back to the list), counting only keys after which the screen still said it was
+reading (loading_keys). They are informational: the targets are for a loaded history.
 In-process, each round also times (medians, and ratios to the same round's grouped scan of the
 results, scan_s): family_changes_s, the verdict changes of the biggest family over the window
 (the detail screen's Changes), and lifecycle_replay_s, the lifecycle replay of every tracked
@@ -45,12 +51,15 @@ from common import NOW, emit, log
 SIZE = (160, 48)
 POLL_S = 0.005
 TIMEOUT_S = 600.0  # loading a big history
+LOADING_BACKS = 3  # backs to the list per round while the load goes on
 KEY_TIMEOUT_S = 30.0  # one key (a key that changes nothing, e.g. Down on the last row, fails)
 SESSION = f"flaketui-bench-keys-{os.getpid()}"
 # Each run has its own tmux server: on a shared one, a run ending its last session stops the
 # server while another run's new-session connects to it, and that start fails.
 SERVER = ("-L", SESSION)
 KEYS_SHOWN = "Filter"  # the key bar is up: the main screen is drawn
+STILL_READING = "⏳ reading"  # beside the view tabs until the load's last step is in
+DETAIL_SHOWN = "Verdict changes"  # a heading of the detail screen
 BARE_TABLE = """
 import sys
 from textual.app import App
@@ -156,8 +165,10 @@ def flaketui_round(history: Path, tmp: Path, moves: int, pages: int) -> dict[str
     exe = str(Path(sys.executable).with_name("flaketui"))
     now = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
     start([exe, "open", str(history), "--now", now, "--skip-file", str(tmp / "q.json")], tmp)
-    wait_for(KEYS_SHOWN, absent=("reading", "loading"))  # the ranking is in
-    settle()  # and the rest (groups, lifecycle states, every row)
+    # The ranking is in, and the rest (groups, lifecycle states, likely causes): the tabs no
+    # longer say what is still being read.
+    wait_for(KEYS_SHOWN, absent=("reading", "loading"))
+    settle()
     out: dict[str, list[float]] = {}
     out["move"] = [key_ms("Down") for _ in range(moves)]  # the ranked (flaky) list
     out["page"] = [key_ms("PageDown") for _ in range(pages)]
@@ -182,6 +193,30 @@ def back_both_ways() -> dict[str, list[float]]:
     key_ms("Enter")
     settle()
     out["back_key"] = [key_ms("BSpace")]
+    return out
+
+
+def loading_round(history: Path, tmp: Path, moves: int, backs: int) -> dict[str, list[float]]:
+    """One session of flaketui, its keys pressed while the load's later steps are still read
+    (the first seconds of a big history): row moves, and back to the list with Backspace.
+    A key counts only when the screen still says it is reading after it."""
+    exe = str(Path(sys.executable).with_name("flaketui"))
+    now = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    start([exe, "open", str(history), "--now", now, "--skip-file", str(tmp / "q.json")], tmp)
+    wait_for(KEYS_SHOWN, absent=("loading",))
+    out: dict[str, list[float]] = {"loading_move": [], "loading_back_key": []}
+    for _ in range(moves):
+        took = key_ms("Down")
+        if STILL_READING in pane():
+            out["loading_move"].append(took)
+    for _ in range(backs):
+        key_ms("Enter")
+        wait_for(DETAIL_SHOWN)
+        took = key_ms("BSpace")
+        wait_for(KEYS_SHOWN, absent=(DETAIL_SHOWN,))
+        if STILL_READING in pane():
+            out["loading_back_key"].append(took)
+    tmux("kill-session", "-t", SESSION)
     return out
 
 
@@ -269,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     app: dict[str, list[float]] = {}
     bare: dict[str, list[float]] = {}
     core: dict[str, list[float]] = {}
+    loading: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-keys-") as tmp_name:
         tmp = Path(tmp_name)
         for round_no in range(args.repeat):
@@ -277,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.core_only:
                 for kind, found in flaketui_round(history, tmp, args.moves, args.pages).items():
                     app.setdefault(kind, []).extend(found)
+                for kind, found in loading_round(history, tmp, args.moves, LOADING_BACKS).items():
+                    loading.setdefault(kind, []).extend(found)
                 for kind, found in bare_round(tests, tmp, args.moves, args.pages).items():
                     bare.setdefault(kind, []).extend(found)
             log(
@@ -320,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         "back_ratio": round(med(app["back"]) / med(bare["back"]), 2),
         "back_key_ratio": round(med(app["back_key"]) / med(bare["back_key"]), 2),
         "max_ms": round(max(max(values) for values in app.values()), 1),
+        # While the load's later steps are read (informational: no target); keys counted.
+        **{f"{kind}_ms": med(values) if values else None for kind, values in loading.items()},
+        "loading_keys": sum(len(values) for values in loading.values()),
     }
     emit(summary)
     return 0

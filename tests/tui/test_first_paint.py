@@ -6,6 +6,7 @@ import asyncio
 import gc
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from flaketui.tui.loaders import load_in_stages
 from flaketui.tui.screens import main as main_screen
 from flaketui.tui.startup import make_source
 from flaketui.tui.widgets.flake_table import FlakeTable
+from flaketui.tui.widgets.viewtabs import ViewTabs
 
 SIZE = (160, 48)
 
@@ -215,3 +217,51 @@ async def test_while_the_causes_are_read_only_the_shown_report_is_alive(
         assert alive == [app.main_screen.data.report]
         await asyncio.wait_for(settle(pilot), SAFETY_S)
         assert app.main_screen.data.causes_loaded
+
+
+async def test_the_tabs_name_what_the_load_still_reads_until_its_last_step(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list works while the later columns are read: the user is told they are coming,
+    and the note goes when the last step is in, or when the load fails."""
+    release = [threading.Event() for _ in range(4)]
+    fail_causes = threading.Event()
+
+    def held(source: Any, apart: Any = None) -> Iterator[object]:
+        """load_in_stages, each step after the first held until the test releases it."""
+        with closing(load_in_stages(source, apart)) as steps:  # closed in the reading thread
+            yield next(steps)
+            for step in (1, 2, 3):
+                assert release[step].wait(SAFETY_S)
+                if step == 3 and fail_causes.is_set():
+                    raise FlaketuiError("the history went away")
+                yield next(steps)
+
+    monkeypatch.setattr(startup, "load_in_stages", held)
+    source = make_source(history, NOW, tmp_path / "quarantine.json")
+    app = FlaketuiApp(source, cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        tabs = app.main_screen.query_one(ViewTabs)
+        await until(pilot, lambda: app.main_screen.data is not None)
+        assert tabs.note == "⏳ reading groups, states, causes…"
+        release[1].set()
+        await until(pilot, lambda: tabs.note == "⏳ reading states, causes…")
+        release[2].set()
+        await until(pilot, lambda: tabs.note == "⏳ reading causes…")
+        line = app.main_screen.query_one(ViewTabs).render_line(0).text
+        assert line.rstrip().endswith("⏳ reading causes…")
+        release[3].set()
+        await until(pilot, lambda: app.main_screen.data.causes_loaded)
+        await settle(pilot)
+        assert tabs.note == ""
+        # A reload whose last step fails: its note goes with the error.
+        for event in release:
+            event.clear()
+        fail_causes.set()
+        app.main_screen.reload()
+        await until(pilot, lambda: tabs.note == "⏳ reading groups, states, causes…")
+        release[1].set()
+        release[2].set()
+        await until(pilot, lambda: tabs.note == "⏳ reading causes…")
+        release[3].set()
+        await until(pilot, lambda: tabs.note == "")

@@ -78,3 +78,23 @@ async def test_keys_clicks_and_setting_active_activate_a_view() -> None:
         tabs.active = "flaky"
         await pilot.pause()
         assert app.activated == ["all", "flaky", "regressions", "all", "flaky"]
+
+
+async def test_a_note_sits_at_the_right_end_when_the_labels_leave_room_for_it() -> None:
+    app = _Both()
+    async with app.run_test(size=(60, 6)) as pilot:
+        tabs = app.query_one(ViewTabs)
+        bare = _lines(app, 2)
+        tabs.note = "⏳ reading causes…"
+        await pilot.pause()
+        line = "".join(text for text, _style in _lines(app, 2)[0])
+        assert line.rstrip().endswith("⏳ reading causes…")
+        assert line.startswith(" 1 Flaky  2 Regressions  4 All ")
+        assert len(line) - len(line.rstrip()) == 1  # one cell from the right edge
+        # A note wider than the room left: the labels alone, as without one.
+        tabs.note = "⏳ reading " + "x" * 40
+        await pilot.pause()
+        assert _lines(app, 2) == bare
+        tabs.note = ""
+        await pilot.pause()
+        assert _lines(app, 2) == bare

@@ -335,6 +335,7 @@ class MainScreen(Screen[None]):
         self.flaketui.last_stamp = event.data.stamp
         self._stop_loading()
         self._show_header()
+        self._show_still_reading()
         self._show_rows(event.state, event.rows)
         # The rest (groups, lifecycle states) once these rows are painted and written out: its
         # reading and row building would take the CPU from that paint.
@@ -350,6 +351,24 @@ class MainScreen(Screen[None]):
             self.query_one(TrustBanner).show(self.data.report)
             self.refresh_bindings()  # `o` is offered only while outages await review
 
+    def _show_still_reading(self) -> None:
+        """Name the parts of the shown report still to come, beside the view tabs, until the
+        load's last step is in: the list works meanwhile, its later columns filling in."""
+        data = self.data
+        if data is None:
+            return
+        pending = [
+            word
+            for word, loaded in (
+                ("ranking", not data.provisional),
+                ("groups", data.groups_loaded),
+                ("states", data.extras_loaded),
+                ("causes", data.causes_loaded),
+            )
+            if not loaded
+        ]
+        self.query_one(ViewTabs).note = f"⏳ reading {', '.join(pending)}…" if pending else ""
+
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:
         if not event.follows(self.data):
@@ -357,6 +376,7 @@ class MainScreen(Screen[None]):
             return  # a newer load replaced the report these states belong to
         self.data = event.data
         self._show_header()
+        self._show_still_reading()
         self._show_rows(event.state, event.rows, in_place=True)
         self.call_after_refresh(event.shown.set)
 
@@ -369,6 +389,7 @@ class MainScreen(Screen[None]):
         if event.stamp is not None:
             self.flaketui.last_stamp = event.stamp
         self._stop_loading()
+        self.query_one(ViewTabs).note = ""  # nothing more comes from this load
         self.notify(event.message, title="Cannot read the history", severity="error")
 
     # ---- rendering --------------------------------------------------------------------------

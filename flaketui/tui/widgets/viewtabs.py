@@ -34,6 +34,7 @@ class ViewTabs(Widget, can_focus=True):
         "viewtabs--tab-hover",
         "viewtabs--tab-active",
         "viewtabs--underline",
+        "viewtabs--note",
     }
     # The rules of Textual's Tab and Underline, on this widget's components.
     DEFAULT_CSS = """
@@ -53,6 +54,9 @@ class ViewTabs(Widget, can_focus=True):
         & > .viewtabs--underline {
             color: $block-cursor-background;
             background: $foreground 10%;
+        }
+        & > .viewtabs--note {
+            color: $foreground 50%;
         }
         &:focus {
             & > .viewtabs--tab-active {
@@ -87,6 +91,9 @@ class ViewTabs(Widget, can_focus=True):
     highlight_start: reactive[float] = reactive(0.0)
     highlight_end: reactive[float] = reactive(0.0)
     hovered: reactive[int | None] = reactive(None)
+    # A short line at the right end of the labels' row (what the screen is still reading);
+    # left out when the labels leave no room for it.
+    note: reactive[str] = reactive("")
 
     class Activated(Message):
         """A view was made active (by the user, or by setting `active`)."""
@@ -184,7 +191,21 @@ class ViewTabs(Widget, can_focus=True):
                 Segment(label, style + Style.from_meta({"view": view})),
                 Segment(" ", padding),
             ]
-        return Strip(segments).crop_extend(0, width, background)
+        labels = Strip(segments)
+        note = Text(self.note)
+        # Two cells apart from the labels, one from the right edge.
+        gap = width - labels.cell_length - note.cell_len - 1
+        if not self.note or gap < 2:
+            return labels.crop_extend(0, width, background)
+        style = background + self.get_component_rich_style("viewtabs--note")
+        return Strip(
+            [
+                *segments,
+                Segment(" " * gap, background),
+                Segment(self.note, style),
+                Segment(" ", background),
+            ]
+        ).crop_extend(0, width, background)
 
     def action_next_tab(self) -> None:
         """Make the next view active (wrapping)."""
