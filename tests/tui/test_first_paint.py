@@ -265,3 +265,33 @@ async def test_the_tabs_name_what_the_load_still_reads_until_its_last_step(
         await until(pilot, lambda: tabs.note == "⏳ reading causes…")
         release[3].set()
         await until(pilot, lambda: tabs.note == "")
+
+
+async def test_the_load_goes_on_while_another_screen_covers_the_list(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each later step waits for a paint before the next is read: under a detail screen the
+    list is not what is painted, and the load still goes on to its end."""
+    monkeypatch.setattr(main_screen, "PAINT_WAIT_S", 10 * SAFETY_S)  # only a paint ends a wait
+    release = threading.Event()
+
+    def held(source: Any, apart: Any = None) -> Iterator[object]:
+        """load_in_stages, the later steps held until the detail screen is up."""
+        with closing(load_in_stages(source, apart)) as steps:
+            yield next(steps)
+            assert release.wait(SAFETY_S)
+            yield from steps
+
+    monkeypatch.setattr(startup, "load_in_stages", held)
+    source = make_source(history, NOW, tmp_path / "quarantine.json")
+    app = FlaketuiApp(source, cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.main_screen.data is not None)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen is not app.main_screen)
+        release.set()
+        await until(pilot, lambda: app.main_screen.data.causes_loaded)
+        assert app.screen is not app.main_screen
+        await pilot.press("backspace")
+        await until(pilot, lambda: app.screen is app.main_screen)
+        assert app.main_screen.query_one(ViewTabs).note == ""
