@@ -295,3 +295,30 @@ async def test_the_load_goes_on_while_another_screen_covers_the_list(
         await pilot.press("backspace")
         await until(pilot, lambda: app.screen is app.main_screen)
         assert app.main_screen.query_one(ViewTabs).note == ""
+
+
+async def test_at_80_columns_a_long_note_gives_way_to_its_short_form(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+
+    def held(source: Any, apart: Any = None) -> Iterator[object]:
+        with closing(load_in_stages(source, apart)) as steps:
+            yield next(steps)
+            assert release.wait(SAFETY_S)
+            yield next(steps)
+            yield from steps
+
+    monkeypatch.setattr(startup, "load_in_stages", held)
+    source = make_source(history, NOW, tmp_path / "quarantine.json")
+    app = FlaketuiApp(source, cursor_blink=False, watch=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        tabs = app.main_screen.query_one(ViewTabs)
+        await until(pilot, lambda: tabs.note == "⏳ reading groups, states, causes…")
+        line = tabs.render_line(0).text
+        assert line.startswith(" 1 Flaky  2 Regressions  3 Quarantined  4 All  ")
+        assert line.endswith("  ⏳ reading… ")
+        release.set()
+        await until(pilot, lambda: app.main_screen.data.causes_loaded)
+        await settle(pilot)
+        assert tabs.render_line(0).text.rstrip().endswith("4 All")

@@ -91,8 +91,15 @@ async def test_a_note_sits_at_the_right_end_when_the_labels_leave_room_for_it() 
         assert line.rstrip().endswith("⏳ reading causes…")
         assert line.startswith(" 1 Flaky  2 Regressions  4 All ")
         assert len(line) - len(line.rstrip()) == 1  # one cell from the right edge
-        # A note wider than the room left: the labels alone, as without one.
+        # A note wider than the room left: its short form, else the labels alone.
         tabs.note = "⏳ reading " + "x" * 40
+        await pilot.pause()
+        assert _lines(app, 2) == bare
+        tabs.short_note = "⏳ reading…"
+        await pilot.pause()
+        line = "".join(text for text, _style in _lines(app, 2)[0])
+        assert line.rstrip().endswith("  ⏳ reading…")
+        tabs.short_note = "⏳ " + "y" * 40
         await pilot.pause()
         assert _lines(app, 2) == bare
         tabs.note = ""

@@ -367,7 +367,9 @@ class MainScreen(Screen[None]):
             )
             if not loaded
         ]
-        self.query_one(ViewTabs).note = f"⏳ reading {', '.join(pending)}…" if pending else ""
+        tabs = self.query_one(ViewTabs)
+        tabs.short_note = "⏳ reading…"  # where the list of parts does not fit (80 columns)
+        tabs.note = f"⏳ reading {', '.join(pending)}…" if pending else ""
 
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:

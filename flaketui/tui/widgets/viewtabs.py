@@ -92,8 +92,10 @@ class ViewTabs(Widget, can_focus=True):
     highlight_end: reactive[float] = reactive(0.0)
     hovered: reactive[int | None] = reactive(None)
     # A short line at the right end of the labels' row (what the screen is still reading);
-    # left out when the labels leave no room for it.
+    # `short_note` stands in for it when the labels leave too little room, and neither is
+    # drawn when that one does not fit either.
     note: reactive[str] = reactive("")
+    short_note: reactive[str] = reactive("")
 
     class Activated(Message):
         """A view was made active (by the user, or by setting `active`)."""
@@ -192,20 +194,18 @@ class ViewTabs(Widget, can_focus=True):
                 Segment(" ", padding),
             ]
         labels = Strip(segments)
-        note = Text(self.note)
-        # Two cells apart from the labels, one from the right edge.
-        gap = width - labels.cell_length - note.cell_len - 1
-        if not self.note or gap < 2:
-            return labels.crop_extend(0, width, background)
-        style = background + self.get_component_rich_style("viewtabs--note")
-        return Strip(
-            [
-                *segments,
-                Segment(" " * gap, background),
-                Segment(self.note, style),
-                Segment(" ", background),
-            ]
-        ).crop_extend(0, width, background)
+        for note in (self.note, self.short_note) if self.note else ():
+            # Two cells apart from the labels, one from the right edge.
+            gap = width - labels.cell_length - Text(note).cell_len - 1
+            if note and gap >= 2:
+                style = background + self.get_component_rich_style("viewtabs--note")
+                segments += [
+                    Segment(" " * gap, background),
+                    Segment(note, style),
+                    Segment(" ", background),
+                ]
+                break
+        return Strip(segments).crop_extend(0, width, background)
 
     def action_next_tab(self) -> None:
         """Make the next view active (wrapping)."""
