@@ -13,8 +13,12 @@ cause column wait for. Medians of --repeat interleaved rounds, in one process:
   pytest plugin records: on each worker of each run, its tests in one fixed shuffled order
   (positions 0, 1, ...). As the runs spread tests over their workers differently, every
   flaky target gets hundreds of predecessors to compare; ordered_report_s is its anchor.
-The last stdout line is one JSON object with those figures and causes_ratio (causes / report)
-and ordered_causes_ratio (ordered causes / ordered report).
+- shared_causes_s, ordered_shared_causes_s: the same analyses shared with a child process
+  (attach_causes(..., shared_from=the history), as `flaketui report` runs them), each checked
+  to find the same causes as the in-process one.
+The last stdout line is one JSON object with those figures and causes_ratio (causes / report),
+ordered_causes_ratio (ordered causes / ordered report), shared_causes_ratio and
+ordered_shared_causes_ratio (shared causes / the same report).
 """
 
 from __future__ import annotations
@@ -75,17 +79,21 @@ def ensure_ordered(path: Path) -> Path:
     return ordered
 
 
-def one_round(path: Path, config: Config) -> tuple[float, float, int]:
-    """(report seconds, causes seconds, suspects found) on one history."""
+def one_round(path: Path, config: Config) -> tuple[float, float, int, float]:
+    """(report seconds, causes seconds, suspects found, shared causes seconds) on one
+    history; SystemExit when the shared analysis finds other causes than the in-process one."""
     db = open_history(path, readonly=True)
     try:
         report_s, report = timed(lambda: build_report(db, now=NOW, config=config))
         causes_s, complete = timed(lambda: attach_causes(db, report, config))
+        shared_s, shared = timed(lambda: attach_causes(db, report, config, shared_from=path))
     finally:
         db.close()
+    if shared != complete:
+        raise SystemExit(f"{path}: the shared analysis found other causes")
     found = sum(len(t.causes) for t in complete.tests)
     found += sum(len(g.causes) for g in complete.families)
-    return report_s, causes_s, found
+    return report_s, causes_s, found, shared_s
 
 
 def main() -> None:
@@ -98,14 +106,15 @@ def main() -> None:
     path = ensure_history(args.results, args.seed)
     ordered = ensure_ordered(path)
     config = Config()
-    plain: list[tuple[float, float, int]] = []
-    with_order: list[tuple[float, float, int]] = []
+    plain: list[tuple[float, float, int, float]] = []
+    with_order: list[tuple[float, float, int, float]] = []
     for number in range(args.repeat):
         plain.append(one_round(path, config))
         with_order.append(one_round(ordered, config))
         log(
             f"round {number + 1}: report {plain[-1][0]:.3f}s causes {plain[-1][1]:.2f}s"
-            f" | ordered report {with_order[-1][0]:.3f}s causes {with_order[-1][1]:.2f}s"
+            f" (shared {plain[-1][3]:.2f}s) | ordered report {with_order[-1][0]:.3f}s causes"
+            f" {with_order[-1][1]:.2f}s (shared {with_order[-1][3]:.2f}s)"
         )
     emit(
         {
@@ -114,13 +123,17 @@ def main() -> None:
             "history": str(path),
             "ordered_history": str(ordered),
             "repeat": args.repeat,
-            "report_s": round(median([r for r, _, _ in plain]), 4),
-            "causes_s": round(median([c for _, c, _ in plain]), 4),
-            "causes_ratio": round(median([c / r for r, c, _ in plain]), 2),
+            "report_s": round(median([r for r, _, _, _ in plain]), 4),
+            "causes_s": round(median([c for _, c, _, _ in plain]), 4),
+            "causes_ratio": round(median([c / r for r, c, _, _ in plain]), 2),
+            "shared_causes_s": round(median([h for _, _, _, h in plain]), 4),
+            "shared_causes_ratio": round(median([h / r for r, _, _, h in plain]), 2),
             "suspects": plain[0][2],
-            "ordered_report_s": round(median([r for r, _, _ in with_order]), 4),
-            "ordered_causes_s": round(median([c for _, c, _ in with_order]), 4),
-            "ordered_causes_ratio": round(median([c / r for r, c, _ in with_order]), 2),
+            "ordered_report_s": round(median([r for r, _, _, _ in with_order]), 4),
+            "ordered_causes_s": round(median([c for _, c, _, _ in with_order]), 4),
+            "ordered_causes_ratio": round(median([c / r for r, c, _, _ in with_order]), 2),
+            "ordered_shared_causes_s": round(median([h for _, _, _, h in with_order]), 4),
+            "ordered_shared_causes_ratio": round(median([h / r for r, _, _, h in with_order]), 2),
             "ordered_suspects": with_order[0][2],
             "machine": machine(),
         }

@@ -16,10 +16,10 @@ from textual.binding import Binding, BindingType
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.scoring.causes_apart import Apart
 from flaketui.core.timeutil import utc_now
 from flaketui.tui.actionmodel import quarantine_reason
 from flaketui.tui.cache import export_folder, shown
-from flaketui.tui.causes_apart import Apart
 from flaketui.tui.commands import FlaketuiCommands
 from flaketui.tui.loaders import (
     IMPORT_LOCK,

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, SkipFileError
 from flaketui.core.quarantine.skipfile import SkipFile, SkipMode, read_skip_file
+from flaketui.core.scoring import causes_apart
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict, Verdict
 from flaketui.core.words import plural
-from flaketui.tui import causes_apart
 from flaketui.tui.history_access import reading, writing
 
 if TYPE_CHECKING:
     from flaketui.core.history.dbhandle import Connected
-    from flaketui.tui.causes_apart import Apart
+    from flaketui.core.scoring.causes_apart import Apart
 
 
 @dataclass(slots=True)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, TypeVar
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import is_read_only
+from flaketui.core.scoring.causes_apart import Apart
 from flaketui.core.scoring.results import Report
-from flaketui.tui.causes_apart import Apart
 from flaketui.tui.loaders import (
     Extras,
     MainData,

@@ -98,10 +98,17 @@ def test_scoring_prints_ratios_and_agrees_with_pandas(
 def test_causes_prints_ratios_with_and_without_a_recorded_order(
     bench: Any, monkeypatch: Any, capsys: Any
 ) -> None:
+    from flaketui.core.scoring import causes_apart
+
+    # Shared with a child however small, as on a big history with two cores: the bench checks
+    # that the shared analysis finds the same causes.
+    monkeypatch.setattr(causes_apart, "SHARE_MIN_ROWS", 1)
+    monkeypatch.setattr(causes_apart, "_cores", lambda: 2)
     out = run_main(bench("causes"), ["--results", "3000", "--repeat", "1"], monkeypatch, capsys)
     for key in ("report_s", "causes_s", "causes_ratio", "ordered_report_s", "ordered_causes_s"):
         assert out[key] > 0
     assert out["ordered_causes_ratio"] > 0
+    assert out["shared_causes_s"] > 0 and out["ordered_shared_causes_ratio"] > 0
     # The copy records an order as the plugin does: positions 0..n-1 on each worker of each run.
     conn = sqlite3.connect(out["ordered_history"])
     assert conn.execute("SELECT count(*) FROM results WHERE position IS NOT NULL").fetchone()[0]

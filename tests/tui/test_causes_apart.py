@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flaketui.core.config import Config
+from flaketui.core.scoring import causes_apart
 from flaketui.core.scoring.causes import (
     CauseTarget,
     attach_causes,
@@ -20,10 +21,9 @@ from flaketui.core.scoring.causes import (
     find_causes,
     with_causes,
 )
+from flaketui.core.scoring.causes_apart import Apart, ChildFailed, find_causes_apart
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.results import Report
-from flaketui.tui import causes_apart
-from flaketui.tui.causes_apart import Apart, ChildFailed, find_causes_apart
 from flaketui.tui.history_access import reading
 from flaketui.tui.loaders import Source, load_in_stages
 from flaketui.tui.startup import StagedRead
@@ -100,7 +100,7 @@ def test_the_child_leaves_when_its_parent_goes(copy: Path) -> None:
         }
     ).encode()
     child = subprocess.Popen(
-        [sys.executable, "-m", "flaketui.tui.causes_apart"],
+        [sys.executable, "-m", "flaketui.core.scoring.causes_apart"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
@@ -123,9 +123,9 @@ def test_stopping_a_staged_read_stops_its_child(copy: Path) -> None:
 def test_a_flaketui_folder_where_the_app_runs_does_not_stand_in_for_the_child(
     copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    impostor = tmp_path / "work" / "flaketui" / "tui"
+    impostor = tmp_path / "work" / "flaketui" / "core" / "scoring"
     impostor.mkdir(parents=True)
-    for package in (impostor.parent, impostor):
+    for package in (impostor.parent.parent, impostor.parent, impostor):
         (package / "__init__.py").write_text("")
     (impostor / "causes_apart.py").write_text("raise SystemExit(3)\n")
     monkeypatch.chdir(tmp_path / "work")

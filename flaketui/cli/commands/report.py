@@ -83,6 +83,7 @@ def report_command(
             report,
             config,
             cofailures_only=fmt in (ReportFormat.TABLE, ReportFormat.MARKDOWN),
+            shared_from=Path(db),  # a big analysis is shared with a child process
         )
         notes = [stale_note(history, config.mask_patterns)]
         if not report.tests:

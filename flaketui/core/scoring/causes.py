@@ -48,6 +48,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import chain, filterfalse
+from pathlib import Path
 from typing import TypeAlias
 
 from flaketui.core.config import Config
@@ -731,8 +732,13 @@ def cause_targets(report: Report, *, cofailures_only: bool = False) -> list[Caus
 
 def cause_rows(report: Report, targets: list[CauseTarget]) -> int:
     """About how many test-runs analysing targets reads: each member's counted runs."""
+    return sum(target_rows(report, targets))
+
+
+def target_rows(report: Report, targets: list[CauseTarget]) -> list[int]:
+    """About how many test-runs analysing each target reads (see cause_rows)."""
     tests = {t.test_id: t.scores.runs for t in report.tests}
-    return sum(tests.get(member, 0) for _, _, members in targets for member in members)
+    return [sum(tests.get(member, 0) for member in members) for _, _, members in targets]
 
 
 def find_causes(
@@ -775,7 +781,12 @@ def with_causes(report: Report, found: FoundCauses) -> Report:
 
 
 def attach_causes(
-    db: Connected, report: Report, config: Config, *, cofailures_only: bool = False
+    db: Connected,
+    report: Report,
+    config: Config,
+    *,
+    cofailures_only: bool = False,
+    shared_from: Path | None = None,
 ) -> Report:
     """The report with the suspects of its flaky tests, flaky families and co-failure groups
     filled in; a co-failure group is then named by the cause its tests share, when it has
@@ -784,6 +795,15 @@ def attach_causes(
     cofailures_only: the co-failure groups' alone (they name the groups), for an output that
     shows no test's or family's causes; those are most of the work (a read of every flaky
     test's and family's runs).
+    shared_from: the history's file, when a big analysis may be shared with a child process
+    reading it (causes_apart.find_causes_shared): the same suspects, in about half the time on
+    two cores.
     """
     targets = cause_targets(report, cofailures_only=cofailures_only)
-    return with_causes(report, find_causes(db, targets, now=report.now, config=config))
+    if shared_from is None:
+        return with_causes(report, find_causes(db, targets, now=report.now, config=config))
+    from flaketui.core.scoring.causes_apart import find_causes_shared
+
+    rows = target_rows(report, targets)
+    found = find_causes_shared(db, shared_from, targets, rows, now=report.now, config=config)
+    return with_causes(report, found)

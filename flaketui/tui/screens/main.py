@@ -43,8 +43,8 @@ from flaketui.tui.widgets.selection import FittedText
 from flaketui.tui.widgets.viewtabs import ViewTabs
 
 if TYPE_CHECKING:
+    from flaketui.core.scoring.causes_apart import Apart
     from flaketui.tui.app import FlaketuiApp
-    from flaketui.tui.causes_apart import Apart
 
 SYNC_REBUILD_TESTS = 5000  # above this, a changed view's rows are built in a worker
 # The first paint waits this long at most for the first load (see _hold_first_paint).

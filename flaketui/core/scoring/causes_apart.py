@@ -1,19 +1,24 @@
-"""The app's likely causes, worked out in a process of their own on a big history.
+"""Likely causes worked out in a child process, for the app and for the commands.
 
 Cause analysis reads every member's counted runs of every flaky test, family and co-failure
-group: minutes at 10 M results, allocating as it goes. In the app's process that work would
-hold the interpreter beside the UI thread, and its garbage collections would pause the UI as
-long as they walk the app's objects. So when a report's analysis is big (CHILD_MIN_ROWS
-test-runs or more), the app hands its targets to a child process (`python -m` this module,
-no UI imported) and waits on a pipe, holding nothing; smaller ones are analysed in the reading
-thread, where starting an interpreter would cost more than the analysis.
+group: minutes at 10 M results, allocating as it goes. A child process (`python -P -m` this
+module: the core alone, no UI, no command line) takes a list of targets on its stdin and
+answers with what causes.find_causes returns for them, so a result is the same either way.
+- The app hands a big analysis (CHILD_MIN_ROWS test-runs or more) to a child and waits on a
+  pipe, holding nothing: in its own process the work would hold the interpreter beside the UI
+  thread, and its garbage collections would pause the UI as long as they walk the app's
+  objects. Smaller ones are analysed in the app's reading thread, where starting an
+  interpreter would cost more than the analysis.
+- A command (`flaketui report`) shares a big analysis (SHARE_MIN_ROWS or more, on a machine
+  with two cores or more for it) with one child: each analyses about half the test-runs, side
+  by side (find_causes_shared).
 
-The child reads the history through the app's own reader, from the history as it is when it
-opens it: were the history written since the report was read, the app reads it again anyway.
-It answers with what scoring.causes.find_causes returns, so the report is the same either way.
-It ends when its work is done, when it is killed (StagedRead.stop), or when its parent goes:
-the parent holds the child's stdin open until the answer is in, and the child leaves as soon
-as that pipe closes.
+The child reads the history as it is when it opens it. The app reads the history again anyway
+when it was written since; a command compares the history's data version before and after,
+and analyses the child's targets itself when another connection wrote meanwhile, so that its
+causes are read as they would be in one process. A child ends when its work is done, when it
+is killed (Apart.stop), or when its parent goes: the parent holds the child's stdin open until
+the answer is in, and the child leaves as soon as that pipe closes.
 """
 
 from __future__ import annotations
@@ -36,9 +41,13 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.scoring.results import Suspect
 
 if TYPE_CHECKING:
+    from flaketui.core.history.dbhandle import Connected
     from flaketui.core.scoring.causes import CauseTarget, FoundCauses
 
 CHILD_MIN_ROWS = 500_000  # test-runs to analyse (causes.cause_rows) from which a child does it
+# Test-runs from which a command shares its analysis with a child: below, starting the child's
+# interpreter and reading the window's runs again would cost more than half the analysis.
+SHARE_MIN_ROWS = 200_000
 LENGTH_BYTES = 8
 
 
@@ -126,6 +135,70 @@ def find_causes_apart(
         raise ChildFailed("the cause analysis ended without an answer") from exc
 
 
+def find_causes_shared(
+    db: Connected,
+    path: Path,
+    targets: list[CauseTarget],
+    rows: list[int],
+    *,
+    now: datetime,
+    config: Config,
+) -> FoundCauses:
+    """causes.find_causes(db, targets), shared with a child process reading the history at
+    path when the analysis is big (SHARE_MIN_ROWS of `rows`, each target's test-runs) and two
+    cores are free for it; the same answer either way.
+
+    The child takes the targets after the first half of the test-runs. Its answer is used only
+    when no other connection wrote to the history meanwhile (PRAGMA data_version the same
+    before and after); else, or when it gives none, this process analyses its targets too.
+    """
+    from flaketui.core.scoring.causes import find_causes
+
+    total = sum(rows)
+    if total < SHARE_MIN_ROWS or _cores() < 2 or len(targets) < 2:
+        return find_causes(db, targets, now=now, config=config)
+    split, counted = 0, 0
+    while split < len(targets) - 1 and counted + rows[split] <= total / 2:
+        counted += rows[split]
+        split += 1
+    mine, theirs = targets[: max(split, 1)], targets[max(split, 1) :]
+    version = _data_version(db)
+    apart = Apart()
+    answer: list[FoundCauses] = []
+
+    def ask() -> None:
+        with contextlib.suppress(ChildFailed):
+            answer.append(
+                find_causes_apart(path, theirs, now=now, config=config, started=apart.started)
+            )
+
+    child = threading.Thread(target=ask, name="flaketui-causes-child", daemon=True)
+    child.start()
+    try:
+        found = find_causes(db, mine, now=now, config=config)
+        child.join()
+    finally:
+        apart.stop()  # an analysis cut short here leaves no child behind
+        child.join()
+    if answer and _data_version(db) == version:
+        found.update(answer[0])
+    else:
+        found.update(find_causes(db, theirs, now=now, config=config))
+    return found
+
+
+def _data_version(db: Connected) -> int:
+    """The history's data version on this connection: it changes when another one commits."""
+    return int(db.conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _config(data: dict[str, object]) -> Config:
     """Config.as_dict() read back (JSON gives lists where the config holds tuples)."""
     defaults = Config()
@@ -158,8 +231,8 @@ def _leave_when_orphaned(fd: int) -> None:
 
 def main() -> None:
     """The child: read one request from stdin, write its answer to stdout."""
+    from flaketui.core.history.store import history_file
     from flaketui.core.scoring.causes import find_causes
-    from flaketui.tui.history_access import reading
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:
@@ -169,7 +242,7 @@ def main() -> None:
         sys.exit(1)
     threading.Thread(target=_leave_when_orphaned, args=(stdin.fileno(),), daemon=True).start()
     targets = [(kind, key, tuple(members)) for kind, key, members in request["targets"]]
-    with reading(Path(request["path"])) as db:
+    with history_file(Path(request["path"]), create=False, readonly=True) as db:
         found = find_causes(
             db,
             targets,
