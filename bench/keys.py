@@ -8,8 +8,8 @@ sees, capture delay included. The anchor is the framework's floor for the same m
 Textual app whose DataTable holds as many rows as the history has tests.
 - flaketui, once the whole history has loaded (the tabs no longer say what is still being
   read, and the screen has been still for a second): row moves (Down) and pages (PageDown) in the
-  ranked list, the All view (`4`, every test), row moves in it while its rows are still
-  being added (all_move), a sort (`s`), opening a test's detail (Enter) and going back
+  ranked list, the All view (`4`, every test), row moves in it (all_move), a sort (`s`),
+  opening a test's detail (Enter) and going back
   (Escape: back; Backspace: back_key);
 - the bare table: Down and PageDown, and Escape and Backspace back to it from a screen pushed
   over it (Enter): a terminal's Escape is told from the start of a key's escape sequence only
@@ -174,7 +174,7 @@ def flaketui_round(history: Path, tmp: Path, moves: int, pages: int) -> dict[str
     out["page"] = [key_ms("PageDown") for _ in range(pages)]
     out["view"] = [key_ms("4")]  # All: every test of the history
     settle()
-    # Its rows are still being added a chunk at a time (a few seconds for 50 000).
+    # Its rows are built in a worker, then shown at once (cells drawn as rows come into view).
     out["all_move"] = [key_ms("Down") for _ in range(moves)]
     out["sort"] = [key_ms("s")]
     settle()
