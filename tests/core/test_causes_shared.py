@@ -35,20 +35,25 @@ def copy(tmp_path: Path) -> Path:
     return target
 
 
+def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[list[str]]:
+    """The target keys of each call of module.name (whose second argument is the targets)."""
+    called: list[list[str]] = []
+    real = getattr(module, name)
+
+    def spied(first: Any, targets: list[Any], **kwargs: Any) -> Any:
+        called.append([key for _, key, _ in targets])
+        return real(first, targets, **kwargs)
+
+    monkeypatch.setattr(module, name, spied)
+    return called
+
+
 @pytest.fixture
 def shared(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Every analysis shared, as on a big history with two cores; the keys each child got."""
     monkeypatch.setattr(causes_apart, "SHARE_MIN_ROWS", 1)
     monkeypatch.setattr(causes_apart, "_cores", lambda: 2)
-    asked: list[list[str]] = []
-    real = causes_apart.find_causes_apart
-
-    def spied(path: Path, targets: list[Any], **kwargs: Any) -> Any:
-        asked.append([key for _, key, _ in targets])
-        return real(path, targets, **kwargs)
-
-    monkeypatch.setattr(causes_apart, "find_causes_apart", spied)
-    return asked
+    return _spy(monkeypatch, causes_apart, "find_causes_apart")
 
 
 def _analysis(path: Path) -> tuple[Any, list[Any], list[int]]:
@@ -122,14 +127,8 @@ def test_a_write_meanwhile_has_this_process_analyse_the_childs_targets(
         return answer
 
     monkeypatch.setattr(causes_apart, "find_causes_apart", written_meanwhile)
-    analysed: list[list[str]] = []
     in_process = causes.find_causes
-
-    def spied(db: Any, targets: list[Any], **kwargs: Any) -> Any:
-        analysed.append([key for _, key, _ in targets])
-        return in_process(db, targets, **kwargs)
-
-    monkeypatch.setattr(causes, "find_causes", spied)
+    analysed = _spy(monkeypatch, causes, "find_causes")
     report, targets, rows = _analysis(copy)
     with history_file(copy, create=False, readonly=True) as db:
         found = find_causes_shared(db, copy, targets, rows, now=report.now, config=Config())
