@@ -1,7 +1,7 @@
 """Benchmark the recording plugin's overhead on a generated N-test suite.
 
 Usage: python bench/plugin.py --tests 5000 [--pairs 15] [--lean] [--editable]
-                              [--instructions] [--fields] [--wheel] [--simultaneous]
+                              [--instructions] [--fields] [--wheel] [--simultaneous | --null]
                               [--history H]
 
 Writes a suite of N trivial tests (a third parametrized, 2 % failing) in a git repository of one
@@ -29,6 +29,11 @@ the next, four times the effect measured, so the bench does not trust one number
   established" with an interval of less than 95 %;
 - `cpu_overhead` (with `cpu_overhead_iqr`, `cpu_overhead_ci`) is the same median of the pytest
   process's CPU time (user + sys), steadier than wall time but not the figure of record;
+- `--null` runs pytest alone twice per pair (plain, recording, plain again; the plain runs'
+  order swapped in odd pairs) and prints `null_overhead` (with `_iqr`, `_ci`): the second plain
+  run over the first, the same statistic for two identical commands, what this machine's noise
+  and drift alone give (an interval of it that misses zero says the pairs' intervals are too
+  narrow to trust); the verdict is still read from `overhead`;
 - `--instructions` also runs pairs under valgrind (cachegrind, no cache simulation), one per
   hash seed (`--instr-seeds`, 3): `instructions_overhead` (also `instr_overhead`) is the median
   ratio of instructions - 1, a load-independent figure, and `instructions_verdict` compares
@@ -402,6 +407,17 @@ def summary(prefix: str, ratios: list[float]) -> dict[str, object]:
     }
 
 
+def _null_summary(ratios: list[float]) -> dict[str, object]:
+    """The A/A figures of --null: pytest alone against itself, as `overhead` is computed."""
+    null = summary("null_overhead", ratios)
+    return {
+        "null_overhead": null["null_overhead"],
+        "null_overhead_iqr": null["null_overhead_iqr"],
+        "null_overhead_ci": null["null_overhead_ci"],
+        "null_pair_ratios": [round(x, 3) for x in ratios],
+    }
+
+
 def main() -> None:
     """Command line: run the pairs and print the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -411,6 +427,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--simultaneous", action="store_true", help="start both runs of a pair at once"
+    )
+    parser.add_argument(
+        "--null",
+        action="store_true",
+        help="also run pytest alone a second time per pair: the same figures, A against A",
     )
     parser.add_argument(
         "--lean", action="store_true", help="only flaketui's pytest plugin: every other blocked"
@@ -444,6 +465,8 @@ def main() -> None:
         help="record into a copy of this history (made before the clock) instead of a new one",
     )
     args = parser.parse_args()
+    if args.null and args.simultaneous:
+        parser.error("--null runs the pairs in turn: it cannot go with --simultaneous")
     if args.history is not None and not args.history.is_file():
         parser.error(f"{args.history}: no such history")
     load_before = loadavg()
@@ -462,6 +485,7 @@ def main() -> None:
         runner.run(None)
         runner.run(Path(tmp) / "warm.db")
         plain, recorded, ratios, cpu_ratios, folds = [], [], [], [], []
+        null_ratios: list[float] = []  # with --null: a second plain run over the first
         before = 0 if args.history is None else runs_in(args.history)
         for pair in range(args.pairs):
             db = Path(tmp) / f"h{pair}.db"
@@ -469,6 +493,13 @@ def main() -> None:
                 copy_history(args.history, db)  # before the clock
             if args.simultaneous:
                 (p, p_cpu), (r, r_cpu) = runner.run_pair_simultaneously(db)
+            elif args.null:
+                # Plain, recording and plain again, the order of the plain runs swapped in odd
+                # pairs (ABA'/A'BA): the recording is compared with the first plain run, the
+                # second with the first, each sitting as far from its anchor.
+                first, (r, r_cpu), second = runner.run(None), runner.run(db), runner.run(None)
+                (p, p_cpu), again = (first, second) if pair % 2 == 0 else (second, first)
+                null_ratios.append(again[0] / p)
             elif pair % 2 == 0:
                 (p, p_cpu), (r, r_cpu) = runner.run(None), runner.run(db)
             else:
@@ -523,6 +554,7 @@ def main() -> None:
             "cpu_overhead_ci": cpu["cpu_overhead_ci"],
             "pair_ratios": [round(x, 3) for x in ratios],
             "cpu_pair_ratios": [round(x, 3) for x in cpu_ratios],
+            **({} if not null_ratios else _null_summary(null_ratios)),
             **instr,
             **(
                 {}

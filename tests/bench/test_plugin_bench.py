@@ -304,3 +304,29 @@ def test_lean_needs_flaketui_declared_to_pytest(
     with pytest.raises(SystemExit, match="pytest-flaketui is not installed"):
         plugin_bench.Runner(tmp_path, None, lean=True)
     assert plugin_bench.Runner(tmp_path, None, lean=False).blocked == []
+
+
+def test_a_null_arm_compares_pytest_alone_with_itself(
+    plugin_bench: ModuleType, monkeypatch: Any, capsys: Any
+) -> None:
+    calls: list[str] = []
+    run = plugin_bench.Runner.run
+
+    def noted(self: Any, db: Path | None) -> tuple[float, float]:
+        calls.append("plain" if db is None else "recording")
+        return run(self, db)
+
+    monkeypatch.setattr(plugin_bench.Runner, "run", noted)
+    args = ["--tests", "20", "--pairs", "2", "--lean", "--null"]
+    out = _run(plugin_bench, args, monkeypatch, capsys)
+    # Two warm-up runs, then plain, recording, plain in each pair.
+    assert calls == ["plain", "recording", *["plain", "recording", "plain"] * 2]
+    assert len(out["null_pair_ratios"]) == 2 == len(out["pair_ratios"])
+    low, high = out["null_overhead_ci"]
+    assert low <= out["null_overhead"] <= high and len(out["null_overhead_iqr"]) == 2
+    assert "null_overhead" not in _run(
+        plugin_bench, ["--tests", "20", "--pairs", "1", "--lean"], monkeypatch, capsys
+    )
+    with pytest.raises(SystemExit):
+        _run(plugin_bench, [*args, "--simultaneous"], monkeypatch, capsys)
+    assert "cannot go with --simultaneous" in capsys.readouterr().err
