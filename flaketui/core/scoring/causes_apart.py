@@ -45,8 +45,9 @@ if TYPE_CHECKING:
     from flaketui.core.scoring.causes import CauseTarget, FoundCauses
 
 CHILD_MIN_ROWS = 500_000  # test-runs to analyse (causes.cause_rows) from which a child does it
-# Test-runs from which a command shares its analysis with a child: below, starting the child's
-# interpreter and reading the window's runs again would cost more than half the analysis.
+# Test-runs from which a command shares its analysis with a child. 200 000 are about 0.6 s of
+# analysis at 1 M results: below that, the child's start (an interpreter, the window's runs
+# read again) would take much of what sharing saves.
 SHARE_MIN_ROWS = 200_000
 LENGTH_BYTES = 8
 
