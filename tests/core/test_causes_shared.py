@@ -96,12 +96,20 @@ def test_a_small_analysis_or_one_core_stays_in_this_process(
     assert children == []
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.parametrize(
+    "failure",
+    [ChildFailed("the cause analysis ended without an answer"), OSError("no more processes")],
+)
 def test_a_child_without_an_answer_leaves_its_targets_to_this_process(
-    copy: Path, shared: list[list[str]], monkeypatch: pytest.MonkeyPatch
+    copy: Path, shared: list[list[str]], monkeypatch: pytest.MonkeyPatch, failure: Exception
 ) -> None:
+    """Whatever keeps the child from answering, this process answers for it, and nothing
+    escapes from the thread that waited for it."""
+
     def failing(path: Path, targets: list[Any], **kwargs: Any) -> Any:
         shared.append([key for _, key, _ in targets])
-        raise ChildFailed("the cause analysis ended without an answer")
+        raise failure
 
     monkeypatch.setattr(causes_apart, "find_causes_apart", failing)
     report, targets, rows = _analysis(copy)

@@ -168,7 +168,9 @@ def find_causes_shared(
     answer: list[FoundCauses] = []
 
     def ask() -> None:
-        with contextlib.suppress(ChildFailed):
+        # Whatever keeps the child from answering (ChildFailed, or the request failing on its
+        # way), this process analyses its targets instead, as it would without a child.
+        with contextlib.suppress(Exception):
             answer.append(
                 find_causes_apart(path, theirs, now=now, config=config, started=apart.started)
             )
