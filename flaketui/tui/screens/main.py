@@ -122,7 +122,9 @@ class MainScreen(Screen[None]):
         yield HistoryHeader(id="header")
         yield TrustBanner(id="banner")
         yield ViewTabs(
-            [(v, f"{i} {VIEW_TITLES[v]}") for i, v in enumerate(VIEWS, start=1)], id="views"
+            [(v, f"{i} {VIEW_TITLES[v]}") for i, v in enumerate(VIEWS, start=1)],
+            short_note="⏳ reading…",  # where the parts still read do not fit (80 columns)
+            id="views",
         )
         # The filter box is mounted on the first `/` (see _filter_box): hidden until then, it
         # need not be styled and laid out for the first screen.
@@ -367,9 +369,7 @@ class MainScreen(Screen[None]):
             )
             if not loaded
         ]
-        tabs = self.query_one(ViewTabs)
-        tabs.short_note = "⏳ reading…"  # where the list of parts does not fit (80 columns)
-        tabs.note = f"⏳ reading {', '.join(pending)}…" if pending else ""
+        self.query_one(ViewTabs).note = f"⏳ reading {', '.join(pending)}…" if pending else ""
 
     @on(ExtrasLoaded)
     def _extras_loaded(self, event: ExtrasLoaded) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -110,12 +111,16 @@ class ViewTabs(Widget, can_focus=True):
             """The tab bar."""
             return self.tabs
 
-    def __init__(self, tabs: list[tuple[str, str]], *, id: str | None = None) -> None:
-        """`tabs`: (view id, label) pairs, left to right; the first is active."""
+    def __init__(
+        self, tabs: list[tuple[str, str]], *, short_note: str = "", id: str | None = None
+    ) -> None:
+        """`tabs`: (view id, label) pairs, left to right; the first is active. `short_note`:
+        what stands in for a note too wide for the room the labels leave."""
         super().__init__(id=id)
         self._tabs = tabs
         self._ids = [view for view, _label in tabs]
         self.set_reactive(ViewTabs.active, self._ids[0] if tabs else "")
+        self.set_reactive(ViewTabs.short_note, short_note)
 
     def on_mount(self) -> None:
         """Underline the first active view at once."""
@@ -196,7 +201,7 @@ class ViewTabs(Widget, can_focus=True):
         labels = Strip(segments)
         for note in (self.note, self.short_note) if self.note else ():
             # Two cells apart from the labels, one from the right edge.
-            gap = width - labels.cell_length - Text(note).cell_len - 1
+            gap = width - labels.cell_length - cell_len(note) - 1
             if note and gap >= 2:
                 style = background + self.get_component_rich_style("viewtabs--note")
                 segments += [
