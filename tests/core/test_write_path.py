@@ -178,3 +178,73 @@ def test_appending_a_run_provides_exp_first(
     monkeypatch.setattr(rollups, "ensure_sql_functions", calls.append)
     recorder.add([_case("tests/test_x.py::test_b", "pass")])  # appended to the day rows
     assert calls == [db.conn]
+
+
+def _open_temp_files() -> int:
+    """Files SQLite keeps open in this process for temporary data (statement journals,
+    spilled sorters): unlinked files named etilqs_*."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            target = fd.readlink()
+        except OSError:
+            continue  # closed meanwhile (the iterator's own descriptor)
+        count += target.name.startswith("etilqs_")
+    return count
+
+
+TESTS_PAST_SPILL = 3_000  # a run of these fills test_runs pages well past 64 KiB
+
+
+def _history_of_one_run(tmp_path: Path, *, files: bool = False) -> tuple[sqlite3.Connection, Path]:
+    """A history holding one run of TESTS_PAST_SPILL passing tests, and its report."""
+    named = ' file="tests/test_x.py"' if files else ""
+    cases = "".join(
+        f'<testcase classname="tests.test_x" name="test_{i}"{named} time="0.01"/>'
+        for i in range(TESTS_PAST_SPILL)
+    )
+    report = tmp_path / "r.xml"
+    report.write_text(f'<testsuite name="s">{cases}</testsuite>')
+    conn = open_connection(tmp_path / "h.db")
+    ingest_reports(conn, [report], _meta("r1", TS, None))
+    return conn, report
+
+
+class _TempFilesAfter:
+    """Per statement (its first words), the most temporary files open just after it ran: read
+    as the next statement starts (a trace callback)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.open_after: dict[str, int] = {}
+        self.previous = ""
+        conn.set_trace_callback(self)
+
+    def __call__(self, sql: str) -> None:
+        self.open_after[self.previous] = max(
+            self.open_after.get(self.previous, 0), _open_temp_files()
+        )
+        self.previous = " ".join(sql.split()[:5])
+
+    def writes(self) -> dict[str, int]:
+        return {
+            sql: n for sql, n in self.open_after.items() if sql.startswith(("INSERT", "DELETE"))
+        }
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+@pytest.mark.parametrize("files", [False, True])
+def test_a_runs_passing_rows_keep_no_statement_journal(tmp_path: Path, files: bool) -> None:
+    # Each passing row lands in a page of test_runs an earlier run filled: a statement that may
+    # abort halfway would copy every such page to a temporary file first (past 64 KiB), which
+    # on a big history is as much writing again as the run's own pages.
+    conn, report = _history_of_one_run(tmp_path, files=files)
+    spy = _TempFilesAfter(conn)
+    ingest_reports(conn, [report], _meta("r2", TS + timedelta(hours=1), None))
+    conn.set_trace_callback(None)
+    assert conn.execute("SELECT count(*) FROM test_runs WHERE run = 2").fetchone()[0] == (
+        TESTS_PAST_SPILL
+    )
+    writes = spy.writes()
+    assert any("test_runs" in sql for sql in writes), writes
+    assert all(n == 0 for n in writes.values()), writes

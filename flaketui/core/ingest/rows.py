@@ -126,32 +126,42 @@ _INSERT_NEW_TEST_RUN_UNEDITED_SQL = (
 # re-evaluates the outcome CHECK's IN list by building a temporary index (~15 000
 # instructions), and binding the row's None values costs the sqlite3 module an adaptation
 # lookup each (~3 000) -- more than inserting the row.
+# Each test's values come out of its list through json_each joined once per position (a
+# missing one reads as null), not json_extract: any function call in an INSERT ... SELECT, as
+# the default ABORT conflict action, makes SQLite keep a statement journal, a copy of every
+# page the statement changes (in a temporary file past 64 KiB) -- a second write of each page
+# of test_runs the run's rows land in when its tests have earlier runs. OR FAIL stops at a
+# conflict as ABORT does but leaves the statement's rows to the caller, whose transaction
+# rolls back with the error.
+_PASS_FIELDS = (
+    " LEFT JOIN json_each(p.value) d ON d.key = 0 LEFT JOIN json_each(p.value) b ON b.key = 1"
+    " LEFT JOIN json_each(p.value) n ON n.key = 2 LEFT JOIN json_each(p.value) o ON o.key = 3"
+)
 _INSERT_NEW_PASSES_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, predecessor,"
-    " position, timeout_ms, leg) SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3,"
-    " json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),"
-    " json_extract(value, '$[3]'), ?4 FROM json_each(?2)"
+    "INSERT OR FAIL INTO results (run, test, attempt, outcome, worker_id, duration_ms,"
+    " predecessor, position, timeout_ms, leg) SELECT ?1, CAST(p.key AS INTEGER), 1, 'pass', ?3,"
+    f" d.value, b.value, n.value, o.value, ?4 FROM json_each(?2) p{_PASS_FIELDS}"
 )
 # The same for cases naming their file, the file fifth in each test's list.
 _INSERT_NEW_ORIGIN_PASSES_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, predecessor,"
-    " position, timeout_ms, leg, origin) SELECT ?1, CAST(key AS INTEGER), 1, 'pass', ?3,"
-    " json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),"
-    " json_extract(value, '$[3]'), ?4, json_extract(value, '$[4]') FROM json_each(?2)"
+    "INSERT OR FAIL INTO results (run, test, attempt, outcome, worker_id, duration_ms,"
+    " predecessor, position, timeout_ms, leg, origin) SELECT ?1, CAST(p.key AS INTEGER), 1,"
+    " 'pass', ?3, d.value, b.value, n.value, o.value, ?4, f.value FROM json_each(?2) p"
+    f"{_PASS_FIELDS} LEFT JOIN json_each(p.value) f ON f.key = 4"
 )
 _INSERT_NEW_PASS_RUNS_SQL = (
-    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " first_duration_ms, first_timeout_ms, first_position, edited)"
-    " SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, json_extract(value, '$[0]'),"
-    " json_extract(value, '$[3]'), json_extract(value, '$[2]'), EXISTS (SELECT 1"
-    " FROM tests t JOIN run_changed_files c ON c.run = ?1 AND c.path = t.test_file"
-    " WHERE t.id = CAST(key AS INTEGER)) FROM json_each(?2)"
+    "INSERT OR FAIL INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts,"
+    " worker_id, first_duration_ms, first_timeout_ms, first_position, edited)"
+    " SELECT CAST(p.key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, d.value, o.value, n.value,"
+    " EXISTS (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = ?1"
+    " AND c.path = t.test_file WHERE t.id = CAST(p.key AS INTEGER))"
+    f" FROM json_each(?2) p{_PASS_FIELDS}"
 )
 _INSERT_NEW_PASS_RUNS_UNEDITED_SQL = (
-    "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
-    " first_duration_ms, first_timeout_ms, first_position, edited)"
-    " SELECT CAST(key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, json_extract(value, '$[0]'),"
-    " json_extract(value, '$[3]'), json_extract(value, '$[2]'), 0 FROM json_each(?2)"
+    "INSERT OR FAIL INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts,"
+    " worker_id, first_duration_ms, first_timeout_ms, first_position, edited)"
+    " SELECT CAST(p.key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, d.value, o.value, n.value, 0"
+    f" FROM json_each(?2) p{_PASS_FIELDS}"
 )
 _OUTCOME_SET = frozenset(OUTCOMES)
 # Caches are bounded by the characters of their keys as well as by entries, so memory stays flat
