@@ -10,7 +10,7 @@ import pytest
 
 from flaketui.core.errors import ReportError
 from flaketui.core.history.store import open_connection, open_history
-from flaketui.core.ingest.writer import RunRecorder, ingest_reports
+from flaketui.core.ingest.writer import IngestResult, RunRecorder, ingest_batch, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.rollups import build as rollups
 from tests.core.test_rollup_scoring import assert_maintained
@@ -246,5 +246,23 @@ def test_a_runs_passing_rows_keep_no_statement_journal(tmp_path: Path, files: bo
         TESTS_PAST_SPILL
     )
     writes = spy.writes()
+    assert any("test_runs" in sql for sql in writes), writes
+    assert all(n == 0 for n in writes.values()), writes
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_a_batch_of_runs_keeps_no_savepoint_journal(tmp_path: Path) -> None:
+    # A savepoint per run would copy every page changed after it to a temporary file: the
+    # batch is written without one unless a run is refused (see test_ingest_batch).
+    conn, report = _history_of_one_run(tmp_path)
+    spy = _TempFilesAfter(conn)
+    outcomes = ingest_batch(
+        conn,
+        [([report], _meta(f"r{n}", TS + timedelta(hours=n), None)) for n in (2, 3)],
+    )
+    conn.set_trace_callback(None)
+    assert [o.results for o in outcomes if isinstance(o, IngestResult)] == [TESTS_PAST_SPILL] * 2
+    # The runs' rows only: the fold after them keeps its work in temporary tables (a file).
+    writes = {sql: n for sql, n in spy.writes().items() if "results" in sql or "test_runs" in sql}
     assert any("test_runs" in sql for sql in writes), writes
     assert all(n == 0 for n in writes.values()), writes

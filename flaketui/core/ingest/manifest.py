@@ -289,7 +289,7 @@ def ingest_manifest(
     """Ingest every run a manifest names, each atomically; refused lines are listed, not raised.
 
     Runs land in batches of up to BATCH_RUNS runs or BATCH_BYTES of report files, one
-    transaction each (writer.ingest_batch: a savepoint per run). A process killed mid-way
+    transaction each (writer.ingest_batch: a run refused alone). A process killed mid-way
     leaves whole runs only; running the manifest again lands the rest.
     """
 

@@ -159,12 +159,15 @@ def ingest_batch(
     report_formats: Sequence[str | None] | None = None,
     elsewhere: Sequence[StoredClashes | None] | None = None,
 ) -> list[IngestResult | FlaketuiError]:
-    """Ingest several runs in ONE transaction, each behind its own savepoint.
+    """Ingest several runs in ONE transaction.
 
     A run refused for its input (a bad report, bad metadata) is rolled back alone and returned
     as its error, in the run's place; any other error rolls the whole batch back and is raised.
     Each run is still whole or absent, and one commit for many runs writes each page the runs
     share once instead of once per run (a backfill's per-run commits were ~30 % of its CPU).
+    The batch is first written with no savepoint: SQLite copies every page changed after one
+    to a temporary file, as much writing again as the batch's own. Only when a run is refused
+    is the batch written again, each run behind its own savepoint.
     report_formats: one per run (see ingest_reports), or None to tell every file by content.
     elsewhere: one per run (see ingest_reports), or None.
     """
@@ -181,18 +184,28 @@ def ingest_batch(
             outcomes[index] = exc
     if prepared:
         conn = db if isinstance(db, sqlite3.Connection) else db.conn
-        with bulk_settings(conn), transaction(conn):
-            for index, hashes, full in prepared:
-                conn.execute("SAVEPOINT flaketui_run")
-                try:
+        try:
+            # First with no savepoint: one keeps a copy of every page changed after it.
+            with bulk_settings(conn), transaction(conn):
+                for index, hashes, full in prepared:
                     outcomes[index] = _ingest_run(
                         conn, hashes, full, config, source, formats[index], copies[index]
                     )
-                except FlaketuiError as exc:
-                    conn.execute("ROLLBACK TO flaketui_run")
-                    outcomes[index] = exc
-                conn.execute("RELEASE flaketui_run")
-            rollups.fold_pending(conn)  # the batch's runs together, in its transaction
+                rollups.fold_pending(conn)  # the batch's runs together, in its transaction
+        except FlaketuiError:
+            # A run was refused (rolling the batch back): again, each run behind a savepoint.
+            with bulk_settings(conn), transaction(conn):
+                for index, hashes, full in prepared:
+                    conn.execute("SAVEPOINT flaketui_run")
+                    try:
+                        outcomes[index] = _ingest_run(
+                            conn, hashes, full, config, source, formats[index], copies[index]
+                        )
+                    except FlaketuiError as exc:
+                        conn.execute("ROLLBACK TO flaketui_run")
+                        outcomes[index] = exc
+                    conn.execute("RELEASE flaketui_run")
+                rollups.fold_pending(conn)
     return [outcome for outcome in outcomes if outcome is not None]
 
 
