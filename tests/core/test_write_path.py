@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from flaketui.core.errors import ReportError
-from flaketui.core.history.store import open_connection, open_history
+from flaketui.core.history.derived_rows import refresh_test_runs
+from flaketui.core.history.store import (
+    fold_deferred,
+    foreign_keys_off,
+    open_connection,
+    open_history,
+    transaction,
+)
+from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.writer import IngestResult, RunRecorder, ingest_batch, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.rollups import build as rollups
@@ -180,18 +188,12 @@ def test_appending_a_run_provides_exp_first(
     assert calls == [db.conn]
 
 
-def _open_temp_files() -> int:
-    """Files SQLite keeps open in this process for temporary data (statement journals,
-    spilled sorters): unlinked files named etilqs_*."""
-    fds = Path("/proc/self/fd")
-    count = 0
-    for fd in fds.iterdir():
-        try:
-            target = fd.readlink()
-        except OSError:
-            continue  # closed meanwhile (the iterator's own descriptor)
-        count += target.name.startswith("etilqs_")
-    return count
+def _bytes_written() -> int:
+    """The bytes this process has handed to write calls so far (Linux)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/self/io")
 
 
 TESTS_PAST_SPILL = 3_000  # a run of these fills test_runs pages well past 64 KiB
@@ -211,35 +213,40 @@ def _history_of_one_run(tmp_path: Path, *, files: bool = False) -> tuple[sqlite3
     return conn, report
 
 
-class _TempFilesAfter:
-    """Per statement (its first words), the most temporary files open just after it ran: read
-    as the next statement starts (a trace callback)."""
+class _BytesWritten:
+    """Per statement (its first words), the most bytes written while it ran: read as each
+    statement starts (a trace callback). Inside a transaction whose pages fit SQLite's cache,
+    a statement writes only to a statement journal or a temporary table."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.open_after: dict[str, int] = {}
+        self.written: dict[str, int] = {}
         self.previous = ""
+        self.at_start = _bytes_written()
         conn.set_trace_callback(self)
 
     def __call__(self, sql: str) -> None:
-        self.open_after[self.previous] = max(
-            self.open_after.get(self.previous, 0), _open_temp_files()
-        )
+        now = _bytes_written()
+        self.written[self.previous] = max(self.written.get(self.previous, 0), now - self.at_start)
         self.previous = " ".join(sql.split()[:5])
+        self.at_start = _bytes_written()
 
     def writes(self) -> dict[str, int]:
+        """The statements that changed a table of the history (not a temporary one)."""
         return {
-            sql: n for sql, n in self.open_after.items() if sql.startswith(("INSERT", "DELETE"))
+            sql: written
+            for sql, written in self.written.items()
+            if sql.startswith(("INSERT", "DELETE")) and "temp." not in sql
         }
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+@pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
 @pytest.mark.parametrize("files", [False, True])
 def test_a_runs_passing_rows_keep_no_statement_journal(tmp_path: Path, files: bool) -> None:
     # Each passing row lands in a page of test_runs an earlier run filled: a statement that may
     # abort halfway would copy every such page to a temporary file first (past 64 KiB), which
     # on a big history is as much writing again as the run's own pages.
     conn, report = _history_of_one_run(tmp_path, files=files)
-    spy = _TempFilesAfter(conn)
+    spy = _BytesWritten(conn)
     ingest_reports(conn, [report], _meta("r2", TS + timedelta(hours=1), None))
     conn.set_trace_callback(None)
     assert conn.execute("SELECT count(*) FROM test_runs WHERE run = 2").fetchone()[0] == (
@@ -250,19 +257,67 @@ def test_a_runs_passing_rows_keep_no_statement_journal(tmp_path: Path, files: bo
     assert all(n == 0 for n in writes.values()), writes
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+@pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
 def test_a_batch_of_runs_keeps_no_savepoint_journal(tmp_path: Path) -> None:
     # A savepoint per run would copy every page changed after it to a temporary file: the
     # batch is written without one unless a run is refused (see test_ingest_batch).
     conn, report = _history_of_one_run(tmp_path)
-    spy = _TempFilesAfter(conn)
+    spy = _BytesWritten(conn)
     outcomes = ingest_batch(
         conn,
         [([report], _meta(f"r{n}", TS + timedelta(hours=n), None)) for n in (2, 3)],
     )
     conn.set_trace_callback(None)
     assert [o.results for o in outcomes if isinstance(o, IngestResult)] == [TESTS_PAST_SPILL] * 2
-    # The runs' rows only: the fold after them keeps its work in temporary tables (a file).
-    writes = {sql: n for sql, n in spy.writes().items() if "results" in sql or "test_runs" in sql}
+    writes = spy.writes()
+    assert any("test_runs" in sql for sql in writes), writes
+    assert all(n == 0 for n in writes.values()), writes
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
+def test_storing_a_recorded_run_keeps_no_statement_journal(tmp_path: Path) -> None:
+    # What the next reader of a history does with the attempts pytest recorded in it.
+    conn, _ = _history_of_one_run(tmp_path)
+    conn.close()
+    path = tmp_path / "h.db"
+    recorder = open_connection(path, fold=False)
+    run = RunJournal(recorder, _meta("recorded", TS + timedelta(hours=1), None), source="pytest")
+    run.append(
+        [(f"tests.test_x::test_{i}", "pass", 10, i + 1, None) for i in range(TESTS_PAST_SPILL)]
+    )
+    run.finish()
+    recorder.close()
+    conn = open_connection(path, fold=False)
+    spy = _BytesWritten(conn)
+    fold_deferred(conn, path, readonly=False, fold_waiting=False)
+    conn.set_trace_callback(None)
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM test_runs JOIN runs r ON r.id = run WHERE r.run_id = 'recorded'"
+        ).fetchone()[0]
+        == TESTS_PAST_SPILL
+    )
+    assert conn.execute("SELECT count(*) FROM tests").fetchone()[0] == TESTS_PAST_SPILL  # theirs
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # as it was
+    writes = spy.writes()
+    assert any("test_runs" in sql for sql in writes), writes
+    assert all(n == 0 for n in writes.values()), writes
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
+@pytest.mark.parametrize("some", [False, True])
+def test_refreshing_a_runs_rows_keeps_no_statement_journal(tmp_path: Path, some: bool) -> None:
+    # Its writers (the writer's repeated cases, stored recordings) check no references.
+    conn, report = _history_of_one_run(tmp_path)
+    ingest_reports(conn, [report], _meta("r2", TS + timedelta(hours=1), None))
+    before = conn.execute("SELECT * FROM test_runs ORDER BY test, ts, run").fetchall()
+    run_pk, ts = conn.execute("SELECT id, ts FROM runs WHERE run_id = 'r2'").fetchone()
+    tests = range(1, TESTS_PAST_SPILL + 1, 2) if some else None
+    spy = _BytesWritten(conn)
+    with foreign_keys_off(conn, unchecked=False), transaction(conn):
+        refresh_test_runs(conn, run_pk, ts, tests)
+    conn.set_trace_callback(None)
+    assert conn.execute("SELECT * FROM test_runs ORDER BY test, ts, run").fetchall() == before
+    writes = spy.writes()
     assert any("test_runs" in sql for sql in writes), writes
     assert all(n == 0 for n in writes.values()), writes

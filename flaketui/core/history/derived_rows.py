@@ -39,11 +39,25 @@ UPSERT_TEST_SQL = (
 # failed_attempts count every leg's. The outcome and bad do not depend on the order the legs
 # were ingested in; worker_id, first_duration_ms, first_timeout_ms and first_position are those
 # of the test's lowest-numbered attempt, and signature that of its lowest-numbered failed attempt.
-_REFRESH_SQL = """
-INSERT OR REPLACE INTO test_runs
-    (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id, signature, edited,
+#
+# The rows are worked out into a temporary table first, then replace the run's stored rows of
+# those tests: an aggregate (any function call) or OR REPLACE in an INSERT ... SELECT makes
+# SQLite copy every page the statement changes to a statement journal first (a temporary file
+# past 64 KiB), a second write of each page of test_runs when the tests have earlier runs.
+# Deleting by key, then inserting plain columns with OR FAIL keeps none where foreign keys go
+# unchecked (the writers, storing recorded attempts); checking them keeps it, as before.
+REFRESHED_TABLE = "refreshed_test_runs"
+_REFRESHED_SCHEMA = f"""
+CREATE TEMP TABLE IF NOT EXISTS {REFRESHED_TABLE} (
+    test INTEGER PRIMARY KEY, outcome TEXT, bad INTEGER, attempts INTEGER,
+    failed_attempts INTEGER, worker_id TEXT, signature INTEGER, edited INTEGER,
+    first_duration_ms INTEGER, first_timeout_ms INTEGER, first_position INTEGER
+)"""
+_REFRESH_SQL = f"""
+INSERT INTO temp.{REFRESHED_TABLE}
+    (test, outcome, bad, attempts, failed_attempts, worker_id, signature, edited,
      first_duration_ms, first_timeout_ms, first_position)
-SELECT a.test, :run, :ts,
+SELECT a.test,
     CASE WHEN a.fail_legs > 0 THEN 'fail'
          WHEN a.flaky_legs > 0 THEN 'flaky'
          WHEN a.pass_legs > 0 THEN 'pass'
@@ -73,7 +87,7 @@ FROM (
             min(CASE WHEN outcome != 'skipped' THEN attempt END) AS first_real,
             min(CASE WHEN outcome IN ('fail', 'error') THEN attempt END) AS first_fail
         FROM results
-        WHERE {where}
+        WHERE {{where}}
         GROUP BY test, leg
     )
     GROUP BY test
@@ -81,6 +95,16 @@ FROM (
 CROSS JOIN results f ON f.run = :run AND f.test = a.test AND f.attempt = a.first_attempt
 """
 _REFRESH_RUN_SQL = _REFRESH_SQL.format(where="run = :run")
+_REPLACE_REFRESHED_SQL = (
+    "DELETE FROM test_runs WHERE test IN (SELECT test FROM temp.{table}) AND ts = :ts"
+    " AND run = :run",
+    "INSERT OR FAIL INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts,"
+    " worker_id, signature, edited, first_duration_ms, first_timeout_ms, first_position)"
+    " SELECT test, :run, :ts, outcome, bad, attempts, failed_attempts, worker_id, signature,"
+    " edited, first_duration_ms, first_timeout_ms, first_position FROM temp.{table}"
+    " ORDER BY test",
+    "DELETE FROM temp.{table}",
+)
 # With a list of tests, search the (run, test) primary key instead of scanning the whole run.
 _REFRESH_TESTS_SQL = _REFRESH_SQL.format(
     where="run = :run AND test IN (SELECT value FROM json_each(:tests))"
@@ -90,12 +114,17 @@ _REFRESH_TESTS_SQL = _REFRESH_SQL.format(
 def refresh_test_runs(
     conn: sqlite3.Connection, run_pk: int, ts: str, tests: Iterable[int] | None = None
 ) -> None:
-    """Recompute the test_runs rows of one run (of the given test row ids, or all of them)."""
+    """Recompute the test_runs rows of one run (of the given test row ids, or all of them),
+    inside the caller's transaction."""
+    conn.execute(_REFRESHED_SCHEMA)
+    conn.execute(f"DELETE FROM temp.{REFRESHED_TABLE}")  # what a failed refresh left
     if tests is None:
         conn.execute(_REFRESH_RUN_SQL, {"run": run_pk, "ts": ts})
     else:
         test_list = json.dumps(sorted(set(tests)))
         conn.execute(_REFRESH_TESTS_SQL, {"run": run_pk, "ts": ts, "tests": test_list})
+    for statement in _REPLACE_REFRESHED_SQL:
+        conn.execute(statement.format(table=REFRESHED_TABLE), {"run": run_pk, "ts": ts})
 
 
 def refresh_moved(

@@ -592,7 +592,10 @@ def fold_deferred(
             finally:
                 writer.close()
         else:
-            with transaction(conn):
+            # Every row landed names tests, signatures and a run it found or made: unchecked
+            # references keep the landing's statements from journaling each page they change
+            # (a reader's own connection, above, checks none either).
+            with foreign_keys_off(conn, unchecked=False), transaction(conn):
                 journal.land(conn)
                 if fold_waiting:
                     rollups.fold_pending(conn)
@@ -705,6 +708,35 @@ def _create(conn: sqlite3.Connection) -> None:
     for target in range(schema_version(conn), SCHEMA_VERSION):
         MIGRATIONS[target](conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+@contextmanager
+def foreign_keys_off(conn: sqlite3.Connection, *, unchecked: bool = True) -> Iterator[None]:
+    """Foreign keys and (`unchecked`) CHECK constraints unchecked for one write transaction
+    (entered outside it), both restored after.
+
+    Every id the writer stores names a row it resolved or created (tests, signatures in the
+    same transaction; its run, which only prune deletes, and not a current one), and the checks
+    cost a parent lookup per reference (~10 % of the write); with them, any statement inserting
+    many rows also keeps a statement journal (a copy of each page it changes, see
+    derived_rows). Every value a CHECK constrains is one the writer validated or chose itself
+    (an attempt's outcome against OUTCOMES, a per-run outcome from its counts, a run's branch
+    kind in apply_defaults), and SQLite evaluates each such IN list by building a temporary
+    index per row: about as much as inserting the row.
+    """
+    foreign_keys = int(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+    checks = unchecked and not int(conn.execute("PRAGMA ignore_check_constraints").fetchone()[0])
+    if foreign_keys:
+        conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before it
+    if checks:
+        conn.execute("PRAGMA ignore_check_constraints = ON")
+    try:
+        yield
+    finally:
+        if checks:
+            conn.execute("PRAGMA ignore_check_constraints = OFF")
+        if foreign_keys:
+            conn.execute("PRAGMA foreign_keys = ON")
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from flaketui.core.history.derived_rows import (
     set_files,
     take_latest_files,
 )
+from flaketui.core.history.store import foreign_keys_off
 from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult
@@ -622,33 +623,6 @@ def _grow_cache(conn: sqlite3.Connection) -> None:
     current_kib = -size if size < 0 else size * 4  # positive values count pages (~4 KiB)
     if current_kib < WRITE_CACHE_KIB:
         conn.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
-
-
-@contextmanager
-def foreign_keys_off(conn: sqlite3.Connection) -> Iterator[None]:
-    """Foreign keys and CHECK constraints unchecked for one write transaction (entered outside
-    it), both restored after.
-
-    Every id the writer stores names a row it resolved or created (tests, signatures in the
-    same transaction; its run, which only prune deletes, and not a current one), and the checks
-    cost a parent lookup per reference (~10 % of the write). Every value a CHECK constrains is
-    one the writer validated or chose itself (an attempt's outcome against OUTCOMES, a per-run
-    outcome from its counts, a run's branch kind in apply_defaults), and SQLite evaluates each
-    such IN list by building a temporary index per row: about as much as inserting the row.
-    """
-    foreign_keys = int(conn.execute("PRAGMA foreign_keys").fetchone()[0])
-    checks = not int(conn.execute("PRAGMA ignore_check_constraints").fetchone()[0])
-    if foreign_keys:
-        conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before it
-    if checks:
-        conn.execute("PRAGMA ignore_check_constraints = ON")
-    try:
-        yield
-    finally:
-        if checks:
-            conn.execute("PRAGMA ignore_check_constraints = OFF")
-        if foreign_keys:
-            conn.execute("PRAGMA foreign_keys = ON")
 
 
 @contextmanager

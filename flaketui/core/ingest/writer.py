@@ -39,8 +39,8 @@ from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
 from flaketui.core.history.derived_rows import refresh_test_runs, separate_stored
 from flaketui.core.history.runs import create_run, find_run
-from flaketui.core.history.store import transaction
-from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, foreign_keys_off, leg_of
+from flaketui.core.history.store import foreign_keys_off, transaction
+from flaketui.core.ingest.rows import CaseRow, RunWriter, bulk_settings, leg_of
 from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.runmeta import STORED_COLUMNS, apply_defaults, check_stored_run
 from flaketui.core.ingest.scheme import record_scheme
