@@ -219,6 +219,7 @@ class _BytesWritten:
     a statement writes only to a statement journal or a temporary table."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
         self.written: dict[str, int] = {}
         self.previous = ""
         self.at_start = _bytes_written()
@@ -230,13 +231,17 @@ class _BytesWritten:
         self.previous = " ".join(sql.split()[:5])
         self.at_start = _bytes_written()
 
-    def writes(self) -> dict[str, int]:
-        """The statements that changed a table of the history (not a temporary one)."""
-        return {
+    def assert_none_wrote(self) -> None:
+        """Stop watching; the statements that changed test_runs (and the others changing a
+        table of the history, not a temporary one) wrote nothing."""
+        self.conn.set_trace_callback(None)
+        writes = {
             sql: written
             for sql, written in self.written.items()
             if sql.startswith(("INSERT", "DELETE")) and "temp." not in sql
         }
+        assert any("test_runs" in sql for sql in writes), writes
+        assert all(written == 0 for written in writes.values()), writes
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
@@ -248,13 +253,10 @@ def test_a_runs_passing_rows_keep_no_statement_journal(tmp_path: Path, files: bo
     conn, report = _history_of_one_run(tmp_path, files=files)
     spy = _BytesWritten(conn)
     ingest_reports(conn, [report], _meta("r2", TS + timedelta(hours=1), None))
-    conn.set_trace_callback(None)
+    spy.assert_none_wrote()
     assert conn.execute("SELECT count(*) FROM test_runs WHERE run = 2").fetchone()[0] == (
         TESTS_PAST_SPILL
     )
-    writes = spy.writes()
-    assert any("test_runs" in sql for sql in writes), writes
-    assert all(n == 0 for n in writes.values()), writes
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
@@ -267,11 +269,8 @@ def test_a_batch_of_runs_keeps_no_savepoint_journal(tmp_path: Path) -> None:
         conn,
         [([report], _meta(f"r{n}", TS + timedelta(hours=n), None)) for n in (2, 3)],
     )
-    conn.set_trace_callback(None)
+    spy.assert_none_wrote()
     assert [o.results for o in outcomes if isinstance(o, IngestResult)] == [TESTS_PAST_SPILL] * 2
-    writes = spy.writes()
-    assert any("test_runs" in sql for sql in writes), writes
-    assert all(n == 0 for n in writes.values()), writes
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
@@ -290,7 +289,7 @@ def test_storing_a_recorded_run_keeps_no_statement_journal(tmp_path: Path) -> No
     conn = open_connection(path, fold=False)
     spy = _BytesWritten(conn)
     fold_deferred(conn, path, readonly=False, fold_waiting=False)
-    conn.set_trace_callback(None)
+    spy.assert_none_wrote()
     assert (
         conn.execute(
             "SELECT count(*) FROM test_runs JOIN runs r ON r.id = run WHERE r.run_id = 'recorded'"
@@ -299,9 +298,6 @@ def test_storing_a_recorded_run_keeps_no_statement_journal(tmp_path: Path) -> No
     )
     assert conn.execute("SELECT count(*) FROM tests").fetchone()[0] == TESTS_PAST_SPILL  # theirs
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # as it was
-    writes = spy.writes()
-    assert any("test_runs" in sql for sql in writes), writes
-    assert all(n == 0 for n in writes.values()), writes
 
 
 @pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
@@ -316,8 +312,5 @@ def test_refreshing_a_runs_rows_keeps_no_statement_journal(tmp_path: Path, some:
     spy = _BytesWritten(conn)
     with foreign_keys_off(conn, unchecked=False), transaction(conn):
         refresh_test_runs(conn, run_pk, ts, tests)
-    conn.set_trace_callback(None)
+    spy.assert_none_wrote()
     assert conn.execute("SELECT * FROM test_runs ORDER BY test, ts, run").fetchall() == before
-    writes = spy.writes()
-    assert any("test_runs" in sql for sql in writes), writes
-    assert all(n == 0 for n in writes.values()), writes
