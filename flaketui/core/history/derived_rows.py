@@ -96,14 +96,14 @@ CROSS JOIN results f ON f.run = :run AND f.test = a.test AND f.attempt = a.first
 """
 _REFRESH_RUN_SQL = _REFRESH_SQL.format(where="run = :run")
 _REPLACE_REFRESHED_SQL = (
-    "DELETE FROM test_runs WHERE test IN (SELECT test FROM temp.{table}) AND ts = :ts"
-    " AND run = :run",
+    f"DELETE FROM test_runs WHERE test IN (SELECT test FROM temp.{REFRESHED_TABLE})"
+    " AND ts = :ts AND run = :run",
     "INSERT OR FAIL INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts,"
     " worker_id, signature, edited, first_duration_ms, first_timeout_ms, first_position)"
     " SELECT test, :run, :ts, outcome, bad, attempts, failed_attempts, worker_id, signature,"
-    " edited, first_duration_ms, first_timeout_ms, first_position FROM temp.{table}"
+    f" edited, first_duration_ms, first_timeout_ms, first_position FROM temp.{REFRESHED_TABLE}"
     " ORDER BY test",
-    "DELETE FROM temp.{table}",
+    f"DELETE FROM temp.{REFRESHED_TABLE}",  # a failed refresh rolls back with its transaction
 )
 # With a list of tests, search the (run, test) primary key instead of scanning the whole run.
 _REFRESH_TESTS_SQL = _REFRESH_SQL.format(
@@ -117,14 +117,13 @@ def refresh_test_runs(
     """Recompute the test_runs rows of one run (of the given test row ids, or all of them),
     inside the caller's transaction."""
     conn.execute(_REFRESHED_SCHEMA)
-    conn.execute(f"DELETE FROM temp.{REFRESHED_TABLE}")  # what a failed refresh left
     if tests is None:
         conn.execute(_REFRESH_RUN_SQL, {"run": run_pk, "ts": ts})
     else:
         test_list = json.dumps(sorted(set(tests)))
         conn.execute(_REFRESH_TESTS_SQL, {"run": run_pk, "ts": ts, "tests": test_list})
     for statement in _REPLACE_REFRESHED_SQL:
-        conn.execute(statement.format(table=REFRESHED_TABLE), {"run": run_pk, "ts": ts})
+        conn.execute(statement, {"run": run_pk, "ts": ts})
 
 
 def refresh_moved(

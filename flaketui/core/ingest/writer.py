@@ -184,28 +184,31 @@ def ingest_batch(
             outcomes[index] = exc
     if prepared:
         conn = db if isinstance(db, sqlite3.Connection) else db.conn
-        try:
-            # First with no savepoint: one keeps a copy of every page changed after it.
+
+        def write(alone: bool) -> None:
+            """The batch in one transaction; `alone`: each run behind a savepoint, a refused
+            one rolled back to it, else a refused run rolls the whole batch back."""
             with bulk_settings(conn), transaction(conn):
                 for index, hashes, full in prepared:
-                    outcomes[index] = _ingest_run(
-                        conn, hashes, full, config, source, formats[index], copies[index]
-                    )
-                rollups.fold_pending(conn)  # the batch's runs together, in its transaction
-        except FlaketuiError:
-            # A run was refused (rolling the batch back): again, each run behind a savepoint.
-            with bulk_settings(conn), transaction(conn):
-                for index, hashes, full in prepared:
-                    conn.execute("SAVEPOINT flaketui_run")
+                    if alone:
+                        conn.execute("SAVEPOINT flaketui_run")
                     try:
                         outcomes[index] = _ingest_run(
                             conn, hashes, full, config, source, formats[index], copies[index]
                         )
                     except FlaketuiError as exc:
+                        if not alone:
+                            raise
                         conn.execute("ROLLBACK TO flaketui_run")
                         outcomes[index] = exc
-                    conn.execute("RELEASE flaketui_run")
-                rollups.fold_pending(conn)
+                    if alone:
+                        conn.execute("RELEASE flaketui_run")
+                rollups.fold_pending(conn)  # the batch's runs together, in its transaction
+
+        try:
+            write(alone=False)  # no savepoint: one keeps a copy of every page changed after it
+        except FlaketuiError:
+            write(alone=True)  # a run was refused: the batch again, each run on its own
     return [outcome for outcome in outcomes if outcome is not None]
 
 
