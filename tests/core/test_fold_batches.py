@@ -360,3 +360,35 @@ def test_a_waiting_run_pruned_before_its_fold_leaves_nothing_listed(tmp_path: Pa
     assert not rollups.pending(conn)
     assert rollups.answers(db.conn, Config())
     assert_maintained(db)
+
+
+def _shard_ids(tmp_path: Path, name: str, *cases: tuple[str, str, str]) -> Path:
+    from tests.core.junit_shards import file_shard
+
+    return file_shard(tmp_path / name, *cases)
+
+
+def test_a_later_shard_moving_attempts_counts_no_waiting_run_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's second shard shares a test id with its first: the first's attempts move to
+    their file's id, and the day of the id they left is recomputed from the raw rows, which
+    pool a waiting run of the same family. That run is folded first, never appended after."""
+    monkeypatch.setattr(writer_module, "FOLD_RUNS", 100)  # every run waits
+    db = open_history(tmp_path / "h.db")
+    day = NOW - timedelta(days=1)
+    first = _shard_ids(
+        tmp_path, "1.xml", ("a.test.js", "t[1]", "pass"), ("a.test.js", "t[2]", "fail")
+    )
+    ingest_reports(db, [first], RunMeta(run_id="sharded", ts=day))
+    other = _shard_ids(
+        tmp_path, "o.xml", ("a.test.js", "t[2]", "fail"), ("a.test.js", "t[3]", "pass")
+    )
+    ingest_reports(db, [other], RunMeta(run_id="other", ts=day + timedelta(hours=1)))
+    second = _shard_ids(tmp_path, "2.xml", ("b.test.js", "t[1]", "fail"))
+    ingest_reports(db, [second], RunMeta(run_id="sharded", ts=day))
+    assert db.conn.execute(
+        "SELECT count(*) FROM tests WHERE test_id LIKE '%.test.js::%'"
+    ).fetchone() == (2,)  # the shared id became two tests
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())

@@ -495,7 +495,15 @@ def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life
 
 
 def refresh(conn: sqlite3.Connection, day: str, tests: Iterable[int]) -> None:
-    """Recompute the rollup rows of `tests` on one day, and their week (no-op without rollups)."""
+    """Recompute the rollup rows of `tests` on one day, and their week (no-op without rollups).
+
+    The raw rows it counts include those of the runs waiting to be folded (a family pools its
+    members' runs): those are folded first, so that no later fold adds them again.
+    """
+    if _settings(conn) is None:
+        return
+    if pending(conn):
+        fold_pending(conn)  # it may re-anchor the rollups: their settings are read after it
     settings = _settings(conn)
     if settings is None:
         return
