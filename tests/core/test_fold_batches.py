@@ -392,3 +392,72 @@ def test_a_later_shard_moving_attempts_counts_no_waiting_run_twice(
     ).fetchone() == (2,)  # the shared id became two tests
     assert_maintained(db)
     assert_everything_agrees(db, NOW, Config())
+
+
+def _merge_source(tmp_path: Path, hours: list[int]) -> Path:
+    """A history of runs `hours` after a day's start, each of the same tests (some failing)."""
+    rng = random.Random(7)
+    path = tmp_path / "source.db"
+    source = open_history(path)
+    for hour in hours:
+        ingest_reports(
+            source,
+            [_report(tmp_path / f"s{hour}.xml", rng)],
+            RunMeta(run_id=f"s{hour}", ts=NOW - timedelta(days=1, hours=12 - hour)),
+        )
+    with transaction(source.conn):
+        rollups.fold_pending(source.conn)  # opening it to read would fold them
+    source.conn.close()
+    return path
+
+
+def test_a_merge_folds_the_sources_runs_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runs a merge copies are folded once, together, in its transaction: a day's runs
+    later than the ones there are one appended segment, not a refresh per run."""
+    from flaketui.core.history.merge import merge_histories
+
+    source = _merge_source(tmp_path, [3, 4, 5, 6])
+    db = open_history(tmp_path / "h.db")
+    ingest_reports(
+        db,
+        [_report(tmp_path / "d.xml", random.Random(8))],
+        RunMeta(run_id="there", ts=NOW - timedelta(days=1, hours=12)),
+    )
+    with transaction(db.conn):
+        rollups.fold_pending(db.conn)
+    counts = _count_paths(monkeypatch)
+    summary = merge_histories(db, [source])
+    assert summary.runs_added == 4
+    assert counts == {"appended": 1, "recomputed": 0}
+    assert not rollups.pending(db.conn)  # exact when the merge commits
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())
+
+
+def test_a_merge_moving_attempts_counts_none_of_its_runs_twice(tmp_path: Path) -> None:
+    """A merged run's copy in DEST shares a test id with the source's copy: DEST's attempts
+    move while the merge's earlier runs of the day, of the same family, still wait."""
+    from flaketui.core.history.merge import merge_histories
+
+    day = NOW - timedelta(days=1)
+    source = open_history(tmp_path / "source.db")
+    early = _shard_ids(
+        tmp_path, "e.xml", ("a.test.js", "t[2]", "fail"), ("a.test.js", "t[3]", "pass")
+    )
+    ingest_reports(source, [early], RunMeta(run_id="early", ts=day))
+    theirs = _shard_ids(tmp_path, "2.xml", ("b.test.js", "t[1]", "fail"))
+    ingest_reports(source, [theirs], RunMeta(run_id="sharded", ts=day + timedelta(hours=1)))
+    source.conn.close()
+    db = open_history(tmp_path / "h.db")
+    ours = _shard_ids(
+        tmp_path, "1.xml", ("a.test.js", "t[1]", "pass"), ("a.test.js", "t[2]", "fail")
+    )
+    ingest_reports(db, [ours], RunMeta(run_id="sharded", ts=day + timedelta(hours=1)))
+    merge_histories(db, [tmp_path / "source.db"])
+    assert db.conn.execute(
+        "SELECT count(*) FROM tests WHERE test_id LIKE '%.test.js::%'"
+    ).fetchone() == (2,)
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())

@@ -10,6 +10,7 @@ import pytest
 
 from flaketui.core.errors import ReportError
 from flaketui.core.history.derived_rows import refresh_test_runs
+from flaketui.core.history.merge import merge_histories
 from flaketui.core.history.store import (
     fold_deferred,
     foreign_keys_off,
@@ -314,3 +315,25 @@ def test_refreshing_a_runs_rows_keeps_no_statement_journal(tmp_path: Path, some:
         refresh_test_runs(conn, run_pk, ts, tests)
     spy.assert_none_wrote()
     assert conn.execute("SELECT * FROM test_runs ORDER BY test, ts, run").fetchall() == before
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads /proc/self/io")
+def test_merging_runs_keeps_no_statement_journal(tmp_path: Path) -> None:
+    # A merge's rows land in pages of test_runs DEST's runs filled, as an ingest's do; every id
+    # it stores is one it mapped, so it checks no references either.
+    conn, report = _history_of_one_run(tmp_path)
+    conn.close()
+    source = tmp_path / "source.db"
+    for hour in (1, 2):
+        ingest_reports(
+            open_history(source), [report], _meta(f"s{hour}", TS + timedelta(hours=hour), None)
+        )
+    open_connection(source).close()  # its runs folded, as any reader would
+    dest = open_history(tmp_path / "h.db")
+    spy = _BytesWritten(dest.conn)
+    summary = merge_histories(dest, [source])
+    spy.assert_none_wrote()
+    assert summary.results_added == 2 * TESTS_PAST_SPILL
+    assert dest.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert dest.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # as it was
+    assert_maintained(dest)

@@ -63,8 +63,9 @@ from flaketui.core.history.outages import (
     rejected_rules,
     take_states,
 )
-from flaketui.core.history.store import history_file, may_write, transaction
+from flaketui.core.history.store import foreign_keys_off, history_file, may_write, transaction
 from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups import pending as rollups_pending
 from flaketui.core.testids import stored_clashes
 
 RUN_COLUMNS = (
@@ -321,7 +322,7 @@ def _merge_runs(
                 dest, src, src_run, dest_run, tests, signatures, set()
             )
             refresh_test_runs(dest, dest_run, ts)
-            rollups.after_write(dest, dest_run)  # same transaction: rollups stay exact
+            rollups_pending.defer(dest, dest_run)  # folded with the others, below
             summary.runs_added += 1
             continue
         dest_run, ts = int(found[0]), str(found[1])
@@ -340,11 +341,15 @@ def _merge_runs(
         added = _copy_results(dest, src, src_run, dest_run, tests, signatures, present, of_files)
         if added or children_added or moved:
             refresh_test_runs(dest, dest_run, ts)
-            rollups.after_write(dest, dest_run)  # same transaction: rollups stay exact
+            rollups_pending.defer(dest, dest_run)
             summary.results_added += added
             summary.runs_extended += 1
         else:
             summary.runs_unchanged += 1
+    # The source's runs are folded into the rollups together, in the same transaction: the
+    # rollups are exact when it commits, and a day's rollup pages are rewritten once for all
+    # of its runs rather than once per run.
+    rollups.fold_pending(dest)
     # After every run is in: SRC's tests, merged again after each move, bring the first_seen
     # of the runs whose attempts moved away.
     for ts in sorted(set(plain.values())):
@@ -584,7 +589,10 @@ def merge_histories(
             if summary.sources == 0 and _copy_into_blank(dest.conn, Path(path), summary):
                 summary.sources += 1
                 continue
-            with transaction(dest.conn):
+            # Every id the merge stores is one it mapped or created (its tests, signatures and
+            # runs): unchecked references keep each statement from journaling the pages it
+            # changes, as an ingest's do. CHECK constraints stay: the rows come from another file.
+            with foreign_keys_off(dest.conn, unchecked=False), transaction(dest.conn):
                 reviewed = outage_states(dest.conn)
                 signatures = _merge_signatures(dest.conn, src)
                 other_files = _other_files(dest.conn, src)
