@@ -322,6 +322,103 @@ def test_incremental_sync_pulls_only_new_rows(pg_url: str, tmp_path: Path) -> No
     assert out
 
 
+def test_an_incremental_sync_folds_its_runs_once_at_the_end(pg_url: str, tmp_path: Path) -> None:
+    """Each batch of a sync into a replica that holds runs lists the runs it touched as waiting
+    (readers meanwhile score the raw rows); the sync's last transaction folds them all."""
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.sync import sync_replica
+    from flaketui.core.history.store import open_history
+    from flaketui.core.rollups import pending as rollups_pending
+    from tests.core.test_rollup_scoring import assert_maintained
+
+    replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
+    for index, (report_name, run_id, ts) in enumerate(PLAN):
+        for target in (pg_url, direct):
+            invoke("ingest", target, REPORTS / report_name, "--run-id", run_id,
+                   "--timestamp", ts, "--no-detect")  # fmt: skip
+        if index == 0:
+            invoke("sync", pg_url, replica)  # the replica holds a run: later syncs add to it
+    db = open_history(replica)
+    waiting: list[int] = []
+    pg = connect(pg_url)
+    try:
+        summary = sync_replica(
+            pg,
+            db.conn,
+            batch_rows=7,
+            progress=lambda done, total: waiting.append(rollups_pending.pending_runs(db.conn)),
+        )
+    finally:
+        pg.close()
+    assert summary.batches > 3
+    assert max(waiting) >= 2  # batches of several runs waited together
+    assert not rollups_pending.pending(db.conn)
+    assert_maintained(db)
+    db.conn.close()
+    assert report(replica) == report(direct)
+
+
+def test_a_sync_batch_reads_only_its_own_rows_from_the_server(pg_url: str, tmp_path: Path) -> None:
+    """Each batch is read by the index on (change, run, test, attempt), limited, and joined to
+    its names after: reading past a cursor, the server touches the batch's rows, not every row
+    still to come (it joined and sorted all of them, for every batch, when the join came
+    first: 201 s for 1 M results)."""
+    import psycopg
+
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.sync import sync_replica
+    from flaketui.core.history.store import open_history
+
+    connect(pg_url).close()  # the schema
+    with psycopg.connect(pg_url, autocommit=True) as server:
+        server.execute(
+            "INSERT INTO tests (test_id, parent, test_file, first_seen) SELECT 'm.py::t' || n,"
+            " 'm.py::t' || n, 'm.py', '2026-11-01T00:00:00Z' FROM generate_series(1, 500) AS n"
+        )
+        server.execute(
+            "INSERT INTO runs (run_id, suite, branch, branch_kind, ts, source)"
+            " SELECT 'r' || n, 'ci', 'main', 'main', '2026-11-0' || (1 + n % 9) || 'T10:00:00Z',"
+            " 'junit' FROM generate_series(1, 60) AS n"
+        )
+        server.execute(
+            "INSERT INTO results (run, test, attempt, outcome) SELECT r.id, t.id, 1, 'pass'"
+            " FROM runs AS r CROSS JOIN tests AS t"
+        )
+        server.execute("ANALYZE")
+    scanned: list[int] = []
+    pg = connect(pg_url)
+
+    class Explained:
+        """The server connection, each batch's query also run under EXPLAIN ANALYZE."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(pg, name)
+
+        def execute(self, sql: str, params: Any = None) -> Any:
+            if sql.startswith("SELECT x.change::text"):
+                plan = pg.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()[0]
+                scanned.append(_rows_read(plan[0]["Plan"], "results"))
+            return pg.execute(sql, params)
+
+    db = open_history(tmp_path / "replica.db")
+    try:
+        summary = sync_replica(Explained(), db.conn, batch_rows=1_000)
+    finally:
+        pg.close()
+        db.conn.close()
+    assert summary.results_added == 30_000
+    assert len(scanned) == 31  # the last one finds nothing
+    assert max(scanned) <= 1_001, scanned
+
+
+def _rows_read(node: dict[str, Any], table: str) -> int:
+    """The rows a JSON plan's scans of `table` returned, over all their loops."""
+    own = 0
+    if node.get("Relation Name") == table:
+        own = int(node["Actual Rows"]) * int(node.get("Actual Loops", 1))
+    return own + sum(_rows_read(child, table) for child in node.get("Plans", []))
+
+
 def test_merge_both_directions(pg_url: str, tmp_path: Path) -> None:
     a, b = tmp_path / "a.db", tmp_path / "b.db"
     invoke("ingest", a, REPORTS / "main-unit.xml", "--run-id", "ra", "--no-detect")

@@ -22,7 +22,9 @@ their copies under the plain id are dropped by the ``deletions`` row the move le
 
 Rollups: a sync into a history with no run yet copies raw rows only and builds the rollups
 once at the end (readers meanwhile read the raw rows: the history says it has no rollups);
-otherwise each batch refreshes what it touched, as an ingest does.
+otherwise each batch lists the runs it touched as waiting for their fold, and the last
+transaction folds them all at once (a sync killed before it leaves them listed: readers score
+the raw rows, and the next writer folds them).
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ from flaketui.core.history.pg.columns import (
 from flaketui.core.history.pg.push import SCHEME_KEY
 from flaketui.core.history.pg.reviews import server_rejected_rules, server_states
 from flaketui.core.history.pg.schema import history_id, run_among
-from flaketui.core.history.store import transaction
+from flaketui.core.history.store import foreign_keys_off, transaction
 from flaketui.core.rollups import build as rollups
+from flaketui.core.rollups import pending as rollups_pending
 
 BATCH_ROWS = 20_000
 REPLICA_OF = "replica_of"
@@ -163,7 +166,9 @@ def sync_replica(
             summary.batches += 1
             if progress is not None:
                 progress(done, total)
-        with transaction(conn):
+        with transaction(conn):  # references checked: deleting a run deletes its rows
+            if not bulk:
+                rollups.fold_pending(conn)  # every batch's runs together
             puller.finish(low, high)
             if bulk:
                 rollups.rebuild(conn)
@@ -194,31 +199,35 @@ class _Puller:
     ) -> list[tuple[Any, ...]]:
         cols = ", ".join(f'x."{c}"' for c in self.result_cols)
         pred = "p.test_id" if self.predecessor else "NULL::text"
-        head = (
-            f"SELECT x.change::text, x.run, x.test, x.attempt, r.run_id, t.test_id, g.hash, {pred},"
-            f" {cols} FROM results AS x JOIN runs AS r ON r.id = x.run"
-            " JOIN tests AS t ON t.id = x.test LEFT JOIN signatures AS g ON g.id = x.signature"
-        )
-        if self.predecessor:
-            head += " LEFT JOIN tests AS p ON p.id = x.predecessor"
-        tail = " AND x.change < %s::text::xid8 ORDER BY x.change, x.run, x.test, x.attempt LIMIT %s"
+        order = "ORDER BY x.change, x.run, x.test, x.attempt"
+        # The batch's rows first, in the order of the index on (change, run, test, attempt), and
+        # only then their names: joined before the limit, the planner (which guesses one row
+        # past a cursor) joined and sorted every row still to come, for every batch.
         if cursor is None:
-            sql = head + " WHERE x.change >= %s::text::xid8" + tail
+            after = "x.change >= %s::text::xid8"
             params: tuple[Any, ...] = (str(low), str(high), limit)
         else:
-            sql = (
-                head + " WHERE (x.change, x.run, x.test, x.attempt) > (%s::text::xid8, %s, %s, %s)"
-            )
-            sql += tail
+            after = "(x.change, x.run, x.test, x.attempt) > (%s::text::xid8, %s, %s, %s)"
             params = (str(cursor[0]), cursor[1], cursor[2], cursor[3], str(high), limit)
-        return list(self.pg.execute(sql, params).fetchall())
+        sql = (
+            f"SELECT x.change::text, x.run, x.test, x.attempt, r.run_id, t.test_id, g.hash, {pred},"
+            f" {cols} FROM (SELECT * FROM results AS x WHERE {after}"
+            f" AND x.change < %s::text::xid8 {order} LIMIT %s) AS x"
+            " JOIN runs AS r ON r.id = x.run JOIN tests AS t ON t.id = x.test"
+            " LEFT JOIN signatures AS g ON g.id = x.signature"
+        )
+        if self.predecessor:
+            sql += " LEFT JOIN tests AS p ON p.id = x.predecessor"
+        return list(self.pg.execute(f"{sql} {order}", params).fetchall())
 
     def apply(self, rows: list[tuple[Any, ...]]) -> list[int]:
         """Land one batch and its cursor in one local transaction; the new cursor."""
         conn = self.conn
         last = rows[-1]
         cursor = [int(last[0]), int(last[1]), int(last[2]), int(last[3])]
-        with transaction(conn):
+        # Every id stored is one mapped or created just before: unchecked references keep the
+        # inserts from journaling each page they change, as an ingest's do.
+        with foreign_keys_off(conn, unchecked=False), transaction(conn):
             self._ensure_runs(sorted({str(row[4]) for row in rows}))
             # A predecessor ran in the same run, perhaps in a later batch: its test comes now.
             named = {str(row[5]) for row in rows} | {str(row[7]) for row in rows if row[7]}
@@ -251,7 +260,7 @@ class _Puller:
                 run_pk, ts = self.runs[run_id]
                 refresh_test_runs(conn, run_pk, ts, tests)
                 if not self.bulk:
-                    rollups.after_write(conn, run_pk, tests)
+                    rollups_pending.defer(conn, run_pk)  # folded once, when the sync ends
             _set_meta(conn, REPLICA_CURSOR, json.dumps(cursor))
         return cursor
 
