@@ -9,6 +9,7 @@ import platform
 import shlex
 import sqlite3
 import sysconfig
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -193,6 +194,44 @@ def test_prune_on_the_server_reaches_the_replica(pg_url: str, tmp_path: Path) ->
     assert "1 pruned" in invoke("sync", pg_url, replica)
     assert rows(replica, "SELECT run_id FROM runs") == [("new",)]
     invoke("prune", pg_url, "--older-than", "365", "--vacuum", code=1)
+
+
+def test_a_prune_on_the_server_recounts_only_the_replicas_pruned_days(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The days and commits of the runs a server pruned are recounted in the replica from the
+    rows that stay, not every rollup rebuilt: its rollups then equal a rebuild, and its report
+    a file's that pruned the same runs."""
+    from flaketui.core.history.store import open_history
+    from flaketui.core.rollups import build as rollups
+    from tests.core.test_rollup_scoring import assert_maintained
+    from tests.team.test_pg_history import report
+
+    direct, replica = tmp_path / "direct.db", tmp_path / "replica.db"
+    plan = [
+        ("main-unit.xml", "old", "2020-01-01T09:00:00Z", "c1"),
+        ("outage-unit.xml", "old-too", "2020-01-01T11:00:00Z", "c2"),
+        ("pr-unit-retries.xml", "kept", "2020-01-03T10:00:00Z", "c2"),
+        ("outage-unit.xml", "new", "2026-11-29T10:00:00Z", "c3"),
+    ]
+    for report_name, run_id, ts, commit in plan:
+        for target in (pg_url, direct):
+            invoke("ingest", target, REPORTS / report_name, "--run-id", run_id,
+                   "--timestamp", ts, "--commit", commit, "--no-detect")  # fmt: skip
+    invoke("sync", pg_url, replica)
+    days = (datetime.now(UTC) - datetime(2020, 1, 2, tzinfo=UTC)).days
+    assert "pruned 2 runs" in invoke("prune", pg_url, "--older-than", str(days))
+    assert "pruned 2 runs" in invoke("prune", direct, "--older-than", str(days))
+    rebuilt: list[object] = []
+    monkeypatch.setattr(rollups, "rebuild", lambda *args: rebuilt.append(args))
+    assert "2 pruned" in invoke("sync", pg_url, replica)
+    assert rebuilt == []
+    monkeypatch.undo()
+    assert rows(replica, "SELECT run_id FROM runs ORDER BY 1") == [("kept",), ("new",)]
+    db = open_history(replica)
+    assert_maintained(db)
+    db.conn.close()
+    assert report(replica) == report(direct)
 
 
 def test_quarantine_and_release_audit_rows_land_on_the_server(

@@ -413,6 +413,18 @@ class _Puller:
                 ).fetchall()
             }
             deleted = [run_id for run_id in deleted if run_id not in alive]
+        gone_days: dict[str, set[int]] = {}  # the tests each day of a deleted run held
+        gone_commits: set[str] = set()
+        if deleted and not self.bulk:
+            for day, commit, test in conn.execute(
+                "SELECT substr(r.ts, 1, 10), r.commit_sha, tr.test FROM runs AS r"
+                " JOIN test_runs AS tr ON tr.run = r.id"
+                " WHERE r.run_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(deleted),),
+            ):
+                gone_days.setdefault(str(day), set()).add(int(test))
+                if commit is not None:
+                    gone_commits.add(str(commit))
         if deleted:
             summary.runs_deleted = conn.execute(
                 "DELETE FROM runs WHERE run_id IN (SELECT value FROM json_each(?))",
@@ -484,7 +496,11 @@ class _Puller:
         if scheme is not None:
             _set_meta(conn, SCHEME_KEY, str(scheme[0]))
         if not self.bulk:
-            if deleted and summary.runs_deleted:
-                rollups.rebuild(conn)
-            elif retagged:
+            # The days and commits of the deleted runs are recounted from the rows that stay
+            # (as a prune recounts its cutoff's day), not the whole history.
+            for day, tests in sorted(gone_days.items()):
+                rollups.refresh(conn, day, tests)
+            if gone_commits:
+                rollups.refresh_commits(conn, sorted(gone_commits))
+            if retagged:
                 rollups.refresh_runs(conn, retagged)
