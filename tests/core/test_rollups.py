@@ -217,5 +217,33 @@ def test_day_rows_are_the_same_whatever_run_moments_are_kept(
     assert sorted(_rounded(r) for r in rows) == sorted(_rounded(r) for r in expected)
 
 
+def test_a_rebuilds_day_rows_are_the_sql_aggregates_rows(generated: sqlite_utils.Database) -> None:
+    """A rebuild makes the tests' and families' day rows in one ordered pass over the units:
+    the rows rollup_sql.day_rows's window functions give, family rows included."""
+    from flaketui.core.rollups import sequences
+    from flaketui.core.rollups import sql as q
+
+    conn = generated.conn
+    ln2_per_h = math.log(2) / rollups.half_life(conn)  # as the fixture's rebuild made them
+    params = {"ln2_per_h": ln2_per_h}
+    families = q.FAMILY_UNITS.format(
+        source=q.FAMILY_SOURCE, where=f"t.parent IN ({sequences.FAMILIES})"
+    )
+    for table, units, lists in (
+        ("test_day_seq", q.TEST_UNITS.format(source=q.TEST_SOURCE, where="1"), True),
+        ("family_day_seq", families, False),
+    ):
+        columns = sequences._TEST_COLS if lists else sequences._FAMILY_COLS
+        stored = conn.execute(f"SELECT {columns} FROM {table}").fetchall()
+        expected = conn.execute(q.day_rows(units, lists), params).fetchall()
+        assert len(stored) > 100, table
+        assert len(stored) == len(expected), table
+        for ours, theirs in zip(sorted(stored), sorted(expected), strict=True):
+            assert all(
+                math.isclose(a, b, rel_tol=1e-9) if isinstance(a, float) else a == b
+                for a, b in zip(ours, theirs, strict=True)
+            ), (table, ours, theirs)
+
+
 def _rounded(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(round(v, 9) if isinstance(v, float) else v for v in row)

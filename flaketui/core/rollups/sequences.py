@@ -68,10 +68,10 @@ def rebuild(conn: sqlite3.Connection, ln2_per_h: float) -> None:
     params = {"ln2_per_h": ln2_per_h}
     test_units = q.TEST_UNITS.format(source=q.TEST_SOURCE, where="1")
     family_units = q.FAMILY_UNITS.format(source=q.FAMILY_SOURCE, where=f"t.parent IN ({FAMILIES})")
-    conn.execute(f"INSERT INTO test_day_seq ({_TEST_COLS}) {q.day_rows(test_units, True)}", params)
-    conn.execute(
-        f"INSERT INTO family_day_seq ({_FAMILY_COLS}) {q.day_rows(family_units, False)}", params
-    )
+    # The day rows in one ordered pass (iter_day_rows), as a refresh makes them: the same rows
+    # as rollup_sql.day_rows, whose window functions sort the units once per window.
+    _insert(conn, "test_day_seq", _TEST_COLS, iter_day_rows(conn, test_units, params, True))
+    _insert(conn, "family_day_seq", _FAMILY_COLS, iter_day_rows(conn, family_units, params, False))
     conn.execute(f"INSERT INTO test_commit_mixed {q.mixed_rows(test_units)}")
     conn.execute(f"INSERT INTO family_commit_mixed {q.mixed_rows(family_units)}")
     conn.execute(
@@ -198,7 +198,7 @@ def finish_day_row(row: list[Any], lists: bool) -> tuple[Any, ...]:
 
 
 def _insert(
-    conn: sqlite3.Connection, table: str, columns: str, rows: list[tuple[Any, ...]]
+    conn: sqlite3.Connection, table: str, columns: str, rows: Iterable[tuple[Any, ...]]
 ) -> None:
     marks = ", ".join("?" * len(columns.split(", ")))
     conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
