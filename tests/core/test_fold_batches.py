@@ -461,3 +461,25 @@ def test_a_merge_moving_attempts_counts_none_of_its_runs_twice(tmp_path: Path) -
     ).fetchone() == (2,)
     assert_maintained(db)
     assert_everything_agrees(db, NOW, Config())
+
+
+def test_a_prune_recounting_its_cutoff_day_counts_a_waiting_run_once(tmp_path: Path) -> None:
+    """A prune recounts the rollups of its cutoff's day from the raw rows that stay, which
+    hold a run of that day still waiting to be folded, of a family whose other member it
+    recounts: the run is folded first, never appended after."""
+    from flaketui.core.history.prune import prune_history
+
+    path = tmp_path / "h.db"
+    db = open_history(path)
+    conn = open_connection(path, fold=False)
+    rng = random.Random(9)
+    cut = NOW - timedelta(days=10)
+    _record(conn, "before", cut - timedelta(hours=1), [TESTS[0], TESTS[1]], rng)
+    _record(conn, "after", cut + timedelta(hours=1), [TESTS[1]], rng)
+    with transaction(conn):
+        rollups.fold_pending(conn)
+    _record(conn, "waiting", cut + timedelta(hours=2), [TESTS[2]], rng)  # test_p's other member
+    prune_history(db, 10, now=NOW)
+    assert db.conn.execute("SELECT count(*) FROM runs").fetchone() == (2,)
+    assert_maintained(db)
+    assert_everything_agrees(db, NOW, Config())
