@@ -205,6 +205,40 @@ def test_a_flaky_test_failing_often_is_no_outage(tmp_path: Path) -> None:
     assert find_outages(db.conn, now=NOW, config=Config()) == []
 
 
+def test_outages_of_one_day_recount_that_day_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runs of every new proposal are tagged first and their days recounted once, after
+    all of them: three outages of one day recount it once, not three times; rejecting one
+    recounts the day once for its untagging and the rules that take its runs."""
+    from flaketui.core.rollups import build as rollups
+    from tests.core.test_rollup_scoring import assert_maintained
+
+    db = open_history(tmp_path / "outage.db")
+    plan = Plan(days=30, suites=(Suite(main_per_day=8, pr_per_day=4, retry_share=0.5),))
+    plan.add("ok", 60, Behaviour("healthy"))
+    plan.outages = (Outage(12.1), Outage(12.4), Outage(12.7))
+    sim = simulate(db, plan, seed=7)
+    now = sim.now  # type: ignore[attr-defined]
+    days: list[str] = []
+    refresh = rollups.refresh
+
+    def counted(conn: object, day: str, tests: object) -> None:
+        days.append(day)
+        refresh(conn, day, tests)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rollups, "refresh", counted)
+    new = record_outages(db, now=now, config=Config())
+    assert len(new) == 3
+    assert len(days) == len(set(days)) == 1
+    days.clear()
+    assert reject_outage(db, new[0].tag) == 1
+    assert len(days) == 1
+    monkeypatch.undo()
+    assert_maintained(db)
+    assert assert_everything_agrees(db, now, Config()) > 50
+
+
 def test_reject_counts_the_runs_again_and_never_proposes_again(tmp_path: Path) -> None:
     db, sim = _outage_history(tmp_path, seed=6)
     now = sim.now  # type: ignore[attr-defined]

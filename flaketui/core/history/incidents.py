@@ -97,15 +97,24 @@ class Proposal:
 
 
 def set_incident(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | None) -> int:
-    """Set or clear runs.incident: the single place incident tags change.
+    """Set or clear runs.incident and refresh the rollups of the runs' days, inside the
+    caller's transaction; how many runs."""
+    pks = tag_runs(conn, run_pks, tag)
+    rollups.refresh_runs(conn, pks)
+    return len(pks)
 
-    The per-day rollups that depend on runs.incident must be rebuilt here for the
-    days of the affected runs, inside the caller's transaction.
+
+def tag_runs(conn: sqlite3.Connection, run_pks: Iterable[int], tag: str | None) -> list[int]:
+    """Set or clear runs.incident: the single place incident tags change; the runs.
+
+    The per-day rollups that depend on runs.incident must then be refreshed for the days of
+    the affected runs (rollups.refresh_runs) inside the caller's transaction: once, after all
+    of its tags are set, so that a day that several changes touch is recounted once
+    (set_incident does both for one change).
     """
     pks = list(run_pks)
     conn.executemany("UPDATE runs SET incident = ? WHERE id = ?", [(tag, pk) for pk in pks])
-    rollups.refresh_runs(conn, pks)
-    return len(pks)
+    return pks
 
 
 def _first_two(conn: sqlite3.Connection, prefix: str) -> list[Any]:
@@ -276,7 +285,15 @@ def apply_incidents(db: Connected, run_pks: Sequence[int] | None = None) -> int:
 def apply_rules(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> int:
     """Apply every recorded rule, oldest first, to the untagged runs among run_pks (every run
     with None), inside the caller's transaction; how many runs were tagged."""
-    tagged = 0
+    tagged = apply_rule_tags(conn, run_pks)
+    rollups.refresh_runs(conn, tagged)
+    return len(tagged)
+
+
+def apply_rule_tags(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> list[int]:
+    """apply_rules without the rollups' refresh, which the caller owes (see tag_runs); the
+    runs tagged."""
+    tagged: list[int] = []
     rules = conn.execute(
         "SELECT tag, start_ts, end_ts, signature FROM incidents "
         "WHERE signature IS NOT NULL OR (start_ts IS NOT NULL AND end_ts IS NOT NULL) ORDER BY id"
@@ -285,7 +302,7 @@ def apply_rules(conn: sqlite3.Connection, run_pks: Sequence[int] | None) -> int:
         matched = _matching_runs(
             conn, start=start_ts, end=end_ts, signature=signature, only_pks=run_pks
         )
-        tagged += set_incident(conn, [pk for pk, incident in matched if incident is None], tag)
+        tagged += tag_runs(conn, [pk for pk, incident in matched if incident is None], tag)
     return tagged
 
 
@@ -299,9 +316,10 @@ def remove_incident(db: Connected, tag: str) -> int:
         rules = conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,)).rowcount
         if not freed and not rules:
             raise IncidentError(f"no incident tagged {tag!r} (see flaketui incident list)")
-        set_incident(conn, freed, None)
+        tag_runs(conn, freed, None)
         # Another incident's rule may cover runs this tag had claimed first.
-        apply_rules(conn, freed)
+        apply_rule_tags(conn, freed)
+        rollups.refresh_runs(conn, freed)  # once for both changes
         still = conn.execute(
             "SELECT count(*) FROM runs WHERE incident IS NULL AND id IN "
             "(SELECT value FROM json_each(?))",

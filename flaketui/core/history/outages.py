@@ -244,12 +244,16 @@ def record_outages(db: Connected, *, now: datetime | None, config: Config) -> li
     """
     if not config.exclude_proposed_outages:
         return []
+    from flaketui.core.history.incidents import tag_runs
+    from flaketui.core.rollups import build as rollups
+
     conn = db.conn
     moment = now or utc_now()
     with transaction(conn):
         states = reviews(conn)
         found = find_outages(conn, now=moment, config=config, remember=True)
         new = [o for o in found if o.status == "new"]
+        tagged: list[int] = []
         for outage in new:
             conn.execute(
                 "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note) "
@@ -271,18 +275,14 @@ def record_outages(db: Connected, *, now: datetime | None, config: Config) -> li
                     (json.dumps(outage.run_pks),),
                 )
             ]
-            _tag_runs(conn, free, outage.tag)
+            tagged += tag_runs(conn, free, outage.tag)
             states[outage.tag] = PROPOSED
             outage.status = PROPOSED
+        # Once for every proposal: outages of one day recount that day once.
+        rollups.refresh_runs(conn, tagged)
         if new:
             _save_reviews(conn, states)
     return new
-
-
-def _tag_runs(conn: sqlite3.Connection, run_pks: list[int], tag: str | None) -> None:
-    from flaketui.core.history.incidents import set_incident
-
-    set_incident(conn, run_pks, tag)
 
 
 def _pending(conn: sqlite3.Connection, tag: str) -> dict[str, str]:
@@ -332,7 +332,8 @@ def reject(conn: sqlite3.Connection, tag: str, states: dict[str, str]) -> int:
     """Reject outage tag (inside the caller's transaction): delete its incident row, untag its
     runs (another rule may take them), keep its rule under REJECTED_KEY and record the state;
     returns how many runs count again."""
-    from flaketui.core.history.incidents import apply_rules
+    from flaketui.core.history.incidents import apply_rule_tags, tag_runs
+    from flaketui.core.rollups import build as rollups
 
     row = conn.execute(
         "SELECT start_ts, end_ts, signature FROM incidents WHERE tag = ? "
@@ -342,8 +343,9 @@ def reject(conn: sqlite3.Connection, tag: str, states: dict[str, str]) -> int:
     ).fetchone()
     freed = [int(pk) for (pk,) in conn.execute("SELECT id FROM runs WHERE incident = ?", (tag,))]
     conn.execute("DELETE FROM incidents WHERE tag = ?", (tag,))
-    _tag_runs(conn, freed, None)
-    retagged = apply_rules(conn, freed)
+    tag_runs(conn, freed, None)
+    retagged = len(apply_rule_tags(conn, freed))  # another rule may take them
+    rollups.refresh_runs(conn, freed)  # once for both changes
     if row is not None:
         keep_rejected_rule(conn, tag, (str(row[0]), str(row[1]), str(row[2])))
     states[tag] = REJECTED
