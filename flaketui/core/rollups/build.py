@@ -538,7 +538,6 @@ def refresh_run(conn: sqlite3.Connection, run_pk: int, tests: Iterable[int] | No
     """Refresh the rollups a run's test-runs feed (all its tests, or the given ones)."""
     if not enabled(conn):
         return
-    fold_pending(conn)  # as refresh_runs
     row = conn.execute(
         "SELECT substr(ts, 1, 10), commit_sha FROM runs WHERE id = ?", (run_pk,)
     ).fetchone()
@@ -692,9 +691,7 @@ def refresh_runs(conn: sqlite3.Connection, run_pks: Sequence[int]) -> None:
     """Refresh the rollups of several runs (an incident tag set or cleared on them)."""
     if not run_pks or not enabled(conn):
         return
-    # First the waiting runs: a day recomputed here would count some of them, and a fold
-    # appending them afterwards would count them twice.
-    fold_pending(conn)
+    # Each day is recounted by refresh, which folds the waiting runs first.
     rows = conn.execute(
         "SELECT substr(r.ts, 1, 10), r.commit_sha, tr.test"
         " FROM runs r JOIN test_runs tr ON tr.run = r.id"
