@@ -6,10 +6,11 @@ Usage: python bench/ingest.py --results 100000 [--repeat 3] [--seed 6]
 
 Default mode: writes about N results as pytest-style JUnit files (one file per CI run, every test
 of the suite in each, failure messages with volatile parts), then medians of --repeat rounds of
-- ingest_s: `ingest_reports` of every file (one run each) into a fresh history, in this process
-  (the history is created and opened before the clock starts: once per history, not per report),
-  then the fold of the runs still waiting for their rollups (what the next reader would do
-  first; tail_fold_s), so that every rollup row is paid for;
+- ingest_s: `ingest_reports` of every file (one run each) into a fresh history, in this process,
+  as `flaketui ingest` calls it (each run's per-test rows left waiting, by run, for the fold to
+  file; the history is created and opened before the clock starts: once per history, not per
+  report), then the fold of the runs still waiting for their rollups (what the next reader would
+  do first; tail_fold_s), so that every rollup row and every filed row is paid for;
 - parse_s: the anchor, expat fed 64 KiB chunks with one start-element handler counting
   <testcase>: the floor of reading the same bytes as XML, nothing built or stored;
 - store_floor_s (informational, not an anchor): inserting rows already built from the same
@@ -185,7 +186,7 @@ def ingest_all(paths: list[Path], conn: sqlite3.Connection, tail: list[float] | 
 
     added = 0
     for index, path in enumerate(paths):
-        added += ingest_reports(conn, [path], _meta(index, len(paths))).results
+        added += ingest_reports(conn, [path], _meta(index, len(paths)), stage=True).results
     start = time.perf_counter()
     with transaction(conn):
         fold_pending(conn)

@@ -24,6 +24,7 @@ from flaketui.core.history.store import (
     schema_version,
     uses_wal,
 )
+from flaketui.core.rollups.pending import waiting_rows
 
 
 def _pending_wal(path: Path) -> bool:
@@ -129,11 +130,16 @@ def open_reader(path: Path) -> Reader:
     """
     _check_file(path)
     db = _open_reader(path)
-    if journal.waiting(db.conn):
-        # Attempts a pytest recorder journaled are in no table a reader reads yet: a writer
-        # stores them first (or the history is refused when it may not be written).
+    if journal.waiting(db.conn) or waiting_rows(db.conn):
+        # Attempts a pytest recorder journaled, and the per-test rows of runs an ingest left
+        # waiting, are in no table a reader reads yet: a writer stores and files them first.
+        # A history this process may not write is read from a filed private copy, or refused
+        # while recorded attempts wait (store.fold_deferred).
         db.conn.close()
-        open_connection(path, create=False, readonly=is_read_only(path)).close()
+        conn = open_connection(path, create=False, readonly=True)
+        if store.is_filed_copy(conn):
+            return Reader(conn)
+        conn.close()
         db = _open_reader(path)
     return db
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history
+from flaketui.core.history.store import open_connection, open_history
 from tests.core.junit_shards import file_shard
 
 CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BUILD_", "GIT_")
@@ -58,9 +58,11 @@ def dump(db: Path) -> list[str]:
 
 
 def query(db: Path, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(db)
+    """sql's rows, read as a flaketui reader reads the history: opening it files the per-test
+    rows of the runs `flaketui ingest` left waiting."""
+    conn = open_connection(db, create=False)
     try:
-        return [tuple(r) for r in conn.execute(sql)]
+        return [tuple(row) for row in conn.execute(sql)]
     finally:
         conn.close()
 
@@ -451,12 +453,11 @@ def test_same_test_name_in_two_jest_files_is_two_tests_not_a_flaky_one(tmp_path:
         result = runner.invoke(cli, ["ingest", str(db), str(report(day)), "--no-detect"])
         assert result.exit_code == 0, result.output
         assert "2 results added, 2 tests in the run" in result.output
-    conn = sqlite3.connect(db)
-    rows = conn.execute(
+    rows = query(
+        db,
         "SELECT t.test_id, tr.outcome, count(*) FROM test_runs tr JOIN tests t ON t.id = tr.test"
-        " GROUP BY t.test_id, tr.outcome ORDER BY t.test_id"
-    ).fetchall()
-    conn.close()
+        " GROUP BY t.test_id, tr.outcome ORDER BY t.test_id",
+    )
     assert rows == [
         ("src/a.test.js::parser handles empty input::parser handles empty input", "fail", 12),
         ("src/b.test.js::parser handles empty input::parser handles empty input", "pass", 12),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
+from flaketui.core.history.store import open_connection
 from flaketui.core.ingest.formats import sniff_format
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -53,7 +53,9 @@ def run(*args: str | Path) -> Result:
 
 
 def query(db: Path, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(db)
+    """sql's rows, read as a flaketui reader reads the history: opening it files the per-test
+    rows of the runs `flaketui ingest` left waiting."""
+    conn = open_connection(db, create=False)
     try:
         return [tuple(row) for row in conn.execute(sql)]
     finally:

@@ -484,9 +484,9 @@ def test_ingest_restores_connection_settings(
     seen = []
     real = writer_module._ingest_run
 
-    def watched(conn: sqlite3.Connection, *args: object) -> object:
+    def watched(conn: sqlite3.Connection, *args: object, **kwargs: object) -> object:
         seen.append(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
-        return real(conn, *args)  # type: ignore[arg-type]
+        return real(conn, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(writer_module, "_ingest_run", watched)
     good = report(tmp_path, "good.xml", tc("a.B", "t1"))

@@ -140,7 +140,8 @@ def snapshot(db: Path) -> Snapshot:
 
 def run_fingerprints(db: Path) -> dict[object, tuple[object, ...]]:
     """Per run: its row (but ran_at_least, a count the outage search fills in when it first
-    needs it), and the count and sums of its results and test_runs rows (cheap)."""
+    needs it), and the count and sums of its results and per-test rows (cheap), the latter
+    wherever they are: filed into test_runs, or still waiting to be."""
     conn = connect(db)
     try:
         return {
@@ -151,7 +152,8 @@ def run_fingerprints(db: Path) -> dict[object, tuple[object, ...]]:
                 "  || total(length(message)) || '/' || total(duration_ms) || '/' || total(test)"
                 "  FROM results WHERE run = r.id),"
                 " (SELECT count(*) || '/' || sum(bad) || '/' || sum(attempts) || '/' || total(test)"
-                "  FROM test_runs WHERE run = r.id)"
+                "  FROM (SELECT bad, attempts, test FROM test_runs WHERE run = r.id UNION ALL"
+                "  SELECT bad, attempts, test FROM test_runs_waiting WHERE run = r.id))"
                 " FROM runs r"
             )
         }

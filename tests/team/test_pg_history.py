@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from flaketui.cli import cli
 from flaketui.core.config import load_config
 from flaketui.core.history.address import is_server_url, mask_url, scrub
+from flaketui.core.history.store import open_connection
 from tests.core.junit_shards import file_shard
 from tests.pgcluster import Cluster
 
@@ -769,7 +770,7 @@ def test_histories_of_a_runs_shards_merge_into_the_server_as_one_ingest_of_both(
         invoke("merge", pg_url, history)
         invoke("sync", pg_url, replica)
     expected = TWO_SHARDS_TESTS
-    assert sqlite3.connect(together).execute(RUN_TESTS).fetchall() == expected
+    assert open_connection(together).execute(RUN_TESTS).fetchall() == expected
     assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == expected
     assert report(replica) == report(together)
     assert "0 results" in invoke("merge", pg_url, *order)

@@ -165,10 +165,16 @@ def ingest_command(
         _show_ingest(result, len(reports), resolved.incident)
         return
     # The runs waiting for their rollups are left to ingest's own cadence (writer.FOLD_RUNS):
-    # folded together there, or by the next reader, not one run per command.
+    # folded together there, or by the next reader, not one run per command; so are their
+    # per-test rows, kept by run until that fold files them (`stage`).
     with history_file(db, keep_if_empty=False, fold_later=True) as history:
         result = ingest_reports(
-            history.conn, list(reports), resolved, config=config, report_format=report_format
+            history.conn,
+            list(reports),
+            resolved,
+            config=config,
+            report_format=report_format,
+            stage=True,
         )
         resign_if_stale(history, config.mask_patterns)
     _show_ingest(result, len(reports), resolved.incident)

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping
 
+from flaketui.core.rollups.pending import file_waiting
 from flaketui.core.testids import file_of_test, normalise_path, origin_file, parent_of
 
 # A test row seen again keeps its earliest first_seen (shared by the writer and merge). Its file
@@ -115,7 +116,9 @@ def refresh_test_runs(
     conn: sqlite3.Connection, run_pk: int, ts: str, tests: Iterable[int] | None = None
 ) -> None:
     """Recompute the test_runs rows of one run (of the given test row ids, or all of them),
-    inside the caller's transaction."""
+    inside the caller's transaction; rows of the run still waiting to be filed are filed
+    first (a run's rows are all in one of the two tables)."""
+    file_waiting(conn, run_pk)
     conn.execute(_REFRESHED_SCHEMA)
     if tests is None:
         conn.execute(_REFRESH_RUN_SQL, {"run": run_pk, "ts": ts})
@@ -137,6 +140,7 @@ def refresh_moved(
     of tests run (runs.ran_at_least) cleared."""
     from flaketui.core.rollups import build as rollups
 
+    file_waiting(conn, run_pk)
     conn.execute(
         "DELETE FROM test_runs WHERE test IN (SELECT value FROM json_each(?)) AND ts = ?"
         " AND run = ?",
@@ -158,6 +162,7 @@ def settle_left(conn: sqlite3.Connection, ts: str, tests: Iterable[int]) -> None
     its file is that of the attempts it still holds (settle_files); one no run holds (and no
     decision in the audit log names) is dropped (drop_runless). A test seen first before ts
     keeps it (a pruned run may have been the first)."""
+    file_waiting(conn)  # every run's rows, where they are read
     ids = sorted(set(tests))
     conn.execute(
         "UPDATE tests SET first_seen = (SELECT min(r.ts) FROM test_runs AS r"
@@ -172,6 +177,7 @@ def settle_left(conn: sqlite3.Connection, ts: str, tests: Iterable[int]) -> None
 def drop_runless(conn: sqlite3.Connection, tests: Iterable[int]) -> None:
     """Drop those of the tests that no run holds and the audit log does not name, as prune
     drops them."""
+    file_waiting(conn)
     conn.execute(
         "DELETE FROM tests WHERE id IN (SELECT value FROM json_each(?))"
         " AND NOT EXISTS (SELECT 1 FROM test_runs AS r WHERE r.test = tests.id)"
@@ -257,6 +263,7 @@ def named_since(
 ) -> dict[int, list[tuple[str, str]]]:
     """The files the attempts of the tests' runs at or after since name: (file, run time)
     pairs by test row id, found through each test's runs (test_runs) and the results key."""
+    file_waiting(conn)
     named: dict[int, list[tuple[str, str]]] = {}
     for pk, origin, ts in conn.execute(
         "SELECT DISTINCT tr.test, x.origin, tr.ts FROM test_runs AS tr"
@@ -343,6 +350,7 @@ def set_files(conn: sqlite3.Connection, files: Mapping[int, str | None]) -> None
     changed = [(pk, file) for pk, file in files.items() if pk in stored and stored[pk] != file]
     if not changed:
         return
+    file_waiting(conn)  # every run of the tests is flipped below
     conn.executemany("UPDATE tests SET test_file = ? WHERE id = ?", [(f, pk) for pk, f in changed])
     flipped = [
         (int(test), str(ts), int(run))

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from flaketui.core.config import Config
 from flaketui.core.history.store import transaction
+from flaketui.core.rollups.pending import WAITING_TABLE
 from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 from flaketui.core.words import plural
 
@@ -63,6 +64,13 @@ class Outage:
     @property
     def share(self) -> float:
         return self.failed_tests / self.tests if self.tests else 0.0
+
+
+def _both(select: str, filed: str = "test_runs") -> str:
+    """`select` (a query of per-test rows naming its table `{table}`) over the rows filed into
+    test_runs and those of runs still waiting to be filed, as one compound query: the search
+    runs after every `flaketui ingest`, whose run waits (flaketui.core.rollups.pending)."""
+    return f"{select.format(table=filed)} UNION ALL {select.format(table=WAITING_TABLE)}"
 
 
 def _tag(start: datetime, signature: str) -> str:
@@ -103,13 +111,16 @@ def find_outages(
     # The window's failed first attempts, from the index that holds them alone (in time order,
     # with their test, run and signature).
     failures = conn.execute(
-        "SELECT tr.run, tr.ts, s.hash, s.text, tr.test FROM test_runs tr "
-        "INDEXED BY test_runs_failed "
-        "CROSS JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
-        "WHERE tr.bad = 1 AND tr.ts > ? AND tr.ts <= ? AND r.source <> 'diagnose' "
-        "AND (r.incident IS NULL OR r.incident IN "
-        "(SELECT value FROM json_each(?))) ORDER BY s.hash, tr.ts, tr.run",
-        (since, to_iso(now), proposal_tags),
+        "SELECT tr.run, tr.ts, s.hash, s.text, tr.test FROM ("
+        + _both(
+            "SELECT run, ts, signature, test FROM {table} WHERE bad = 1"
+            " AND ts > :since AND ts <= :now",
+            "test_runs INDEXED BY test_runs_failed",
+        )
+        + ") tr CROSS JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
+        "WHERE r.source <> 'diagnose' AND (r.incident IS NULL OR r.incident IN "
+        "(SELECT value FROM json_each(:tags))) ORDER BY s.hash, tr.ts, tr.run",
+        {"since": since, "now": to_iso(now), "tags": proposal_tags},
     ).fetchall()
     span = timedelta(hours=config.outage_span_hours)
     clusters: list[tuple[str, str, datetime, dict[int, str], set[int]]] = []
@@ -168,10 +179,13 @@ def _recovered(conn: sqlite3.Connection, tests: set[int], after: str) -> int:
     """How many of `tests` passed their first attempt in a run after `after` (not a diagnose
     run: an experiment's pass says nothing about the outage)."""
     row = conn.execute(
-        "SELECT count(DISTINCT tr.test) FROM test_runs tr JOIN runs r ON r.id = tr.run "
-        "WHERE tr.bad = 0 AND tr.outcome <> 'skipped' AND r.source <> 'diagnose' "
-        "AND tr.ts > ? AND tr.test IN (SELECT value FROM json_each(?))",
-        (after, json.dumps(sorted(tests))),
+        "SELECT count(DISTINCT tr.test) FROM ("
+        + _both(
+            "SELECT test, run FROM {table} WHERE bad = 0 AND outcome <> 'skipped'"
+            " AND ts > :after AND test IN (SELECT value FROM json_each(:tests))"
+        )
+        + ") tr JOIN runs r ON r.id = tr.run WHERE r.source <> 'diagnose'",
+        {"after": after, "tests": json.dumps(sorted(tests))},
     ).fetchone()
     return int(row[0])
 
@@ -218,9 +232,13 @@ def _runs_facts(conn: sqlite3.Connection, pks: list[int]) -> tuple[int, list[str
     """(distinct tests run, suites, run ids) of some runs."""
     wanted = json.dumps(pks)
     ran = conn.execute(
-        "SELECT count(DISTINCT test) FROM test_runs WHERE outcome <> 'skipped' "
-        "AND run IN (SELECT value FROM json_each(?))",
-        (wanted,),
+        "SELECT count(DISTINCT test) FROM ("
+        + _both(
+            "SELECT test FROM {table} WHERE outcome <> 'skipped'"
+            " AND run IN (SELECT value FROM json_each(:runs))"
+        )
+        + ")",
+        {"runs": wanted},
     ).fetchone()[0]
     rows = conn.execute(
         "SELECT run_id, suite FROM runs WHERE id IN (SELECT value FROM json_each(?)) "
@@ -494,10 +512,13 @@ def pending_outages(conn: sqlite3.Connection) -> list[Outage]:
             )
         ]
         failed = conn.execute(
-            "SELECT count(DISTINCT tr.test) FROM test_runs tr "
-            "JOIN runs r ON r.id = tr.run JOIN signatures s ON s.id = tr.signature "
-            "WHERE r.incident = ? AND tr.bad = 1 AND s.hash = ?",
-            (tag, sig),
+            "SELECT count(DISTINCT tr.test) FROM ("
+            + _both(
+                "SELECT test, signature FROM {table} WHERE bad = 1"
+                " AND run IN (SELECT id FROM runs WHERE incident = :tag)"
+            )
+            + ") tr JOIN signatures s ON s.id = tr.signature WHERE s.hash = :sig",
+            {"tag": tag, "sig": sig},
         ).fetchone()[0]
         ran, suites, run_ids = _runs_facts(conn, pks)
         found.append(

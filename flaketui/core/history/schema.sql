@@ -1,4 +1,4 @@
--- The history schema at version 10: what the migrations in store.py leave in sqlite_master,
+-- The history schema at version 11: what the migrations in store.py leave in sqlite_master,
 -- in their words. A new history is created from it in one transaction. Written by
 -- `python -m flaketui.core.history.schema_file` (or `make docs`); do not edit by hand.
 CREATE TABLE meta (
@@ -101,4 +101,20 @@ CREATE TABLE "audit_log" (
 CREATE INDEX audit_log_test ON audit_log (test_id, ts);
 CREATE INDEX audit_log_written ON audit_log (written_at);
 CREATE INDEX test_runs_failed ON test_runs (ts, signature, bad) WHERE bad = 1;
-PRAGMA user_version = 10;
+CREATE TABLE test_runs_waiting (
+    test        INTEGER NOT NULL REFERENCES tests (id),
+    run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    ts          TEXT NOT NULL,
+    outcome     TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'flaky', 'skipped')),
+    bad         INTEGER NOT NULL,
+    attempts    INTEGER NOT NULL,
+    failed_attempts INTEGER NOT NULL,
+    worker_id   TEXT,
+    signature   INTEGER REFERENCES signatures (id),
+    edited      INTEGER NOT NULL DEFAULT 0,
+    first_duration_ms INTEGER,
+    first_timeout_ms INTEGER,
+    first_position INTEGER,
+    PRIMARY KEY (run, test)
+) WITHOUT ROWID;
+PRAGMA user_version = 11;

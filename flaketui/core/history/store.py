@@ -6,6 +6,7 @@ import logging
 import os
 import sqlite3
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -287,6 +288,28 @@ CREATE INDEX test_runs_failed ON test_runs (ts, signature, bad) WHERE bad = 1;
 ALTER TABLE runs ADD COLUMN ran_at_least INTEGER;
 """
 
+# A run an ingest leaves waiting for the fold keeps its per-test rows here, keyed by run, until
+# the fold files them into test_runs in its order (flaketui.core.rollups.pending): a run's
+# commit writes a few pages of them, not one page of test_runs per test it ran.
+SCHEMA_V11 = """
+CREATE TABLE IF NOT EXISTS test_runs_waiting (
+    test        INTEGER NOT NULL REFERENCES tests (id),
+    run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    ts          TEXT NOT NULL,
+    outcome     TEXT NOT NULL CHECK (outcome IN ('pass', 'fail', 'flaky', 'skipped')),
+    bad         INTEGER NOT NULL,
+    attempts    INTEGER NOT NULL,
+    failed_attempts INTEGER NOT NULL,
+    worker_id   TEXT,
+    signature   INTEGER REFERENCES signatures (id),
+    edited      INTEGER NOT NULL DEFAULT 0,
+    first_duration_ms INTEGER,
+    first_timeout_ms INTEGER,
+    first_position INTEGER,
+    PRIMARY KEY (run, test)
+) WITHOUT ROWID;
+"""
+
 
 def _migrate_to_1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V1)
@@ -328,6 +351,10 @@ def _migrate_to_10(conn: sqlite3.Connection) -> None:
     _execute_script(conn, SCHEMA_V10)
 
 
+def _migrate_to_11(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, SCHEMA_V11)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_1,
     _migrate_to_2,
@@ -339,6 +366,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _migrate_to_8,
     _migrate_to_9,
     _migrate_to_10,
+    _migrate_to_11,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 # What the migrations above leave, as one script a new history is created from (schema_file).
@@ -524,7 +552,7 @@ def open_connection(
         return open_connection(path, create=False, readonly=True)
     _opened[os.path.realpath(path)] = path
     if fold:
-        fold_deferred(conn, path, readonly, fold_waiting=not fold_later)
+        conn = fold_deferred(conn, path, readonly, fold_waiting=not fold_later)
     return conn
 
 
@@ -553,20 +581,23 @@ def reads_in_place(path: Path) -> bool:
 
 def fold_deferred(
     conn: sqlite3.Connection, path: Path, readonly: bool, *, fold_waiting: bool = True
-) -> None:
-    """Store the attempts a recorder journaled and fold the runs it left unfolded into the
-    rollups (unless not `fold_waiting`), in one transaction, when the history may be written.
+) -> sqlite3.Connection:
+    """Store the attempts a recorder journaled and fold the runs left unfolded into the
+    rollups (unless not `fold_waiting`), in one transaction, when the history may be written;
+    returns the connection to go on with: conn, or a filed copy (below).
 
     Unfolded runs only: when the history may not be written (or, for a reader, another writer
     holds it longer than FOLD_WAIT_S) they are left, and readers score the raw rows, with the
-    same result. Journaled attempts are in no raw row yet: a reader waits for the write lock
+    same result; when some of those runs' per-test rows wait to be filed into test_runs
+    (flaketui.core.rollups.pending), a reader reads a private copy where they are
+    (_filed_copy). Journaled attempts are in no raw row yet: a reader waits for the write lock
     as any writer does, and a history it may not write is refused with a one-line error.
     """
-    from flaketui.core.rollups.pending import pending
+    from flaketui.core.rollups.pending import pending, waiting_rows
 
     waiting = journal.waiting(conn)
     if not waiting and (not fold_waiting or not pending(conn)):
-        return
+        return conn
     from flaketui.core.rollups import build as rollups
 
     try:
@@ -580,7 +611,7 @@ def fold_deferred(
                         "read-only here; open it once where it can be written (any flaketui "
                         "command stores them)"
                     )
-                return
+                return _filed_copy(conn, path) if waiting_rows(conn) else conn
             # A reader does not queue behind a long write for this: it reads raw rows instead.
             wait_s = BUSY_TIMEOUT_MS / 1000 if waiting else FOLD_WAIT_S
             writer = sqlite3.connect(str(path), timeout=wait_s, isolation_level=None)
@@ -602,12 +633,52 @@ def fold_deferred(
     except sqlite3.DatabaseError as exc:
         if not waiting:
             if isinstance(exc, sqlite3.OperationalError):
-                return
+                return _filed_copy(conn, path) if readonly and waiting_rows(conn) else conn
             raise
         conn.close()
         if is_locked(exc):
             raise locked_error(path, exc) from exc
         raise HistoryError(f"{path}: cannot store the recorded attempts ({exc})") from exc
+    return conn
+
+
+class _FiledCopy(sqlite3.Connection):
+    """A connection to a reader's private copy of a history (_filed_copy), which keeps the
+    temporary folder holding the copy: the folder is removed when the connection is gone."""
+
+    folder: tempfile.TemporaryDirectory[str] | None = None
+
+
+def is_filed_copy(conn: sqlite3.Connection) -> bool:
+    """Whether conn reads a private filed copy of its history (_filed_copy), not the file."""
+    return isinstance(conn, _FiledCopy)
+
+
+def _filed_copy(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """For a reader that cannot fold (it may not write the history, or a writer holds it) while
+    runs' per-test rows wait to be filed: conn's snapshot copied with SQLite's backup API into
+    a temporary folder, its waiting rows filed and its runs folded there; conn is closed and
+    the copy, read-only, read instead. It costs a copy of the file, once per opening, on
+    this path alone; the history itself is left as it is."""
+    from flaketui.core.rollups import build as rollups
+
+    folder = tempfile.TemporaryDirectory(prefix="flaketui-")
+    copy = sqlite3.connect(
+        str(Path(folder.name) / "history.db"), isolation_level=None, factory=_FiledCopy
+    )
+    copy.folder = folder
+    try:
+        conn.backup(copy)
+        with transaction(copy):
+            rollups.fold_pending(copy)
+        copy.execute("PRAGMA query_only = ON")
+    except sqlite3.DatabaseError as exc:
+        copy.close()
+        folder.cleanup()
+        raise HistoryError(f"{path}: cannot read it ({exc})") from exc
+    finally:
+        conn.close()
+    return copy
 
 
 def is_read_only(path: Path) -> bool:

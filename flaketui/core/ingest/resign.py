@@ -26,6 +26,7 @@ from flaketui.core.ingest.scheme import SCHEME_KEY as SCHEME_KEY
 from flaketui.core.ingest.scheme import record_scheme as record_scheme
 from flaketui.core.ingest.scheme import scheme_of as scheme_of
 from flaketui.core.ingest.signatures import sign
+from flaketui.core.rollups.pending import file_waiting
 
 if TYPE_CHECKING:
     from flaketui.core.history.dbhandle import Connected
@@ -103,6 +104,7 @@ def resign(db: Connected, patterns: Iterable[str]) -> ResignSummary:
     patterns = tuple(patterns)
     conn = db.conn
     with transaction(conn):
+        file_waiting(conn)  # the per-test rows carry signatures too
         before = int(conn.execute("SELECT count(*) FROM signatures").fetchone()[0])
         old_hash = {int(pk): str(h) for pk, h in conn.execute("SELECT id, hash FROM signatures")}
         rows = conn.execute(

@@ -30,6 +30,7 @@ from flaketui.core.history.store import foreign_keys_off
 from flaketui.core.ingest.redact import clean_message
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.models import OUTCOMES, CaseResult
+from flaketui.core.rollups.pending import WAITING_TABLE, file_waiting
 from flaketui.core.testids import file_of_test, names_file, origin_file, parent_of
 
 BATCH_CASES = 2_000
@@ -164,6 +165,25 @@ _INSERT_NEW_PASS_RUNS_UNEDITED_SQL = (
     " SELECT CAST(p.key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, d.value, o.value, n.value, 0"
     f" FROM json_each(?2) p{_PASS_FIELDS}"
 )
+
+
+def _into_waiting(sql: str) -> str:
+    """An insert of per-test rows made to write them to the waiting table instead."""
+    assert sql.count("INTO test_runs (") == 1
+    return sql.replace("INTO test_runs (", f"INTO {WAITING_TABLE} (")
+
+
+# A run left waiting for the fold writes its per-test rows by run (see RunWriter `stage`).
+_WAITING_INSERTS = {
+    sql: _into_waiting(sql)
+    for sql in (
+        _INSERT_NEW_TEST_RUN_SQL,
+        _INSERT_NEW_TEST_RUN_UNEDITED_SQL,
+        _INSERT_NEW_PASS_RUNS_SQL,
+        _INSERT_NEW_PASS_RUNS_UNEDITED_SQL,
+    )
+}
+
 _OUTCOME_SET = frozenset(OUTCOMES)
 # Caches are bounded by the characters of their keys as well as by entries, so memory stays flat
 # however long the ids or messages are.
@@ -207,6 +227,12 @@ class RunWriter:
     first case in the run is written with plain inserts (attempts numbered here, per-run row
     computed here); only repeats take the SQL paths (max(attempt) + 1, dirty per-run row).
     Without it every case takes them.
+
+    ``stage``: the run is new and its writer leaves it waiting for the fold: its per-test rows
+    go to the waiting table, keyed by run (flaketui.core.rollups.pending), until the writer
+    meets a case that changes rows already written (a repeat, a test taking another file),
+    when it files them into test_runs and writes there from then on. A writer that does not
+    stage files the run's waiting rows first.
     """
 
     def __init__(
@@ -217,8 +243,12 @@ class RunWriter:
         config: Config,
         *,
         exclusive: bool = False,
+        stage: bool = False,
     ) -> None:
         _grow_cache(conn)
+        if not stage and not exclusive:
+            file_waiting(conn, run_pk)  # (track_run does, for an exclusive writer)
+        self.staged = stage
         self.conn = conn
         self.run_pk = run_pk
         self.ts = ts
@@ -251,6 +281,8 @@ class RunWriter:
     def track_run(self) -> None:
         """Read which tests the run holds; until someone else writes it, a test's first case
         takes the plain-insert path. Call it inside the write transaction."""
+        if not self.staged:
+            file_waiting(self.conn, self.run_pk)  # another writer may have left them
         self.seen = bytearray()
         for (test_pk,) in self.conn.execute(
             "SELECT DISTINCT test FROM results WHERE run = ?", (self.run_pk,)
@@ -263,6 +295,13 @@ class RunWriter:
         if test_pk >= len(seen):
             seen.extend(bytes(max(test_pk + 1 - len(seen), len(seen) // 2, 4096)))
         seen[test_pk] = 1
+
+    def _file_staged(self) -> None:
+        """File the waiting per-test rows into test_runs before rows there change (every
+        run's: a test taking another file changes its rows in all of them)."""
+        if self.staged:
+            file_waiting(self.conn)
+            self.staged = False
 
     def forget(self) -> None:
         """Drop the cached row ids (after a rollback they may name rows that no longer exist)."""
@@ -409,10 +448,13 @@ class RunWriter:
         for insert, worker, group in groups:
             payload = json.dumps(group, sort_keys=True)
             conn.execute(insert, (run_pk, payload, worker, leg))
-            conn.execute(
+            insert_runs = (
                 _INSERT_NEW_PASS_RUNS_SQL
                 if self.has_changed_files
-                else _INSERT_NEW_PASS_RUNS_UNEDITED_SQL,
+                else _INSERT_NEW_PASS_RUNS_UNEDITED_SQL
+            )
+            conn.execute(
+                _WAITING_INSERTS[insert_runs] if self.staged else insert_runs,
                 (run_pk, payload, worker, ts),
             )
         if new_results or new_origin_results:
@@ -420,15 +462,18 @@ class RunWriter:
                 conn.executemany(_INSERT_NEW_RESULT_SQL, new_results)
             if new_origin_results:
                 conn.executemany(_INSERT_NEW_RESULT_ORIGIN_SQL, new_origin_results)
-            conn.executemany(
+            insert_runs = (
                 _INSERT_NEW_TEST_RUN_SQL
                 if self.has_changed_files
-                else _INSERT_NEW_TEST_RUN_UNEDITED_SQL,
-                new_runs,
+                else _INSERT_NEW_TEST_RUN_UNEDITED_SQL
+            )
+            conn.executemany(
+                _WAITING_INSERTS[insert_runs] if self.staged else insert_runs, new_runs
             )
         if more_results:
             # After the new rows: a repeat later in this batch continues their numbering.
             self.repeats = True
+            self._file_staged()  # a repeat updates its test's row in test_runs
             if more_with_file:
                 # Each stretch of rows of one kind in turn (the file adds a value to the row).
                 for width, stretch in groupby(more_results, len):
@@ -573,6 +618,7 @@ class RunWriter:
                 ):
                     named[test_id] = test_file
         if learned:
+            self._file_staged()  # the tests' rows of this run change with their file
             set_files(self.conn, learned)
         if missing:
             self.conn.executemany(
@@ -593,6 +639,7 @@ class RunWriter:
                     else self.file_names.setdefault(test_file, test_file)
                 )
         if named:
+            self._file_staged()
             self._take_files(named)
         return [test_ids[test_id] for test_id, _, _, _ in batch]
 

@@ -129,12 +129,18 @@ def ingest_reports(
     source: str = "junit",
     report_format: str | None = None,
     elsewhere: StoredClashes | None = None,
+    stage: bool = False,
 ) -> IngestResult:
     """Ingest report files as ONE run, atomically and idempotently; ReportError on bad input.
 
     report_format: junit, ctrf, trx or tap for every file; None tells each file's by content.
     elsewhere: what the run's copy on a history server holds (StoredClashes), for an ingest
     staged to be pushed there.
+    stage: a new run's per-test rows wait, keyed by run, for the fold to file them into
+    test_runs with the other waiting runs' (flaketui.core.rollups.pending; `flaketui ingest`,
+    which leaves its run to the next fold). Until then the only readers that see them are those
+    that file or fold first: a caller reading test_runs on this connection afterwards calls
+    pending.file_waiting first.
     """
     from flaketui.core.rollups import build as rollups  # see RunRecorder.add
 
@@ -142,7 +148,9 @@ def ingest_reports(
     conn = db if isinstance(db, sqlite3.Connection) else db.conn
     with bulk_settings(conn):
         with transaction(conn):
-            result = _ingest_run(conn, hashes, full, config, source, report_format, elsewhere)
+            result = _ingest_run(
+                conn, hashes, full, config, source, report_format, elsewhere, stage=stage
+            )
         if result.results >= FOLD_RESULTS or rollups_pending.pending_runs(conn) >= FOLD_RUNS:
             # After the run's commit: its rows stand whatever becomes of the fold.
             with transaction(conn):
@@ -234,8 +242,11 @@ def _ingest_run(
     source: str,
     report_format: str | None = None,
     elsewhere: StoredClashes | None = None,
+    *,
+    stage: bool = False,
 ) -> IngestResult:
-    """One run's rows, rollups and files, inside the caller's transaction."""
+    """One run's rows, rollups and files, inside the caller's transaction (`stage`: see
+    ingest_reports)."""
     from flaketui.core.rollups import build as rollups  # see RunRecorder.add
 
     assert full.run_id is not None and full.ts is not None
@@ -271,7 +282,9 @@ def _ingest_run(
                 # (bounded by its slices) instead of rebuilding with the run in one go,
                 # which held a big report's whole run in memory.
                 rollups.rebuild(conn)
-            writer = RunWriter(conn, run_pk, ts, config, exclusive=True)
+            writer = RunWriter(
+                conn, run_pk, ts, config, exclusive=True, stage=stage and found is None
+            )
         writer.leg = leg_of(content_hash)
         added += writer.write_rows(_chain(first, cases))
     if run_pk is None:
@@ -291,7 +304,11 @@ def _ingest_run(
         # Every stored message was signed just now: record the scheme (see resign).
         record_scheme(conn, config.mask_patterns)
     tests = int(
-        conn.execute("SELECT count(*) FROM test_runs WHERE run = ?", (run_pk,)).fetchone()[0]
+        conn.execute(
+            "SELECT (SELECT count(*) FROM test_runs WHERE run = ?1)"
+            f" + (SELECT count(*) FROM {rollups_pending.WAITING_TABLE} WHERE run = ?1)",
+            (run_pk,),
+        ).fetchone()[0]
     )
     return IngestResult(
         full.run_id, found is None, len(new_files), skipped, added, tests, shared=shared

@@ -51,7 +51,7 @@ from flaketui.core.config import Config
 from flaketui.core.rollups import sequences as seq_rollups
 from flaketui.core.rollups import sql as q
 from flaketui.core.rollups.evidence import ensure_sql_functions
-from flaketui.core.rollups.pending import PENDING_TABLE, pending
+from flaketui.core.rollups.pending import PENDING_TABLE, file_waiting, pending
 from flaketui.core.timeutil import to_iso
 
 META_KEY = "rollup_half_life_days"
@@ -202,8 +202,10 @@ def fold_pending(conn: sqlite3.Connection) -> int:
     every test one of them ran (in slices of FOLD_SLICE tests, memory). Each commit they share
     with another run is recomputed once. So N runs of a day rewrite that day's rollup pages
     once, not N times, and the result is exact whatever was folded before (a run deferred again
-    after a partial fold included).
+    after a partial fold included). The runs' waiting per-test rows are filed into test_runs
+    first (pending.file_waiting): the fold reads them there.
     """
+    file_waiting(conn)
     if not pending(conn):
         return 0
     runs = _pending_list(conn)
@@ -471,6 +473,7 @@ def _anchor_for(conn: sqlite3.Connection, half_life_days: float) -> str:
 
 def rebuild(conn: sqlite3.Connection, half_life_days: float = Config().half_life_days) -> int:
     """(Re)create every rollup row from the raw rows, inside the caller's transaction."""
+    file_waiting(conn)
     ensure_sql_functions(conn)
     settings = _Settings(half_life_days, _anchor_for(conn, half_life_days))
     # Dropped and created again: an older version's table may have other columns.
