@@ -662,7 +662,8 @@ def _filed_copy(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     this path alone; the history itself is left as it is."""
     from flaketui.core.rollups import build as rollups
 
-    folder = tempfile.TemporaryDirectory(prefix="flaketui-")
+    # Removed with the connection; a file still open there (Windows) is left, not an error.
+    folder = tempfile.TemporaryDirectory(prefix="flaketui-", ignore_cleanup_errors=True)
     copy = sqlite3.connect(
         str(Path(folder.name) / "history.db"), isolation_level=None, factory=_FiledCopy
     )
