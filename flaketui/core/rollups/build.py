@@ -51,7 +51,14 @@ from flaketui.core.config import Config
 from flaketui.core.rollups import sequences as seq_rollups
 from flaketui.core.rollups import sql as q
 from flaketui.core.rollups.evidence import ensure_sql_functions
-from flaketui.core.rollups.pending import PENDING_TABLE, file_waiting, pending
+from flaketui.core.rollups.pending import (
+    PENDING_TABLE,
+    TEST_RUN_COLUMNS,
+    WAITING_TABLE,
+    file_waiting,
+    pending,
+    waiting_rows,
+)
 from flaketui.core.timeutil import to_iso
 
 META_KEY = "rollup_half_life_days"
@@ -203,14 +210,15 @@ def fold_pending(conn: sqlite3.Connection) -> int:
     with another run is recomputed once. So N runs of a day rewrite that day's rollup pages
     once, not N times, and the result is exact whatever was folded before (a run deferred again
     after a partial fold included). The runs' waiting per-test rows are filed into test_runs
-    first (pending.file_waiting): the fold reads them there.
+    first (_file_waiting_rows): the fold reads them there, a segment from its copy of them.
     """
-    file_waiting(conn)
     if not pending(conn):
+        file_waiting(conn)  # (rows wait only for listed runs: a no-op)
         return 0
     runs = _pending_list(conn)
     conn.execute(f"DELETE FROM {PENDING_TABLE}")  # listed runs pruned since are dropped too
     if not runs:
+        file_waiting(conn)
         return 0
     settings = _settings(conn)
     if settings is None:
@@ -220,6 +228,7 @@ def fold_pending(conn: sqlite3.Connection) -> int:
     if any(not settings.covers(day) and day >= (latest or day) for _, day, _ in runs):
         rebuild(conn, settings.half_life)  # the newest day left the anchor's span: re-anchor
         return len(runs)
+    filed = _file_waiting_rows(conn)
     by_day: dict[str, list[int]] = {}
     by_commit: dict[str, list[int]] = {}
     for run_pk, day, commit in runs:
@@ -232,8 +241,9 @@ def fold_pending(conn: sqlite3.Connection) -> int:
     recompute = [
         (day, run_pks)
         for day, run_pks in sorted(by_day.items())
-        if not _append_day(conn, settings, day, run_pks)
+        if not _append_day(conn, settings, day, run_pks, filed)
     ]
+    conn.execute(f"DROP TABLE IF EXISTS temp.{FILED_ROWS}")
     for day, run_pks in recompute:
         for tests in _tests_of_runs(conn, run_pks):
             _fold_day(conn, day, tests)
@@ -246,6 +256,23 @@ def fold_pending(conn: sqlite3.Connection) -> int:
 
 
 FOLD_SLICE = 10_000  # tests per recomputed slice of a day when folding (memory)
+FILED_ROWS = "fold_filed_rows"
+_TR_COLUMNS = ", ".join(f"tr.{column.strip()}" for column in TEST_RUN_COLUMNS.split(","))
+
+
+def _file_waiting_rows(conn: sqlite3.Connection) -> set[int]:
+    """File the waiting per-test rows into test_runs (pending.file_waiting), keeping a copy of
+    them, in run order, in the temporary table FILED_ROWS for the rest of the fold: a segment
+    of those runs (_append_day) reads them there rather than seeking each row in test_runs
+    again, where they landed one page per test. Returns the runs they belong to."""
+    conn.execute(f"DROP TABLE IF EXISTS temp.{FILED_ROWS}")
+    if not waiting_rows(conn):
+        return set()
+    conn.execute(
+        f"CREATE TEMP TABLE {FILED_ROWS} AS SELECT {TEST_RUN_COLUMNS} FROM {WAITING_TABLE}"
+    )
+    file_waiting(conn)
+    return {int(run) for (run,) in conn.execute(f"SELECT DISTINCT run FROM temp.{FILED_ROWS}")}
 
 
 def _pending_list(conn: sqlite3.Connection) -> list[tuple[int, str, str | None]]:
@@ -287,10 +314,12 @@ def _fold_day(conn: sqlite3.Connection, day: str, tests: list[int]) -> None:
 # of test_runs by run looks its rows up one by one) for the tests' pass and the families'.
 SEGMENT_ROWS = "fold_segment_rows"
 # Whether a test-run of the segment is counted in a day row already: with no other run of the
-# day at or after :first, a row that far on can only hold one of them.
+# day at or after :first, a row that far on can only hold one of them. One look-up per test
+# and suite of the segment, not per test-run.
 _COUNTED_ALREADY = f"""
-SELECT EXISTS (SELECT 1 FROM temp.{SEGMENT_ROWS} tr CROSS JOIN runs r ON r.id = tr.run
-    CROSS JOIN test_day_rollups d ON d.test = tr.test AND d.suite = r.suite AND d.day = :day
+SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT tr.test, r.suite FROM temp.{SEGMENT_ROWS} tr
+        CROSS JOIN runs r ON r.id = tr.run) s
+    CROSS JOIN test_day_rollups d ON d.test = s.test AND d.suite = s.suite AND d.day = :day
     WHERE d.last_s >= CAST(strftime('%s', :first) AS INTEGER))"""
 
 # The segment's counted test-runs in (test, ts, run) order: what its rollup rows, sequence
@@ -305,13 +334,20 @@ SEGMENT_FLUSH = 4_096  # day rows a segment's pass holds before writing them (me
 JD_UNIX_EPOCH_MS = 210_866_760_000_000  # julianday('1970-01-01') in ms, as SQLite keeps it
 
 
-def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: list[int]) -> bool:
+def _append_day(
+    conn: sqlite3.Connection,
+    settings: _Settings,
+    day: str,
+    runs: list[int],
+    filed: set[int] = frozenset(),  # type: ignore[assignment]
+) -> bool:
     """Add a day's deferred runs to its rollups as one later segment, when they all follow
     every other run of the day and none of their test-runs is counted yet (runs ingested in
     time order); False, changing nothing, when the day must be recomputed instead.
 
     Families that just came to be and ran elsewhere are left out: their names are kept in the
-    temporary table fold_whole_families for the caller to recompute whole.
+    temporary table fold_whole_families for the caller to recompute whole. `filed`: runs whose
+    rows this fold filed, read from its copy of them (_file_waiting_rows).
     """
     runs_json = json.dumps(runs)
     first_ts = conn.execute(
@@ -327,11 +363,18 @@ def _append_day(conn: sqlite3.Connection, settings: _Settings, day: str, runs: l
     if later:
         return False
     conn.execute(f"DROP TABLE IF EXISTS temp.{SEGMENT_ROWS}")
-    conn.execute(
-        f"CREATE TEMP TABLE {SEGMENT_ROWS} AS SELECT tr.* FROM json_each(?) p"
-        " CROSS JOIN test_runs tr ON tr.run = p.value",
-        (runs_json,),
-    )
+    if filed.issuperset(runs):
+        conn.execute(
+            f"CREATE TEMP TABLE {SEGMENT_ROWS} AS SELECT {TEST_RUN_COLUMNS}"
+            f" FROM temp.{FILED_ROWS} WHERE run IN (SELECT value FROM json_each(?))",
+            (runs_json,),
+        )
+    else:
+        conn.execute(
+            f"CREATE TEMP TABLE {SEGMENT_ROWS} AS SELECT {_TR_COLUMNS} FROM json_each(?) p"
+            " CROSS JOIN test_runs tr ON tr.run = p.value",
+            (runs_json,),
+        )
     try:
         if conn.execute(_COUNTED_ALREADY, {"day": day, "first": first_ts}).fetchone()[0]:
             return False
