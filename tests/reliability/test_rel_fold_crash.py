@@ -110,8 +110,10 @@ def open_history_no_fold(path: Path) -> Any:
     return sqlite_utils.Database(open_connection(path, fold=False))
 
 
-def _ingest_child(path: str, report: str, kill_at: str, ready: Any) -> None:
-    """Ingest one run with FOLD_RUNS 1, SIGKILLed as its fold starts or after its first step."""
+def _ingest_child(path: str, report: str, kill_at: str, stage: bool, ready: Any) -> None:
+    """Ingest one run with FOLD_RUNS 1, SIGKILLed as its fold starts or after its first step
+    (`stage`: its per-test rows left waiting, as the command leaves them, so that the fold
+    killed has filed them)."""
     from flaketui.core.ingest import writer
     from flaketui.core.ingest.writer import ingest_reports
     from flaketui.core.models import RunMeta
@@ -135,12 +137,14 @@ def _ingest_child(path: str, report: str, kill_at: str, ready: Any) -> None:
         rollups._append_day = die_after  # type: ignore[attr-defined]
     ready.set()
     conn = open_connection(path, fold=False)
-    ingest_reports(conn, [Path(report)], RunMeta(run_id="killed", ts=NOW - timedelta(hours=2)))
+    meta = RunMeta(run_id="killed", ts=NOW - timedelta(hours=2))
+    ingest_reports(conn, [Path(report)], meta, stage=stage)
 
 
+@pytest.mark.parametrize("stage", [False, True], ids=["direct", "staged"])
 @pytest.mark.parametrize("kill_at", ["start", "step"])
 def test_an_ingest_killed_in_its_fold_leaves_its_run_whole_and_listed(
-    tmp_path: Path, kill_at: str
+    tmp_path: Path, kill_at: str, stage: bool
 ) -> None:
     path = tmp_path / "h.db"
     _history(path)
@@ -153,12 +157,22 @@ def test_an_ingest_killed_in_its_fold_leaves_its_run_whole_and_listed(
     )
     report.write_text(f"<testsuite>{cases}</testsuite>")
     before = _snapshot(open_history_no_fold(path))
-    code, _ = run_forked(_ingest_child, (str(path), str(report), kill_at))
+    code, _ = run_forked(_ingest_child, (str(path), str(report), kill_at, stage))
     assert code == -signal.SIGKILL, "the child was not killed inside the fold"
     assert integrity(path)[0] == "ok"
     conn = open_connection(path, fold=False)
     run = conn.execute("SELECT id FROM runs WHERE run_id = 'killed'").fetchone()[0]
     assert conn.execute("SELECT count(*) FROM results WHERE run = ?", (run,)).fetchone() == (30,)
+    # Its per-test rows all in one table, where its own commit left them.
+    where = {
+        table: conn.execute(f"SELECT count(*) FROM {table} WHERE run = ?", (run,)).fetchone()[0]
+        for table in ("test_runs", "test_runs_waiting")
+    }
+    assert where == (
+        {"test_runs": 0, "test_runs_waiting": 30}
+        if stage
+        else {"test_runs": 30, "test_runs_waiting": 0}
+    )
     listed = {pk for (pk,) in conn.execute(f"SELECT run FROM {rollups.PENDING_TABLE}")}
     assert run in listed and len(listed) == DEFERRED + 1  # its run waits beside the others
     assert _snapshot(open_history_no_fold(path)) == before
