@@ -258,10 +258,12 @@ def test_the_apps_reader_sees_the_waiting_runs(tmp_path: Path) -> None:
         db.conn.close()
     assert [*got.tests, *got.families] == _report_of(direct)
     os.chmod(staged, stat.S_IRUSR | stat.S_IWUSR)
-    db = open_reader(staged)  # may write: files them in place
+    db = open_reader(staged)  # may write: files and folds them in place
     try:
         assert not store.is_filed_copy(db.conn)
         assert db.conn.execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone() == (0,)
+        assert pending_runs(db.conn) == 0  # the rollups answer: no scoring from raw rows
+        assert rollups.answers(db.conn, Config())
     finally:
         db.conn.close()
 
