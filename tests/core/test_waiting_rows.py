@@ -9,14 +9,18 @@ import os
 import shutil
 import sqlite3
 import stat
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlite_utils
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flaketui.cli import cli
 from flaketui.core.config import Config
 from flaketui.core.history import store
 from flaketui.core.history.merge import merge_histories
@@ -30,12 +34,12 @@ from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups.pending import WAITING_TABLE, file_waiting, pending_runs
 from flaketui.core.scoring.report import build_report
 from flaketui.tui.history_access import open_reader
-from tests.core.test_rollup_scoring import TABLES, assert_maintained
+from tests.core.test_rollup_scoring import _snapshot, assert_maintained
 
 NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
-# Every table a writer keeps; the waiting table and the list of waiting runs are compared
-# apart (both empty once folded).
-KEPT = ("runs", "tests", "signatures", "results", "test_runs", "incidents", *TABLES)
+# Every table a writer keeps, beside the rollup tables (_snapshot); the waiting table and the
+# list of waiting runs are compared apart (both empty once folded).
+RAW = ("runs", "tests", "signatures", "results", "test_runs", "incidents")
 
 # One case: (test name, file or None, outcomes of its attempts); a name may repeat in a report
 # (a repeat of the test), and the same name may name another file in a later run (a move).
@@ -69,20 +73,9 @@ def _meta(run_id: str, hours: float, commit: str = "c1") -> RunMeta:
     )
 
 
-def _rows(conn: sqlite3.Connection, table: str) -> list[tuple[Any, ...]]:
-    rows = conn.execute(f"SELECT * FROM {table}").fetchall()
-    # Run lists are sets: their order inside group_concat is not defined.
-    return sorted(
-        tuple(
-            ",".join(sorted(v.split(","))) if isinstance(v, str) and v[:1].isdigit() else v
-            for v in row
-        )
-        for row in rows
-    )
-
-
 def _kept(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
-    return {table: _rows(conn, table) for table in KEPT}
+    raw = {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) for table in RAW}
+    return raw | _snapshot(sqlite_utils.Database(conn))
 
 
 def _fold(conn: sqlite3.Connection) -> None:
@@ -244,7 +237,23 @@ def test_a_reader_facing_a_writer_that_holds_the_file_reads_a_filed_copy(
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert sqlite3.connect(staged).execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone()[0]
+    conn = sqlite3.connect(staged)
+    assert conn.execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone()[0]  # left as is
+    conn.close()
+
+
+def test_a_reader_with_no_room_for_a_filed_copy_gets_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    staged, _ = _twins(tmp_path)
+    _read_only(staged)
+    before = staged.read_bytes()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    result = CliRunner().invoke(cli, ["report", str(staged)])
+    assert result.exit_code != 0
+    assert result.output.startswith(f"Error: {staged}: holds runs whose rows wait to be filed")
+    assert "TMPDIR" in result.output and result.output.count("\n") == 1, result.output
+    assert staged.read_bytes() == before
 
 
 def test_the_apps_reader_sees_the_waiting_runs(tmp_path: Path) -> None:

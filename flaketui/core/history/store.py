@@ -662,8 +662,12 @@ def _filed_copy(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     this path alone; the history itself is left as it is."""
     from flaketui.core.rollups import build as rollups
 
-    # Removed with the connection; a file still open there (Windows) is left, not an error.
-    folder = tempfile.TemporaryDirectory(prefix="flaketui-", ignore_cleanup_errors=True)
+    try:
+        # Removed with the connection; a file still open there (Windows) is left, not an error.
+        folder = tempfile.TemporaryDirectory(prefix="flaketui-", ignore_cleanup_errors=True)
+    except OSError as exc:
+        conn.close()
+        raise _copy_error(path, exc.strerror or str(exc)) from exc
     copy = sqlite3.connect(
         str(Path(folder.name) / "history.db"), isolation_level=None, factory=_FiledCopy
     )
@@ -676,10 +680,19 @@ def _filed_copy(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         copy.close()
         folder.cleanup()
-        raise HistoryError(f"{path}: cannot read it ({exc})") from exc
+        raise _copy_error(path, str(exc)) from exc
     finally:
         conn.close()
     return copy
+
+
+def _copy_error(path: Path, reason: str) -> HistoryError:
+    """The one-line refusal of a reader whose filed copy could not be made."""
+    return HistoryError(
+        f"{path}: holds runs whose rows wait to be filed, which this reader cannot do in"
+        f" place, and no private copy could be made in {tempfile.gettempdir()} ({reason});"
+        " open it once where it can be written, or point TMPDIR at a folder with room"
+    )
 
 
 def is_read_only(path: Path) -> bool:
