@@ -212,8 +212,10 @@ def fold_pending(conn: sqlite3.Connection) -> int:
     after a partial fold included). The runs' waiting per-test rows are filed into test_runs
     first (_file_waiting_rows): the fold reads them there, a segment from its copy of them.
     """
+    # Rows wait only for listed runs; filed all the same where none is left to fold, so that
+    # no row can outlast its listing unseen.
     if not pending(conn):
-        file_waiting(conn)  # (rows wait only for listed runs: a no-op)
+        file_waiting(conn)
         return 0
     runs = _pending_list(conn)
     conn.execute(f"DELETE FROM {PENDING_TABLE}")  # listed runs pruned since are dropped too
@@ -339,7 +341,7 @@ def _append_day(
     settings: _Settings,
     day: str,
     runs: list[int],
-    filed: set[int] = frozenset(),  # type: ignore[assignment]
+    filed: set[int],
 ) -> bool:
     """Add a day's deferred runs to its rollups as one later segment, when they all follow
     every other run of the day and none of their test-runs is counted yet (runs ingested in
