@@ -47,8 +47,12 @@ def cli_command(*args: object) -> list[str]:
     return [sys.executable, "-c", "from flaketui.cli import main; main()", *map(str, args)]
 
 
-def plain_env() -> dict[str, str]:
-    env = child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+def plain_env(tmp_path: Path) -> dict[str, str]:
+    """A child's environment without CI variables or autoloaded plugins, whose temporary
+    files (a killed writer's staging history) stay under tmp_path."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir(exist_ok=True)
+    env = child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", TMPDIR=str(temporary))
     for name in list(env):
         if name.startswith(("GITHUB_", "GITLAB_", "CI_", "BUILDKITE", "PYTEST_ADDOPTS")):
             del env[name]
@@ -115,7 +119,7 @@ def poll(check: Any, what: str, timeout: float = 60.0) -> Any:
 def test_32_concurrent_writers_lose_nothing(pg_url: str, tmp_path: Path) -> None:
     procs: list[subprocess.Popen[bytes]] = []
     expected_results = 0
-    env = plain_env()
+    env = plain_env(tmp_path)
     for index in range(WRITERS):
         if index % 2 == 0:
             folder = session_dir(tmp_path, index, suite_body(index))
@@ -195,7 +199,7 @@ def test_a_session_killed_mid_run_leaves_no_run(pg_url: str, tmp_path: Path) -> 
     proc = subprocess.Popen(
         session_command(pg_url, folder),
         cwd=folder,
-        env=plain_env(),
+        env=plain_env(tmp_path),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -222,7 +226,11 @@ def test_server_restart_mid_ingest_is_one_line_and_a_retry_lands(
     try:
         holder.execute("SELECT pg_advisory_lock(hashtextextended('restarted', 0))")
         proc = subprocess.Popen(
-            command, env=plain_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            command,
+            env=plain_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
 
         def waiting() -> bool:
@@ -244,7 +252,7 @@ def test_server_restart_mid_ingest_is_one_line_and_a_retry_lands(
     assert "****" in lines[0] and pg_cluster.password not in err and "retry" in lines[0]
     assert server(url, "SELECT count(*) FROM runs") == [(0,)]
     retry = subprocess.run(
-        command, env=plain_env(), capture_output=True, text=True, timeout=DEADLINE_S
+        command, env=plain_env(tmp_path), capture_output=True, text=True, timeout=DEADLINE_S
     )
     assert retry.returncode == 0, retry.stderr
     assert server(url, "SELECT count(*) FROM results") == [(300,)]
@@ -271,7 +279,7 @@ sync.sync_replica(connect(sys.argv[1]), open_connection(sys.argv[2]), batch_rows
 
 
 def test_a_sync_killed_mid_batch_resumes_without_duplicates(pg_url: str, tmp_path: Path) -> None:
-    env = plain_env()
+    env = plain_env(tmp_path)
     direct = tmp_path / "direct.db"
     for index in range(6):
         cases = [
