@@ -98,9 +98,22 @@ def _connect(path: Path, how: str) -> Reader:
 
 
 def check_history(path: Path) -> None:
-    """Refuse a missing, non-SQLite, newer-schema or unreadable history before any screen."""
-    # The app's own reader: it leaves a WAL-mode history without stray -wal/-shm files.
-    open_reader(path).conn.close()
+    """Refuse a missing, non-SQLite, newer-schema or unreadable history before any screen.
+
+    Attempts a pytest recorder journaled are stored here (open_reader), where a history this
+    process may not write is refused in one line. Runs an ingest left waiting are not: the
+    app's first read files and folds them in its own thread, after the ranking kept from the
+    last opening is on screen (at 10 M results a fold of a few runs takes over a second).
+    """
+    # The app's own readers: they leave a WAL-mode history without stray -wal/-shm files.
+    _check_file(path)
+    db = _open_reader(path)
+    try:
+        attempts = journal.waiting(db.conn)
+    finally:
+        db.conn.close()
+    if attempts:
+        open_reader(path).conn.close()
 
 
 def tidy_sidecars(path: Path) -> None:

@@ -33,7 +33,7 @@ from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups.pending import WAITING_TABLE, file_waiting, pending_runs
 from flaketui.core.scoring.report import build_report
-from flaketui.tui.history_access import open_reader
+from flaketui.tui.history_access import check_history, open_reader
 from tests.core.test_rollup_scoring import _snapshot, assert_maintained
 
 NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
@@ -275,6 +275,22 @@ def test_the_apps_reader_sees_the_waiting_runs(tmp_path: Path) -> None:
         assert rollups.answers(db.conn, Config())
     finally:
         db.conn.close()
+
+
+def test_the_apps_start_check_leaves_the_waiting_runs_to_its_first_read(tmp_path: Path) -> None:
+    """`flaketui open` checks the history before any screen without folding: the fold is the
+    first read's, in its thread, once the ranking kept from the last opening is shown."""
+    staged, _ = _twins(tmp_path)
+    conn = sqlite3.connect(staged)
+    waiting = conn.execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone()[0]
+    runs = pending_runs(conn)
+    conn.close()
+    assert waiting and runs
+    check_history(staged)
+    conn = sqlite3.connect(staged)
+    assert conn.execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone()[0] == waiting
+    assert pending_runs(conn) == runs
+    conn.close()
 
 
 def test_the_recorder_adding_to_a_waiting_run_files_it_first(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import hashlib
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -22,7 +22,7 @@ from flaketui.core.history.store import open_connection
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import RunMeta
 from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp
-from flaketui.tui.history_access import open_reader, tidy_sidecars, uses_wal
+from flaketui.tui.history_access import check_history, open_reader, tidy_sidecars, uses_wal
 from flaketui.tui.loaders import Source
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 
@@ -289,13 +289,14 @@ async def test_the_app_stores_journaled_attempts_before_it_reads(
     assert _sidecars(history) == []
 
 
+@pytest.mark.parametrize("opening", [open_reader, check_history])
 def test_a_read_only_history_with_journaled_attempts_is_refused_in_one_line(
-    history: Path,
+    history: Path, opening: Callable[[Path], object]
 ) -> None:
     _journal_a_run(history)
     history.chmod(0o444)
     try:
         with pytest.raises(HistoryError, match="not stored yet, and is read-only here"):
-            open_reader(history)
+            opening(history)
     finally:
         history.chmod(0o644)
