@@ -143,18 +143,21 @@ def open_reader(path: Path) -> Reader:
     """
     _check_file(path)
     db = _open_reader(path)
-    if journal.waiting(db.conn) or waiting_rows(db.conn):
-        # Attempts a pytest recorder journaled, and the per-test rows of runs an ingest left
-        # waiting, are in no table a reader reads yet: a writer stores and files them first.
-        # A history this process may not write is read from a filed private copy, or refused
-        # while recorded attempts wait (store.fold_deferred).
-        db.conn.close()
+    if not (journal.waiting(db.conn) or waiting_rows(db.conn)):
+        return db
+    # Attempts a pytest recorder journaled, and the per-test rows of runs an ingest left
+    # waiting, are in no table a reader reads yet: a writer stores and files them first. A
+    # history this process may not write is read from a filed private copy, or refused while
+    # recorded attempts wait (store.fold_deferred). The first connection stays open until the
+    # reader is: the fold's checkpoint is left to the last connection to close, the reader's.
+    try:
         conn = open_connection(path, create=False, readonly=True)
         if store.is_filed_copy(conn):
             return Reader(conn)
         conn.close()
-        db = _open_reader(path)
-    return db
+        return _open_reader(path)
+    finally:
+        db.conn.close()
 
 
 def _open_reader(path: Path) -> Reader:
