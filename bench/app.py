@@ -1,7 +1,7 @@
 """Benchmark the app: start-up to the first ranked screen beside a bare Textual app.
 
 Usage: python bench/app.py --results 1000000 [--repeat 3] [--seed 6] [--history PATH] [--editable]
-       [--against SMALLER_HISTORY]
+       [--against SMALLER_HISTORY] [--after-ingest 3]
 
 The history is bench/generate.py's cached one for (results, seed), or --history. Each round runs
 two conditions, interleaved: on the machine as it is ("idle"), and while one other CPU-bound
@@ -17,10 +17,19 @@ In each condition, every measured app is a fresh process:
     the first opening of a history, the ranking made before the first paint);
   - with --against SMALLER: against_first_screen_s, SMALLER's first screen in the same round,
     and size_ratio = first_screen_s / against_first_screen_s (a 10 M history against 1 M);
+  - after_ingest_first_screen_s: the history as a CI job leaves it for a developer who
+    opened it before: `--after-ingest N` (3) `flaketui ingest` commands later, each a new run
+    of every test whose per-test rows wait for the next fold, with the ranking of an opening
+    before them kept; after_ingest_ratio = it / bare_app_s (the app folds the runs after
+    showing the kept ranking);
+  - after_ingest_cold_first_screen_s: the same with nothing kept, so the rank-1 test drawn is
+    the new ranking's and the fold is paid before it; after_ingest_cold_ratio = it /
+    cold_first_screen_s (the same history without those runs); --after-ingest 0: neither;
 - headless (App.run_test), max_stall_ms: the worst lateness of a 10 ms timer in the app, from
   the list screen's mount (its first paint included) until everything is loaded (the ranking,
   then the groups, the lifecycle states and the likely causes; the other screens' imports come
-  within it): the worst over the rounds, not the median.
+  within it): the worst over the rounds, not the median; after_ingest_max_stall_ms, the same
+  on a copy of the history the ingests left (the fold in the reading thread included).
 The busy condition's figures carry a `busy_` prefix. Which flaketui: by default a copy of the
 working tree's package compiled to bytecode, first on PYTHONPATH of every child, as a wheel
 installed by pip is (the `flaketui` key says so); `--editable` measures the editable install
@@ -35,6 +44,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -42,6 +52,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -218,6 +229,48 @@ def condition(name: str) -> Iterator[subprocess.Popen[bytes] | None]:
         spinner.wait()
 
 
+@contextlib.contextmanager
+def after_ingest(
+    history: Path, runs: int, skip_file: Path, env: dict[str, str]
+) -> Iterator[tuple[Path, Path, Path, str]]:
+    """Three copies of `history`, each `runs` `flaketui ingest` commands later (every test of
+    it run again, a few failing; each run left waiting for its fold, as the command leaves
+    it), and a test id: `kept`, opened once before the ingests (headless, so that the app's
+    cache keeps its ranking, whose rank-1 test is the id), `cold`, and `probed` for the
+    headless child, which folds its copy as it opens it. Nothing here is timed."""
+    from common import NOW
+    from ingest import history_report, ingest_commands
+
+    with tempfile.TemporaryDirectory(prefix="flaketui-bench-ingested-") as tmp:
+        root = Path(tmp)
+        report = root / "run.xml"
+        history_report(history, report)
+        kept, cold, probed = root / "kept.db", root / "cold.db", root / "probed.db"
+        shutil.copyfile(history, kept)
+        top = str(headless(kept, skip_file, env)["first_row"]).lstrip("…")
+        # A minute apart after the history's newest run, as a CI job adds them, before NOW
+        # (the app's "now" here).
+        start = newest_run(history) + timedelta(minutes=1)
+        if start + timedelta(minutes=runs) > NOW:
+            raise SystemExit(f"{history}: its newest run leaves no room for {runs} runs")
+        ingest_commands(kept, report, runs, 0, root, env=env, start=start)
+        if any(Path(f"{kept}{tail}").exists() for tail in ("-wal", "-journal")):
+            raise SystemExit(f"{kept}: the ingests left a journal beside it")
+        for copy in (cold, probed):
+            shutil.copyfile(kept, copy)
+        yield kept, cold, probed, top
+
+
+def newest_run(history: Path) -> datetime:
+    """The time of the history's newest run."""
+    conn = sqlite3.connect(f"{history.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        newest = str(conn.execute("SELECT max(ts) FROM runs").fetchone()[0])
+    finally:
+        conn.close()
+    return datetime.fromisoformat(newest)
+
+
 def count_results(history: Path) -> int:
     """Result rows in the history."""
     conn = sqlite3.connect(f"{history.resolve().as_uri()}?mode=ro", uri=True)
@@ -245,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also open this (smaller) history in each round: size_ratio = first screen of the"
         " measured history / first screen of this one",
     )
+    parser.add_argument(
+        "--after-ingest",
+        type=int,
+        default=3,
+        metavar="N",
+        help="also open a copy N `flaketui ingest` runs later, their rows waiting (0: no)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -261,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     cold: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     against: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     stalls: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    ingested: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    ingested_cold: dict[str, list[float]] = {name: [] for name in CONDITIONS}
+    ingested_stalls: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     with tempfile.TemporaryDirectory(prefix="flaketui-bench-") as tmp:
         skip_file = Path(tmp) / "quarantine.json"
         # The app's cache (the ranking kept between openings) is the bench's own; the headless
@@ -292,12 +355,44 @@ def main(argv: list[str] | None = None) -> int:
                                 env,
                             )
                         )
+                if args.after_ingest > 0:
+                    with (
+                        after_ingest(history, args.after_ingest, skip_file, env) as copies,
+                        condition(name),
+                        tempfile.TemporaryDirectory(prefix="flaketui-bench-cold-") as empty,
+                    ):
+                        kept, cold_copy, probed, kept_top = copies
+                        seen = headless(probed, skip_file, env)
+                        ingested[name].append(
+                            in_terminal(
+                                open_command(kept, skip_file, args.editable),
+                                kept_top,
+                                Path(tmp),
+                                env,
+                            )
+                        )
+                        ingested_cold[name].append(
+                            in_terminal(
+                                open_command(cold_copy, skip_file, args.editable),
+                                str(seen["first_row"]).lstrip("…"),
+                                Path(tmp),
+                                {**env, "XDG_CACHE_HOME": empty},
+                            )
+                        )
+                    ingested_stalls[name].append(float(seen["stall_s"]))  # type: ignore[arg-type]
+                    log_after = (
+                        f"  after ingests: {ingested[name][-1]:.3f} s"
+                        f" (nothing kept: {ingested_cold[name][-1]:.3f} s)"
+                    )
+                else:
+                    log_after = ""
                 bare[name].append(one_bare)
                 first[name].append(one_first)
                 cold[name].append(one_cold)
                 print(
                     f"{name}: bare {one_bare:.3f} s  first screen {one_first:.3f} s  "
-                    f"(nothing kept: {one_cold:.3f} s)  stall {stalls[name][-1] * 1000:.1f} ms",
+                    f"(nothing kept: {one_cold:.3f} s)  stall {stalls[name][-1] * 1000:.1f} ms"
+                    f"{log_after}",
                     file=sys.stderr,
                 )
     median = statistics.median
@@ -316,6 +411,20 @@ def main(argv: list[str] | None = None) -> int:
         summary[f"{prefix}max_stall_ms"] = round(max(stalls[name]) * 1000, 1)
         summary[f"{prefix}cold_first_screen_s"] = round(median(cold[name]), 3)
         summary[f"{prefix}cold_ratio"] = round(median(cold[name]) / median(bare[name]), 2)
+        if ingested[name]:
+            summary[f"{prefix}after_ingest_first_screen_s"] = round(median(ingested[name]), 3)
+            summary[f"{prefix}after_ingest_ratio"] = round(
+                median(ingested[name]) / median(bare[name]), 2
+            )
+            summary[f"{prefix}after_ingest_cold_first_screen_s"] = round(
+                median(ingested_cold[name]), 3
+            )
+            summary[f"{prefix}after_ingest_cold_ratio"] = round(
+                median(ingested_cold[name]) / median(cold[name]), 2
+            )
+            summary[f"{prefix}after_ingest_max_stall_ms"] = round(
+                max(ingested_stalls[name]) * 1000, 1
+            )
         if against[name]:
             summary[f"{prefix}against_first_screen_s"] = round(median(against[name]), 3)
             summary[f"{prefix}size_ratio"] = round(median(first[name]) / median(against[name]), 2)

@@ -54,7 +54,7 @@ import sys
 import tempfile
 import time
 import xml.parsers.expat
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -442,13 +442,23 @@ def history_report(history: Path, path: Path, failing: int = 5) -> int:
     return len(cases)
 
 
-def ingest_commands(target: Path, report: Path, runs: int, first: int, cwd: Path) -> list[float]:
+def ingest_commands(
+    target: Path,
+    report: Path,
+    runs: int,
+    first: int,
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
+    start: datetime = NOW,
+) -> list[float]:
     """Seconds of each of `runs` `flaketui ingest` commands of report into target, each a new
-    run (ids and times from `first` on, after the generated histories' newest run)."""
-    env = {k: v for k, v in os.environ.items() if k != "FLAKETUI_INCIDENT"}
+    run (ids from `first` on, a minute apart from `start` + `first` minutes: by default after
+    the generated histories' newest run); `env`: the commands' environment (this one's)."""
+    env = {k: v for k, v in (env or os.environ).items() if k != "FLAKETUI_INCIDENT"}
     seconds = []
     for index in range(first, first + runs):
-        ts = (NOW + timedelta(minutes=index)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ts = (start + timedelta(minutes=index)).strftime("%Y-%m-%dT%H:%M:%SZ")
         command = [
             sys.executable, "-m", "flaketui", "ingest", str(target), str(report),
             "--run-id", f"bench-{index}", "--timestamp", ts, "--suite", "ci",

@@ -189,14 +189,52 @@ def test_app_prints_first_screen_ratios_and_stalls_idle_and_busy(
         assert out[f"{prefix}first_screen_s"] > 0 and out[f"{prefix}bare_app_s"] > 0
         assert out[f"{prefix}ratio"] > 0 and out[f"{prefix}max_stall_ms"] >= 0
         assert out[f"{prefix}cold_first_screen_s"] > 0 and out[f"{prefix}cold_ratio"] > 0
+        after = out[f"{prefix}after_ingest_first_screen_s"]
+        assert after > 0 and out[f"{prefix}after_ingest_max_stall_ms"] >= 0
+        expected = after / out[f"{prefix}bare_app_s"]
+        assert out[f"{prefix}after_ingest_ratio"] == pytest.approx(expected, abs=0.01)
+        after_cold = out[f"{prefix}after_ingest_cold_first_screen_s"]
+        expected = after_cold / out[f"{prefix}cold_first_screen_s"]
+        assert out[f"{prefix}after_ingest_cold_ratio"] == pytest.approx(expected, abs=0.01)
+
+
+def test_app_opens_copies_left_as_ingest_leaves_them(
+    bench: Any, monkeypatch: Any, capsys: Any, tmp_path: Path
+) -> None:
+    """What the after-ingest round opens: the history N `flaketui ingest` runs later, each
+    run's per-test rows still waiting for the fold (the app pays it), a ranking of the first
+    copy kept from before them, the history untouched."""
+    history = Path(run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)["path"])
+    before = history.read_bytes()
+    app = bench("app")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    with app.after_ingest(history, 2, tmp_path / "skip.json", env) as copies:
+        opened, cold, probed, top = copies
+        assert opened.read_bytes() == cold.read_bytes() == probed.read_bytes()
+        [kept] = (cache / "flaketui" / "rankings").iterdir()  # the first copy's, and its top
+        assert str(opened) in kept.read_text() and top and top in kept.read_text()
+        conn = sqlite3.connect(f"{opened.as_uri()}?mode=ro", uri=True)
+        try:
+            tests = conn.execute("SELECT count(*) FROM tests").fetchone()[0]
+            runs = conn.execute(
+                "SELECT run_id FROM runs WHERE run_id GLOB 'bench-[0-9]'"
+            ).fetchall()
+            waiting = conn.execute("SELECT count(*) FROM test_runs_waiting").fetchone()[0]
+        finally:
+            conn.close()
+        assert sorted(runs) == [("bench-0",), ("bench-1",)]
+        assert tests > 0 and waiting == 2 * tests
+    assert not opened.exists() and history.read_bytes() == before
 
 
 def test_app_compares_two_histories_of_different_sizes(
     bench: Any, monkeypatch: Any, capsys: Any
 ) -> None:
     small = run_main(bench("generate"), ["--results", "1000"], monkeypatch, capsys)["path"]
-    args = ["--results", "2000", "--repeat", "1", "--against", small]
+    args = ["--results", "2000", "--repeat", "1", "--against", small, "--after-ingest", "0"]
     out = run_main(bench("app"), args, monkeypatch, capsys)
+    assert not any(key.startswith(("after_", "busy_after_")) for key in out)
     for prefix in ("", "busy_"):
         assert out[f"{prefix}against_first_screen_s"] > 0
         expected = out[f"{prefix}first_screen_s"] / out[f"{prefix}against_first_screen_s"]
