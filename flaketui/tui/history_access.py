@@ -148,10 +148,15 @@ def open_reader(path: Path) -> Reader:
     # Attempts a pytest recorder journaled, and the per-test rows of runs an ingest left
     # waiting, are in no table a reader reads yet: a writer stores and files them first. A
     # history this process may not write is read from a filed private copy, or refused while
-    # recorded attempts wait (store.fold_deferred). The first connection stays open until the
-    # reader is: the fold's checkpoint is left to the last connection to close, the reader's.
+    # recorded attempts wait (store.fold_deferred), and so is one git tracks while only runs
+    # wait: opening a committed history leaves the work tree as it is (flaketui.tui.trial).
+    # The first connection stays open until the reader is: the fold's checkpoint is left to
+    # the last connection to close, the reader's.
+    from flaketui.tui.trial import tracked_by_git  # it reads through this module
+
     try:
-        conn = open_connection(path, create=False, readonly=True)
+        in_place = bool(journal.waiting(db.conn)) or not tracked_by_git(path)
+        conn = open_connection(path, create=False, readonly=True, fold_in_place=in_place)
         if store.is_filed_copy(conn):
             return Reader(conn)
         conn.close()

@@ -12,10 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from pilots import app_on, settle
 from textual.widgets import Input, Static
 from tui_history import NOW
 
+from flaketui.cli import cli
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.core.timeutil import parse_iso, utc_now
 from flaketui.tui.app import FlaketuiApp, make_app
@@ -83,6 +85,44 @@ async def test_the_quickstart_key_tour_leaves_the_clone_clean(clone: Path, tmp_p
     assert trial != sample.absolute() and trial.is_relative_to(tmp_path / "cache")
     assert _audit(trial) == [("quarantine", "app"), ("release", "app")]
     assert any(m.startswith("sample_data/history.db is tracked by git") for m in messages), messages
+
+
+async def test_a_committed_history_with_runs_waiting_is_read_and_left_as_it_is(
+    clone: Path,
+) -> None:
+    """A history committed after `flaketui ingest` holds runs whose rows wait for the fold:
+    the app shows them, from a folded private copy, and the tracked file stays as it is."""
+    sample = clone / "sample_data" / "history.db"
+    report = clone / "run.xml"
+    report.write_text(
+        '<testsuite name="s"><testcase classname="tests.test_brand_new" name="test_arrived"'
+        ' file="tests/test_brand_new.py"><failure message="boom">boom</failure></testcase>'
+        "</testsuite>\n"
+    )
+    for index in range(2):
+        args = ["ingest", str(sample), str(report), "--run-id", f"waiting-{index}"]
+        args += ["--timestamp", f"2026-11-30T1{index}:30:00Z", "--no-detect"]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    report.unlink()
+    conn = sqlite3.connect(sample)
+    assert conn.execute("SELECT count(*) FROM test_runs_waiting").fetchone() == (2,)
+    conn.close()
+    _git(clone, "add", ".")
+    _git(clone, "commit", "-q", "-m", "two runs ingested")
+    before = hashlib.sha256(sample.read_bytes()).hexdigest()
+    app: FlaketuiApp = make_app("sample_data/history.db", now=NOW, cursor_blink=False, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        data = app.main_screen.data
+        assert data is not None
+        [arrived] = [
+            t for t in data.report.tests if t.test_id == "tests/test_brand_new.py::test_arrived"
+        ]
+        assert arrived.scores.runs == 2
+        await pilot.press("ctrl+q")
+    assert _git(clone, "status", "--porcelain", "--ignored=no") == ""
+    assert hashlib.sha256(sample.read_bytes()).hexdigest() == before
 
 
 async def test_an_action_is_stamped_with_the_wall_clock_not_with_now(

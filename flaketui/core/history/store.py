@@ -491,6 +491,7 @@ def open_connection(
     readonly: bool = False,
     fold: bool = True,
     fold_later: bool = False,
+    fold_in_place: bool = True,
 ) -> sqlite3.Connection:
     """open_history's plain sqlite3 connection (autocommit; write through `transaction()`).
 
@@ -498,6 +499,9 @@ def open_connection(
     passes False, so that a test session never pays for an earlier one's. `fold_later`: store
     the journaled attempts but leave the waiting runs to the caller, a writer that folds them
     together once enough wait (ingest, see flaketui.core.ingest.writer.FOLD_RUNS).
+    `fold_in_place`: False for a reader whose file should stay as it is even though it may
+    be written (the app on a history git tracks): runs whose rows wait are read from a filed
+    copy, as where the file may not be written; journaled attempts are still stored in it.
     """
     path = Path(path)
     _check_is_sqlite(path)
@@ -552,7 +556,9 @@ def open_connection(
         return open_connection(path, create=False, readonly=True)
     _opened[os.path.realpath(path)] = path
     if fold:
-        conn = fold_deferred(conn, path, readonly, fold_waiting=not fold_later)
+        conn = fold_deferred(
+            conn, path, readonly, fold_waiting=not fold_later, in_place=fold_in_place
+        )
     return conn
 
 
@@ -580,7 +586,12 @@ def reads_in_place(path: Path) -> bool:
 
 
 def fold_deferred(
-    conn: sqlite3.Connection, path: Path, readonly: bool, *, fold_waiting: bool = True
+    conn: sqlite3.Connection,
+    path: Path,
+    readonly: bool,
+    *,
+    fold_waiting: bool = True,
+    in_place: bool = True,
 ) -> sqlite3.Connection:
     """Store the attempts a recorder journaled and fold the runs left unfolded into the
     rollups (unless not `fold_waiting`), in one transaction, when the history may be written;
@@ -592,6 +603,8 @@ def fold_deferred(
     (flaketui.core.rollups.pending), a reader reads a private copy where they are
     (_filed_copy). Journaled attempts are in no raw row yet: a reader waits for the write lock
     as any writer does, and a history it may not write is refused with a one-line error.
+    `in_place`: False for a reader that leaves the file as it is while only runs wait (a
+    filed copy, as where it may not write).
     """
     from flaketui.core.rollups.pending import pending, waiting_rows
 
@@ -602,7 +615,7 @@ def fold_deferred(
 
     try:
         if readonly:
-            if not may_write(path):
+            if not may_write(path) or (not in_place and not waiting):
                 if waiting:
                     conn.close()
                     held = plural(waiting, "attempt")
