@@ -150,19 +150,18 @@ def open_reader(path: Path) -> Reader:
     # history this process may not write is read from a filed private copy, or refused while
     # recorded attempts wait (store.fold_deferred), and so is one git tracks while only runs
     # wait: opening a committed history leaves the work tree as it is (flaketui.tui.trial).
-    # The first connection stays open until the reader is: the fold's checkpoint is left to
-    # the last connection to close, the reader's.
+    # The connection that folds is the last to close, so the fold's pages are in the file and
+    # the WAL gone before the reader opens: a watch that notes the history's state then sees
+    # no change of the reader's own making (loaders.history_stamp).
     from flaketui.tui.trial import tracked_by_git  # it reads through this module
 
-    try:
-        in_place = bool(journal.waiting(db.conn)) or not tracked_by_git(path)
-        conn = open_connection(path, create=False, readonly=True, fold_in_place=in_place)
-        if store.is_filed_copy(conn):
-            return Reader(conn)
-        conn.close()
-        return _open_reader(path)
-    finally:
-        db.conn.close()
+    in_place = bool(journal.waiting(db.conn)) or not tracked_by_git(path)
+    db.conn.close()
+    conn = open_connection(path, create=False, readonly=True, fold_in_place=in_place)
+    if store.is_filed_copy(conn):
+        return Reader(conn)
+    conn.close()
+    return _open_reader(path)
 
 
 def _open_reader(path: Path) -> Reader:

@@ -204,9 +204,11 @@ def load_main(source: Source, *, suite: str | None, branch_kind: str | None) -> 
     is a long pure-Python walk the ranked list need not wait for.
     """
     report_mod = _core("scoring.report")
-    stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
     with reading(source.path) as db:
+        # Once the reader is open: opening may fold runs an ingest left waiting, a write of
+        # the reader's own that the watch must not take for a change.
+        stamp = history_stamp(source.path)
         # build_report applies the report's clock itself (and flags a clamped now).
         report: Report = report_mod.build_report(
             db,
@@ -226,9 +228,11 @@ def load_in_stages(
     ranked, no groups yet), then the complete report, then the lifecycle states and suites,
     then the complete report with the likely causes of its flaky tests and families."""
     report_mod = _core("scoring.report")
-    stamp = history_stamp(source.path)
     skip, problem = read_skip(source.skip_path)
     with reading(source.path) as db:
+        # Once the reader is open: opening may fold runs an ingest left waiting, a write of
+        # the reader's own that the watch must not take for a change.
+        stamp = history_stamp(source.path)
         stages = report_mod.report_stages(
             db, now=source.requested_now, config=source.config, repo_root=source.owners_from
         )

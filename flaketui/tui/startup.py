@@ -104,6 +104,10 @@ class StagedRead:
         # thread before any step is handed over): a read that fails is tried again once the
         # history differs from it.
         self.stamp: tuple[int, ...] = ()
+        # The stamp of the snapshot the steps are read from (load_in_stages' own, taken once
+        # its reader has folded what an ingest left waiting): the watch's, once the new
+        # ranking replaces a kept one.
+        self.read_stamp: tuple[int, ...] | None = None
         self.done = [threading.Event() for _ in range(STEPS)]
         self.values: list[object] = [None] * STEPS
         self.errors: list[BaseException | None] = [None] * STEPS
@@ -151,6 +155,8 @@ class StagedRead:
                     if self.stopped:
                         break
                     value = next(stages)
+                    if isinstance(value, MainData):
+                        self.read_stamp = value.stamp
                     if not self.done[step].is_set():
                         self.values[step] = value
                         self.done[step].set()

@@ -34,6 +34,7 @@ from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups.pending import WAITING_TABLE, file_waiting, pending_runs
 from flaketui.core.scoring.report import build_report
 from flaketui.tui.history_access import check_history, open_reader
+from flaketui.tui.loaders import history_stamp
 from tests.core.test_rollup_scoring import _snapshot, assert_maintained
 
 NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
@@ -293,48 +294,24 @@ def test_the_apps_start_check_leaves_the_waiting_runs_to_its_first_read(tmp_path
     conn.close()
 
 
-def test_a_readers_fold_leaves_its_checkpoint_to_the_readers_close(tmp_path: Path) -> None:
-    """The fold a reader runs as it opens commits into the WAL without copying it into the
-    file (a checkpoint of a big fold took longer than the fold): the reader reads the filed
-    rows, and its close, the last, copies them in and removes the WAL."""
-    history = tmp_path / "h.db"
-    conn = open_connection(history)
-    # Small pages: a fold of a few hundred tests writes past SQLite's 1 000-page checkpoint.
-    conn.execute("PRAGMA journal_mode = DELETE")
-    conn.execute("PRAGMA page_size = 512")
-    conn.execute("VACUUM")
-    conn.execute("PRAGMA journal_mode = WAL")
-    names = [f"test_{n}" for n in range(400)]
-    for index in range(15):
-        cases: list[Case] = [
-            (name, None, ("fail" if (index + n) % 7 == 0 else "pass",))
-            for n, name in enumerate(names)
-        ]
-        report = _report(tmp_path / f"{index}.xml", cases)
-        ingest_reports(conn, [report], _meta(f"r{index}", 100 - index), stage=True)
-        if index == 11:
-            _fold(conn)  # the last three runs wait
-    conn.close()
-    wal = history.with_name(history.name + "-wal")
-    db = open_reader(history)
+def test_a_readers_fold_is_in_the_file_before_the_reader_opens(tmp_path: Path) -> None:
+    """The app notes the history's state once its reader is open, and reloads when it
+    changes: the fold the reader runs as it opens must be wholly in the file by then (WAL
+    copied in and gone), or the reader's close would change the file and look like a write."""
+    staged, _ = _twins(tmp_path)
+    wal = staged.with_name(staged.name + "-wal")
+    db = open_reader(staged)
     try:
-        assert wal.stat().st_size > 1_000 * (512 + 24)  # past the default checkpoint point
-        shutil.copyfile(history, tmp_path / "file-alone.db")
+        assert not wal.exists() or wal.stat().st_size == 0
+        shutil.copyfile(staged, tmp_path / "file-alone.db")
         alone = sqlite3.connect(tmp_path / "file-alone.db")
-        assert alone.execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone() == (1200,)
+        assert alone.execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone() == (0,)
+        assert alone.execute("SELECT count(*) FROM test_runs").fetchone() == (60,)
         alone.close()
-        filed = (
-            "SELECT count(*) FROM test_runs WHERE run IN"
-            " (SELECT id FROM runs WHERE run_id IN ('r12', 'r13', 'r14'))"
-        )
-        assert db.conn.execute(filed).fetchone() == (1200,)
+        stamp = history_stamp(staged)
     finally:
         db.conn.close()
-    assert not wal.exists()
-    conn = sqlite3.connect(history)
-    assert conn.execute(f"SELECT count(*) FROM {WAITING_TABLE}").fetchone() == (0,)
-    assert conn.execute(filed).fetchone() == (1200,)
-    conn.close()
+    assert history_stamp(staged) == stamp
 
 
 def test_the_recorder_adding_to_a_waiting_run_files_it_first(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from flaketui.core.scoring.stored import (
 )
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
-from flaketui.tui.loaders import MainData, Source, load_in_stages, load_main
+from flaketui.tui.loaders import MainData, Source, history_stamp, load_in_stages, load_main
 from flaketui.tui.messages import ExtrasLoaded
 from flaketui.tui.ranking_store import (
     KeptRanking,
@@ -251,6 +251,7 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
         await until(pilot, lambda: screen.data is not None)
         # First the kept ranking, marked, in its own order...
         assert screen.data.provisional
+        assert app.last_stamp is None  # it arms no watch: the new read's stamp does
         assert "refreshing" in str(screen.query_one("#header").render())
         assert [t.test_id for t in screen.data.report.tests][:2] == [
             complete.tests[1].test_id,
@@ -260,6 +261,7 @@ async def test_the_app_marks_the_kept_ranking_until_the_new_one_is_in(
         await until(pilot, lambda: not screen.data.provisional)
         assert "refreshing" not in str(screen.query_one("#header").render())
         assert [t.test_id for t in screen.data.report.tests] == [t.test_id for t in complete.tests]
+        assert app.last_stamp == history_stamp(history)
 
 
 def test_the_flaky_tests_are_read_alone_and_the_rest_goes_on_from_them(

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from pilots import SAFETY_S, app_on, until
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 from tui_history import CART, NOW, record_run
 
+from flaketui.cli import cli
 from flaketui.core.errors import HistoryError
 from flaketui.tui import history_access, startup
 from flaketui.tui.app import FlaketuiApp
@@ -285,3 +287,37 @@ async def test_each_later_step_is_read_once_the_step_before_is_on_screen(
         assert _done_loading(app)
     assert seen["extras"] == (True, False)  # the complete report, with its groups
     assert seen["causes"] == (True, True)  # the lifecycle states too
+
+
+def _ingest_waiting(history: Path, tmp_path: Path, runs: int) -> None:
+    """`flaketui ingest` of `runs` new runs, which it leaves waiting for the fold."""
+    report = tmp_path / "waiting.xml"
+    report.write_text(
+        '<testsuite name="s"><testcase classname="tests.test_late" name="test_arrived"'
+        ' file="tests/test_late.py"/></testsuite>\n'
+    )
+    for index in range(runs):
+        args = ["ingest", str(history), str(report), "--run-id", f"waiting-{index}"]
+        args += ["--timestamp", f"2026-11-30T1{index}:45:00Z", "--no-detect"]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    with closing(sqlite3.connect(history)) as conn:
+        assert conn.execute("SELECT count(*) FROM test_runs_waiting").fetchone() == (runs,)
+
+
+async def test_folding_the_waiting_runs_as_it_opens_is_no_change_to_reload(
+    history: Path, tmp_path: Path
+) -> None:
+    """The app's first read folds the runs an ingest left waiting: its own write, done before
+    it notes the history's state, so the watch sees no change afterwards."""
+    _ingest_waiting(history, tmp_path, 3)
+    app = app_on(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: _done_loading(app))
+        with closing(sqlite3.connect(history)) as conn:
+            assert conn.execute("SELECT count(*) FROM test_runs_waiting").fetchone() == (0,)
+        app.check_history()  # the watch's timer
+        await until(pilot, lambda: all(w.is_finished for w in app.workers if w.group == "poll"))
+        await pilot.pause()
+        assert not [n for n in app._notifications if "history changed" in n.message]
+        assert not any(not w.is_finished for w in _loads(app))  # no reload started

@@ -628,11 +628,6 @@ def fold_deferred(
             # A reader does not queue behind a long write for this: it reads raw rows instead.
             wait_s = BUSY_TIMEOUT_MS / 1000 if waiting else FOLD_WAIT_S
             writer = sqlite3.connect(str(path), timeout=wait_s, isolation_level=None)
-            # The fold's pages are copied from the WAL into the file by the last connection to
-            # close, the reader's own once it has read, not by this commit: at 10 M results a
-            # fold of three runs writes more than SQLite's 1 000 pages of WAL, whose
-            # checkpoint took 0.8 s before the reader could start.
-            writer.execute("PRAGMA wal_autocheckpoint = 0")
             try:
                 with transaction(writer):
                     journal.land(writer)

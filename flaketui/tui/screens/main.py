@@ -315,9 +315,11 @@ class MainScreen(Screen[None]):
             whole = replace(data, report=kept.report, groups_loaded=True, verdicts=None)
             self._show_extras(data, whole, state, prepare_rows(whole, state))
             data = whole
+        report = read.complete()
         complete = replace(
             data,
-            report=read.complete(),
+            report=report,
+            stamp=data.stamp if read.read_stamp is None else read.read_stamp,
             groups_loaded=True,
             causes_loaded=False,  # a kept ranking had them: they come last again
             provisional=False,
@@ -334,7 +336,10 @@ class MainScreen(Screen[None]):
             return  # a newer load replaced this one: its later steps follow this data alone
         self._shown_load = weakref.ref(event)
         self.data = event.data
-        self.flaketui.last_stamp = event.data.stamp
+        if not event.data.provisional:
+            # The kept ranking arms no watch: the new read's stamp, taken once it has folded
+            # what an ingest left waiting, does.
+            self.flaketui.last_stamp = event.data.stamp
         self._stop_loading()
         self._show_header()
         self._show_still_reading()
@@ -376,6 +381,8 @@ class MainScreen(Screen[None]):
         if not event.follows(self.data):
             event.shown.set()
             return  # a newer load replaced the report these states belong to
+        if self.data is not None and self.data.provisional and not event.data.provisional:
+            self.flaketui.last_stamp = event.data.stamp  # the new ranking arms the watch
         self.data = event.data
         self._show_header()
         self._show_still_reading()
