@@ -143,7 +143,8 @@ def open_reader(path: Path) -> Reader:
     """
     _check_file(path)
     db = _open_reader(path)
-    if not (journal.waiting(db.conn) or waiting_rows(db.conn)):
+    attempts = journal.waiting(db.conn)
+    if not (attempts or waiting_rows(db.conn)):
         return db
     # Attempts a pytest recorder journaled, and the per-test rows of runs an ingest left
     # waiting, are in no table a reader reads yet: a writer stores and files them first. A
@@ -155,7 +156,7 @@ def open_reader(path: Path) -> Reader:
     # no change of the reader's own making (loaders.history_stamp).
     from flaketui.tui.trial import tracked_by_git  # it reads through this module
 
-    in_place = bool(journal.waiting(db.conn)) or not tracked_by_git(path)
+    in_place = bool(attempts) or not tracked_by_git(path)
     db.conn.close()
     conn = open_connection(path, create=False, readonly=True, fold_in_place=in_place)
     if store.is_filed_copy(conn):
