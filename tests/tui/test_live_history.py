@@ -23,7 +23,10 @@ from flaketui.cli import cli
 from flaketui.core.errors import HistoryError
 from flaketui.tui import history_access, startup
 from flaketui.tui.app import FlaketuiApp
+from flaketui.tui.loaders import history_stamp, load_main
 from flaketui.tui.messages import LoadFailed, MainLoaded
+from flaketui.tui.ranking_store import keep_ranking
+from flaketui.tui.startup import StagedRead, make_source
 
 SIZE = (160, 48)
 
@@ -321,3 +324,24 @@ async def test_folding_the_waiting_runs_as_it_opens_is_no_change_to_reload(
         await pilot.pause()
         assert not [n for n in app._notifications if "history changed" in n.message]
         assert not any(not w.is_finished for w in _loads(app))  # no reload started
+
+
+async def test_a_kept_ranking_hands_the_watch_the_stamp_of_the_folded_read(
+    history: Path, tmp_path: Path
+) -> None:
+    """Shown first, a kept ranking carries the history's stamp from before the read folds
+    what an ingest left waiting; the new ranking that replaces it brings the stamp of its
+    own, folded, snapshot to the watch, so the fold is no change."""
+    source = make_source(history, NOW, tmp_path / "quarantine.json")
+    keep_ranking(source, load_main(source, suite=None, branch_kind=None).report, with_causes=False)
+    _ingest_waiting(history, tmp_path, 2)
+    read = StagedRead(source, kept=True)
+    assert read.first().provisional
+    app = FlaketuiApp(source, watch=False, first_read=read)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: _done_loading(app) and not app.main_screen.data.provisional)
+        assert app.last_stamp == history_stamp(history)
+        app.check_history()  # the watch's timer
+        await until(pilot, lambda: all(w.is_finished for w in app.workers if w.group == "poll"))
+        await pilot.pause()
+        assert not [n for n in app._notifications if "history changed" in n.message]
