@@ -66,6 +66,13 @@ denominator; flaketui's loads through pytest-flaketui's entry point, as in a use
 --history H records every pair's session into a copy of the history H, made before the clock,
 instead of a new history (what a CI job keeping its history between runs pays), and times the
 next reader storing and folding that run there (`history_fold_s`).
+--gc loads a probe module into both runs of every pair (`-p`, before any test) that times the
+garbage collector's passes: `gc_share` is the share of a plain run's wall time spent in them,
+`plain_gc_s` and `recording_gc_s` their medians, and `outside_gc_overhead` (with `_iqr`, `_ci`)
+the same statistic as `overhead` over the time outside them. A 5 000-test session spends a
+fifth of its time in the collector, and that time swings by a tenth of a second between two
+identical sessions: the outside figure keeps those swings out of what recording is seen to
+cost (the verdict is still read from `overhead`).
 --simultaneous starts both runs of a pair at the same moment instead (mode "simultaneous"): its
 CPU ratio sees the same neighbours and is the tightest figure here (`verdict` is then read from
 it, `verdict_of`), its wall ratio leans towards 1 (the run finishing first frees a core for the
@@ -78,6 +85,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+import json
 import math
 import os
 import re
@@ -95,6 +103,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit, install_copy, loadavg, log, machine, median
 
 TESTS_PER_FILE = 500
+GC_PROBE = "flaketui_bench_gc_probe"  # the module --gc loads into both runs
+GC_OUT_VAR = "FLAKETUI_BENCH_GC_OUT"
+GC_PROBE_SOURCE = f'''"""The collector's seconds, written as JSON to ${GC_OUT_VAR} at exit."""
+import atexit, gc, json, os, time
+
+_clock = time.perf_counter
+_spent = [0.0]
+_started = [0.0]
+
+
+def _note(phase, info):
+    if phase == "start":
+        _started[0] = _clock()
+    else:
+        _spent[0] += _clock() - _started[0]
+
+
+gc.callbacks.append(_note)
+
+
+@atexit.register
+def _write():
+    with open(os.environ["{GC_OUT_VAR}"], "w") as out:
+        json.dump(_spent[0], out)
+'''
 INSTRUCTIONS_TARGET = 0.02  # the target: under 2 % more instructions than pytest alone...
 # ...and no wall time a paired measurement can tell from none (see verdict)
 SUITE_TIMEOUT_S = 300  # pytest-timeout's timeout in the suite's ini, when it is installed
@@ -168,8 +201,11 @@ class Runner:
         lean: bool,
         python: str = sys.executable,
         keep: tuple[str, ...] = (),
+        gc_probe: Path | None = None,
     ) -> None:
         self.root = root
+        # --gc: the folder holding GC_PROBE, loaded into every run (see run_measured).
+        self.gc_probe = gc_probe
         self.lean = lean
         # With lean, every other plugin installed is blocked by its entry-point name (but those
         # in keep), and flaketui's loads through its entry point, as in a user's session.
@@ -188,17 +224,34 @@ class Runner:
             )
         if lean:
             self.env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        if gc_probe is not None:
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(gc_probe), self.env.get("PYTHONPATH", "")) if p
+            )
+            self.env[GC_OUT_VAR] = str(gc_probe / "spent.json")
 
     def command(self, db: Path | None, *, idle: bool = False) -> list[str]:
         """The pytest command line: with a history path it records, without it pytest runs
         alone (flaketui's plugin not loaded), or with `idle` loaded but asked for nothing."""
         command = [self.python, "-m", "pytest", "-q", "-p", "no:randomly", *self.blocked]
+        if self.gc_probe is not None:
+            command += ["-p", GC_PROBE]
         command.append(str(self.root))
         if db is None and idle:
             return command
         if db is None:
             return [*command, "-p", "no:flaketui"]
         return [*command, f"--flaketui-db={db}"]  # one word: see the plugin's rootdir rule
+
+    def run_measured(self, db: Path | None) -> tuple[float, float, float | None]:
+        """run's wall and CPU time, and the seconds the run's collector took (None without a
+        probe)."""
+        if self.gc_probe is None:
+            return (*self.run(db), None)
+        spent = self.gc_probe / "spent.json"
+        spent.unlink(missing_ok=True)
+        wall, cpu = self.run(db)
+        return wall, cpu, float(json.loads(spent.read_text()))
 
     def run(self, db: Path | None) -> tuple[float, float]:
         """Wall time and the child's CPU time (user + sys) of one run (failures expected)."""
@@ -418,6 +471,23 @@ def _null_summary(ratios: list[float]) -> dict[str, object]:
     }
 
 
+def _gc_summary(
+    ratios: list[float], plain: list[float], plain_gc: list[float], recorded_gc: list[float]
+) -> dict[str, object]:
+    """The figures of --gc: the overhead outside the collector, and the collector's time."""
+    outside = summary("outside_gc_overhead", ratios)
+    return {
+        "outside_gc_overhead": outside["outside_gc_overhead"],
+        "outside_gc_overhead_iqr": outside["outside_gc_overhead_iqr"],
+        "outside_gc_overhead_ci": outside["outside_gc_overhead_ci"],
+        "gc_share": round(
+            statistics.median(g / w for g, w in zip(plain_gc, plain, strict=True)), 4
+        ),
+        "plain_gc_s": median(plain_gc),
+        "recording_gc_s": median(recorded_gc),
+    }
+
+
 def main() -> None:
     """Command line: run the pairs and print the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -435,6 +505,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--lean", action="store_true", help="only flaketui's pytest plugin: every other blocked"
+    )
+    parser.add_argument(
+        "--gc",
+        action="store_true",
+        help="also time the garbage collector in every run: the overhead outside it",
     )
     parser.add_argument(
         "--editable", action="store_true", help="the editable install as is (no bytecode copy)"
@@ -467,6 +542,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.null and args.simultaneous:
         parser.error("--null runs the pairs in turn: it cannot go with --simultaneous")
+    if args.gc and args.simultaneous:
+        parser.error("--gc compares the runs of a pair in turn: it cannot go with --simultaneous")
     if args.history is not None and not args.history.is_file():
         parser.error(f"{args.history}: no such history")
     load_before = loadavg()
@@ -480,30 +557,52 @@ def main() -> None:
         if not args.editable:
             site = Path(tmp) / "site"
             install_copy(site)
-        runner = Runner(root, site, args.lean)
+        probe = None
+        if args.gc:
+            probe = Path(tmp) / "probe"
+            probe.mkdir()
+            (probe / f"{GC_PROBE}.py").write_text(GC_PROBE_SOURCE)
+        runner = Runner(root, site, args.lean, gc_probe=probe)
         # Warm the OS cache and both code paths; these two runs are not pairs.
         runner.run(None)
         runner.run(Path(tmp) / "warm.db")
         plain, recorded, ratios, cpu_ratios, folds = [], [], [], [], []
         null_ratios: list[float] = []  # with --null: a second plain run over the first
+        # with --gc: recording over plain time outside the collector, and each run's collector
+        outside_ratios: list[float] = []
+        plain_gc: list[float] = []
+        recorded_gc: list[float] = []
         before = 0 if args.history is None else runs_in(args.history)
         for pair in range(args.pairs):
             db = Path(tmp) / f"h{pair}.db"
             if args.history is not None:
                 copy_history(args.history, db)  # before the clock
+            p_gc = r_gc = None
             if args.simultaneous:
                 (p, p_cpu), (r, r_cpu) = runner.run_pair_simultaneously(db)
             elif args.null:
                 # Plain, recording and plain again, the order of the plain runs swapped in odd
                 # pairs (ABA'/A'BA): the recording is compared with the first plain run, the
                 # second with the first, each sitting as far from its anchor.
-                first, (r, r_cpu), second = runner.run(None), runner.run(db), runner.run(None)
-                (p, p_cpu), again = (first, second) if pair % 2 == 0 else (second, first)
+                first = runner.run_measured(None)
+                r, r_cpu, r_gc = runner.run_measured(db)
+                second = runner.run_measured(None)
+                (p, p_cpu, p_gc), again = (first, second) if pair % 2 == 0 else (second, first)
                 null_ratios.append(again[0] / p)
             elif pair % 2 == 0:
-                (p, p_cpu), (r, r_cpu) = runner.run(None), runner.run(db)
+                (p, p_cpu, p_gc), (r, r_cpu, r_gc) = (
+                    runner.run_measured(None),
+                    runner.run_measured(db),
+                )
             else:
-                (r, r_cpu), (p, p_cpu) = runner.run(db), runner.run(None)
+                (r, r_cpu, r_gc), (p, p_cpu, p_gc) = (
+                    runner.run_measured(db),
+                    runner.run_measured(None),
+                )
+            if p_gc is not None and r_gc is not None:
+                outside_ratios.append((r - r_gc) / (p - p_gc))
+                plain_gc.append(p_gc)
+                recorded_gc.append(r_gc)
             if args.history is not None:
                 folds.append(fold_seconds(db))
             check_history(db, args.tests, timeout_s, before)
@@ -555,6 +654,11 @@ def main() -> None:
             "pair_ratios": [round(x, 3) for x in ratios],
             "cpu_pair_ratios": [round(x, 3) for x in cpu_ratios],
             **({} if not null_ratios else _null_summary(null_ratios)),
+            **(
+                {}
+                if not outside_ratios
+                else _gc_summary(outside_ratios, plain, plain_gc, recorded_gc)
+            ),
             **instr,
             **(
                 {}

@@ -174,6 +174,19 @@ def test_plugin_prints_overhead(bench: Any, monkeypatch: Any, capsys: Any) -> No
     assert isinstance(out["cpu_overhead"], float)
 
 
+def test_plugin_times_the_collector_in_both_runs(bench: Any, monkeypatch: Any, capsys: Any) -> None:
+    """--gc: each run's collector time comes back from its probe, and the overhead outside it
+    is recording over plain time less those."""
+    args = ["--tests", "30", "--repeat", "1", "--lean", "--gc"]
+    out = run_main(bench("plugin"), args, monkeypatch, capsys)
+    plain, recording = out["plain_s"], out["recording_s"]
+    plain_gc, recording_gc = out["plain_gc_s"], out["recording_gc_s"]
+    assert 0 < plain_gc < plain and 0 < recording_gc < recording
+    assert out["gc_share"] == pytest.approx(plain_gc / plain, abs=1e-3)
+    expected = (recording - recording_gc) / (plain - plain_gc) - 1
+    assert out["outside_gc_overhead"] == pytest.approx(expected, abs=2e-3)
+
+
 def test_plugin_simultaneous_pairs(bench: Any, monkeypatch: Any, capsys: Any) -> None:
     args = ["--tests", "30", "--repeat", "1", "--simultaneous"]
     out = run_main(bench("plugin"), args, monkeypatch, capsys)
