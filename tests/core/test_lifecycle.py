@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import sqlite_utils
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
@@ -592,6 +592,56 @@ def test_replay_invariants(
             assert step.ts >= first_seen + config.grace_days * DAY
         assert step.ts <= now
     assert walker.state == previous
+
+
+@settings(max_examples=150, deadline=None)
+@example(  # the quarantine goes before a run of its moment, which counts towards a release
+    scores=[0.0] * 4, runs_=[(1, 9, True), (2, 12, True), (3, 12, True)], people=[(1, "quarantine")]
+)
+@example(  # runs of one moment in the order given: the failing last one breaks the streak
+    scores=[0.0] * 4,
+    runs_=[(1, 9, True), (1, 9, True), (1, 9, False), (2, 12, True), (2, 12, True)],
+    people=[(1, "quarantine")],
+)
+@given(
+    scores=st.lists(st.floats(min_value=0.0, max_value=0.99), min_size=1, max_size=40),
+    runs_=st.lists(st.tuples(st.integers(0, 39), st.sampled_from([9, 12]), st.booleans())),
+    people=st.lists(
+        st.tuples(st.integers(0, 39), st.sampled_from(["quarantine", "release"])), max_size=4
+    ),
+)
+def test_runs_given_apart_replay_as_run_events(
+    scores: list[float],
+    runs_: list[tuple[int, int, bool]],
+    people: list[tuple[int, str]],
+) -> None:
+    """Runs handed to the replay as (moment, clean) tuples are walked as the same runs given
+    as events: in time order, after the decisions of their moment, in the order given."""
+    config = Config(auto_quarantine_days=3, release_clean_runs=3)
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    days = [(start + n * DAY).date() for n in range(len(scores))]
+    now = start + (len(scores) - 1) * DAY + timedelta(hours=23)
+    runs = [(start + d * DAY + timedelta(hours=h), c) for d, h, c in runs_]
+    runs = [(ts, clean) for ts, clean in runs if ts <= now]
+    decisions = [Event(start + d * DAY + timedelta(hours=9), k, by="dave") for d, k in people]
+    decisions = [ev for ev in decisions if ev.ts <= now]
+    walkers = [
+        Walker(
+            test_id="t",
+            config=config,
+            threshold=0.3,
+            enters=True,
+            first_seen=start - 30 * DAY,
+            now=now,
+            recorded=frozenset(),
+        )
+        for _ in range(2)
+    ]
+    as_events = [Event(ts, "run", clean=clean) for ts, clean in runs]
+    replay(walkers[0], days, scores, [*decisions, *as_events])
+    replay(walkers[1], days, scores, decisions, runs)
+    assert walkers[1].transitions == walkers[0].transitions
+    assert (walkers[1].state, walkers[1].clean_runs) == (walkers[0].state, walkers[0].clean_runs)
 
 
 NOW_PLAN = datetime(2026, 11, 2, tzinfo=UTC)

@@ -166,8 +166,8 @@ def run_moments(
 
     Plain tuples of atoms, which the garbage collector stops tracking: a replay of many tests
     holds hundreds of thousands of runs, and as objects each one would lengthen every full
-    collection, a pause of the whole process (the app's screen with it). derive makes a
-    test's run events only when it replays that test.
+    collection, a pause of the whole process (the app's screen with it). replay walks them
+    as they are.
     """
     wide = dataclasses.replace(config, window_days=days + 1)
     cte, params = counted_runs_cte(now, wide, test_ids=test_ids)
@@ -230,17 +230,14 @@ def derive(
             now=now,
             recorded=recorded,
         )
-        events = [
-            *audit_events.get(test_id, ()),
-            *(Event(moment, "run", clean=clean) for moment, clean in runs.pop(test_id, ())),
-        ]
+        events = list(audit_events.get(test_id, ()))
         entry = hand.get(test_id)
         if entry is not None:
             moment = entry.quarantined_at
             start = moment if moment is not None and moment <= now else now - timedelta(days=span)
             events.append(Event(start, "quarantine", by="hand", clock=moment is not None))
         scores = series.get(test_id, [0.0] * span)
-        replay(walker, days, scores, events)
+        replay(walker, days, scores, events, runs.pop(test_id, ()))
         transitions.extend(walker.transitions)
         states[test_id] = TestState(
             test_id=test_id,

@@ -169,15 +169,22 @@ class Walker:
             self.q_by = ev.by  # a person re-quarantining takes the entry over
         elif ev.kind == "release" and quarantined:
             self._release(ev.ts, f"released by {ev.by}", by=ev.by, recorded=True)
-        elif ev.kind == "run" and quarantined and self.q_start is not None:
-            self.clean_runs = self.clean_runs + 1 if ev.clean else 0
-            if self.clean_runs >= self.config.release_clean_runs:
-                effect = "release" if self.q_by == LIFECYCLE else "keep"
-                self._release(
-                    ev.ts,
-                    f"{plural(self.clean_runs, 'consecutive clean run')} while quarantined",
-                    effect=effect,
-                )
+        elif ev.kind == "run":
+            self.run(ev.ts, ev.clean)
+
+    def run(self, ts: datetime, clean: bool) -> None:
+        """Apply a run of the test (`clean`: every attempt passed): while it is quarantined
+        with a clock, consecutive clean runs release it."""
+        if self.q_start is None or self.state not in QUARANTINED:
+            return
+        self.clean_runs = self.clean_runs + 1 if clean else 0
+        if self.clean_runs >= self.config.release_clean_runs:
+            effect = "release" if self.q_by == LIFECYCLE else "keep"
+            self._release(
+                ts,
+                f"{plural(self.clean_runs, 'consecutive clean run')} while quarantined",
+                effect=effect,
+            )
 
     def _recorded(self, ev: Event) -> None:
         """Follow a transition an earlier run wrote: once applied, it is a fact."""
@@ -297,17 +304,43 @@ class Walker:
                 self.move(after, day_end(due, self.now), f"{plural(days, 'day')} quarantined")
 
 
-def replay(walker: Walker, days: list[date], scores: list[float], events: Iterable[Event]) -> None:
-    """Walk a test through the days: events in time order, then each day's end."""
-    # At equal times decisions go first: a quarantine precedes the runs of its moment.
-    pending = sorted(events, key=lambda ev: (ev.ts, ev.kind == "run"))
-    index = 0
+def replay(
+    walker: Walker,
+    days: list[date],
+    scores: list[float],
+    events: Iterable[Event],
+    runs: Iterable[tuple[datetime, bool]] = (),
+) -> None:
+    """Walk a test through the days: events and runs in time order, then each day's end.
+
+    `runs`: the test's runs as (moment, every attempt passed), beside any in `events`. A replay
+    of many tests walks hundreds of thousands of runs, and one matters only while its test is
+    quarantined: as plain tuples they cost a fraction of an Event each.
+    """
+    # In time order; at equal times decisions go first (a quarantine precedes the runs of its
+    # moment), then runs, each kind in the order given.
+    listed = list(events)
+    pending: list[tuple[datetime, bool, int, Event | bool]] = sorted(
+        [
+            *((ev.ts, ev.kind == "run", index, ev) for index, ev in enumerate(listed)),
+            *((ts, True, index, clean) for index, (ts, clean) in enumerate(runs, len(listed))),
+        ]
+    )
+    at = 0
     first = days[0] if days else walker.now.date()
-    while index < len(pending) and pending[index].ts.date() < first:
-        walker.event(pending[index])
-        index += 1
+    while at < len(pending) and pending[at][0].date() < first:
+        _apply(walker, pending[at])
+        at += 1
     for day, score in zip(days, scores, strict=True):
-        while index < len(pending) and pending[index].ts.date() <= day:
-            walker.event(pending[index])
-            index += 1
+        while at < len(pending) and pending[at][0].date() <= day:
+            _apply(walker, pending[at])
+            at += 1
         walker.end_of_day(day, score)
+
+
+def _apply(walker: Walker, item: tuple[datetime, bool, int, Event | bool]) -> None:
+    what = item[3]
+    if isinstance(what, Event):
+        walker.event(what)
+    else:
+        walker.run(item[0], what)
