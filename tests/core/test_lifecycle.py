@@ -270,6 +270,26 @@ def test_clean_runs_keep_an_entry_a_person_added(
     assert skip is not None and FLAKY in skip.entries
 
 
+def test_clean_runs_count_for_a_test_released_by_a_person_since(
+    db: sqlite_utils.Database, skip_path: Path
+) -> None:
+    """The replay reads the runs of every test it quarantines, also one no longer quarantined
+    at the end: ten clean runs released it before the person did."""
+    hb = HistoryBuilder(db)
+    flaky_timeline(hb, last_day=30)
+    quarantine(
+        db, skip_path, FLAKY, reason="mine", now=at(30), who="bob", source="cli", config=Config()
+    )
+    for day in range(31, 41):
+        runs(hb, FLAKY, day, "P", suite="nightly")
+    release(db, skip_path, FLAKY, reason="fixed", now=at(42, 10), who="alice", source="cli")
+    plan = derive(db, now=at(43), config=Config(), skip=read_skip_file(skip_path, explicit=True))
+    released = [t for t in plan.transitions if t.before in QUARANTINED and t.after == "none"]
+    assert [(t.ts, t.reason, t.effect) for t in released] == [
+        (at(40, 6), "10 consecutive clean runs while quarantined", "keep")
+    ]
+
+
 def test_a_quarantine_by_a_person_starts_the_clock(
     db: sqlite_utils.Database, skip_path: Path
 ) -> None:
@@ -642,6 +662,49 @@ def test_runs_given_apart_replay_as_run_events(
     replay(walkers[1], days, scores, decisions, runs)
     assert walkers[1].transitions == walkers[0].transitions
     assert (walkers[1].state, walkers[1].clean_runs) == (walkers[0].state, walkers[0].clean_runs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    scores=st.lists(st.floats(min_value=0.0, max_value=0.99), min_size=1, max_size=40),
+    runs_=st.lists(st.tuples(st.integers(-5, 39), st.sampled_from([9, 12]), st.booleans())),
+    people=st.lists(
+        st.tuples(st.integers(-5, 39), st.sampled_from(["quarantine", "release"])), max_size=3
+    ),
+    enters=st.booleans(),
+)
+def test_a_test_never_quarantined_without_its_runs_walks_the_same_with_them(
+    scores: list[float],
+    runs_: list[tuple[int, int, bool]],
+    people: list[tuple[int, str]],
+    enters: bool,
+) -> None:
+    """What lets derive read only the runs of the tests its replay quarantines: runs move a
+    test only while it is quarantined, so a replay without them that never quarantines the
+    test is the replay with them."""
+    config = Config(warning_days=2, auto_quarantine_days=3, release_clean_runs=2)
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    days = [(start + n * DAY).date() for n in range(len(scores))]
+    now = start + (len(scores) - 1) * DAY + timedelta(hours=23)
+    runs = [(start + d * DAY + timedelta(hours=h), c) for d, h, c in runs_]
+    decisions = [Event(start + d * DAY + timedelta(hours=9), k, by="dave") for d, k in people]
+    walkers = [
+        Walker(
+            test_id="t",
+            config=config,
+            threshold=0.3,
+            enters=enters,
+            first_seen=start - 30 * DAY,
+            now=now,
+            recorded=frozenset(),
+        )
+        for _ in range(2)
+    ]
+    replay(walkers[0], days, scores, [ev for ev in decisions if ev.ts <= now])
+    replay(walkers[1], days, scores, [ev for ev in decisions if ev.ts <= now], runs)
+    if not any(move.after in QUARANTINED for move in walkers[0].transitions):
+        assert walkers[1].transitions == walkers[0].transitions
+        assert (walkers[1].state, walkers[1].clean_runs) == (walkers[0].state, 0)
 
 
 NOW_PLAN = datetime(2026, 11, 2, tzinfo=UTC)

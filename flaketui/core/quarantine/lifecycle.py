@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -214,16 +214,13 @@ def derive(
     days = [today - timedelta(days=back) for back in range(span - 1, -1, -1)]
     ordered = sorted(tracked)
     series = daily_recency_scores(db, ordered, now=now, days=span, config=config)
-    runs = run_moments(db, ordered, now, span, config)
-    transitions: list[Transition] = []
-    states: dict[str, TestState] = {}
-    for test_id in ordered:
+
+    def walk(test_id: str, runs: Iterable[tuple[datetime, bool]] = ()) -> Walker:
         verdict = verdicts.get(test_id)
-        threshold = config.threshold_for(verdict.suite if verdict else "")
         walker = Walker(
             test_id=test_id,
             config=config,
-            threshold=threshold,
+            threshold=config.threshold_for(verdict.suite if verdict else ""),
             enters=verdict is not None and verdict.verdict == Verdict.FLAKY,
             verdict=verdict.verdict if verdict else None,
             first_seen=first_seen.get(test_id),
@@ -236,15 +233,33 @@ def derive(
             moment = entry.quarantined_at
             start = moment if moment is not None and moment <= now else now - timedelta(days=span)
             events.append(Event(start, "quarantine", by="hand", clock=moment is not None))
+        replay(walker, days, series.get(test_id, [0.0] * span), events, runs)
+        return walker
+
+    # A run moves a test only while it is quarantined (Walker.run): a test its replay without
+    # runs never quarantines is never quarantined with them, and walks the same. Only the
+    # others' runs are read, and those tests walked again with them.
+    walkers = {test_id: walk(test_id) for test_id in ordered}
+    quarantined = [
+        test_id
+        for test_id, walker in walkers.items()
+        if any(move.after in QUARANTINED for move in walker.transitions)
+    ]
+    runs = run_moments(db, quarantined, now, span, config) if quarantined else {}
+    for test_id in quarantined:
+        walkers[test_id] = walk(test_id, runs.pop(test_id, ()))
+    transitions: list[Transition] = []
+    states: dict[str, TestState] = {}
+    for test_id, walker in walkers.items():
+        verdict = verdicts.get(test_id)
         scores = series.get(test_id, [0.0] * span)
-        replay(walker, days, scores, events, runs.pop(test_id, ()))
         transitions.extend(walker.transitions)
         states[test_id] = TestState(
             test_id=test_id,
             state=walker.state,
             since=walker.since,
             score=scores[-1] if scores else 0.0,
-            threshold=threshold,
+            threshold=walker.threshold,
             verdict=verdict.verdict if verdict else None,
             quarantined_since=walker.q_start.date() if walker.q_start else None,
             quarantined_by=walker.q_by,

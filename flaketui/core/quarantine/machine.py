@@ -174,7 +174,8 @@ class Walker:
 
     def run(self, ts: datetime, clean: bool) -> None:
         """Apply a run of the test (`clean`: every attempt passed): while it is quarantined
-        with a clock, consecutive clean runs release it."""
+        with a clock, consecutive clean runs release it. At any other time a run changes
+        nothing (lifecycle.derive reads the runs of the tests its replay quarantines only)."""
         if self.q_start is None or self.state not in QUARANTINED:
             return
         self.clean_runs = self.clean_runs + 1 if clean else 0
