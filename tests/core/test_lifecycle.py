@@ -252,9 +252,8 @@ def test_release_by_a_person(db: sqlite_utils.Database, skip_path: Path) -> None
     assert applied.released == []
 
 
-def test_clean_runs_keep_an_entry_a_person_added(
-    db: sqlite_utils.Database, skip_path: Path
-) -> None:
+def quarantined_by_bob_then_clean(db: sqlite_utils.Database, skip_path: Path) -> None:
+    """FLAKY's flaky timeline to day 30, quarantined by bob then, one clean run a day to 40."""
     hb = HistoryBuilder(db)
     flaky_timeline(hb, last_day=30)
     quarantine(
@@ -262,6 +261,12 @@ def test_clean_runs_keep_an_entry_a_person_added(
     )
     for day in range(31, 41):
         runs(hb, FLAKY, day, "P", suite="nightly")
+
+
+def test_clean_runs_keep_an_entry_a_person_added(
+    db: sqlite_utils.Database, skip_path: Path
+) -> None:
+    quarantined_by_bob_then_clean(db, skip_path)
     plan, applied = run_lifecycle(db, at(40), skip_path)
     released = [t for t in plan.transitions if t.before == "quarantined" and t.after == "none"]
     assert [t.effect for t in released] == ["keep"]
@@ -275,13 +280,7 @@ def test_clean_runs_count_for_a_test_released_by_a_person_since(
 ) -> None:
     """The replay reads the runs of every test it quarantines, also one no longer quarantined
     at the end: ten clean runs released it before the person did."""
-    hb = HistoryBuilder(db)
-    flaky_timeline(hb, last_day=30)
-    quarantine(
-        db, skip_path, FLAKY, reason="mine", now=at(30), who="bob", source="cli", config=Config()
-    )
-    for day in range(31, 41):
-        runs(hb, FLAKY, day, "P", suite="nightly")
+    quarantined_by_bob_then_clean(db, skip_path)
     release(db, skip_path, FLAKY, reason="fixed", now=at(42, 10), who="alice", source="cli")
     plan = derive(db, now=at(43), config=Config(), skip=read_skip_file(skip_path, explicit=True))
     released = [t for t in plan.transitions if t.before in QUARANTINED and t.after == "none"]
@@ -614,6 +613,44 @@ def test_replay_invariants(
     assert walker.state == previous
 
 
+REPLAY_START = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def _replayed(
+    config: Config,
+    scores: list[float],
+    runs_: list[tuple[int, int, bool]],
+    people: list[tuple[int, str]],
+    enters: bool = True,
+) -> tuple[Walker, Walker, list[date], list[tuple[datetime, bool]], list[Event]]:
+    """Two fresh walkers of one test over len(scores) days from REPLAY_START, its runs
+    (day, hour, clean) up to now as (moment, clean), and the people's decisions at 09:00."""
+    start = REPLAY_START
+    days = [(start + n * DAY).date() for n in range(len(scores))]
+    now = start + (len(scores) - 1) * DAY + timedelta(hours=23)
+    runs = [(start + d * DAY + timedelta(hours=h), c) for d, h, c in runs_]
+    decisions = [Event(start + d * DAY + timedelta(hours=9), k, by="dave") for d, k in people]
+    first, second = (
+        Walker(
+            test_id="t",
+            config=config,
+            threshold=0.3,
+            enters=enters,
+            first_seen=start - 30 * DAY,
+            now=now,
+            recorded=frozenset(),
+        )
+        for _ in range(2)
+    )
+    return (
+        first,
+        second,
+        days,
+        [(ts, clean) for ts, clean in runs if ts <= now],
+        [ev for ev in decisions if ev.ts <= now],
+    )
+
+
 @settings(max_examples=150, deadline=None)
 @example(  # the quarantine goes before a run of its moment, which counts towards a release
     scores=[0.0] * 4, runs_=[(1, 9, True), (2, 12, True), (3, 12, True)], people=[(1, "quarantine")]
@@ -638,30 +675,11 @@ def test_runs_given_apart_replay_as_run_events(
     """Runs handed to the replay as (moment, clean) tuples are walked as the same runs given
     as events: in time order, after the decisions of their moment, in the order given."""
     config = Config(auto_quarantine_days=3, release_clean_runs=3)
-    start = datetime(2026, 3, 1, tzinfo=UTC)
-    days = [(start + n * DAY).date() for n in range(len(scores))]
-    now = start + (len(scores) - 1) * DAY + timedelta(hours=23)
-    runs = [(start + d * DAY + timedelta(hours=h), c) for d, h, c in runs_]
-    runs = [(ts, clean) for ts, clean in runs if ts <= now]
-    decisions = [Event(start + d * DAY + timedelta(hours=9), k, by="dave") for d, k in people]
-    decisions = [ev for ev in decisions if ev.ts <= now]
-    walkers = [
-        Walker(
-            test_id="t",
-            config=config,
-            threshold=0.3,
-            enters=True,
-            first_seen=start - 30 * DAY,
-            now=now,
-            recorded=frozenset(),
-        )
-        for _ in range(2)
-    ]
-    as_events = [Event(ts, "run", clean=clean) for ts, clean in runs]
-    replay(walkers[0], days, scores, [*decisions, *as_events])
-    replay(walkers[1], days, scores, decisions, runs)
-    assert walkers[1].transitions == walkers[0].transitions
-    assert (walkers[1].state, walkers[1].clean_runs) == (walkers[0].state, walkers[0].clean_runs)
+    as_events, apart, days, runs, decisions = _replayed(config, scores, runs_, people)
+    replay(as_events, days, scores, [*decisions, *(Event(ts, "run", clean=c) for ts, c in runs)])
+    replay(apart, days, scores, decisions, runs)
+    assert apart.transitions == as_events.transitions
+    assert (apart.state, apart.clean_runs) == (as_events.state, as_events.clean_runs)
 
 
 @settings(max_examples=150, deadline=None)
@@ -683,28 +701,12 @@ def test_a_test_never_quarantined_without_its_runs_walks_the_same_with_them(
     test only while it is quarantined, so a replay without them that never quarantines the
     test is the replay with them."""
     config = Config(warning_days=2, auto_quarantine_days=3, release_clean_runs=2)
-    start = datetime(2026, 3, 1, tzinfo=UTC)
-    days = [(start + n * DAY).date() for n in range(len(scores))]
-    now = start + (len(scores) - 1) * DAY + timedelta(hours=23)
-    runs = [(start + d * DAY + timedelta(hours=h), c) for d, h, c in runs_]
-    decisions = [Event(start + d * DAY + timedelta(hours=9), k, by="dave") for d, k in people]
-    walkers = [
-        Walker(
-            test_id="t",
-            config=config,
-            threshold=0.3,
-            enters=enters,
-            first_seen=start - 30 * DAY,
-            now=now,
-            recorded=frozenset(),
-        )
-        for _ in range(2)
-    ]
-    replay(walkers[0], days, scores, [ev for ev in decisions if ev.ts <= now])
-    replay(walkers[1], days, scores, [ev for ev in decisions if ev.ts <= now], runs)
-    if not any(move.after in QUARANTINED for move in walkers[0].transitions):
-        assert walkers[1].transitions == walkers[0].transitions
-        assert (walkers[1].state, walkers[1].clean_runs) == (walkers[0].state, 0)
+    without, with_runs, days, runs, decisions = _replayed(config, scores, runs_, people, enters)
+    replay(without, days, scores, decisions)
+    replay(with_runs, days, scores, decisions, runs)
+    if not any(move.after in QUARANTINED for move in without.transitions):
+        assert with_runs.transitions == without.transitions
+        assert (with_runs.state, with_runs.clean_runs) == (without.state, 0)
 
 
 NOW_PLAN = datetime(2026, 11, 2, tzinfo=UTC)
