@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -216,15 +217,34 @@ def _history_of_one_run(tmp_path: Path, *, files: bool = False) -> tuple[sqlite3
 
 class _BytesWritten:
     """Per statement (its first words), the most bytes written while it ran: read as each
-    statement starts (a trace callback). Inside a transaction whose pages fit SQLite's cache,
-    a statement writes only to a statement journal or a temporary table."""
+    statement starts (a trace callback), while watching (a `with` block). Inside a transaction
+    whose pages fit SQLite's cache, a statement writes only to a statement journal or a
+    temporary table.
+
+    The count is the process's, so the collector is held off while watching: every sqlite3
+    connection is in a reference cycle (through its statement cache), and one an earlier test
+    left open would otherwise be closed mid-statement, writing its WAL back to its file.
+    """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.written: dict[str, int] = {}
         self.previous = ""
+        self.at_start = 0
+        self.collecting = False
+
+    def __enter__(self) -> _BytesWritten:
+        gc.collect()
+        self.collecting = gc.isenabled()
+        gc.disable()
         self.at_start = _bytes_written()
-        conn.set_trace_callback(self)
+        self.conn.set_trace_callback(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.set_trace_callback(None)
+        if self.collecting:
+            gc.enable()
 
     def __call__(self, sql: str) -> None:
         now = _bytes_written()
@@ -233,9 +253,8 @@ class _BytesWritten:
         self.at_start = _bytes_written()
 
     def assert_none_wrote(self) -> None:
-        """Stop watching; the statements that changed test_runs (and the others changing a
-        table of the history, not a temporary one) wrote nothing."""
-        self.conn.set_trace_callback(None)
+        """The statements that changed test_runs (and the others changing a table of the
+        history, not a temporary one) wrote nothing."""
         writes = {
             sql: written
             for sql, written in self.written.items()
@@ -252,8 +271,8 @@ def test_a_runs_passing_rows_keep_no_statement_journal(tmp_path: Path, files: bo
     # abort halfway would copy every such page to a temporary file first (past 64 KiB), which
     # on a big history is as much writing again as the run's own pages.
     conn, report = _history_of_one_run(tmp_path, files=files)
-    spy = _BytesWritten(conn)
-    ingest_reports(conn, [report], _meta("r2", TS + timedelta(hours=1), None))
+    with _BytesWritten(conn) as spy:
+        ingest_reports(conn, [report], _meta("r2", TS + timedelta(hours=1), None))
     spy.assert_none_wrote()
     assert conn.execute("SELECT count(*) FROM test_runs WHERE run = 2").fetchone()[0] == (
         TESTS_PAST_SPILL
@@ -265,11 +284,11 @@ def test_a_batch_of_runs_keeps_no_savepoint_journal(tmp_path: Path) -> None:
     # A savepoint per run would copy every page changed after it to a temporary file: the
     # batch is written without one unless a run is refused (see test_ingest_batch).
     conn, report = _history_of_one_run(tmp_path)
-    spy = _BytesWritten(conn)
-    outcomes = ingest_batch(
-        conn,
-        [([report], _meta(f"r{n}", TS + timedelta(hours=n), None)) for n in (2, 3)],
-    )
+    with _BytesWritten(conn) as spy:
+        outcomes = ingest_batch(
+            conn,
+            [([report], _meta(f"r{n}", TS + timedelta(hours=n), None)) for n in (2, 3)],
+        )
     spy.assert_none_wrote()
     assert [o.results for o in outcomes if isinstance(o, IngestResult)] == [TESTS_PAST_SPILL] * 2
 
@@ -288,8 +307,8 @@ def test_storing_a_recorded_run_keeps_no_statement_journal(tmp_path: Path) -> No
     run.finish()
     recorder.close()
     conn = open_connection(path, fold=False)
-    spy = _BytesWritten(conn)
-    fold_deferred(conn, path, readonly=False, fold_waiting=False)
+    with _BytesWritten(conn) as spy:
+        fold_deferred(conn, path, readonly=False, fold_waiting=False)
     spy.assert_none_wrote()
     assert (
         conn.execute(
@@ -310,8 +329,7 @@ def test_refreshing_a_runs_rows_keeps_no_statement_journal(tmp_path: Path, some:
     before = conn.execute("SELECT * FROM test_runs ORDER BY test, ts, run").fetchall()
     run_pk, ts = conn.execute("SELECT id, ts FROM runs WHERE run_id = 'r2'").fetchone()
     tests = range(1, TESTS_PAST_SPILL + 1, 2) if some else None
-    spy = _BytesWritten(conn)
-    with foreign_keys_off(conn, unchecked=False), transaction(conn):
+    with _BytesWritten(conn) as spy, foreign_keys_off(conn, unchecked=False), transaction(conn):
         refresh_test_runs(conn, run_pk, ts, tests)
     spy.assert_none_wrote()
     assert conn.execute("SELECT * FROM test_runs ORDER BY test, ts, run").fetchall() == before
@@ -330,8 +348,8 @@ def test_merging_runs_keeps_no_statement_journal(tmp_path: Path) -> None:
         )
     open_connection(source).close()  # its runs folded, as any reader would
     dest = open_history(tmp_path / "h.db")
-    spy = _BytesWritten(dest.conn)
-    summary = merge_histories(dest, [source])
+    with _BytesWritten(dest.conn) as spy:
+        summary = merge_histories(dest, [source])
     spy.assert_none_wrote()
     assert summary.results_added == 2 * TESTS_PAST_SPILL
     assert dest.conn.execute("PRAGMA foreign_key_check").fetchall() == []
