@@ -99,6 +99,34 @@ def test_every_command_on_an_exclusively_locked_history_names_it_in_one_line(
     assert outputs == dict.fromkeys(outputs, LOCKED)
 
 
+def _handles_on(path: Path) -> int:
+    """How many of this process's open file descriptors are on the file at path (Linux)."""
+    target = path.resolve()
+    return sum(1 for fd in Path("/proc/self/fd").iterdir() if fd.resolve() == target)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+@pytest.mark.parametrize("command", sorted({**WRITERS, **READERS}))
+def test_a_command_refused_on_a_locked_history_leaves_it_open_nowhere(
+    tmp_path: Path, command: str
+) -> None:
+    # An sqlite3 connection sits in a reference cycle: one a refusal left open would hold the
+    # file until the garbage collector came by, so the collector is held off to see it. SQLite
+    # keeps a closed connection's descriptor while another of the process holds locks on the
+    # file: they are counted once the holder is gone.
+    history = tmp_path / "history.db"
+    before = _handles_on(history)
+    gc.disable()
+    try:
+        with held(history, readers_too=True):
+            result = invoke(*({**WRITERS, **READERS}[command]))
+        after = _handles_on(history)
+    finally:
+        gc.enable()
+    assert result.output == LOCKED
+    assert after == before
+
+
 def test_a_sqlite_error_past_the_core_names_the_history_the_command_opened(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

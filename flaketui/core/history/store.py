@@ -511,8 +511,9 @@ def open_connection(
             raise HistoryError(f"{path}: {reason}; ingest a report first (flaketui ingest)")
         if not path.parent.exists():
             raise HistoryError(f"{path}: directory {path.parent} does not exist")
+    by_uri = readonly and not reads_in_place(path)
     try:
-        if readonly and not reads_in_place(path):
+        if by_uri:
             conn = sqlite3.connect(
                 f"{path.resolve().as_uri()}?mode=ro",
                 uri=True,
@@ -522,16 +523,42 @@ def open_connection(
         else:
             # Autocommit mode: every write goes through `transaction()` explicitly.
             conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            if readonly:
-                conn.execute("PRAGMA query_only = ON")
+    except sqlite3.DatabaseError as exc:
+        raise _open_error(path, exc) from exc
+    # Closed on any failure: a connection is in a reference cycle (through its statement
+    # cache), so one left open would hold the file until the garbage collector found it.
+    try:
+        if readonly and not by_uri:
+            conn.execute("PRAGMA query_only = ON")
+        return _prepared(conn, path, readonly, fold, fold_later, fold_in_place)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _open_error(path: Path, exc: sqlite3.DatabaseError) -> HistoryError:
+    """The one-line refusal of a file that could not be opened or read as a history."""
+    if is_locked(exc):
+        return locked_error(path, exc)
+    return HistoryError(f"{path}: not a usable SQLite database ({exc})")
+
+
+def _prepared(
+    conn: sqlite3.Connection,
+    path: Path,
+    readonly: bool,
+    fold: bool,
+    fold_later: bool,
+    fold_in_place: bool,
+) -> sqlite3.Connection:
+    """open_connection's connection checked, migrated and folded as asked (see there); the
+    caller closes conn when this raises."""
+    try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
-        if is_locked(exc):
-            raise locked_error(path, exc) from exc
-        raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc
+        raise _open_error(path, exc) from exc
     if version > SCHEMA_VERSION:
-        conn.close()
         raise HistoryError(
             f"{path}: history schema version {version} is newer than this flaketui supports "
             f"({SCHEMA_VERSION}); upgrade flaketui"
@@ -539,14 +566,12 @@ def open_connection(
     conn.execute("PRAGMA foreign_keys = ON")
     if not readonly:
         if path.exists() and is_read_only(path):
-            conn.close()
             raise HistoryError(f"{path}: read-only; it can be read (report, open) but not written")
         try:
             _switch_to_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             _migrate(conn, version, path)
         except sqlite3.OperationalError as exc:
-            conn.close()
             if is_locked(exc):
                 raise locked_error(path, exc) from exc
             raise HistoryError(f"{path}: cannot write ({exc})") from exc
