@@ -15,10 +15,9 @@ from flaketui.core.history.store import (
     SCHEMA_VERSION,
     SQLITE_MAGIC,
     history_file,
-    is_locked,
     is_read_only,
-    locked_error,
     open_connection,
+    open_error,
     read_header,
     reads_in_place,
     schema_version,
@@ -76,9 +75,7 @@ def _connect(path: Path, how: str) -> Reader:
         # write half done, say) stays open, every later reader in this process fails alike.
         if conn is not None:
             conn.close()
-        if is_locked(exc):
-            raise locked_error(path, exc) from exc
-        raise HistoryError(f"{path}: not a usable SQLite database ({exc})") from exc
+        raise open_error(path, exc) from exc
     if version < SCHEMA_VERSION:
         conn.close()
         store.upgrade_older(path)  # an older history keeps working once upgraded in place

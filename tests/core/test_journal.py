@@ -16,9 +16,10 @@ from flaketui.core.config import Config
 from flaketui.core.errors import HistoryError
 from flaketui.core.history import journal
 from flaketui.core.history.journal import JournalRow
-from flaketui.core.history.store import open_connection, transaction
+from flaketui.core.history.store import open_connection, read_header, transaction
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from tests.process_state import collector_off, handles_on
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 TESTS = ["a/test_x.py::test_one", "a/test_x.py::test_p[1]", "a/test_x.py::test_p[2]", "t.txt::doc"]
@@ -209,6 +210,28 @@ def test_a_journal_that_cannot_be_stored_is_a_one_line_error(tmp_path: Path) -> 
     raw = sqlite3.connect(path)
     assert raw.execute("SELECT count(*) FROM attempt_journal").fetchone() == (2,)  # kept
     raw.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+@pytest.mark.parametrize("refusal", ["read-only", "malformed, reading", "malformed, writing"])
+def test_a_refused_storing_leaves_the_history_open_nowhere(tmp_path: Path, refusal: str) -> None:
+    path = tmp_path / "history.db"
+    conn = _recorded(path).conn
+    if refusal.startswith("malformed"):
+        with transaction(conn):
+            conn.execute("INSERT INTO attempt_journal (run, attempts) VALUES (1, '[')")
+    conn.close()
+    if refusal == "read-only":
+        path.chmod(0o444)
+    read_header(path, 1)  # the descriptor kept for reading its header counts in both
+    before = handles_on(path)
+    try:
+        with collector_off():
+            with pytest.raises(HistoryError, match="recorded"):
+                open_connection(path, readonly=refusal != "malformed, writing")
+            assert handles_on(path) == before
+    finally:
+        path.chmod(0o644)
 
 
 def test_merging_a_recorded_history_takes_its_journaled_attempts(tmp_path: Path) -> None:

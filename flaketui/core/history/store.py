@@ -524,7 +524,7 @@ def open_connection(
             # Autocommit mode: every write goes through `transaction()` explicitly.
             conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     except sqlite3.DatabaseError as exc:
-        raise _open_error(path, exc) from exc
+        raise open_error(path, exc) from exc
     # Closed on any failure: a connection is in a reference cycle (through its statement
     # cache), so one left open would hold the file until the garbage collector found it.
     try:
@@ -536,7 +536,7 @@ def open_connection(
         raise
 
 
-def _open_error(path: Path, exc: sqlite3.DatabaseError) -> HistoryError:
+def open_error(path: Path, exc: sqlite3.DatabaseError) -> HistoryError:
     """The one-line refusal of a file that could not be opened or read as a history."""
     if is_locked(exc):
         return locked_error(path, exc)
@@ -557,7 +557,7 @@ def _prepared(
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
-        raise _open_error(path, exc) from exc
+        raise open_error(path, exc) from exc
     if version > SCHEMA_VERSION:
         raise HistoryError(
             f"{path}: history schema version {version} is newer than this flaketui supports "
@@ -629,7 +629,8 @@ def fold_deferred(
     (_filed_copy). Journaled attempts are in no raw row yet: a reader waits for the write lock
     as any writer does, and a history it may not write is refused with a one-line error.
     `in_place`: False for a reader that leaves the file as it is while only runs wait (a
-    filed copy, as where it may not write).
+    filed copy, as where it may not write). When this raises, conn is left to the caller to
+    close (open_connection does).
     """
     from flaketui.core.rollups.pending import pending, waiting_rows
 
@@ -642,7 +643,6 @@ def fold_deferred(
         if readonly:
             if not may_write(path) or (not in_place and not waiting):
                 if waiting:
-                    conn.close()
                     held = plural(waiting, "attempt")
                     raise HistoryError(
                         f"{path}: holds {held} recorded by pytest and not stored yet, and is "
@@ -673,7 +673,6 @@ def fold_deferred(
             if isinstance(exc, sqlite3.OperationalError):
                 return _filed_copy(conn, path) if readonly and waiting_rows(conn) else conn
             raise
-        conn.close()
         if is_locked(exc):
             raise locked_error(path, exc) from exc
         raise HistoryError(f"{path}: cannot store the recorded attempts ({exc})") from exc
