@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 from flaketui.cli.commands import cli
 from flaketui.core.errors import HistoryLockedError
 from flaketui.core.history.store import open_connection, transaction
+from tests.process_state import collector_off, handles_on
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]
 EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {},\n  "version": 1\n}\n'
@@ -99,12 +100,6 @@ def test_every_command_on_an_exclusively_locked_history_names_it_in_one_line(
     assert outputs == dict.fromkeys(outputs, LOCKED)
 
 
-def _handles_on(path: Path) -> int:
-    """How many of this process's open file descriptors are on the file at path (Linux)."""
-    target = path.resolve()
-    return sum(1 for fd in Path("/proc/self/fd").iterdir() if fd.resolve() == target)
-
-
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
 @pytest.mark.parametrize("command", sorted({**WRITERS, **READERS}))
 def test_a_command_refused_on_a_locked_history_leaves_it_open_nowhere(
@@ -115,14 +110,11 @@ def test_a_command_refused_on_a_locked_history_leaves_it_open_nowhere(
     # keeps a closed connection's descriptor while another of the process holds locks on the
     # file: they are counted once the holder is gone.
     history = tmp_path / "history.db"
-    before = _handles_on(history)
-    gc.disable()
-    try:
+    before = handles_on(history)
+    with collector_off():
         with held(history, readers_too=True):
             result = invoke(*({**WRITERS, **READERS}[command]))
-        after = _handles_on(history)
-    finally:
-        gc.enable()
+        after = handles_on(history)
     assert result.output == LOCKED
     assert after == before
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import sqlite3
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from flaketui.core.ingest.writer import IngestResult, RunRecorder, ingest_batch,
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.rollups import build as rollups
 from tests.core.test_rollup_scoring import assert_maintained
+from tests.process_state import collector_off
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -217,34 +218,26 @@ def _history_of_one_run(tmp_path: Path, *, files: bool = False) -> tuple[sqlite3
 
 class _BytesWritten:
     """Per statement (its first words), the most bytes written while it ran: read as each
-    statement starts (a trace callback), while watching (a `with` block). Inside a transaction
-    whose pages fit SQLite's cache, a statement writes only to a statement journal or a
-    temporary table.
-
-    The count is the process's, so the collector is held off while watching: every sqlite3
-    connection is in a reference cycle (through its statement cache), and one an earlier test
-    left open would otherwise be closed mid-statement, writing its WAL back to its file.
-    """
+    statement starts (a trace callback), while watching (a `with` block, the collector held
+    off: the count is the process's). Inside a transaction whose pages fit SQLite's cache, a
+    statement writes only to a statement journal or a temporary table."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.written: dict[str, int] = {}
         self.previous = ""
         self.at_start = 0
-        self.collecting = False
+        self.watching = ExitStack()
 
     def __enter__(self) -> _BytesWritten:
-        gc.collect()
-        self.collecting = gc.isenabled()
-        gc.disable()
+        self.watching.enter_context(collector_off())
         self.at_start = _bytes_written()
         self.conn.set_trace_callback(self)
+        self.watching.callback(self.conn.set_trace_callback, None)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.conn.set_trace_callback(None)
-        if self.collecting:
-            gc.enable()
+        self.watching.close()
 
     def __call__(self, sql: str) -> None:
         now = _bytes_written()
