@@ -34,6 +34,7 @@ test given the report (the list's lifecycle column). --core-only prints only the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -151,6 +152,25 @@ def start(command: list[str], cwd: Path) -> None:
     tmux("respawn-pane", "-k", "-t", SESSION, "-c", str(cwd), shell)
 
 
+def fit() -> None:
+    """Resize the window away from SIZE and back once the app has drawn its first screen.
+
+    An app that read the terminal's size before the pane had SIZE, and missed the resize
+    that followed while it was starting, draws at 80 x 24 in the corner of the window (under
+    load the window can be 160 x 48 and the app's screen 80 x 24). The two resizes reach it
+    while it is listening, and it reads SIZE from the terminal again. Keys are timed only
+    after the screen settles.
+    """
+    width, height = SIZE
+    tmux("resize-window", "-t", SESSION, "-x", str(width - 1), "-y", str(height))
+    tmux("resize-window", "-t", SESSION, "-x", str(width), "-y", str(height))
+
+
+def stop_server() -> None:
+    """Stop this run's tmux server and whatever its sessions still run (none when it ended)."""
+    subprocess.run(["tmux", *SERVER, "kill-server"], capture_output=True)
+
+
 def _has_session() -> bool:
     found = subprocess.run(["tmux", *SERVER, "has-session", "-t", SESSION], capture_output=True)
     return found.returncode == 0
@@ -168,6 +188,7 @@ def flaketui_round(history: Path, tmp: Path, moves: int, pages: int) -> dict[str
     # The ranking is in, and the rest (groups, lifecycle states, likely causes): the tabs no
     # longer say what is still being read.
     wait_for(KEYS_SHOWN, absent=("reading", "loading"))
+    fit()
     settle()
     out: dict[str, list[float]] = {}
     out["move"] = [key_ms("Down") for _ in range(moves)]  # the ranked (flaky) list
@@ -204,6 +225,7 @@ def loading_round(history: Path, tmp: Path, moves: int, backs: int) -> dict[str,
     now = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
     start([exe, "open", str(history), "--now", now, "--skip-file", str(tmp / "q.json")], tmp)
     wait_for(KEYS_SHOWN, absent=("loading",))
+    fit()
     out: dict[str, list[float]] = {"loading_move": [], "loading_back_key": []}
     for _ in range(moves):
         took = key_ms("Down")
@@ -224,6 +246,7 @@ def bare_round(rows: int, tmp: Path, moves: int, pages: int) -> dict[str, list[f
     """One session of the bare table: row moves and pages."""
     start([sys.executable, "-c", BARE_TABLE, str(rows)], tmp)
     wait_for("test_fn0")
+    fit()
     settle()
     out = {"move": [key_ms("Down") for _ in range(moves)]}
     out["page"] = [key_ms("PageDown") for _ in range(pages)]
@@ -305,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     bare: dict[str, list[float]] = {}
     core: dict[str, list[float]] = {}
     loading: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="flaketui-bench-keys-") as tmp_name:
+    with (
+        tempfile.TemporaryDirectory(prefix="flaketui-bench-keys-") as tmp_name,
+        contextlib.ExitStack() as cleanup,
+    ):
+        cleanup.callback(stop_server)  # a round that fails leaves no app running
         tmp = Path(tmp_name)
         for round_no in range(args.repeat):
             for kind, seconds in core_round(history).items():
