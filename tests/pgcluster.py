@@ -113,6 +113,12 @@ class Cluster:
         secret = f":{self.password}" if password else ""
         return f"postgresql://{USER}{secret}@127.0.0.1:{self.port}/{database}"
 
+    def socket_url(self, database: str = "postgres", *, password: bool = True) -> str:
+        """`url(database)` as libpq names a local socket: no host, the socket's directory, port
+        and user in the query string (the password too, when asked)."""
+        secret = f"&password={self.password}" if password else ""
+        return f"postgresql:///{database}?host={self.root}&port={self.port}&user={USER}{secret}"
+
     def create_database(self) -> str:
         """A new empty database; its URL."""
         import psycopg

@@ -45,10 +45,32 @@ def test_a_suggested_url_leaves_the_password_out(
 
 
 @pytest.mark.parametrize(
-    "address", ["postgresql://flaketui@db.example/ci", "ci runs/history.db", "h.db"]
+    "address",
+    [
+        "postgresql://flaketui@db.example/ci",
+        "postgresql:///ci?host=/var/run/postgresql&user=flaketui",  # a local socket: no host
+        "postgresql://",
+        "POSTGRES://flaketui@db.example/ci",
+        "ci runs/history.db",
+        "h.db",
+    ],
 )
 def test_an_address_without_a_password_is_left_as_it_is(address: str) -> None:
     assert command_address(address) == (address, None)
+    if "://" in address:
+        assert mask_url(address) == address
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres", "PostgreSQL"])
+def test_a_local_socket_url_keeps_its_empty_host(scheme: str) -> None:
+    url = f"{scheme}:///ci?host=/var/run/postgresql&password=s3cret&sslmode=disable"
+    assert mask_url(url) == (
+        f"{scheme}:///ci?host=/var/run/postgresql&password={MASK}&sslmode=disable"
+    )
+    assert command_address(url) == (
+        f"{scheme}:///ci?host=/var/run/postgresql&sslmode=disable",
+        PASSWORD_LEFT_OUT,
+    )
 
 
 def pasted(line: str) -> list[str]:
@@ -58,13 +80,18 @@ def pasted(line: str) -> list[str]:
     return words[1:]
 
 
+@pytest.mark.parametrize("socket", [False, True], ids=["tcp", "local-socket"])
 def test_the_review_hint_for_a_server_works_once_pasted(
-    pg_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, socket: bool
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("PGPASSWORD", raising=False)
     url = pg_cluster.create_database()
+    database = urlsplit(url).path[1:]
+    bare = pg_cluster.url(database, password=False)
+    if socket:
+        url, bare = pg_cluster.socket_url(database), pg_cluster.socket_url(database, password=False)
     for run_id, failing, ts in (("r1", 6, "10:00"), ("r2", 0, "10:30")):
         report = _report_file(tmp_path / f"{run_id}.xml", failing=failing)
         result = CliRunner().invoke(
@@ -77,10 +104,10 @@ def test_the_review_hint_for_a_server_works_once_pasted(
     assert listed.exit_code == 0, listed.output
     assert pg_cluster.password not in listed.output and MASK not in listed.output
     hint = listed.output.splitlines()[-1]
-    bare = pg_cluster.url(urlsplit(url).path[1:], password=False)
     assert hint == (
         "1 suspected outage excluded from scoring: review with "
-        f"`flaketui incident list {bare} --proposed --now {NOW}` ({PASSWORD_LEFT_OUT})"
+        f"`flaketui incident list {shlex.quote(bare)} --proposed --now {NOW}` "
+        f"({PASSWORD_LEFT_OUT})"
     )
 
     monkeypatch.setenv("PGPASSWORD", pg_cluster.password)

@@ -8,7 +8,7 @@ a log line or a stored value, and a command flaketui suggests names the URL with
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 SERVER_SCHEMES = ("postgresql://", "postgres://")
 MASK = "****"
@@ -29,10 +29,11 @@ def mask_url(url: str) -> str:
 def _replace_password(url: str, mask: str | None) -> str:
     """The URL with its password (user part and `password=` query parameter) replaced by mask,
     or left out when mask is None."""
+    scheme = url.split("://", 1)[0]
     try:
         parts = urlsplit(url)
     except ValueError:
-        return f"{url.split('://', 1)[0]}://{MASK}"
+        return f"{scheme}://{MASK}"
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostinfo = netloc.rpartition("@")
@@ -48,7 +49,13 @@ def _replace_password(url: str, mask: str | None) -> str:
         )
     else:
         query = _QUERY_PASSWORD.sub(rf"\g<1>{mask}", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # Put together by hand: urlunsplit writes a URL with no host (`postgresql:///db`, libpq's
+    # local socket) as `postgresql:/db`, which names a file, and lowercases the scheme.
+    return (
+        f"{scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
 
 
 def url_password(url: str) -> str | None:
