@@ -22,8 +22,23 @@ from flaketui.core.scoring.results import Report
 from tests.core.history_builder import HistoryBuilder, utc
 
 NOW = utc(2026, 11, 1)
-# Markup, code-span fences, table pipes, line breaks, ESC, BEL, NUL, DEL, C1 CSI, spaces.
-HOSTILE = "`|<>&\\*_[]()!#$~ \n\r\t\x1b\x07\x00\x7f\x9b\x85"
+# Markup, code-span fences, table pipes, line breaks, ESC, BEL, NUL, DEL, C1 CSI, spaces, and
+# the bidirectional formatting characters (an override, an isolate, a mark).
+HOSTILE = "`|<>&\\*_[]()!#$~ \n\r\t\x1b\x07\x00\x7f\x9b\x85\u202e\u2067\u200f"
+# Unicode's bidirectional classes of the characters that reorder the text around them.
+REORDERING = {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
+
+
+def shown_safely(text: str) -> bool:
+    """No control character, and nothing that would show the text in another order."""
+    return not any(
+        unicodedata.category(c) == "Cc"
+        or unicodedata.bidirectional(c) in REORDERING
+        or c in "\u061c\u200e\u200f"
+        for c in text
+    )
+
+
 texts = st.text(
     alphabet=st.one_of(st.sampled_from(HOSTILE), st.characters(codec="utf-8")),
     min_size=1,
@@ -79,11 +94,21 @@ def test_table_has_no_control_character(test_id: str, message: str) -> None:
     for group_by in (None, "signature"):
         table = render(report, ReportFormat.TABLE, group_by=group_by)
         lines = table.split("\n")
-        assert not [c for c in "".join(lines) if unicodedata.category(c) == "Cc"]
+        assert shown_safely("".join(lines)), table
         assert len(lines) == 5  # header, blank, column heads, the row, the final newline
     assert lines[3].endswith(
         visible(f"{report_dict(report)['signatures'][0]['signature_text']} (1 test)")
     )
+
+
+def test_a_right_to_left_override_shows_as_an_escape() -> None:
+    # Shown as is, "test_\u202eevil" would read "test_live" in a browser or a bidi terminal.
+    report = report_for("t::test_\u202elive\u2066x\u2069", "boom \u200f")
+    table = render(report, ReportFormat.TABLE)
+    assert table.splitlines()[3].endswith("t::test_\\u202elive\\u2066x\\u2069")
+    markdown = render(report, ReportFormat.MARKDOWN)
+    assert "`t::test_\\u202elive\\u2066x\\u2069`" in markdown
+    assert not [c for c in markdown if c != "\n" and not shown_safely(c)]  # lines end with LF
 
 
 def test_hostile_id_in_markdown_and_table() -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.output.notices import report_notices
+from flaketui.core.output.text import visible_lines
 from flaketui.core.scoring.detail import (
     RunOutcome,
     SignatureCount,
@@ -154,8 +155,9 @@ if(box){box.addEventListener('input',apply);pick.addEventListener('change',apply
 
 
 def e(value: object) -> str:
-    """CI data as HTML text (quotes escaped too, so it is safe in attributes)."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """CI data as HTML text (quotes escaped too, so it is safe in attributes), its control and
+    bidirectional formatting characters shown as escapes (line breaks and tabs kept)."""
+    return html.escape("" if value is None else visible_lines(value), quote=True)
 
 
 def breakable(test_id: str) -> str:

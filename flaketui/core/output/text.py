@@ -4,9 +4,13 @@ A test id or a message can hold anything a runner wrote: control characters, lin
 Markdown and HTML. Every output that is not data meant to be parsed back (JSON, CSV, a list of
 ids) shows such text through these functions:
 
-- `visible`: control characters (C0, DEL, C1: line breaks, ESC, BEL, ...) written as escapes
-  (`\\n`, `\\x1b`), everything else kept; the value is one line and sends a terminal no
-  command.
+- `visible`: control characters (C0, DEL, C1: line breaks, ESC, BEL, ...) and bidirectional
+  formatting characters (U+202E, U+2066, ...) written as escapes (`\\n`, `\\x1b`,
+  `\\u202e`), everything else kept; the value is one line, sends a terminal no command, and
+  reads in the order it is written (a right-to-left override cannot make one test id look like
+  another).
+- `visible_lines`: `visible` for text shown on several lines (a message in an HTML page): line
+  breaks and tabs kept.
 - `one_line`: for a log line or prose: `visible`, then each run of whitespace one space.
 - `md_text`: for Markdown prose or a table cell: `one_line`, HTML-escaped, Markdown
   punctuation backslash-escaped; it renders as exactly the text of `one_line`.
@@ -19,7 +23,12 @@ from __future__ import annotations
 import html
 import re
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0, DEL and C1 controls, and Unicode's bidirectional formatting characters: the marks (ALM,
+# LRM, RLM), the embeddings and overrides (LRE..RLO) and the isolates (LRI..PDI).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_BUT_LINES = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Backslash-escaped in Markdown text after HTML escaping ('$' opens math on GitHub); '&', ';' and
 # '#' stay, since they spell the entities html.escape writes. The text never starts a line, so
@@ -29,12 +38,19 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()!|~$])")
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
-    return _NAMED.get(char) or f"\\x{ord(char):02x}"
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
 def visible(text: object) -> str:
-    """Text with its control characters shown as escapes: one line, inert in a terminal."""
+    """Text with its control and bidirectional formatting characters shown as escapes: one
+    line, inert in a terminal, shown in the order it is written."""
     return _CONTROL.sub(_escape, str(text))
+
+
+def visible_lines(text: object) -> str:
+    """`visible`, with line breaks (LF, CR) and tabs kept."""
+    return _CONTROL_BUT_LINES.sub(_escape, str(text))
 
 
 def one_line(text: object) -> str:
