@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.output.text import visible
 from flaketui.core.scoring.causes_apart import Apart
 from flaketui.core.timeutil import utc_now
 from flaketui.tui.actionmodel import quarantine_reason
@@ -364,9 +365,10 @@ class FlaketuiApp(App[None]):
     @on(WriteDone)
     def _written(self, event: WriteDone) -> None:
         if not event.ok:
-            self.notify(event.text, title="Not written", severity="error")
+            self.notify(visible(event.text), title="Not written", severity="error", markup=False)
             return
-        self.notify(event.text, title="Done")
+        # The text names a test id (brackets and all): shown as it is, never read as markup.
+        self.notify(visible(event.text), title="Done", markup=False)
         if event.reload:
             self.main_screen.reload()
             after_write = getattr(self.screen, "after_write", None)

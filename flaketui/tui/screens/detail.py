@@ -20,6 +20,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, LoadingIndicator, ProgressBar, Static
 
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.output.text import visible
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
@@ -70,7 +71,7 @@ def verdict_changes_text(changes: Sequence[Any], verdict: str) -> Text:
         text.append(change.before, VERDICT_STYLES.get(change.before, ""))
         text.append(" → ")
         text.append(change.after, VERDICT_STYLES.get(change.after, "") + " bold")
-        text.append(f"  {change.reason}", "dim")
+        text.append(f"  {visible(change.reason)}", "dim")
     return text
 
 
@@ -152,7 +153,7 @@ class DetailScreen(Screen[None]):
         kind = "family" if isinstance(self.item, GroupVerdict) else "test"
         title = Text.assemble(
             (f"{kind} ", "dim"),
-            (self.key, "bold"),
+            (visible(self.key), "bold"),
             "   ",
             (self.item.verdict, VERDICT_STYLES.get(self.item.verdict, "")),
         )
@@ -163,7 +164,7 @@ class DetailScreen(Screen[None]):
         if flags:
             title.append("   " + " ".join(f"[{flag}]" for flag in flags), "yellow")
         self.query_one("#title", Static).update(title)
-        self.query_one("#reason", Static).update(self.item.reason)
+        self.query_one("#reason", Static).update(Text(visible(self.item.reason)))
         for table in self.query(".family-only"):
             table.display = isinstance(self.item, GroupVerdict)
         days = int(self.flaketui.source.config.window_days)
@@ -283,7 +284,7 @@ class DetailScreen(Screen[None]):
         table.add_columns(self.dimension, "runs", "bad", "fail rate", "Wilson 95 %")
         for row in rows:
             table.add_row(
-                short_id(row.value, 28) or "—",
+                Text(visible(short_id(row.value, 28)) or "—"),
                 str(row.runs),
                 str(row.bad_runs),
                 f"{row.fail_rate:.2f}",
@@ -291,7 +292,7 @@ class DetailScreen(Screen[None]):
             )
         plotted = [
             SimpleNamespace(
-                key=row.value.rsplit("::", 1)[-1], runs=row.runs, fail_rate=row.fail_rate,
+                key=visible(row.value.rsplit("::", 1)[-1]), runs=row.runs, fail_rate=row.fail_rate,
                 wilson_low=row.wilson_low, wilson_high=row.wilson_high,
             )
             for row in rows
@@ -381,7 +382,9 @@ class DetailScreen(Screen[None]):
         self.query_one("#detail-loading").display = False
         if self.data is None:
             self._end_pending(event.message)
-        self.notify(event.message, title="Cannot read the detail", severity="error")
+        self.notify(
+            visible(event.message), title="Cannot read the detail", severity="error", markup=False
+        )
 
     @on(DetailLoaded)
     def _loaded(self, event: DetailLoaded) -> None:
@@ -392,9 +395,9 @@ class DetailScreen(Screen[None]):
         self._fill_pivot(data)
         threshold = self.flaketui.source.config.quarantine_threshold
         self.query_one(TrendPlot).show(data.daily_scores, threshold=threshold)
-        repro = Text.assemble((data.repro, "bold"), ("   c: copy", "dim"))
+        repro = Text.assemble((visible(data.repro), "bold"), ("   c: copy", "dim"))
         if data.repro_note:
-            repro.append(f"\n{data.repro_note}", "dim")
+            repro.append(f"\n{visible(data.repro_note)}", "dim")
         self.query_one("#repro", Static).update(repro)
         self._fill_signatures(data)
         self._fill_members(data)
@@ -429,7 +432,8 @@ class DetailScreen(Screen[None]):
         grid.add_column(justify="right", no_wrap=True)
         grid.add_column(ratio=1, overflow="fold")
         for signature in data.signatures:
-            line = Text(signature.text.splitlines()[0] if signature.text else "", "bold red")
+            first = signature.text.splitlines()[0] if signature.text else ""
+            line = Text(visible(first), "bold red")
             line.append(f"  [{signature.hash[:10]}]", "dim")
             if signature.incident_runs:
                 share = (
@@ -440,7 +444,7 @@ class DetailScreen(Screen[None]):
                 line.append(f"  {share} in incidents (not scored)", "magenta")
             grid.add_row(Text(plural(signature.runs, "run"), "bold"), line)
             example = " ".join(signature.example.split())[:150]
-            grid.add_row("", Text(f"e.g. {example}", "dim"))
+            grid.add_row("", Text(f"e.g. {visible(example)}", "dim"))
         box.update(grid)
 
     def _fill_members(self, data: DetailData) -> None:
@@ -452,7 +456,8 @@ class DetailScreen(Screen[None]):
         for member in data.members:
             scores = member.scores
             table.add_row(
-                short_id(member.test_id, 80),
+                # Text, not a string: a DataTable reads strings as markup, and "[gbp]" is a tag.
+                Text(visible(short_id(member.test_id, 80))),
                 Text(member.verdict, VERDICT_STYLES.get(member.verdict, "")),
                 f"{scores.damage:.2f}",
                 f"{scores.fail_rate:.2f}",
@@ -473,17 +478,17 @@ class DetailScreen(Screen[None]):
             label = outcome.outcome if kind == outcome.outcome else f"{outcome.outcome} ({kind})"
             cells: list[str | Text] = [
                 f"{to_iso(outcome.ts)[:16]} ({relative_time(outcome.ts, now)})",
-                outcome.branch or outcome.branch_kind,
-                (outcome.commit or "—")[:10],
+                Text(visible(outcome.branch or outcome.branch_kind)),
+                Text(visible((outcome.commit or "—")[:10])),
                 str(outcome.worker_count),
-                outcome.worker_id or "—",
+                Text(visible(outcome.worker_id or "—")),
                 str(outcome.attempts),
                 Text(label, OUTCOME_STYLES.get(kind, "")),
             ]
             if data.kind == "family":
-                cells.insert(1, outcome.test_id[len(self.key) :] or outcome.test_id)
+                cells.insert(1, Text(visible(outcome.test_id[len(self.key) :] or outcome.test_id)))
             message = " ".join((outcome.message or "").split())[:MESSAGE_WIDTH]
-            table.add_row(*cells, message)
+            table.add_row(*cells, Text(visible(message)))
         if data.kind == "family":
             heading = "Runs (newest first; params pooled per run, the worst one shown)"
             self.query_one("#runs-heading", Static).update(heading)

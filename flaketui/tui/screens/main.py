@@ -9,6 +9,7 @@ import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -19,6 +20,7 @@ from textual.widgets import Input, Sparkline, Static
 from textual.worker import get_current_worker
 
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.output.text import visible
 from flaketui.core.scoring.results import GroupVerdict, TestVerdict
 from flaketui.tui.actionmodel import BRANCH_KIND_CYCLE, next_in_cycle
 from flaketui.tui.loaders import MainData, history_stamp, load_causes, load_extras, load_main
@@ -187,7 +189,7 @@ class MainScreen(Screen[None]):
         elapsed = time.monotonic() - self._loading_since
         box = self.query_one("#loading", Static)
         box.remove_class("empty")
-        box.update(f"⏳ reading {self.flaketui.source.display} … {elapsed:.0f} s")
+        box.update(Text(f"⏳ reading {visible(self.flaketui.source.display)} … {elapsed:.0f} s"))
         box.display = True
 
     def _stop_loading(self) -> None:
@@ -399,7 +401,12 @@ class MainScreen(Screen[None]):
             self.flaketui.last_stamp = event.stamp
         self._stop_loading()
         self.query_one(ViewTabs).note = ""  # nothing more comes from this load
-        self.notify(event.message, title="Cannot read the history", severity="error")
+        self.notify(
+            visible(event.message),
+            title="Cannot read the history",
+            severity="error",
+            markup=False,
+        )
 
     # ---- rendering --------------------------------------------------------------------------
 
@@ -456,17 +463,18 @@ class MainScreen(Screen[None]):
         if rows.rows or self.data is None or self._loading_timer is not None or box.display:
             return
         box.add_class("empty")
-        box.update(self._empty_message())
+        box.update(Text(self._empty_message()))
         box.display = True
 
     def _empty_message(self) -> str:
-        needle = self.state.filter_text.strip()
+        """Why the view is empty, as text (shown as it is, never read as markup)."""
+        needle = visible(self.state.filter_text.strip())
         if needle:
             return f"No row matches “{needle}”: Esc clears the filter."
         if self.state.view == "quarantined":
             if self.data is not None and self.data.skip_problem:
-                return f"⚠ The skip file cannot be read: {self.data.skip_problem}"
-            skip = self.flaketui.source.skip_display
+                return f"⚠ The skip file cannot be read: {visible(self.data.skip_problem)}"
+            skip = visible(self.flaketui.source.skip_display)
             return f"Nothing quarantined in {skip}: select a test in 1 Flaky and press q."
         if self.data is not None and self.data.set_aside:
             reason = self.data.set_aside
@@ -605,7 +613,11 @@ class MainScreen(Screen[None]):
             return
         item = self.item_for(row)
         if item is None:
-            self.notify(f"{row.target} is not scored in this window", severity="warning")
+            self.notify(
+                f"{visible(row.target)} is not scored in this window",
+                severity="warning",
+                markup=False,
+            )
             return
         from flaketui.tui.screens.detail import DetailScreen
 
@@ -694,7 +706,7 @@ class MainScreen(Screen[None]):
         """Show one suite after another, then all."""
         suites: list[Any] = [None, *(self.data.suites if self.data else [])]
         self.suite = next_in_cycle(suites, self.suite)
-        self.notify(f"Suite: {self.suite or 'all'}", timeout=2)
+        self.notify(f"Suite: {visible(self.suite or 'all')}", timeout=2, markup=False)
         self.reload()
 
     def action_cycle_branch(self) -> None:

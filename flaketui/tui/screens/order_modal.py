@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Static
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.output.text import visible
 from flaketui.core.words import plural
 from flaketui.tui.history_access import reading
 from flaketui.tui.viewmodel import short_id
@@ -61,8 +62,8 @@ def order_summary(view: Any) -> Text:
     elif not view.candidates:
         text.append("\nno test ran before it in some runs and not in others", "dim")
     if view.replay is not None:
-        text.append(f"\nreplay run {view.replay.run_id}: ", "dim")
-        text.append(shlex.join(view.replay.command()), "bold")
+        text.append(f"\nreplay run {visible(view.replay.run_id)}: ", "dim")
+        text.append(visible(shlex.join(view.replay.command())), "bold")
     return text
 
 
@@ -88,7 +89,8 @@ class OrderModal(ModalScreen[None]):
         """A title, the summary and the ranked candidates."""
         with Vertical(id="order-dialog", classes="dialog"):
             yield Static(
-                Text.assemble(("Ran before ", ""), (self.key, "bold")), classes="dialog-title"
+                Text.assemble(("Ran before ", ""), (visible(self.key), "bold")),
+                classes="dialog-title",
             )
             yield Static(Text("reading…", "dim"), id="order-summary")
             yield DataTable(id="order-table", cursor_type="row", zebra_stripes=True)
@@ -136,9 +138,10 @@ class OrderModal(ModalScreen[None]):
             if candidate.suspect:
                 role.append(", suspect")
             if explained:
-                role.append(f", explained by {explained.rsplit('::', 1)[-1]}", "dim")
+                role.append(f", explained by {visible(explained.rsplit('::', 1)[-1])}", "dim")
             table.add_row(
-                short_id(candidate.test_id, id_width),
+                # Text, not a string: a DataTable reads strings as markup, and "[gbp]" is a tag.
+                Text(visible(short_id(candidate.test_id, id_width))),
                 role,
                 f"{candidate.p_value:.2g}",
                 f"{candidate.bad_before}/{view.bad_runs}",

@@ -22,6 +22,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.output.text import visible
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
 from flaketui.tui.loaders import load_outages
@@ -51,18 +52,18 @@ def span_text(outage: Any) -> str:
 def outage_text(outage: Any) -> Text:
     """One proposal and its evidence, four lines."""
     runs = len(outage.run_ids)
-    text = Text.assemble((outage.tag, "bold"), "  ", (span_text(outage), "cyan"))
+    text = Text.assemble((visible(outage.tag), "bold"), "  ", (span_text(outage), "cyan"))
     text.append("\n  ")
     text.append(f"{outage.failed_tests} of {outage.tests} distinct tests", "bold")
     text.append(f" failed with one signature in {plural(runs, 'run')}")
     if outage.suites:
-        suites = ", ".join(outage.suites)
+        suites = visible(", ".join(outage.suites))
         text.append(f" (suite{'s' if len(outage.suites) > 1 else ''} {suites})")
     text.append("\n  signature ")
     text.append(outage.signature[:16], "dim")
-    text.append(f"  {outage.signature_text}")
+    text.append(f"  {visible(outage.signature_text)}")
     text.append("\n  runs: ")
-    text.append(", ".join(outage.run_ids), "dim")
+    text.append(visible(", ".join(outage.run_ids)), "dim")
     return text
 
 
@@ -169,7 +170,12 @@ class OutagesScreen(Screen[None]):
 
     @on(LoadFailed)
     def _failed(self, event: LoadFailed) -> None:
-        self.notify(event.message, title="Cannot read the history", severity="error")
+        self.notify(
+            visible(event.message),
+            title="Cannot read the history",
+            severity="error",
+            markup=False,
+        )
 
     def current_tag(self) -> str | None:
         """The tag of the proposal under the cursor."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -12,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.validation import Integer
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
+from flaketui.core.output.text import visible
 from flaketui.core.timeutil import MAX_EXPIRY_DAYS
 from flaketui.tui.loaders import QuarantineRequest
 from flaketui.tui.widgets.fields import text_input
@@ -48,9 +50,12 @@ class QuarantineModal(ModalScreen[QuarantineRequest | None]):
     def compose(self) -> ComposeResult:
         """A titled form with two buttons."""
         with VerticalScroll(id="quarantine-dialog", classes="dialog"):
-            yield Static(f"Quarantine [b]{self.test_id}[/b]", classes="dialog-title")
+            # Text, not markup: a test id may hold brackets ("[gbp]") and any character.
+            title = Text.assemble("Quarantine ", (visible(self.test_id), "bold"))
+            yield Static(title, classes="dialog-title")
             yield Static(
-                f"writes {self.skip_file} and the audit log (Ctrl+S to confirm)", classes="dim"
+                Text(f"writes {visible(self.skip_file)} and the audit log (Ctrl+S to confirm)"),
+                classes="dim",
             )
             with Grid(classes="form"):
                 yield Label("Reason")

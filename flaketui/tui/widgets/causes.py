@@ -8,6 +8,8 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
+from flaketui.core.output.text import visible
+
 
 class CausesLoaded(Message):
     """A test's or family's cause analysis (flaketui.core.scoring.causes) is ready."""
@@ -45,7 +47,7 @@ def suspects_text(analysis: Any, dimension: str) -> Text:
     for number, suspect in enumerate(analysis.suspects):
         if number:
             text.append("\n")
-        text.append(f"{suspect.label}", "bold")
+        text.append(visible(suspect.label), "bold")
         text.append(
             f"  {suspect.bad}/{suspect.runs} bad ({suspect.rate:.0%}) against "
             f"{suspect.rest_rate:.0%} elsewhere, p = {suspect.p_value:.2g}",
@@ -59,16 +61,16 @@ def suspects_text(analysis: Any, dimension: str) -> Text:
 def diagnosis_text(diagnosis: Any) -> Text:
     """The latest diagnosis: its label, summary and reproduction command."""
     text = Text()
-    text.append(diagnosis.label, "bold")
-    text.append(f"  {diagnosis.summary}")
+    text.append(visible(diagnosis.label), "bold")
+    text.append(f"  {visible(diagnosis.summary)}")
     for experiment in diagnosis.experiments:
         text.append(f"\n  {experiment.name}: {experiment.counts()}", "dim")
     text.append("\n  reproduce: ")
-    text.append(" ".join(diagnosis.command), "bold")
+    text.append(visible(" ".join(diagnosis.command)), "bold")
     replay = getattr(diagnosis, "replay", None)
     if replay and replay != diagnosis.command:
-        text.append(f"\n  replay the order of run {diagnosis.replay_run}: ", "dim")
-        text.append(" ".join(replay))
+        text.append(f"\n  replay the order of run {visible(diagnosis.replay_run)}: ", "dim")
+        text.append(visible(" ".join(replay)))
     return text
 
 

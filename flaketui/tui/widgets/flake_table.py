@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from flaketui.core.output.text import visible
 from flaketui.tui.loaders import MainData
 from flaketui.tui.viewmodel import Column, Row, ViewContext, ViewState, build_rows, columns_for
 from flaketui.tui.widgets.palette import VERDICT_STYLES
@@ -115,7 +116,8 @@ def row_cells(row: Row, keys: tuple[str, ...]) -> list[Text]:
         elif row.kind == "group":
             style = "bold"
         justify = "right" if key in RIGHT_ALIGNED else "left"
-        cells.append(Text(value, style=style, justify=justify))  # type: ignore[arg-type]
+        # A test id or a cause from CI: control characters as escapes, as every output shows them.
+        cells.append(Text(visible(value), style=style, justify=justify))  # type: ignore[arg-type]
     return cells
 
 

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
+from flaketui.core.output.text import visible
 from flaketui.core.timeutil import to_iso
 from flaketui.tui.loaders import MainData, Source
 from flaketui.tui.viewmodel import verdict_counts
@@ -78,7 +79,9 @@ class HistoryHeader(Widget):
         """Render the header for a freshly loaded report."""
         report = data.report
         first = [
-            Text.assemble(("flaketui ", "bold"), (source.display or str(source.path), "bold cyan"))
+            Text.assemble(
+                ("flaketui ", "bold"), (visible(source.display or str(source.path)), "bold cyan")
+            )
         ]
         if source.readonly:
             first.append(Text("[read-only]", style="bold yellow"))
@@ -92,10 +95,11 @@ class HistoryHeader(Widget):
             Text.assemble((f"{verdict} ", VERDICT_STYLES.get(verdict, "")), (str(count), "bold"))
             for verdict, count in verdict_counts(report, data.verdicts).items()
         ]
-        second.append(Text(f"suite: {suite or 'all'}", "dim"))
+        second.append(Text(f"suite: {visible(suite or 'all')}", "dim"))
         second.append(Text(f"branch: {branch_kind or 'all'}", "dim"))
-        second.append(Text(f"skip file: {source.skip_path.name}", "dim"))
-        second.append(Text(f"owners: {source.owners_display or 'no CODEOWNERS'}", "dim"))
+        second.append(Text(f"skip file: {visible(source.skip_path.name)}", "dim"))
+        owners = visible(source.owners_display or "no CODEOWNERS")
+        second.append(Text(f"owners: {owners}", "dim"))
         if data.skip_problem:
-            second.append(Text(f"⚠ {data.skip_problem}", "bold red"))
+            second.append(Text(f"⚠ {visible(data.skip_problem)}", "bold red"))
         self.set_groups([first, second])

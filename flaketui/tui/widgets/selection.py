@@ -8,6 +8,8 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
+from flaketui.core.output.text import visible
+
 # Where a test id may break: after a folder's `/`, after `::`, before a parameter's `[`.
 ID_BREAKS = re.compile(r"(?<=/)|(?<=::)|(?=\[)")
 ELLIPSIS = "…"
@@ -78,7 +80,8 @@ class FittedText(Widget):
         self.longest: int | None = None  # the longest text it will be given, when known
 
     def show(self, text: str, style: str = "") -> None:
-        """Show `text` in `style` (a Rich style)."""
+        """Show `text` in `style` (a Rich style), its control characters as escapes."""
+        text = visible(text)
         if (text, style) != (self.text, self.shown_style):
             self.text = text
             self.shown_style = style
