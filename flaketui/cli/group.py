@@ -15,6 +15,7 @@ from flaketui import __version__
 from flaketui.cli.params import FilePath
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history import store
+from flaketui.core.output.text import visible
 
 # Command name -> module under flaketui.cli.commands, imported only when the command runs (or
 # for --help): a command pays for its own imports only (the app's for `open`, pandas through
@@ -147,7 +148,8 @@ def user_error(
 ) -> click.ClickException:
     """The one-line error a user sees for a problem of theirs (not a bug)."""
     if isinstance(exc, FlaketuiError):
-        return click.ClickException(exc.message)
+        # It may name a test id or a file from CI: shown inert, on its one line.
+        return click.ClickException(visible(exc.message))
     if isinstance(exc, sqlite3.OperationalError):
         # Locked or read-only databases are environment problems, not bugs. Most arrive here
         # as HistoryError naming their file; a raw one names what this command opened.

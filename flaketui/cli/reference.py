@@ -29,6 +29,10 @@ do not edit by hand. `flaketui --help` and `flaketui COMMAND --help` print the s
 Bad input (a missing file, a directory, a wrong option value) is one `Error: ...` line on stderr
 with exit status 1, never a traceback, and the history is left as it was; a command line that
 cannot be parsed (an unknown option, a missing argument) gets click's usage message and 2.
+Text from CI in what a command prints for people (test ids, messages, workers, branches) shows
+its control and bidirectional formatting characters as escapes (`\\x1b`, `\\u202e`): a report
+cannot send the terminal an escape sequence or make one id read as another. JSON, CSV and id
+lists hold the text as it is.
 """
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.echo import echo_text
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.diagnosis.experiments import Diagnoser, Diagnosis
@@ -123,18 +124,16 @@ def diagnose_command(
     if fmt == "json":
         click.echo(json.dumps(diagnosis_json(diagnosis), indent=2))
         return
-    click.echo(f"{diagnosis.test_id}: {diagnosis.label}")
-    click.echo(f"  {diagnosis.summary}")
+    echo_text(f"{diagnosis.test_id}: {diagnosis.label}")
+    echo_text(f"  {diagnosis.summary}")
     for experiment in diagnosis.experiments:
-        click.echo(f"  {experiment.name}: {experiment.counts()}")
+        echo_text(f"  {experiment.name}: {experiment.counts()}")
     for note in diagnosis.skipped:
-        click.echo(f"  skipped {note}")
-    click.echo(f"  reproduce: {' '.join(diagnosis.command)}")
+        echo_text(f"  skipped {note}")
+    echo_text(f"  reproduce: {' '.join(diagnosis.command)}")
     if diagnosis.replay is not None and diagnosis.replay != diagnosis.command:
-        click.echo(
-            f"  replay the order of run {diagnosis.replay_run}: {' '.join(diagnosis.replay)}"
-        )
-    click.echo(
+        echo_text(f"  replay the order of run {diagnosis.replay_run}: {' '.join(diagnosis.replay)}")
+    echo_text(
         f"  {plural(diagnosis.stored_runs, 'session')} stored in {db} under source 'diagnose' "
         f"(not scored; run at {utc_now():%Y-%m-%d %H:%M} UTC)"
     )

@@ -13,6 +13,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
 from flaketui.cli.commands.resign import resign_if_stale
+from flaketui.cli.echo import echo_text
 from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
@@ -185,7 +186,7 @@ def ingest_command(
 
 def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> None:
     if result.empty:
-        click.echo(f"no test cases in {plural(reports, 'report')}: no run recorded")
+        echo_text(f"no test cases in {plural(reports, 'report')}: no run recorded")
         return
     state = "new run" if result.created else "existing run"
     if result.created and incident is not None:
@@ -195,7 +196,7 @@ def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> No
     repeats = reports - result.files_ingested - result.files_skipped
     if repeats > 0:
         skipped += f", {plural(repeats, 'duplicate')} skipped"
-    click.echo(
+    echo_text(
         f"run {result.run_id} ({state}): "
         f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
         f"{plural(result.results, 'result')} added, {plural(result.tests, 'test')} in the run"
@@ -203,7 +204,7 @@ def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> No
     if result.left_untidy:  # a push to a server's only
         from flaketui.core.history.pg.push import untidy_line
 
-        click.echo(untidy_line(result.left_untidy))
+        echo_text(untidy_line(result.left_untidy))
 
 
 def _ingest_manifest(db: Path | str, manifest: Path) -> None:
@@ -236,7 +237,7 @@ def _ingest_manifest(db: Path | str, manifest: Path) -> None:
             summary = backfill(None)
         _print_summary(summary)
         if os.environ.get(INCIDENT_VAR, "").strip():
-            click.echo(
+            echo_text(
                 f"{INCIDENT_VAR} is set but tags no manifest run: each line's own "
                 '"incident" key does',
                 err=True,
@@ -257,12 +258,12 @@ def _print_summary(summary: ManifestSummary) -> None:
     if summary.runs_empty:
         line += f", {summary.runs_empty} without test cases"
     line += f", {plural(len(summary.refused), 'line')} refused"
-    click.echo(line)
+    echo_text(line)
     if summary.left_untidy:  # pushes to a server's only
         from flaketui.core.history.pg.push import untidy_line
 
-        click.echo(untidy_line(summary.left_untidy))
+        echo_text(untidy_line(summary.left_untidy))
     for number, reason in summary.refused[:MAX_REFUSED_SHOWN]:
-        click.echo(f"line {number}: {reason}", err=True)
+        echo_text(f"line {number}: {reason}", err=True)
     if len(summary.refused) > MAX_REFUSED_SHOWN:
-        click.echo(f"... and {len(summary.refused) - MAX_REFUSED_SHOWN} more", err=True)
+        echo_text(f"... and {len(summary.refused) - MAX_REFUSED_SHOWN} more", err=True)

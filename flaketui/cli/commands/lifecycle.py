@@ -10,8 +10,10 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_OPTION, read_skip_for
+from flaketui.cli.echo import echo_text
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.core.history.store import history_file
+from flaketui.core.output.text import visible
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.machine import LifecycleState
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -111,7 +113,8 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
             headers.append("by")
         rows = []
         for t in shown:
-            row = [t.test_id, t.before, t.after, t.day.isoformat(), t.reason]
+            # Escaped before the columns are measured, so that they line up as shown.
+            row = [visible(t.test_id), t.before, t.after, t.day.isoformat(), t.reason]
             if show_all:
                 row.append(t.by + ("" if t.recorded else " (pending)"))
             rows.append(row)
@@ -123,7 +126,13 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
     lines.append(f"States: {plural(len(states), 'test')} in a lifecycle state")
     if states:
         rows = [
-            [s.test_id, s.state, s.since.isoformat() if s.since else "-", f"{s.score:.3f}", s.note]
+            [
+                visible(s.test_id),
+                s.state,
+                s.since.isoformat() if s.since else "-",
+                f"{s.score:.3f}",
+                s.note,
+            ]
             for s in states
         ]
         lines.extend(_table(["test", "state", "since", "score", "note"], rows))
@@ -200,6 +209,6 @@ def lifecycle_command(
     if fmt == "json":
         click.echo(_as_json(plan, shown, gate, applied, code))
     else:
-        click.echo(_as_text(plan, shown, gate, applied, show_all))
+        echo_text(_as_text(plan, shown, gate, applied, show_all))
     if code:
         click.get_current_context().exit(code)

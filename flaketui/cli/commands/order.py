@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.echo import echo_text
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
@@ -145,5 +146,5 @@ def order_command(db: Path, test_or_parent: str, now: str | None, fmt: str, limi
         return
     what = f"family of {plural(len(view.members), 'param')}" if view.kind == "family" else "test"
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    click.echo(f"{view.key} ({what}) as of {to_iso(moment)}{clock}")
-    click.echo("\n".join(order_lines(view, shown)))
+    echo_text(f"{view.key} ({what}) as of {to_iso(moment)}{clock}")
+    echo_text("\n".join(order_lines(view, shown)))

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.echo import echo_text
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
@@ -164,16 +165,16 @@ def pivot_command(
         return
     what = f"family of {plural(len(pivot.members), 'param')}" if pivot.kind == "family" else "test"
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    click.echo(f"{pivot.key} ({what}) as of {to_iso(moment)}{clock}")
-    click.echo(f"{plural(pivot.runs, 'counted run')}, {pivot.bad_runs} bad (first attempt failed)")
+    echo_text(f"{pivot.key} ({what}) as of {to_iso(moment)}{clock}")
+    echo_text(f"{plural(pivot.runs, 'counted run')}, {pivot.bad_runs} bad (first attempt failed)")
     if pivot.interrupted_runs:
-        click.echo(interrupted_line(pivot.interrupted_runs))
+        echo_text(interrupted_line(pivot.interrupted_runs))
     if not pivot.runs:
         return
-    click.echo("")
-    click.echo("\n".join(_table("workers", pivot.by_worker_count)))
-    click.echo("")
-    click.echo("\n".join(_table("worker id", pivot.by_worker_id)))
+    echo_text("")
+    echo_text("\n".join(_table("workers", pivot.by_worker_count)))
+    echo_text("")
+    echo_text("\n".join(_table("worker id", pivot.by_worker_id)))
 
 
 def _show_dimensions(pivot: DimensionPivot, fmt: str, clamped: bool) -> None:
@@ -182,25 +183,25 @@ def _show_dimensions(pivot: DimensionPivot, fmt: str, clamped: bool) -> None:
         return
     what = f"family of {len(pivot.members)} params" if pivot.kind == "family" else "test"
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    click.echo(f"{pivot.key} ({what}) as of {to_iso(pivot.now)}{clock}")
-    click.echo(f"{pivot.runs} counted runs, {pivot.bad_runs} bad (first attempt failed)")
+    echo_text(f"{pivot.key} ({what}) as of {to_iso(pivot.now)}{clock}")
+    echo_text(f"{pivot.runs} counted runs, {pivot.bad_runs} bad (first attempt failed)")
     if pivot.interrupted_runs:
-        click.echo(interrupted_line(pivot.interrupted_runs))
+        echo_text(interrupted_line(pivot.interrupted_runs))
     if not pivot.runs:
         return
     for dimension, rows in pivot.by.items():
-        click.echo("")
+        echo_text("")
         if rows:
-            click.echo("\n".join(_dimension_table(dimension, rows)))
+            echo_text("\n".join(_dimension_table(dimension, rows)))
         else:
-            click.echo(f"{dimension}: not recorded")
-    click.echo("")
+            echo_text(f"{dimension}: not recorded")
+    echo_text("")
     if not pivot.suspects:
-        click.echo("suspects: none (no value fails significantly more than the rest)")
+        echo_text("suspects: none (no value fails significantly more than the rest)")
         return
-    click.echo("suspects (Fisher's exact test, Benjamini-Hochberg adjusted p):")
+    echo_text("suspects (Fisher's exact test, Benjamini-Hochberg adjusted p):")
     for suspect in pivot.suspects:
-        click.echo(
+        echo_text(
             f"  {suspect.label}: {suspect.bad}/{suspect.runs} bad ({suspect.rate:.0%}) "
             f"against {suspect.rest_rate:.0%} elsewhere, p = {suspect.p_value:.2g}"
         )

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.echo import echo_text
 from flaketui.cli.history_address import HISTORY_ADDRESS
 from flaketui.core.config import load_config
 from flaketui.core.history.prune import prune_history
@@ -40,7 +41,7 @@ def prune_command(db: Path | str, days: float, vacuum: bool) -> None:
         return
     with history_file(db, create=False) as history:
         result = prune_history(history, days, vacuum=vacuum)
-    click.echo(
+    echo_text(
         f"pruned {plural(result.runs, 'run')} before {to_iso(result.cutoff)}:"
         f" {plural(result.results, 'result')}, {plural(result.tests, 'test')} and"
         f" {plural(result.signatures, 'signature')} no longer referenced"
@@ -48,7 +49,7 @@ def prune_command(db: Path | str, days: float, vacuum: bool) -> None:
     window_note(days)
     if vacuum:
         mb = 1024 * 1024
-        click.echo(
+        echo_text(
             f"vacuumed: {result.bytes_before / mb:.1f} MB -> {result.bytes_after / mb:.1f} MB"
         )
 
@@ -57,7 +58,7 @@ def window_note(days: float) -> None:
     """Say so when the runs pruned may include some the scores still read."""
     window = load_config().window_days
     if days < window:
-        click.echo(
+        echo_text(
             f"note: {days:g} day{'' if days == 1 else 's'} is inside the scoring window"
             f" ({plural(window, 'day')})"
         )
@@ -81,7 +82,7 @@ def _prune_server(url: str, days: float, vacuum: bool) -> None:
             cutoff, runs, results = prune_server(pg, days)
     finally:
         pg.close()
-    click.echo(
+    echo_text(
         f"pruned {plural(runs, 'run')} before {to_iso(cutoff)} from {mask_url(url)}: "
         f"{plural(results, 'result')}; replicas drop them at their next sync"
     )

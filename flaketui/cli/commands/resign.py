@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
+from flaketui.cli.echo import echo_text
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.dbhandle import Connected
@@ -39,7 +40,7 @@ def resign_command(db: Path) -> None:
     with history_file(db, create=False) as history:
         before = stored_scheme(history)
         summary = resign(history, patterns)
-    click.echo(
+    echo_text(
         f"re-signed {plural(summary.messages, 'failure message')}"
         f" ({before} -> {scheme_of(patterns)}):"
         f" {summary.changed} of them changed signature, {summary.signatures_before} ->"
@@ -54,7 +55,7 @@ def resign_if_stale(history: Connected, patterns: tuple[str, ...]) -> None:
     """
     summary = ensure_current(history, patterns)
     if summary is not None:
-        click.echo(
+        echo_text(
             f"re-signed {plural(summary.messages, 'stored failure message')} for the current"
             f" signature scheme ({summary.signatures_before} ->"
             f" {plural(summary.signatures_after, 'signature')})"

@@ -15,6 +15,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
+from flaketui.cli.echo import echo_text
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import is_server_url, mask_url
@@ -121,11 +122,11 @@ def unfinished_path(history: Path) -> Path:
 def sync_command(url: str, history: Path) -> None:
     """Bring replica HISTORY up to date with the server history at URL (only what changed)."""
     summary = run_sync(url, history, quiet=not sys.stderr.isatty())
-    click.echo(
+    echo_text(
         f"synced {mask_url(url)} into {history}: {plural(summary.runs_added, 'run')} and "
         f"{plural(summary.results_added, 'result')} added, "
         f"{plural(summary.runs_updated, 'run')} updated, "
         f"{summary.runs_deleted} pruned, {plural(summary.audit_rows_added, 'audit row')} added"
     )
     for tag in summary.decisions_kept:
-        click.echo(f"outage {tag}: decided otherwise on the server; kept as decided here")
+        echo_text(f"outage {tag}: decided otherwise on the server; kept as decided here")
