@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from flaketui.core.scoring.results import GroupVerdict, TestVerdict
+from flaketui.core.testids import parent_of
 
 
 def repro_command(
@@ -87,7 +88,8 @@ def pool_by_run(outcomes: Sequence[Any]) -> list[Any]:
     """A family's outcomes pooled per run, as the scorer pools them: the worst param wins.
 
     The pooled row keeps the worst param's fields; its test_id names that param and how many
-    other params of the run were bad.
+    other params of the run were bad, or, when none was, the family and how many params ran
+    ("... (all 84)"): any one param would name a test the run has nothing against.
     """
     pooled: list[Any] = []
     by_run: dict[str, list[Any]] = {}
@@ -101,6 +103,9 @@ def pool_by_run(outcomes: Sequence[Any]) -> list[Any]:
         members = by_run[run_id]
         worst = max(members, key=lambda o: _SEVERITY.get(o.outcome, 0))
         bad = sum(1 for o in members if o.outcome in ("fail", "flaky"))
-        label = worst.test_id + (f" (+{bad - 1} more)" if bad > 1 else "")
+        if not bad and len(members) > 1:
+            label = f"{parent_of(worst.test_id)} (all {len(members)})"
+        else:
+            label = worst.test_id + (f" (+{bad - 1} more)" if bad > 1 else "")
         pooled.append(replace(worst, test_id=label))
     return pooled

@@ -225,11 +225,16 @@ def test_pool_by_run_keeps_the_worst_param_of_each_run() -> None:
             Outcome("r1", "f[c]", "fail"),
             Outcome("r2", "f[a]", "pass"),
             Outcome("r2", "f[b]", "skipped"),
+            Outcome("r3", "f[b]", "flaky"),
+            Outcome("r4", "f[a]", "pass"),
         ]
     )
+    # A run with no bad param names no param: it has nothing against any of them.
     assert [(p.run_id, p.outcome, p.test_id) for p in pooled] == [
         ("r1", "fail", "f[c] (+1 more)"),
-        ("r2", "pass", "f[a]"),
+        ("r2", "pass", "f (all 2)"),
+        ("r3", "flaky", "f[b]"),
+        ("r4", "pass", "f[a]"),
     ]
 
 

@@ -486,7 +486,8 @@ class DetailScreen(Screen[None]):
                 Text(label, OUTCOME_STYLES.get(kind, "")),
             ]
             if data.kind == "family":
-                cells.insert(1, Text(visible(outcome.test_id[len(self.key) :] or outcome.test_id)))
+                param = outcome.test_id[len(self.key) :].strip() or outcome.test_id
+                cells.insert(1, Text(visible(param)))
             message = " ".join((outcome.message or "").split())[:MESSAGE_WIDTH]
             table.add_row(*cells, Text(visible(message)))
         if data.kind == "family":
