@@ -24,6 +24,7 @@ import pytest
 
 from flaketui.core.config import Config, find_pyproject, load_config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.output.text import visible
 from flaketui.core.quarantine.skipfile import (
     ENV_VAR,
     ForeignSkipFile,
@@ -75,9 +76,10 @@ def _worker_output(config: pytest.Config) -> dict[str, Any] | None:
 
 
 def _warn(config: pytest.Config, message: str) -> None:
-    """A configuration-time warning, shown once (by the controller, not by every worker)."""
+    """A configuration-time warning, shown once (by the controller, not by every worker); a
+    test id or a path in it shows its control characters as escapes."""
     if not _is_worker(config):
-        config.issue_config_time_warning(FlaketuiSkipFileWarning(message), stacklevel=2)
+        config.issue_config_time_warning(FlaketuiSkipFileWarning(visible(message)), stacklevel=2)
 
 
 def _locate(config: pytest.Config) -> tuple[Path, str]:
@@ -350,14 +352,14 @@ class SkipFilePlugin:
             held = "ignored: not a flaketui skip file"
         else:
             held = plural(len(self.entries), "entry", "entries")
-        tr.write_line(f"skip file: {self.skip.path} ({held})")
+        tr.write_line(visible(f"skip file: {self.skip.path} ({held})"))
         if self.quarantined_only:
             self._summary_quarantined_only(tr)
         if self.deselected:
             count = plural(len(self.deselected), "quarantined test")
             tr.write_line(f"deselected {count} (mode skip):")
             for test_id in sorted(self.deselected):
-                tr.write_line(f"  {test_id}  ({self._describe(self.entries[test_id])})")
+                tr.write_line(visible(f"  {test_id}  ({self._describe(self.entries[test_id])})"))
         if self.forgiven:
             tr.write_line(
                 f"{plural(len(self.forgiven), 'quarantined test')} failed; their failures are "
@@ -365,7 +367,7 @@ class SkipFilePlugin:
                 yellow=True,
             )
             for test_id in sorted(self.forgiven):
-                tr.write_line(f"  {test_id}", yellow=True)
+                tr.write_line(visible(f"  {test_id}"), yellow=True)
         if self.expired:
             tr.write_line(
                 f"EXPIRED: {len(self.expired)} quarantine entr"
@@ -375,7 +377,7 @@ class SkipFilePlugin:
                 bold=True,
             )
             for entry in self.expired:
-                tr.write_line(f"  {entry.test_id}  ({self._describe(entry)})", red=True)
+                tr.write_line(visible(f"  {entry.test_id}  ({self._describe(entry)})"), red=True)
         self._summary_unmatched(tr)
 
     def _summary_quarantined_only(self, tr: Any) -> None:
@@ -387,7 +389,7 @@ class SkipFilePlugin:
         if fixed:
             tr.write_line(f"passed this session (release candidates): {len(fixed)}", green=True)
             for test_id in fixed:
-                tr.write_line(f"  {test_id}", green=True)
+                tr.write_line(visible(f"  {test_id}"), green=True)
         if self.forgiven:
             tr.write_line(f"still failing: {len(self.forgiven)}")
 
@@ -403,7 +405,7 @@ class SkipFilePlugin:
                 yellow=True,
             )
             for test_id in unmatched:
-                tr.write_line(f"  {test_id}", yellow=True)
+                tr.write_line(visible(f"  {test_id}"), yellow=True)
         else:
             tr.write_line(
                 f"{len(unmatched)} skip-file entr{'y' if len(unmatched) == 1 else 'ies'} "

@@ -160,6 +160,24 @@ def test_skip_run_expired_and_unmatched_entries(run: Runner, pytester: pytest.Py
     )
 
 
+def test_entries_from_ci_are_listed_inert(single: Runner, pytester: pytest.Pytester) -> None:
+    # Entries are test ids from CI: an escape sequence or a right-to-left override in one is
+    # listed as escapes, never written to the terminal as it is.
+    gone = "test_gone.py::test_x\x1b]0;PWNED\x07y\u202eevil"
+    write_skip_file(pytester.path / ".quarantine.json", {gone: "skip"}, expired={gone})
+    result = single()
+    text = result.stdout.str()
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    result.stdout.fnmatch_lines(
+        [
+            "EXPIRED: 1 quarantine entry past the expiry date*",
+            "  test_gone.py::test_x\\x1b]0;PWNED\\x07y\\u202eevil  (flaky (skip)*",
+            "1 skip-file entry matches no collected test*",
+            "  test_gone.py::test_x\\x1b]0;PWNED\\x07y\\u202eevil",
+        ]
+    )
+
+
 RUN_MODE_SUITE = """
 from pathlib import Path
 
