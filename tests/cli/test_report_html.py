@@ -134,17 +134,18 @@ def test_ci_data_shows_as_text_never_as_markup(runner: CliRunner, tmp_path: Path
 
 def test_ci_data_shows_in_the_order_it_is_written(runner: CliRunner, tmp_path: Path) -> None:
     # A right-to-left override would show "test_\u202elive" as "test_evil"; ESC and BEL are not
-    # text. Each shows as its escape; a message keeps its lines.
+    # text, and a browser shows a CR in an id as a space. Each shows as its escape; a message
+    # keeps its lines.
     db = open_history(tmp_path / "h.db")
     hb = HistoryBuilder(db)
     for day in range(25):
         run = hb.run(ts=T0 + timedelta(days=day), commit=f"c{day:02d}")
         outcomes = ["fail", "pass"] if day % 3 == 0 else ["pass"]
-        run.result("t.py::test_\u202elive\x1b[31m", outcomes, message="one\ntwo \u2066x\x07")
+        run.result("t.py::test_\u202elive\x1b[31m\rz", outcomes, message="one\ntwo \u2066x\x07")
     db.conn.close()
     page = parse(render_html(runner, tmp_path / "h.db"))
     text = "".join(page.text)
-    assert "t.py::test_\\u202elive\\x1b[31m" in text
+    assert "t.py::test_\\u202elive\\x1b[31m\\rz" in text  # an id is one line: CR too
     assert "one\ntwo \\u2066x\\x07" in text
     bidi = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
     assert not [c for c in text if c not in "\n\t" and (ord(c) < 32 or c in bidi)]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from flaketui.core.config import Config
 from flaketui.core.history.dbhandle import Connected
 from flaketui.core.output.notices import report_notices
-from flaketui.core.output.text import visible_lines
+from flaketui.core.output.text import visible, visible_lines
 from flaketui.core.scoring.detail import (
     RunOutcome,
     SignatureCount,
@@ -156,8 +156,14 @@ if(box){box.addEventListener('input',apply);pick.addEventListener('change',apply
 
 def e(value: object) -> str:
     """CI data as HTML text (quotes escaped too, so it is safe in attributes), its control and
-    bidirectional formatting characters shown as escapes (line breaks and tabs kept)."""
-    return html.escape("" if value is None else visible_lines(value), quote=True)
+    bidirectional formatting characters shown as escapes (`visible`): one line, read in the
+    order it is written."""
+    return html.escape("" if value is None else visible(value), quote=True)
+
+
+def e_lines(value: str) -> str:
+    """`e` for a message shown on its own lines (a <pre>): line breaks and tabs kept."""
+    return html.escape(visible_lines(value), quote=True)
 
 
 def breakable(test_id: str) -> str:
@@ -544,7 +550,7 @@ def _details(details: Sequence[TestDetail]) -> list[str]:
                 example = sig.example[:EXAMPLE_CHARS]
                 out.append(
                     f"<li>{sig.runs} run{'' if sig.runs == 1 else 's'}: {e(sig.text)}"
-                    f"<pre>{e(example)}</pre></li>"
+                    f"<pre>{e_lines(example)}</pre></li>"
                 )
             out.append("</ol>")
         out.append(
