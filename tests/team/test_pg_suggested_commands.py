@@ -61,6 +61,47 @@ def test_an_address_without_a_password_is_left_as_it_is(address: str) -> None:
         assert mask_url(address) == address
 
 
+words = st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, max_size=8)
+
+
+@given(
+    scheme=st.sampled_from(["postgresql", "postgres", "POSTGRESQL", "PostgreS"]),
+    user=st.none() | words,
+    password=st.none() | passwords,
+    host=st.sampled_from(["", "db.example", "127.0.0.1", "[::1]"]),
+    port=st.none() | st.integers(1, 65535),
+    database=st.none() | words,
+    query=st.lists(st.tuples(words, words), max_size=3),
+    in_query=st.booleans(),
+)
+def test_a_url_keeps_every_part_but_its_password(
+    scheme: str,
+    user: str | None,
+    password: str | None,
+    host: str,
+    port: int | None,
+    database: str | None,
+    query: list[tuple[str, str]],
+    in_query: bool,
+) -> None:
+    secret = None if password is None else quote(password, safe="")
+    userinfo = "" if user is None else user + (f":{secret}" if secret and not in_query else "")
+    netloc = (f"{userinfo}@" if user is not None else "") + host + (f":{port}" if port else "")
+    params = [f"{k}={v}" for k, v in query if k.lower() != "password"]
+    if secret and (in_query or user is None):
+        params.append(f"password={secret}")
+    url = f"{scheme}://{netloc}/{database or ''}" + ("?" + "&".join(params) if params else "")
+    bare_netloc = (f"{user}@" if user is not None else "") + host + (f":{port}" if port else "")
+    kept = [p for p in params if not p.startswith("password=")]
+    bare = f"{scheme}://{bare_netloc}/{database or ''}" + ("?" + "&".join(kept) if kept else "")
+    address, note = command_address(url)
+    assert address == bare
+    assert note == (PASSWORD_LEFT_OUT if secret else None)
+    assert command_address(mask_url(url))[0] == bare
+    if not secret:
+        assert mask_url(url) == url
+
+
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres", "PostgreSQL"])
 def test_a_local_socket_url_keeps_its_empty_host(scheme: str) -> None:
     url = f"{scheme}:///ci?host=/var/run/postgresql&password=s3cret&sslmode=disable"
