@@ -127,8 +127,8 @@ async def test_the_list_and_a_family_show_ids_as_they_are(history: Path, tmp_pat
         await settle(pilot)
         await pilot.press("4")
         await settle(pilot)
-        shown = assert_inert(app)
-        assert ODD_SHOWN in shown
+        await until(pilot, lambda: ODD_SHOWN in screen_text(app))
+        assert_inert(app)
         await pilot.press("f")
         await settle(pilot)
         await open_row(pilot, app, FAMILY)
