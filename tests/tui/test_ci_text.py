@@ -16,12 +16,15 @@ from pilots import app_on, settle, until
 from textual.pilot import Pilot
 from tui_history import NOW
 
+from flaketui.core.config import Config
+from flaketui.core.history.outages import record_outages
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.order_modal import OrderModal
+from flaketui.tui.screens.outages import OutagesScreen
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 from flaketui.tui.widgets.flake_table import FlakeTable
 
@@ -37,6 +40,7 @@ MESSAGE_SHOWN = "AssertionError: [/] closes [b]bold \\x1b[2J cleared \\u2066 iso
 WORKERS = ("gw0[/]\x1b[31m", "gw1")
 HOST = "ci-[/]\x1b[1m-host"
 SUITE = "unit[/]\x1b[5m"
+OUTAGE_RUN = "down-1\x1b[8m"  # ESC [8m: concealed text
 SIZE = (200, 150)  # tall enough for every section of a family's detail
 
 
@@ -80,6 +84,44 @@ def hostile_history(path: Path) -> Path:
             recorder = RunRecorder(db, meta)
             recorder.add(cases)
             recorder.finish()
+    finally:
+        db.conn.close()
+    return path
+
+
+def add_outage(path: Path) -> Path:
+    """Four tests failing with one hostile message in a run whose id holds an escape sequence,
+    passing 40 minutes later: an outage proposed as of NOW."""
+    db = open_history(path)
+    try:
+        start = NOW - timedelta(days=2)
+        tests = [f"tests/test_shop.py::test_{n}" for n in ("cart", "pay", "ship", "tax")]
+        for run_id, ts, failing in (
+            (OUTAGE_RUN, start, True),
+            ("back-1", start + timedelta(minutes=40), False),
+        ):
+            meta = RunMeta(
+                run_id=run_id,
+                suite="unit",
+                branch="main",
+                branch_kind="main",
+                commit_sha=f"{run_id}-sha",
+                ts=ts,
+                worker_count=1,
+            )
+            recorder = RunRecorder(db, meta)
+            recorder.add(
+                [
+                    CaseResult(
+                        test_id,
+                        "tests/test_shop.py",
+                        [Attempt("fail" if failing else "pass", 10, MESSAGE if failing else None)],
+                    )
+                    for test_id in tests
+                ]
+            )
+            recorder.finish()
+        assert len(record_outages(db, now=NOW, config=Config())) == 1
     finally:
         db.conn.close()
     return path
@@ -194,3 +236,15 @@ async def test_notices_naming_ci_text_show_it_as_it_is(history: Path, tmp_path: 
         assert_inert(app)
         toasts = " ".join(str(toast.render()) for toast in app.screen.query("Toast"))
         assert f"Quarantined {ODD_SHOWN}" in toasts
+
+
+async def test_an_outage_review_shows_its_evidence_inert(history: Path, tmp_path: Path) -> None:
+    app = app_on(add_outage(history), tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(app.screen, OutagesScreen) and app.screen.loaded)
+        await until(pilot, lambda: "down-1\\x1b[8m" in screen_text(app))
+        shown = assert_inert(app)
+        # The signature's text: the message normalised (its escape codes are not signed).
+        assert "AssertionError: [/] closes [b]bold" in shown
