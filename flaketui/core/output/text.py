@@ -23,12 +23,12 @@ from __future__ import annotations
 import html
 import re
 
-# C0, DEL and C1 controls, and Unicode's bidirectional formatting characters: the marks (ALM,
-# LRM, RLM), the embeddings and overrides (LRE..RLO) and the isolates (LRI..PDI).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_BUT_LINES = re.compile(
-    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
+# Unicode's bidirectional formatting characters: the marks (ALM, LRM, RLM), the embeddings and
+# overrides (LRE..RLO) and the isolates (LRI..PDI).
+_BIDI = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# Those, DEL and the C1 controls, and the C0 controls: all of them, or all but tab, LF and CR.
+_CONTROL = re.compile(rf"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+_CONTROL_BUT_LINES = re.compile(rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Backslash-escaped in Markdown text after HTML escaping ('$' opens math on GitHub); '&', ';' and
 # '#' stay, since they spell the entities html.escape writes. The text never starts a line, so
