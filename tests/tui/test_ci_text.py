@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pilots import app_on, settle, until
 from textual.pilot import Pilot
+from textual.widgets import Static
 from tui_history import NOW
 
 from flaketui.core.config import Config
@@ -248,3 +249,14 @@ async def test_an_outage_review_shows_its_evidence_inert(history: Path, tmp_path
         shown = assert_inert(app)
         # The signature's text: the message normalised (its escape codes are not signed).
         assert "AssertionError: [/] closes [b]bold" in shown
+
+
+async def test_a_filter_matching_nothing_is_named_as_typed(history: Path, tmp_path: Path) -> None:
+    # The empty view names the filter: "[/]" in it, read as markup, stopped the app.
+    app = app_on(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"zz[/]x[b]")
+        await settle(pilot)
+        status = app.main_screen.query_one("#loading", Static)
+        assert status.display and "No row matches “zz[/]x[b]”" in str(status.content)
