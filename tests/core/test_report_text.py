@@ -1,22 +1,25 @@
 """Report outputs show any test id or failure message as inert text: the Markdown as text
-inside its cell, the table on one line without a control character."""
+inside its cell, the table on one line without a control character. The CSV, data to parse
+back, keeps them exactly, each row whole."""
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import re
 import tempfile
 import unicodedata
 from datetime import timedelta
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import ReportFormat, render, report_dict
-from flaketui.core.output.text import visible
+from flaketui.core.output.text import csv_table, visible
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.results import Report
 from tests.core.history_builder import HistoryBuilder, utc
@@ -99,6 +102,36 @@ def test_table_has_no_control_character(test_id: str, message: str) -> None:
     assert lines[3].endswith(
         visible(f"{report_dict(report)['signatures'][0]['signature_text']} (1 test)")
     )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(test_id=texts, message=texts)
+@example(test_id="t::cr\rx", message="a\rb")
+def test_csv_keeps_ids_and_signatures_exactly(test_id: str, message: str) -> None:
+    report = report_for(test_id, message)
+    (group,) = report_dict(report)["signatures"]
+    for group_by, column, value in (
+        (None, "test_id", test_id),
+        ("signature", "signature_text", group["signature_text"]),
+    ):
+        text = render(report, ReportFormat.CSV, group_by=group_by)
+        # A reader splits rows at any line break outside quotes, as a file opened with
+        # newline="" (the csv module's advice) does.
+        (row,) = csv.DictReader(io.StringIO(text, newline=""))
+        assert row[column] == value, text
+
+
+@given(
+    rows=st.lists(
+        st.lists(st.text(alphabet=st.one_of(st.sampled_from('\r\n",; '), st.characters()))),
+        max_size=5,
+    )
+)
+def test_csv_table_reads_back_as_written(rows: list[list[str]]) -> None:
+    width = max((len(row) for row in rows), default=0)
+    header = [f"c{n}" for n in range(width)] or ["c"]
+    text = csv_table(header, rows)
+    assert list(csv.reader(io.StringIO(text, newline=""))) == [header, *rows]
 
 
 def test_a_right_to_left_override_shows_as_an_escape() -> None:

@@ -7,8 +7,6 @@ deselect prints one shell-quoted `--deselect <full node id>` per line (pytest ma
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import shlex
 from collections.abc import Callable, Iterable, Sequence
@@ -18,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.output.text import code_span, md_text, one_line
+from flaketui.core.output.text import code_span, csv_table, md_text, one_line
 from flaketui.core.quarantine.skipfile import (
     SCORE_KEYS,
     SkipEntry,
@@ -210,15 +208,8 @@ def _csv_cell(value: Any) -> Any:
 
 
 def render_csv(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
-    """RFC 4180 CSV (CRLF rows), a header row; empty cell = unknown, booleans true/false."""
-    out = io.StringIO()
-    # CRLF rows: Python's writer quotes a field only for the characters of its line terminator,
-    # so "\n" alone would leave a bare "\r" in a reason unquoted and unreadable.
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_csv_cell(row.get(col)) for col in columns])
-    return out.getvalue()
+    """RFC 4180 CSV (csv_table), a header row; empty cell = unknown, booleans true/false."""
+    return csv_table(columns, ([_csv_cell(row.get(col)) for col in columns] for row in rows))
 
 
 def _checked_id(test_id: str) -> str:

@@ -10,8 +10,6 @@ score stays low.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -19,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from flaketui.core.output.notices import report_notices
-from flaketui.core.output.text import code_span, md_text, visible
+from flaketui.core.output.text import code_span, csv_table, md_text, visible
 from flaketui.core.scoring.results import GroupVerdict, Report, Scores, Suspect, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
@@ -308,18 +306,16 @@ def _csv_cell(value: Any) -> Any:
 
 
 def render_csv(report: Report, group_by: str | None = None, limit: int | None = None) -> str:
-    """CSV with the JSON entry keys as header; lists joined with ';', nulls empty."""
+    """RFC 4180 CSV (csv_table) with the JSON entry keys as header; lists joined with ';',
+    nulls empty."""
     keys = {
         "family": FAMILY_KEYS,
         "signature": SIGNATURE_KEYS,
         "cofailure": COFAILURE_KEYS,
     }.get(group_by or "", TEST_KEYS)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(keys)
-    for row in _rows(report, group_by, limit):
-        writer.writerow([_csv_cell(row[key]) for key in keys])
-    return out.getvalue()
+    return csv_table(
+        keys, ([_csv_cell(row[key]) for key in keys] for row in _rows(report, group_by, limit))
+    )
 
 
 def sparkline(values: Sequence[float], floor_max: float = 0.0) -> str:

@@ -16,12 +16,17 @@ ids) shows such text through these functions:
   punctuation backslash-escaped; it renders as exactly the text of `one_line`.
 - `code_span`: for a Markdown table cell in inline code: `visible` between backtick fences
   longer than any backtick run inside, so neither a backtick nor `<` ends or escapes it.
+
+CSV is data, written as stored by the one writer every CSV output uses, `csv_table`.
 """
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import re
+from collections.abc import Iterable, Sequence
 
 # Unicode's bidirectional formatting characters: the marks (ALM, LRM, RLM), the embeddings and
 # overrides (LRE..RLO) and the isolates (LRI..PDI).
@@ -77,3 +82,17 @@ def code_span(text: str) -> str:
     edge_space = shown.startswith(" ") and shown.endswith(" ") and bool(shown.strip())
     pad = " " if shown.startswith("`") or shown.endswith("`") or edge_space else ""
     return f"{fence}{pad}{shown}{pad}{fence}".replace("|", "\\|")
+
+
+def csv_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """RFC 4180 CSV: the header row, then rows, each ended by CRLF; values as stored.
+
+    CRLF because Python's writer quotes a value only for the characters of its line
+    terminator: ended by LF alone, a value holding a bare CR (a test id may) is written
+    unquoted, and a reader splits the row there.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
