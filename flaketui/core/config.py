@@ -296,6 +296,8 @@ def load_config(start: Path | None = None) -> Config:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{pyproject}: cannot read ({exc})") from exc
+    except RecursionError:  # the parser recurses per nested array or inline table
+        raise ConfigError(f"{pyproject}: cannot read (nested too deeply)") from None
     table = data.get("tool", {}).get("flaketui", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.flaketui] must be a table")

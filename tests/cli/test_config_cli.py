@@ -110,3 +110,22 @@ def test_a_setting_written_with_dashes_and_underscores_is_refused(work: Path) ->
     (work / "pyproject.toml").write_text("[tool.flaketui]\nwindow_days = 30\nwindow-days = 60\n")
     result = CliRunner().invoke(cli, ["report", "history.db", "--format", "json", "--now", NOW])
     assert_one_line(result, "window_days is set twice, as 'window_days' and 'window-days'")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[tool.flaketui\nwindow_days = 30\n", "cannot read (Expected ']'"),
+        ("x = " + "[" * 100_000 + "]" * 100_000 + "\n", "cannot read (nested too deeply)"),
+    ],
+    ids=["broken", "nested"],
+)
+def test_a_pyproject_that_cannot_be_parsed_is_one_line(work: Path, text: str, problem: str) -> None:
+    (work / "pyproject.toml").write_text(text)
+    before = snapshot(work)
+    result = CliRunner().invoke(cli, COMMANDS["lifecycle --apply"])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {work / 'pyproject.toml'}: {problem}")
+    assert snapshot(work) == before

@@ -356,6 +356,7 @@ def test_manifest_refuses_bad_lines_by_number_and_lands_the_rest(tmp_path: Path)
             {"file": "ok1.xml"},  # line 10: no timestamp anywhere
             {"file": "ok1.xml", "timestamp": "soon"},  # line 11
             {"file": "sub/rel.xml", "run_id": "rel", "timestamp": ts, "branch_kind": "x"},  # 12
+            '{"file": ' + "[" * 100_000 + "]" * 100_000 + "}",  # line 13: nested too deeply
         ],
     )
     db = tmp_path / "h.db"
@@ -367,7 +368,8 @@ def test_manifest_refuses_bad_lines_by_number_and_lands_the_rest(tmp_path: Path)
         for line in result.output.splitlines()
         if line.startswith("line ")
     )
-    assert refused == [2, 4, 8, 9, 10, 11, 12]
+    assert refused == [2, 4, 8, 9, 10, 11, 12, 13]
+    assert "line 13: not valid JSON (nested too deeply)" in result.output
     assert "missing.xml" in result.output and "broken.xml" in result.output
     assert "3 runs landed with 4 results" in result.output
     runs = query(db, "SELECT run_id, suite, ts, worker_count FROM runs ORDER BY id")

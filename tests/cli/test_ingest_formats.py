@@ -206,6 +206,12 @@ def test_tap_ids_without_repeats_are_the_descriptions(tmp_path: Path) -> None:
     ("name", "content", "complaint"),
     [
         ("bad.json", '{"results": {"tests": [', "not valid JSON"),
+        pytest.param(
+            "deep.json",
+            '{"results": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "nested too deeply",
+            id="deep.json",
+        ),
         ("shape.json", '{"results": {"summary": {}}}', "not a CTRF report"),
         ("noname.json", '{"results": {"tests": [{"status": "passed"}]}}', "no 'name'"),
         (

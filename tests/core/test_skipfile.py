@@ -244,6 +244,14 @@ def test_git_diff_shows_only_the_new_entry(
     ("text", "problem"),
     [
         ('{"format": "flaketui-skip-file", "version": 1, "tests": {', "not valid JSON (line 1"),
+        pytest.param(
+            '{"format": "flaketui-skip-file", "version": 1, "tests": '
+            + "[" * 100_000
+            + "]" * 100_000
+            + "}",
+            "not valid JSON (nested too deeply)",
+            id="nested-too-deeply",
+        ),
         ('{"format": "flaketui-skip-file", "tests": {}}', "format version"),
         ('{"format": "flaketui-skip-file", "version": 99, "tests": {}}', "newer"),
         ('{"format": "flaketui-skip-file", "version": 1, "tests": []}', '"tests" must be'),
@@ -273,7 +281,14 @@ def test_broken_marked_file_is_an_error_naming_file_and_problem(
 
 
 @pytest.mark.parametrize(
-    "text", ['{"quarantined": ["a"]}', "[1, 2]", "not json at all", "\xff\xfe".encode("latin-1")]
+    "text",
+    [
+        '{"quarantined": ["a"]}',
+        "[1, 2]",
+        "not json at all",
+        "\xff\xfe".encode("latin-1"),
+        pytest.param("[" * 100_000 + "]" * 100_000, id="nested-too-deeply"),
+    ],
 )
 def test_unmarked_file_is_foreign_when_discovered_and_an_error_when_explicit(
     tmp_path: Path, text: str | bytes

@@ -330,13 +330,24 @@ def test_quarantined_only_runs_exactly_the_quarantined_tests(
     )
 
 
-def test_broken_marked_skip_file_stops_the_session(run: Runner, pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize(
+    ("tests", "problem"),
+    [
+        ("{", "not valid JSON (line 1, column *"),
+        ("[" * 100_000, "not valid JSON (nested too deeply)"),
+    ],
+    ids=["cut", "nested"],
+)
+def test_broken_marked_skip_file_stops_the_session(
+    run: Runner, pytester: pytest.Pytester, tests: str, problem: str
+) -> None:
     path = pytester.path / ".quarantine.json"
-    text = '{"format": "flaketui-skip-file", "version": 1, "tests": {'
+    text = '{"format": "flaketui-skip-file", "version": 1, "tests": ' + tests
     path.write_text(text, encoding="utf-8")
     result = run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*flaketui skip file: {path}: not valid JSON (line 1, column *"])
+    result.stderr.fnmatch_lines([f"*flaketui skip file: {path}: {problem}"])
+    assert "Traceback" not in result.stderr.str()
     assert path.read_text(encoding="utf-8") == text
 
 

@@ -55,6 +55,8 @@ def _load(path: Path) -> dict[str, Any]:
         raise ReportError(f"{label}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ReportError(f"{label}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:  # the decoder recurses per nested array or object
+        raise ReportError(f"{label}: not valid JSON (nested too deeply)") from None
     results = doc.get("results") if isinstance(doc, dict) else None
     if not isinstance(results, dict) or not isinstance(results.get("tests"), list):
         raise ReportError(f"{label}: not a CTRF report (no results.tests list)")

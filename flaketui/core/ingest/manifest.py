@@ -92,6 +92,8 @@ def _parse_line(number: int, text: str, base: Path) -> _Line:
         entry = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FlaketuiError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:  # the decoder recurses per nested array or object
+        raise FlaketuiError("not valid JSON (nested too deeply)") from None
     if not isinstance(entry, dict):
         raise FlaketuiError("not a JSON object")
     unknown = sorted(set(entry) - KNOWN_KEYS)
@@ -264,7 +266,7 @@ def _run_id_of(raw: str) -> str | None:
     """The run_id of a refused line, when it has a readable one (its run is refused too)."""
     try:
         entry = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     run_id = entry.get("run_id") if isinstance(entry, dict) else None
     return run_id if isinstance(run_id, str) and run_id else None

@@ -283,8 +283,13 @@ def parse_skip_file(text: str, path: Path, *, explicit: bool) -> SkipFile:
     marked = FORMAT_MARKER in text
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        problem = f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+    except (json.JSONDecodeError, RecursionError) as exc:
+        # RecursionError: the decoder recurses per nested array or object.
+        problem = (
+            f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            if isinstance(exc, json.JSONDecodeError)
+            else "not valid JSON (nested too deeply)"
+        )
         if marked or explicit:
             raise _problem(path, problem) from None
         raise ForeignSkipFile(f"{path}: not a flaketui skip file ({problem})") from None
