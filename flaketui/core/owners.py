@@ -11,9 +11,12 @@ from codeowners import CodeOwners
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
+from flaketui.core.reading import TooLarge, read_at_most
 
 # GitHub's search order (first found wins); GitLab also reads .gitlab/CODEOWNERS.
 CODEOWNERS_LOCATIONS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS", ".gitlab/CODEOWNERS")
+# GitHub does not load a larger CODEOWNERS file either.
+CODEOWNERS_MAX_BYTES = 3 << 20
 
 # GitLab section header: `[Name]`, optional `^` (optional section), optional `[N]` approvals,
 # optional default owners. A GitHub pattern such as `[ab]*.py @x` has no space after `]`.
@@ -80,7 +83,11 @@ def codeowners_text(path: Path) -> str:
     come from the configured fallbacks.
     """
     try:
-        data = path.read_bytes()
+        data = read_at_most(path, CODEOWNERS_MAX_BYTES)
+    except TooLarge as exc:
+        raise CodeownersError(
+            f"{path}: {exc}, the most GitHub loads of a CODEOWNERS file"
+        ) from None
     except OSError:
         return ""
     try:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from flaketui.cli.commands import cli
 from flaketui.core.history.store import open_connection, open_history
+from flaketui.core.ingest import manifest as manifest_module
 from tests.core.junit_shards import file_shard
 
 CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BUILD_", "GIT_")
@@ -214,6 +215,18 @@ def _bad_input(tmp_path: Path, kind: str) -> tuple[list[str | Path], Path]:
         return [tmp_path / "notes.txt", good], tmp_path / "notes.txt"
     if kind == "db-is-directory":
         return [tmp_path, good], db
+    if kind == "named-pipe":  # opening it would wait for a writer
+        os.mkfifo(tmp_path / "fifo.xml")
+        return [db, tmp_path / "fifo.xml"], db
+    if kind == "pipe":  # as `<(cat good.xml)` gives it: the hash would empty it for the parser
+        read, write = os.pipe()
+        os.write(write, good.read_bytes())
+        os.close(write)
+        return [db, f"/dev/fd/{read}"], db
+    if kind == "device":  # never ends
+        return [db, "/dev/zero"], db
+    if kind == "stdin":
+        return [db, "-"], db
     flags = {
         "timestamp": ["--timestamp", "yesterday"],
         "branch-kind": ["--branch-kind", "feature"],
@@ -228,6 +241,7 @@ def _bad_input(tmp_path: Path, kind: str) -> tuple[list[str | Path], Path]:
     "kind",
     [
         "missing", "directory", "non-xml", "truncated", "not-sqlite", "db-is-directory",
+        "named-pipe", "pipe", "device", "stdin",
         "timestamp", "branch-kind", "worker-count", "worker-count-zero", "nothing",
     ],
 )  # fmt: skip
@@ -251,12 +265,74 @@ def test_missing_report_does_not_create_the_database(tmp_path: Path) -> None:
     assert not (tmp_path / "new.db").exists()
 
 
+def test_a_report_from_a_pipe_is_refused_naming_what_to_do(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    os.write(write, junit(tmp_path / "good.xml", case("a")).read_bytes())
+    os.close(write)
+    try:
+        result = run(tmp_path / "new.db", f"/dev/fd/{read}")
+    finally:
+        os.close(read)
+    assert result.output == (
+        f"Error: /dev/fd/{read}: not a regular file (a pipe or a device); a report is read"
+        " twice, so write it to a file first\n"
+    )
+    assert not (tmp_path / "new.db").exists()
+
+
 # ---- --manifest -------------------------------------------------------------------------------
 
 
 def write_manifest(path: Path, entries: list[dict[str, object] | str]) -> Path:
     path.write_text("".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in entries))
     return path
+
+
+@pytest.mark.parametrize("kind", ["pipe", "named-pipe", "device"])
+def test_a_manifest_that_is_a_stream_is_refused_before_the_history_exists(
+    tmp_path: Path, kind: str
+) -> None:
+    junit(tmp_path / "a.xml", case("a"))
+    line = json.dumps({"file": "a.xml", "run_id": "one", "timestamp": "2026-08-02T00:00:00Z"})
+    read = -1
+    if kind == "pipe":  # `--manifest <(...)`: checked first, it would be empty when ingested
+        read, write = os.pipe()
+        os.write(write, f"{line}\n".encode())
+        os.close(write)
+        manifest = f"/dev/fd/{read}"
+    elif kind == "named-pipe":  # opening it would wait for a writer
+        os.mkfifo(tmp_path / "m.jsonl")
+        manifest = str(tmp_path / "m.jsonl")
+    else:  # never ends
+        manifest = "/dev/zero"
+    try:
+        result = run(tmp_path / "h.db", "--manifest", manifest)
+    finally:
+        if read >= 0:
+            os.close(read)
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {manifest}: not a regular file (a pipe or a device); a manifest is read twice,"
+        " so write it to a file first\n"
+    )
+    assert not (tmp_path / "h.db").exists()
+
+
+def test_a_manifest_over_the_size_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manifest_module, "MAX_MANIFEST_BYTES", 1024)
+    junit(tmp_path / "a.xml", case("a"))
+    line = {"file": "a.xml", "timestamp": "2026-08-02T00:00:00Z"}
+    manifest = write_manifest(
+        tmp_path / "m.jsonl", [{**line, "run_id": f"r{n}"} for n in range(20)]
+    )
+    assert manifest.stat().st_size > 1024
+    result = run(tmp_path / "h.db", "--manifest", manifest)
+    assert (
+        result.output == f"Error: {manifest}: larger than 1 KiB; split it into several manifests\n"
+    )
+    assert not (tmp_path / "h.db").exists()
 
 
 def test_a_folder_of_reports_is_refused_with_the_glob_to_give(tmp_path: Path) -> None:

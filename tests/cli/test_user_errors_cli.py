@@ -3,12 +3,16 @@ click's usage message and status 2."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
+FLAKY = "tests/storage/test_cache.py::test_cache_invalidate_on_write"
 
 WITH_A_DIRECTORY = [
     ["adir"],
@@ -54,6 +58,10 @@ def test_a_directory_for_the_history_is_one_line_and_status_1(
         ),
         (["open", "h.db", "--codeowners", "nope"], "Error: nope: does not exist"),
         (["open", "h.db", "--skip-file", "adir"], "Error: adir: is a directory, not a skip file"),
+        (  # read no further than a CODEOWNERS file may be, not until memory runs out
+            ["open", "h.db", "--codeowners", "/dev/zero"],
+            "Error: /dev/zero: larger than 3 MiB, the most GitHub loads of a CODEOWNERS file",
+        ),
         (
             ["report", "h.db", "--limit", "0"],
             "Error: Invalid value for '--limit': 0 is not in the range x>=1.",
@@ -70,6 +78,24 @@ def test_a_wrong_value_is_one_line_and_status_1(
     result = runner.invoke(cli, args, prog_name="flaketui")
     assert result.exit_code == 1, result.output
     assert result.output.startswith(line) and result.output.count("\n") == 1, result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "h.db", "--format", "json", "--skip-file", "/dev/zero"],
+        ["quarantine", "h.db", FLAKY, "--reason", "r", "--skip-file", "/dev/zero"],
+        ["release", "h.db", FLAKY, "--skip-file", "/dev/zero"],
+    ],
+    ids=["export", "quarantine", "release"],
+)
+def test_a_skip_file_that_never_ends_is_refused_at_its_limit(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output == "Error: /dev/zero: larger than 256 MiB\n"
 
 
 @pytest.mark.parametrize(

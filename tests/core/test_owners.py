@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from flaketui.core import owners
 from flaketui.core.config import Config
 from flaketui.core.owners import CodeownersError, OwnerResolver, find_codeowners, find_repo_root
 
@@ -131,4 +132,27 @@ def test_a_codeowners_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> N
         OwnerResolver(path, Config())
     assert caught.value.message == (
         f"{path}: not valid UTF-8 (byte 0xE9 at offset 11); a CODEOWNERS file is UTF-8 text"
+    )
+
+
+def test_a_codeowners_larger_than_github_loads_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "CODEOWNERS"
+    path.write_text("tests/ @team\n" * 100)
+    monkeypatch.setattr(owners, "CODEOWNERS_MAX_BYTES", 1300)  # the file is exactly 1 300 bytes
+    assert OwnerResolver(path, Config()).owner_of("tests/test_a.py", "unit") == "@team"
+    monkeypatch.setattr(owners, "CODEOWNERS_MAX_BYTES", 1299)
+    with pytest.raises(CodeownersError) as caught:
+        OwnerResolver(path, Config())
+    assert caught.value.message == (
+        f"{path}: larger than 1299 bytes, the most GitHub loads of a CODEOWNERS file"
+    )
+
+
+def test_a_codeowners_that_never_ends_is_read_no_further_than_the_limit() -> None:
+    with pytest.raises(CodeownersError) as caught:
+        owners.codeowners_text(Path("/dev/zero"))  # as `--codeowners /dev/zero` reads it
+    assert caught.value.message == (
+        "/dev/zero: larger than 3 MiB, the most GitHub loads of a CODEOWNERS file"
     )

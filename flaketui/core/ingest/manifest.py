@@ -21,6 +21,7 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp
 from flaketui.core.ingest.runmeta import AGREED_FIELDS, metadata_conflicts
 from flaketui.core.ingest.writer import IngestResult, ingest_batch
 from flaketui.core.models import BRANCH_KINDS, MAX_WORKER_COUNT, RunMeta
+from flaketui.core.reading import TooLarge, read_at_most
 from flaketui.core.timeutil import parse_iso
 
 if TYPE_CHECKING:
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 # kill loses at most one batch, which a second pass over the manifest lands.
 BATCH_RUNS = 32
 BATCH_BYTES = 64 * 1024 * 1024
+# A manifest is read whole: a million runs take ~250 MB.
+MAX_MANIFEST_BYTES = 1 << 30
 
 STRING_KEYS = ("run_id", "suite", "branch", "commit", "incident", "runner_host", "ci_url")
 KNOWN_KEYS = frozenset(
@@ -201,13 +205,29 @@ def _disagreeing_line(group: str, lines: list[_Line]) -> _LineRefused | None:
 
 
 def manifest_text(manifest: Path) -> str:
-    """The manifest's text; a manifest that is missing, a directory or unreadable is an error."""
+    """The manifest's text; a manifest that is missing, a directory, not a regular file, larger
+    than MAX_MANIFEST_BYTES or unreadable is an error.
+
+    A pipe or a device is refused: a manifest is read twice (checked before the history is
+    opened, then ingested), and a stream gives its lines only once or never ends.
+    """
     try:
-        return manifest.read_text(encoding="utf-8")
+        mode = manifest.stat().st_mode  # not open(): opening a named pipe waits for a writer
     except FileNotFoundError:
         raise FlaketuiError(f"{manifest}: no such manifest") from None
-    except IsADirectoryError:
-        raise FlaketuiError(f"{manifest}: is a directory, not a manifest") from None
+    except OSError as exc:
+        raise FlaketuiError(f"{manifest}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise FlaketuiError(f"{manifest}: is a directory, not a manifest")
+    if not stat.S_ISREG(mode):
+        raise FlaketuiError(
+            f"{manifest}: not a regular file (a pipe or a device); a manifest is read twice,"
+            " so write it to a file first"
+        )
+    try:
+        return read_at_most(manifest, MAX_MANIFEST_BYTES).decode("utf-8")
+    except TooLarge as exc:
+        raise FlaketuiError(f"{manifest}: {exc}; split it into several manifests") from None
     except UnicodeDecodeError as exc:
         bad = exc.object[exc.start]
         raise FlaketuiError(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,10 +95,27 @@ class IngestResult:
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a report file; ReportError when it is missing or not a file."""
-    if path.is_dir():
+    """The sha256 of a report file; ReportError when it is missing or not a regular file.
+
+    A pipe or a device (`<(gunzip -c r.xml.gz)`, /dev/stdin) is refused: a report is read
+    twice, for this hash and then for its cases, and a stream gives its bytes only once (the
+    parser would find it empty) or never ends.
+    """
+    try:
+        mode = path.stat().st_mode  # not open(): opening a named pipe waits for a writer
+    except FileNotFoundError:
+        name = "-: no such file (reports are files; standard input is not read)"
+        raise ReportError(name if str(path) == "-" else f"{path}: no such file") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
         raise ReportError(
             f"{path}: is a directory, not a report file; name the reports in it ({path / '*.xml'})"
+        )
+    if not stat.S_ISREG(mode):
+        raise ReportError(
+            f"{path}: not a regular file (a pipe or a device); a report is read twice,"
+            " so write it to a file first"
         )
     digest = hashlib.sha256()
     try:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import Config, find_pyproject
 from flaketui.core.errors import FlaketuiError, SkipFileError
+from flaketui.core.reading import TooLarge, read_at_most
 from flaketui.core.timeutil import parse_iso, to_iso
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 FORMAT_MARKER = "flaketui-skip-file"
 FORMAT_VERSION = 1
 DEFAULT_NAME = ".quarantine.json"
+# Far above any real skip file (~300 bytes an entry), below what a stream could fill memory with.
+MAX_SKIP_FILE_BYTES = 256 << 20
 ENV_VAR = "FLAKETUI_SKIP_FILE"
 SCORE_KEYS = ("damage", "recency_score", "wilson_low", "wilson_high", "flip_rate", "runs")
 SCORE_DIGITS = 6
@@ -326,7 +329,9 @@ def read_skip_file(path: Path, *, explicit: bool) -> SkipFile | None:
     was named explicitly; an auto-discovered file without the marker raises ForeignSkipFile.
     """
     try:
-        data = path.read_bytes()
+        data = read_at_most(path, MAX_SKIP_FILE_BYTES)
+    except TooLarge as exc:
+        raise _problem(path, str(exc)) from None
     except FileNotFoundError:
         return None
     except IsADirectoryError:

@@ -1,0 +1,35 @@
+"""Read a file named by the user whole, up to a size: a pipe or a device is a stream with no end.
+
+`Path.read_bytes` reads until the end of the file, and some files have none: `/dev/zero` or a
+pipe left open fills memory until the system kills the process. The size a file reports is
+no guard (a stream reports 0), so the read itself stops one byte past the limit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TooLarge(Exception):
+    """The file holds more than `limit` bytes (it may never end)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"larger than {size_text(limit)}")
+        self.limit = limit
+
+
+def size_text(limit: int) -> str:
+    """A limit in the largest binary unit that divides it: '3 MiB', '512 MiB', '100 bytes'."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit >= size and limit % size == 0:
+            return f"{limit // size} {unit}"
+    return f"{limit} bytes"
+
+
+def read_at_most(path: Path, limit: int) -> bytes:
+    """The file's bytes, or TooLarge once it holds more than `limit`; OSError as `open`."""
+    with Path(path).open("rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(limit)
+    return data
