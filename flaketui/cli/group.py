@@ -106,6 +106,13 @@ class FlaketuiGroup(click.Group):
             raise click.ClickException(bad_value(exc)) from None
         except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
+        except OSError as exc:
+            # A path the system refuses wherever it is first used (a name too long for it, say):
+            # the user's input, named with the system's reason. Without a path, it is a bug.
+            if exc.filename is None:
+                raise
+            name = visible(os.fsdecode(exc.filename))
+            raise click.ClickException(f"{name}: {(exc.strerror or str(exc)).lower()}") from None
 
 
 # How alike a word and a command name must be (difflib's ratio) for the word to be a typo of it.

@@ -174,3 +174,36 @@ def test_a_history_without_a_write_bit_is_never_written(
     )
     assert history.read_bytes() == before
     assert not (tmp_path / "q.json").exists()
+
+
+LONG = "x" * 5000  # longer than any file name the system takes (ENAMETOOLONG)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [LONG],
+        ["report", LONG],
+        ["check", LONG],
+        ["quarantine", LONG, "t", "--reason", "r"],
+        ["merge", "h.db", LONG],
+        ["ingest", LONG, "r.xml"],
+        ["ingest", "h.db", LONG],
+        ["report", "h.db", "--output", LONG],
+    ],
+    ids=["open", "report", "check", "quarantine", "merge", "ingest-into", "ingest-of", "output"],
+)
+def test_a_name_the_system_refuses_is_one_line_naming_its_reason(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    (tmp_path / "r.xml").write_text('<testsuite><testcase classname="a" name="b"/></testsuite>')
+    before = (tmp_path / "h.db").read_bytes()
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {LONG}") or result.output.startswith(
+        f"Error: {tmp_path / LONG}"
+    ), result.output[-200:]
+    assert "file name too long" in result.output.lower(), result.output[-200:]
+    assert result.output.count("\n") == 1
+    assert (tmp_path / "h.db").read_bytes() == before
