@@ -8,7 +8,6 @@ When a test here fails after a migration was added, run
 
 from __future__ import annotations
 
-import multiprocessing
 import re
 import sqlite3
 import traceback
@@ -22,6 +21,7 @@ from flaketui.core.history import schema_file, store
 from flaketui.core.history.store import open_connection, open_history
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
+from tests.child_processes import child_context
 
 CREATORS = 4  # processes creating one new history at the same moment
 
@@ -208,7 +208,7 @@ def test_processes_creating_one_new_history_at_once_end_with_one_current_history
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "new.db"
-    ctx = multiprocessing.get_context("fork")
+    ctx = child_context()
     barrier = ctx.Barrier(CREATORS)
     errors = ctx.Queue()
     procs = [

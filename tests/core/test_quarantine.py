@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from flaketui.core.quarantine.actions import QuarantineError, current_user, quar
 from flaketui.core.quarantine.skipfile import SCORE_KEYS, read_skip_file, round_scores
 from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import to_iso
+from tests.child_processes import child_context
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 2, 1)
@@ -300,7 +300,7 @@ def _quarantine_in_process(db_path: str, skip_path: str, test_id: str, barrier: 
 def test_two_processes_quarantining_at_once_both_land(
     history: sqlite_utils.Database, tmp_path: Path
 ) -> None:
-    ctx = multiprocessing.get_context("fork")
+    ctx = child_context()
     db_path = str(tmp_path / "history.db")
     for round_no in range(5):
         skip_path = tmp_path / f"q{round_no}.json"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import shutil
 import subprocess
 import threading
@@ -30,6 +29,7 @@ from flaketui.core.quarantine.skipfile import (
     resolve_skip_file_source,
     update_skip_file,
 )
+from tests.child_processes import child_context
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GIT = shutil.which("git")
@@ -462,7 +462,7 @@ def _writer(folder: str, name: str, barrier: object, errors: object) -> None:
 
 
 def test_two_concurrent_writers_both_land_and_the_file_always_parses(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("fork")
+    ctx = child_context()
     barrier = ctx.Barrier(2)
     errors = ctx.Queue()
     writers = [

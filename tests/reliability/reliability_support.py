@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import signal
 import sqlite3
@@ -16,8 +15,8 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
-import flaketui
 from flaketui.core.history.merge import RUN_COLUMNS
+from tests.child_processes import PACKAGE_ROOT, child_context
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 TABLES = (
@@ -32,22 +31,13 @@ TABLES = (
     "audit_log",
     "meta",
 )
-# Children run the flaketui this test process imported (a mutated copy on PYTHONPATH included).
-PACKAGE_ROOT = str(Path(flaketui.__file__).resolve().parent.parent)
 CHILD_SCRIPT = Path(__file__).with_name("reliability_child.py")
 
 
-def fork_context() -> Any:
-    """Fork children: they start with flaketui already imported, so each costs milliseconds."""
-    return multiprocessing.get_context("fork")
-
-
-def run_forked(
-    target: Any, args: tuple[Any, ...], *, delay: float = -1
-) -> tuple[int | None, float]:
-    """Run target(*args, ready) in a forked child, SIGKILLed `delay` seconds after it sets
-    `ready` (when delay >= 0); (exit code, seconds from ready to its end)."""
-    ctx = fork_context()
+def run_child(target: Any, args: tuple[Any, ...], *, delay: float = -1) -> tuple[int | None, float]:
+    """Run target(*args, ready) in a child (tests/child_processes.py), SIGKILLed `delay` seconds
+    after it sets `ready` (when delay >= 0); (exit code, seconds from ready to its end)."""
+    ctx = child_context()
     ready = ctx.Event()
     proc = ctx.Process(target=target, args=(*args, ready))
     proc.start()
@@ -62,7 +52,8 @@ def run_forked(
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """The environment for a fresh Python child that must import the same flaketui."""
+    """The environment for a fresh Python child that must import the same flaketui (the one this
+    test process imported, a mutated copy on PYTHONPATH included)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
     env.update(extra)
@@ -226,8 +217,8 @@ def assert_one_line_error(result: Result, *needles: str) -> str:
 def run_children(
     target: Callable[..., None], args_list: list[tuple[Any, ...]], timeout: float = 120
 ) -> list[int | None]:
-    """Run target(*args) in one forked child per args tuple, all at once; their exit codes."""
-    ctx = fork_context()
+    """Run target(*args) in one child per args tuple, all at once; their exit codes."""
+    ctx = child_context()
     procs = [ctx.Process(target=target, args=args) for args in args_list]
     for proc in procs:
         proc.start()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_support import integrity, junit_case, run_counts, run_forked, write_report
+from reliability_support import integrity, junit_case, run_child, run_counts, write_report
 
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest import manifest as manifest_module
@@ -55,10 +55,10 @@ def _child(db: str, manifest: str, kill_after_cases: int, ready: Any) -> None:
 def _backfill(
     db: Path, manifest: Path, *, kill_after: int = 0, delay: float = -1
 ) -> tuple[int | None, float]:
-    """Backfill in a forked child; (exit code, seconds from its start of work to its end)."""
+    """Backfill in a child; (exit code, seconds from its start of work to its end)."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    return run_forked(_child, (str(db), str(manifest), kill_after), delay=delay)
+    return run_child(_child, (str(db), str(manifest), kill_after), delay=delay)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 from reliability_support import (
     TS,
-    fork_context,
     integrity,
     junit_case,
     large_report,
@@ -21,7 +20,7 @@ from reliability_support import (
     write_report,
 )
 
-from flaketui.cli.commands import cli  # imported here, so each forked command starts at once
+from flaketui.cli.commands import cli
 from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
@@ -32,6 +31,7 @@ from flaketui.core.quarantine.skipfile import (
     update_skip_file,
 )
 from flaketui.core.scoring.report import build_report
+from tests.child_processes import child_context
 
 INGESTERS = 8
 CASES_PER_RUN = 1_500
@@ -59,7 +59,7 @@ def test_eight_concurrent_ingests_all_land(tmp_path: Path, history: str) -> None
     reports = [
         large_report(tmp_path / f"r{n}.xml", CASES_PER_RUN, tag=f"w{n}") for n in range(INGESTERS)
     ]
-    ctx = fork_context()
+    ctx = child_context()
     barrier = ctx.Barrier(INGESTERS)
     errors = ctx.Queue()
     procs = [
@@ -105,7 +105,7 @@ def test_reading_while_ingest_writes_never_errors(tmp_path: Path) -> None:
         str(large_report(tmp_path / f"w{n}.xml", READ_RUN_CASES, tag=f"w{n}"))
         for n in range(READ_RUNS)
     ]
-    ctx = fork_context()
+    ctx = child_context()
     errors = ctx.Queue()
     seen, changed = ctx.Value("i", 0), ctx.Condition()
     proc = ctx.Process(target=_ingest_runs_child, args=(str(db), reports, seen, changed, errors))
@@ -160,7 +160,7 @@ def test_concurrent_skip_file_writers_never_lose_an_entry(
     tmp_path: Path, writers: int, entries: int
 ) -> None:
     path = tmp_path / ".quarantine.json"
-    ctx = fork_context()
+    ctx = child_context()
     barrier = ctx.Barrier(writers)
     errors = ctx.Queue()
     names = [f"w{n}" for n in range(writers)]
@@ -196,7 +196,7 @@ def test_the_app_loading_while_ingest_writes_never_errors(tmp_path: Path) -> Non
         for n in range(READ_RUNS)
     ]
     source = Source(path=db, skip_path=tmp_path / ".quarantine.json", requested_now=TS)
-    ctx = fork_context()
+    ctx = child_context()
     errors = ctx.Queue()
     landed, changed = ctx.Value("i", 0), ctx.Condition()
     proc = ctx.Process(target=_ingest_runs_child, args=(str(db), reports, landed, changed, errors))
@@ -259,7 +259,7 @@ def test_two_quarantine_commands_started_together_always_both_land(
             }
         ),
     )
-    ctx = fork_context()
+    ctx = child_context()
     unreadable: list[str] = []
     for round_no in range(QUARANTINE_ROUNDS):
         skip = tmp_path / f"round{round_no}.json"
@@ -323,7 +323,7 @@ def test_a_history_the_app_cannot_write_is_read_consistently_while_another_proce
     ingest_reports(history, [seed], RunMeta(run_id="seed", ts=TS))
     history.conn.close()
     db.chmod(0o444)
-    ctx = fork_context()
+    ctx = child_context()
     for number in range(3):
         report = large_report(tmp_path / f"w{number}.xml", READ_RUN_CASES, tag=f"w{number}")
         with reading(db) as reader:

@@ -35,12 +35,11 @@ from typing import Any
 import pytest
 from reliability_support import (
     TS,
-    fork_context,
     integrity,
     junit_case,
     large_report,
+    run_child,
     run_counts,
-    run_forked,
     snapshot,
     write_report,
 )
@@ -51,6 +50,7 @@ from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
 from flaketui.core.quarantine import skipfile
 from flaketui.core.quarantine.skipfile import SkipEntry, read_skip_file, update_skip_file
+from tests.child_processes import child_context
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ SKIP_TIMED_POINTS = 8
 RUN_ID = "big-run"
 
 
-# ---- children (forked: they inherit the imports, so each costs milliseconds) ---------------
+# ---- children (tests/child_processes.py: each patches what it needs itself) ---------------
 
 
 def _die_on_file_size(limit: int) -> None:
@@ -119,7 +119,7 @@ def _ingest_once(
         Path(f"{work}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(base, work)
     args = (str(work), str(report), kill_after, fsize, checkpoint)
-    return run_forked(_ingest_child, args, delay=delay)
+    return run_child(_ingest_child, args, delay=delay)
 
 
 @pytest.fixture(scope="module")
@@ -316,7 +316,7 @@ def base_skip_file(tmp_path: Path) -> tuple[Path, bytes]:
 
 
 def _start_writer(path: Path, *, fsize: int = 0, step: int = -1, after: bool = False) -> Any:
-    ctx = fork_context()
+    ctx = child_context()
     ready = ctx.Event()
     proc = ctx.Process(target=_skip_writer_child, args=(str(path), fsize, step, after, ready))
     proc.start()

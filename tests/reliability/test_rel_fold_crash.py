@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_support import integrity, run_forked
+from reliability_support import integrity, run_child
 
 from flaketui.core.config import Config
 from flaketui.core.history.store import open_connection, open_history, transaction
@@ -82,7 +82,7 @@ def test_a_fold_killed_midway_changes_nothing(tmp_path: Path, kill_after: int) -
     before = _snapshot(open_history_no_fold(path))
     listed = conn.execute(f"SELECT run FROM {rollups.PENDING_TABLE} ORDER BY run").fetchall()
     assert len(listed) == DEFERRED
-    code, _ = run_forked(_fold_child, (str(path), kill_after))
+    code, _ = run_child(_fold_child, (str(path), kill_after))
     assert code == -signal.SIGKILL, "the child was not killed inside the fold"
     assert integrity(path)[0] == "ok"
     # Rolled back: every run still waits, the rollup rows are those of before.
@@ -157,7 +157,7 @@ def test_an_ingest_killed_in_its_fold_leaves_its_run_whole_and_listed(
     )
     report.write_text(f"<testsuite>{cases}</testsuite>")
     before = _snapshot(open_history_no_fold(path))
-    code, _ = run_forked(_ingest_child, (str(path), str(report), kill_at, stage))
+    code, _ = run_child(_ingest_child, (str(path), str(report), kill_at, stage))
     assert code == -signal.SIGKILL, "the child was not killed inside the fold"
     assert integrity(path)[0] == "ok"
     conn = open_connection(path, fold=False)
