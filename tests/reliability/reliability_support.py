@@ -8,7 +8,7 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -212,19 +212,3 @@ def assert_one_line_error(result: Result, *needles: str) -> str:
     for needle in needles:
         assert needle in output, (needle, output)
     return output
-
-
-def run_children(
-    target: Callable[..., None], args_list: list[tuple[Any, ...]], timeout: float = 120
-) -> list[int | None]:
-    """Run target(*args) in one child per args tuple, all at once; their exit codes."""
-    ctx = child_context()
-    procs = [ctx.Process(target=target, args=args) for args in args_list]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-    return [proc.exitcode for proc in procs]
