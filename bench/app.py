@@ -149,20 +149,32 @@ BareApp().run()
 def in_terminal(
     command: list[str], marker: str, cwd: Path, env: dict[str, str] | None = None
 ) -> float:
-    """Spawn `command` on a pseudo-terminal of SIZE; seconds until `marker` is drawn."""
+    """Spawn `command` on a pseudo-terminal of SIZE; seconds until `marker` is drawn.
+
+    subprocess starts it (fork and exec in C), not pty.fork: the bench also runs inside test
+    processes that run threads, where a fork that runs Python before its exec may deadlock.
+    """
     import fcntl
-    import pty
     import select
-    import signal
     import struct
+    import subprocess
     import termios
 
     spawned = time.perf_counter()
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: size the terminal, then become the app
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
-        os.chdir(cwd)
-        os.execve(command[0], command, {**(env or os.environ), "TERM": "xterm-256color"})
+    fd, terminal = os.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+    try:
+        child = subprocess.Popen(
+            command,
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            cwd=cwd,
+            env={**(env or os.environ), "TERM": "xterm-256color"},
+            start_new_session=True,
+        )
+    finally:
+        os.close(terminal)
     seen = b""
     needle = marker.encode("utf-8")
     try:
@@ -179,8 +191,8 @@ def in_terminal(
             seen = seen[-4096:]
         raise SystemExit(f"{command[0]}: never drew {marker!r}:\n{seen[-2000:]!r}")
     finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        child.kill()
+        child.wait()
         os.close(fd)
 
 
