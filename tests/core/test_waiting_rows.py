@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import stat
 import tempfile
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,23 @@ def test_the_filed_copy_goes_with_its_connection(tmp_path: Path) -> None:
     del conn
     gc.collect()
     assert not copy.parent.exists()
+
+
+def test_closing_the_filed_copy_removes_its_folder_at_once(tmp_path: Path) -> None:
+    """Closed, the copy leaves nothing for the garbage collector: its folder is gone while
+    the connection is still referenced, and collecting the connection warns of nothing."""
+    staged, _ = _twins(tmp_path)
+    _read_only(staged)
+    conn = open_connection(staged, readonly=True)
+    assert store.is_filed_copy(conn)
+    copy = Path(conn.execute("PRAGMA database_list").fetchone()[2])
+    conn.close()
+    assert not copy.parent.exists()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del conn
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_a_reader_facing_a_writer_that_holds_the_file_reads_a_filed_copy(

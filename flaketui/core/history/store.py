@@ -680,10 +680,16 @@ def fold_deferred(
 
 
 class _FiledCopy(sqlite3.Connection):
-    """A connection to a reader's private copy of a history (_filed_copy), which keeps the
-    temporary folder holding the copy: the folder is removed when the connection is gone."""
+    """A connection to a reader's private copy of a history (_filed_copy), which owns the
+    temporary folder holding the copy: closing the connection removes the folder (one left
+    open keeps it until the garbage collector finds the connection)."""
 
     folder: tempfile.TemporaryDirectory[str] | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.folder is not None:
+            self.folder.cleanup()
 
 
 def is_filed_copy(conn: sqlite3.Connection) -> bool:
