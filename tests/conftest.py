@@ -7,12 +7,21 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import connections
 from tests.pgcluster import Cluster, find_bindir, running_cluster
 
 # CI machines are shared and slow: Hypothesis's per-example deadline (200 ms) would turn load
 # into failures, which is a timed test in disguise. Correctness properties only here.
 settings.register_profile("flaketui", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("flaketui")
+
+
+@pytest.fixture(autouse=True)
+def close_what_the_test_opened() -> Iterator[None]:
+    """Close the histories and connections the test opened through tests/connections.py as
+    it ends, once its other fixtures are torn down."""
+    with connections.closed_at_exit():
+        yield
 
 
 @pytest.fixture(scope="session")

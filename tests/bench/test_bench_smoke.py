@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.connections import sqlite_connect
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -118,7 +120,7 @@ def test_causes_prints_ratios_with_and_without_a_recorded_order(
         " FROM results WHERE attempt = 1 GROUP BY run, w) WHERE lo <> 0 OR hi <> n - 1 OR d <> n"
     ).fetchone()
     (original,) = (
-        sqlite3.connect(out["history"])
+        sqlite_connect(out["history"])
         .execute("SELECT count(*) FROM results WHERE position IS NOT NULL")
         .fetchone()
     )
@@ -313,8 +315,8 @@ def test_keys_prints_latencies_against_a_bare_table(
 def test_scale_copies_every_test_with_its_outcomes(
     bench: Any, monkeypatch: Any, capsys: Any
 ) -> None:
-    from flaketui.core.history.store import open_history
     from flaketui.core.scoring.report import build_report
+    from tests.connections import open_history
 
     base = run_main(bench("generate"), ["--results", "2000"], monkeypatch, capsys)
     out = run_main(bench("scale"), ["--results", "2000", "--copies", "2"], monkeypatch, capsys)

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.connections import connected
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -133,7 +135,7 @@ def test_sessions_record_into_copies_of_a_given_history(
     history = tmp_path / "kept.db"
     shutil.copy(Path(__file__).resolve().parents[2] / "sample_data" / "history.db", history)
     before = history.read_bytes()
-    with sqlite3.connect(history) as conn:
+    with connected(history) as conn:
         runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
     args = ["--tests", "20", "--pairs", "2", "--lean", "--history", str(history)]
     out = _run(plugin_bench, args, monkeypatch, capsys)

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history
 from flaketui.core.output.check import md_text, one_line
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history
+from tests.connections import open_history
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from history_builder import HistoryBuilder

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flaketui.core.history.store import open_history
+from tests.connections import open_history
 
 NOW_TEXT = "2026-11-30T18:00:00Z"
 

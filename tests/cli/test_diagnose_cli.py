@@ -4,7 +4,6 @@ prints the verdict its experiments support."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 import sysconfig
 from datetime import UTC, datetime
@@ -24,9 +23,9 @@ from flaketui.core.diagnosis.sessions import (
     SessionResult,
     check_node_id,
 )
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from tests.connections import connected, open_history
 
 VICTIM = "tests/test_a.py::test_one"
 
@@ -246,7 +245,7 @@ def without_xdist(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def diagnose_runs(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
+    with connected(path) as conn:
         found = conn.execute("SELECT count(*) FROM runs WHERE source = 'diagnose'").fetchone()
     return int(found[0])
 
@@ -358,7 +357,7 @@ def test_sessions_that_did_not_run_the_test_are_not_passes(
         f"  after predecessors: the test did not run in 3 sessions: {reason}",
         f"  random orders: the test did not run in 2 sessions: {reason}",
     ]
-    with sqlite3.connect(path) as conn:
+    with connected(path) as conn:
         stored = conn.execute(
             "SELECT a.outcome FROM results a JOIN tests t ON t.id = a.test "
             "JOIN runs r ON r.id = a.run WHERE r.source = 'diagnose' AND t.test_id = ?",

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_connection, open_history
 from flaketui.core.ingest import manifest as manifest_module
+from tests.connections import open_connection, open_history
 from tests.core.junit_shards import file_shard
 
 CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BUILD_", "GIT_")

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_connection
 from flaketui.core.ingest.formats import sniff_format
+from tests.connections import open_connection
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CI_PREFIXES = ("GITHUB_", "GITLAB", "CI_", "BUILDKITE", "CIRCLE", "JENKINS", "BUILD_", "GIT_")

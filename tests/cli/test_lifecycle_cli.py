@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history
+from tests.connections import open_history
 from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, utc
 
 T0 = utc(2026, 1, 1)

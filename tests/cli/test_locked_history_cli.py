@@ -13,7 +13,8 @@ from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
 from flaketui.core.errors import HistoryLockedError
-from flaketui.core.history.store import open_connection, transaction
+from flaketui.core.history.store import transaction
+from tests.connections import open_connection
 from tests.process_state import collector_off, handles_on
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
+from tests.connections import sqlite_connect
 from tests.core.junit_shards import file_shard
 from tests.core.test_outages import ingested_outage
 
@@ -59,7 +60,7 @@ def test_merge_gathers_histories_and_is_idempotent(tmp_path: Path, sources: list
     second = merge(desk, *sources)
     assert second.exit_code == 0 and "0 runs added" in second.output
     assert dump(desk) == once
-    conn = sqlite3.connect(desk)
+    conn = sqlite_connect(desk)
     assert conn.execute("SELECT count(*) FROM tests").fetchone() == (3,)
     assert conn.execute("SELECT count(*) FROM signatures").fetchone() == (1,)
 
@@ -69,7 +70,7 @@ def test_a_new_file_takes_the_first_source_whole_and_merges_the_rest(
 ) -> None:
     """Into a missing file the first source is copied (SQLite's backup), the others merged:
     the same history and the same summary as merging both into a blank history."""
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     open_history(tmp_path / "blank.db").conn.close()
     blank = merge(tmp_path / "blank.db", *sources)
@@ -218,8 +219,9 @@ def test_a_merged_window_incident_tags_the_runs_it_covers(
 def stored_runs(db: Path) -> dict[str, list[tuple[object, ...]]]:
     """What a history holds of its runs' tests, by test id (row ids differ between histories),
     and whether its rollups are what a rebuild from the raw rows gives."""
-    from flaketui.core.history.store import open_history, transaction
+    from flaketui.core.history.store import transaction
     from flaketui.core.rollups import build as rollups
+    from tests.connections import open_history
 
     history = open_history(db)
     conn = history.conn

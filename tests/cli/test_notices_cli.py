@@ -22,9 +22,9 @@ from click.testing import CliRunner, Result
 from markdown_it import MarkdownIt
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history
 from tests.cli.test_report_default_branch_cli import NOW, STEADY, branch_history
 from tests.cli.test_report_html import parse
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 from tests.core.test_outages import ingested_outage
 

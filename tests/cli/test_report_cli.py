@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
 from flaketui.core.history.dbhandle import Connected
-from flaketui.core.history.store import open_history
 from flaketui.core.scoring import causes
 from flaketui.core.scoring.detail import Target
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)

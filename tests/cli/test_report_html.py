@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)

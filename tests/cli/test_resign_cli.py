@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history, set_meta
+from flaketui.core.history.store import set_meta
 from flaketui.core.ingest.resign import LEGACY_SCHEME, SCHEME_KEY, ensure_current, scheme_of
+from tests.connections import open_history, sqlite_connect
 
 NOW = "2026-11-30T18:00:00Z"
 CASE = (
@@ -89,7 +90,7 @@ def test_a_new_mask_pattern_regroups_old_messages_with_resign(
     assert count == 1 and len(results) == 1 and results == runs
     code, out = invoke("report", str(history), "--now", NOW)
     assert "flaketui resign" not in out
-    conn = sqlite3.connect(history)
+    conn = sqlite_connect(history)
     text = conn.execute("SELECT text FROM signatures").fetchone()[0]
     assert text == "ConnectionError: <MASK> unreachable"
 
@@ -127,7 +128,7 @@ def test_signature_incidents_follow_their_messages(history: Path, tmp_path: Path
     assert code == 0, out
     _configure(tmp_path)
     assert invoke("resign", str(history))[0] == 0
-    conn = sqlite3.connect(history)
+    conn = sqlite_connect(history)
     new = conn.execute("SELECT hash FROM signatures").fetchone()[0]
     moved = conn.execute("SELECT signature FROM incidents").fetchall()
     assert new != old and moved == [(new,)]

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flaketui.cli.commands import cli
-from flaketui.core.history.store import open_history
 from flaketui.core.models import MAX_WORKER_COUNT
 from flaketui.core.timeutil import EARLIEST, LATEST, parse_iso, to_iso
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 REPORTS = Path(__file__).parents[2] / "sample_data" / "reports"

@@ -13,10 +13,10 @@ from flaketui.core.config import config_from_mapping
 from flaketui.core.errors import ConfigError, HistoryError
 from flaketui.core.history import store
 from flaketui.core.history.merge import merge_histories
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.junit import report_run_info
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from tests.connections import open_history, sqlite_connect
 
 TS = datetime(2026, 11, 2, 9, tzinfo=UTC)
 
@@ -153,7 +153,7 @@ def test_ingest_stores_the_report_facts(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     result = CliRunner().invoke(cli, ["ingest", str(db), str(report), "--no-detect"])
     assert result.exit_code == 0, result.output
-    row = sqlite3.connect(db).execute("SELECT runner_host, python FROM runs").fetchone()
+    row = sqlite_connect(db).execute("SELECT runner_host, python FROM runs").fetchone()
     assert row == ("ci-runner-11", "3.11.9")
 
 

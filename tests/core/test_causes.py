@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from flaketui.cli.group import cli
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.scoring.causes import DIMENSIONS, analyse, dimension_rows, duration_band
 from flaketui.core.scoring.statistics import benjamini_hochberg, fisher_exact
+from tests.connections import connected, open_history
 
 NOW_FLAG = ["--now", "2026-11-30T00:00:00Z"]
 
@@ -566,7 +566,7 @@ def test_units_are_the_counted_runs_of_the_target(mixed: Path, tmp_path: Path) -
     from flaketui.core.scoring.detail import Target
 
     path = tmp_path / "history.db"
-    with sqlite3.connect(mixed) as source, sqlite3.connect(path) as copy:
+    with connected(mixed) as source, connected(path) as copy:
         source.backup(copy)
     conn = sqlite3.connect(path)
     (test_pk,) = conn.execute("SELECT id FROM tests WHERE test_id = ?", (HOST_TEST,)).fetchone()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import sqlite3
 import subprocess
 import threading
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from flaketui.core.scoring import causes, causes_apart
 from flaketui.core.scoring.causes import attach_causes, cause_targets, find_causes, target_rows
 from flaketui.core.scoring.causes_apart import ChildFailed, find_causes_shared
 from flaketui.core.scoring.report import build_report
+from tests.connections import connected
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
 SAMPLE_NOW = datetime(2026, 11, 30, 18, tzinfo=UTC)
@@ -130,7 +130,7 @@ def test_a_write_meanwhile_has_this_process_analyse_the_childs_targets(
     def written_meanwhile(path: Path, targets: list[Any], **kwargs: Any) -> Any:
         answer = real(path, targets, **kwargs)
         answered.append(answer)
-        with sqlite3.connect(path) as other:
+        with connected(path) as other:
             other.execute("INSERT INTO meta (key, value) VALUES ('written', 'meanwhile')")
         return answer
 

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from flaketui.cli.group import cli
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history import store
+from flaketui.core.history.store import transaction
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.output.formats import COFAILURE_KEYS
@@ -32,6 +33,7 @@ from flaketui.core.scoring.cofailure import (
 )
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.statistics import fisher_exact
+from tests.connections import open_history
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 LEAKER = "tests/test_clock.py::test_freezes_time"
@@ -45,7 +47,7 @@ def build(path: Path, *, seed: int, runs: int = 160) -> Path:
     """Serial runs in a random order: in half the runs the leaker leaves time frozen, and then
     every victim that runs after it fails."""
     rng = random.Random(seed)
-    db = open_history(path)
+    db = store.open_history(path)  # closed below: a module's fixture builds it
     for number in range(runs):
         order = [LEAKER, *VICTIMS, *COINS, *STEADY]
         rng.shuffle(order)

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.history.incidents import add_incident
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.scoring.detail import (
     UnknownTestError,
@@ -24,6 +23,7 @@ from flaketui.core.scoring.detail import (
     outcome_sequence,
     signatures_of,
 )
+from tests.connections import open_history
 
 T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

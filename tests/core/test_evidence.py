@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.rollups.evidence import counted_runs_cte
 from flaketui.core.scoring.aggregates import per_test_evidence
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.statistics import flip_count
+from tests.connections import open_history
 from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, run_outcome, utc
 
 T0 = utc(2026, 10, 1)

@@ -16,12 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_connection, open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.ingest import writer as writer_module
 from flaketui.core.ingest.writer import RunRecorder, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups import pending as rollups_pending
+from tests.connections import open_connection, open_history
 from tests.core.test_rollup_scoring import (
     assert_everything_agrees,
     assert_filtered_agrees,

@@ -11,11 +11,11 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.scoring import series
 from flaketui.core.scoring.report import DAILY_DAYS, build_report
 from flaketui.core.scoring.results import Report
 from flaketui.core.timeutil import parse_iso
+from tests.connections import open_history
 from tests.core.test_rollup_scoring import SAMPLE, _with_rollups, fuzz_history
 
 SAMPLE_NOW = parse_iso("2026-11-30T18:00:00Z")

@@ -17,9 +17,9 @@ from flaketui.core.history.incidents import (
     propose_incidents,
     remove_incident,
 )
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.signatures import sign
 from flaketui.core.scoring.report import build_report
+from tests.connections import open_history
 
 T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -11,12 +11,13 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.errors import ReportError
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.ingest.rows import BATCH_CASES
 from flaketui.core.ingest.runmeta import RunMetaError
 from flaketui.core.ingest.writer import IngestResult, ingest_batch, ingest_reports
 from flaketui.core.models import RunMeta
 from flaketui.core.rollups import build as rollups
+from tests.connections import open_history
 
 T0 = datetime(2026, 11, 1, 6, 0, tzinfo=UTC)
 

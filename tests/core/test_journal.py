@@ -16,9 +16,10 @@ from flaketui.core.config import Config
 from flaketui.core.errors import HistoryError
 from flaketui.core.history import journal
 from flaketui.core.history.journal import JournalRow
-from flaketui.core.history.store import open_connection, read_header, transaction
+from flaketui.core.history.store import read_header, transaction
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from tests.connections import open_connection
 from tests.process_state import collector_off, handles_on
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -236,7 +237,7 @@ def test_a_refused_storing_leaves_the_history_open_nowhere(tmp_path: Path, refus
 
 def test_merging_a_recorded_history_takes_its_journaled_attempts(tmp_path: Path) -> None:
     from flaketui.core.history.merge import merge_histories
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     source = tmp_path / "artifact.db"
     _recorded(source).conn.close()

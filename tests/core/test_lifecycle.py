@@ -15,7 +15,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.quarantine.actions import quarantine, release
 from flaketui.core.quarantine.apply import (
     GATE_EXPIRED,
@@ -40,6 +39,7 @@ from flaketui.core.quarantine.lifecycle import (
 )
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.core.timeutil import to_iso
+from tests.connections import open_history
 from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, utc
 
 T0 = utc(2026, 1, 1)

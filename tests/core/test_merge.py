@@ -17,11 +17,12 @@ from flaketui.core.config import Config
 from flaketui.core.errors import HistoryError
 from flaketui.core.history import merge as merge_module
 from flaketui.core.history.merge import merge_histories
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.output.formats import render_json
 from flaketui.core.scoring.report import build_report
+from tests.connections import open_history
 from tests.core.test_rollup_scoring import assert_everything_agrees
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

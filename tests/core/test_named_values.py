@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sqlite3
 from enum import StrEnum
 
 import pytest
@@ -17,6 +16,7 @@ from flaketui.core.output.formats import ReportFormat
 from flaketui.core.quarantine.machine import QUARANTINED, STATES, LifecycleState
 from flaketui.core.quarantine.skipfile import MODES, SkipMode
 from flaketui.core.scoring.results import Verdict
+from tests.connections import sqlite_connect
 
 NAMED: list[tuple[type[StrEnum], tuple[str, ...]]] = [
     (Verdict, ("insufficient", "healthy", "flaky", "regression")),
@@ -35,7 +35,7 @@ def test_members_read_write_and_compare_as_their_plain_value(
     kind: type[StrEnum], values: tuple[str, ...]
 ) -> None:
     assert tuple(member.value for member in kind) == values
-    conn = sqlite3.connect(":memory:")
+    conn = sqlite_connect(":memory:")
     for member, value in zip(kind, values, strict=True):
         assert member == value and hash(member) == hash(value)
         assert kind(value) is member

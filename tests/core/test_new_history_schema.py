@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from flaketui.core.history import schema_file, store
-from flaketui.core.history.store import open_connection, open_history
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
 from tests.child_processes import child_context
+from tests.connections import open_connection, open_history
 
 CREATORS = 4  # processes creating one new history at the same moment
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from flaketui.cli.group import cli
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.scoring.order import latest_seed_replay, order_view, replay_args
+from tests.connections import open_history
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 VICTIM = "tests/test_v.py::test_victim"

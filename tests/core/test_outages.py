@@ -25,8 +25,9 @@ from flaketui.core.history.outages import (
     reject_outage,
 )
 from flaketui.core.history.prune import prune_history
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.scoring.report import build_report
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 from tests.core.test_rollup_scoring import assert_everything_agrees
 from tests.simulate import Behaviour, Outage, Plan, Suite, simulate

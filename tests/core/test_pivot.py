@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.history.incidents import add_incident
-from flaketui.core.history.store import open_history
 from flaketui.core.scoring.detail import UnknownTestError
 from flaketui.core.scoring.pivot import worker_pivot
 from flaketui.core.scoring.statistics import wilson_interval
+from tests.connections import open_history
 
 T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

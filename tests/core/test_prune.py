@@ -14,9 +14,10 @@ from flaketui.cli.commands import cli
 from flaketui.core.config import Config
 from flaketui.core.history.incidents import add_incident, apply_incidents, list_incidents
 from flaketui.core.history.prune import PruneError, prune_history
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.timeutil import to_iso
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder
 from tests.core.test_rollups import ROOT, _newest, assert_agrees
 

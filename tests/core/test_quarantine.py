@@ -11,13 +11,13 @@ import sqlite_utils
 
 from flaketui.core.config import Config
 from flaketui.core.errors import SkipFileError
-from flaketui.core.history.store import open_history
 from flaketui.core.quarantine import actions as quarantine_mod
 from flaketui.core.quarantine.actions import QuarantineError, current_user, quarantine, release
 from flaketui.core.quarantine.skipfile import SCORE_KEYS, read_skip_file, round_scores
 from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import to_iso
 from tests.child_processes import child_context
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 2, 1)

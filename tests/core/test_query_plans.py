@@ -17,7 +17,7 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.scoring.aggregates import (
     per_family_evidence,
@@ -26,6 +26,7 @@ from flaketui.core.scoring.aggregates import (
     signature_counts,
 )
 from flaketui.core.timeutil import parse_iso
+from tests.connections import open_history
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data" / "history.db"

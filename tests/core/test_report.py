@@ -14,7 +14,6 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import (
     FAMILY_KEYS,
     SIGNATURE_KEYS,
@@ -32,6 +31,7 @@ from flaketui.core.scoring.report import (
     report_stages,
 )
 from flaketui.core.scoring.statistics import wilson_low
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import ReportFormat, render, report_dict
 from flaketui.core.output.text import csv_table, visible
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.results import Report
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 NOW = utc(2026, 11, 1)

@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.scoring.aggregates import per_family_evidence, per_test_evidence
+from tests.connections import open_history
 from tests.core.history_builder import PATTERN_ATTEMPTS, HistoryBuilder, utc
 from tests.core.test_rollup_scoring import assert_same_evidence, assert_same_onsets, both
 

@@ -23,7 +23,7 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups.evidence import Evidence
 from flaketui.core.scoring import cofailure
@@ -41,6 +41,7 @@ from flaketui.core.scoring.results import Report
 from flaketui.core.scoring.series import daily_recency_scores
 from flaketui.core.scoring.stored import PLAIN_FIELDS
 from flaketui.core.timeutil import parse_iso
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -780,7 +781,7 @@ def _deferred_run(
 def test_a_reader_racing_a_deferring_writer_gets_raw_scorer_results(tmp_path: Path) -> None:
     """While a run waits to be folded the rollups answer nothing, so a reader scores the raw
     rows; a reader's snapshot taken before a batch or a fold is answered as of that snapshot."""
-    from flaketui.core.history.store import open_connection
+    from tests.connections import open_connection
 
     path = tmp_path / "h.db"
     now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
@@ -829,7 +830,7 @@ def test_a_reader_racing_a_deferring_writer_gets_raw_scorer_results(tmp_path: Pa
 
 def test_the_next_write_folds_deferred_runs(tmp_path: Path) -> None:
     """An ingest or an undeferred recording folds the deferred runs first."""
-    from flaketui.core.history.store import open_connection
+    from tests.connections import open_connection
 
     path = tmp_path / "h.db"
     now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
@@ -853,7 +854,8 @@ def test_a_reader_does_not_queue_behind_a_writer_to_fold(tmp_path: Path) -> None
     out the busy timeout for it) and scores the raw rows; the next open folds."""
     import time
 
-    from flaketui.core.history.store import BUSY_TIMEOUT_MS, open_connection
+    from flaketui.core.history.store import BUSY_TIMEOUT_MS
+    from tests.connections import open_connection
 
     path = tmp_path / "h.db"
     now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
@@ -873,7 +875,7 @@ def test_a_reader_does_not_queue_behind_a_writer_to_fold(tmp_path: Path) -> None
 def test_deferred_runs_into_a_new_history_build_no_rollups_until_the_fold(tmp_path: Path) -> None:
     """A deferring recorder on a new history leaves the rollups to the fold, which builds them
     from every raw row: the same rows and scores as the raw scorer's."""
-    from flaketui.core.history.store import open_connection
+    from tests.connections import open_connection
 
     path = tmp_path / "h.db"
     now = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)

@@ -13,10 +13,11 @@ import pytest
 import sqlite_utils
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.scoring.aggregates import per_test_evidence
 from flaketui.core.timeutil import parse_iso
+from tests.connections import open_history
 from tests.core.test_rollup_scoring import raw_scoring
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,10 +17,11 @@ import pytest
 from codeowners import CodeOwners
 
 from flaketui.core.history.derived_rows import refresh_test_runs
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.ingest.manifest import ingest_manifest
 from flaketui.core.ingest.signatures import normalise
 from flaketui.core.timeutil import parse_iso
+from tests.connections import open_history
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 MAX_DB_BYTES = 8 * 1024 * 1024

@@ -17,10 +17,10 @@ import sqlite_utils
 
 from flaketui.core.history import store
 from flaketui.core.history.derived_rows import refresh_test_runs
-from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import render_json
 from flaketui.core.scoring.report import build_report
 from flaketui.core.timeutil import parse_iso
+from tests.connections import open_history
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
 NOW_ISO = "2026-12-01T00:00:00Z"

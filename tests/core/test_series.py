@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.history.incidents import add_incident
-from flaketui.core.history.store import open_history
 from flaketui.core.scoring.report import build_report
 from flaketui.core.scoring.series import VerdictChange, daily_recency_scores, verdict_changes
+from tests.connections import open_history
 
 T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -10,6 +10,8 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,9 @@ def stories() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def db() -> sqlite_utils.Database:
-    return open_history(SAMPLE / "history.db", readonly=True)
+def db() -> Iterator[sqlite_utils.Database]:
+    with closing(open_history(SAMPLE / "history.db", readonly=True)) as db:
+        yield db
 
 
 @pytest.fixture(scope="module")

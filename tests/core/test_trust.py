@@ -19,7 +19,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.output.formats import render_json, render_table
 from flaketui.core.scoring import results
 from flaketui.core.scoring.report import build_report
@@ -30,6 +29,7 @@ from flaketui.core.scoring.statistics import (
     runs_per_week,
 )
 from flaketui.core.scoring.verdicts import clean_tail_chance
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 from tests.core.test_rollup_scoring import assert_everything_agrees
 from tests.simulate import START, Behaviour, Plan, Simulated, Suite, simulate

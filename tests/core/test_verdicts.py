@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.rollups.evidence import Evidence
 from flaketui.core.scoring import results
 from flaketui.core.scoring.report import build_report
@@ -21,6 +20,7 @@ from flaketui.core.scoring.results import Scores
 from flaketui.core.scoring.statistics import wilson_interval
 from flaketui.core.scoring.verdicts import Judgement, is_resolved, judge, unlikely_streak
 from flaketui.core.timeutil import to_iso
+from tests.connections import open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 10, 1)

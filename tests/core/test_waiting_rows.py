@@ -27,7 +27,7 @@ from flaketui.core.history import store
 from flaketui.core.history.merge import merge_histories
 from flaketui.core.history.outages import find_outages
 from flaketui.core.history.prune import prune_history
-from flaketui.core.history.store import open_connection, open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.ingest.resign import resign
 from flaketui.core.ingest.writer import RunRecorder, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
@@ -36,6 +36,7 @@ from flaketui.core.rollups.pending import WAITING_TABLE, file_waiting, pending_r
 from flaketui.core.scoring.report import build_report
 from flaketui.tui.history_access import check_history, open_reader
 from flaketui.tui.loaders import history_stamp
+from tests.connections import closed_at_exit, open_connection, open_history
 from tests.core.test_rollup_scoring import _snapshot, assert_maintained
 
 NOW = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
@@ -137,12 +138,13 @@ def test_staged_and_direct_ingests_leave_the_same_history(
         plan.append(
             (_report(folder / f"{index}.xml", cases), _meta(run_id, 20 - index, f"c{index % 2}"))
         )
-    staged = _ingest_all(folder / "staged.db", plan, stage=True)
-    direct = _ingest_all(folder / "direct.db", plan, stage=False)
-    assert not direct.execute(f"SELECT 1 FROM {WAITING_TABLE}").fetchall()
-    _fold(staged)
-    _fold(direct)
-    assert _kept(staged) == _kept(direct)
+    with closed_at_exit():
+        staged = _ingest_all(folder / "staged.db", plan, stage=True)
+        direct = _ingest_all(folder / "direct.db", plan, stage=False)
+        assert not direct.execute(f"SELECT 1 FROM {WAITING_TABLE}").fetchall()
+        _fold(staged)
+        _fold(direct)
+        assert _kept(staged) == _kept(direct)
 
 
 def _outage_plan(tmp_path: Path) -> list[tuple[Path, RunMeta]]:

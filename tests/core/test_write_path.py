@@ -12,17 +12,12 @@ import pytest
 from flaketui.core.errors import ReportError
 from flaketui.core.history.derived_rows import refresh_test_runs
 from flaketui.core.history.merge import merge_histories
-from flaketui.core.history.store import (
-    fold_deferred,
-    foreign_keys_off,
-    open_connection,
-    open_history,
-    transaction,
-)
+from flaketui.core.history.store import fold_deferred, foreign_keys_off, transaction
 from flaketui.core.ingest.run_journal import RunJournal
 from flaketui.core.ingest.writer import IngestResult, RunRecorder, ingest_batch, ingest_reports
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.rollups import build as rollups
+from tests.connections import open_connection, open_history
 from tests.core.test_rollup_scoring import assert_maintained
 from tests.process_state import collector_off
 

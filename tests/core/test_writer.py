@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError, ReportError
-from flaketui.core.history.store import open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.ingest.resign import SCHEME_KEY, scheme_of
 from flaketui.core.ingest.rows import leg_of
 from flaketui.core.ingest.runmeta import RunMetaError
@@ -25,6 +25,7 @@ from flaketui.core.ingest.writer import (
 )
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.testids import parent_of
+from tests.connections import closed_at_exit, open_history
 
 TS = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -114,7 +115,7 @@ def test_per_run_outcome(
     )
 )
 def test_attempts_over_batches_match_the_rules(batches: list[list[str]]) -> None:
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, closed_at_exit():
         _check_batches(open_history(Path(folder) / "h.db"), batches)
 
 
@@ -449,7 +450,7 @@ def test_ingest_fast_path_stores_what_the_recorder_stores(
 
     # The same content twice is one file to the ingest (content hash), two batches to a recorder.
     assume(len({_shard_xml(cases, 100 * i) for i, cases in enumerate(shards)}) == len(shards))
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, closed_at_exit():
         base = Path(folder)
         paths = []
         for index, cases in enumerate(shards):

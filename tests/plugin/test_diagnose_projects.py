@@ -11,9 +11,9 @@ from recording_helpers import PLUGIN_ARGS
 
 from flaketui.cli.group import cli
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.scoring.causes import analyse
 from flaketui.core.timeutil import utc_now
+from tests.connections import open_history
 
 pytestmark = pytest.mark.usefixtures("recording_env")
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.connections import connected
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -55,5 +56,5 @@ def test_pytest_records_with_flaketui_loaded_from_bytecode(
     loaders = json.loads((suite / "loaders.json").read_text())
     assert "flaketui.pytest_plugin.recording" in loaders  # the entry point loaded the recorder
     assert {name: loader for name, loader in loaders.items() if loader != "SourceFileLoader"} == {}
-    with sqlite3.connect(db) as conn:
+    with connected(db) as conn:
         assert conn.execute("SELECT count(*) FROM attempt_journal").fetchone() == (1,)

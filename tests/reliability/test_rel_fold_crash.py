@@ -21,8 +21,9 @@ import pytest
 from reliability_support import integrity, run_child
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_connection, open_history, transaction
+from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
+from tests.connections import open_connection, open_history
 from tests.core.test_rollup_scoring import (
     _deferred_run,
     _snapshot,

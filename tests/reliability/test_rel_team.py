@@ -25,6 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli import cli
+from tests.connections import sqlite_connect
 from tests.pgcluster import Cluster
 from tests.reliability.reliability_support import child_env, junit_case, write_report
 
@@ -176,7 +177,7 @@ def test_32_concurrent_writers_lose_nothing(pg_url: str, tmp_path: Path) -> None
     assert server(pg_url, dupes) == [(0,)]
     replica = tmp_path / "replica.db"
     subprocess.run(cli_command("sync", pg_url, replica), env=env, check=True, timeout=DEADLINE_S)
-    conn = sqlite3.connect(replica)
+    conn = sqlite_connect(replica)
     assert conn.execute("SELECT count(*) FROM results").fetchone()[0] == expected_results
 
 
@@ -337,8 +338,8 @@ def test_a_sync_killed_mid_batch_resumes_without_duplicates(pg_url: str, tmp_pat
         "SELECT r.run_id, t.test_id, x.attempt, x.outcome FROM results x"
         " JOIN runs r ON r.id = x.run JOIN tests t ON t.id = x.test ORDER BY 1, 2, 3"
     )
-    assert sqlite3.connect(replica).execute(raw).fetchall() == (
-        sqlite3.connect(direct).execute(raw).fetchall()
+    assert sqlite_connect(replica).execute(raw).fetchall() == (
+        sqlite_connect(direct).execute(raw).fetchall()
     )
 
     def report(db: Path) -> str:

@@ -47,7 +47,8 @@ def file_rows(path: Path) -> list[tuple[Any, ...]]:
 
 def history_with(path: Path, rows: list[tuple[Any, ...]]) -> Path:
     """A history file holding one run and the given audit rows (ALL_COLUMNS order)."""
-    from flaketui.core.history.store import open_history, transaction
+    from flaketui.core.history.store import transaction
+    from tests.connections import open_history
 
     invoke("ingest", path, REPORT, "--run-id", "r", "--no-detect")
     db = open_history(path)
@@ -197,7 +198,8 @@ def test_the_server_and_its_replicas_keep_each_distinct_row_once(
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.push import push_history
     from flaketui.core.history.pg.sync import sync_replica
-    from flaketui.core.history.store import open_history, transaction
+    from flaketui.core.history.store import transaction
+    from tests.connections import open_history
 
     url = pg_cluster.create_database()
     tmp = tmp_path_factory.mktemp("audit")

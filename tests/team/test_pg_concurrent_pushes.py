@@ -5,10 +5,10 @@ ends, or waits on a lock another transaction holds (pg_locks), with a bound."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli import cli
+from tests.connections import connected, sqlite_connect
 from tests.core.junit_shards import file_shard
 
 BOUND_S = 60  # a push neither stopping, ending nor waiting on a lock by then is a failure
@@ -78,7 +79,8 @@ def pushing(url: str, history: Path, *, append: bool = True) -> Callable[[], obj
 
         pg = connect(url)
         try:
-            return push.push_history(pg, open_history(history, create=False).conn, append=append)
+            with closing(open_history(history, create=False)) as db:  # in the pushing thread
+                return push.push_history(pg, db.conn, append=append)
         finally:
             pg.close()
 
@@ -226,7 +228,7 @@ def _expected(tmp_path: Path, histories: dict[str, Path]) -> list[tuple[object, 
     local = tmp_path / "local.db"
     for history in histories.values():
         invoke("merge", local, history)
-    return [tuple(row) for row in sqlite3.connect(local).execute(TESTS)]
+    return [tuple(row) for row in sqlite_connect(local).execute(TESTS)]
 
 
 def test_two_pushes_each_taking_a_file_the_other_holds_both_land(
@@ -372,7 +374,7 @@ def test_a_plain_id_two_pushes_leave_without_attempts_is_removed(
     merge.let_go()
     assert advance(monitor, merge) in ("done", "waiting")
     finish(monitor, ingest, merge)
-    expected = sqlite3.connect(local).execute(TESTS).fetchall()
+    expected = sqlite_connect(local).execute(TESTS).fetchall()
     assert [row[0] for row in expected] == ["src/b.test.js::parser::x", "src/c.test.js::parser::x"]
     assert server_rows(pg_url, TESTS) == expected
 
@@ -401,7 +403,7 @@ def _ingested(tmp_path: Path, shards: dict[str, tuple[str, str, Path]]) -> list[
     local = tmp_path / "local.db"
     for run_id, at, report in shards.values():
         invoke("ingest", local, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
-    return [tuple(row) for row in sqlite3.connect(local).execute(TESTS)]
+    return [tuple(row) for row in sqlite_connect(local).execute(TESTS)]
 
 
 def _js(name: str) -> str:
@@ -492,7 +494,7 @@ def test_a_plain_id_a_push_holds_without_attempts_is_removed_once_it_is_done(
         },
     )
     history = staged(tmp_path, "idle", "RH", "2026-11-03T10:00:00Z", (_js("w"), "w"))
-    with sqlite3.connect(history) as conn:
+    with connected(history) as conn:
         conn.execute(
             "INSERT INTO tests (test_id, parent, test_file, first_seen)"
             " VALUES ('parser::x', 'parser', ?, '2026-11-03T10:00:00Z')",
@@ -516,7 +518,7 @@ def test_a_plain_id_a_push_holds_without_attempts_is_removed_once_it_is_done(
             continue
         run_id, at, report = shards[name]
         invoke("ingest", local, report, "--run-id", run_id, "--timestamp", at, "--no-detect")
-    expected = sqlite3.connect(local).execute(TESTS).fetchall()
+    expected = sqlite_connect(local).execute(TESTS).fetchall()
     assert "parser::x" not in [row[0] for row in expected]
     assert server_rows(pg_url, TESTS) == expected
 
@@ -648,7 +650,7 @@ RESULTS = (
 
 def _rows(history: Path) -> tuple[list[tuple[object, ...]], ...]:
     """A history file's tests and results, as _on_server reads the server's."""
-    conn = sqlite3.connect(history)
+    conn = sqlite_connect(history)
     return tuple([tuple(row) for row in conn.execute(sql)] for sql in (TESTS, RESULTS))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from click.testing import CliRunner
 from flaketui.cli import cli
 from flaketui.core.config import load_config
 from flaketui.core.history.address import is_server_url, mask_url, scrub
-from flaketui.core.history.store import open_connection
+from tests.connections import connected, open_connection, sqlite_connect
 from tests.core.junit_shards import file_shard
 from tests.pgcluster import Cluster
 
@@ -150,8 +149,8 @@ def test_replica_report_equals_direct_ingest(pg_url: str, tmp_path: Path) -> Non
         "SELECT r.run_id, t.test_id, x.attempt, x.outcome, x.message FROM results x"
         " JOIN runs r ON r.id = x.run JOIN tests t ON t.id = x.test ORDER BY 1, 2, 3"
     )
-    assert sqlite3.connect(replica).execute(raw).fetchall() == (
-        sqlite3.connect(direct).execute(raw).fetchall()
+    assert sqlite_connect(replica).execute(raw).fetchall() == (
+        sqlite_connect(direct).execute(raw).fetchall()
     )
     out = invoke("sync", pg_url, replica)
     assert "0 runs and 0 results added" in out
@@ -186,8 +185,8 @@ def test_replica_keeps_the_cause_columns_and_reports_the_same_causes(
     from flaketui.core.history.pg.push import push_history
     from flaketui.core.history.pg.staging import staging_history
     from flaketui.core.history.pg.sync import sync_replica
-    from flaketui.core.history.store import open_history
     from flaketui.core.ingest.writer import RunRecorder
+    from tests.connections import open_history
     from tests.core.cause_history import HOST_TEST, ORDER_TEST, TIMING_TEST, generate
 
     direct = tmp_path / "direct.db"
@@ -226,20 +225,20 @@ def test_replica_keeps_the_cause_columns_and_reports_the_same_causes(
     finally:
         pg.close()
         small.conn.close()
-    raw = sqlite3.connect(direct)
+    raw = sqlite_connect(direct)
     runs, results = raw.execute(RUN_ROWS).fetchall(), raw.execute(RESULT_ROWS).fetchall()
     assert ("r-win", "Windows", "3.13.1", "win-amd64", "4242") in [
         (row[0], *row[12:]) for row in runs
     ]
     assert sum(row[8] is not None for row in results) > len(results) // 2
     assert {row[10] for row in results} == {None, 30_000}
-    assert sqlite3.connect(replica).execute(RUN_ROWS).fetchall() == runs
+    assert sqlite_connect(replica).execute(RUN_ROWS).fetchall() == runs
     # The small replica is synced without `sync`'s outage proposals, which tag runs.
     untagged = [(*row[:9], *row[10:]) for row in runs]
-    got = sqlite3.connect(tmp_path / "small.db").execute(RUN_ROWS).fetchall()
+    got = sqlite_connect(tmp_path / "small.db").execute(RUN_ROWS).fetchall()
     assert [(*row[:9], *row[10:]) for row in got] == untagged
     for copy in (replica, tmp_path / "small.db"):
-        assert sqlite3.connect(copy).execute(RESULT_ROWS).fetchall() == results
+        assert sqlite_connect(copy).execute(RESULT_ROWS).fetchall() == results
     now = ("--now", "2026-11-30T00:00:00Z")
     expected = json.loads(invoke("report", direct, "--format", "json", *now))
     assert json.loads(invoke("report", replica, "--format", "json", *now)) == expected
@@ -256,7 +255,7 @@ def test_a_version_1_server_upgrades_and_its_replicas_follow(pg_url: str, tmp_pa
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.push import push_history
     from flaketui.core.history.pg.sync import sync_replica
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     # A server as the first release of the schema left it, with a run in it.
     old = connect(pg_url, migrate=False)
@@ -282,7 +281,7 @@ def test_a_version_1_server_upgrades_and_its_replicas_follow(pg_url: str, tmp_pa
     ) == len(schema.MIGRATIONS)
     assert {"predecessor", "position", "timeout_ms"} <= set(server_columns(pg_url, "results"))
     assert "1 run" in invoke("sync", pg_url, tmp_path / "replica.db")
-    got = sqlite3.connect(tmp_path / "replica.db").execute(
+    got = sqlite_connect(tmp_path / "replica.db").execute(
         "SELECT run_id, os, python, platform, order_seed FROM runs ORDER BY 1"
     )
     assert got.fetchall() == [
@@ -328,8 +327,8 @@ def test_an_incremental_sync_folds_its_runs_once_at_the_end(pg_url: str, tmp_pat
     (readers meanwhile score the raw rows); the sync's last transaction folds them all."""
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.sync import sync_replica
-    from flaketui.core.history.store import open_history
     from flaketui.core.rollups import pending as rollups_pending
+    from tests.connections import open_history
     from tests.core.test_rollup_scoring import assert_maintained
 
     replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
@@ -368,7 +367,7 @@ def test_a_sync_batch_reads_only_its_own_rows_from_the_server(pg_url: str, tmp_p
 
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.sync import sync_replica
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     connect(pg_url).close()  # the schema
     with psycopg.connect(pg_url, autocommit=True) as server:
@@ -447,13 +446,13 @@ def test_open_syncs_a_replica_into_the_cache_dir(
     import click
 
     from flaketui.cli.commands.open import prepare_history
-    from flaketui.core.history.store import open_history
     from flaketui.core.quarantine.actions import quarantine
     from flaketui.core.timeutil import parse_iso
+    from tests.connections import open_history
 
     with click.Context(cli):
         assert prepare_history(pg_url) == path
-        assert sqlite3.connect(path).execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert sqlite_connect(path).execute("SELECT count(*) FROM runs").fetchone()[0] == 1
         # The app quarantines a test on the replica...
         replica = open_history(path, create=False)
         (test_id,) = replica.conn.execute("SELECT test_id FROM tests LIMIT 1").fetchone()
@@ -493,13 +492,13 @@ def test_a_late_commit_with_an_early_change_id_is_never_skipped(
         replica = tmp_path / "replica.db"
         invoke("sync", pg_url, replica)
         # "late" committed, but an older transaction is open: the watermark waits for it.
-        got = sqlite3.connect(replica).execute("SELECT run_id FROM runs").fetchall()
+        got = sqlite_connect(replica).execute("SELECT run_id FROM runs").fetchall()
         assert got == [("first",)]
         tx.__exit__(None, None, None)
     finally:
         early.close()
     invoke("sync", pg_url, replica)
-    runs = sqlite3.connect(replica).execute("SELECT run_id FROM runs ORDER BY 1").fetchall()
+    runs = sqlite_connect(replica).execute("SELECT run_id FROM runs ORDER BY 1").fetchall()
     assert runs == [("early",), ("first",), ("late",)]
 
 
@@ -522,7 +521,8 @@ def test_audit_rows_keep_when_they_were_written_both_ways(
 ) -> None:
     """A decision dated days before it was written (the lifecycle's --apply) keeps both moments
     through a push, a sync and a merge back; check on the server lists it as written then."""
-    from flaketui.core.history.store import open_history, transaction
+    from flaketui.core.history.store import transaction
+    from tests.connections import open_history
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     local = tmp_path / "local.db"
@@ -544,7 +544,7 @@ def test_audit_rows_keep_when_they_were_written_both_ways(
         ]
     back = tmp_path / "back.db"
     invoke("merge", back, pg_url)
-    assert sqlite3.connect(back).execute("SELECT ts, written_at FROM audit_log").fetchall() == [
+    assert sqlite_connect(back).execute("SELECT ts, written_at FROM audit_log").fetchall() == [
         (DECIDED, WRITTEN)
     ]
     summary = tmp_path / "summary.md"
@@ -560,7 +560,7 @@ def test_a_version_2_server_gives_its_audit_rows_written_at_their_date(
     from flaketui.core.history.pg import schema
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.sync import sync_replica
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     old = connect(pg_url, migrate=False)
     try:
@@ -616,7 +616,7 @@ def test_legs_of_one_run_stay_apart_on_the_server(pg_url: str, tmp_path: Path) -
     assert server_count(pg_url, "SELECT count(DISTINCT leg) FROM results") == 2
     replica = tmp_path / "replica.db"
     invoke("sync", pg_url, replica)
-    got = sqlite3.connect(replica).execute(
+    got = sqlite_connect(replica).execute(
         "SELECT r.run_id, tr.outcome, tr.bad, tr.attempts FROM test_runs tr"
         " JOIN runs r ON r.id = tr.run ORDER BY 1"
     )
@@ -685,8 +685,8 @@ def test_shards_of_separate_ingests_keep_same_named_tests_apart_on_the_server(
         invoke("ingest", local, shard, *meta)
         invoke("sync", pg_url, replica)
     expected = TWO_SHARDS_TESTS
-    assert sqlite3.connect(local).execute(RUN_TESTS).fetchall() == expected
-    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == expected
+    assert sqlite_connect(local).execute(RUN_TESTS).fetchall() == expected
+    assert sqlite_connect(replica).execute(RUN_TESTS).fetchall() == expected
     assert (
         server_count(
             pg_url,
@@ -771,12 +771,12 @@ def test_histories_of_a_runs_shards_merge_into_the_server_as_one_ingest_of_both(
         invoke("sync", pg_url, replica)
     expected = TWO_SHARDS_TESTS
     assert open_connection(together).execute(RUN_TESTS).fetchall() == expected
-    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == expected
+    assert sqlite_connect(replica).execute(RUN_TESTS).fetchall() == expected
     assert report(replica) == report(together)
     assert "0 results" in invoke("merge", pg_url, *order)
     fresh = tmp_path / "fresh.db"
     invoke("sync", pg_url, fresh)
-    assert sqlite3.connect(fresh).execute(RUN_TESTS).fetchall() == expected
+    assert sqlite_connect(fresh).execute(RUN_TESTS).fetchall() == expected
 
 
 def test_a_version_8_server_gains_origins_and_its_plain_ids_join_later_shards(
@@ -787,7 +787,7 @@ def test_a_version_8_server_gains_origins_and_its_plain_ids_join_later_shards(
     from flaketui.core.history.pg import schema
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.push import push_history
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     old = connect(pg_url, migrate=False)
     try:
@@ -810,7 +810,7 @@ def test_a_version_8_server_gains_origins_and_its_plain_ids_join_later_shards(
     assert server_count(pg_url, "SELECT count(*) FROM results WHERE origin IS NULL") == 1
     replica = tmp_path / "replica.db"
     invoke("sync", pg_url, replica)
-    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == [("parser::x", "fail", 1, 2)]
+    assert sqlite_connect(replica).execute(RUN_TESTS).fetchall() == [("parser::x", "fail", 1, 2)]
 
 
 def test_shards_whose_ingests_read_the_run_before_either_pushed_are_told_apart(
@@ -821,7 +821,7 @@ def test_shards_whose_ingests_read_the_run_before_either_pushed_are_told_apart(
     and moves each file's attempts to its own id, as one ingest of both gives."""
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.push import push_history
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", "2026-11-20T10:00:00Z"]
     a = file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
@@ -840,7 +840,7 @@ def test_shards_whose_ingests_read_the_run_before_either_pushed_are_told_apart(
         pg.close()
     invoke("sync", pg_url, replica)
     invoke("ingest", together, a, b, *meta)
-    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == [
+    assert sqlite_connect(replica).execute(RUN_TESTS).fetchall() == [
         ("src/a.test.js::parser::x", "fail", 1, 1),
         ("src/b.test.js::parser::x", "pass", 0, 1),
     ]
@@ -862,7 +862,7 @@ def test_a_manifest_line_appending_a_shard_to_a_server_run_tells_its_file_apart(
     invoke("ingest", pg_url, "--manifest", manifest)
     replica = tmp_path / "replica.db"
     invoke("sync", pg_url, replica)
-    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == [
+    assert sqlite_connect(replica).execute(RUN_TESTS).fetchall() == [
         ("src/a.test.js::parser::x", "fail", 1, 1),
         ("src/b.test.js::parser::x", "pass", 0, 1),
     ]
@@ -872,7 +872,7 @@ def stored_tests(history: Path | str) -> list[tuple[object, ...]]:
     """Every test of a history file or server with its first sighting."""
     sql = "SELECT test_id, first_seen FROM tests ORDER BY 1"
     if isinstance(history, Path):
-        return [tuple(row) for row in sqlite3.connect(history).execute(sql)]
+        return [tuple(row) for row in sqlite_connect(history).execute(sql)]
     import psycopg
 
     with psycopg.connect(history) as conn:
@@ -955,15 +955,15 @@ def test_a_history_of_both_shards_naming_no_file_splits_the_servers_plain_id(
     meta = ["--run-id", "gh-77", "--no-detect", "--timestamp", SHARDS_AT]
     older = tmp_path / "older.db"
     invoke("ingest", older, shards["a"], shards["b"], *meta)
-    with sqlite3.connect(older) as conn:
+    with connected(older) as conn:
         conn.execute("UPDATE results SET origin = NULL")
     local, replica = tmp_path / "local.db", tmp_path / "replica.db"
     for target in (pg_url, local):
         invoke("ingest", target, shards["a"], *meta)
         invoke("merge", target, older)
     invoke("sync", pg_url, replica)
-    assert sqlite3.connect(local).execute(RUN_TESTS).fetchall() == TWO_SHARDS_TESTS
-    assert sqlite3.connect(replica).execute(RUN_TESTS).fetchall() == TWO_SHARDS_TESTS
+    assert sqlite_connect(local).execute(RUN_TESTS).fetchall() == TWO_SHARDS_TESTS
+    assert sqlite_connect(replica).execute(RUN_TESTS).fetchall() == TWO_SHARDS_TESTS
     assert stored_tests(pg_url) == stored_tests(local) == SPLIT_TESTS
     assert report(replica) == report(local)
 
@@ -1007,7 +1007,7 @@ def test_a_push_keeps_its_tests_from_a_writer_removing_a_plain_id_meanwhile(
 
     from flaketui.core.history.pg.connect import connect
     from flaketui.core.history.pg.push import push_history
-    from flaketui.core.history.store import open_history
+    from tests.connections import open_history
 
     staged = tmp_path / "staged.db"
     shard = file_shard(tmp_path / "a.xml", ("src/a.test.js", "x", "fail"))
@@ -1068,12 +1068,12 @@ def test_a_test_has_its_own_file_on_the_server_and_its_replicas(
             invoke("merge", pg_url, history)
             invoke("sync", pg_url, replica)
     files = "SELECT test_id, test_file FROM tests ORDER BY 1"
-    assert sqlite3.connect(replica).execute(files).fetchall() == FILE_TESTS
-    assert sqlite3.connect(replica).execute(EDITED_SQL).fetchall() == EDITED
+    assert sqlite_connect(replica).execute(files).fetchall() == FILE_TESTS
+    assert sqlite_connect(replica).execute(EDITED_SQL).fetchall() == EDITED
     fresh = tmp_path / "fresh.db"
     invoke("sync", pg_url, fresh)
-    assert sqlite3.connect(fresh).execute(files).fetchall() == FILE_TESTS
-    assert sqlite3.connect(fresh).execute(EDITED_SQL).fetchall() == EDITED
+    assert sqlite_connect(fresh).execute(files).fetchall() == FILE_TESTS
+    assert sqlite_connect(fresh).execute(EDITED_SQL).fetchall() == EDITED
 
 
 @pytest.mark.parametrize("how", ["ingest", "backfill", "merge", "merge_reversed"])
@@ -1114,11 +1114,11 @@ def test_a_moved_test_has_the_file_of_its_latest_run_on_the_server_and_its_repli
 
     with psycopg.connect(pg_url) as conn:
         assert [tuple(row) for row in conn.execute(files).fetchall()] == [("parser::x", test_file)]
-    assert sqlite3.connect(replica).execute(files).fetchall() == [("parser::x", test_file)]
-    assert sqlite3.connect(replica).execute(EDITED_SQL).fetchall() == edited
+    assert sqlite_connect(replica).execute(files).fetchall() == [("parser::x", test_file)]
+    assert sqlite_connect(replica).execute(EDITED_SQL).fetchall() == edited
     fresh = tmp_path / "fresh.db"
     invoke("sync", pg_url, fresh)
-    assert sqlite3.connect(fresh).execute(EDITED_SQL).fetchall() == edited
+    assert sqlite_connect(fresh).execute(EDITED_SQL).fetchall() == edited
 
 
 @pytest.mark.parametrize("how", ["ingest", "merge"])
@@ -1144,4 +1144,4 @@ def test_a_karma_describe_block_is_no_tests_file_on_the_server(
     replica = tmp_path / "replica.db"
     invoke("sync", pg_url, replica)
     files = "SELECT test_id, test_file FROM tests ORDER BY 1"
-    assert sqlite3.connect(replica).execute(files).fetchall() == expected
+    assert sqlite_connect(replica).execute(files).fetchall() == expected

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from flaketui.cli import cli
+from tests.connections import sqlite_connect
 
 PLUGIN_ARGS = ("-p", "flaketui.pytest_plugin")
 # A parameter far past what a btree index row holds (2704 bytes), and that does not compress.
@@ -70,7 +71,7 @@ def test_a_long_parametrized_id_is_recorded_on_the_server(
     assert (runs, results) == (3, 5)
     # Quarantining such a test writes an audit row the server takes as well.
     (long_id,) = (
-        sqlite3.connect(replica)
+        sqlite_connect(replica)
         .execute("SELECT test_id FROM tests ORDER BY length(test_id) DESC LIMIT 1")
         .fetchone()
     )

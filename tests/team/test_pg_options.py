@@ -4,13 +4,13 @@ why it cannot (the password never shown)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from flaketui.cli import cli
+from tests.connections import sqlite_connect
 from tests.core.cause_history import build
 from tests.pgcluster import Cluster
 
@@ -70,8 +70,8 @@ def test_manifest_backfills_a_server_as_it_backfills_a_file(pg_url: str, tmp_pat
         invoke(report[0], direct, *report[1:])
     )
     tagged = "SELECT run_id, incident FROM runs WHERE incident IS NOT NULL ORDER BY 1"
-    assert sqlite3.connect(replica).execute(tagged).fetchall() == (
-        sqlite3.connect(direct).execute(tagged).fetchall()
+    assert sqlite_connect(replica).execute(tagged).fetchall() == (
+        sqlite_connect(direct).execute(tagged).fetchall()
     )
 
 
@@ -110,8 +110,8 @@ def test_manifest_into_a_server_refuses_bad_lines_and_lands_the_rest(
         "SELECT r.run_id, t.test_id, x.attempt, x.outcome FROM results x"
         " JOIN runs r ON r.id = x.run JOIN tests t ON t.id = x.test ORDER BY 1, 2, 3"
     )
-    assert sqlite3.connect(replica).execute(raw).fetchall() == (
-        sqlite3.connect(direct).execute(raw).fetchall()
+    assert sqlite_connect(replica).execute(raw).fetchall() == (
+        sqlite_connect(direct).execute(raw).fetchall()
     )
 
 
@@ -183,7 +183,7 @@ def test_merging_servers_says_how_and_masks_passwords(pg_cluster: Cluster, tmp_p
     invoke("merge", tmp_path / "both.db", first)
     output = one_line_error("merge", tmp_path / "both.db", second)
     assert "replica of another server history" in output
-    runs = sqlite3.connect(tmp_path / "both.db").execute("SELECT run_id FROM runs").fetchall()
+    runs = sqlite_connect(tmp_path / "both.db").execute("SELECT run_id FROM runs").fetchall()
     assert runs == [("a",)]
 
 
@@ -216,7 +216,7 @@ def test_outage_proposals_are_reviewed_on_the_replica_and_survive_syncs(
     assert f"OUTAGE {tags[0]}:" not in proposed, proposed
     from flaketui.cli.commands.sync import replica_path
 
-    rules = sqlite3.connect(replica_path(pg_url)).execute("SELECT tag FROM incidents").fetchall()
+    rules = sqlite_connect(replica_path(pg_url)).execute("SELECT tag FROM incidents").fetchall()
     assert sorted(tag for (tag,) in rules) == sorted({tags[0], *tags[2:], "maintenance"})
     assert f"OUTAGE {tags[1]}:" in proposed and "rejected: its runs count" in proposed
     invoke("incident", "remove", pg_url, "maintenance")

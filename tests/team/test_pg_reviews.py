@@ -4,13 +4,13 @@ each outage's state as a merge of history files does, so a replica scores as the
 from __future__ import annotations
 
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from flaketui.cli import cli
+from tests.connections import connected
 
 SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data" / "history.db"
 NOW = ("--now", "2026-11-30T18:00:00Z")
@@ -97,7 +97,7 @@ def test_reviews_through_the_url_are_the_servers(pg_url: str, tmp_path: Path, sa
     # A history without proposals: the replica proposes its outages itself.
     plain = tmp_path / "plain.db"
     shutil.copyfile(sample, plain)
-    with sqlite3.connect(plain) as conn:
+    with connected(plain) as conn:
         conn.execute("DELETE FROM incidents WHERE note LIKE 'outage:%'")
         conn.execute("UPDATE runs SET incident = NULL WHERE incident LIKE 'outage-%'")
         conn.execute("DELETE FROM meta WHERE key = 'outage_reviews'")

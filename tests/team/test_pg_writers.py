@@ -202,8 +202,8 @@ def test_a_prune_on_the_server_recounts_only_the_replicas_pruned_days(
     """The days and commits of the runs a server pruned are recounted in the replica from the
     rows that stay, not every rollup rebuilt: its rollups then equal a rebuild, and its report
     a file's that pruned the same runs."""
-    from flaketui.core.history.store import open_history
     from flaketui.core.rollups import build as rollups
+    from tests.connections import open_history
     from tests.core.test_rollup_scoring import assert_maintained
     from tests.team.test_pg_history import report
 

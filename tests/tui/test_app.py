@@ -19,7 +19,6 @@ from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, build_history, record_run
 
 from flaketui.core.history.incidents import add_incident
-from flaketui.core.history.store import open_history
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
@@ -31,6 +30,7 @@ from flaketui.tui.screens.quarantine_modal import QuarantineModal
 from flaketui.tui.startup import make_source
 from flaketui.tui.widgets.flake_table import FlakeTable
 from flaketui.tui.widgets.keybar import KeyBar
+from tests.connections import open_history
 
 SIZE = (160, 48)
 

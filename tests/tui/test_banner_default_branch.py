@@ -14,10 +14,10 @@ from test_outage_review import add_outages
 from tui_history import NOW, WORKER_COUNTS, cases_for_run, run_meta
 
 from flaketui.core.config import Config
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.tui.app import FlaketuiApp, make_app
 from flaketui.tui.widgets.banner import TrustBanner
+from tests.connections import open_history
 
 NOTICE = "⚠ no run on main or master: failing on and off is not judged flaky (--branch)"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,11 +10,11 @@ from pilots import app_on, settle, until
 from textual.widgets import DataTable, ProgressBar, Static
 from tui_history import BILLING, NOW
 
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.widgets.causes import SuspectsPanel
+from tests.connections import open_history, sqlite_connect
 
 SIZE = (160, 60)
 DEADLINE_S = 120.0
@@ -123,7 +122,7 @@ async def test_diagnose_shows_progress_and_can_be_cancelled(
         assert screen.diagnosis is not None and screen.diagnosis.cancelled
         assert "cancelled" in str(screen.query_one("#diagnosis", Static).content)
     stored = (
-        sqlite3.connect(history)
+        sqlite_connect(history)
         .execute("SELECT count(*) FROM runs WHERE source = 'diagnose'")
         .fetchone()[0]
     )

@@ -19,7 +19,6 @@ from tui_history import NOW
 
 from flaketui.core.config import Config
 from flaketui.core.history.outages import record_outages
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.tui.app import FlaketuiApp
@@ -28,6 +27,7 @@ from flaketui.tui.screens.order_modal import OrderModal
 from flaketui.tui.screens.outages import OutagesScreen
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
 from flaketui.tui.widgets.flake_table import FlakeTable
+from tests.connections import open_history
 
 # Lower-case parameters are what Rich markup takes for a style tag: "[gbp]" would vanish.
 FAMILY = "tests/test_pay.py::test_charge"

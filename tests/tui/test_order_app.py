@@ -11,7 +11,6 @@ import pytest
 from pilots import app_on, settle
 from textual.widgets import DataTable, Static
 
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.core.scoring.cofailure import group_key
@@ -20,6 +19,7 @@ from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.screens.order_modal import OrderModal
 from flaketui.tui.widgets.flake_table import FlakeTable
 from flaketui.tui.widgets.selection import FittedText
+from tests.connections import open_history
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 SIZE = (160, 48)

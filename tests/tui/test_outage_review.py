@@ -20,7 +20,6 @@ from tui_history import NOW
 
 from flaketui.core.config import Config
 from flaketui.core.history.outages import record_outages
-from flaketui.core.history.store import open_history
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.tui.app import READ_ONLY_REVIEW_REFUSAL, FlaketuiApp, make_app
@@ -29,6 +28,7 @@ from flaketui.tui.screens.main import MainScreen
 from flaketui.tui.screens.outages import OutagesScreen
 from flaketui.tui.widgets.banner import TrustBanner
 from flaketui.tui.widgets.keybar import KeyBar
+from tests.connections import open_history
 
 SIZE = (160, 48)
 TESTS = [f"tests/test_shop.py::test_{name}" for name in ("cart", "pay", "ship", "tax", "user")]

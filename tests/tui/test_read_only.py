@@ -18,13 +18,13 @@ from tui_history import NOW
 
 from flaketui.core.errors import HistoryError
 from flaketui.core.history import journal
-from flaketui.core.history.store import open_connection
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import RunMeta
 from flaketui.tui.app import READ_ONLY_NOTICE, FlaketuiApp
 from flaketui.tui.history_access import check_history, open_reader, tidy_sidecars, uses_wal
 from flaketui.tui.loaders import Source
 from flaketui.tui.screens.quarantine_modal import QuarantineModal
+from tests.connections import open_connection
 
 SIZE = (160, 48)
 
