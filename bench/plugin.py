@@ -283,8 +283,9 @@ class Runner:
         for proc, start in started:
             _, status, usage = os.wait4(proc.pid, 0)
             measured.append((time.perf_counter() - start, usage.ru_utime + usage.ru_stime))
-            if os.waitstatus_to_exitcode(status) not in (0, 1):
-                raise SystemExit(f"pytest failed ({os.waitstatus_to_exitcode(status)})")
+            proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by proc
+            if proc.returncode not in (0, 1):
+                raise SystemExit(f"pytest failed ({proc.returncode})")
         return tuple(measured)
 
     def instructions(

@@ -177,6 +177,7 @@ def main() -> None:
             "machine": machine(),
         }
     )
+    conn.close()
 
 
 if __name__ == "__main__":
