@@ -160,7 +160,9 @@ def test_32_concurrent_writers_lose_nothing(pg_url: str, tmp_path: Path) -> None
         )
         expected_results += REPORT_TESTS
     codes = wait_all(procs)
-    errors = [(p.stderr or p.stdout).read().decode() for p in procs]  # type: ignore[union-attr]
+    # A session's output is on its stdout, an ingest's on its stderr (read to the end, closed).
+    outputs = [proc.communicate() for proc in procs]
+    errors = [(out if err is None else err).decode() for out, err in outputs]
     # pytest sessions fail (their suites hold failing tests): exit 1, never a usage error.
     wanted = [1 if index % 2 == 0 else 0 for index in range(WRITERS)]
     unexpected = [(c, e[-800:]) for c, w, e in zip(codes, wanted, errors, strict=True) if c != w]

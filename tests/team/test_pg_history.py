@@ -209,6 +209,7 @@ def test_replica_keeps_the_cause_columns_and_reports_the_same_causes(
                     recorder.finish()
                     push_history(pg, staged, append=True)
     finally:
+        pg.close()
         db.conn.close()
     # A report stating its environment, ingested both ways.
     junit = tmp_path / "windows.xml"

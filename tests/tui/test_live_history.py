@@ -126,6 +126,8 @@ def _close(writer: subprocess.Popen[str]) -> None:
     writer.stdin.flush()
     assert writer.stdout.readline().strip() == "closed"
     writer.wait(SAFETY_S)
+    writer.stdin.close()
+    writer.stdout.close()
 
 
 def test_a_reader_opened_beside_another_sees_every_commit(history: Path) -> None:
