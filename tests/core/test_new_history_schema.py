@@ -198,7 +198,7 @@ def test_a_sqlite_file_of_other_tables_goes_through_the_migrations_as_before(
 def _create(path: str, barrier: Any, errors: Any) -> None:
     try:
         barrier.wait(60)  # every process opens the missing file at the same moment
-        open_connection(path).close()
+        store.open_connection(path).close()  # a child's, outside any test
     except BaseException:
         errors.put(traceback.format_exc())
         raise

@@ -11,6 +11,7 @@ import sqlite_utils
 
 from flaketui.core.config import Config
 from flaketui.core.errors import SkipFileError
+from flaketui.core.history import store
 from flaketui.core.quarantine import actions as quarantine_mod
 from flaketui.core.quarantine.actions import QuarantineError, current_user, quarantine, release
 from flaketui.core.quarantine.skipfile import SCORE_KEYS, read_skip_file, round_scores
@@ -292,7 +293,7 @@ def test_who_defaults_to_the_current_user(
 
 
 def _quarantine_in_process(db_path: str, skip_path: str, test_id: str, barrier: object) -> None:
-    db = open_history(db_path)
+    db = store.open_history(db_path)  # a child's: its process ends with it
     barrier.wait()  # type: ignore[attr-defined]
     quarantine(db, Path(skip_path), test_id, reason="r", now=NOW, who="p", config=CONFIG)
 

@@ -21,6 +21,7 @@ import pytest
 from reliability_support import integrity, run_child
 
 from flaketui.core.config import Config
+from flaketui.core.history import store
 from flaketui.core.history.store import transaction
 from flaketui.core.rollups import build as rollups
 from tests.connections import open_connection, open_history
@@ -52,7 +53,7 @@ def _history(path: Path) -> None:
 
 def _fold_child(path: str, kill_after: int, ready: Any) -> None:
     """Fold, SIGKILLed after `kill_after` steps (0: at the commit)."""
-    conn = open_connection(path, fold=False)
+    conn = store.open_connection(path, fold=False)  # a child's: its process ends with it
     calls = [0]
 
     def step(real: Any) -> Any:
@@ -137,7 +138,7 @@ def _ingest_child(path: str, report: str, kill_at: str, stage: bool, ready: Any)
 
         rollups._append_day = die_after  # type: ignore[attr-defined]
     ready.set()
-    conn = open_connection(path, fold=False)
+    conn = store.open_connection(path, fold=False)  # a child's: its process ends with it
     meta = RunMeta(run_id="killed", ts=NOW - timedelta(hours=2))
     ingest_reports(conn, [Path(report)], meta, stage=stage)
 
