@@ -1,6 +1,6 @@
 """Bulk backfill: ingest a JSON-lines manifest of archived reports, each run atomically.
 
-Decisions where the issue is silent:
+Choices made here:
 - Unknown keys refuse their line (a typo such as ``brnach`` must not silently drop data); blank
   lines are ignored.
 - Lines sharing a ``run_id`` are shards of one run and land together, atomically: if any
