@@ -43,8 +43,8 @@ def history(tmp_path: Path) -> sqlite_utils.Database:
     with transaction(db.conn):
         db.conn.execute(
             "INSERT INTO audit_log (ts, who, action, test_id, written_at)"
-            " VALUES (?1, 'me', 'quarantine', ?2, ?1)",
-            (to_iso(old), "tests/test_gone.py::test_audited"),
+            " VALUES (:ts, 'me', 'quarantine', :test_id, :ts)",
+            {"ts": to_iso(old), "test_id": "tests/test_gone.py::test_audited"},
         )
         rollups.rebuild(db.conn)
     return db

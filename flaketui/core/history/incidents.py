@@ -199,9 +199,9 @@ def _refuse_taken_tag(conn: sqlite3.Connection, tag: str) -> None:
     """IncidentError when tag names an incident already: a rule, tagged runs, or an outage
     proposal (a rejected one too)."""
     taken = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM incidents WHERE tag = ?1)"
-        " OR EXISTS (SELECT 1 FROM runs WHERE incident = ?1)",
-        (tag,),
+        "SELECT EXISTS (SELECT 1 FROM incidents WHERE tag = :tag)"
+        " OR EXISTS (SELECT 1 FROM runs WHERE incident = :tag)",
+        {"tag": tag},
     ).fetchone()[0]
     if taken:
         raise tag_in_use(tag)

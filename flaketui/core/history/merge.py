@@ -63,6 +63,7 @@ from flaketui.core.history.outages import (
     rejected_rules,
     take_states,
 )
+from flaketui.core.history.pg.columns import AUDIT_COLUMNS, add_audit_rows
 from flaketui.core.history.store import foreign_keys_off, history_file, may_write, transaction
 from flaketui.core.rollups import build as rollups
 from flaketui.core.rollups import pending as rollups_pending
@@ -378,28 +379,19 @@ def _merge_incidents(
             continue
         dest.execute(
             "INSERT INTO incidents (tag, start_ts, end_ts, signature, created_at, note)"
-            " SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM incidents"
-            " WHERE tag = ?1 AND start_ts IS ?2 AND end_ts IS ?3 AND signature IS ?4)",
-            row,
+            " SELECT :tag, :start, :end, :signature, :created, :note WHERE NOT EXISTS"
+            " (SELECT 1 FROM incidents WHERE tag = :tag AND start_ts IS :start"
+            " AND end_ts IS :end AND signature IS :signature)",
+            dict(zip(("tag", "start", "end", "signature", "created", "note"), row, strict=True)),
         )
     return dest.total_changes - before
 
 
 def _merge_audit(dest: sqlite3.Connection, src: sqlite3.Connection) -> int:
-    before = dest.total_changes
-    dest.executemany(
-        "INSERT INTO audit_log (ts, who, action, test_id, mode, reason, ticket, scores, source,"
-        " written_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10"
-        " WHERE NOT EXISTS (SELECT 1 FROM audit_log"
-        " WHERE ts = ?1 AND who = ?2 AND action = ?3 AND test_id = ?4 AND mode IS ?5"
-        " AND reason IS ?6 AND ticket IS ?7 AND scores IS ?8 AND source = ?9"
-        " AND written_at = ?10)",
-        src.execute(
-            "SELECT ts, who, action, test_id, mode, reason, ticket, scores, source, written_at"
-            " FROM audit_log ORDER BY id"
-        ).fetchall(),
+    return add_audit_rows(
+        dest,
+        src.execute(f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log ORDER BY id").fetchall(),
     )
-    return dest.total_changes - before
 
 
 def copy_to_new(dest: Path, source: Path) -> MergeSummary | None:

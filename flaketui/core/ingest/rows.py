@@ -55,17 +55,19 @@ FAILED = frozenset({"fail", "error"})
 # A (test, run) row written from one case; a second case of the same test in the run (a repeat,
 # a later shard or recorder batch) marks it dirty instead, and refresh_dirty recomputes it.
 DIRTY_ATTEMPTS = -1
+# No `?NNN` placeholders (Python 3.12.0 to 3.12.3 warn on each one bound from a sequence): plain
+# `?`, the row of a statement with EXISTS repeating its run and test at the end (_edited_rows).
 _UPSERT_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " signature, first_duration_ms, first_timeout_ms, first_position, edited)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, EXISTS (SELECT 1 FROM tests t"
-    " JOIN run_changed_files c ON c.run = ?2 AND c.path = t.test_file WHERE t.id = ?1))"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, EXISTS (SELECT 1 FROM tests t"
+    " JOIN run_changed_files c ON c.run = ? AND c.path = t.test_file WHERE t.id = ?))"
     f" ON CONFLICT (test, ts, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
 )
 _UPSERT_TEST_RUN_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " signature, first_duration_ms, first_timeout_ms, first_position, edited)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
     f" ON CONFLICT (test, ts, run) DO UPDATE SET attempts = {DIRTY_ATTEMPTS}"
 )
 
@@ -85,20 +87,22 @@ def _run_outcome(failed: int, passed: int) -> str:
     return "fail" if passed == 0 else "flaky"
 
 
+# The attempt is numbered after the test's earlier ones in the run; its row repeats its run and
+# test at the end (_numbered_rows).
 _INSERT_RESULT_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
-    " predecessor, position, timeout_ms, leg)"
-    " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
-    " + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    "INSERT INTO results (run, test, outcome, worker_id, duration_ms, message, signature,"
+    " predecessor, position, timeout_ms, leg, attempt)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT max(attempt) FROM results"
+    " WHERE run = ? AND test = ?), 0) + 1)"
 )
 # The attempts of a case that named its file take these, with the file (origin) last: the rows
 # of the others bind no more values than before.
 _RESULT_VALUES = 11  # the values of an _INSERT_RESULT_SQL row
 _INSERT_RESULT_ORIGIN_SQL = (
-    "INSERT INTO results (run, test, attempt, outcome, worker_id, duration_ms, message, signature,"
-    " predecessor, position, timeout_ms, leg, origin)"
-    " VALUES (?1, ?2, coalesce((SELECT max(attempt) FROM results WHERE run = ?1 AND test = ?2), 0)"
-    " + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+    "INSERT INTO results (run, test, outcome, worker_id, duration_ms, message, signature,"
+    " predecessor, position, timeout_ms, leg, origin, attempt)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT max(attempt) FROM results"
+    " WHERE run = ? AND test = ?), 0) + 1)"
 )
 # A test's first case in a run whose rows only this transaction writes (see RunWriter.exclusive):
 # attempt numbers are counted here and the per-run row cannot exist yet, so plain inserts do.
@@ -114,8 +118,8 @@ _INSERT_NEW_RESULT_ORIGIN_SQL = (
 _INSERT_NEW_TEST_RUN_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
     " signature, first_duration_ms, first_timeout_ms, first_position, edited)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, EXISTS (SELECT 1 FROM tests t"
-    " JOIN run_changed_files c ON c.run = ?2 AND c.path = t.test_file WHERE t.id = ?1))"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, EXISTS (SELECT 1 FROM tests t"
+    " JOIN run_changed_files c ON c.run = ? AND c.path = t.test_file WHERE t.id = ?))"
 )
 _INSERT_NEW_TEST_RUN_UNEDITED_SQL = (
     "INSERT INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts, worker_id,"
@@ -141,29 +145,29 @@ _PASS_FIELDS = (
 )
 _INSERT_NEW_PASSES_SQL = (
     "INSERT OR FAIL INTO results (run, test, attempt, outcome, worker_id, duration_ms,"
-    " predecessor, position, timeout_ms, leg) SELECT ?1, CAST(p.key AS INTEGER), 1, 'pass', ?3,"
-    f" d.value, b.value, n.value, o.value, ?4 FROM json_each(?2) p{_PASS_FIELDS}"
+    " predecessor, position, timeout_ms, leg) SELECT :run, CAST(p.key AS INTEGER), 1, 'pass',"
+    f" :worker, d.value, b.value, n.value, o.value, :leg FROM json_each(:tests) p{_PASS_FIELDS}"
 )
 # The same for cases naming their file, the file fifth in each test's list.
 _INSERT_NEW_ORIGIN_PASSES_SQL = (
     "INSERT OR FAIL INTO results (run, test, attempt, outcome, worker_id, duration_ms,"
-    " predecessor, position, timeout_ms, leg, origin) SELECT ?1, CAST(p.key AS INTEGER), 1,"
-    " 'pass', ?3, d.value, b.value, n.value, o.value, ?4, f.value FROM json_each(?2) p"
+    " predecessor, position, timeout_ms, leg, origin) SELECT :run, CAST(p.key AS INTEGER), 1,"
+    " 'pass', :worker, d.value, b.value, n.value, o.value, :leg, f.value FROM json_each(:tests) p"
     f"{_PASS_FIELDS} LEFT JOIN json_each(p.value) f ON f.key = 4"
 )
 _INSERT_NEW_PASS_RUNS_SQL = (
     "INSERT OR FAIL INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts,"
     " worker_id, first_duration_ms, first_timeout_ms, first_position, edited)"
-    " SELECT CAST(p.key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, d.value, o.value, n.value,"
-    " EXISTS (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = ?1"
+    " SELECT CAST(p.key AS INTEGER), :run, :ts, 'pass', 0, 1, 0, :worker, d.value, o.value,"
+    " n.value, EXISTS (SELECT 1 FROM tests t JOIN run_changed_files c ON c.run = :run"
     " AND c.path = t.test_file WHERE t.id = CAST(p.key AS INTEGER))"
-    f" FROM json_each(?2) p{_PASS_FIELDS}"
+    f" FROM json_each(:tests) p{_PASS_FIELDS}"
 )
 _INSERT_NEW_PASS_RUNS_UNEDITED_SQL = (
     "INSERT OR FAIL INTO test_runs (test, run, ts, outcome, bad, attempts, failed_attempts,"
     " worker_id, first_duration_ms, first_timeout_ms, first_position, edited)"
-    " SELECT CAST(p.key AS INTEGER), ?1, ?4, 'pass', 0, 1, 0, ?3, d.value, o.value, n.value, 0"
-    f" FROM json_each(?2) p{_PASS_FIELDS}"
+    " SELECT CAST(p.key AS INTEGER), :run, :ts, 'pass', 0, 1, 0, :worker, d.value, o.value,"
+    f" n.value, 0 FROM json_each(:tests) p{_PASS_FIELDS}"
 )
 
 
@@ -183,6 +187,18 @@ _WAITING_INSERTS = {
         _INSERT_NEW_PASS_RUNS_UNEDITED_SQL,
     )
 }
+
+
+def _numbered_rows(rows: Iterable[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Rows (run, test, ...) for _INSERT_RESULT_SQL: each with its run and test again, last."""
+    return [(*row, row[0], row[1]) for row in rows]
+
+
+def _edited_rows(rows: Iterable[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Per-test rows (test, run, ...) for the statements that set `edited`: each with its run
+    and test again, last."""
+    return [(*row, row[1], row[0]) for row in rows]
+
 
 _OUTCOME_SET = frozenset(OUTCOMES)
 # Caches are bounded by the characters of their keys as well as by entries, so memory stays flat
@@ -446,30 +462,39 @@ class RunWriter:
             for worker, with_file in origin_passes.items()
         )
         for insert, worker, group in groups:
-            payload = json.dumps(group, sort_keys=True)
-            conn.execute(insert, (run_pk, payload, worker, leg))
+            values = {
+                "run": run_pk,
+                "tests": json.dumps(group, sort_keys=True),
+                "worker": worker,
+                "leg": leg,
+                "ts": ts,
+            }
+            conn.execute(insert, values)
             insert_runs = (
                 _INSERT_NEW_PASS_RUNS_SQL
                 if self.has_changed_files
                 else _INSERT_NEW_PASS_RUNS_UNEDITED_SQL
             )
-            conn.execute(
-                _WAITING_INSERTS[insert_runs] if self.staged else insert_runs,
-                (run_pk, payload, worker, ts),
-            )
+            conn.execute(_WAITING_INSERTS[insert_runs] if self.staged else insert_runs, values)
         if new_results or new_origin_results:
             if new_results:
                 conn.executemany(_INSERT_NEW_RESULT_SQL, new_results)
             if new_origin_results:
                 conn.executemany(_INSERT_NEW_RESULT_ORIGIN_SQL, new_origin_results)
-            insert_runs = (
-                _INSERT_NEW_TEST_RUN_SQL
-                if self.has_changed_files
-                else _INSERT_NEW_TEST_RUN_UNEDITED_SQL
-            )
-            conn.executemany(
-                _WAITING_INSERTS[insert_runs] if self.staged else insert_runs, new_runs
-            )
+            if self.has_changed_files:
+                conn.executemany(
+                    _WAITING_INSERTS[_INSERT_NEW_TEST_RUN_SQL]
+                    if self.staged
+                    else _INSERT_NEW_TEST_RUN_SQL,
+                    _edited_rows(new_runs),
+                )
+            else:
+                conn.executemany(
+                    _WAITING_INSERTS[_INSERT_NEW_TEST_RUN_UNEDITED_SQL]
+                    if self.staged
+                    else _INSERT_NEW_TEST_RUN_UNEDITED_SQL,
+                    new_runs,
+                )
         if more_results:
             # After the new rows: a repeat later in this batch continues their numbering.
             self.repeats = True
@@ -479,14 +504,14 @@ class RunWriter:
                 for width, stretch in groupby(more_results, len):
                     conn.executemany(
                         _INSERT_RESULT_ORIGIN_SQL if width > _RESULT_VALUES else _INSERT_RESULT_SQL,
-                        list(stretch),
+                        _numbered_rows(stretch),
                     )
             else:
-                conn.executemany(_INSERT_RESULT_SQL, more_results)
-            conn.executemany(
-                _UPSERT_TEST_RUN_SQL if self.has_changed_files else _UPSERT_TEST_RUN_UNEDITED_SQL,
-                more_runs,
-            )
+                conn.executemany(_INSERT_RESULT_SQL, _numbered_rows(more_results))
+            if self.has_changed_files:
+                conn.executemany(_UPSERT_TEST_RUN_SQL, _edited_rows(more_runs))
+            else:
+                conn.executemany(_UPSERT_TEST_RUN_UNEDITED_SQL, more_runs)
         passed = sum(len(group) for _, _, group in groups)
         return passed + len(new_results) + len(new_origin_results) + len(more_results)
 

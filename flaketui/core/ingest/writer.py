@@ -323,9 +323,9 @@ def _ingest_run(
         record_scheme(conn, config.mask_patterns)
     tests = int(
         conn.execute(
-            "SELECT (SELECT count(*) FROM test_runs WHERE run = ?1)"
-            f" + (SELECT count(*) FROM {rollups_pending.WAITING_TABLE} WHERE run = ?1)",
-            (run_pk,),
+            "SELECT (SELECT count(*) FROM test_runs WHERE run = :run)"
+            f" + (SELECT count(*) FROM {rollups_pending.WAITING_TABLE} WHERE run = :run)",
+            {"run": run_pk},
         ).fetchone()[0]
     )
     return IngestResult(

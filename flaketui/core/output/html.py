@@ -138,7 +138,7 @@ var asc=th.getAttribute('aria-sort')!=='ascending',type=th.getAttribute('data-so
 heads.forEach(function(h){h.removeAttribute('aria-sort')});
 th.setAttribute('aria-sort',asc?'ascending':'descending');
 var body=table.tBodies[0],keyed=Array.prototype.map.call(body.rows,function(r,i){
-return [key(r.cells[index],type),i,r]}),sign=asc?1:-1;
+return [key(r.cells[index],type),i,r]}),sign=asc ? 1 : -1;
 keyed.sort(function(a,b){return (a[0]<b[0]?-sign:a[0]>b[0]?sign:0)||a[1]-b[1]});
 keyed.forEach(function(k){body.appendChild(k[2])})})})});
 var box=document.getElementById('filter'),pick=document.getElementById('verdict');

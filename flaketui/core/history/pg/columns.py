@@ -1,4 +1,4 @@
-"""Column lists shared by push and sync: what both sides of a copy have.
+"""Column lists shared by push, sync and merge: what both sides of a copy have.
 
 Rows are copied column by column where the SQLite history and the server both have a column,
 so a column added to both (by each side's migrations) flows without changes here; surrogate
@@ -8,6 +8,7 @@ ids and the server's change ids never cross.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 # Never copied: surrogate ids (remapped through natural keys) and the server's change ids.
@@ -36,6 +37,23 @@ AUDIT_COLUMNS = (
 AUDIT_FALLBACK = {"written_at": "ts"}
 # The audit columns that may hold NULL (a duplicate has NULL there too).
 AUDIT_NULLABLE = {"mode", "reason", "ticket", "scores"}
+
+
+def add_audit_rows(conn: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> int:
+    """Insert into a SQLite history's audit log each row (values of AUDIT_COLUMNS, in order)
+    it holds no row equal to in every column; the number added."""
+    marks = ", ".join(f":{column}" for column in AUDIT_COLUMNS)
+    same = " AND ".join(
+        f"{column} {'IS' if column in AUDIT_NULLABLE else '='} :{column}"
+        for column in AUDIT_COLUMNS
+    )
+    before = conn.total_changes
+    conn.executemany(
+        f"INSERT INTO audit_log ({', '.join(AUDIT_COLUMNS)}) SELECT {marks}"
+        f" WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE {same})",
+        [dict(zip(AUDIT_COLUMNS, row, strict=True)) for row in rows],
+    )
+    return conn.total_changes - before
 
 
 def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:

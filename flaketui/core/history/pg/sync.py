@@ -44,9 +44,8 @@ from flaketui.core.history.derived_rows import (
 )
 from flaketui.core.history.outages import outage_states, reviews, take_states
 from flaketui.core.history.pg.columns import (
-    AUDIT_COLUMNS,
-    AUDIT_NULLABLE,
     PREDECESSOR,
+    add_audit_rows,
     both_have,
     server_audit_select,
     shared_columns,
@@ -451,8 +450,8 @@ class _Puller:
             f"SELECT test_id, first_seen, test_file FROM tests WHERE {in_window}", window
         ).fetchall()
         conn.executemany(
-            "UPDATE tests SET first_seen = min(first_seen, ?2) WHERE test_id = ?1",
-            [row[:2] for row in changed_tests],
+            "UPDATE tests SET first_seen = min(first_seen, ?) WHERE test_id = ?",
+            [(first_seen, test_id) for test_id, first_seen, _ in changed_tests],
         )
         # A test's file is the server's (a file's id is that file's; a plain id whose attempts
         # moved has the file of those it holds), and the runs it edits follow (set_files).
@@ -474,22 +473,14 @@ class _Puller:
         summary.decisions_kept = take_states(
             conn, server_states(pg), server_rejected_rules(pg), states
         )
-        marks = ", ".join(f"?{n}" for n in range(1, len(AUDIT_COLUMNS) + 1))
         # A row the replica has in every column is not taken twice (the server's key).
-        same = " AND ".join(
-            f"{column} {'IS' if column in AUDIT_NULLABLE else '='} ?{n}"
-            for n, column in enumerate(AUDIT_COLUMNS, start=1)
-        )
-        before = conn.total_changes
-        conn.executemany(
-            f"INSERT INTO audit_log ({', '.join(AUDIT_COLUMNS)}) SELECT {marks}"
-            f" WHERE NOT EXISTS (SELECT 1 FROM audit_log WHERE {same})",
+        summary.audit_rows_added = add_audit_rows(
+            conn,
             pg.execute(
                 f"SELECT {server_audit_select(pg)} FROM audit_log WHERE {in_window} ORDER BY id",
                 window,
             ).fetchall(),
         )
-        summary.audit_rows_added = conn.total_changes - before
         scheme = pg.execute(
             "SELECT value FROM flaketui_meta WHERE key = %s", (SCHEME_KEY,)
         ).fetchone()
