@@ -106,6 +106,13 @@ class FlaketuiGroup(click.Group):
             raise click.ClickException(bad_value(exc)) from None
         except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
+        except sqlite3.DatabaseError as exc:
+            # A damaged history is the user's file, met wherever a read first reaches the bad
+            # page: one line. Any other database error (a broken constraint) is a bug.
+            problem = store.history_problem(opened_paths(), exc)
+            if problem is None:
+                raise
+            raise click.ClickException(visible(problem.message)) from None
         except OSError as exc:
             # A path the system refuses wherever it is first used (a name too long for it, say):
             # the user's input, named with the system's reason. Without a path, it is a bug.
@@ -160,11 +167,16 @@ def user_error(
     if isinstance(exc, sqlite3.OperationalError):
         # Locked or read-only databases are environment problems, not bugs. Most arrive here
         # as HistoryError naming their file; a raw one names what this command opened.
-        paths = " or ".join(map(str, store.opened_histories())) or "history"
-        if store.is_locked(exc):
-            return click.ClickException(store.locked_error(paths, exc).message)
-        return click.ClickException(" ".join(f"{paths}: {exc}".split()))
+        problem = store.history_problem(opened_paths(), exc)
+        assert problem is not None  # every operational error is one
+        return click.ClickException(visible(problem.message))
     return click.ClickException("interrupted")
+
+
+def opened_paths() -> str:
+    """The histories this command opened, as the user gave them, for an error met past the
+    core; '' when it opened none (the error then names 'history')."""
+    return " or ".join(map(str, store.opened_histories()))
 
 
 @click.group(cls=FlaketuiGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -175,16 +175,32 @@ def _open_reader(path: Path) -> Reader:
 
 @contextmanager
 def reading(path: Path) -> Iterator[Reader]:
-    """A reader owned by the calling thread, closed on exit."""
-    db = open_reader(path)
-    try:
-        yield db
-    finally:
-        db.conn.close()
+    """A reader owned by the calling thread, closed on exit (see one_line_problems)."""
+    with one_line_problems(path):
+        db = open_reader(path)
+        try:
+            yield db
+        finally:
+            db.conn.close()
 
 
 @contextmanager
 def writing(path: Path) -> Iterator[Reader]:
-    """A writable connection owned by the calling thread, closed on exit (writes only)."""
-    with history_file(path, create=False) as db:
+    """A writable connection owned by the calling thread, closed on exit (writes only; see
+    one_line_problems)."""
+    with one_line_problems(path), history_file(path, create=False) as db:
         yield db
+
+
+@contextmanager
+def one_line_problems(path: Path) -> Iterator[None]:
+    """A SQLite error met in the block that is the environment's (a damaged page, a lock held
+    past the busy timeout, an I/O error) leaves as the one-line HistoryError every screen
+    shows: a screen's worker would otherwise end with it, and the screen wait for its data."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        problem = store.history_problem(path, exc)
+        if problem is None:
+            raise
+        raise problem from exc

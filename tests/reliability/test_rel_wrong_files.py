@@ -25,6 +25,7 @@ from reliability_support import (
 from flaketui.core.history.store import SCHEMA_VERSION, open_history
 from flaketui.core.ingest.writer import ingest_reports
 from flaketui.core.models import RunMeta
+from tests.history_damage import damage
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]
 TEST_ID = "pkg.Mod::t1"
@@ -112,6 +113,18 @@ def test_non_sqlite_history_is_refused_and_untouched(
     result = invoke(*args)
     assert_one_line_error(result, str(history))
     assert file_state(history) == before
+    assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE
+
+
+@pytest.mark.parametrize("command", [name for name in COMMAND_NAMES if name != "open"])
+def test_damaged_history_gets_one_line_naming_it(tmp_path: Path, command: str) -> None:
+    """A history damaged past its header fails where a read first meets the damage, anywhere in
+    a command: one line naming the file, never a traceback (the app: tests/tui)."""
+    history = good_history(tmp_path / "history.db")
+    damage(history)
+    args = commands(history, tmp_path)[command]
+    result = invoke(*args)
+    assert_one_line_error(result, str(history), "damaged (database disk image is malformed)")
     assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE
 
 

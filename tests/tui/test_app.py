@@ -31,6 +31,7 @@ from flaketui.tui.startup import make_source
 from flaketui.tui.widgets.flake_table import FlakeTable
 from flaketui.tui.widgets.keybar import KeyBar
 from tests.connections import open_history
+from tests.history_damage import damage
 
 SIZE = (160, 48)
 
@@ -265,6 +266,21 @@ async def test_readonly_history_refuses_quarantine(history: Path, tmp_path: Path
         assert not isinstance(app.screen, QuarantineModal)
         assert "read-only" in str(app.main_screen.query_one("#header").render())
         assert _audit(history) == []
+
+
+async def test_a_damaged_history_says_so_and_stops_loading(history: Path, tmp_path: Path) -> None:
+    """A read that meets a damaged page ends the load with one message naming the file (the
+    load's worker once ended with the error, the list saying "reading" for ever)."""
+    damage(history)
+    app = app_on(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: bool(app._notifications))
+        [note] = app._notifications
+        assert note.title == "Cannot read the history"
+        assert note.severity == "error"
+        assert f"{history}: damaged (database disk image is malformed)" in note.message
+        await settle(pilot)
+        assert not app.main_screen.query_one("#loading").display
 
 
 async def test_export_writes_parseable_files(history: Path, tmp_path: Path) -> None:

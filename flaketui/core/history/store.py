@@ -910,6 +910,33 @@ def locked_error(path: str | Path | None, exc: BaseException) -> HistoryLockedEr
     return HistoryLockedError(f"{path or 'history'}: {exc} ({LOCKED_HINT})")
 
 
+def is_damaged(exc: BaseException) -> bool:
+    """Whether a SQLite error says the file is damaged: a page that does not read as the
+    database (SQLITE_CORRUPT, whatever its extended code) or a file that is no database any more
+    (SQLITE_NOTADB)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.DatabaseError)
+        and code is not None
+        and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    )
+
+
+def history_problem(path: str | Path | None, exc: sqlite3.DatabaseError) -> HistoryError | None:
+    """The one-line error for a SQLite error met while using a history, naming its file, when
+    the error is the environment's, not a bug: another connection's lock, a damaged file, or
+    an operation SQLite refused (disk full, an I/O error, a read-only file). None for a bug
+    (a broken constraint, a misused statement)."""
+    name = path or "history"
+    if is_locked(exc):
+        return locked_error(name, exc)
+    if is_damaged(exc):
+        return HistoryError(f"{name}: damaged ({exc}); restore it from a copy")
+    if isinstance(exc, sqlite3.OperationalError):
+        return HistoryError(" ".join(f"{name}: {exc}".split()))
+    return None
+
+
 def history_path(conn: sqlite3.Connection) -> Path | None:
     """The file behind a connection, as the user gave it when it was opened here."""
     try:
