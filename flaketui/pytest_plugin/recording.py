@@ -369,6 +369,8 @@ class Recorder:
         self.last_flush = time.monotonic()
         self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
         self.write_failed = False  # after a failed write, wait for the session end
+        self.write_error: Exception | None = None  # the last write's, when it failed
+        self.finishing = False  # the session's last flush: no retry follows a failure
         self.warned = False
         # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
         self.distributed = True
@@ -556,7 +558,11 @@ class Recorder:
             self.run.append(self.done)
         except Exception as exc:
             self.write_failed = True
-            self._warn(f"cannot write to the history ({exc}); retrying at the end of the session")
+            self.write_error = exc
+            if not self.finishing:
+                self._warn(
+                    f"cannot write to the history ({exc}); retrying at the end of the session"
+                )
         else:
             self.done.clear()
             self.write_failed = False
@@ -576,6 +582,7 @@ class Recorder:
             if not interrupted:
                 self._close(key, attempt)
         self.open_attempts.clear()
+        self.finishing = True
         self.flush()
         if self.run is not None and not interrupted and not self.done:
             try:
@@ -583,7 +590,12 @@ class Recorder:
             except Exception as exc:
                 self._warn(f"cannot mark the run finished ({exc})")
         if self.done:
-            self._warn(f"{plural(len(self.done), 'attempt')} could not be recorded")
+            # Said even after the warning above: that one promised a retry, this is its end.
+            self._warn(
+                f"cannot write to the history ({self.write_error}); "
+                f"{plural(len(self.done), 'attempt')} not recorded",
+                again=True,
+            )
         if self.target is not None and self.run is not None and self.run.results:
             self._publish(self.target)
 
@@ -630,9 +642,10 @@ class Recorder:
         if self.target is not None and self.target.kept is None:
             self.target.close()  # the staging history of a server recording
 
-    def _warn(self, text: str) -> None:
-        """Tell the user once about a recording problem, never failing the session."""
-        if self.warned:
+    def _warn(self, text: str, *, again: bool = False) -> None:
+        """Tell the user once about a recording problem (`again`: even after an earlier
+        warning), never failing the session."""
+        if self.warned and not again:
             return
         self.warned = True
         line = f"flaketui: {text}"

@@ -150,9 +150,29 @@ def test_a_history_locked_for_good_never_fails_the_session_nor_looks_finished(
     recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
     assert run.batches == []
     assert not run.finished
-    err = capsys.readouterr().err
-    assert err.count("flaketui:") == 1
-    assert "database is locked" in err
+    warned, ended = capsys.readouterr().err.splitlines()
+    assert warned.endswith("(database is locked); retrying at the end of the session")
+    # The retry's end is said too: the warning alone promised it.
+    assert ended == (
+        f"flaketui: cannot write to the history (database is locked); "
+        f"{2 * BATCH + 50} attempts not recorded"
+    )
+
+
+@pytest.mark.usefixtures("no_timed_flush")
+def test_a_write_failing_at_the_session_end_promises_no_retry(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = FakeRun(failures=1)
+    recorder = _recorder(run)
+    for n in range(3):
+        _attempt(recorder, f"test_m.py::test_{n}")
+    recorder.pytest_sessionfinish(session=Any, exitstatus=0)  # type: ignore[arg-type]
+    assert run.batches == []
+    assert not run.finished
+    assert capsys.readouterr().err.splitlines() == [
+        "flaketui: cannot write to the history (database is locked); 3 attempts not recorded"
+    ]
 
 
 def test_subtest_reports_are_not_attempts() -> None:

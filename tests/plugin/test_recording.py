@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from recording_helpers import PLUGIN_ARGS, attempts, outcomes, query, runs
 
+from tests.history_damage import damage
+
 pytestmark = pytest.mark.usefixtures("recording_env")
 
 OUTCOMES_SUITE = """
@@ -560,6 +562,24 @@ def test_unusable_history_is_a_one_line_usage_error(
     assert errors[0].startswith(f"ERROR: flaketui: {db}: ")
     assert expected in errors[0]
     assert db.read_bytes() == before
+
+
+def test_a_damaged_history_fails_no_test_and_says_what_was_not_recorded(
+    pytester: pytest.Pytester,
+) -> None:
+    """Damage past the header is met at the first write, after start-up: the session's own
+    result stands, and its end says the attempts were not recorded, and why."""
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n\ndef test_bad():\n    assert False\n")
+    _run(pytester)
+    damage(_db(pytester))
+    result = _run(pytester)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    said = [line for line in result.outlines if "flaketui:" in line]
+    assert len(said) == 1, said
+    assert said[0].endswith(
+        "flaketui: cannot write to the history (database disk image is malformed);"
+        " 2 attempts not recorded"
+    )
 
 
 def test_a_history_the_plugin_creates_records_its_signature_scheme(
