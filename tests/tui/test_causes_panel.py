@@ -15,6 +15,7 @@ from flaketui.core.models import Attempt, CaseResult, RunMeta
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.widgets.causes import SuspectsPanel
 from tests.connections import open_history, sqlite_connect
+from tests.history_damage import damage
 
 SIZE = (160, 60)
 DEADLINE_S = 120.0
@@ -128,3 +129,32 @@ async def test_diagnose_shows_progress_and_can_be_cancelled(
     )
     assert 1 <= stored < screen.diagnosis.experiments[0].sessions + 5
     assert sorted(p.name for p in repo.iterdir()) == ["test_wait.py"]
+
+
+async def test_diagnose_on_a_history_damaged_meanwhile_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The diagnosis panel ends with the one line a damaged history gets (it once went on
+    saying "diagnosing" with the error left in its worker)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_wait.py").write_text(SLOW_TEST)
+    history = tmp_path / "history.db"
+    _small_history(history)
+    monkeypatch.chdir(repo)
+    app = app_on(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        report = app.main_screen.data.report  # type: ignore[union-attr]
+        item = next(t for t in report.tests if t.test_id == "test_wait.py::test_wait")
+        await app.push_screen(DetailScreen(item, report))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        damage(history)
+        await pilot.press("D")
+        await until(pilot, lambda: not screen.diagnosing, within=DEADLINE_S)
+        await settle(pilot)
+        text = str(screen.query_one("#diagnosis", Static).content)
+        assert "damaged (database disk image is malformed)" in text
+        assert not screen.query_one("#diagnose-progress").display

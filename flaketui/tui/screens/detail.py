@@ -24,7 +24,7 @@ from flaketui.core.output.text import visible
 from flaketui.core.scoring.results import GroupVerdict, Report, TestVerdict
 from flaketui.core.timeutil import to_iso
 from flaketui.core.words import plural
-from flaketui.tui.history_access import reading
+from flaketui.tui.history_access import reading, writing
 from flaketui.tui.loaders import DetailData, load_detail, load_verdict_changes
 from flaketui.tui.messages import DetailLoaded, DetailProgress, LoadFailed, VerdictChangesLoaded
 from flaketui.tui.viewmodel import relative_time, short_id
@@ -321,7 +321,6 @@ class DetailScreen(Screen[None]):
     def _run_diagnose(self, repo: Path) -> None:
         from flaketui.core.diagnosis.experiments import Diagnoser
         from flaketui.core.diagnosis.sessions import PytestSessions, check_repository
-        from flaketui.core.history.store import history_file
 
         source = self.flaketui.source
 
@@ -331,7 +330,7 @@ class DetailScreen(Screen[None]):
         try:
             if source.readonly:
                 raise FlaketuiError("the history is open read-only: diagnose cannot store runs")
-            with history_file(source.path, create=False) as history:
+            with writing(source.path) as history:
                 diagnoser = Diagnoser(
                     history,
                     PytestSessions(check_repository(repo)),
