@@ -175,7 +175,14 @@ async def test_the_list_and_a_family_show_ids_as_they_are(history: Path, tmp_pat
         await pilot.press("f")
         await settle(pilot)
         await open_row(pilot, app, FAMILY)
-        await until(pilot, lambda: MESSAGE_SHOWN[:40] in screen_text(app))  # the runs are drawn
+        # The runs are drawn, and the members table, which fills in on its own turn.
+        await until(
+            pilot,
+            lambda: (
+                MESSAGE_SHOWN[:40] in screen_text(app)
+                and all(f"{FAMILY}[{param}]" in screen_text(app) for param in PARAMS)
+            ),
+        )
         shown = assert_inert(app)
         for param in PARAMS:  # the members table and the runs' param column
             assert f"{FAMILY}[{param}]" in shown

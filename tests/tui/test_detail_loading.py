@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from pilots import SAFETY_S, app_on, settle, until
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 from tui_history import BILLING
 
 from flaketui.core.errors import FlaketuiError
@@ -22,6 +22,7 @@ from flaketui.tui.widgets.outcome_strip import OutcomeStrip
 from flaketui.tui.widgets.pending import PendingNote
 
 SIZE = (120, 60)
+RUNS_MAX_HEIGHT = 30  # detail.tcss
 
 
 class _HeldDetail:
@@ -115,3 +116,21 @@ async def test_the_title_says_since_when_a_test_is_flaky(history: Path, tmp_path
         await settle(pilot)
         title = str(screen.query_one("#title", Static).content)
         assert f"{screen.key}   flaky since 2026-11-01" in title
+
+
+async def test_the_runs_table_is_as_tall_as_its_rows_each_time_it_opens(
+    history: Path, tmp_path: Path
+) -> None:
+    """Its rows were at times read into a table the screen's layout left no line (the height
+    of the empty table kept), one opening in ten or so: opened five times, it shows them."""
+    app = app_on(history, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(5):
+            screen = await _open_first(pilot, app)
+            await until(pilot, lambda: screen.data is not None)  # noqa: B023
+            await settle(pilot)
+            runs = screen.query_one("#runs", DataTable)
+            assert runs.row_count > 0
+            assert runs.region.height == min(runs.row_count + 1, RUNS_MAX_HEIGHT)
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, DetailScreen))

@@ -41,6 +41,7 @@ from flaketui.tui.widgets.outcome_strip import OutcomeStrip, outcome_kind
 from flaketui.tui.widgets.palette import OUTCOME_STYLES, VERDICT_STYLES
 from flaketui.tui.widgets.pending import PendingNote
 from flaketui.tui.widgets.plots import PivotPlot, TrendPlot
+from flaketui.tui.widgets.tables import fit_rows
 
 if TYPE_CHECKING:
     from flaketui.tui.app import FlaketuiApp
@@ -463,6 +464,7 @@ class DetailScreen(Screen[None]):
                 f"{scores.wilson_low:.2f}–{scores.wilson_high:.2f}",
                 str(scores.runs),
             )
+        fit_rows(table)
 
     def _fill_runs(self, data: DetailData) -> None:
         table = self.query_one("#runs", DataTable)
@@ -489,6 +491,7 @@ class DetailScreen(Screen[None]):
                 cells.insert(1, Text(visible(param)))
             message = " ".join((outcome.message or "").split())[:MESSAGE_WIDTH]
             table.add_row(*cells, Text(visible(message)))
+        fit_rows(table)
         if data.kind == "family":
             heading = "Runs (newest first; params pooled per run, the worst one shown)"
             self.query_one("#runs-heading", Static).update(heading)

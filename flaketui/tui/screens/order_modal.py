@@ -23,6 +23,7 @@ from flaketui.core.output.text import visible
 from flaketui.core.words import plural
 from flaketui.tui.history_access import reading
 from flaketui.tui.viewmodel import short_id
+from flaketui.tui.widgets.tables import fit_rows
 
 ROWS_SHOWN = 50
 # The test id column: at least this wide, else what the dialog's frame and the other columns
@@ -148,4 +149,5 @@ class OrderModal(ModalScreen[None]):
                 f"{candidate.good_before}/{view.good_runs}",
                 f"{candidate.rate_with:.0%} / {candidate.rate_without:.0%}",
             )
+        fit_rows(table)
         table.display = True
