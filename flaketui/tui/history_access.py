@@ -35,9 +35,11 @@ def _pending_wal(path: Path) -> bool:
 
 
 def _check_file(path: Path) -> None:
-    """The core's one-line refusals of a missing, empty, directory or non-SQLite path."""
+    """The core's one-line refusals of a missing, empty, directory, pipe, device or non-SQLite
+    path."""
     if path.is_dir():
         raise HistoryError(f"{path}: is a directory, not a history file")
+    store.refuse_special_file(path)
     try:
         head = read_header(path, len(SQLITE_MAGIC))  # never closes a descriptor of the file
     except FileNotFoundError:

@@ -3,6 +3,7 @@ click's usage message and status 2."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -46,6 +47,34 @@ def test_a_directory_for_the_history_is_one_line_and_status_1(
     result = runner.invoke(cli, args, prog_name="flaketui")
     assert result.exit_code == 1, result.output
     assert result.output == "Error: adir: is a directory, not a history file\n"
+
+
+WITH_A_NAMED_PIPE = [
+    ["fifo"],
+    ["open", "fifo"],
+    ["report", "fifo"],
+    ["diagnose", "fifo", FLAKY],
+    ["ingest", "fifo", "r.xml"],
+    ["merge", "h.db", "fifo"],
+]
+
+
+@pytest.mark.parametrize("args", WITH_A_NAMED_PIPE, ids=" ".join)
+def test_a_named_pipe_for_the_history_is_one_line_not_a_wait_for_a_writer(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
+    # Opening a named pipe waits for a writer: the history is refused on stat() alone.
+    os.mkfifo(tmp_path / "fifo")
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    (tmp_path / "r.xml").write_text('<testsuite><testcase classname="a" name="b"/></testsuite>')
+    before = (tmp_path / "h.db").read_bytes()
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        "Error: fifo: not a regular file (a pipe or a device), not a history file\n"
+    )
+    assert (tmp_path / "h.db").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "fifo", "h.db", "r.xml"]
 
 
 @pytest.mark.parametrize(

@@ -406,12 +406,22 @@ def read_header(path: Path, size: int) -> bytes:
         return os.pread(fd, size, 0)
 
 
+def refuse_special_file(path: Path) -> None:
+    """Refuse a path that exists and is neither a directory nor a regular file: a named pipe
+    or a device. Told by stat(), which never waits: opening a named pipe waits for a writer,
+    and SQLite cannot keep a history in either."""
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise HistoryError(f"{path}: not a regular file (a pipe or a device), not a history file")
+
+
 def _check_is_sqlite(path: Path) -> None:
-    """Refuse a path that is a directory or a non-empty file without the SQLite header."""
+    """Refuse a path that is a directory, a pipe or a device, or a non-empty file without the
+    SQLite header."""
     if path.is_dir():
         raise HistoryError(f"{path}: is a directory, not a history file")
     if not path.exists():
         return
+    refuse_special_file(path)
     try:
         head = read_header(path, len(SQLITE_MAGIC))
     except OSError as exc:
