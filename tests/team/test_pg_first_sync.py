@@ -3,7 +3,9 @@ completes it."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +142,16 @@ def test_a_replica_of_another_server_is_refused_and_left_alone(
     assert "replica of another server history" in out and len(out.strip().splitlines()) == 1
     assert replica.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["replica.db"]
+
+
+def test_a_pipe_or_a_device_is_refused_as_the_replica_never_replaced(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # A first sync renames the replica into place: over a named pipe, or /dev/null as root.
+    small_server(pg_url)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out = invoke("sync", pg_url, fifo, code=1)
+    assert out == f"Error: {fifo}: not a regular file (a pipe or a device), not a history file\n"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]

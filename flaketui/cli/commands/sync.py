@@ -21,7 +21,7 @@ from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import is_server_url, mask_url
 from flaketui.core.history.pg.connect import connect, server_errors
 from flaketui.core.history.pg.sync import SyncSummary, same_server, sync_replica
-from flaketui.core.history.store import get_meta, history_file
+from flaketui.core.history.store import get_meta, history_file, refuse_special_file
 from flaketui.core.ingest.resign import has_runs, stamp
 from flaketui.core.ingest.scheme import SCHEME_KEY
 from flaketui.core.words import plural
@@ -61,6 +61,8 @@ def run_sync(
             print(f"\rsyncing {shown}: {done}/{total} results ({percent}%)", end=end,
                   file=sys.stderr, flush=True)  # fmt: skip
 
+    # A pipe or a device would be replaced by the replica file (first sync) or waited on.
+    refuse_special_file(history)
     config = load_config()  # a bad configuration is refused before anything is written
     # A first sync builds the replica beside it and renames it into place once complete, so an
     # interrupted one leaves no half-filled history for readers; the next sync resumes it.
