@@ -11,7 +11,7 @@ from codeowners import CodeOwners
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.reading import TooLarge, read_at_most
+from flaketui.core.reading import TooLarge, is_pipe, read_at_most
 
 # GitHub's search order (first found wins); GitLab also reads .gitlab/CODEOWNERS.
 CODEOWNERS_LOCATIONS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS", ".gitlab/CODEOWNERS")
@@ -80,8 +80,11 @@ def codeowners_text(path: Path) -> str:
     A file that is not UTF-8 (a binary file, a report, another encoding) is refused with a
     CodeownersError naming it: read anyway, its rules would give no owner or garbage ones
     without a word. A file that cannot be read at all degrades to no rules, and the owners
-    come from the configured fallbacks.
+    come from the configured fallbacks. A pipe is refused unopened: it is read more than once
+    (checked, then loaded), and a named pipe waits for a writer.
     """
+    if is_pipe(path):
+        raise CodeownersError(f"{path}: is a pipe, not a CODEOWNERS file; write it to a file")
     try:
         data = read_at_most(path, CODEOWNERS_MAX_BYTES)
     except TooLarge as exc:

@@ -2,11 +2,15 @@
 
 `Path.read_bytes` reads until the end of the file, and some files have none: `/dev/zero` or a
 pipe left open fills memory until the system kills the process. The size a file reports is
-no guard (a stream reports 0), so the read itself stops one byte past the limit.
+no guard (a stream reports 0), so the read itself stops one byte past the limit. A named pipe
+is worse: opening it waits for a writer. A file read again later, or written back, cannot be a
+pipe at all; its reader refuses one first (is_pipe).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 
@@ -24,6 +28,16 @@ def size_text(limit: int) -> str:
         if limit >= size and limit % size == 0:
             return f"{limit // size} {unit}"
     return f"{limit} bytes"
+
+
+def is_pipe(path: Path) -> bool:
+    """Whether the file is a pipe or a socket, told by stat(): opening a named pipe waits for a
+    writer, forever if none comes. False when stat() fails (reading the file says why)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def read_at_most(path: Path, limit: int) -> bytes:

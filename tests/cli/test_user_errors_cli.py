@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,29 @@ def test_a_skip_file_that_never_ends_is_refused_at_its_limit(
     result = runner.invoke(cli, args, prog_name="flaketui")
     assert result.exit_code == 1, result.output
     assert result.output == "Error: /dev/zero: larger than 256 MiB\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["open", "h.db", "--codeowners", "fifo"], "fifo: is a pipe, not a CODEOWNERS file"),
+        (["report", "h.db", "--codeowners", "fifo"], "fifo: is a pipe, not a CODEOWNERS file"),
+        (["export", "h.db", "--format", "json", "--skip-file", "fifo"], "fifo: is a pipe"),
+        (["quarantine", "h.db", FLAKY, "--reason", "r", "--skip-file", "fifo"], "fifo: is a pipe"),
+    ],
+    ids=["open", "report", "export", "quarantine"],
+)
+def test_a_named_pipe_for_codeowners_or_the_skip_file_is_refused_unopened(
+    runner: CliRunner, tmp_path: Path, args: list[str], line: str
+) -> None:
+    # Opening a named pipe waits for a writer; a pipe is refused on stat() alone.
+    os.mkfifo(tmp_path / "fifo")
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    result = runner.invoke(cli, args, prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: ") and line in result.output, result.output
+    assert result.output.count("\n") == 1, result.output
+    assert stat.S_ISFIFO((tmp_path / "fifo").stat().st_mode)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 
 from flaketui.cli.commands import cli
 from flaketui.core.history.store import SCHEMA_VERSION
+from flaketui.tui.loaders import read_skip
 
 
 def _run(*args: str) -> tuple[int, str]:
@@ -88,3 +90,13 @@ def test_a_server_is_named_by_its_masked_url_not_its_replica_file() -> None:
         "db.example:5432/flaky (local replica)"
     )
     assert history_display(Path("history.db")) is None
+
+
+def test_a_named_pipe_as_the_skip_file_is_the_apps_problem_line_not_a_wait(
+    tmp_path: Path,
+) -> None:
+    # The app reads the skip file in its reading thread: a named pipe would hold that thread
+    # in open() for good, and the app could neither load nor quit.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert read_skip(fifo) == (None, f"{fifo}: is a pipe, not a skip file")

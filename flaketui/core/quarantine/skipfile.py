@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import Config, find_pyproject
 from flaketui.core.errors import FlaketuiError, SkipFileError
-from flaketui.core.reading import TooLarge, read_at_most
+from flaketui.core.reading import TooLarge, is_pipe, read_at_most
 from flaketui.core.timeutil import parse_iso, to_iso
 
 if TYPE_CHECKING:
@@ -327,7 +327,10 @@ def read_skip_file(path: Path, *, explicit: bool) -> SkipFile | None:
 
     A broken file raises SkipFileError (one line: file and problem) when it carries the marker or
     was named explicitly; an auto-discovered file without the marker raises ForeignSkipFile.
+    A pipe is refused unopened (a named pipe waits for a writer; a skip file is written back).
     """
+    if is_pipe(path):
+        raise _problem(path, "is a pipe, not a skip file")
     try:
         data = read_at_most(path, MAX_SKIP_FILE_BYTES)
     except TooLarge as exc:
