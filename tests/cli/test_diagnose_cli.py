@@ -120,6 +120,20 @@ def test_without_a_usable_repository_it_says_so_in_one_line(tmp_path: Path, db: 
 
 
 @pytest.mark.usefixtures("no_process")
+@pytest.mark.parametrize("minutes", ["nan", "inf", "1e999"])
+def test_a_time_budget_that_is_no_finite_number_is_refused(
+    repo: Path, db: Path, minutes: str
+) -> None:
+    # NaN passes the range check, compares false with every clock and would stop nothing.
+    args = ["diagnose", str(db), VICTIM, "--repo", str(repo), "--minutes", minutes]
+    shown = "nan" if minutes == "nan" else "inf"
+    line = refused(CliRunner().invoke(cli, args), db)
+    assert (
+        line == f"Error: Invalid value for '--minutes': {shown} is not a finite number of minutes."
+    )
+
+
+@pytest.mark.usefixtures("no_process")
 @pytest.mark.parametrize("typed", ["tests/test_aa.py::test_one", "tests/test_a.py::test_onne"])
 def test_a_mistyped_test_id_is_refused_with_the_close_ones_as_pivot_does(
     repo: Path, db: Path, typed: str

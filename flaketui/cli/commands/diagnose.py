@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,14 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
     }
 
 
+def finite_minutes(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """--minutes as given, unless it is no finite number: NaN passes every range check and
+    would stop nothing, infinity is no limit (1e999 reads as one)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of minutes.", ctx, param)
+    return value
+
+
 @cli.command("diagnose")
 @click.argument(
     "db",
@@ -80,6 +89,7 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
 @click.option(
     "--minutes",
     type=click.FloatRange(min=0, min_open=True),
+    callback=finite_minutes,
     help="Stop the experiments after this long (what ran is still classified).",
 )
 @click.option(
