@@ -152,6 +152,29 @@ def test_a_named_pipe_for_codeowners_or_the_skip_file_is_refused_unopened(
 
 
 @pytest.mark.parametrize(
+    ("replica", "line"),
+    [
+        ("adir", "adir: is a directory, not a history file"),
+        ("nodir/r.db", "nodir/r.db: directory nodir does not exist"),
+        (
+            "postgresql://u:pw@127.0.0.1:1/r",
+            "postgresql://u:****@127.0.0.1:1/r: the replica is a file, not a second server: "
+            "flaketui sync URL FILE",
+        ),
+    ],
+    ids=["directory", "no-directory", "server"],
+)
+def test_a_replica_sync_cannot_build_is_named_as_typed_before_the_server_is_asked(
+    runner: CliRunner, tmp_path: Path, replica: str, line: str
+) -> None:
+    # Nothing listens on port 1: a refusal that came after connecting would say so instead.
+    result = runner.invoke(cli, ["sync", "postgresql://u@127.0.0.1:1/db", replica])
+    assert result.exit_code == 1, result.output
+    assert result.output == f"Error: {line}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+
+
+@pytest.mark.parametrize(
     "args",
     [["report", "h.db", "--bogus"], ["report"], ["quarantine", "h.db", "t"], ["nosuch", "x", "y"]],
 )

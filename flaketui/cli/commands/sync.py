@@ -16,6 +16,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
 from flaketui.cli.echo import echo_text
+from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.address import is_server_url, mask_url
@@ -63,6 +64,8 @@ def run_sync(
 
     # A pipe or a device would be replaced by the replica file (first sync) or waited on.
     refuse_special_file(history)
+    if not history.parent.is_dir():  # said of the file given, not of the one built beside it
+        raise FlaketuiError(f"{history}: directory {history.parent} does not exist")
     config = load_config()  # a bad configuration is refused before anything is written
     # A first sync builds the replica beside it and renames it into place once complete, so an
     # interrupted one leaves no half-filled history for readers; the next sync resumes it.
@@ -120,7 +123,15 @@ def unfinished_path(history: Path) -> Path:
 
 @cli.command("sync")
 @click.argument("url")
-@click.argument("history", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument(
+    "history",
+    type=FilePath(
+        what="history file",
+        dir_okay=False,
+        path_type=Path,
+        server_hint="the replica is a file, not a second server: flaketui sync URL FILE",
+    ),
+)
 def sync_command(url: str, history: Path) -> None:
     """Bring replica HISTORY up to date with the server history at URL (only what changed)."""
     summary = run_sync(url, history, quiet=not sys.stderr.isatty())
