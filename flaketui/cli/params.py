@@ -7,6 +7,7 @@ cannot open.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,26 @@ from typing import Any
 import click
 
 from flaketui.core.history.address import is_server_url, mask_url
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that refuses NaN and the infinities too: NaN passes every range check
+    (it compares false with any bound) and then limits nothing, and `1e999` reads as infinity.
+
+    `unit` ends the refusal: "nan is not a finite number of minutes."
+    """
+
+    def __init__(self, *, unit: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.unit = unit
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The number, or a BadParameter when it is in range but not finite."""
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            unit = f" of {self.unit}" if self.unit else ""
+            self.fail(f"{number} is not a finite number{unit}.", param, ctx)
+        return number
 
 
 class FilePath(click.Path):

@@ -214,6 +214,9 @@ def test_damage_ceiling(runner: CliRunner, history: Path) -> None:
         (("--since", "no-such-run"), "no run with that id in the history"),
         (("--since", "7 fortnights"), "no run with that id in the history"),
         (("--max-damage", "-1"), "--max-damage"),
+        # NaN passes a range check and then fails nothing: a ceiling no damage is above.
+        (("--max-damage", "nan"), "'--max-damage': nan is not a finite number."),
+        (("--max-damage", "1e999"), "'--max-damage': inf is not a finite number."),
         (("--now", "yesterday"), "not an ISO 8601 timestamp"),
     ],
 )

@@ -14,6 +14,7 @@ from flaketui.cli.echo import echo_text
 from flaketui.cli.history_address import READ_ADDRESS, local_history, shown
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.outputs import STDOUT, OutputPath, output_file, refuse_reading_into
+from flaketui.cli.params import FiniteFloatRange
 from flaketui.core.atomic import write_atomically
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
@@ -76,7 +77,7 @@ def _now(_ctx: click.Context, _param: click.Parameter, value: str | None) -> dat
 )
 @click.option(
     "--max-damage",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     metavar="X",
     help="Also fail when the flaky tests together block more than X merges a week.",
 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.echo import echo_text
-from flaketui.cli.params import FilePath
+from flaketui.cli.params import FilePath, FiniteFloatRange
 from flaketui.core.config import load_config
 from flaketui.core.diagnosis.experiments import Diagnoser, Diagnosis
 from flaketui.core.diagnosis.sessions import PytestSessions, check_node_id, check_repository
@@ -52,14 +51,6 @@ def diagnosis_json(diagnosis: Diagnosis) -> dict[str, Any]:
     }
 
 
-def finite_minutes(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """--minutes as given, unless it is no finite number: NaN passes every range check and
-    would stop nothing, infinity is no limit (1e999 reads as one)."""
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not a finite number of minutes.", ctx, param)
-    return value
-
-
 @cli.command("diagnose")
 @click.argument(
     "db",
@@ -88,8 +79,7 @@ def finite_minutes(ctx: click.Context, param: click.Parameter, value: float | No
 )
 @click.option(
     "--minutes",
-    type=click.FloatRange(min=0, min_open=True),
-    callback=finite_minutes,
+    type=FiniteFloatRange(min=0, min_open=True, unit="minutes"),
     help="Stop the experiments after this long (what ran is still classified).",
 )
 @click.option(
