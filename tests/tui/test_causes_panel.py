@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pilots import app_on, settle, until
+from textual.pilot import Pilot
 from textual.widgets import DataTable, ProgressBar, Static
 from tui_history import BILLING, NOW
 
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
+from flaketui.tui.app import FlaketuiApp
 from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.widgets.causes import SuspectsPanel
 from tests.connections import open_history, sqlite_connect
@@ -94,24 +97,37 @@ def _small_history(path: Path) -> None:
     db.conn.close()
 
 
-async def test_diagnose_shows_progress_and_can_be_cancelled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def wait_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository holding test_wait.py, the working directory; its history beside it."""
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "test_wait.py").write_text(SLOW_TEST)
-    history = tmp_path / "history.db"
-    _small_history(history)
+    _small_history(tmp_path / "history.db")
     monkeypatch.chdir(repo)
+    return repo
+
+
+async def _wait_detail(pilot: Pilot[Any], app: FlaketuiApp) -> DetailScreen:
+    """The detail of test_wait.py::test_wait, loaded."""
+    await settle(pilot)
+    report = app.main_screen.data.report  # type: ignore[union-attr]
+    item = next(t for t in report.tests if t.test_id == "test_wait.py::test_wait")
+    await app.push_screen(DetailScreen(item, report))
+    await settle(pilot)
+    screen = app.screen
+    assert isinstance(screen, DetailScreen)
+    return screen
+
+
+async def test_diagnose_shows_progress_and_can_be_cancelled(
+    tmp_path: Path, wait_repo: Path
+) -> None:
+    repo = wait_repo
+    history = tmp_path / "history.db"
     app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        report = app.main_screen.data.report  # type: ignore[union-attr]
-        item = next(t for t in report.tests if t.test_id == "test_wait.py::test_wait")
-        await app.push_screen(DetailScreen(item, report))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, DetailScreen)
+        screen = await _wait_detail(pilot, app)
         await pilot.press("D")
         bar = screen.query_one("#diagnose-progress", ProgressBar)
         await until(pilot, lambda: (bar.progress or 0) >= 1, within=DEADLINE_S)  # a session ended
@@ -131,26 +147,14 @@ async def test_diagnose_shows_progress_and_can_be_cancelled(
     assert sorted(p.name for p in repo.iterdir()) == ["test_wait.py"]
 
 
-async def test_diagnose_on_a_history_damaged_meanwhile_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("wait_repo")
+async def test_diagnose_on_a_history_damaged_meanwhile_says_so(tmp_path: Path) -> None:
     """The diagnosis panel ends with the one line a damaged history gets (it once went on
     saying "diagnosing" with the error left in its worker)."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "test_wait.py").write_text(SLOW_TEST)
     history = tmp_path / "history.db"
-    _small_history(history)
-    monkeypatch.chdir(repo)
     app = app_on(history, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        report = app.main_screen.data.report  # type: ignore[union-attr]
-        item = next(t for t in report.tests if t.test_id == "test_wait.py::test_wait")
-        await app.push_screen(DetailScreen(item, report))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, DetailScreen)
+        screen = await _wait_detail(pilot, app)
         damage(history)
         await pilot.press("D")
         await until(pilot, lambda: not screen.diagnosing, within=DEADLINE_S)
