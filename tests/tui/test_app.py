@@ -281,6 +281,11 @@ async def test_a_damaged_history_says_so_and_stops_loading(history: Path, tmp_pa
         assert f"{history}: damaged (database disk image is malformed)" in note.message
         await settle(pilot)
         assert not app.main_screen.query_one("#loading").display
+        header = str(app.main_screen.query_one("#header").render())
+        assert "loading" not in header
+        assert header.endswith(
+            "not read: damaged (database disk image is malformed); restore it from a copy"
+        )
 
 
 async def test_export_writes_parseable_files(history: Path, tmp_path: Path) -> None:

@@ -401,6 +401,8 @@ class MainScreen(Screen[None]):
             self.flaketui.last_stamp = event.stamp
         self._stop_loading()
         self.query_one(ViewTabs).note = ""  # nothing more comes from this load
+        if self.data is None:  # else the header goes on describing the report shown
+            self.query_one(HistoryHeader).show_not_read(self.flaketui.source, event.message)
         self.notify(
             visible(event.message),
             title="Cannot read the history",

@@ -70,8 +70,14 @@ class HistoryHeader(Widget):
 
     def show_loading(self, source: Source) -> None:
         """Before the first report arrives."""
-        name = Text.assemble(("flaketui ", "bold"), source.display or str(source.path))
-        self.set_groups([[name, Text("loading…")]])
+        self.set_groups([[_named(source), Text("loading…")]])
+
+    def show_not_read(self, source: Source, why: str) -> None:
+        """When the first read failed: no report is coming, and why (the notice that said so
+        times out; this stays until a read succeeds)."""
+        path = str(source.path)
+        why = why.removeprefix(f"{path}: ")  # the header names the history already
+        self.set_groups([[_named(source), Text(f"not read: {visible(why)}", "bold red")]])
 
     def show(
         self, data: MainData, source: Source, *, suite: str | None, branch_kind: str | None
@@ -103,3 +109,8 @@ class HistoryHeader(Widget):
         if data.skip_problem:
             second.append(Text(f"⚠ {visible(data.skip_problem)}", "bold red"))
         self.set_groups([first, second])
+
+
+def _named(source: Source) -> Text:
+    """The header's first item before a report is in: flaketui and the history's name."""
+    return Text.assemble(("flaketui ", "bold"), visible(source.display or str(source.path)))
