@@ -60,10 +60,12 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     assert "newer" in _error_line(output)
 
 
-def test_bad_now_is_refused(tmp_path: Path) -> None:
-    code, output = _run(str(tmp_path / "x.db"), "--now", "yesterday")
+@pytest.mark.parametrize("now", ["yesterday", ""])
+def test_bad_now_is_refused(tmp_path: Path, now: str) -> None:
+    # An empty value is one too, as in every other command (it once opened the app as of now).
+    code, output = _run(str(tmp_path / "x.db"), "--now", now)
     assert code == 1
-    assert "ISO 8601" in _error_line(output)
+    assert f"not an ISO 8601 timestamp: {now!r}" in _error_line(output)
 
 
 def test_valid_history_starts_the_app(monkeypatch: pytest.MonkeyPatch, history: Path) -> None:

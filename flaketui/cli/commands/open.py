@@ -47,7 +47,7 @@ def open_command(
 ) -> None:
     """Open the triage app on HISTORY (a flaketui SQLite history, or a postgresql:// URL: its
     replica in the user's cache directory, synced first)."""
-    now = parse_iso(now_text) if now_text else None
+    now = None if now_text is None else parse_iso(now_text)
     display = history_display(history)
     history = prepare_history(history)
     check_history(history)
