@@ -142,8 +142,13 @@ def open_reader(path: Path) -> Reader:
     """
     _check_file(path)
     db = _open_reader(path)
-    attempts = journal.waiting(db.conn)
-    if not (attempts or waiting_rows(db.conn)):
+    try:
+        attempts = journal.waiting(db.conn)
+        waiting = bool(attempts) or waiting_rows(db.conn)
+    except BaseException:
+        db.conn.close()  # a damaged page, say: the error goes on, the connection does not
+        raise
+    if not waiting:
         return db
     # Attempts a pytest recorder journaled, and the per-test rows of runs an ingest left
     # waiting, are in no table a reader reads yet: a writer stores and files them first. A

@@ -18,10 +18,13 @@ from textual.command import CommandList
 from textual.widgets import Input, Select, Static
 from tui_history import AUTH, BILLING, CART, NOW, SEARCH, build_history, record_run
 
+from flaketui.core.errors import HistoryError
 from flaketui.core.history.incidents import add_incident
+from flaketui.core.history.store import read_header
 from flaketui.core.quarantine.skipfile import read_skip_file
 from flaketui.tui import startup
 from flaketui.tui.app import FlaketuiApp
+from flaketui.tui.history_access import reading
 from flaketui.tui.loaders import QuarantineRequest, Source, load_in_stages, quarantine_test
 from flaketui.tui.screens import main as main_screen
 from flaketui.tui.screens.detail import DetailScreen
@@ -32,6 +35,7 @@ from flaketui.tui.widgets.flake_table import FlakeTable
 from flaketui.tui.widgets.keybar import KeyBar
 from tests.connections import open_history
 from tests.history_damage import damage
+from tests.process_state import collector_off, handles_on
 
 SIZE = (160, 48)
 
@@ -286,6 +290,18 @@ async def test_a_damaged_history_says_so_and_stops_loading(history: Path, tmp_pa
         assert header.endswith(
             "not read: damaged (database disk image is malformed); restore it from a copy"
         )
+
+
+def test_a_reader_meeting_a_damaged_page_keeps_no_handle_on_the_file(history: Path) -> None:
+    """The reader raises the one-line error and closes its connection (it once kept it open
+    until the garbage collector found it)."""
+    damage(history)
+    read_header(history, 16)  # the header's descriptor, which stays open on purpose
+    with collector_off():
+        before = handles_on(history)
+        with pytest.raises(HistoryError, match="damaged"), reading(history):
+            pass
+        assert handles_on(history) == before
 
 
 async def test_export_writes_parseable_files(history: Path, tmp_path: Path) -> None:
