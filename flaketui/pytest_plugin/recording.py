@@ -371,6 +371,8 @@ class Recorder:
         self.write_failed = False  # after a failed write, wait for the session end
         self.write_error: Exception | None = None  # the last write's, when it failed
         self.finishing = False  # the session's last flush: no retry follows a failure
+        # Warnings of the session's end, said in its summary (see _warn).
+        self.said_at_end: list[str] = []
         self.warned = False
         # Until sessionstart knows better, reports may come from xdist workers (see _worker_id).
         self.distributed = True
@@ -633,12 +635,17 @@ class Recorder:
             from flaketui.core.history.pg.push import untidy_line
 
             terminalreporter.write_line(f"flaketui: {untidy_line(self.left_untidy)}")
+        for line in self.said_at_end:
+            terminalreporter.write_line(line, yellow=True)
+        self.said_at_end.clear()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Close the history; the last connection's close checkpoints the WAL into the file."""
         # That checkpoint is kept on purpose (about 30 ms for 5 000 tests): CI jobs upload
         # history.db alone right after pytest, and a WAL left beside it would hold the run.
         self.conn.close()
+        for line in self.said_at_end:  # a session with no summary (an internal error)
+            print(line, file=sys.stderr)
         if self.target is not None and self.target.kept is None:
             self.target.close()  # the staging history of a server recording
 
@@ -650,10 +657,14 @@ class Recorder:
         self.warned = True
         line = f"flaketui: {text}"
         reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(line, yellow=True)
-        else:
+        if reporter is None:
             print(line, file=sys.stderr)
+        elif self.finishing:
+            # At the session's end pytest has not ended its progress line yet (`-q` prints
+            # no newline after `[100%]`): said with the summary, on a line of its own.
+            self.said_at_end.append(line)
+        else:
+            reporter.write_line(line, yellow=True)
 
 
 def plausible_duration_ms(elapsed_ns: int | None) -> int | None:

@@ -572,14 +572,17 @@ def test_a_damaged_history_fails_no_test_and_says_what_was_not_recorded(
     pytester.makepyfile(test_one="def test_ok():\n    pass\n\ndef test_bad():\n    assert False\n")
     _run(pytester)
     damage(_db(pytester))
-    result = _run(pytester)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    said = [line for line in result.outlines if "flaketui:" in line]
-    assert len(said) == 1, said
-    assert said[0].endswith(
+    line = (
         "flaketui: cannot write to the history (database disk image is malformed);"
         " 2 attempts not recorded"
     )
+    for verbosity in ("-q", "-v"):  # a line of its own, after the progress, whatever the verbosity
+        result = _run(pytester, verbosity)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        assert [text for text in result.outlines if "flaketui:" in text] == [line]
+        assert result.outlines.index(line) > result.outlines.index(
+            next(text for text in result.outlines if "[100%]" in text)
+        )
 
 
 def test_a_history_the_plugin_creates_records_its_signature_scheme(
