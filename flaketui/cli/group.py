@@ -104,11 +104,13 @@ class FlaketuiGroup(click.Group):
             if ctx.invoked_subcommand in GATE_COMMANDS and not names_a_file(exc):
                 raise GateValueError(bad_value(exc)) from None
             raise click.ClickException(bad_value(exc)) from None
-        except (FlaketuiError, sqlite3.OperationalError, KeyboardInterrupt) as exc:
+        except (FlaketuiError, KeyboardInterrupt) as exc:
             raise user_error(exc) from None
         except sqlite3.DatabaseError as exc:
-            # A damaged history is the user's file, met wherever a read first reaches the bad
-            # page: one line. Any other database error (a broken constraint) is a bug.
+            # A locked, read-only or damaged history is the environment's problem, met wherever
+            # a statement first reaches it: one line naming what this command opened (most
+            # arrive as a HistoryError naming their file). Any other database error (a broken
+            # constraint) is a bug.
             problem = store.history_problem(opened_paths(), exc)
             if problem is None:
                 raise
@@ -157,19 +159,11 @@ def bad_value(exc: click.BadParameter) -> str:
     return " ".join(exc.format_message().split())
 
 
-def user_error(
-    exc: FlaketuiError | sqlite3.OperationalError | KeyboardInterrupt,
-) -> click.ClickException:
+def user_error(exc: FlaketuiError | KeyboardInterrupt) -> click.ClickException:
     """The one-line error a user sees for a problem of theirs (not a bug)."""
     if isinstance(exc, FlaketuiError):
         # It may name a test id or a file from CI: shown inert, on its one line.
         return click.ClickException(visible(exc.message))
-    if isinstance(exc, sqlite3.OperationalError):
-        # Locked or read-only databases are environment problems, not bugs. Most arrive here
-        # as HistoryError naming their file; a raw one names what this command opened.
-        problem = store.history_problem(opened_paths(), exc)
-        assert problem is not None  # every operational error is one
-        return click.ClickException(visible(problem.message))
     return click.ClickException("interrupted")
 
 
