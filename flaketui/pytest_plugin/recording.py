@@ -368,8 +368,8 @@ class Recorder:
         self.done: list[JournalRow] = []  # complete attempts not yet written
         self.last_flush = time.monotonic()
         self.flush_interval = FLUSH_EVERY_SECONDS  # for time-triggered batches
-        self.write_failed = False  # after a failed write, wait for the session end
-        self.write_error: Exception | None = None  # the last write's, when it failed
+        # The last write's error, while it failed: no batch is written until the session end.
+        self.write_error: Exception | None = None
         self.finishing = False  # the session's last flush: no retry follows a failure
         # Warnings of the session's end, said in its summary (see _warn).
         self.said_at_end: list[str] = []
@@ -525,7 +525,7 @@ class Recorder:
         if (
             len(self.done) >= FLUSH_EVERY_ATTEMPTS
             or time.monotonic() - self.last_flush >= self.flush_interval
-        ) and not self.write_failed:
+        ) and self.write_error is None:
             self.flush()
 
     def _close(self, key: tuple[str, str | None], attempt: _OpenAttempt) -> None:
@@ -559,7 +559,6 @@ class Recorder:
         try:
             self.run.append(self.done)
         except Exception as exc:
-            self.write_failed = True
             self.write_error = exc
             if not self.finishing:
                 self._warn(
@@ -567,7 +566,7 @@ class Recorder:
                 )
         else:
             self.done.clear()
-            self.write_failed = False
+            self.write_error = None
         self.last_flush = time.monotonic()
         spent = self.last_flush - start
         wait = min(spent / FLUSH_MAX_TIME_SHARE, FLUSH_MAX_SECONDS)
