@@ -410,7 +410,11 @@ def refuse_special_file(path: Path) -> None:
     """Refuse a path that exists and is neither a directory nor a regular file: a named pipe
     or a device. Told by stat(), which never waits: opening a named pipe waits for a writer,
     and SQLite cannot keep a history in either."""
-    if path.exists() and not path.is_dir() and not path.is_file():
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return  # missing, unreachable or no valid name: opening it says so
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise HistoryError(f"{path}: not a regular file (a pipe or a device), not a history file")
 
 
