@@ -6,6 +6,7 @@ import logging
 
 from flaketui.cli.group import LAZY_COMMANDS, FlaketuiGroup, cli
 from flaketui.cli.stdout import drop_output_once_unread
+from flaketui.cli.stopping import unwinding_on_stop
 
 __all__ = ["LAZY_COMMANDS", "FlaketuiGroup", "cli", "main"]
 
@@ -14,7 +15,8 @@ def main() -> None:
     """Console-script entry point."""
     drop_output_once_unread()
     show_progress_lines()
-    cli(prog_name="flaketui")
+    with unwinding_on_stop():
+        cli(prog_name="flaketui")
 
 
 def show_progress_lines() -> None:

@@ -308,16 +308,20 @@ class PytestSessions:
                 ) as process,
             ):
                 deadline = started + timeout_s
-                while process.poll() is None:
-                    if (cancel is not None and cancel.is_set()) or time.monotonic() > deadline:
-                        process.kill()
-                        process.wait()
-                        result.cancelled = cancel is not None and cancel.is_set()
-                        if not result.cancelled:
-                            result.timed_out = timeout_s
-                        break
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        process.wait(timeout=POLL_S)
+                try:
+                    while process.poll() is None:
+                        if (cancel is not None and cancel.is_set()) or time.monotonic() > deadline:
+                            process.kill()
+                            process.wait()
+                            result.cancelled = cancel is not None and cancel.is_set()
+                            if not result.cancelled:
+                                result.timed_out = timeout_s
+                            break
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            process.wait(timeout=POLL_S)
+                except BaseException:
+                    process.kill()  # the command is stopped: its session goes with it
+                    raise
                 result.exit_code = process.returncode
             if report.is_file() and not result.cancelled:
                 for test_id, _, attempts, _ in iter_case_rows(report):

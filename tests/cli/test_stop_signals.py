@@ -1,0 +1,205 @@
+"""A command stopped by SIGTERM or SIGHUP cleans up, then ends by that signal.
+
+Real processes: the console script's entry point, sent real signals. Each test waits for the
+moment it stops the command at (a FIFO the command's work opens), never for a time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import termios
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from tests.connections import open_history
+
+VICTIM = "tests/test_a.py::test_one"
+SAMPLE = Path(__file__).parents[2] / "sample_data" / "history.db"
+LEAVE_FULL_SCREEN = b"\x1b[?1049l"  # the terminal's alternate screen left
+
+# Where a block stopped by a signal says it cleaned up.
+STOPPED_BLOCK = """
+import os, signal, sys
+from flaketui.cli.stopping import unwinding_on_stop
+
+if sys.argv[2] == "ignored":
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+with unwinding_on_stop():
+    try:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        print("went on", flush=True)
+    finally:
+        print("cleaned up", flush=True)
+print("after the block", flush=True)
+"""
+
+
+def _run_block(name: str, start: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", STOPPED_BLOCK, name, start],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_runs_the_cleanup_then_ends_the_process_by_it(name: str) -> None:
+    done = _run_block(name, "default")
+    assert done.stdout == "cleaned up\n"
+    assert done.returncode == -getattr(signal, name)
+    assert done.stderr == ""
+
+
+def test_a_second_signal_during_the_cleanup_ends_the_process_at_once() -> None:
+    code = STOPPED_BLOCK.replace(
+        'print("cleaned up", flush=True)',
+        'os.kill(os.getpid(), signal.SIGTERM)\n        print("cleaned up", flush=True)',
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "SIGTERM", "default"], capture_output=True, text=True
+    )
+    assert done.stdout == ""
+    assert done.returncode == -signal.SIGTERM
+
+
+def test_a_signal_ignored_at_the_start_stays_ignored() -> None:
+    """`nohup flaketui ...` keeps running when its terminal closes."""
+    done = _run_block("SIGHUP", "ignored")
+    assert done.stdout == "went on\ncleaned up\nafter the block\n"
+    assert done.returncode == 0
+
+
+@pytest.fixture
+def waiting_repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository whose test writes its process id into a FIFO, then waits for ever."""
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_a.py").write_text(
+        "import os, threading\n\n"
+        "def test_one():\n"
+        f"    with open({str(fifo)!r}, 'w') as started:\n"
+        "        started.write(str(os.getpid()))\n"
+        "    threading.Event().wait()\n"
+    )
+    return root, fifo
+
+
+def _history(path: Path) -> Path:
+    history = open_history(path)
+    recorder = RunRecorder(history, RunMeta(run_id="r1", ts=datetime(2026, 11, 1, tzinfo=UTC)))
+    recorder.add([CaseResult(VICTIM, "tests/test_a.py", [Attempt("fail", 5, "boom")])])
+    recorder.finish()
+    history.conn.close()
+    return path
+
+
+def _ours(temp: Path) -> list[str]:
+    """flaketui's entries in the temporary folder (the killed session's plugins may leave
+    theirs)."""
+    return [path.name for path in temp.iterdir() if path.name.startswith("flaketui-")]
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its parent counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stopped_diagnosis_leaves_no_session_running_and_no_scratch_folder(
+    tmp_path: Path, waiting_repo: tuple[Path, Path], stop: signal.Signals
+) -> None:
+    repo, fifo = waiting_repo
+    history = _history(tmp_path / "history.db")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    command = [sys.executable, "-m", "flaketui", "diagnose", str(history), VICTIM]
+    with subprocess.Popen(
+        [*command, "--repo", str(repo), "--runs", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as flaketui:
+        with fifo.open() as started:  # opens once the first session's test runs
+            session = int(started.read())
+        try:
+            assert _ours(temp) != []
+            flaketui.send_signal(stop)
+            out, err = flaketui.communicate(timeout=60)
+            assert flaketui.returncode == -stop
+            assert (out, err) == ("", "")
+            assert not _alive(session)
+            assert _ours(temp) == []
+        finally:
+            if _alive(session):
+                os.kill(session, signal.SIGKILL)
+
+
+def _read_until(fd: int, seen: bytearray, done: Callable[[bytes], bool]) -> None:
+    """Read the terminal into `seen` until done(seen) or the terminal closes."""
+    while not done(bytes(seen)):
+        ready, _, _ = select.select([fd], [], [], 60)
+        assert ready, f"nothing more drawn; so far: {bytes(seen[-500:])!r}"
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:  # the terminal's only process has gone
+            return
+        if not chunk:
+            return
+        seen += chunk
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_the_app_stopped_by_a_signal_gives_the_terminal_back(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """The app leaves its full-screen mode (and the keyboard modes it set) as when it quits."""
+    history = tmp_path / "history.db"
+    shutil.copy(SAMPLE, history)
+    fd, terminal = os.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        app = subprocess.Popen(
+            [sys.executable, "-m", "flaketui", str(history)],
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            cwd=tmp_path,
+            env={**os.environ, "TERM": "xterm-256color", "XDG_CACHE_HOME": str(tmp_path)},
+            start_new_session=True,
+        )
+    finally:
+        os.close(terminal)
+    seen = bytearray()
+    try:
+        _read_until(fd, seen, lambda drawn: b"Quarantine" in drawn)
+        drawn = len(seen)
+        app.send_signal(stop)
+        assert app.wait(timeout=60) == -stop
+        _read_until(fd, seen, lambda drawn: False)
+    finally:
+        app.kill()
+        app.wait()
+        os.close(fd)
+    assert LEAVE_FULL_SCREEN in seen[drawn:]
