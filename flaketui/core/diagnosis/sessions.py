@@ -10,7 +10,9 @@ with ``cwd`` at the repository and:
 - ``-p no:randomly -p no:random_order`` and the node ids in the order wanted (pytest runs them
   as given);
 - ``-o flaketui_db=`` and ``--flaketui-no-skip-file``: an experiment neither records itself into
-  a history nor skips a quarantined test.
+  a history nor skips a quarantined test;
+- a process group of its own: a session stopped midway is interrupted, then killed, with
+  every worker it started (stop_session).
 
 Before any session the interpreter is asked what it has (check_interpreter): pytest and
 flaketui's plugin are required, pytest-xdist only for sessions at several workers. A session
@@ -25,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +45,7 @@ _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 SESSION_TIMEOUT_S = 600.0
 PROBE_TIMEOUT_S = 120.0
 POLL_S = 0.05
+STOP_GRACE_S = 5.0  # what a session stopped midway has to tear down before it is killed
 OUTPUT_TAIL = 16_000  # characters of a session's output kept to say why the test did not run
 EXIT_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 PLUGIN_MODULE = "flaketui.pytest_plugin"
@@ -284,7 +288,7 @@ class PytestSessions:
         cancel: threading.Event | None = None,
         timeout_s: float = SESSION_TIMEOUT_S,
     ) -> SessionResult:
-        """One session over node_ids in that order; cancel stops it (killing pytest)."""
+        """One session over node_ids in that order; cancel stops it (see stop_session)."""
         self.sessions += 1
         scratch = Path(tempfile.mkdtemp(prefix="flaketui-diagnose-"))
         report = scratch / "report.xml"
@@ -305,22 +309,22 @@ class PytestSessions:
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
+                    start_new_session=True,  # a process group: stop_session reaches its workers
                 ) as process,
             ):
                 deadline = started + timeout_s
                 try:
                     while process.poll() is None:
                         if (cancel is not None and cancel.is_set()) or time.monotonic() > deadline:
-                            process.kill()
-                            process.wait()
                             result.cancelled = cancel is not None and cancel.is_set()
                             if not result.cancelled:
                                 result.timed_out = timeout_s
+                            stop_session(process)
                             break
                         with contextlib.suppress(subprocess.TimeoutExpired):
                             process.wait(timeout=POLL_S)
                 except BaseException:
-                    process.kill()  # the command is stopped: its session goes with it
+                    stop_session(process)  # the command is stopped: its session goes with it
                     raise
                 result.exit_code = process.returncode
             if report.is_file() and not result.cancelled:
@@ -337,6 +341,27 @@ class PytestSessions:
             result.seconds = time.monotonic() - started
             shutil.rmtree(scratch, ignore_errors=True)
         return result
+
+
+def stop_session(process: subprocess.Popen[bytes]) -> None:
+    """Stop a session and every process it started (its pytest-xdist workers).
+
+    Its process group is first interrupted as Ctrl-C would: pytest stops the test that runs
+    and runs the fixtures' teardowns (a server a fixture started is stopped, a temporary
+    folder removed). What is still running STOP_GRACE_S later (a test that ignores the
+    interruption) is killed.
+    """
+    if not hasattr(os, "killpg"):  # no process groups: the session alone, at once
+        process.kill()
+        process.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=STOP_GRACE_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # workers the session left, if any
+    process.wait()
 
 
 def _tail(path: Path) -> str:
