@@ -15,7 +15,8 @@ import struct
 import subprocess
 import sys
 import termios
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -170,13 +171,9 @@ def _read_until(fd: int, seen: bytearray, done: Callable[[bytes], bool]) -> None
         seen += chunk
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
-def test_the_app_stopped_by_a_signal_gives_the_terminal_back(
-    tmp_path: Path, stop: signal.Signals
-) -> None:
-    """The app leaves its full-screen mode (and the keyboard modes it set) as when it quits."""
-    history = tmp_path / "history.db"
-    shutil.copy(SAMPLE, history)
+@contextmanager
+def _app_on_terminal(history: Path, cwd: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The app on `history`, on a pseudo-terminal of 80x24: the process and the terminal."""
     fd, terminal = os.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     try:
@@ -185,21 +182,60 @@ def test_the_app_stopped_by_a_signal_gives_the_terminal_back(
             stdin=terminal,
             stdout=terminal,
             stderr=terminal,
-            cwd=tmp_path,
-            env={**os.environ, "TERM": "xterm-256color", "XDG_CACHE_HOME": str(tmp_path)},
+            cwd=cwd,
+            env={**os.environ, "TERM": "xterm-256color", "XDG_CACHE_HOME": str(cwd)},
             start_new_session=True,
         )
     finally:
         os.close(terminal)
-    seen = bytearray()
     try:
+        yield app, fd
+    finally:
+        app.kill()
+        app.wait()
+        os.close(fd)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_the_app_stopped_by_a_signal_gives_the_terminal_back(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """The app leaves its full-screen mode (and the keyboard modes it set) as when it quits."""
+    history = tmp_path / "history.db"
+    shutil.copy(SAMPLE, history)
+    seen = bytearray()
+    with _app_on_terminal(history, tmp_path) as (app, fd):
         _read_until(fd, seen, lambda drawn: b"Quarantine" in drawn)
         drawn = len(seen)
         app.send_signal(stop)
         assert app.wait(timeout=60) == -stop
         _read_until(fd, seen, lambda drawn: False)
-    finally:
-        app.kill()
-        app.wait()
-        os.close(fd)
     assert LEAVE_FULL_SCREEN in seen[drawn:]
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_the_app_quit_during_a_diagnose_ends_with_its_session(
+    tmp_path: Path, waiting_repo: tuple[Path, Path]
+) -> None:
+    """Quitting cancels the detail's diagnose (its session once kept the quit app's process
+    running, on a blank terminal, for as long as the session ran)."""
+    repo, fifo = waiting_repo
+    history = _history(tmp_path / "history.db")
+    seen = bytearray()
+    with _app_on_terminal(history, repo) as (app, fd):
+        _read_until(fd, seen, lambda drawn: b"Quarantine" in drawn)
+        os.write(fd, b"4")  # every test: this one has failed once only
+        _read_until(fd, seen, lambda drawn: b"test_one" in drawn)
+        os.write(fd, b"\r")
+        _read_until(fd, seen, lambda drawn: b"Diagnose" in drawn)
+        os.write(fd, b"D")
+        with fifo.open() as started:  # opens once the session's test runs
+            session = int(started.read())
+        try:
+            os.write(fd, b"\x11")  # ctrl+q
+            _read_until(fd, seen, lambda drawn: False)
+            assert app.wait(timeout=60) == 0
+            assert not _alive(session)
+        finally:
+            if _alive(session):
+                os.kill(session, signal.SIGKILL)

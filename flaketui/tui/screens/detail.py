@@ -313,6 +313,12 @@ class DetailScreen(Screen[None]):
         self.query_one("#diagnosis", Static).update(Text("starting…", "dim"))
         self._run_diagnose(Path.cwd())
 
+    def on_unmount(self) -> None:
+        """Leaving the detail, or quitting, cancels its diagnose: the result would have nowhere
+        to show, and a session still running would keep the app's process alive after it quit.
+        The sessions run so far stay stored."""
+        self.cancel_diagnose.set()
+
     def action_cancel_diagnose(self) -> None:
         """Stop a running diagnose (the sessions run so far are kept)."""
         if self.diagnosing:
