@@ -67,9 +67,9 @@ def local_history(address: Path | str, *, quiet: bool = True, sync: bool = True)
     path = replica_path(address)
     if not sync:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # stdout is the command's; the outages it proposes are reviewed through the URL.
-    run_sync(address, path, quiet=quiet, notes_err=True, shown_as=shown(address))
+    # stdout is the command's; the outages it proposes are reviewed through the URL. The cache
+    # folder is made once the server answers: one that cannot be reached leaves nothing.
+    run_sync(address, path, quiet=quiet, notes_err=True, shown_as=shown(address), make_folder=True)
     click.get_current_context().call_on_close(lambda: send_audit(address, path))
     return path
 

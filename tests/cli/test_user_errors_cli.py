@@ -176,6 +176,38 @@ def test_a_replica_sync_cannot_build_is_named_as_typed_before_the_server_is_aske
 
 @pytest.mark.parametrize(
     "args",
+    [
+        ["open", "URL"],
+        ["report", "URL"],
+        ["check", "URL"],
+        ["quarantine", "URL", FLAKY, "--reason", "r"],
+    ],
+    ids=lambda args: args[0],
+)
+@pytest.mark.parametrize("cache_exists", [False, True], ids=["no-cache", "empty-cache"])
+def test_a_server_that_cannot_be_reached_leaves_no_cache_folder(
+    runner: CliRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    cache_exists: bool,
+) -> None:
+    # Nothing listens on port 1: the replica's folder in the cache is made only once it answers.
+    cache = tmp_path / "cache"
+    if cache_exists:
+        cache.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    url = "postgresql://user@127.0.0.1:1/db"
+    result = runner.invoke(cli, [url if a == "URL" else a for a in args], prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {url}: connecting failed ("), result.output
+    assert result.output.count("\n") == 1, result.output
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left == (["adir", "cache"] if cache_exists else ["adir"])
+
+
+@pytest.mark.parametrize(
+    "args",
     [["report", "h.db", "--bogus"], ["report"], ["quarantine", "h.db", "t"], ["nosuch", "x", "y"]],
 )
 def test_a_malformed_command_line_keeps_clicks_usage_and_status_2(

@@ -43,10 +43,13 @@ def run_sync(
     quiet: bool = False,
     notes_err: bool = False,
     shown_as: str | None = None,
+    make_folder: bool = False,
 ) -> SyncSummary:
     """Sync the replica file from the server, with a progress line on stderr (and the outages
     it proposes said on stderr too with notes_err, naming the history as shown_as, by default
-    the replica's path)."""
+    the replica's path). make_folder: the replica's folder may be missing, and is made (with
+    its parents) once the server has answered, so a server that cannot be reached leaves no
+    empty folder behind."""
     if not is_server_url(url):
         raise FlaketuiError(f"{url}: not a postgresql:// URL")
     shown = mask_url(url)
@@ -64,7 +67,8 @@ def run_sync(
 
     # A pipe or a device would be replaced by the replica file (first sync) or waited on.
     refuse_special_file(history)
-    if not history.parent.is_dir():  # said of the file given, not of the one built beside it
+    # Said of the file given, not of the one built beside it.
+    if not make_folder and not history.parent.is_dir():
         raise FlaketuiError(f"{history}: directory {history.parent} does not exist")
     config = load_config()  # a bad configuration is refused before anything is written
     # A first sync builds the replica beside it and renames it into place once complete, so an
@@ -73,6 +77,8 @@ def run_sync(
     pg = connect(url)  # an unreachable server leaves no file behind
     target = unfinished_path(history) if first else history
     with closing(pg):
+        if make_folder:
+            history.parent.mkdir(parents=True, exist_ok=True)
         if first and history.exists() and not target.exists():
             start_from(url, pg, history, target)
         with history_file(target) as db:
