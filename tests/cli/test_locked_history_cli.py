@@ -19,11 +19,14 @@ from tests.process_state import collector_off, handles_on
 
 NOW = ["--now", "2026-11-02T00:00:00Z"]
 EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {},\n  "version": 1\n}\n'
+# A skip file listing the test release is given: a release the skip file refuses is refused
+# before the history is opened.
+LISTED_SKIP_FILE = '{"format": "flaketui-skip-file", "tests": {"m.C::t0": {}}, "version": 1}\n'
 LOCKED = "Error: history.db: database is locked (another process is writing to it; retry)\n"
 WRITERS: dict[str, list[str]] = {
     "ingest": ["ingest", "history.db", "new.xml", "--no-detect", "--run-id", "r2"],
     "quarantine": ["quarantine", "history.db", "m.C::t0", "--reason", "r", "--skip-file", "q.json"],
-    "release": ["release", "history.db", "m.C::t0", "--skip-file", "q.json"],
+    "release": ["release", "history.db", "m.C::t0", "--skip-file", "listed.json"],
     "incident-add": ["incident", "add", "history.db", "outage", "--from", NOW[1], "--to", NOW[1]],
     "merge-into": ["merge", "history.db", "other.db"],
     "prune": ["prune", "history.db", "--older-than", "1"],
@@ -62,6 +65,7 @@ def histories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert result.exit_code == 0, result.output
     write_report(tmp_path / "new.xml", "t9")
     (tmp_path / "q.json").write_text(EMPTY_SKIP_FILE)
+    (tmp_path / "listed.json").write_text(LISTED_SKIP_FILE)
     gc.collect()  # no connection of the set-up left open: an exclusive holder must get its lock
     monkeypatch.setattr("flaketui.core.history.store.BUSY_TIMEOUT_MS", 50)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from flaketui.cli.commands import cli
-from tests.connections import open_history
+from tests.connections import connected, open_history
 from tests.core.history_builder import HistoryBuilder, utc
 
 T0 = utc(2026, 2, 1)
@@ -342,6 +343,71 @@ def test_a_read_only_skip_file_is_refused_and_left_as_it_was(
         assert stat.S_IMODE(skip.stat().st_mode) == 0o444
         assert _files(repo) == before, args  # no lock file, no temporary file
     assert [row[:2] for row in audit(repo)] == [("quarantine", OTHER)]
+
+
+EMPTY_SKIP_FILE = '{"format": "flaketui-skip-file", "tests": {}, "version": 1}\n'
+# A skip file each command refuses without the history: its name in the repository, how it is
+# made there, and what the error says of it.
+REFUSED_SKIP_FILES = {
+    "directory": ("adir", lambda p: p.mkdir(), "is a directory, not a skip file"),
+    "pipe": ("fifo", os.mkfifo, "is a pipe, not a skip file"),
+    "broken": ("broken.json", lambda p: p.write_text('{"tests": {'), "not valid JSON"),
+    "foreign": ("other.json", lambda p: p.write_text("{}"), "not a flaketui skip file"),
+    "not utf-8": ("latin.json", lambda p: p.write_bytes(b"\xff{}"), "not UTF-8 text"),
+    "no folder": ("nodir/q.json", lambda p: None, "does not exist"),
+    "read-only": (
+        "ro.json",
+        lambda p: (p.write_text(EMPTY_SKIP_FILE), p.chmod(0o444)),
+        "is read-only; make it writable to change it",
+    ),
+}
+
+
+@pytest.mark.parametrize("command", ["quarantine", "release"])
+@pytest.mark.parametrize("kind", REFUSED_SKIP_FILES)
+def test_a_refused_skip_file_leaves_the_history_byte_for_byte(
+    repo: Path, command: str, kind: str
+) -> None:
+    # A history in rollback-journal mode, as another SQLite client may leave it: opening it for
+    # writing would turn it to WAL mode (its header changes) and add -wal and -shm files.
+    history = repo / "history.db"
+    with connected(history) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    name, make, problem = REFUSED_SKIP_FILES[kind]
+    skip = repo / name
+    make(skip)
+    data, before = history.read_bytes(), _files(repo)
+    args = ["--reason", "r"] if command == "quarantine" else []
+    result = invoke(command, str(history), FLAKY, *args, "--skip-file", str(skip))
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {skip}") and problem in result.output, result.output
+    assert result.output.count("\n") == 1, result.output
+    assert history.read_bytes() == data
+    assert _files(repo) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["quarantine", FLAKY, "--reason", " "], "a reason is required"),
+        (["release", FLAKY], f"{FLAKY!r} is not quarantined in"),
+    ],
+    ids=["no reason", "not quarantined"],
+)
+def test_a_command_refused_without_the_history_leaves_it_byte_for_byte(
+    repo: Path, args: list[str], problem: str
+) -> None:
+    history = repo / "history.db"
+    with connected(history) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    (repo / "q.json").write_text(EMPTY_SKIP_FILE)
+    data, before = history.read_bytes(), _files(repo)
+    command, *rest = args
+    result = invoke(command, str(history), *rest, "--skip-file", str(repo / "q.json"))
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: ") and problem in result.output, result.output
+    assert history.read_bytes() == data
+    assert _files(repo) == before
 
 
 def _history_beside_codeowners(

@@ -13,7 +13,7 @@ from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.cli.options import SKIP_FILE_DEFAULT
 from flaketui.core.config import Config, load_config
 from flaketui.core.errors import SkipFileError
-from flaketui.core.history.store import history_file
+from flaketui.core.history.store import check_history_path, history_file
 from flaketui.core.owners import locate_codeowners
 from flaketui.core.quarantine.skipfile import (
     ForeignSkipFile,
@@ -74,6 +74,15 @@ def read_skip_for(
     except ForeignSkipFile as exc:
         echo_text(f"warning: {exc.message}; ignored", err=True)
         return path, None, config
+
+
+def refuse_before_writing(db: Path | str) -> None:
+    """Refuse a history file that holds no history, by its header alone. Opening a history for
+    writing changes it (its journal mode, a schema upgrade, the waiting runs it files), so
+    quarantine and release refuse what they can without it (this, then the skip file and the
+    other values) before they open it; a server's replica is synced only then."""
+    if isinstance(db, Path):
+        check_history_path(db)
 
 
 def _display(path: Path) -> str:
@@ -153,11 +162,15 @@ def quarantine_command(
     Prints each entry written, then how many tests this quarantined and how many the skip file
     lists in all.
     """
-    from flaketui.core.quarantine.actions import quarantine
+    from flaketui.core.quarantine.actions import check_quarantine, quarantine
     from flaketui.core.scoring.report import effective_now
 
     path, config = skip_path_for(skip_file)
     requested = parse_iso(now) if now else None
+    refuse_before_writing(db)
+    check_quarantine(
+        path, reason=reason, mode=mode, expires_days=expires_days, source="cli", config=config
+    )
     history_path = local_history(db)
     with history_file(history_path, create=False) as history:
         scored_at, _clamped = effective_now(history, requested, config)
@@ -200,18 +213,14 @@ def release_command(
     db: Path | str, test_id: str, reason: str | None, skip_file: str | None, now: str | None
 ) -> None:
     """Release TEST_ID (a family parent releases every quarantined param) from the skip file."""
-    from flaketui.core.quarantine.actions import release
+    from flaketui.core.quarantine.actions import check_release, release
 
     path, _config = skip_path_for(skip_file)
+    moment = parse_iso(now) if now else utc_now()
+    refuse_before_writing(db)
+    check_release(path, test_id)
     with history_file(local_history(db), create=False) as history:
-        released = release(
-            history,
-            path,
-            test_id,
-            reason=reason,
-            now=parse_iso(now) if now else utc_now(),
-            source="cli",
-        )
+        released = release(history, path, test_id, reason=reason, now=moment, source="cli")
     for released_id in released:
         echo_text(f"released: {released_id}")
     echo_text(f"{len(released)} entr{'y' if len(released) == 1 else 'ies'} removed from "

@@ -434,6 +434,21 @@ def _check_is_sqlite(path: Path) -> None:
         raise HistoryError(f"{path}: not a SQLite database")
 
 
+def check_history_path(path: Path) -> None:
+    """Refuse, by its header alone, a path that holds no history to open: missing or empty, a
+    directory, a pipe or a device, or a file that is not SQLite. A command that refuses its
+    other arguments before it opens the history for writing asks this first, so a wrong
+    history is named before them, as opening it would."""
+    _check_is_sqlite(path)
+    if not path.exists() or path.stat().st_size == 0:
+        raise _no_history(path)
+
+
+def _no_history(path: Path) -> HistoryError:
+    reason = "does not exist" if not path.exists() else "is empty"
+    return HistoryError(f"{path}: {reason}; ingest a report first (flaketui ingest)")
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
     """The schema version stored in the file."""
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -521,8 +536,7 @@ def open_connection(
     _check_is_sqlite(path)
     if not path.exists() or path.stat().st_size == 0:
         if not create or readonly:
-            reason = "does not exist" if not path.exists() else "is empty"
-            raise HistoryError(f"{path}: {reason}; ingest a report first (flaketui ingest)")
+            raise _no_history(path)
         if not path.parent.exists():
             raise HistoryError(f"{path}: directory {path.parent} does not exist")
     by_uri = readonly and not reads_in_place(path)

@@ -23,9 +23,9 @@ from flaketui.core.quarantine.skipfile import (
     MODES,
     SCORE_KEYS,
     SkipEntry,
+    SkipFile,
     SkipMode,
-    read_skip_file,
-    refuse_read_only,
+    check_skip_file_to_write,
     round_scores,
     update_skip_file,
 )
@@ -194,6 +194,32 @@ def _refuse_replacing(
     )
 
 
+def check_quarantine(
+    skip_path: Path,
+    *,
+    reason: str,
+    mode: str = SkipMode.SKIP,
+    expires_days: int | None = None,
+    source: str = "cli",
+    config: Config,
+) -> SkipFile | None:
+    """Refuse (QuarantineError, SkipFileError) what a quarantine can refuse without the
+    history: the source, the mode, an empty reason, the expiry, and a skip file that cannot be
+    changed (see check_skip_file_to_write). The skip file as it reads now, None if absent.
+    A command asks this before it opens the history for writing."""
+    _check_source(source)
+    if mode not in MODES:
+        raise QuarantineError(f"mode must be 'skip' or 'run', not {mode!r}")
+    if not reason.strip():
+        raise QuarantineError("a reason is required")
+    days = config.skip_expiry_days if expires_days is None else expires_days
+    if not 0 < days <= MAX_EXPIRY_DAYS:
+        raise QuarantineError(
+            f"expiry must be a number of days from 1 to {MAX_EXPIRY_DAYS}, not {days}"
+        )
+    return check_skip_file_to_write(skip_path)
+
+
 def quarantine(
     db: Connected,
     skip_path: Path,
@@ -227,17 +253,17 @@ def quarantine(
     lifecycle dates a quarantine its transition and writes it later. The entry expires
     expires_days after expires_from (default now): the lifecycle counts from the apply.
     """
-    _check_source(source)
-    if mode not in MODES:
-        raise QuarantineError(f"mode must be 'skip' or 'run', not {mode!r}")
+    # Before scoring, which takes a while on a big history: a refusal comes at once.
+    current = check_quarantine(
+        skip_path,
+        reason=reason,
+        mode=mode,
+        expires_days=expires_days,
+        source=source,
+        config=config,
+    )
     chosen_mode = SkipMode(mode)
-    if not reason.strip():
-        raise QuarantineError("a reason is required")
     days = config.skip_expiry_days if expires_days is None else expires_days
-    if not 0 < days <= MAX_EXPIRY_DAYS:
-        raise QuarantineError(
-            f"expiry must be a number of days from 1 to {MAX_EXPIRY_DAYS}, not {days}"
-        )
     test_ids = expand_target(db, test_id_or_parent)
     if not test_ids:
         if not force:
@@ -252,9 +278,6 @@ def quarantine(
         if not replace:
             _refuse_replacing(entries, test_ids, test_id_or_parent, skip_path)
 
-    # Before scoring, which takes a while on a big history: a refusal comes at once.
-    refuse_read_only(skip_path.absolute())
-    current = read_skip_file(skip_path.absolute(), explicit=True)
     check({} if current is None else current.entries)
     if repo_root is None:
         repo_root = find_repo_root(skip_path.absolute().parent)
@@ -302,6 +325,29 @@ def quarantine(
     return Quarantined(written, replaced, len(skip.entries))
 
 
+def _released(
+    entries: Mapping[str, SkipEntry], test_id_or_parent: str, skip_path: Path
+) -> list[str]:
+    """The entries a release of test_id_or_parent removes: the test, else every quarantined
+    param of the family; QuarantineError when there is none."""
+    if test_id_or_parent in entries:
+        return [test_id_or_parent]
+    matches = sorted(t for t in entries if parent_of(t) == test_id_or_parent)
+    if not matches:
+        # The skip file's entries are offered, not the history's tests.
+        close = did_you_mean_among(entries, test_id_or_parent)
+        raise QuarantineError(f"{test_id_or_parent!r} is not quarantined in {skip_path}{close}")
+    return matches
+
+
+def check_release(skip_path: Path, test_id_or_parent: str) -> None:
+    """Refuse (QuarantineError, SkipFileError) a release the skip file alone refuses: one it
+    cannot change (see check_skip_file_to_write), or a test it does not list. A command asks
+    this before it opens the history for writing."""
+    current = check_skip_file_to_write(skip_path)
+    _released({} if current is None else current.entries, test_id_or_parent, skip_path)
+
+
 def release(
     db: Connected,
     skip_path: Path,
@@ -319,14 +365,7 @@ def release(
     removed: list[SkipEntry] = []
 
     def matching(entries: Mapping[str, SkipEntry]) -> list[str]:
-        if test_id_or_parent in entries:
-            return [test_id_or_parent]
-        matches = sorted(t for t in entries if parent_of(t) == test_id_or_parent)
-        if not matches:
-            # The skip file's entries are offered, not the history's tests.
-            close = did_you_mean_among(entries, test_id_or_parent)
-            raise QuarantineError(f"{test_id_or_parent!r} is not quarantined in {skip_path}{close}")
-        return matches
+        return _released(entries, test_id_or_parent, skip_path)
 
     def mutate(entries: dict[str, SkipEntry]) -> None:
         removed.clear()

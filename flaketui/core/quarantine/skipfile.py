@@ -432,6 +432,19 @@ def refuse_read_only(path: Path) -> None:
         raise SkipFileError(f"{path} is read-only; make it writable to change it")
 
 
+def check_skip_file_to_write(path: Path) -> SkipFile | None:
+    """The skip file a command is about to change, as it reads now (None: not there yet), or
+    SkipFileError for one it cannot change: its folder is missing, it is read-only, or it is a
+    pipe, a directory, larger than the limit or not a flaketui skip file. A command asks this
+    before it opens the history for writing, so a refused skip file leaves the history as it
+    was."""
+    path = path.absolute()
+    if not path.parent.is_dir():
+        raise _problem(path, f"directory {path.parent} does not exist")
+    refuse_read_only(path)
+    return read_skip_file(path, explicit=True)
+
+
 def update_skip_file(
     path: Path,
     mutate: Callable[[dict[str, SkipEntry]], object],
@@ -453,10 +466,7 @@ def update_skip_file(
     import filelock
 
     path = path.absolute()
-    if not path.parent.is_dir():
-        raise _problem(path, f"directory {path.parent} does not exist")
-    refuse_read_only(path)
-    found = read_skip_file(path, explicit=True)
+    found = check_skip_file_to_write(path)
     if check is not None:
         check({} if found is None else found.entries)
     try:
