@@ -11,7 +11,7 @@ from codeowners import CodeOwners
 
 from flaketui.core.config import Config
 from flaketui.core.errors import FlaketuiError
-from flaketui.core.reading import TooLarge, is_pipe, read_at_most
+from flaketui.core.reading import IsTerminal, TooLarge, is_pipe, read_at_most
 
 # GitHub's search order (first found wins); GitLab also reads .gitlab/CODEOWNERS.
 CODEOWNERS_LOCATIONS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS", ".gitlab/CODEOWNERS")
@@ -81,7 +81,8 @@ def codeowners_text(path: Path) -> str:
     CodeownersError naming it: read anyway, its rules would give no owner or garbage ones
     without a word. A file that cannot be read at all degrades to no rules, and the owners
     come from the configured fallbacks. A pipe is refused unopened: it is read more than once
-    (checked, then loaded), and a named pipe waits for a writer.
+    (checked, then loaded), and a named pipe waits for a writer. A terminal is refused unread:
+    reading it waits for someone to type (`/dev/null` reads as a file with no rules).
     """
     if is_pipe(path):
         raise CodeownersError(f"{path}: is a pipe, not a CODEOWNERS file; write it to a file")
@@ -91,6 +92,8 @@ def codeowners_text(path: Path) -> str:
         raise CodeownersError(
             f"{path}: {exc}, the most GitHub loads of a CODEOWNERS file"
         ) from None
+    except IsTerminal:
+        raise CodeownersError(f"{path}: is a terminal, not a CODEOWNERS file") from None
     except OSError:
         return ""
     try:

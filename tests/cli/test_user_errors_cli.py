@@ -3,9 +3,11 @@ click's usage message and status 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -149,6 +151,76 @@ def test_a_named_pipe_for_codeowners_or_the_skip_file_is_refused_unopened(
     assert result.output.startswith("Error: ") and line in result.output, result.output
     assert result.output.count("\n") == 1, result.output
     assert stat.S_ISFIFO((tmp_path / "fifo").stat().st_mode)
+
+
+TYPED = b"* @typed-owner\n"
+
+
+@pytest.fixture
+def terminal() -> Iterator[tuple[str, int]]:
+    """A pseudo-terminal's path (as /dev/tty would be, without waiting on a real one) with a
+    line typed into it, then end-of-file typed at the start of a line several times over: a
+    command that reads it gets the line, then an end at each read, and never waits. Its
+    descriptor, to read what the command left unread."""
+    primary, secondary = os.openpty()
+    try:
+        os.write(primary, TYPED + b"\x04" * 8)
+        yield os.ttyname(secondary), secondary
+    finally:
+        os.close(primary)
+        os.close(secondary)
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["open", "missing.db", "--codeowners", "TTY"], "a CODEOWNERS file"),
+        (["report", "h.db", "--codeowners", "TTY"], "a CODEOWNERS file"),
+        (["export", "h.db", "--format", "json", "--codeowners", "TTY"], "a CODEOWNERS file"),
+        (["check", "h.db", "--codeowners", "TTY"], "a CODEOWNERS file"),
+        (["export", "h.db", "--format", "json", "--skip-file", "TTY"], "a skip file"),
+        (["quarantine", "h.db", FLAKY, "--reason", "r", "--skip-file", "TTY"], "a skip file"),
+        (["release", "h.db", FLAKY, "--skip-file", "TTY"], "a skip file"),
+    ],
+    ids=[
+        "open codeowners",
+        "report codeowners",
+        "export codeowners",
+        "check codeowners",
+        "export skip-file",
+        "quarantine skip-file",
+        "release skip-file",
+    ],
+)
+def test_a_terminal_for_codeowners_or_the_skip_file_is_refused_unread(
+    runner: CliRunner,
+    tmp_path: Path,
+    terminal: tuple[str, int],
+    args: list[str],
+    what: str,
+) -> None:
+    # Reading a terminal (/dev/tty) waits for someone to type: it is refused once opened.
+    tty, secondary = terminal
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    result = runner.invoke(cli, [tty if a == "TTY" else a for a in args], prog_name="flaketui")
+    assert result.exit_code == 1, result.output
+    assert result.output == f"Error: {tty}: is a terminal, not {what}\n"
+    os.set_blocking(secondary, False)
+    assert os.read(secondary, 100) == TYPED  # nothing was read from it
+
+
+def test_dev_null_for_codeowners_is_a_file_with_no_owner(runner: CliRunner, tmp_path: Path) -> None:
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    shutil.copy(SAMPLE.with_name("CODEOWNERS"), tmp_path / "CODEOWNERS")  # found beside h.db
+
+    def owners(*option: str) -> set[str | None]:
+        args = ["report", "h.db", "--format", "json", *option]
+        result = runner.invoke(cli, args, prog_name="flaketui")
+        assert result.exit_code == 0, result.output
+        return {test["owner"] for test in json.loads(result.output)["tests"]}
+
+    assert None not in owners()
+    assert owners("--codeowners", os.devnull) == {None}
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flaketui.core.reading import TooLarge, read_at_most, size_text
+from flaketui.core.reading import IsTerminal, TooLarge, read_at_most, size_text
 
 
 @given(size=st.integers(0, 300), limit=st.integers(0, 300))
@@ -46,6 +46,32 @@ def test_a_device_with_no_end_is_refused_at_the_limit() -> None:
 def test_a_missing_file_is_the_open_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_at_most(tmp_path / "nope", 10)
+
+
+def test_a_terminal_is_refused_before_anything_is_read() -> None:
+    primary, secondary = os.openpty()
+    try:
+        os.write(primary, b"typed\n" + b"\x04" * 4)  # a read gets the line, then the end
+        with pytest.raises(IsTerminal, match=r"^is a terminal, not a file$"):
+            read_at_most(Path(os.ttyname(secondary)), 10)
+        os.set_blocking(secondary, False)
+        assert os.read(secondary, 10) == b"typed\n"
+    finally:
+        os.close(primary)
+        os.close(secondary)
+
+
+def test_dev_null_is_a_file_with_nothing_in_it() -> None:
+    assert read_at_most(Path(os.devnull), 10) == b""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_a_directory_is_the_open_error_and_keeps_no_descriptor(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(IsADirectoryError) as caught:
+        read_at_most(tmp_path, 10)
+    assert caught.value.filename == str(tmp_path)
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from flaketui.core.atomic import write_atomically
 from flaketui.core.config import Config, find_pyproject
 from flaketui.core.errors import FlaketuiError, SkipFileError
-from flaketui.core.reading import TooLarge, is_pipe, read_at_most
+from flaketui.core.reading import IsTerminal, TooLarge, is_pipe, read_at_most
 from flaketui.core.timeutil import parse_iso, to_iso
 
 if TYPE_CHECKING:
@@ -327,7 +327,8 @@ def read_skip_file(path: Path, *, explicit: bool) -> SkipFile | None:
 
     A broken file raises SkipFileError (one line: file and problem) when it carries the marker or
     was named explicitly; an auto-discovered file without the marker raises ForeignSkipFile.
-    A pipe is refused unopened (a named pipe waits for a writer; a skip file is written back).
+    A pipe is refused unopened (a named pipe waits for a writer; a skip file is written back),
+    a terminal unread (reading it waits for someone to type).
     """
     if is_pipe(path):
         raise _problem(path, "is a pipe, not a skip file")
@@ -335,6 +336,8 @@ def read_skip_file(path: Path, *, explicit: bool) -> SkipFile | None:
         data = read_at_most(path, MAX_SKIP_FILE_BYTES)
     except TooLarge as exc:
         raise _problem(path, str(exc)) from None
+    except IsTerminal:
+        raise _problem(path, "is a terminal, not a skip file") from None
     except FileNotFoundError:
         return None
     except IsADirectoryError:
