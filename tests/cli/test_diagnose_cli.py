@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import sysconfig
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,13 +17,16 @@ from hypothesis import strategies as st
 
 import flaketui
 from flaketui.cli.group import cli
+from flaketui.core.config import load_config
 from flaketui.core.diagnosis import sessions
+from flaketui.core.diagnosis.experiments import Diagnoser
 from flaketui.core.diagnosis.sessions import (
     DiagnoseError,
     PytestSessions,
     SessionResult,
     check_node_id,
 )
+from flaketui.core.history.store import history_file
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from tests.connections import connected, open_history
@@ -131,6 +135,52 @@ def test_a_time_budget_that_is_no_finite_number_is_refused(
     assert (
         line == f"Error: Invalid value for '--minutes': {shown} is not a finite number of minutes."
     )
+
+
+def checked_without_a_process(self: PytestSessions) -> None:
+    """check_interpreter for an interpreter without pytest-xdist, asking no process."""
+    self.checked, self.has_xdist = True, False
+
+
+@pytest.mark.usefixtures("no_process")
+def test_a_time_budget_that_ends_before_any_session_is_no_verdict(
+    repo: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1e-9 minutes (60 ns) are gone before any session could start: nothing was tried,
+    # so no verdict (not "not-reproducible: did not fail here in 0 sessions").
+    monkeypatch.setattr(PytestSessions, "check_interpreter", checked_without_a_process)
+    args = ["diagnose", str(db), VICTIM, "--repo", str(repo), "--minutes", "1e-9"]
+    for fmt in ("text", "json"):
+        line = refused(CliRunner().invoke(cli, [*args, "--format", fmt]), db)
+        assert line == (
+            f"Error: {VICTIM}: the time budget of 1e-09 minutes ran out before any session "
+            "started; no session ran and nothing was stored"
+        )
+
+
+@pytest.mark.usefixtures("no_process")
+def test_a_diagnose_cancelled_before_any_session_ended_is_no_verdict(
+    repo: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(PytestSessions, "check_interpreter", checked_without_a_process)
+    cancel = threading.Event()
+    cancel.set()
+    with history_file(db, create=False) as history:
+        diagnoser = Diagnoser(
+            history,
+            PytestSessions(repo),
+            runs=2,
+            minutes=None,
+            config=load_config(repo),
+            now=datetime(2026, 11, 2, tzinfo=UTC),
+            cancel=cancel,
+        )
+        with pytest.raises(DiagnoseError) as refusal:
+            diagnoser.diagnose(VICTIM)
+    assert refusal.value.message == (
+        f"{VICTIM}: cancelled before any session ended; no session ran and nothing was stored"
+    )
+    assert diagnose_runs(db) == 0
 
 
 @pytest.mark.usefixtures("no_process")

@@ -162,6 +162,7 @@ class _Budget:
     """Sessions left and the deadline; raises _Stop when cancelled or out of time."""
 
     def __init__(self, minutes: float | None, cancel: threading.Event | None) -> None:
+        self.minutes = minutes
         self.deadline = None if minutes is None else time.monotonic() + minutes * 60
         self.cancel = cancel
 
@@ -170,6 +171,15 @@ class _Budget:
             raise _Stop("cancelled")
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _Stop("time budget used up")
+
+    def nothing_ran(self, test_id: str, reason: str) -> DiagnoseError:
+        """The refusal of a diagnose stopped before any session ended: with no session there
+        is no verdict to give, and none may say the test was tried."""
+        if reason == "cancelled":
+            why = "cancelled before any session ended"
+        else:
+            why = f"the time budget of {self.minutes:g} minutes ran out before any session started"
+        return DiagnoseError(f"{test_id}: {why}; no session ran and nothing was stored")
 
 
 class _Stop(Exception):
@@ -308,6 +318,8 @@ class Diagnoser:
                 polluter = self._bisect(failing_order, test_id)
         except _Stop as stop:
             stop_reason = str(stop)
+        if stop_reason and not self.results:  # "did not fail here in 0 sessions" would lie
+            raise self.budget.nothing_ran(test_id, stop_reason)
         replay = latest_seed_replay(self.db, analysis.members, now=self.now, config=self.config)
         diagnosis = self._classify(test_id, experiments, polluter, workers, before, analysis)
         if replay is not None:
