@@ -154,7 +154,7 @@ def test_a_time_budget_that_ends_before_any_session_is_no_verdict(
         line = refused(CliRunner().invoke(cli, [*args, "--format", fmt]), db)
         assert line == (
             f"Error: {VICTIM}: the time budget of 1e-09 minutes ran out before any session "
-            "started; no session ran and nothing was stored"
+            "finished; nothing was stored"
         )
 
 
@@ -178,7 +178,7 @@ def test_a_diagnose_cancelled_before_any_session_ended_is_no_verdict(
         with pytest.raises(DiagnoseError) as refusal:
             diagnoser.diagnose(VICTIM)
     assert refusal.value.message == (
-        f"{VICTIM}: cancelled before any session ended; no session ran and nothing was stored"
+        f"{VICTIM}: cancelled before any session finished; nothing was stored"
     )
     assert diagnose_runs(db) == 0
 

@@ -1,5 +1,6 @@
-"""A diagnosis session stopped midway (cancelled, past its time limit, its command stopped) runs
-its fixtures' teardowns and leaves no process behind, its pytest-xdist workers included.
+"""A diagnosis session stopped midway (cancelled, past its time limit or the time budget, its
+command stopped) runs its fixtures' teardowns and leaves no process behind, its pytest-xdist
+workers included.
 
 Real pytest sessions whose tests wait for ever; each test waits for the moment the tests run (a
 FIFO per test the test opens), never for a time.
@@ -8,12 +9,20 @@ FIFO per test the test opens), never for a time.
 from __future__ import annotations
 
 import os
+import signal
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from flaketui.core.diagnosis.sessions import PytestSessions, SessionResult
+from flaketui.core.config import load_config
+from flaketui.core.diagnosis.experiments import Diagnoser
+from flaketui.core.diagnosis.sessions import DiagnoseError, PytestSessions, SessionResult
+from flaketui.core.history.store import history_file
+from flaketui.core.ingest.writer import RunRecorder
+from flaketui.core.models import Attempt, CaseResult, RunMeta
+from tests.connections import open_history
 
 CONFTEST = """
 import os
@@ -93,3 +102,64 @@ def test_a_cancelled_session_tears_down_and_leaves_no_process(
     assert results[0].cancelled
     assert [pid for pid in pids if _alive(pid)] == []
     assert sorted(path.name for path in torn.iterdir()) == sorted(map(str, pids))
+
+
+def _history(path: Path, test_id: str) -> Path:
+    """A history where the test failed once."""
+    history = open_history(path)
+    recorder = RunRecorder(history, RunMeta(run_id="r1", ts=datetime(2026, 11, 1, tzinfo=UTC)))
+    recorder.add([CaseResult(test_id, test_id.split("::")[0], [Attempt("fail", 5, "boom")])])
+    recorder.finish()
+    history.conn.close()
+    return path
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_the_time_budget_stops_the_session_that_runs(tmp_path: Path) -> None:
+    """`--minutes` ends a session still running when it is up (it once waited for the session's
+    own 10-minute limit); that session is neither counted nor stored."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    pid_file = tmp_path / "session-pid"
+    (repo / "tests" / "test_one.py").write_text(
+        "import os, threading\nfrom pathlib import Path\n\n"
+        "def test_one():\n"
+        f"    Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "    threading.Event().wait()\n"
+    )
+    test_id = "tests/test_one.py::test_one"
+    db = _history(tmp_path / "history.db", test_id)
+    refusals: list[DiagnoseError] = []
+
+    def diagnose() -> None:
+        with history_file(db, create=False) as history:
+            diagnoser = Diagnoser(
+                history,
+                PytestSessions(repo),
+                runs=2,
+                minutes=0.1,
+                config=load_config(repo),
+                now=datetime(2026, 11, 2, tzinfo=UTC),
+            )
+            try:
+                diagnoser.diagnose(test_id)
+            except DiagnoseError as refusal:
+                refusals.append(refusal)
+
+    worker = threading.Thread(target=diagnose)
+    worker.start()
+    worker.join(timeout=120)
+    session = int(pid_file.read_text())  # the first session's test ran
+    try:
+        assert not worker.is_alive()
+        assert [r.message for r in refusals] == [
+            f"{test_id}: the time budget of 0.1 minutes ran out before any session finished; "
+            "nothing was stored"
+        ]
+        assert not _alive(session)
+    finally:
+        if _alive(session):
+            os.kill(session, signal.SIGKILL)
+    with history_file(db, create=False, readonly=True) as history:
+        stored = history.conn.execute("SELECT count(*) FROM runs WHERE source = 'diagnose'")
+        assert stored.fetchone()[0] == 0

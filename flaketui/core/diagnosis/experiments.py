@@ -55,6 +55,7 @@ from pathlib import Path
 
 from flaketui.core.config import Config
 from flaketui.core.diagnosis.sessions import (
+    SESSION_TIMEOUT_S,
     DiagnoseError,
     PytestSessions,
     SessionResult,
@@ -172,14 +173,21 @@ class _Budget:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _Stop("time budget used up")
 
+    def session_limit(self) -> float:
+        """How long the next session may run: its own limit, or less when the budget ends
+        sooner."""
+        if self.deadline is None:
+            return SESSION_TIMEOUT_S
+        return max(0.0, min(SESSION_TIMEOUT_S, self.deadline - time.monotonic()))
+
     def nothing_ran(self, test_id: str, reason: str) -> DiagnoseError:
         """The refusal of a diagnose stopped before any session ended: with no session there
         is no verdict to give, and none may say the test was tried."""
         if reason == "cancelled":
-            why = "cancelled before any session ended"
+            why = "cancelled before any session finished"
         else:
-            why = f"the time budget of {self.minutes:g} minutes ran out before any session started"
-        return DiagnoseError(f"{test_id}: {why}; no session ran and nothing was stored")
+            why = f"the time budget of {self.minutes:g} minutes ran out before any session finished"
+        return DiagnoseError(f"{test_id}: {why}; nothing was stored")
 
 
 class _Stop(Exception):
@@ -228,10 +236,15 @@ class Diagnoser:
         self.budget.check()
         if self.progress is not None:
             self.progress(self.done, self.planned, what)
-        result = self.sessions.run(node_ids, workers=workers, cancel=self.budget.cancel)
+        limit = self.budget.session_limit()
+        result = self.sessions.run(
+            node_ids, workers=workers, cancel=self.budget.cancel, timeout_s=limit
+        )
         self.done += 1
         if result.cancelled:
             raise _Stop("cancelled")
+        if result.timed_out is not None and limit < SESSION_TIMEOUT_S:
+            raise _Stop("time budget used up")  # cut by the budget: no result, not stored
         self.results.append((result, workers))
         if self.progress is not None:
             self.progress(self.done, self.planned, what)
