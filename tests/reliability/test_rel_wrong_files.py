@@ -30,6 +30,11 @@ from tests.history_damage import damage
 NOW = ["--now", "2026-11-02T00:00:00Z"]
 TEST_ID = "pkg.Mod::t1"
 EMPTY_SKIP_FILE = '{\n  "format": "flaketui-skip-file",\n  "tests": {},\n  "version": 1\n}\n'
+# The skip file release is given lists its test: a release the skip file alone refuses is
+# refused before the history is opened.
+LISTED_SKIP_FILE = (
+    '{"format": "flaketui-skip-file", "tests": {"' + TEST_ID + '": {}}, "version": 1}\n'
+)
 
 
 @pytest.fixture(autouse=True)
@@ -62,6 +67,9 @@ def commands(history: Path, tmp_path: Path) -> dict[str, list[str | Path]]:
     skip_file = tmp_path / "q.json"
     if not skip_file.exists():
         skip_file.write_text(EMPTY_SKIP_FILE)
+    listing = tmp_path / "q-release.json"
+    if not listing.exists():
+        listing.write_text(LISTED_SKIP_FILE)
     skip: list[str | Path] = ["--skip-file", skip_file]
     return {
         "ingest": ["ingest", history, report, "--no-detect", "--run-id", "r2"],
@@ -71,11 +79,17 @@ def commands(history: Path, tmp_path: Path) -> dict[str, list[str | Path]]:
         "pivot": ["pivot", history, TEST_ID, *NOW],
         "export": ["export", history, "--format", "json", *skip, *NOW],
         "quarantine": ["quarantine", history, TEST_ID, "--reason", "r", *skip, *NOW],
-        "release": ["release", history, TEST_ID, *skip, *NOW],
+        "release": ["release", history, TEST_ID, "--skip-file", listing, *NOW],
         "lifecycle": ["lifecycle", history, *NOW],
         "merge-into": ["merge", history, other],
         "merge-from": ["merge", other, history],
     }
+
+
+def assert_skip_files_untouched(tmp_path: Path) -> None:
+    """The skip files commands() gives are as it wrote them."""
+    assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE
+    assert (tmp_path / "q-release.json").read_text() == LISTED_SKIP_FILE
 
 
 # The names of commands(), known before any test runs: building its arguments writes files.
@@ -113,7 +127,7 @@ def test_non_sqlite_history_is_refused_and_untouched(
     result = invoke(*args)
     assert_one_line_error(result, str(history))
     assert file_state(history) == before
-    assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE
+    assert_skip_files_untouched(tmp_path)
 
 
 @pytest.mark.parametrize("command", [name for name in COMMAND_NAMES if name != "open"])
@@ -125,7 +139,7 @@ def test_damaged_history_gets_one_line_naming_it(tmp_path: Path, command: str) -
     args = commands(history, tmp_path)[command]
     result = invoke(*args)
     assert_one_line_error(result, str(history), "damaged (database disk image is malformed)")
-    assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE
+    assert_skip_files_untouched(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -203,7 +217,7 @@ def test_read_only_history_is_read_and_never_written(tmp_path: Path) -> None:
         assert_one_line_error(ingest, str(history))
         quarantine = invoke(*commands(history, tmp_path)["quarantine"])
         assert_one_line_error(quarantine, str(history))
-        assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE
+        assert_skip_files_untouched(tmp_path)
         assert file_state(history) == before
 
 
@@ -228,7 +242,7 @@ def test_hand_broken_skip_file_is_refused_and_untouched(
     tmp_path: Path, kind: str, command: str
 ) -> None:
     history = good_history(tmp_path / "history.db")
-    skip = tmp_path / "q.json"
+    skip = tmp_path / ("q-release.json" if command == "release" else "q.json")
     text = BROKEN_SKIP_FILES[kind]
     skip.write_bytes(text.encode("latin-1" if kind == "not-utf8" else "utf-8"))
     before_skip, before_history = file_state(skip), snapshot(history)
@@ -251,7 +265,7 @@ def test_a_history_locked_by_another_writer_gets_one_line_and_nothing_is_written
         for command in ("ingest", "quarantine"):
             result = invoke(*commands(history, tmp_path)[command])
             assert_one_line_error(result, "database is locked")
-        assert (tmp_path / "q.json").read_text() == EMPTY_SKIP_FILE  # no entry without its audit
+        assert_skip_files_untouched(tmp_path)  # no entry without its audit
         report = invoke("report", history, *NOW)  # readers are not blocked by a writer
         assert report.exit_code == 0, report.output
     finally:
