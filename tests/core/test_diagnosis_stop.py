@@ -9,6 +9,7 @@ FIFO per test the test opens), never for a time.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 from datetime import UTC, datetime
@@ -48,13 +49,18 @@ def test_{name}(server):
 """
 
 
-def _alive(pid: int) -> bool:
-    """Whether the process runs (a zombie waiting for its parent counts as gone)."""
+def _alive(pid: int, within: float = 30.0) -> bool:
+    """Whether the process still runs `within` seconds from now, unless it ends before: its end
+    is waited for (a pidfd becomes readable when it does), not a time."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
         return False
-    return state != "Z"
+    try:
+        ended, _, _ = select.select([fd], [], [], within)
+    finally:
+        os.close(fd)
+    return not ended
 
 
 @pytest.fixture
@@ -76,7 +82,7 @@ def hanging_repo(tmp_path: Path) -> tuple[Path, list[Path], Path]:
     return root, fifos, torn
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits for processes by pidfd")
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_cancelled_session_tears_down_and_leaves_no_process(
     hanging_repo: tuple[Path, list[Path], Path], workers: int
@@ -114,7 +120,7 @@ def _history(path: Path, test_id: str) -> Path:
     return path
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits for processes by pidfd")
 def test_the_time_budget_stops_the_session_that_runs(tmp_path: Path) -> None:
     """`--minutes` ends a session still running when it is up (it once waited for the session's
     own 10-minute limit); that session is neither counted nor stored."""

@@ -50,6 +50,17 @@ OUTPUT_TAIL = 16_000  # characters of a session's output kept to say why the tes
 EXIT_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 PLUGIN_MODULE = "flaketui.pytest_plugin"
 
+# What a session runs: `python -m pytest`, with Ctrl-C's handler installed even when flaketui
+# was started with SIGINT ignored (a shell starts a background job so, nohup too) and the session
+# inherited that: stop_session interrupts a session as Ctrl-C does. sys.path[0] is the working
+# directory as -m makes it (-c makes it '').
+RUN_PYTEST = (
+    "import os, runpy, signal, sys; "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.path[0] = os.getcwd(); "
+    "runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
+)
+
 # Run by the interpreter sessions use (any Python 3): what it has, as one JSON line.
 _PROBE = """
 import importlib.util, json, sys
@@ -294,8 +305,9 @@ class PytestSessions:
         report = scratch / "report.xml"
         output = scratch / "output.txt"
         argv = [
-            self.python, "-m", "pytest", *self.base_args(workers), f"--basetemp={scratch / 'tmp'}",
-            f"--junitxml={report}", "-q", "--no-header", "--", *node_ids,
+            self.python, "-c", RUN_PYTEST, *self.base_args(workers),
+            f"--basetemp={scratch / 'tmp'}", f"--junitxml={report}", "-q", "--no-header", "--",
+            *node_ids,
         ]  # fmt: skip
         result = SessionResult(argv, list(node_ids))
         started = time.monotonic()
