@@ -16,6 +16,7 @@ A signal the command was started with ignored (`nohup` ignores SIGHUP) stays ign
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -50,8 +51,11 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def unwinding_on_stop() -> Iterator[None]:
     """Run the block with SIGTERM and SIGHUP unwinding it, then end the process by the signal
-    that arrived, if one did. Signals already handled or ignored are left as they are."""
-    taken = [each for each in stop_signals() if signal.getsignal(each) is signal.SIG_DFL]
+    that arrived, if one did. Signals already handled or ignored are left as they are, and so
+    is every signal when the block runs outside the main thread (only it can handle them)."""
+    taken = []
+    if threading.current_thread() is threading.main_thread():  # where handlers can be set
+        taken = [each for each in stop_signals() if signal.getsignal(each) is signal.SIG_DFL]
     for each in taken:
         signal.signal(each, _stop)
     try:

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from flaketui.cli.stopping import unwinding_on_stop
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from tests.connections import open_history
@@ -240,3 +242,18 @@ def test_the_app_quit_during_a_diagnose_ends_with_its_session(
         finally:
             if _alive(session):
                 os.kill(session, signal.SIGKILL)
+
+
+def test_outside_the_main_thread_the_signals_are_left_as_they_are() -> None:
+    """The console script's entry point called from another thread runs, unwinding nothing."""
+    ran: list[object] = []
+
+    def block() -> None:
+        before = signal.getsignal(signal.SIGTERM)
+        with unwinding_on_stop():
+            ran.append(signal.getsignal(signal.SIGTERM) is before)
+
+    thread = threading.Thread(target=block)
+    thread.start()
+    thread.join()
+    assert ran == [True]
