@@ -30,6 +30,7 @@ from flaketui.core.history.store import history_file
 from flaketui.core.ingest.writer import RunRecorder
 from flaketui.core.models import Attempt, CaseResult, RunMeta
 from tests.connections import connected, open_history
+from tests.stopped_sessions import history_with_a_failure
 
 VICTIM = "tests/test_a.py::test_one"
 
@@ -45,13 +46,7 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    path = tmp_path / "history.db"
-    history = open_history(path)
-    recorder = RunRecorder(history, RunMeta(run_id="r1", ts=datetime(2026, 11, 1, tzinfo=UTC)))
-    recorder.add([CaseResult(VICTIM, "tests/test_a.py", [Attempt("fail", 5, "boom")])])
-    recorder.finish()
-    history.conn.close()
-    return path
+    return history_with_a_failure(tmp_path / "history.db", VICTIM)
 
 
 @pytest.fixture

@@ -18,15 +18,17 @@ import termios
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from flaketui.cli.stopping import unwinding_on_stop
-from flaketui.core.ingest.writer import RunRecorder
-from flaketui.core.models import Attempt, CaseResult, RunMeta
-from tests.connections import open_history
+from tests.stopped_sessions import (
+    CAN_WAIT_FOR_PROCESSES,
+    history_with_a_failure,
+    still_running,
+    waiting_test,
+)
 
 VICTIM = "tests/test_a.py::test_one"
 SAMPLE = Path(__file__).parents[2] / "sample_data" / "history.db"
@@ -93,23 +95,8 @@ def waiting_repo(tmp_path: Path) -> tuple[Path, Path]:
     os.mkfifo(fifo)
     root = tmp_path / "repo"
     (root / "tests").mkdir(parents=True)
-    (root / "tests" / "test_a.py").write_text(
-        "import os, threading\n\n"
-        "def test_one():\n"
-        f"    with open({str(fifo)!r}, 'w') as started:\n"
-        "        started.write(str(os.getpid()))\n"
-        "    threading.Event().wait()\n"
-    )
+    (root / "tests" / "test_a.py").write_text(waiting_test("one", fifo))
     return root, fifo
-
-
-def _history(path: Path) -> Path:
-    history = open_history(path)
-    recorder = RunRecorder(history, RunMeta(run_id="r1", ts=datetime(2026, 11, 1, tzinfo=UTC)))
-    recorder.add([CaseResult(VICTIM, "tests/test_a.py", [Attempt("fail", 5, "boom")])])
-    recorder.finish()
-    history.conn.close()
-    return path
 
 
 def _ours(temp: Path) -> list[str]:
@@ -118,16 +105,7 @@ def _ours(temp: Path) -> list[str]:
     return [path.name for path in temp.iterdir() if path.name.startswith("flaketui-")]
 
 
-def _alive(pid: int) -> bool:
-    """Whether the process runs (a zombie waiting for its parent counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+@pytest.mark.skipif(not CAN_WAIT_FOR_PROCESSES, reason="waits for processes by pidfd")
 def test_a_stopped_diagnosis_leaves_no_session_running_and_no_scratch_folder(
     tmp_path: Path, waiting_repo: tuple[Path, Path]
 ) -> None:
@@ -135,7 +113,7 @@ def test_a_stopped_diagnosis_leaves_no_session_running_and_no_scratch_folder(
     test run under nohup could not send it here)."""
     stop = signal.SIGTERM
     repo, fifo = waiting_repo
-    history = _history(tmp_path / "history.db")
+    history = history_with_a_failure(tmp_path / "history.db", VICTIM)
     temp = tmp_path / "temp"
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}
@@ -155,10 +133,10 @@ def test_a_stopped_diagnosis_leaves_no_session_running_and_no_scratch_folder(
             out, err = flaketui.communicate(timeout=60)
             assert flaketui.returncode == -stop
             assert (out, err) == ("", "")
-            assert not _alive(session)
+            assert not still_running(session)
             assert _ours(temp) == []
         finally:
-            if _alive(session):
+            if still_running(session, within=0):
                 os.kill(session, signal.SIGKILL)
 
 
@@ -216,14 +194,14 @@ def test_the_app_stopped_by_a_signal_gives_the_terminal_back(tmp_path: Path) -> 
     assert LEAVE_FULL_SCREEN in seen[drawn:]
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+@pytest.mark.skipif(not CAN_WAIT_FOR_PROCESSES, reason="waits for processes by pidfd")
 def test_the_app_quit_during_a_diagnose_ends_with_its_session(
     tmp_path: Path, waiting_repo: tuple[Path, Path]
 ) -> None:
     """Quitting cancels the detail's diagnose (its session once kept the quit app's process
     running, on a blank terminal, for as long as the session ran)."""
     repo, fifo = waiting_repo
-    history = _history(tmp_path / "history.db")
+    history = history_with_a_failure(tmp_path / "history.db", VICTIM)
     seen = bytearray()
     with _app_on_terminal(history, repo) as (app, fd):
         _read_until(fd, seen, lambda drawn: b"Quarantine" in drawn)
@@ -238,9 +216,9 @@ def test_the_app_quit_during_a_diagnose_ends_with_its_session(
             os.write(fd, b"\x11")  # ctrl+q
             _read_until(fd, seen, lambda drawn: False)
             assert app.wait(timeout=60) == 0
-            assert not _alive(session)
+            assert not still_running(session)
         finally:
-            if _alive(session):
+            if still_running(session, within=0):
                 os.kill(session, signal.SIGKILL)
 
 

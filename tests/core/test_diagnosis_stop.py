@@ -9,7 +9,6 @@ FIFO per test the test opens), never for a time.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import threading
 from datetime import UTC, datetime
@@ -21,9 +20,12 @@ from flaketui.core.config import load_config
 from flaketui.core.diagnosis.experiments import Diagnoser
 from flaketui.core.diagnosis.sessions import DiagnoseError, PytestSessions, SessionResult
 from flaketui.core.history.store import history_file
-from flaketui.core.ingest.writer import RunRecorder
-from flaketui.core.models import Attempt, CaseResult, RunMeta
-from tests.connections import open_history
+from tests.stopped_sessions import (
+    CAN_WAIT_FOR_PROCESSES,
+    history_with_a_failure,
+    still_running,
+    waiting_test,
+)
 
 CONFTEST = """
 import os
@@ -37,30 +39,6 @@ def server():
     yield
     Path({torn!r}, str(os.getpid())).touch()
 """
-
-HANGING_TEST = """
-import os, threading
-
-
-def test_{name}(server):
-    with open({fifo!r}, "w") as started:
-        started.write(str(os.getpid()))
-    threading.Event().wait()
-"""
-
-
-def _alive(pid: int, within: float = 30.0) -> bool:
-    """Whether the process still runs `within` seconds from now, unless it ends before: its end
-    is waited for (a pidfd becomes readable when it does), not a time."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return False
-    try:
-        ended, _, _ = select.select([fd], [], [], within)
-    finally:
-        os.close(fd)
-    return not ended
 
 
 @pytest.fixture
@@ -77,12 +55,12 @@ def hanging_repo(tmp_path: Path) -> tuple[Path, list[Path], Path]:
         fifo = tmp_path / f"{name}-started"
         os.mkfifo(fifo)
         fifos.append(fifo)
-        test = HANGING_TEST.format(name=name, fifo=str(fifo))
+        test = waiting_test(name, fifo, fixture="server")
         (root / "tests" / f"test_{name}.py").write_text(test)
     return root, fifos, torn
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits for processes by pidfd")
+@pytest.mark.skipif(not CAN_WAIT_FOR_PROCESSES, reason="waits for processes by pidfd")
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_cancelled_session_tears_down_and_leaves_no_process(
     hanging_repo: tuple[Path, list[Path], Path], workers: int
@@ -106,35 +84,20 @@ def test_a_cancelled_session_tears_down_and_leaves_no_process(
         session.join(timeout=120)
     assert not session.is_alive()
     assert results[0].cancelled
-    assert [pid for pid in pids if _alive(pid)] == []
+    assert [pid for pid in pids if still_running(pid)] == []
     assert sorted(path.name for path in torn.iterdir()) == sorted(map(str, pids))
 
 
-def _history(path: Path, test_id: str) -> Path:
-    """A history where the test failed once."""
-    history = open_history(path)
-    recorder = RunRecorder(history, RunMeta(run_id="r1", ts=datetime(2026, 11, 1, tzinfo=UTC)))
-    recorder.add([CaseResult(test_id, test_id.split("::")[0], [Attempt("fail", 5, "boom")])])
-    recorder.finish()
-    history.conn.close()
-    return path
-
-
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits for processes by pidfd")
+@pytest.mark.skipif(not CAN_WAIT_FOR_PROCESSES, reason="waits for processes by pidfd")
 def test_the_time_budget_stops_the_session_that_runs(tmp_path: Path) -> None:
     """`--minutes` ends a session still running when it is up (it once waited for the session's
     own 10-minute limit); that session is neither counted nor stored."""
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
-    pid_file = tmp_path / "session-pid"
-    (repo / "tests" / "test_one.py").write_text(
-        "import os, threading\nfrom pathlib import Path\n\n"
-        "def test_one():\n"
-        f"    Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-        "    threading.Event().wait()\n"
-    )
+    pid_file = tmp_path / "session-pid"  # a plain file: the budget may end before the test
+    (repo / "tests" / "test_one.py").write_text(waiting_test("one", pid_file))
     test_id = "tests/test_one.py::test_one"
-    db = _history(tmp_path / "history.db", test_id)
+    db = history_with_a_failure(tmp_path / "history.db", test_id)
     refusals: list[DiagnoseError] = []
 
     def diagnose() -> None:
@@ -162,9 +125,9 @@ def test_the_time_budget_stops_the_session_that_runs(tmp_path: Path) -> None:
             f"{test_id}: the time budget of 0.1 minutes ran out before any session finished; "
             "nothing was stored"
         ]
-        assert not _alive(session)
+        assert not still_running(session)
     finally:
-        if _alive(session):
+        if still_running(session):
             os.kill(session, signal.SIGKILL)
     with history_file(db, create=False, readonly=True) as history:
         stored = history.conn.execute("SELECT count(*) FROM runs WHERE source = 'diagnose'")

@@ -21,6 +21,7 @@ from flaketui.tui.screens.detail import DetailScreen
 from flaketui.tui.widgets.causes import SuspectsPanel
 from tests.connections import open_history, sqlite_connect
 from tests.history_damage import damage
+from tests.stopped_sessions import CAN_WAIT_FOR_PROCESSES, still_running, waiting_test
 
 SIZE = (160, 60)
 DEADLINE_S = 120.0
@@ -166,32 +167,17 @@ async def test_diagnose_on_a_history_damaged_meanwhile_says_so(tmp_path: Path) -
         assert not screen.query_one("#diagnose-progress").display
 
 
-def _alive(pid: int) -> bool:
-    """Whether the process runs (a zombie waiting for its parent counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+@pytest.mark.skipif(not CAN_WAIT_FOR_PROCESSES, reason="waits for processes by pidfd")
 async def test_leaving_the_detail_cancels_its_diagnose(tmp_path: Path, wait_repo: Path) -> None:
     """Back to the list stops the session that runs (it once went on, with nothing to show
     its result and no key to cancel it)."""
     fifo = tmp_path / "started"
     os.mkfifo(fifo)
-    (wait_repo / "test_wait.py").write_text(
-        "import os, threading\n\n"
-        "def test_wait():\n"
-        f"    with open({str(fifo)!r}, 'w') as started:\n"
-        "        started.write(str(os.getpid()))\n"
-        "    threading.Event().wait()\n"
-    )
+    (wait_repo / "test_wait.py").write_text(waiting_test("wait", fifo))
     app = app_on(tmp_path / "history.db", tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _wait_detail(pilot, app)
         await pilot.press("D")
         session = int(await asyncio.to_thread(fifo.read_text))  # once the test runs
         await pilot.press("escape")
-        await until(pilot, lambda: not _alive(session), within=DEADLINE_S)
+        await until(pilot, lambda: not still_running(session, within=0), within=DEADLINE_S)
