@@ -235,3 +235,44 @@ def test_outside_the_main_thread_the_signals_are_left_as_they_are() -> None:
     thread.start()
     thread.join()
     assert ran == [True]
+
+
+# The console script with Ctrl-C's handler, which a suite run in the background lacks.
+WITH_CTRL_C = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'flaketui'; from flaketui.cli import main; main()"
+)
+
+
+@pytest.mark.skipif(not CAN_WAIT_FOR_PROCESSES, reason="waits for processes by pidfd")
+def test_ctrl_c_during_a_diagnosis_says_so_on_a_line_of_its_own(
+    tmp_path: Path, waiting_repo: tuple[Path, Path]
+) -> None:
+    """The error follows the progress line shown on a terminal, not on the end of it."""
+    repo, fifo = waiting_repo
+    history = history_with_a_failure(tmp_path / "history.db", VICTIM)
+    fd, terminal = os.openpty()
+    try:
+        flaketui = subprocess.Popen(
+            [sys.executable, "-c", WITH_CTRL_C, "diagnose", str(history), VICTIM],
+            cwd=repo,
+            stdout=subprocess.DEVNULL,
+            stderr=terminal,
+        )
+    finally:
+        os.close(terminal)
+    try:
+        with fifo.open() as started:  # opens once the first session's test runs
+            session = int(started.read())
+        flaketui.send_signal(signal.SIGINT)
+        assert flaketui.wait(timeout=60) == 1
+        seen = bytearray()
+        _read_until(fd, seen, lambda drawn: False)
+    finally:
+        flaketui.kill()
+        flaketui.wait()
+        os.close(fd)
+    lines = bytes(seen).decode().replace("\r\n", "\n").split("\n")
+    assert lines[-2:] == ["Error: interrupted", ""]
+    assert lines[-3].startswith("\r[0/")  # the progress line, ended
+    assert not still_running(session)

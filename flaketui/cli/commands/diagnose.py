@@ -109,18 +109,23 @@ def diagnose_command(
         moment, _ = effective_now(history, None, config)
         sessions = PytestSessions(root, python)
         interactive = fmt == "text" and sys.stderr.isatty()
+        shown = False  # whether a progress line waits for its end
 
         def progress(done: int, planned: int, what: str) -> None:
+            nonlocal shown
             if interactive:
                 click.echo(f"\r[{done}/{planned}] {what:<30}", nl=False, err=True)
+                shown = True
 
         diagnoser = Diagnoser(
             history, sessions, runs=runs, minutes=minutes, config=config, now=moment,
             progress=progress,
         )  # fmt: skip
-        diagnosis = diagnoser.diagnose(test_id)
-        if interactive:
-            click.echo("", err=True)
+        try:
+            diagnosis = diagnoser.diagnose(test_id)
+        finally:
+            if shown:
+                click.echo("", err=True)  # ends the progress line, before an error's line too
     if fmt == "json":
         click.echo(json.dumps(diagnosis_json(diagnosis), indent=2))
         return
