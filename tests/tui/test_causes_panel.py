@@ -181,3 +181,24 @@ async def test_leaving_the_detail_cancels_its_diagnose(tmp_path: Path, wait_repo
         session = int(await asyncio.to_thread(fifo.read_text))  # once the test runs
         await pilot.press("escape")
         await until(pilot, lambda: not still_running(session, within=0), within=DEADLINE_S)
+
+
+async def test_diagnose_on_a_small_terminal_brings_its_progress_into_view(
+    tmp_path: Path, wait_repo: Path
+) -> None:
+    """At 80x24 the diagnose section lies below the fold: D shows it (it once seemed to do
+    nothing while the sessions ran out of sight)."""
+    app = app_on(tmp_path / "history.db", tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _wait_detail(pilot, app)
+        panel = screen.query_one("#diagnosis", Static)
+        view = screen.query_one("#detail").region
+
+        def in_view() -> bool:
+            return view.contains_region(panel.region)
+
+        assert not in_view()  # below the fold before D
+        await pilot.press("D")
+        await until(pilot, in_view)
+        await pilot.press("x")
+        await until(pilot, lambda: not screen.diagnosing, within=DEADLINE_S)

@@ -310,7 +310,10 @@ class DetailScreen(Screen[None]):
         bar = self.query_one("#diagnose-progress", ProgressBar)
         bar.update(total=None, progress=0)
         bar.display = True
-        self.query_one("#diagnosis", Static).update(Text("starting…", "dim"))
+        panel = self.query_one("#diagnosis", Static)
+        panel.update(Text("starting…", "dim"))
+        # Below the fold on a small terminal: brought into view, or D would seem to do nothing.
+        self.call_after_refresh(panel.scroll_visible, animate=False)
         self._run_diagnose(Path.cwd())
 
     def on_unmount(self) -> None:
