@@ -15,8 +15,10 @@ A signal the command was started with ignored (`nohup` ignores SIGHUP) stays ign
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -61,6 +63,7 @@ def unwinding_on_stop() -> Iterator[None]:
     try:
         yield
     except Stopped as stopped:
+        _release_unwound(stopped)
         signal.signal(stopped.signum, signal.SIG_DFL)
         signal.raise_signal(stopped.signum)
         raise  # only where the signal's default action does not end the process
@@ -68,3 +71,19 @@ def unwinding_on_stop() -> Iterator[None]:
         for each in taken:
             if signal.getsignal(each) is _stop:
                 signal.signal(each, signal.SIG_DFL)
+
+
+def _release_unwound(stopped: BaseException) -> None:
+    """Free what the unwound frames still hold before the signal ends the process: their local
+    variables live on in the exception's traceback (and in those of the exceptions it was
+    raised while handling), and what is finished only once freed would end with the process,
+    unfinished. A history closed while a cursor of one of its queries was still held (a
+    command stopped amid the query's rows) closes, removing its -wal and -shm files, only when
+    the cursor goes."""
+    seen: set[int] = set()
+    exc: BaseException | None = stopped
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__context__
+    gc.collect()

@@ -11,6 +11,7 @@ import os
 import select
 import shutil
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -86,6 +87,49 @@ def test_a_signal_ignored_at_the_start_stays_ignored() -> None:
     done = _run_block("SIGHUP", "ignored")
     assert done.stdout == "went on\ncleaned up\nafter the block\n"
     assert done.returncode == 0
+
+
+# A command stopped while it reads a query's rows one by one: the unwound frames still hold
+# the query's cursor when the history is closed.
+STOPPED_READING = """
+import os, signal, sys
+from pathlib import Path
+from flaketui.cli.stopping import unwinding_on_stop
+from flaketui.core.history.store import history_file, transaction
+
+def rows(conn):
+    cursor = conn.execute("SELECT id FROM runs UNION ALL SELECT id FROM runs")
+    for row in cursor:
+        os.kill(os.getpid(), signal.SIGTERM)
+        yield row
+
+with unwinding_on_stop():
+    with history_file(Path(sys.argv[1])) as history:
+        with transaction(history.conn):
+            history.conn.execute("UPDATE runs SET ci_url = 'kept'")
+        with transaction(history.conn):
+            history.conn.execute("UPDATE runs SET ci_url = 'rolled back'")
+            list(rows(history.conn))
+"""
+
+
+def test_a_command_stopped_amid_a_query_closes_the_history(tmp_path: Path) -> None:
+    """The history's -wal and -shm files go, as when the command ends: the last connection
+    to close removes them, and a connection whose query was cut short closes only once the
+    query's cursor is released."""
+    history = history_with_a_failure(tmp_path / "history.db", VICTIM)
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_READING, str(history)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (-signal.SIGTERM, "")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["history.db"]
+    with sqlite3.connect(history) as conn:
+        assert conn.execute("SELECT ci_url FROM runs").fetchall() == [("kept",)]
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    conn.close()
 
 
 @pytest.fixture
