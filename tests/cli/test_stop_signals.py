@@ -132,6 +132,61 @@ def test_a_command_stopped_amid_a_query_closes_the_history(tmp_path: Path) -> No
     conn.close()
 
 
+# The console script, stopped by SIGTERM at the first test-run a fold of rollups adds up.
+STOPPED_FOLD = """
+import os, signal, sys
+from flaketui.cli import main
+from flaketui.core.rollups import sequences
+
+unit = sequences.add_unit
+
+def add_unit(*args):
+    sequences.add_unit = unit
+    os.kill(os.getpid(), signal.SIGTERM)
+    return unit(*args)
+
+sequences.add_unit = add_unit
+sys.argv = ["flaketui", *sys.argv[1:]]
+main()
+"""
+
+REPORT = """<testsuite name="unit" tests="2" timestamp="2026-11-01T{hour}:00:00">
+<testcase classname="tests.test_a" name="test_one" file="tests/test_a.py"/>
+<testcase classname="tests.test_a" name="test_two" file="tests/test_a.py">
+<failure message="boom">boom</failure></testcase></testsuite>
+"""
+
+
+def test_a_backfill_stopped_while_it_folds_ends_by_the_signal(tmp_path: Path) -> None:
+    """The fold of the runs an ingest left waiting, which a backfill makes as it opens the
+    history, is cut short by the signal: the history is left as it was and the command ends
+    by the signal (the error of the fold's clean-up once stood in for it: the opening carried
+    on without the fold, and the backfill landed its runs)."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for hour in ("10", "11"):
+        (reports / f"{hour}.xml").write_text(REPORT.format(hour=hour))
+    manifest = reports / "runs.jsonl"
+    manifest.write_text('{"file": "11.xml", "run_id": "r2"}\n')
+    folder = tmp_path / "history"
+    folder.mkdir()
+    history = folder / "history.db"
+    ingest = [sys.executable, "-m", "flaketui", "ingest", str(history)]
+    subprocess.run([*ingest, str(reports / "10.xml"), "--no-detect", "--run-id", "r1"], check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_FOLD, "ingest", str(history), "--manifest", str(manifest)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (-signal.SIGTERM, "", "")
+    assert [path.name for path in folder.iterdir()] == ["history.db"]
+    with sqlite3.connect(history) as conn:
+        assert conn.execute("SELECT run_id FROM runs").fetchall() == [("r1",)]
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    conn.close()
+
+
 @pytest.fixture
 def waiting_repo(tmp_path: Path) -> tuple[Path, Path]:
     """A repository whose test writes its process id into a FIFO, then waits for ever."""

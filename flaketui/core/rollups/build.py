@@ -39,6 +39,7 @@ equals a scan of the raw rows over the window.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sqlite3
@@ -378,15 +379,22 @@ def _append_day(
             (runs_json,),
         )
     try:
-        if conn.execute(_COUNTED_ALREADY, {"day": day, "first": first_ts}).fetchone()[0]:
-            return False
-        _append_segment_tests(conn, settings, day)
-        seq_rollups.append_segment_families(
-            conn, f"temp.{SEGMENT_ROWS}", runs_json, settings.ln2_per_h
-        )
-    finally:
-        conn.execute(f"DROP TABLE IF EXISTS temp.{SEGMENT_ROWS}")
-    return True
+        counted = conn.execute(_COUNTED_ALREADY, {"day": day, "first": first_ts}).fetchone()[0]
+        if not counted:
+            _append_segment_tests(conn, settings, day)
+            seq_rollups.append_segment_families(
+                conn, f"temp.{SEGMENT_ROWS}", runs_json, settings.ln2_per_h
+            )
+    except BaseException:
+        # A read of the table cut short by the error may still hold it (its cursor lives on in
+        # the traceback), and SQLite refuses to drop a table being read: the error raised then
+        # would stand in for this one (a stop signal taken for a lock). The table goes with
+        # the transaction's rollback, else before the next segment's is made.
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute(f"DROP TABLE IF EXISTS temp.{SEGMENT_ROWS}")
+        raise
+    conn.execute(f"DROP TABLE IF EXISTS temp.{SEGMENT_ROWS}")
+    return not counted
 
 
 def _append_segment_tests(conn: sqlite3.Connection, settings: _Settings, day: str) -> None:
