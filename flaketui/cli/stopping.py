@@ -15,7 +15,6 @@ A signal the command was started with ignored (`nohup` ignores SIGHUP) stays ign
 
 from __future__ import annotations
 
-import gc
 import signal
 import threading
 import traceback
@@ -86,4 +85,3 @@ def _release_unwound(stopped: BaseException) -> None:
         seen.add(id(exc))
         traceback.clear_frames(exc.__traceback__)
         exc = exc.__context__
-    gc.collect()
