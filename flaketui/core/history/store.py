@@ -436,17 +436,13 @@ def _check_is_sqlite(path: Path) -> None:
 
 def check_history_path(path: Path) -> None:
     """Refuse, by its header alone, a path that holds no history to open: missing or empty, a
-    directory, a pipe or a device, or a file that is not SQLite. A command that refuses its
-    other arguments before it opens the history for writing asks this first, so a wrong
-    history is named before them, as opening it would."""
+    directory, a pipe or a device, or a file that is not SQLite. Opening a history that may
+    not be created asks this; so does a command that refuses its other arguments before it
+    opens the history for writing, so that a wrong history is named before them."""
     _check_is_sqlite(path)
     if not path.exists() or path.stat().st_size == 0:
-        raise _no_history(path)
-
-
-def _no_history(path: Path) -> HistoryError:
-    reason = "does not exist" if not path.exists() else "is empty"
-    return HistoryError(f"{path}: {reason}; ingest a report first (flaketui ingest)")
+        reason = "does not exist" if not path.exists() else "is empty"
+        raise HistoryError(f"{path}: {reason}; ingest a report first (flaketui ingest)")
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -533,11 +529,11 @@ def open_connection(
     copy, as where the file may not be written; journaled attempts are still stored in it.
     """
     path = Path(path)
-    _check_is_sqlite(path)
-    if not path.exists() or path.stat().st_size == 0:
-        if not create or readonly:
-            raise _no_history(path)
-        if not path.parent.exists():
+    if not create or readonly:
+        check_history_path(path)
+    else:
+        _check_is_sqlite(path)
+        if not path.exists() and not path.parent.exists():
             raise HistoryError(f"{path}: directory {path.parent} does not exist")
     by_uri = readonly and not reads_in_place(path)
     try:
