@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -357,6 +358,101 @@ def test_an_incremental_sync_folds_its_runs_once_at_the_end(pg_url: str, tmp_pat
     assert_maintained(db)
     db.conn.close()
     assert report(replica) == report(direct)
+
+
+def test_a_sync_stopped_midway_leaves_its_runs_interrupted_until_the_next(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The runs a stopped sync was copying into a replica that holds runs are read as
+    interrupted ones (counted only for the tests they hold), not as whole runs; the next sync
+    completes them and gives them the server's state."""
+    from flaketui.core.history.pg.connect import connect
+    from flaketui.core.history.pg.sync import REPLICA_HOLDING, sync_replica
+    from tests.connections import open_history
+
+    replica, direct = tmp_path / "replica.db", tmp_path / "direct.db"
+    for index, (report_name, run_id, ts) in enumerate(PLAN):
+        for target in (pg_url, direct):
+            invoke("ingest", target, REPORTS / report_name, "--run-id", run_id,
+                   "--timestamp", ts, "--no-detect", "--branch", "main")  # fmt: skip
+        if index == 0:
+            invoke("sync", pg_url, replica)
+    whole = report(replica)
+    assert isinstance(whole, dict) and whole["interrupted_runs"] == 0
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two_batches(done: int, total: int) -> None:
+        if done >= 2 * 50:
+            raise Stop
+
+    db = open_history(replica)
+    pg = connect(pg_url)
+    try:
+        with pytest.raises(Stop):
+            sync_replica(pg, db.conn, batch_rows=50, progress=stop_after_two_batches)
+    finally:
+        pg.close()
+        db.conn.close()
+    conn = sqlite_connect(replica)
+    held = json.loads(
+        conn.execute("SELECT value FROM meta WHERE key = ?", (REPLICA_HOLDING,)).fetchone()[0]
+    )
+    states = dict(conn.execute("SELECT run_id, finished FROM runs").fetchall())
+    conn.close()
+    assert held and all(states[run_id] == 0 for run_id in held)
+    assert states["r-main"] == 1 or "r-main" in held  # its second file may be among them
+    partial = report(replica)
+    assert isinstance(partial, dict) and partial["interrupted_runs"] == len(held)
+    invoke("sync", pg_url, replica)
+    conn = sqlite_connect(replica)
+    assert (
+        conn.execute("SELECT value FROM meta WHERE key = ?", (REPLICA_HOLDING,)).fetchone() is None
+    )
+    assert {finished for _, finished in conn.execute("SELECT run_id, finished FROM runs")} == {1}
+    conn.close()
+    assert report(replica) == report(direct)
+
+
+def test_a_sync_whose_connection_is_lost_midway_says_the_next_completes_it(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from flaketui.cli.commands import sync as sync_command
+    from flaketui.core.history.pg import sync
+
+    replica = tmp_path / "replica.db"
+    invoke("ingest", pg_url, REPORTS / PLAN[0][0], "--run-id", "r-main", "--timestamp",
+           PLAN[0][2], "--no-detect")  # fmt: skip
+    invoke("sync", pg_url, replica)
+    for report_name, run_id, ts in PLAN[1:]:
+        invoke("ingest", pg_url, REPORTS / report_name, "--run-id", run_id, "--timestamp", ts,
+               "--no-detect")  # fmt: skip
+    monkeypatch.setattr(
+        sync_command, "sync_replica", functools.partial(sync.sync_replica, batch_rows=50)
+    )
+    landed = sync._Puller.apply
+
+    def apply_then_lose_the_server(puller: Any, rows: list[tuple[Any, ...]]) -> list[int]:
+        cursor = landed(puller, rows)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'flaketui' AND pid <> pg_backend_pid()"
+            )
+        return cursor
+
+    monkeypatch.setattr(sync._Puller, "apply", apply_then_lose_the_server)
+    line = fail("sync", pg_url, replica)
+    assert "(the replica keeps what landed; the next sync completes it; retry)" in line, line
+    partial = report(replica)
+    assert isinstance(partial, dict) and partial["interrupted_runs"] >= 1
+    monkeypatch.undo()
+    invoke("sync", pg_url, replica)
+    whole = report(replica)
+    assert isinstance(whole, dict) and whole["interrupted_runs"] == 0
 
 
 def test_a_sync_batch_reads_only_its_own_rows_from_the_server(pg_url: str, tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def run_sync(
         if first and history.exists() and not target.exists():
             start_from(url, pg, history, target)
         with history_file(target) as db:
-            with server_errors(url, "syncing", note="the replica keeps what it had"):
+            kept = "the replica keeps what landed; the next sync completes it"
+            with server_errors(url, "syncing", note=kept):
                 summary = sync_replica(pg, db.conn, progress=progress)
             if has_runs(db) and get_meta(db, SCHEME_KEY) is None:
                 # Rows from writers that recorded no scheme: signed as this configuration signs.

@@ -4,13 +4,17 @@ The replica is an ordinary history (scoring, the app and reports read it as they
 other) plus meta values: ``replica_of`` (the server history's id: a replica follows one
 server), ``replica_change`` (the change-id watermark: everything below it is here),
 ``replica_incidents`` (the server's incident rules it holds) and, during a sync,
-``replica_cursor`` (the last result row applied).
+``replica_cursor`` (the last result row applied) and ``replica_holding`` (the runs whose
+rows are still arriving).
 
 A sync reads from one REPEATABLE READ snapshot of the server and pulls the result rows whose
 change id lies in [watermark, snapshot xmin) in batches ordered by (change, run, test,
 attempt); each batch lands in one local transaction that also records the cursor, so a killed
 sync resumes after its last batch and inserting a row twice is impossible (INSERT OR IGNORE on
 (run, test, attempt) as well). Runs, tests and signatures come with the results that need them.
+A run a batch adds rows to is held unfinished (``finished`` 0, listed in ``replica_holding``)
+until the last transaction gives it the server's value: a sync stopped midway leaves its runs
+read as interrupted ones (counted only for the tests they hold), never as whole runs.
 Then runs changed in the window (an incident tag set or cleared), tests (an earlier first
 sighting), the server's incident rules (replaced when they differ; the outages the replica
 proposed itself stay), the reviews of suspected outages (as a merge of history files takes
@@ -63,6 +67,7 @@ REPLICA_CHANGE = "replica_change"
 REPLICA_CURSOR = "replica_cursor"
 REPLICA_BULK = "replica_bulk"  # rollups are rebuilt when the sync completes
 REPLICA_INCIDENTS = "replica_incidents"  # the server's incident rules the replica holds
+REPLICA_HOLDING = "replica_holding"  # run ids held unfinished until the sync completes
 INCIDENT_COLUMNS = ("tag", "start_ts", "end_ts", "signature", "created_at", "note")
 
 Progress = Callable[[int, int], None]  # (result rows done, result rows in this sync)
@@ -168,6 +173,7 @@ def sync_replica(
         with transaction(conn):  # references checked: deleting a run deletes its rows
             if not bulk:
                 rollups.fold_pending(conn)  # every batch's runs together
+            puller.release_held()
             puller.finish(low, high)
             if bulk:
                 rollups.rebuild(conn)
@@ -192,6 +198,7 @@ class _Puller:
         self.runs: dict[str, tuple[int, str]] = {}  # run_id -> local (id, ts)
         self.tests: dict[str, int] = {}
         self.signatures: dict[str, int] = {}
+        self.held: list[str] = json.loads(_meta(conn, REPLICA_HOLDING) or "[]")
 
     def fetch(
         self, low: int, high: int, cursor: Sequence[int] | None, limit: int
@@ -260,8 +267,37 @@ class _Puller:
                 refresh_test_runs(conn, run_pk, ts, tests)
                 if not self.bulk:
                     rollups_pending.defer(conn, run_pk)  # folded once, when the sync ends
+            self._hold(sorted(set(touched) - set(self.held)))
             _set_meta(conn, REPLICA_CURSOR, json.dumps(cursor))
         return cursor
+
+    def _hold(self, run_ids: list[str]) -> None:
+        """Mark runs unfinished until the sync completes (their rows may be in later batches)."""
+        if not run_ids:
+            return
+        self.conn.executemany(
+            "UPDATE runs SET finished = 0 WHERE id = ?", [(self.runs[r][0],) for r in run_ids]
+        )
+        self.held.extend(run_ids)
+        _set_meta(self.conn, REPLICA_HOLDING, json.dumps(self.held))
+
+    def release_held(self) -> None:
+        """Give the held runs the server's ``finished`` (a run the server pruned meanwhile is
+        dropped with the window's deletions)."""
+        if not self.held:
+            return
+        self.conn.executemany(
+            "UPDATE runs SET finished = ? WHERE run_id = ?",
+            [
+                (int(finished), str(run_id))
+                for run_id, finished in self.pg.execute(
+                    f"SELECT run_id, finished FROM runs WHERE {run_among('run_id')}",
+                    (self.held, self.held),
+                ).fetchall()
+            ],
+        )
+        self.held = []
+        _set_meta(self.conn, REPLICA_HOLDING, None)
 
     def _ensure_runs(self, run_ids: list[str]) -> None:
         missing = [r for r in run_ids if r not in self.runs]
