@@ -15,6 +15,7 @@ import json
 import shutil
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,11 @@ from tests.cli.test_report_html import (  # noqa: E402
     IMG_OWNER,
     NOW,
     SCRIPT_ID,
+    T0,
     hostile_history,
 )
+from tests.connections import open_history  # noqa: E402
+from tests.core.history_builder import HistoryBuilder  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # With headless=True Playwright adds --headless itself.
@@ -243,6 +247,39 @@ def test_phone_width_and_print(
     screenshot = tmp_path / "phone.png"
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 0
+
+
+# A message with no space to break at, as Java's `expected:<[...]>` prints a list.
+UNBROKEN_MESSAGE = (
+    "AssertionError: expected:<[" + "alpha,bravo,charlie,delta,echo,foxtrot,golf,mike," * 4 + "]>"
+)
+
+
+def test_a_failure_signature_without_spaces_wraps_inside_the_page(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A signature with no space to break at (a list a message prints) wraps within its test's
+    section: neither a phone nor a wide window scrolls the page sideways to read it."""
+    db = open_history(tmp_path / "h.db")
+    hb = HistoryBuilder(db)
+    hb.sequence(
+        "tests/test_io.py::test_reads_cache",
+        "PRPPRPPPRPPRPP",
+        start=T0,
+        step=timedelta(hours=12),
+        message=UNBROKEN_MESSAGE,
+    )
+    db.conn.close()
+    target = tmp_path / "report.html"
+    args = ["report", str(tmp_path / "h.db"), "--now", NOW, "--format", "html", "-o", str(target)]
+    made = CliRunner().invoke(cli, args)
+    assert made.exit_code == 0, made.output
+    for width in (390, 1400):
+        page = browser.open(target, width=width, height=900)
+        signature = page.locator("#details li", has_text="mike,alpha").first
+        assert signature.is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, width
+        page.close()
 
 
 def test_a_laptop_width_shows_every_column_but_the_wide_ones_without_scrolling(

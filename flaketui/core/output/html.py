@@ -100,6 +100,7 @@ rect.x{opacity:.35}
 .legend i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-.1rem}
 .detail{border:1px solid var(--line);border-radius:6px;padding:.5rem .8rem;margin:.8rem 0;
 break-inside:avoid}
+.detail li{overflow-wrap:anywhere}
 .detail pre{white-space:pre-wrap;word-break:break-all;background:var(--alt);padding:.4rem;
 margin:.2rem 0;max-height:12rem;overflow:auto;font-size:.85em}
 svg.plot{max-width:100%;height:auto}.plot line.axis{stroke:var(--line)}
