@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import sys
+
+import click
 
 from flaketui.cli.group import LAZY_COMMANDS, FlaketuiGroup, cli
-from flaketui.cli.stdout import drop_output_once_unread
+from flaketui.cli.stdout import UnwritableOutput, drop_output_once_unread
 from flaketui.cli.stopping import unwinding_on_stop
 
 __all__ = ["LAZY_COMMANDS", "FlaketuiGroup", "cli", "main"]
@@ -16,7 +19,12 @@ def main() -> None:
     drop_output_once_unread()
     show_progress_lines()
     with unwinding_on_stop():
-        cli(prog_name="flaketui")
+        try:
+            cli(prog_name="flaketui")
+        except UnwritableOutput as exc:
+            # Met outside a command (the group's --help, --version): the commands' one line.
+            click.echo(f"Error: {exc.filename}: {(exc.strerror or str(exc)).lower()}", err=True)
+            sys.exit(1)
 
 
 def show_progress_lines() -> None:

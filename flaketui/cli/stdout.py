@@ -4,6 +4,10 @@ When the reader of a pipe goes away, what the command still prints is dropped, q
 command finishes as it would have: the same files written and the same exit status (a finding
 of `check` stays status 1, a passing one 0). click's own answer to a broken pipe, status 1 with
 nothing said and the command stopped half-way, would hide a gate's verdict.
+
+Output that cannot be written at all (`flaketui report DB > out.txt` on a full disk, an I/O
+error) is the command's error: UnwritableOutput, one line naming standard output and the
+system's reason, status 1.
 """
 
 from __future__ import annotations
@@ -12,6 +16,13 @@ import io
 import os
 import sys
 from typing import Any
+
+STDOUT_NAME = "standard output"
+
+
+class UnwritableOutput(OSError):
+    """Standard output refused what the command printed (ENOSPC, EIO, EFBIG, ...): an OSError
+    naming it as its file, so that it reads as any path the system refuses."""
 
 
 class _PipeWriter(io.RawIOBase):
@@ -36,12 +47,20 @@ class _PipeWriter(io.RawIOBase):
         except BrokenPipeError:
             # Everything else that writes to the descriptor (the interpreter's last flush, a
             # child process) writes to /dev/null from now on, without an error either.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(devnull, self._fd)
-            finally:
-                os.close(devnull)
+            self._to_devnull()
             return memoryview(data).nbytes
+        except OSError as exc:
+            # The command stops with this error; what is still buffered goes to /dev/null,
+            # so that the interpreter's last flush does not fail again on its way out.
+            self._to_devnull()
+            raise UnwritableOutput(exc.errno, exc.strerror, STDOUT_NAME) from None
+
+    def _to_devnull(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._fd)
+        finally:
+            os.close(devnull)
 
 
 def drop_output_once_unread() -> None:

@@ -141,3 +141,33 @@ def test_a_reader_that_stops_reading_changes_neither_status_nor_stderr(
         os.close(writer)
     assert unread.stderr == read.stderr
     assert unread.returncode == read.returncode
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "h.db", "--now", NOW_TEXT],
+        ["report", "h.db", "--now", NOW_TEXT, "--format", "json"],
+        ["export", "h.db", "--now", NOW_TEXT, "--format", "csv"],
+        ["lifecycle", "h.db", "--now", NOW_TEXT],
+        ["check", "h.db", "--now", NOW_TEXT],
+        ["report", "--help"],
+        ["--help"],
+        ["--version"],
+    ],
+    ids=" ".join,
+)
+def test_output_the_disk_refuses_is_one_error_line(tmp_path: Path, args: list[str]) -> None:
+    """`flaketui report DB > out.txt` on a full disk: one line naming standard output and the
+    reason, status 1, and the history as it was."""
+    shutil.copy(SAMPLE, tmp_path / "h.db")
+    before = (tmp_path / "h.db").read_bytes()
+    command = [sys.executable, "-m", "flaketui", *args]
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path
+        )
+    assert done.stderr == "Error: standard output: no space left on device\n"
+    assert done.returncode == 1
+    assert (tmp_path / "h.db").read_bytes() == before
