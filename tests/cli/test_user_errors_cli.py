@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -387,3 +390,54 @@ def test_a_name_the_system_refuses_is_one_line_naming_its_reason(
     assert "file name too long" in result.output.lower(), result.output[-200:]
     assert result.output.count("\n") == 1
     assert (tmp_path / "h.db").read_bytes() == before
+
+
+def _no_room_for_files() -> None:
+    """A child that may not grow any file past 16 KiB: its writes fail as on a full disk."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE as Linux applies it")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "h.db"],
+        ["h.db"],
+        ["incident", "list", "h.db"],
+        ["ingest", "h.db", "report.xml", "--no-detect"],
+    ],
+    ids=" ".join,
+)
+def test_a_disk_that_refuses_the_shared_memory_file_is_named_as_the_disk(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """A WAL history opened where its `-shm` file cannot grow (a full disk): the error names
+    the disk, not the history, which is sound and stays as it was."""
+    history = tmp_path / "h.db"
+    shutil.copyfile(SAMPLE, history)
+    conn = sqlite3.connect(history)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()  # the last connection: -wal and -shm go
+    (tmp_path / "report.xml").write_text(
+        '<testsuite><testcase classname="c" name="t"/></testsuite>'
+    )
+    before = history.read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "flaketui", *args],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_no_room_for_files,
+    )
+    assert (
+        done.stderr
+        == "Error: h.db: disk I/O error while opening it; is its disk full or failing?\n"
+    )
+    assert done.returncode == 1
+    assert history.read_bytes() == before

@@ -561,9 +561,16 @@ def open_connection(
 
 
 def open_error(path: Path, exc: sqlite3.DatabaseError) -> HistoryError:
-    """The one-line refusal of a file that could not be opened or read as a history."""
+    """The one-line refusal of a file that could not be opened or read as a history.
+
+    A disk that refuses a write or a read while the history is opened (a full disk where the
+    shared-memory file of a WAL history has to grow: SQLITE_IOERR_SHMSIZE) says nothing of the
+    file: it is named as the disk's problem, not as a file that is no usable database."""
     if is_locked(exc):
         return locked_error(path, exc)
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL):
+        return HistoryError(f"{path}: {exc} while opening it; is its disk full or failing?")
     return HistoryError(f"{path}: not a usable SQLite database ({exc})")
 
 
