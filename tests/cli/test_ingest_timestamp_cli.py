@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -74,3 +74,74 @@ def test_a_single_ingest_and_a_manifest_line_date_a_report_alike(tmp_path: Path)
     from_manifest = ingest("manifest.db", "--manifest", "runs.jsonl")
     assert from_manifest == "2026-10-03T23:10:07Z"
     assert ingest("single.db", xml) == from_manifest
+
+
+def _ahead(delta: timedelta, zone: str) -> str:
+    """A report time `delta` ahead of the clock, as a report would write it."""
+    return (datetime.now(UTC) + delta).strftime("%Y-%m-%dT%H:%M:%S") + zone
+
+
+@pytest.mark.parametrize(
+    ("delta", "zone"),
+    [
+        (timedelta(hours=5), ""),  # local time of UTC+5 without its zone, read as UTC
+        (timedelta(minutes=20), "Z"),
+        (timedelta(seconds=40), "Z"),  # a clock set a little ahead
+    ],
+    ids=["local-time-5h-ahead", "20-min-ahead", "40-s-ahead"],
+)
+def test_a_report_dated_after_now_dates_its_run_now_and_reports_count_it(
+    tmp_path: Path, delta: timedelta, zone: str
+) -> None:
+    earlier = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    passing = report(tmp_path / "passing.xml", earlier)
+    assert CliRunner().invoke(cli, ["ingest", "h.db", str(passing), "--no-detect"]).exit_code == 0
+    xml = tmp_path / "r.xml"
+    timestamp = _ahead(delta, zone)
+    xml.write_text(
+        f'<testsuite name="s" timestamp="{timestamp}"><testcase classname="m.C" name="t">'
+        '<failure message="boom"/></testcase></testsuite>\n'
+    )
+    before = datetime.now(UTC).replace(microsecond=0)
+    result = CliRunner().invoke(cli, ["ingest", "h.db", str(xml), "--no-detect"])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    if delta >= timedelta(minutes=15):
+        assert len(warned) == 1 and "ahead of this machine's clock" in warned[0], warned
+        assert f"r.xml is dated {timestamp.removesuffix('Z')}Z" in warned[0]
+    else:  # clock skew, not a zone: dated now without a word
+        assert warned == []
+    conn = sqlite3.connect("h.db")
+    try:
+        (ts,) = conn.execute("SELECT max(ts) FROM runs").fetchone()
+    finally:
+        conn.close()
+    assert before <= datetime.fromisoformat(ts) <= datetime.now(UTC)
+    # A report right after the ingest counts the run and its failure.
+    shown = CliRunner().invoke(cli, ["report", "h.db", "--format", "json"])
+    (test,) = json.loads(shown.stdout)["tests"]
+    assert (test["test_id"], test["runs"], test["failed_runs"]) == ("m.C::t", 2, 1)
+
+
+def test_an_explicit_timestamp_after_now_is_kept_with_a_warning(tmp_path: Path) -> None:
+    xml = report(tmp_path / "r.xml", None)
+    result = CliRunner().invoke(
+        cli, ["ingest", "h.db", str(xml), "--no-detect", "--timestamp", "2999-01-01T00:00:00Z"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "warning: --timestamp 2999-01-01T00:00:00Z is after now: reports, check and the app"
+        " leave the run out until then (or when given a later --now)\n"
+    )
+    past = CliRunner().invoke(
+        cli, ["ingest", "p.db", str(xml), "--no-detect", "--timestamp", "2026-11-29T10:00:00Z"]
+    )
+    assert past.exit_code == 0 and past.stderr == ""
+
+
+def test_a_manifest_line_dates_a_report_dated_after_now_now(tmp_path: Path) -> None:
+    report(tmp_path / "r.xml", _ahead(timedelta(hours=3), ""))
+    (tmp_path / "runs.jsonl").write_text(json.dumps({"file": "r.xml"}) + "\n")
+    before = datetime.now(UTC).replace(microsecond=0)
+    ts = datetime.fromisoformat(ingest("manifest.db", "--manifest", "runs.jsonl"))
+    assert before <= ts <= datetime.now(UTC)

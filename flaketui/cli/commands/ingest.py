@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -18,9 +19,10 @@ from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
-from flaketui.core.ingest.formats import REPORT_FORMATS, reports_timestamp, sniff_format
+from flaketui.core.ingest.formats import REPORT_FORMATS, reports_date, sniff_format
 from flaketui.core.ingest.junit import reports_run_info
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest, manifest_text
+from flaketui.core.ingest.report_time import ZONE_STEP
 from flaketui.core.ingest.runmeta import AGREED_FIELDS, INCIDENT_VAR, resolve_run_meta
 from flaketui.core.ingest.writer import (
     IngestResult,
@@ -29,7 +31,7 @@ from flaketui.core.ingest.writer import (
     ingest_reports,
 )
 from flaketui.core.models import BRANCH_KINDS, MAX_WORKER_COUNT, RunMeta
-from flaketui.core.timeutil import parse_iso
+from flaketui.core.timeutil import parse_iso, to_iso, utc_now
 from flaketui.core.words import plural
 
 MAX_REFUSED_SHOWN = 50
@@ -142,7 +144,13 @@ def ingest_command(
     hashes = [file_sha256(path) for path in reports]
     if meta.ts is None:
         # The manifest's rule: an archived report re-ingested later keeps the day it ran.
-        meta.ts = reports_timestamp(reports, report_format)
+        meta.ts = _dated_by_reports(reports, report_format)
+    elif meta.ts > utc_now():
+        echo_text(
+            f"warning: --timestamp {to_iso(meta.ts)} is after now: reports, check and the app"
+            " leave the run out until then (or when given a later --now)",
+            err=True,
+        )
     # What JUnit reports say about where they ran beats what this machine would guess.
     junit = [path for path in reports if (report_format or sniff_format(path)) == "junit"]
     for dimension, value in reports_run_info(junit, config.junit_properties).items():
@@ -267,3 +275,22 @@ def _print_summary(summary: ManifestSummary) -> None:
         echo_text(f"line {number}: {reason}", err=True)
     if len(summary.refused) > MAX_REFUSED_SHOWN:
         echo_text(f"... and {len(summary.refused) - MAX_REFUSED_SHOWN} more", err=True)
+
+
+def _dated_by_reports(reports: tuple[Path, ...], report_format: str | None) -> datetime | None:
+    """The run's date from its reports' own (formats.reports_timestamp's rule: never after now),
+    warning when a report is dated a time zone's step or more ahead of this machine's clock."""
+    found = reports_date(reports, report_format)
+    if found is None:
+        return None
+    path, stated = found
+    now = utc_now()
+    if stated - now >= ZONE_STEP:
+        minutes = int((stated - now).total_seconds() // 60)
+        ahead = f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+        echo_text(
+            f"warning: {path} is dated {to_iso(stated)}, {ahead} ahead of this machine's clock (a"
+            " time without a zone reads as UTC); the run is dated now (--timestamp dates it)",
+            err=True,
+        )
+    return min(stated, now)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from flaketui.core.errors import ReportError
 from flaketui.core.ingest.rows import CaseRow
+from flaketui.core.timeutil import utc_now
 
 if TYPE_CHECKING:
     from flaketui.core.ingest.junit import SharedNames
@@ -100,10 +101,23 @@ def report_timestamp(path: Path, report_format: str | None = None) -> datetime |
     return junit_time(path)
 
 
-def reports_timestamp(paths: Iterable[Path], report_format: str | None = None) -> datetime | None:
-    """A run's date from its reports: the first plausible one, in the files' order."""
+def reports_date(
+    paths: Iterable[Path], report_format: str | None = None
+) -> tuple[Path, datetime] | None:
+    """The first plausible date the reports give, in the files' order, with its file."""
     for path in paths:
         moment = report_timestamp(path, report_format)
         if moment is not None:
-            return moment
+            return path, moment
     return None
+
+
+def reports_timestamp(paths: Iterable[Path], report_format: str | None = None) -> datetime | None:
+    """A run's date from its reports: the first plausible one, in the files' order, never later
+    than now. A report exists once its run has ended: a later date is local time written
+    without its zone in a zone ahead of UTC, or a clock set ahead, and dating the run by it
+    would leave it out of every report until then."""
+    found = reports_date(paths, report_format)
+    if found is None:
+        return None
+    return min(found[1], utc_now())

@@ -681,11 +681,6 @@ def report_timestamp(path: Path) -> datetime | None:
     return None
 
 
-def reports_timestamp(paths: Iterable[Path]) -> datetime | None:
-    """A run's date from its reports: the first plausible suite timestamp, in the files' order."""
-    return next(filter(None, map(report_timestamp, paths)), None)
-
-
 # ---- run environment --------------------------------------------------------------------------
 
 # Run dimensions a report can state, and the property names read for them unless configured

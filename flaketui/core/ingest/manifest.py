@@ -10,8 +10,9 @@ Choices made here:
   of its run gives is refused (runmeta.metadata_conflicts), as is one that disagrees with the
   run already stored under its run_id (writer.ingest_batch).
 - A run whose lines give no ``timestamp`` takes its reports' own suite timestamps (when
-  plausible: after 2000 and not in the future; the first line's wins); a line with neither is
-  refused. One explicit ``timestamp`` on any shard line dates the whole run.
+  plausible: after 2000 and at most a day ahead; the first line's wins; one after now dates the
+  run now, formats.reports_timestamp); a line with neither is refused. One explicit
+  ``timestamp`` on any shard line dates the whole run.
 - Lines without ``run_id`` are runs of their own, named from their files' content hashes.
 - No environment or git detection; runner_host stays unknown unless given.
 - ``format`` (junit, ctrf, trx or tap) reads the line's files in that format instead of telling

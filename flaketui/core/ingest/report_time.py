@@ -7,6 +7,9 @@ import re
 from datetime import UTC, datetime, timedelta
 
 _ZONE_WORDS = re.compile(r"\s*(UTC|GMT|Z)$", re.IGNORECASE)
+# Time zones lie whole quarter hours apart: a report dated this far or more ahead of the clock
+# was most likely written in local time without its zone, in a zone ahead of UTC.
+ZONE_STEP = timedelta(minutes=15)
 
 
 def parse_report_timestamp(text: str) -> datetime | None:
