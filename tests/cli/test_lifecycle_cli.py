@@ -20,13 +20,13 @@ STEADY = "tests/test_s.py::test_s"
 NOW = "2026-02-10T23:00:00Z"  # day 40
 
 
-def build(path: Path, *, broken: bool = False) -> None:
+def build(path: Path, *, broken: bool = False, flaky: str = FLAKY) -> None:
     """A flaky test (quarantined by the lifecycle on day 35), a steady one, maybe a regression."""
     hb = HistoryBuilder(open_history(path))
     for day in range(41):
         for index, letter in enumerate("PP" if day < 20 else "RRP"):
             hb.run(ts=T0 + timedelta(days=day, hours=6 + index)).result(
-                FLAKY, PATTERN_ATTEMPTS[letter]
+                flaky, PATTERN_ATTEMPTS[letter]
             )
         hb.run(ts=T0 + timedelta(days=day, hours=12)).result(STEADY, ["pass"])
         if broken:
@@ -71,6 +71,25 @@ def test_dry_run_prints_transitions_and_writes_nothing(work: Path) -> None:
     assert "Gate:\n  ok" in result.output
     assert audit(work) == []
     assert (work / "skip.json").read_bytes() == before
+
+
+def test_the_tables_put_the_test_last_so_a_long_id_widens_no_column(work: Path) -> None:
+    long_id = "tests/" + "deep/" * 30 + "test_a.py::test_a"
+    build(work / "h.db", flaky=long_id)
+    write_skip(work, {})
+    result = invoke(work, "--now", NOW)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[1].split() == ["from", "to", "day", "reason", "test"]
+    states = lines.index("States: 1 test in a lifecycle state")
+    assert lines[states + 1].split() == ["state", "since", "score", "note", "test"]
+    rows = [line for line in lines if long_id in line]
+    assert len(rows) == 4  # three transitions, one state
+    for row in rows:
+        # The columns before the id fit an 80-column terminal, under their headings.
+        assert row.endswith(long_id) and row.index(long_id) < 80
+        heading = lines[1] if row in lines[2:states] else lines[states + 1]
+        assert heading.index("test") == row.index(long_id)
 
 
 def test_apply_writes_then_a_second_apply_writes_nothing(work: Path) -> None:

@@ -31,12 +31,13 @@ Exit status (bits, combined by OR; --no-gate always exits 0 unless an error occu
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns separated by two spaces."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return lines
+    """Left-aligned columns separated by two spaces, the last (the test) unpadded: as in
+    report's table, a long test id runs on past the others instead of widening them all."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers[:-1])]
+    return [
+        "  ".join([*(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)), row[-1]])
+        for row in [headers, *rows]
+    ]
 
 
 def _as_json(plan: Any, shown: list[Any], gate: Any, applied: Any, code: int) -> str:
@@ -108,16 +109,13 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
         title = "Applied" if applied is not None else "Would apply"
         lines.append(f"{title} as of {as_of}: {plural(len(shown), 'transition')}")
     if shown:
-        headers = ["test", "from", "to", "day", "reason"]
-        if show_all:
-            headers.append("by")
+        headers = ["from", "to", "day", "reason", *(["by"] if show_all else []), "test"]
         rows = []
         for t in shown:
-            # Escaped before the columns are measured, so that they line up as shown.
-            row = [visible(t.test_id), t.before, t.after, t.day.isoformat(), t.reason]
+            row = [t.before, t.after, t.day.isoformat(), t.reason]
             if show_all:
                 row.append(t.by + ("" if t.recorded else " (pending)"))
-            rows.append(row)
+            rows.append([*row, visible(t.test_id)])
         lines.extend(_table(headers, rows))
     states = sorted(
         (s for s in plan.states.values() if s.state != LifecycleState.NONE), key=lambda s: s.test_id
@@ -127,15 +125,15 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
     if states:
         rows = [
             [
-                visible(s.test_id),
                 s.state,
                 s.since.isoformat() if s.since else "-",
                 f"{s.score:.3f}",
-                s.note,
+                s.note or "-",
+                visible(s.test_id),
             ]
             for s in states
         ]
-        lines.extend(_table(["test", "state", "since", "score", "note"], rows))
+        lines.extend(_table(["state", "since", "score", "note", "test"], rows))
     if applied is not None and applied.kept:
         lines.append("")
         lines.append(
