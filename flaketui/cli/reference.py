@@ -30,9 +30,10 @@ Bad input (a missing file, a directory, a wrong option value) is one `Error: ...
 with exit status 1, never a traceback, and the history is left as it was; a command line that
 cannot be parsed (an unknown option, a missing argument) gets click's usage message and 2.
 Text from CI in what a command prints for people (test ids, messages, workers, branches) shows
-its control and bidirectional formatting characters as escapes (`\\x1b`, `\\u202e`): a report
-cannot send the terminal an escape sequence or make one id read as another. JSON, CSV and id
-lists hold the text as it is.
+its control and bidirectional formatting characters as escapes (`\\x1b`, `\\u202e`, `\\n`): a
+report cannot send the terminal an escape sequence or make one id read as another, and a message
+naming an id with a line break in it stays one line. JSON, CSV and id lists hold the text as it
+is.
 """
 
 

@@ -3,6 +3,7 @@ bidirectional formatting characters as escapes, in every human-readable output a
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from datetime import timedelta
 from pathlib import Path
@@ -78,3 +79,93 @@ def test_release_and_a_refusal_name_the_id_inert(runner: CliRunner, tmp_path: Pa
     refused = runner.invoke(cli, ["changes", db, ODD + "x", "--now", NOW])
     assert refused.exit_code == 1
     assert ODD_SHOWN in refused.output and not inert(refused.output)
+
+
+# A test id and an incident tag holding a line break, as a parametrized test's id may.
+NL_FLAKY = "tests/test_nl.py::test_x[a\nb]"
+NL_BROKEN = "tests/test_nl.py::test_y[a\nb]"
+NL_GONE = "tests/test_gone.py::test_z[a\nb]"
+NL_TAG = "ci\ndown"
+NL_WORKER = "gw\n0"
+
+
+def shown(text: str) -> str:
+    return text.replace("\n", "\\n")
+
+
+def line_break_history(path: Path) -> Path:
+    """NL_FLAKY flaky on main from day 10 to day 40 (on worker NL_WORKER), clean after;
+    NL_BROKEN broken from day 30."""
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    for day in range(61):
+        run = hb.run(ts=T0 + timedelta(days=day), worker_count=2)
+        outcomes = ["fail", "pass"] if 10 <= day <= 40 and day % 2 else ["pass"]
+        run.result(NL_FLAKY, outcomes, worker_id=NL_WORKER)
+        run.result(NL_BROKEN, ["fail", "fail"] if day >= 30 else ["pass"])
+    db.conn.close()
+    return path
+
+
+def day(number: int) -> str:
+    return (T0 + timedelta(days=number, hours=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_each_message_naming_an_id_with_a_line_break_is_one_line(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    db = str(line_break_history(tmp_path / "h.db"))
+    skip = str(tmp_path / "skip.json")
+    # A person quarantines NL_FLAKY on day 41: the clean runs after it release it, and the
+    # lifecycle keeps the person's entry, for the person to release.
+    outputs = {}
+    for name, args in {
+        "quarantine": ["quarantine", db, NL_FLAKY, "--reason", "flaky", "--now", day(41)],
+        "quarantine --force": [
+            *("quarantine", db, NL_GONE, "--reason", "gone", "--force", "--expires", "1"),
+            *("--now", day(42)),
+        ],
+        "lifecycle --apply": ["lifecycle", db, "--apply", "--now", day(60)],
+        "release": ["release", db, NL_FLAKY, "--now", day(60)],
+        "changes": ["changes", db, NL_FLAKY, "--now", day(60)],
+        "pivot": ["pivot", db, NL_FLAKY, "--now", day(60)],
+        "pivot --by": ["pivot", db, NL_FLAKY, "--by", "all", "--now", day(60)],
+        "order": ["order", db, NL_FLAKY, "--now", day(60)],
+    }.items():
+        writes = args[0] in ("quarantine", "lifecycle", "release")
+        result = runner.invoke(cli, [*args, "--skip-file", skip] if writes else args)
+        assert result.exit_code in (0, 28), f"{name}: {result.output}"
+        outputs[name] = result.output
+    quarantined = f"quarantined (skip, until 2026-12-11T12:00:00Z): {shown(NL_FLAKY)}\n"
+    assert quarantined in outputs["quarantine"]
+    assert f": {shown(NL_GONE)}\n" in outputs["quarantine --force"]
+    lifecycle = outputs["lifecycle --apply"]
+    assert f"use flaketui release):\n  {shown(NL_FLAKY)}\n" in lifecycle
+    assert f"  new regression: {shown(NL_BROKEN)} (bad on main" in lifecycle
+    assert f"  expired entry: {shown(NL_GONE)} (expired 2026-11-13T12:00:00Z)\n" in lifecycle
+    assert f"  entry matching no test: {shown(NL_GONE)}\n" in lifecycle
+    assert f"released: {shown(NL_FLAKY)}\n" in outputs["release"]
+    for name in ("changes", "pivot", "pivot --by", "order"):
+        assert outputs[name].startswith(f"{shown(NL_FLAKY)}"), outputs[name]
+    # A worker id in a table's cell is escaped before its column is measured.
+    assert f"\n     {shown(NL_WORKER)}      61     15" in outputs["pivot"]
+    assert f"\n{shown(NL_WORKER)}          61     15" in outputs["pivot --by"]
+    for name, output in outputs.items():
+        assert "[a\n" not in output and "gw\n" not in output, f"{name}: {output}"
+    # The skip file holds the id as it is (NL_FLAKY released, NL_GONE expired).
+    assert list(json.loads(Path(skip).read_text())["tests"]) == [NL_GONE]
+
+
+def test_an_incident_tag_or_note_with_a_line_break_is_shown_on_its_line(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    db = str(line_break_history(tmp_path / "h.db"))
+    window = ["--from", day(1), "--to", day(2)]
+    added = runner.invoke(cli, ["incident", "add", db, NL_TAG, *window, "--note", "a\nnote"])
+    assert added.exit_code == 0, added.output
+    assert added.output.startswith(f"incident {shown(NL_TAG)} ({day(1)} .. {day(2)}): tagged")
+    listed = runner.invoke(cli, ["incident", "list", db, "--now", day(60)])
+    assert listed.output.startswith(f"{shown(NL_TAG)}: 1 run, window"), listed.output
+    assert "(a\\nnote)\n" in listed.output
+    removed = runner.invoke(cli, ["incident", "remove", db, NL_TAG])
+    assert removed.output == f"incident {shown(NL_TAG)} removed: 1 run counts again\n"

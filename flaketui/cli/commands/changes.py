@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line, echo_text
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
@@ -57,10 +57,10 @@ def changes_command(
         click.echo(json.dumps(payload, indent=2))
         return
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    echo_text(
+    echo_line(
         f"{test_or_parent}: verdict changes over {plural(span, 'day')} to {to_iso(moment)}{clock}"
     )
     if not found:
         echo_text("none")
     for change in found:
-        echo_text(f"{change.day.isoformat()}  {change.before} -> {change.after}  {change.reason}")
+        echo_line(f"{change.day.isoformat()}  {change.before} -> {change.after}  {change.reason}")

@@ -10,7 +10,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.quarantine import SKIP_FILE_READ_OPTION, read_skip_for
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line
 from flaketui.cli.history_address import READ_ADDRESS, local_history, shown
 from flaketui.cli.options import CODEOWNERS_OPTION
 from flaketui.cli.outputs import STDOUT, OutputPath, output_file, refuse_reading_into
@@ -139,12 +139,12 @@ def check_command(
         write_summary(summary_file, render_summary(result))
     # What the ranking leaves out or counts in part comes first: it qualifies what follows.
     for notice in result.notices:
-        echo_text(notice, err=to_stdout)
+        echo_line(notice, err=to_stdout)
     for _reason, line in result.failures:
-        echo_text(line, err=to_stdout)
+        echo_line(line, err=to_stdout)
     if result.failed:
         ctx.exit(1)
-    echo_text(f"check passed: nothing to fail on since {result.since_label}", err=to_stdout)
+    echo_line(f"check passed: nothing to fail on since {result.since_label}", err=to_stdout)
 
 
 def write_summary(path: Path, text: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line
 from flaketui.cli.params import FilePath, FiniteFloatRange
 from flaketui.core.config import load_config
 from flaketui.core.diagnosis.experiments import Diagnoser, Diagnosis
@@ -129,16 +129,16 @@ def diagnose_command(
     if fmt == "json":
         click.echo(json.dumps(diagnosis_json(diagnosis), indent=2))
         return
-    echo_text(f"{diagnosis.test_id}: {diagnosis.label}")
-    echo_text(f"  {diagnosis.summary}")
+    echo_line(f"{diagnosis.test_id}: {diagnosis.label}")
+    echo_line(f"  {diagnosis.summary}")
     for experiment in diagnosis.experiments:
-        echo_text(f"  {experiment.name}: {experiment.counts()}")
+        echo_line(f"  {experiment.name}: {experiment.counts()}")
     for note in diagnosis.skipped:
-        echo_text(f"  skipped {note}")
-    echo_text(f"  reproduce: {' '.join(diagnosis.command)}")
+        echo_line(f"  skipped {note}")
+    echo_line(f"  reproduce: {' '.join(diagnosis.command)}")
     if diagnosis.replay is not None and diagnosis.replay != diagnosis.command:
-        echo_text(f"  replay the order of run {diagnosis.replay_run}: {' '.join(diagnosis.replay)}")
-    echo_text(
+        echo_line(f"  replay the order of run {diagnosis.replay_run}: {' '.join(diagnosis.replay)}")
+    echo_line(
         f"  {plural(diagnosis.stored_runs, 'session')} stored in {db} under source 'diagnose' "
         f"(not scored; run at {utc_now():%Y-%m-%d %H:%M} UTC)"
     )

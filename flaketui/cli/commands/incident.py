@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line, echo_text
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
@@ -84,7 +84,7 @@ def add_command(
         what = f"{to_iso(change.start)} .. {to_iso(change.end)}"
     else:
         what = f"signature {change.signature}"
-    echo_text(f"incident {change.tag} ({what}): tagged {plural(change.runs_tagged, 'run')}")
+    echo_line(f"incident {change.tag} ({what}): tagged {plural(change.runs_tagged, 'run')}")
     if change.runs_already_tagged:
         keep = "keeps its" if change.runs_already_tagged == 1 else "keep their"
         count = plural(change.runs_already_tagged, "matching run")
@@ -124,7 +124,7 @@ def propose_outages(history: Connected, config: Config, db: str, *, err: bool = 
     moment, _clamped = effective_now(history, None, config)
     new = record_outages(history, now=moment, config=config)
     if new:
-        echo_text(review_hint(len(new), db), err=err)
+        echo_line(review_hint(len(new), db), err=err)
 
 
 STATE_WORDS = {
@@ -136,18 +136,18 @@ STATE_WORDS = {
 
 
 def _show_outage(db: str, item: Outage) -> None:
-    echo_text(
+    echo_line(
         f"OUTAGE {item.tag}: {item.failed_tests} of {item.tests} tests failed with one "
         f"signature in {plural(len(item.run_ids), 'run')}, "
         f"{to_iso(item.start)} .. {to_iso(item.end)}, "
         f"suites {', '.join(item.suites)}; {STATE_WORDS[item.status]}"
     )
-    echo_text(f"  signature {item.signature}: {item.signature_text}")
-    echo_text(f"  runs: {', '.join(item.run_ids)}")
+    echo_line(f"  signature {item.signature}: {item.signature_text}")
+    echo_line(f"  runs: {', '.join(item.run_ids)}")
     if item.status == "proposed":
         address, _note = command_address(db)
         for verb in ("accept", "reject"):
-            echo_text(f"  {verb}: {shlex.join(['flaketui', 'incident', verb, address, item.tag])}")
+            echo_line(f"  {verb}: {shlex.join(['flaketui', 'incident', verb, address, item.tag])}")
 
 
 @incident.command("accept")
@@ -159,7 +159,7 @@ def accept_command(db: Path | str, tag: str) -> None:
     _decide_on_server(db, tag, ACCEPTED)
     with history_file(local_history(db, sync=False), create=False) as history:
         runs = accept_outage(history, tag)
-    echo_text(
+    echo_line(
         f"outage {tag} accepted: {plural(runs, 'run')} {'stays' if runs == 1 else 'stay'} excluded"
     )
 
@@ -173,7 +173,7 @@ def reject_command(db: Path | str, tag: str) -> None:
     _decide_on_server(db, tag, REJECTED)
     with history_file(local_history(db, sync=False), create=False) as history:
         runs = reject_outage(history, tag)
-    echo_text(
+    echo_line(
         f"outage {tag} rejected: {plural(runs, 'run')} {'counts' if runs == 1 else 'count'} again"
     )
 
@@ -217,15 +217,15 @@ def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
         if not outages:
             echo_text("no suspected outages")
         elif note and any(outage.status == "proposed" for outage in outages):
-            echo_text(f"note: in the commands above, {note}")
+            echo_line(f"note: in the commands above, {note}")
         return
     if not incidents:
         echo_text("no tagged incidents")
     for item in incidents:
-        echo_text(f"{item.tag}: {plural(item.runs, 'run')}, {_describe(item)}")
+        echo_line(f"{item.tag}: {plural(item.runs, 'run')}, {_describe(item)}")
     for proposal in proposals:
         worst = max(proposal.runs, key=lambda run: run.failed_share)
-        echo_text(
+        echo_line(
             f"PROPOSED {proposal.tag}: {plural(len(proposal.runs), 'run')} where most tests failed "
             f"(worst {worst.failed_tests}/{worst.tests} in {worst.run_id}), "
             f"{to_iso(proposal.start)} .. {to_iso(proposal.end)}, "
@@ -233,14 +233,14 @@ def list_command(db: Path | str, now: str | None, proposed: bool) -> None:
             f"{plural(proposal.runs_in_window, 'run')} in window"
         )
         if proposal.top_signature_text:
-            echo_text(f"  top signature {proposal.top_signature}: {proposal.top_signature_text}")
-        echo_text(f"  accept: {proposal.accept_command(command_address(shown(db))[0])}")
+            echo_line(f"  top signature {proposal.top_signature}: {proposal.top_signature_text}")
+        echo_line(f"  accept: {proposal.accept_command(command_address(shown(db))[0])}")
     if excluded:
-        echo_text(review_hint(len(excluded), shown(db), now))
+        echo_line(review_hint(len(excluded), shown(db), now))
     elif not proposals:
         echo_text("no proposed incidents")
     if proposals and note and not excluded:
-        echo_text(f"note: in the commands above, {note}")
+        echo_line(f"note: in the commands above, {note}")
 
 
 @incident.command("remove")
@@ -255,7 +255,7 @@ def remove_command(db: Path | str, tag: str) -> None:
         with history_file(db, create=False) as history:
             freed = remove_incident(history, tag)
     counts = "counts" if freed == 1 else "count"
-    echo_text(f"incident {tag} removed: {plural(freed, 'run')} {counts} again")
+    echo_line(f"incident {tag} removed: {plural(freed, 'run')} {counts} again")
 
 
 def _on_server(url: str, doing: str, operation: Any, *args: Any, **kwargs: Any) -> Any:

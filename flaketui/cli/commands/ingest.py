@@ -14,7 +14,7 @@ import click
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
 from flaketui.cli.commands.resign import resign_if_stale
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line, echo_text
 from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
@@ -204,7 +204,7 @@ def _show_ingest(result: IngestResult, reports: int, incident: str | None) -> No
     repeats = reports - result.files_ingested - result.files_skipped
     if repeats > 0:
         skipped += f", {plural(repeats, 'duplicate')} skipped"
-    echo_text(
+    echo_line(
         f"run {result.run_id} ({state}): "
         f"{plural(result.files_ingested, 'file')} ingested{skipped}, "
         f"{plural(result.results, 'result')} added, {plural(result.tests, 'test')} in the run"
@@ -272,7 +272,7 @@ def _print_summary(summary: ManifestSummary) -> None:
 
         echo_text(untidy_line(summary.left_untidy))
     for number, reason in summary.refused[:MAX_REFUSED_SHOWN]:
-        echo_text(f"line {number}: {reason}", err=True)
+        echo_line(f"line {number}: {reason}", err=True)
     if len(summary.refused) > MAX_REFUSED_SHOWN:
         echo_text(f"... and {len(summary.refused) - MAX_REFUSED_SHOWN} more", err=True)
 
@@ -288,7 +288,7 @@ def _dated_by_reports(reports: tuple[Path, ...], report_format: str | None) -> d
     if stated - now >= ZONE_STEP:
         minutes = int((stated - now).total_seconds() // 60)
         ahead = f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
-        echo_text(
+        echo_line(
             f"warning: {path} is dated {to_iso(stated)}, {ahead} ahead of this machine's clock (a"
             " time without a zone reads as UTC); the run is dated now (--timestamp dates it)",
             err=True,

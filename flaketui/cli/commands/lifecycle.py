@@ -112,9 +112,10 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
         headers = ["from", "to", "day", "reason", *(["by"] if show_all else []), "test"]
         rows = []
         for t in shown:
-            row = [t.before, t.after, t.day.isoformat(), t.reason]
+            # Escaped before the columns are measured, so that they line up as shown.
+            row = [t.before, t.after, t.day.isoformat(), visible(t.reason)]
             if show_all:
-                row.append(t.by + ("" if t.recorded else " (pending)"))
+                row.append(visible(t.by) + ("" if t.recorded else " (pending)"))
             rows.append([*row, visible(t.test_id)])
         lines.extend(_table(headers, rows))
     states = sorted(
@@ -139,7 +140,7 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
         lines.append(
             "Kept (released by clean runs, entry owned by a person; use flaketui release):"
         )
-        lines.extend(f"  {test_id}" for test_id in applied.kept)
+        lines.extend(f"  {visible(test_id)}" for test_id in applied.kept)
     lines.append("")
     lines.append("Gate:")
     findings = [
@@ -150,7 +151,8 @@ def _as_text(plan: Any, shown: list[Any], gate: Any, applied: Any, show_all: boo
         ),
         *(f"  entry matching no test: {test_id}" for test_id in gate.unmatched),
     ]
-    lines.extend(findings or ["  ok"])
+    # Each finding one line, whatever its test id holds.
+    lines.extend([visible(finding) for finding in findings] or ["  ok"])
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line, echo_text
 from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
@@ -45,13 +45,13 @@ def merge_command(dest: Path | str, sources: tuple[Path | str, ...]) -> None:
         from flaketui.cli.commands.sync import run_sync
 
         summary = run_sync(url, dest, quiet=True)
-        echo_text(
+        echo_line(
             f"merged {mask_url(url)}: {plural(summary.runs_added, 'run')} added, "
             f"{plural(summary.results_added, 'result')}, "
             f"{plural(summary.audit_rows_added, 'audit row')} added"
         )
         for tag in summary.decisions_kept:
-            echo_text(f"outage {tag}: decided otherwise on the server; kept as decided here")
+            echo_line(f"outage {tag}: decided otherwise on the server; kept as decided here")
 
 
 def _distinct(sources: tuple[Path | str, ...]) -> tuple[Path | str, ...]:
@@ -98,7 +98,7 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
                 setattr(total, name, getattr(total, name) + getattr(done, name))
     finally:
         pg.close()
-    echo_text(
+    echo_line(
         f"merged {plural(len(sources), 'history', 'histories')} into {mask_url(url)}: "
         f"{plural(total.runs_added, 'run')} "
         f"added, {total.runs_extended} extended, {total.runs_unchanged} already present; "
@@ -106,7 +106,7 @@ def _merge_into_server(url: str, sources: tuple[Path | str, ...]) -> None:
         f"{plural(total.audit_rows_added, 'audit row')} added"
     )
     for tag in total.decisions_kept:
-        echo_text(f"outage {tag}: decided otherwise in a merged history; kept as decided here")
+        echo_line(f"outage {tag}: decided otherwise in a merged history; kept as decided here")
     if total.left_untidy:
         echo_text(untidy_line(total.left_untidy))
 
@@ -141,5 +141,5 @@ def _merge_files(dest: Path, sources: list[Path]) -> None:
             f"{plural(summary.audit_rows_added, 'audit row')} added"
         )
         for tag in summary.decisions_kept:
-            echo_text(f"outage {tag}: decided otherwise in a merged history; kept as decided here")
+            echo_line(f"outage {tag}: decided otherwise in a merged history; kept as decided here")
         propose_outages(history, load_config(), shown(dest))

@@ -11,10 +11,11 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line, echo_text
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
+from flaketui.core.output.text import visible
 from flaketui.core.scoring.order import Candidate, OrderView, order_view
 from flaketui.core.scoring.report import effective_now
 from flaketui.core.timeutil import parse_iso, to_iso
@@ -71,8 +72,10 @@ def order_lines(view: OrderView, limit: int | None) -> list[str]:
     if view.replay is not None:
         lines.append("")
         lines.append(
-            f"replay the order of run {view.replay.run_id}, its latest bad run: "
-            f"{shlex.join(view.replay.command())}"
+            visible(
+                f"replay the order of run {view.replay.run_id}, its latest bad run: "
+                f"{shlex.join(view.replay.command())}"
+            )
         )
     return lines
 
@@ -96,21 +99,23 @@ def _candidate_lines(view: OrderView, limit: int | None) -> list[str]:
         lines.append("no test ran before it in some runs and not in others")
         return lines
     shown = view.candidates if limit is None else view.candidates[:limit]
-    width = max(len("ran before it"), *(len(c.test_id) for c in shown))
+    # Escaped before the column is measured, so that it lines up as shown.
+    names = [visible(c.test_id) for c in shown]
+    width = max(len("ran before it"), *(len(name) for name in names))
     lines.append("")
     lines.append(
         f"{'ran before it':<{width}}  {'in bad':>7}  {'in good':>7}  "
         f"{'fails with / without':>20}  {'p (BH)':>8}  role"
     )
-    for c in shown:
+    for c, name in zip(shown, names, strict=True):
         bad = f"{c.bad_before}/{view.bad_runs}"
         good = f"{c.good_before}/{view.good_runs}"
         rates = f"{c.rate_with:.0%} / {c.rate_without:.0%}"
         role = c.role + (", suspect" if c.suspect else "")
         if c.explained_by:
-            role += f", explained by {c.explained_by.rsplit('::', 1)[-1]}"
+            role += f", explained by {visible(c.explained_by.rsplit('::', 1)[-1])}"
         lines.append(
-            f"{c.test_id:<{width}}  {bad:>7}  {good:>7}  {rates:>20}  {c.p_value:>8.2g}  {role}"
+            f"{name:<{width}}  {bad:>7}  {good:>7}  {rates:>20}  {c.p_value:>8.2g}  {role}"
         )
     hidden = len(view.candidates) - len(shown)
     if hidden:
@@ -146,5 +151,5 @@ def order_command(db: Path, test_or_parent: str, now: str | None, fmt: str, limi
         return
     what = f"family of {plural(len(view.members), 'param')}" if view.kind == "family" else "test"
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    echo_text(f"{view.key} ({what}) as of {to_iso(moment)}{clock}")
+    echo_line(f"{view.key} ({what}) as of {to_iso(moment)}{clock}")
     echo_text("\n".join(order_lines(view, shown)))

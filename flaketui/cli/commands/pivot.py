@@ -10,10 +10,11 @@ from typing import Any
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line, echo_text
 from flaketui.cli.history_address import READ_ADDRESS, local_history
 from flaketui.core.config import load_config
 from flaketui.core.history.store import history_file
+from flaketui.core.output.text import visible
 from flaketui.core.scoring.causes import DIMENSIONS, DimensionRow
 from flaketui.core.scoring.pivot import (
     DimensionPivot,
@@ -76,8 +77,9 @@ def interrupted_line(count: int) -> str:
 def _table(title: str, rows: list[PivotRow]) -> list[str]:
     lines = [f"{title:>10}  {'runs':>6}  {'bad':>5}  {'fail rate':>9}  Wilson 95%"]
     for row in rows:
+        key = visible(row.key) or "?"
         lines.append(
-            f"{row.key or '?':>10}  {row.runs:>6}  {row.bad_runs:>5}  {row.fail_rate:>9.1%}  "
+            f"{key:>10}  {row.runs:>6}  {row.bad_runs:>5}  {row.fail_rate:>9.1%}  "
             f"{row.wilson_low:.1%} - {row.wilson_high:.1%}"
         )
     return lines
@@ -118,11 +120,13 @@ def dimension_pivot_json(pivot: DimensionPivot, *, now_was_clamped: bool) -> dic
 
 
 def _dimension_table(dimension: str, rows: list[DimensionRow]) -> list[str]:
-    width = max([len(dimension), *(len(row.value or "?") for row in rows)])
+    # Escaped before the column is measured, so that it lines up as shown.
+    values = [visible(row.value) if row.value else "?" for row in rows]
+    width = max([len(dimension), *(len(value) for value in values)])
     lines = [f"{dimension:<{width}}  {'runs':>6}  {'bad':>5}  {'fail rate':>9}  Wilson 95%"]
-    for row in rows:
+    for row, value in zip(rows, values, strict=True):
         lines.append(
-            f"{row.value or '?':<{width}}  {row.runs:>6}  {row.bad_runs:>5}  "
+            f"{value:<{width}}  {row.runs:>6}  {row.bad_runs:>5}  "
             f"{row.fail_rate:>9.1%}  {row.wilson_low:.1%} - {row.wilson_high:.1%}"
         )
     return lines
@@ -165,7 +169,7 @@ def pivot_command(
         return
     what = f"family of {plural(len(pivot.members), 'param')}" if pivot.kind == "family" else "test"
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    echo_text(f"{pivot.key} ({what}) as of {to_iso(moment)}{clock}")
+    echo_line(f"{pivot.key} ({what}) as of {to_iso(moment)}{clock}")
     echo_text(f"{plural(pivot.runs, 'counted run')}, {pivot.bad_runs} bad (first attempt failed)")
     if pivot.interrupted_runs:
         echo_text(interrupted_line(pivot.interrupted_runs))
@@ -183,7 +187,7 @@ def _show_dimensions(pivot: DimensionPivot, fmt: str, clamped: bool) -> None:
         return
     what = f"family of {len(pivot.members)} params" if pivot.kind == "family" else "test"
     clock = " (history is older than the window: shown as of its newest run)" if clamped else ""
-    echo_text(f"{pivot.key} ({what}) as of {to_iso(pivot.now)}{clock}")
+    echo_line(f"{pivot.key} ({what}) as of {to_iso(pivot.now)}{clock}")
     echo_text(f"{pivot.runs} counted runs, {pivot.bad_runs} bad (first attempt failed)")
     if pivot.interrupted_runs:
         echo_text(interrupted_line(pivot.interrupted_runs))
@@ -201,7 +205,7 @@ def _show_dimensions(pivot: DimensionPivot, fmt: str, clamped: bool) -> None:
         return
     echo_text("suspects (Fisher's exact test, Benjamini-Hochberg adjusted p):")
     for suspect in pivot.suspects:
-        echo_text(
+        echo_line(
             f"  {suspect.label}: {suspect.bad}/{suspect.runs} bad ({suspect.rate:.0%}) "
             f"against {suspect.rest_rate:.0%} elsewhere, p = {suspect.p_value:.2g}"
         )

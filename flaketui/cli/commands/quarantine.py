@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from flaketui.cli import cli
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line
 from flaketui.cli.history_address import HISTORY_ADDRESS, local_history
 from flaketui.cli.options import SKIP_FILE_DEFAULT
 from flaketui.core.config import Config, load_config
@@ -72,7 +72,7 @@ def read_skip_for(
     try:
         return path, read_skip_file(path, explicit=named), config
     except ForeignSkipFile as exc:
-        echo_text(f"warning: {exc.message}; ignored", err=True)
+        echo_line(f"warning: {exc.message}; ignored", err=True)
         return path, None, config
 
 
@@ -194,13 +194,13 @@ def quarantine_command(
     for entry in done.entries:
         previous = done.replaced.get(entry.test_id)
         verb = "quarantined" if previous is None else "updated"
-        echo_text(f"{verb} ({entry.mode}, until {_until(entry)}): {entry.test_id}")
+        echo_line(f"{verb} ({entry.mode}, until {_until(entry)}): {entry.test_id}")
         for line in _changes(previous, entry) if previous is not None else []:
-            echo_text(f"  {line}")
+            echo_line(f"  {line}")
     added = len(done.entries) - len(done.replaced)
     what = [f"quarantined {plural(added, 'test')}"] if added else []
     what += [f"updated {plural(len(done.replaced), 'entry', 'entries')}"] if done.replaced else []
-    echo_text(f"{', '.join(what)}; {_display(path)} now lists {plural(done.listed, 'test')}")
+    echo_line(f"{', '.join(what)}; {_display(path)} now lists {plural(done.listed, 'test')}")
 
 
 @cli.command("release")
@@ -222,6 +222,6 @@ def release_command(
     with history_file(local_history(db), create=False) as history:
         released = release(history, path, test_id, reason=reason, now=moment, source="cli")
     for released_id in released:
-        echo_text(f"released: {released_id}")
-    echo_text(f"{len(released)} entr{'y' if len(released) == 1 else 'ies'} removed from "
+        echo_line(f"released: {released_id}")
+    echo_line(f"{len(released)} entr{'y' if len(released) == 1 else 'ies'} removed from "
                f"{_display(path)}")  # fmt: skip

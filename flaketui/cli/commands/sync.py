@@ -15,7 +15,7 @@ import click
 
 from flaketui.cli import cli
 from flaketui.cli.commands.incident import propose_outages
-from flaketui.cli.echo import echo_text
+from flaketui.cli.echo import echo_line
 from flaketui.cli.params import FilePath
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
@@ -142,11 +142,11 @@ def unfinished_path(history: Path) -> Path:
 def sync_command(url: str, history: Path) -> None:
     """Bring replica HISTORY up to date with the server history at URL (only what changed)."""
     summary = run_sync(url, history, quiet=not sys.stderr.isatty())
-    echo_text(
+    echo_line(
         f"synced {mask_url(url)} into {history}: {plural(summary.runs_added, 'run')} and "
         f"{plural(summary.results_added, 'result')} added, "
         f"{plural(summary.runs_updated, 'run')} updated, "
         f"{summary.runs_deleted} pruned, {plural(summary.audit_rows_added, 'audit row')} added"
     )
     for tag in summary.decisions_kept:
-        echo_text(f"outage {tag}: decided otherwise on the server; kept as decided here")
+        echo_line(f"outage {tag}: decided otherwise on the server; kept as decided here")
