@@ -106,6 +106,16 @@ def test_output_is_written_atomically(repo: Path) -> None:
     assert not list(repo.glob("*.tmp"))
 
 
+def test_o_is_short_for_output_as_in_report(repo: Path) -> None:
+    out = repo / "decisions.txt"
+    result = invoke(
+        "export", str(repo / "history.db"), "--format", "list", "-o", str(out), "--now", NOW
+    )
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == export(repo, "--format", "list") != ""
+    assert "-o, --output PATH" in invoke("export", "--help").output
+
+
 def test_no_skip_file_exports_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     open_history(tmp_path / "history.db").conn.close()
     monkeypatch.chdir(tmp_path)

@@ -33,8 +33,10 @@ DEFAULT_MODE: dict[str, str] = {"deselect": SkipMode.SKIP, "list": SkipMode.SKIP
     help="Only entries of this mode (default: skip for deselect and list, else all).",
 )
 @click.option(
+    "-o",
     "--output",
     type=OutputPath(),
+    metavar="PATH",
     help="Write here (atomically) instead of standard output (`-`: standard output).",
 )
 @SKIP_FILE_READ_OPTION
