@@ -245,3 +245,49 @@ def test_likely_causes_and_tests_failing_together(runner: CliRunner, tmp_path: P
 def test_nothing_failing_together_says_so(runner: CliRunner, tmp_path: Path) -> None:
     together = section(render_html(runner, hostile_history(tmp_path / "h.db")), "cofailures")
     assert "No flaky tests fail together." in "".join(together.text)
+
+
+def limit_history(path: Path) -> Path:
+    """Two pairs of flaky tests, each pair failing in the same runs, a regression, a healthy
+    test: ranked a1, a2, b1, b2, then R1, then the healthy one."""
+    db = open_history(path)
+    hb = HistoryBuilder(db)
+    for day in range(40):
+        run = hb.run(ts=T0 + timedelta(hours=12 * day), commit=f"c{day:02d}")
+        for pair, when in (("a", 1), ("b", 4)):
+            outcome = ["fail", "pass"] if day % 6 == when else ["pass"]
+            for member in (1, 2):
+                run.result(f"tests/test_{pair}.py::test_{member}", outcome)
+        run.result("tests/test_r.py::test_broken", ["fail"] if day >= 30 else ["pass"])
+        run.result("tests/test_ok.py::test_ok", ["pass"])
+    db.conn.close()
+    return path
+
+
+def test_limit_cuts_each_section_to_its_first_n(runner: CliRunner, tmp_path: Path) -> None:
+    history = limit_history(tmp_path / "h.db")
+
+    def rows(raw: str, name: str) -> int:
+        return sum(tag == "tr" for tag, _attrs in section(raw, name).tags) - 1  # the head's
+
+    def names(raw: str, name: str, marker: str) -> list[str]:
+        """The test id after each `marker` (the tag it is in) of a section, in order."""
+        blocks = raw.split(f'<section id="{name}">')[1].split("</section>")[0].split(marker)[1:]
+        return ["".join(parse(block.split("</")[0]).text) for block in blocks]
+
+    raw = render_html(runner, history, "--limit", "1")
+    assert rows(raw, "ranked") == 1 and rows(raw, "regressions") == 1
+    assert rows(raw, "cofailures") == 1  # the first group, as JSON lists it
+    # The heatmap and the details list the regression first, then the flaky tests by rank.
+    assert names(raw, "heatmap", '<div class="id">') == ["tests/test_r.py::test_broken"]
+    assert names(raw, "details", "<h3>") == ["tests/test_r.py::test_broken"]
+    # The header counts every test, and the ranked list says it is cut.
+    counts = "".join(parse(raw[: raw.index("</header>")]).text)
+    assert "4flaky" in counts and "1regression" in counts
+    assert "The first 1 test (--limit); each section below lists as many at most." in raw
+    raw = render_html(runner, history, "--limit", "2")
+    assert rows(raw, "ranked") == 2 and rows(raw, "cofailures") == 2
+    expected = ["tests/test_r.py::test_broken", "tests/test_a.py::test_1"]
+    assert names(raw, "heatmap", '<div class="id">') == names(raw, "details", "<h3>") == expected
+    # A limit that takes every test changes nothing.
+    assert render_html(runner, history, "--limit", "6") == render_html(runner, history)

@@ -38,7 +38,13 @@ from flaketui.core.timeutil import parse_iso
     metavar="PATH",
     help="Write the report to PATH (replaced atomically) instead of stdout (`-`: stdout).",
 )
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Show the first N only.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Show the first N only (tests, or groups with --group-by); an html page shows the first "
+    "N of each of its sections.",
+)
 @click.option("--suite", metavar="S", help="Only runs of this suite (ranks are computed over it).")
 @click.option("--branch-kind", type=click.Choice(BRANCH_KINDS), help="Only runs of this kind.")
 @click.option(
@@ -93,7 +99,7 @@ def report_command(
             )
         threshold = config.threshold_for(suite) if suite else config.quarantine_threshold
         if fmt == "html":
-            details = collect_details(history, report, config)
+            details = collect_details(history, report, config, limit=limit)
             text = render_html(
                 report, details, threshold=threshold, limit=limit, history=address, now=now
             )

@@ -35,6 +35,7 @@ from flaketui.core.scoring.pivot import Pivot, PivotRow, worker_pivot
 from flaketui.core.scoring.report import VERDICT_ORDER
 from flaketui.core.scoring.results import GroupVerdict, Report, Suspect, TestVerdict, Verdict
 from flaketui.core.timeutil import to_iso
+from flaketui.core.words import plural
 
 HEATMAP_TESTS = 40
 REGRESSIONS_SHOWN = 10  # of HEATMAP_TESTS
@@ -183,13 +184,20 @@ class TestDetail:
 
 
 def collect_details(
-    db: Connected, report: Report, config: Config, *, heatmap_tests: int = HEATMAP_TESTS
+    db: Connected,
+    report: Report,
+    config: Config,
+    *,
+    heatmap_tests: int = HEATMAP_TESTS,
+    limit: int | None = None,
 ) -> list[TestDetail]:
     """Outcome sequences of the regressed tests (up to REGRESSIONS_SHOWN), then of the flaky
-    ones by rank, heatmap_tests in all; signatures and pivots too for the first DETAIL_TESTS."""
+    ones by rank, heatmap_tests in all (`limit` at most); signatures and pivots too for the
+    first DETAIL_TESTS."""
     regressions = [t for t in report.tests if t.verdict == "regression"][:REGRESSIONS_SHOWN]
     flaky = [t for t in report.tests if t.verdict == "flaky"]
-    chosen = [*regressions, *flaky][:heatmap_tests]
+    shown = heatmap_tests if limit is None else min(heatmap_tests, limit)
+    chosen = [*regressions, *flaky][:shown]
     details = []
     for index, test in enumerate(chosen):
         runs = outcome_sequence(db, test.test_id, now=report.now, config=config)
@@ -212,7 +220,10 @@ def render_html(
     now: str | None = None,
 ) -> str:
     """The whole page; history and now (see report_notices) name the outages' review command in
-    its notices."""
+    its notices. `limit` cuts each list of the page to its first `limit` entries, as it cuts
+    each list of the JSON report: the ranked tests, the regressions, the groups failing
+    together, and the details (collect_details with the same limit); the header counts every
+    test."""
     tests = report.tests if limit is None else report.tests[:limit]
     counts = dict.fromkeys(VERDICT_ORDER, 0)
     for test in report.tests:
@@ -226,9 +237,9 @@ def render_html(
         f"<title>flaketui report as of {e(to_iso(report.now))}</title>",
         f"<style>{STYLE}</style></head><body>",
         *_header(report, counts, report_notices(report, history, now)),
-        *_test_table(tests, threshold, anchors),
-        *_regressions(report.tests, anchors),
-        *_cofailures(report.cofailures, anchors),
+        *_test_table(tests, threshold, anchors, limited=len(tests) < len(report.tests)),
+        *_regressions(report.tests, anchors, limit),
+        *_cofailures(report.cofailures[:limit], anchors),
         *_heatmap(details),
         *_details(details),
         f"<script>{SCRIPT}</script>",
@@ -300,8 +311,9 @@ def _rank(test: TestVerdict) -> tuple[str, str]:
 
 
 def _test_table(
-    tests: Sequence[TestVerdict], threshold: float, anchors: dict[str, str]
+    tests: Sequence[TestVerdict], threshold: float, anchors: dict[str, str], *, limited: bool
 ) -> list[str]:
+    """The ranked list of `tests`; `limited`: --limit left tests out of it."""
     rows = []
     for test in tests:
         shown, order = _rank(test)
@@ -328,8 +340,13 @@ def _test_table(
         )
     verdicts = "".join(f'<option value="{v}">{v}</option>' for v in VERDICT_ORDER)
     attention = sum(test.verdict != "healthy" for test in tests)
+    cut = (
+        f'<p class="meta">The first {plural(len(tests), "test")} (--limit); each section below '
+        "lists as many at most. The counts above are of every test.</p>"
+    )
     return [
         '<section id="ranked"><h2>Tests, ranked by damage</h2>',
+        cut if limited else "",
         '<div class="controls"><input id="filter" type="search" placeholder="Filter: test, '
         'owner, reason..." aria-label="Filter the tests"><select id="verdict" '
         'aria-label="Verdict"><option value="">needing attention</option>'
@@ -418,8 +435,10 @@ def _commit(sha: str | None) -> str:
     return f'<code title="{e(sha)}">{e(sha[:COMMIT_CHARS])}</code>'
 
 
-def _regressions(tests: Iterable[TestVerdict], anchors: dict[str, str]) -> list[str]:
-    regressions = [t for t in tests if t.verdict == "regression"]
+def _regressions(
+    tests: Iterable[TestVerdict], anchors: dict[str, str], limit: int | None
+) -> list[str]:
+    regressions = [t for t in tests if t.verdict == "regression"][:limit]
     if not regressions:
         return [
             '<section id="regressions"><h2>Regressions</h2>',
