@@ -278,16 +278,20 @@ def test_limit_cuts_each_section_to_its_first_n(runner: CliRunner, tmp_path: Pat
     raw = render_html(runner, history, "--limit", "1")
     assert rows(raw, "ranked") == 1 and rows(raw, "regressions") == 1
     assert rows(raw, "cofailures") == 1  # the first group, as JSON lists it
-    # The heatmap and the details list the regression first, then the flaky tests by rank.
-    assert names(raw, "heatmap", '<div class="id">') == ["tests/test_r.py::test_broken"]
-    assert names(raw, "details", "<h3>") == ["tests/test_r.py::test_broken"]
+    # The heatmap and the details show the tests listed: the regression, then the ranked test.
+    listed = ["tests/test_r.py::test_broken", "tests/test_a.py::test_1"]
+    assert names(raw, "heatmap", '<div class="id">') == names(raw, "details", "<h3>") == listed
     # The header counts every test, and the ranked list says it is cut.
     counts = "".join(parse(raw[: raw.index("</header>")]).text)
     assert "4flaky" in counts and "1regression" in counts
-    assert "The first 1 test (--limit); each section below lists as many at most." in raw
+    assert "The first 1 test (--limit): each section below lists as many at most" in raw
     raw = render_html(runner, history, "--limit", "2")
     assert rows(raw, "ranked") == 2 and rows(raw, "cofailures") == 2
-    expected = ["tests/test_r.py::test_broken", "tests/test_a.py::test_1"]
+    expected = [
+        "tests/test_r.py::test_broken",
+        "tests/test_a.py::test_1",
+        "tests/test_a.py::test_2",
+    ]
     assert names(raw, "heatmap", '<div class="id">') == names(raw, "details", "<h3>") == expected
     # A limit that takes every test changes nothing.
     assert render_html(runner, history, "--limit", "6") == render_html(runner, history)

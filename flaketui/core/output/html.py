@@ -192,12 +192,16 @@ def collect_details(
     limit: int | None = None,
 ) -> list[TestDetail]:
     """Outcome sequences of the regressed tests (up to REGRESSIONS_SHOWN), then of the flaky
-    ones by rank, heatmap_tests in all (`limit` at most); signatures and pivots too for the
-    first DETAIL_TESTS."""
-    regressions = [t for t in report.tests if t.verdict == "regression"][:REGRESSIONS_SHOWN]
-    flaky = [t for t in report.tests if t.verdict == "flaky"]
-    shown = heatmap_tests if limit is None else min(heatmap_tests, limit)
-    chosen = [*regressions, *flaky][:shown]
+    ones by rank, heatmap_tests in all; signatures and pivots too for the first DETAIL_TESTS.
+    With `limit`, those of the tests the page lists: the first `limit` regressions and the flaky
+    tests among the first `limit` ranked."""
+    regressions = [t for t in report.tests if t.verdict == "regression"]
+    regressions = regressions[
+        : REGRESSIONS_SHOWN if limit is None else min(limit, REGRESSIONS_SHOWN)
+    ]
+    ranked = report.tests if limit is None else report.tests[:limit]
+    flaky = [t for t in ranked if t.verdict == "flaky"]
+    chosen = [*regressions, *flaky][:heatmap_tests]
     details = []
     for index, test in enumerate(chosen):
         runs = outcome_sequence(db, test.test_id, now=report.now, config=config)
@@ -341,8 +345,9 @@ def _test_table(
     verdicts = "".join(f'<option value="{v}">{v}</option>' for v in VERDICT_ORDER)
     attention = sum(test.verdict != "healthy" for test in tests)
     cut = (
-        f'<p class="meta">The first {plural(len(tests), "test")} (--limit); each section below '
-        "lists as many at most. The counts above are of every test.</p>"
+        f'<p class="meta">The first {plural(len(tests), "test")} (--limit): each section below '
+        "lists as many at most, with the outcomes and details of the tests listed. The counts "
+        "above are of every test.</p>"
     )
     return [
         '<section id="ranked"><h2>Tests, ranked by damage</h2>',
