@@ -191,6 +191,7 @@ def test_subtest_reports_are_not_attempts() -> None:
     assert run.outcomes_of("test_m.py::test_sub") == ["pass"]
 
 
+@pytest.mark.usefixtures("no_timed_flush")
 def test_a_crashed_xdist_worker_is_an_error_attempt_on_that_worker() -> None:
     run = FakeRun()
     recorder = _recorder(run)
@@ -204,6 +205,7 @@ def test_a_crashed_xdist_worker_is_an_error_attempt_on_that_worker() -> None:
     assert batch == [("test_m.py::test_oom", ["error", "pass"], ["gw1", "gw0"])]
 
 
+@pytest.mark.usefixtures("no_timed_flush")
 def test_interleaved_workers_running_the_same_test_keep_their_attempts_apart() -> None:
     run = FakeRun()
     recorder = _recorder(run)
@@ -228,6 +230,7 @@ def test_an_interrupted_session_is_flushed_but_not_finished(exitstatus: int) -> 
     assert not run.finished
 
 
+@pytest.mark.usefixtures("no_timed_flush")
 def test_a_teardown_error_after_a_pass_is_an_error_with_the_stamped_duration() -> None:
     run = FakeRun()
     recorder = _recorder(run)
@@ -245,6 +248,7 @@ def test_a_teardown_error_after_a_pass_is_an_error_with_the_stamped_duration() -
     ]
 
 
+@pytest.mark.usefixtures("no_timed_flush")
 def test_a_crashed_attempt_has_no_duration_rather_than_zero() -> None:
     run = FakeRun()
     recorder = _recorder(run)
@@ -312,6 +316,7 @@ def _interact(recorder: Recorder, report: pytest.TestReport, exc_type: str) -> N
     recorder.pytest_exception_interact(SimpleNamespace(), call, report)
 
 
+@pytest.mark.usefixtures("no_timed_flush")
 def test_exception_types_follow_their_phase_when_reports_are_logged_after_the_attempt() -> None:
     # pytest-rerunfailures makes an attempt's three reports (pytest_exception_interact runs for
     # each failed one), then logs them; pytest drops "AssertionError: " from a bare assert's
@@ -336,6 +341,7 @@ def test_exception_types_follow_their_phase_when_reports_are_logged_after_the_at
     assert messages == ["AssertionError: assert 1 == 2", "OSError: assert 1 == 2"]
 
 
+@pytest.mark.usefixtures("no_timed_flush")
 def test_a_failed_teardown_waits_for_its_exception_type_then_closes() -> None:
     # Without rerunfailures pytest logs a failed phase's report, then calls
     # pytest_exception_interact: a failed call's type is there when the teardown closes the
