@@ -849,12 +849,15 @@ def test_the_next_write_folds_deferred_runs(tmp_path: Path) -> None:
     assert_maintained(db)
 
 
-def test_a_reader_does_not_queue_behind_a_writer_to_fold(tmp_path: Path) -> None:
+def test_a_reader_does_not_queue_behind_a_writer_to_fold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the write lock held elsewhere, a reader opens without folding (it does not wait
     out the busy timeout for it) and scores the raw rows; the next open folds."""
-    import time
+    import threading
+    from contextlib import closing
 
-    from flaketui.core.history.store import BUSY_TIMEOUT_MS
+    from flaketui.core.history import store
     from tests.connections import open_connection
 
     path = tmp_path / "h.db"
@@ -862,13 +865,28 @@ def test_a_reader_does_not_queue_behind_a_writer_to_fold(tmp_path: Path) -> None
     _write_history(open_history(path), now - timedelta(days=1), 6, "old")
     writer = open_connection(path, fold=False)
     _deferred_run(writer, "deferred", now - timedelta(hours=3), random.Random(1))
-    writer.execute("BEGIN IMMEDIATE")
-    started = time.monotonic()
-    reader = open_history(path, readonly=True)
-    assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2
+    # The lock is let go of once the reader has opened, or after a minute: a reader waiting
+    # out the busy timeout (longer than that) would then take it and fold.
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_MS", 600_000)
+    locked, opened = threading.Event(), threading.Event()
+
+    def hold_the_write_lock() -> None:
+        with closing(sqlite3.connect(path, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")
+            locked.set()
+            opened.wait(60)
+            other.execute("ROLLBACK")
+
+    holder = threading.Thread(target=hold_the_write_lock)
+    holder.start()
+    try:
+        assert locked.wait(60)
+        reader = open_history(path, readonly=True)
+    finally:
+        opened.set()
+        holder.join()
     assert rollups.pending(reader.conn)
     assert_everything_agrees(reader, now, Config())
-    writer.execute("ROLLBACK")
     assert not rollups.pending(open_history(path, readonly=True).conn)
 
 
