@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from textual.app import App
 from textual.pilot import Pilot
 from tui_history import NOW
 
@@ -22,6 +23,17 @@ def app_on(history: Path | str, tmp_path: Path) -> FlaketuiApp:
     return make_app(
         history, now=NOW, skip_file=tmp_path / "quarantine.json", cursor_blink=False, watch=False
     )
+
+
+def notices_stay(app: App[Any]) -> None:
+    """Every notification the app raises stays up until the test ends: whether one of a few
+    seconds is still up when the test looks for it would depend on the machine's speed."""
+    notify = app.notify
+
+    def staying(*args: Any, **kwargs: Any) -> None:
+        notify(*args, **{**kwargs, "timeout": 10 * SAFETY_S})
+
+    app.notify = staying  # type: ignore[method-assign]
 
 
 async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilots import app_on, settle, until
+from pilots import app_on, notices_stay, settle, until
 from textual.binding import Binding, BindingType
 from textual.command import CommandList
 from textual.widgets import Input, Select, Static
@@ -213,6 +213,7 @@ async def test_enter_opens_detail_family_pivot_rises_with_workers(
 
 async def test_quarantine_then_release_from_the_list(history: Path, tmp_path: Path) -> None:
     app = app_on(history, tmp_path)
+    notices_stay(app)
     skip_path = tmp_path / "quarantine.json"
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -277,6 +278,7 @@ async def test_a_damaged_history_says_so_and_stops_loading(history: Path, tmp_pa
     load's worker once ended with the error, the list saying "reading" for ever)."""
     damage(history)
     app = app_on(history, tmp_path)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: bool(app._notifications))
         [note] = app._notifications

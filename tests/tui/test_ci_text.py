@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilots import app_on, settle, until
+from pilots import app_on, notices_stay, settle, until
 from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_history import NOW
@@ -224,6 +224,7 @@ async def test_a_test_with_hostile_text_opens_and_its_pivots_show(
 
 async def test_notices_naming_ci_text_show_it_as_it_is(history: Path, tmp_path: Path) -> None:
     app = app_on(history, tmp_path)
+    notices_stay(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await pilot.press("t")  # the next suite: its name in a notice and in the header

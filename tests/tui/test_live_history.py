@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pilots import SAFETY_S, app_on, until
+from pilots import SAFETY_S, app_on, notices_stay, until
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 from tui_history import CART, NOW, record_run
@@ -320,6 +320,7 @@ async def test_folding_the_waiting_runs_as_it_opens_is_no_change_to_reload(
     it notes the history's state, so the watch sees no change afterwards."""
     _ingest_waiting(history, tmp_path, 3)
     app = app_on(history, tmp_path)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: _done_loading(app))
         with closing(sqlite3.connect(history)) as conn:
@@ -343,6 +344,7 @@ async def test_a_kept_ranking_hands_the_watch_the_stamp_of_the_folded_read(
     read = StagedRead(source, kept=True)
     assert read.first().provisional
     app = FlaketuiApp(source, watch=False, first_read=read)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: _done_loading(app) and not app.main_screen.data.provisional)
         assert app.last_stamp == history_stamp(history)

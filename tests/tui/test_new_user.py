@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pilots import app_on, settle
+from pilots import app_on, notices_stay, settle
 from textual.widgets import Input, Static
 from tui_history import NOW
 
@@ -67,6 +67,7 @@ async def test_the_quickstart_key_tour_leaves_the_clone_clean(clone: Path, tmp_p
     sample = clone / "sample_data" / "history.db"
     before = hashlib.sha256(sample.read_bytes()).hexdigest()
     app: FlaketuiApp = make_app("sample_data/history.db", cursor_blink=False, watch=False)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("q")
@@ -176,6 +177,7 @@ async def test_copy_says_where_the_text_went_and_keeps_it_in_a_file(
     history: Path, tmp_path: Path
 ) -> None:
     app = app_on(history, tmp_path)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("enter")
@@ -250,6 +252,7 @@ async def test_the_export_dialog_proposes_a_file_outside_the_work_tree(
     clone: Path, tmp_path: Path
 ) -> None:
     app = make_app("sample_data/history.db", now=NOW, cursor_blink=False, watch=False)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("e")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilots import app_on, settle
+from pilots import app_on, notices_stay, settle
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 from tui_history import NOW
@@ -166,6 +166,7 @@ async def test_review_lists_the_evidence_then_reject_and_accept_reload_the_ranki
     outage_history: Path, tmp_path: Path
 ) -> None:
     app = app_on(outage_history, tmp_path)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert len(app.main_screen.data.report.proposed_incidents) == 2
@@ -225,6 +226,7 @@ async def test_a_read_only_history_refuses_the_decision(
     os.chmod(outage_history, 0o444)
     before = hashlib.sha256(outage_history.read_bytes()).hexdigest()
     app = app_on(outage_history, tmp_path)
+    notices_stay(app)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
@@ -260,6 +262,7 @@ async def test_a_history_git_tracks_is_reviewed_in_a_trial_copy(
     monkeypatch.chdir(repo)
     before = hashlib.sha256((repo / "history.db").read_bytes()).hexdigest()
     app = app_on("history.db", tmp_path)
+    notices_stay(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("o")
