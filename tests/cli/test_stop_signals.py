@@ -288,8 +288,10 @@ def test_the_app_stopped_by_a_signal_gives_the_terminal_back(tmp_path: Path) -> 
         _read_until(fd, seen, lambda drawn: b"Quarantine" in drawn)
         drawn = len(seen)
         app.send_signal(stop)
-        assert app.wait(timeout=60) == -stop
+        # Read on until the terminal closes: the app draws on meanwhile, and on a terminal no
+        # one reads its writes, and so its exit, would wait for ever.
         _read_until(fd, seen, lambda drawn: False)
+        assert app.wait(timeout=60) == -stop
     assert LEAVE_FULL_SCREEN in seen[drawn:]
 
 
