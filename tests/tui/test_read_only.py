@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilots import app_on, settle
+from pilots import SAFETY_S, app_on, settle
 from tui_history import NOW
 
 from flaketui.core.errors import HistoryError
@@ -99,7 +99,7 @@ async def test_quitting_stops_every_read_the_app_started(history: Path, tmp_path
         reload = [read for read in app.reads if read not in first]
         assert len(reload) == 1  # the reload reads in a thread of its own, known to the app
     assert all(read.stopped for read in app.reads)
-    assert app.stop_reads(5.0)
+    assert app.stop_reads(SAFETY_S)
     assert not any(read.thread.is_alive() for read in app.reads)
 
 
@@ -127,12 +127,12 @@ def test_stopping_the_reads_waits_for_the_step_each_is_in(
     read = app.start_read()
     read.first()
     read.ask(1)
-    assert reading_step.wait(10)
+    assert reading_step.wait(SAFETY_S)
     assert _sidecars(history) == ["history.db-shm", "history.db-wal"]  # a WAL reader is open
     read.stop()
     assert read.thread.is_alive()
     step_may_end.set()
-    assert app.stop_reads(10.0)
+    assert app.stop_reads(SAFETY_S)
     assert not read.thread.is_alive()
     assert _sidecars(history) == []  # its reader, the last connection, closed and tidied
 
