@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(f"ok   skip file holds the highlighted test: {entries}")
             keys("C-q")
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + TIMEOUT_S
             while time.monotonic() < deadline:
                 if (
                     SESSION
