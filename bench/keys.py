@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -51,6 +52,7 @@ from common import NOW, emit, log
 
 SIZE = (160, 48)
 POLL_S = 0.005
+STOP_S = 30  # for an app sent SIGTERM to end (it ends in well under a second)
 TIMEOUT_S = 600.0  # loading a big history
 LOADING_BACKS = 3  # backs to the list per round while the load goes on
 KEY_TIMEOUT_S = 30.0  # one key (a key that changes nothing, e.g. Down on the last row, fails)
@@ -141,7 +143,7 @@ def key_ms(key: str) -> float:
 def start(command: list[str], cwd: Path) -> None:
     """Run `command` in a new detached tmux session of SIZE."""
     if _has_session():
-        tmux("kill-session", "-t", SESSION)
+        end_session()
     shell = " ".join(_quote(part) for part in command)
     width, height = str(SIZE[0]), str(SIZE[1])
     # A placeholder first: a tmux server started without a terminal (under pytest, in CI) may
@@ -150,6 +152,26 @@ def start(command: list[str], cwd: Path) -> None:
     tmux("set-option", "-t", SESSION, "window-size", "manual")
     tmux("resize-window", "-t", SESSION, "-x", width, "-y", height)
     tmux("respawn-pane", "-k", "-t", SESSION, "-c", str(cwd), shell)
+
+
+def end_session() -> None:
+    """Kill the session and end what it ran. Under nohup (as CI runs) the hang-up tmux sends
+    is ignored and the app would outlive its terminal, so the pane's process group is also sent
+    SIGTERM, and SIGKILL if it is still there STOP_S later."""
+    leader = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip() or 0)
+    tmux("kill-session", "-t", SESSION)
+    if not leader:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader, sig)
+        deadline = time.monotonic() + STOP_S
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(leader, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(POLL_S)
 
 
 def fit() -> None:
@@ -202,7 +224,7 @@ def flaketui_round(history: Path, tmp: Path, moves: int, pages: int) -> dict[str
     out["detail"] = [key_ms("Enter")]
     settle()
     out.update(back_both_ways())
-    tmux("kill-session", "-t", SESSION)
+    end_session()
     return out
 
 
@@ -238,7 +260,7 @@ def loading_round(history: Path, tmp: Path, moves: int, backs: int) -> dict[str,
         wait_for(KEYS_SHOWN, absent=(DETAIL_SHOWN,))
         if STILL_READING in pane():
             out["loading_back_key"].append(took)
-    tmux("kill-session", "-t", SESSION)
+    end_session()
     return out
 
 
@@ -253,7 +275,7 @@ def bare_round(rows: int, tmp: Path, moves: int, pages: int) -> dict[str, list[f
     key_ms("Enter")
     settle()
     out.update(back_both_ways())
-    tmux("kill-session", "-t", SESSION)
+    end_session()
     return out
 
 
