@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from flaketui.cli.group import LAZY_COMMANDS, FlaketuiGroup, cli
+from flaketui.cli.group import LAZY_COMMANDS, FlaketuiGroup, cli, os_error_line
 from flaketui.cli.stdout import UnwritableOutput, drop_output_once_unread
 from flaketui.cli.stopping import unwinding_on_stop
 
@@ -23,7 +23,7 @@ def main() -> None:
             cli(prog_name="flaketui")
         except UnwritableOutput as exc:
             # Met outside a command (the group's --help, --version): the commands' one line.
-            click.echo(f"Error: {exc.filename}: {(exc.strerror or str(exc)).lower()}", err=True)
+            click.echo(f"Error: {os_error_line(exc)}", err=True)
             sys.exit(1)
 
 

@@ -120,8 +120,13 @@ class FlaketuiGroup(click.Group):
             # the user's input, named with the system's reason. Without a path, it is a bug.
             if exc.filename is None:
                 raise
-            name = visible(os.fsdecode(exc.filename))
-            raise click.ClickException(f"{name}: {(exc.strerror or str(exc)).lower()}") from None
+            raise click.ClickException(os_error_line(exc)) from None
+
+
+def os_error_line(exc: OSError) -> str:
+    """A refused path's one line: the path, then the system's reason."""
+    name = visible(os.fsdecode(exc.filename))
+    return f"{name}: {(exc.strerror or str(exc)).lower()}"
 
 
 # How alike a word and a command name must be (difflib's ratio) for the word to be a typo of it.

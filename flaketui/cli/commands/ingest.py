@@ -19,7 +19,7 @@ from flaketui.cli.history_address import HISTORY_ADDRESS, shown
 from flaketui.core.config import load_config
 from flaketui.core.errors import FlaketuiError
 from flaketui.core.history.store import history_file
-from flaketui.core.ingest.formats import REPORT_FORMATS, reports_date, sniff_format
+from flaketui.core.ingest.formats import REPORT_FORMATS, reports_date, run_date, sniff_format
 from flaketui.core.ingest.junit import reports_run_info
 from flaketui.core.ingest.manifest import ManifestSummary, ingest_manifest, manifest_text
 from flaketui.core.ingest.report_time import ZONE_STEP
@@ -278,8 +278,8 @@ def _print_summary(summary: ManifestSummary) -> None:
 
 
 def _dated_by_reports(reports: tuple[Path, ...], report_format: str | None) -> datetime | None:
-    """The run's date from its reports' own (formats.reports_timestamp's rule: never after now),
-    warning when a report is dated a time zone's step or more ahead of this machine's clock."""
+    """The run's date from its reports' own (formats.run_date: never after now), warning when a
+    report is dated a time zone's step or more ahead of this machine's clock."""
     found = reports_date(reports, report_format)
     if found is None:
         return None
@@ -293,4 +293,4 @@ def _dated_by_reports(reports: tuple[Path, ...], report_format: str | None) -> d
             " time without a zone reads as UTC); the run is dated now (--timestamp dates it)",
             err=True,
         )
-    return min(stated, now)
+    return run_date(stated, now)

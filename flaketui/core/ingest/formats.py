@@ -112,12 +112,15 @@ def reports_date(
     return None
 
 
+def run_date(stated: datetime, now: datetime | None = None) -> datetime:
+    """A report's date as its run's: never later than now (by default the clock's). A report
+    exists once its run has ended: a later date is local time written without its zone in a
+    zone ahead of UTC, or a clock set ahead, and dating the run by it would leave it out of
+    every report until then."""
+    return min(stated, now or utc_now())
+
+
 def reports_timestamp(paths: Iterable[Path], report_format: str | None = None) -> datetime | None:
-    """A run's date from its reports: the first plausible one, in the files' order, never later
-    than now. A report exists once its run has ended: a later date is local time written
-    without its zone in a zone ahead of UTC, or a clock set ahead, and dating the run by it
-    would leave it out of every report until then."""
+    """A run's date from its reports: the first plausible one, in the files' order (run_date)."""
     found = reports_date(paths, report_format)
-    if found is None:
-        return None
-    return min(found[1], utc_now())
+    return None if found is None else run_date(found[1])
